@@ -1,0 +1,172 @@
+//! `kiln bench vram`: the VRAM test's write and verify throughput next to the same
+//! device's plain copy and fill bandwidth, measured in one run, as ratios.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::gpu::{DeviceContext, Vulkan};
+use crate::run::{AppError, select_devices};
+use crate::workload::vram::engine::{AccessLayout, Engine, EngineConfig, Op};
+use crate::workload::vram::pattern::Pattern;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// What `kiln bench vram` was asked to do.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Device selector; None: the first selected device.
+    pub device: Option<String>,
+    /// Bytes to sweep.
+    pub bytes: u64,
+    /// Timed repetitions.
+    pub repeat: u32,
+    /// Access layout override.
+    pub layout: Option<AccessLayout>,
+    /// Bound on every wait for the device.
+    pub fence_timeout: Duration,
+}
+
+/// Measured rates, all in GiB/s (2^30 bytes per second).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchReport {
+    /// Device name.
+    pub device: String,
+    /// Notes (CPU device only).
+    pub notes: Vec<String>,
+    /// Bytes swept.
+    pub bytes: u64,
+    /// Access layout.
+    pub layout: AccessLayout,
+    /// Own-address pattern writes, per GPU second.
+    pub write_gib_s: f64,
+    /// Own-address verification, per GPU second.
+    pub verify_gib_s: f64,
+    /// (bytes written + bytes verified) per wall second of both passes, first touch excluded.
+    pub combined_gib_per_wall_s: f64,
+    /// `vkCmdCopyBuffer`, bytes read plus bytes written per GPU second.
+    pub copy_gib_s: f64,
+    /// `vkCmdFillBuffer` per GPU second.
+    pub fill_gib_s: f64,
+    /// verify / copy.
+    pub verify_over_copy: f64,
+    /// combined / copy.
+    pub combined_over_copy: f64,
+    /// write / fill.
+    pub write_over_fill: f64,
+    /// `gpu_timestamps` or `wall_clock`.
+    pub timing_source: String,
+}
+
+/// Runs the benchmark.
+pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
+    let vulkan = Vulkan::new()?;
+    let selectors: Vec<String> = opts.device.iter().cloned().collect();
+    let (devices, notes) = select_devices(&vulkan, &selectors)?;
+    let info = devices
+        .first()
+        .ok_or_else(|| AppError::Usage("no device to benchmark".into()))?
+        .clone();
+    let mut ctx = DeviceContext::open(&vulkan, &info)?;
+    ctx.set_fence_timeout(opts.fence_timeout);
+    let mut cfg = EngineConfig::for_device(info.kind.is_gpu());
+    if let Some(layout) = opts.layout {
+        cfg.layout = layout;
+    }
+    let layout = cfg.layout;
+    let limits = &info.limits;
+    // At least eight buffers, so the copy has halves to move between.
+    let max_buffer = limits
+        .max_storage_buffer_range_bytes
+        .min(limits.max_memory_allocation_size_bytes)
+        .min(opts.bytes / 8);
+    let (mut engine, stopped) = Engine::allocate(&mut ctx, cfg, opts.bytes, max_buffer)?;
+    if let Some(e) = stopped {
+        return Err(AppError::Gpu(e));
+    }
+    let never = || false;
+    // First touch: drivers may commit memory lazily; not timed.
+    engine.write(&Pattern::address(0), &never)?;
+    engine.verify(&Pattern::address(0), 0, &never)?;
+    let before_write = engine.stats(Op::Write);
+    let before_verify = engine.stats(Op::Verify);
+    let mut wall = Duration::ZERO;
+    for i in 0..opts.repeat {
+        let p = Pattern::address(u64::from(i) + 1);
+        let t = Instant::now();
+        engine.write(&p, &never)?;
+        let v = engine.verify(&p, 16, &never)?;
+        wall += t.elapsed();
+        if v.counters.errors > 0 {
+            return Err(AppError::Gpu(crate::gpu::GpuError::Unsupported(format!(
+                "the benchmark found {} wrong words: run `kiln run` on this device",
+                v.counters.errors
+            ))));
+        }
+    }
+    let write = sub(engine.stats(Op::Write), before_write);
+    let verify = sub(engine.stats(Op::Verify), before_verify);
+    let mut copy_bytes = 0;
+    let mut copy_ns = 0;
+    for _ in 0..opts.repeat {
+        let c = engine.copy_halves()?;
+        copy_bytes += c.bytes;
+        copy_ns += c.gpu_ns;
+    }
+    let before_fill = engine.stats(Op::Fill);
+    for i in 0..opts.repeat {
+        engine.write(&Pattern::constant(i), &never)?;
+    }
+    let fill = sub(engine.stats(Op::Fill), before_fill);
+    let rate = |bytes: u64, ns: u64| if ns > 0 { bytes as f64 / GIB / (ns as f64 / 1e9) } else { 0.0 };
+    let write_gib_s = rate(write.0, write.1);
+    let verify_gib_s = rate(verify.0, verify.1);
+    let combined = (write.0 + verify.0) as f64 / GIB / wall.as_secs_f64().max(1e-9);
+    let copy_gib_s = rate(copy_bytes, copy_ns);
+    let fill_gib_s = rate(fill.0, fill.1);
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    Ok(BenchReport {
+        device: format!("{} {}", info.index, info.name),
+        notes,
+        bytes: engine.tested_bytes(),
+        layout,
+        write_gib_s,
+        verify_gib_s,
+        combined_gib_per_wall_s: combined,
+        copy_gib_s,
+        fill_gib_s,
+        verify_over_copy: ratio(verify_gib_s, copy_gib_s),
+        combined_over_copy: ratio(combined, copy_gib_s),
+        write_over_fill: ratio(write_gib_s, fill_gib_s),
+        timing_source: if engine.has_gpu_timestamps() { "gpu_timestamps" } else { "wall_clock" }.into(),
+    })
+}
+
+fn sub(a: crate::workload::vram::engine::OpStats, b: crate::workload::vram::engine::OpStats) -> (u64, u64) {
+    (a.bytes - b.bytes, a.gpu_ns - b.gpu_ns)
+}
+
+/// The benchmark for people.
+pub fn summary(r: &BenchReport) -> String {
+    let mut out = String::new();
+    for n in &r.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out.push_str(&format!(
+        "device {} ({:?} layout, {:.2} GiB, {})\n",
+        r.device,
+        r.layout,
+        r.bytes as f64 / GIB,
+        r.timing_source
+    ));
+    out.push_str(&format!("  vram test write (own-address)   {:8.2} GiB/s\n", r.write_gib_s));
+    out.push_str(&format!("  vram test verify (own-address)  {:8.2} GiB/s\n", r.verify_gib_s));
+    out.push_str(&format!("  combined, per wall second       {:8.2} GiB/s\n", r.combined_gib_per_wall_s));
+    out.push_str(&format!("  vkCmdCopyBuffer (read+write)    {:8.2} GiB/s\n", r.copy_gib_s));
+    out.push_str(&format!("  vkCmdFillBuffer                 {:8.2} GiB/s\n", r.fill_gib_s));
+    out.push_str(&format!(
+        "  ratios: verify/copy {:.2}, combined/copy {:.2}, write/fill {:.2}\n",
+        r.verify_over_copy, r.combined_over_copy, r.write_over_fill
+    ));
+    out
+}

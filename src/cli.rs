@@ -1,0 +1,236 @@
+//! Command-line definitions (clap) and the parsers for sizes and durations.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// kiln: prove a GPU good or bad.
+#[derive(Debug, Parser)]
+#[command(name = "kiln", version, about = "GPU stress and health diagnostics", long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// kiln's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the Vulkan devices with identity, memory and limits.
+    List(ListArgs),
+    /// Test devices and keep the evidence (default: every GPU, VRAM test, about a minute).
+    Run(RunArgs),
+    /// Plant known faults and check that every one is found exactly, and nothing else.
+    Selftest(SelftestArgs),
+    /// Measure throughput against the device's own copy and fill bandwidth.
+    Bench(BenchArgs),
+}
+
+/// `kiln list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options shared by every command that tests memory.
+#[derive(Debug, Args, Clone)]
+pub struct VramArgs {
+    /// Bytes of VRAM to test per device (e.g. 512MiB, 8GiB, 2GB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "vram_percent")]
+    pub vram_bytes: Option<u64>,
+    /// Percentage of the free VRAM to test per device.
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    pub vram_percent: Option<f64>,
+    /// Free VRAM to leave untested (default: the larger of 256 MiB and 2% of the heap).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub reserve: Option<u64>,
+    /// Largest single test buffer (default: the device's limits).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, hide = true)]
+    pub max_buffer: Option<u64>,
+    /// Access layout: contiguous (CPU devices) or coalesced (GPUs); default by device.
+    #[arg(long, value_name = "LAYOUT", value_parser = ["contiguous", "coalesced"])]
+    pub layout: Option<String>,
+    /// Bound on every wait for the device (a hung device is reported after this).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub fence_timeout: Duration,
+}
+
+/// `kiln run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Device to test, by index, UUID or PCI address; repeat for several (default: every GPU).
+    #[arg(long = "device", value_name = "DEVICE")]
+    pub devices: Vec<String>,
+    /// Time budget per device (e.g. 60s, 5m, 2h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Run exactly this many passes of the algorithms.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub passes: Option<u32>,
+    /// VRAM algorithms, comma-separated, or `all` (default: all but retention).
+    #[arg(long, value_name = "LIST")]
+    pub algorithms: Option<String>,
+    /// Error records kept per device (the error count is never capped).
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub records: u32,
+    /// Failing words retested in place, per device.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub retest_cap: u32,
+    /// Idle time of the retention algorithm.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
+    pub retention_delay: Duration,
+    /// Seed of the test patterns (the same seed repeats them exactly).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Run directory (default: ./kiln-runs/<time>-<host>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the report as JSON on stdout (the summary goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Memory options.
+    #[command(flatten)]
+    pub vram: VramArgs,
+}
+
+/// `kiln selftest`.
+#[derive(Debug, Args)]
+pub struct SelftestArgs {
+    /// Device to use, by index, UUID or PCI address (default: every GPU).
+    #[arg(long = "device", value_name = "DEVICE")]
+    pub devices: Vec<String>,
+    /// Faults planted per run.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=16384))]
+    pub faults: u32,
+    /// Runs, each with fresh faults and patterns.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Bytes tested per run.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "64MiB")]
+    pub vram_bytes: u64,
+    /// Seed of the planted faults and patterns.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `kiln bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[arg(value_parser = ["vram"])]
+    pub what: String,
+    /// Device, by index, UUID or PCI address (default: the first GPU).
+    #[arg(long = "device", value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Bytes to sweep.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "1GiB")]
+    pub bytes: u64,
+    /// Timed repetitions (after one untimed first-touch pass).
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// Access layout (default: by device kind).
+    #[arg(long, value_name = "LAYOUT", value_parser = ["contiguous", "coalesced"])]
+    pub layout: Option<String>,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses `1024`, `512MiB`, `8GiB`, `2GB`, `64KiB` (binary units for *iB, decimal for *B).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (try 512MiB or 8GiB)"))?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        other => return Err(format!("unknown size unit `{other}` (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)")),
+    };
+    let bytes = value * scale as f64;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+        return Err(format!("`{text}` is not a usable size"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Parses `90`, `500ms`, `30s`, `5m`, `2h` (a bare number is seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (try 90s, 5m or 2h)"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1e3,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => return Err(format!("unknown duration unit `{other}` (use ms, s, m or h)")),
+    };
+    if !seconds.is_finite() || !(0.0..=1e9).contains(&seconds) {
+        return Err(format!("`{text}` is not a usable duration"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn parse_percent(text: &str) -> Result<f64, String> {
+    let p: f64 = text
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("`{text}` is not a percentage"))?;
+    if p > 0.0 && p <= 100.0 {
+        Ok(p)
+    } else {
+        Err(format!("{p} is not a percentage between 0 and 100"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_both_unit_systems() {
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("2GB"), Ok(2_000_000_000));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("MiB").is_err());
+        assert!(parse_size("0").is_err());
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("3 fortnights").is_err());
+    }
+
+    #[test]
+    fn percentages_are_bounded() {
+        assert_eq!(parse_percent("50%"), Ok(50.0));
+        assert!(parse_percent("0").is_err());
+        assert!(parse_percent("101").is_err());
+    }
+}

@@ -1,0 +1,49 @@
+//! The run directory: manifest, append-only events and the final report. Everything a
+//! run learns lands here as it happens, so the verdict can be rebuilt from it alone.
+
+mod reader;
+mod records;
+mod rundir;
+mod writer;
+
+use std::path::{Path, PathBuf};
+
+pub use reader::{EventLog, read_events};
+pub use records::{EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA};
+pub use rundir::{Manifest, RunDir, default_run_dir, hostname, utc_timestamp};
+pub use writer::{EventSink, EventWriter, MemorySink, write_json_atomic};
+
+/// Failures reading or writing evidence.
+#[derive(Debug, thiserror::Error)]
+pub enum EvidenceError {
+    /// A file could not be read or written.
+    #[error("{}: {message}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        message: String,
+    },
+    /// A file is not what kiln wrote.
+    #[error("{}, line {line}: {message}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl EvidenceError {
+    fn io(path: &Path, e: std::io::Error) -> EvidenceError {
+        EvidenceError::Io {
+            path: path.to_owned(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Result alias of the evidence module.
+pub type EvidenceResult<T> = Result<T, EvidenceError>;

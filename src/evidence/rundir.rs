@@ -1,0 +1,155 @@
+//! Creating a run directory and describing the run in its manifest.
+
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::records::MANIFEST_SCHEMA;
+use super::writer::{EventWriter, write_json_atomic};
+use super::{EvidenceError, EvidenceResult};
+use crate::gpu::DeviceInfo;
+
+/// What a run was: written first, so even a run killed at once says what it was.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    /// `MANIFEST_SCHEMA`.
+    pub schema: String,
+    /// kiln's version.
+    pub tool_version: String,
+    /// The command line, argument by argument.
+    pub command_line: Vec<String>,
+    /// Host name.
+    pub host: String,
+    /// UTC start time, RFC 3339.
+    pub started_utc: String,
+    /// Devices selected for testing, with identity.
+    pub devices: Vec<DeviceInfo>,
+    /// The settings the run used.
+    pub settings: serde_json::Value,
+}
+
+impl Manifest {
+    /// A manifest for this process, started now.
+    pub fn new(devices: Vec<DeviceInfo>, settings: serde_json::Value) -> Manifest {
+        Manifest {
+            schema: MANIFEST_SCHEMA.into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            command_line: std::env::args().collect(),
+            host: hostname(),
+            started_utc: utc_timestamp(SystemTime::now()),
+            devices,
+            settings,
+        }
+    }
+}
+
+/// An open run directory.
+pub struct RunDir {
+    path: PathBuf,
+}
+
+impl RunDir {
+    /// Creates `path` (and its parents). An existing directory is accepted only when
+    /// empty, so evidence of an earlier run is never mixed in or overwritten.
+    pub fn create(path: &Path) -> EvidenceResult<RunDir> {
+        if path.exists() {
+            let empty = std::fs::read_dir(path)
+                .map_err(|e| EvidenceError::io(path, e))?
+                .next()
+                .is_none();
+            if !empty {
+                return Err(EvidenceError::Io {
+                    path: path.to_owned(),
+                    message: "the run directory already holds files; choose a new --out".into(),
+                });
+            }
+        }
+        std::fs::create_dir_all(path).map_err(|e| EvidenceError::io(path, e))?;
+        Ok(RunDir {
+            path: path.to_owned(),
+        })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `manifest.json`.
+    pub fn write_manifest(&self, manifest: &Manifest) -> EvidenceResult<()> {
+        write_json_atomic(&self.path.join("manifest.json"), manifest)
+    }
+
+    /// Opens `events.jsonl` for appending.
+    pub fn events(&self, started: Instant) -> EvidenceResult<EventWriter> {
+        let run_id = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        EventWriter::create(&self.path.join("events.jsonl"), &run_id, started)
+    }
+
+    /// Writes `report.json`.
+    pub fn write_report<T: Serialize>(&self, report: &T) -> EvidenceResult<()> {
+        write_json_atomic(&self.path.join("report.json"), report)
+    }
+}
+
+/// `./kiln-runs/<UTC time>-<host>`.
+pub fn default_run_dir() -> PathBuf {
+    let stamp = utc_timestamp(SystemTime::now()).replace([':', '-'], "");
+    let host: String = hostname()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+        .collect();
+    PathBuf::from("kiln-runs").join(format!("{stamp}-{host}"))
+}
+
+/// The host's name, or `localhost` when it cannot be read.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// RFC 3339 UTC time with second precision (`2026-11-29T17:05:00Z`).
+pub fn utc_timestamp(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn utc_timestamps_are_civil_dates() {
+        assert_eq!(utc_timestamp(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_795_971_900);
+        assert_eq!(utc_timestamp(t), "2026-11-29T17:05:00Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(utc_timestamp(leap), "2000-02-29T00:00:00Z");
+    }
+}

@@ -1,0 +1,124 @@
+//! Append-only evidence: every record is one complete line, written with a single
+//! `write` and flushed before the call returns, so a crash loses at most that line.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::records::{EVENTS_SCHEMA, Event, EventRecord};
+use super::{EvidenceError, EvidenceResult};
+
+/// Where workloads send what they learn.
+pub trait EventSink {
+    /// Records one event about `device` (None for the run as a whole).
+    fn emit(&mut self, device: Option<usize>, event: Event);
+}
+
+/// Collects events in memory (tests, and runs with no run directory).
+#[derive(Debug, Default)]
+pub struct MemorySink {
+    /// Everything emitted, in order.
+    pub events: Vec<EventRecord>,
+    started: Option<Instant>,
+}
+
+impl EventSink for MemorySink {
+    fn emit(&mut self, device: Option<usize>, event: Event) {
+        let started = *self.started.get_or_insert_with(Instant::now);
+        self.events.push(EventRecord {
+            t_ms: started.elapsed().as_secs_f64() * 1e3,
+            device,
+            event,
+        });
+    }
+}
+
+/// Writes `events.jsonl`.
+pub struct EventWriter {
+    file: File,
+    path: PathBuf,
+    started: Instant,
+    /// The first write failure; later writes are skipped and the run reports it.
+    failed: Option<String>,
+}
+
+impl EventWriter {
+    /// Creates `path` (which must not exist) and writes the header line.
+    pub fn create(path: &Path, run_id: &str, started: Instant) -> EvidenceResult<EventWriter> {
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| EvidenceError::io(path, e))?;
+        let mut writer = EventWriter {
+            file,
+            path: path.to_owned(),
+            started,
+            failed: None,
+        };
+        writer.emit(
+            None,
+            Event::Header {
+                schema: EVENTS_SCHEMA.into(),
+                tool_version: env!("CARGO_PKG_VERSION").into(),
+                run_id: run_id.into(),
+            },
+        );
+        writer.check()?;
+        Ok(writer)
+    }
+
+    /// The first write error, if any write failed.
+    pub fn check(&self) -> EvidenceResult<()> {
+        match &self.failed {
+            Some(e) => Err(EvidenceError::Io {
+                path: self.path.clone(),
+                message: e.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl EventSink for EventWriter {
+    fn emit(&mut self, device: Option<usize>, event: Event) {
+        if self.failed.is_some() {
+            return;
+        }
+        let record = EventRecord {
+            t_ms: self.started.elapsed().as_secs_f64() * 1e3,
+            device,
+            event,
+        };
+        let mut line = match serde_json::to_vec(&record) {
+            Ok(l) => l,
+            Err(e) => {
+                self.failed = Some(format!("could not encode an event: {e}"));
+                return;
+            }
+        };
+        line.push(b'\n');
+        // One write per record: a kill leaves whole lines plus at most one partial tail.
+        if let Err(e) = self.file.write_all(&line).and_then(|()| self.file.flush()) {
+            self.failed = Some(e.to_string());
+        }
+    }
+}
+
+/// Writes `value` as pretty JSON to `path` atomically (temporary file, then rename).
+pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> EvidenceResult<()> {
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_vec_pretty(value).map_err(|e| EvidenceError::Io {
+        path: path.to_owned(),
+        message: format!("could not encode: {e}"),
+    })?;
+    let write = || -> std::io::Result<()> {
+        let mut f = File::create(&tmp)?;
+        f.write_all(&text)?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| EvidenceError::io(path, e))
+}

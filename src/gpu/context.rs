@@ -1,0 +1,851 @@
+//! An open device: compute queue, allocator, pipelines, buffers, descriptor bindings and
+//! command submission with bounded waits and GPU timestamps.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use gpu_allocator::MemoryLocation;
+use gpu_allocator::vulkan::{
+    Allocation, AllocationCreateDesc, AllocationScheme, Allocator, AllocatorCreateDesc,
+};
+
+use super::error::{GpuError, GpuResult};
+use super::info::DeviceInfo;
+use super::instance::Vulkan;
+use super::shaders::Shader;
+
+/// Bytes of push constants every kiln pipeline may use (the Vulkan minimum).
+pub const PUSH_CONSTANT_BYTES: u32 = 128;
+/// Storage-buffer bindings in every kiln descriptor set.
+pub const BINDINGS: usize = 3;
+/// Binding at which the first buffer is also visible as a uniform texel buffer of
+/// `R32G32B32A32_UINT` texels (loads through it vectorise on some CPU drivers).
+pub const TEXEL_BINDING: u32 = 3;
+/// Binding at which the first buffer is also visible as a storage texel buffer.
+pub const STORAGE_TEXEL_BINDING: u32 = 4;
+
+/// The device and allocator, shared with every buffer so that they outlive all buffers.
+struct Shared {
+    _vulkan: Arc<Vulkan>,
+    device: ash::Device,
+    allocator: Mutex<Option<Allocator>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Ok(mut alloc) = self.allocator.lock() {
+            alloc.take();
+        }
+        // SAFETY: every buffer holds an Arc to self and the context has released its
+        // objects, so nothing created from the device is alive.
+        unsafe { self.device.destroy_device(None) };
+    }
+}
+
+/// Where a buffer's memory lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferKind {
+    /// Device-local memory under test; never assumed to be mappable.
+    Device,
+    /// Host-visible, coherent memory that the host reads back (results, word lists).
+    Readback,
+}
+
+/// A buffer with its memory. Freed on drop.
+pub struct GpuBuffer {
+    shared: Arc<Shared>,
+    buffer: vk::Buffer,
+    allocation: Option<Allocation>,
+    size_bytes: u64,
+    texel_view: Option<vk::BufferView>,
+}
+
+impl GpuBuffer {
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    /// The buffer's words, when its memory is mapped (readback buffers always are).
+    pub fn words(&self) -> Option<&[u32]> {
+        let a = self.allocation.as_ref()?;
+        let ptr = a.mapped_ptr()?;
+        // SAFETY: the mapping covers size_bytes, is at least 4-byte aligned
+        // (minMemoryMapAlignment >= 64) and lives as long as the allocation.
+        Some(unsafe {
+            std::slice::from_raw_parts(ptr.as_ptr() as *const u32, (self.size_bytes / 4) as usize)
+        })
+    }
+
+    /// The buffer's words for writing, when its memory is mapped.
+    pub fn words_mut(&mut self) -> Option<&mut [u32]> {
+        let a = self.allocation.as_ref()?;
+        let ptr = a.mapped_ptr()?;
+        // SAFETY: as in `words`; &mut self makes this the only view.
+        Some(unsafe {
+            std::slice::from_raw_parts_mut(ptr.as_ptr() as *mut u32, (self.size_bytes / 4) as usize)
+        })
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        // SAFETY: the buffer (and its view) were created on this device; the context
+        // waits for submitted work before it hands control back, so the GPU no longer
+        // uses them.
+        unsafe {
+            if let Some(view) = self.texel_view.take() {
+                self.shared.device.destroy_buffer_view(view, None);
+            }
+            self.shared.device.destroy_buffer(self.buffer, None)
+        };
+        if let Some(allocation) = self.allocation.take()
+            && let Ok(mut guard) = self.shared.allocator.lock()
+            && let Some(allocator) = guard.as_mut()
+        {
+            // A failed free only leaks; nothing else can be done about it here.
+            let _ = allocator.free(allocation);
+        }
+    }
+}
+
+/// A compiled compute pipeline.
+#[derive(Debug, Clone, Copy)]
+pub struct Pipeline(vk::Pipeline);
+
+/// A descriptor set naming three buffers at bindings 0, 1 and 2.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding(vk::DescriptorSet);
+
+/// Time a submission took.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Between the first and last GPU timestamp, when the queue has timestamps.
+    pub gpu_ns: Option<u64>,
+    /// Host wall time from submit to fence signalled.
+    pub wall: Duration,
+}
+
+impl Timing {
+    /// GPU time when known, else wall time, in nanoseconds.
+    pub fn best_ns(&self) -> u64 {
+        self.gpu_ns.unwrap_or(self.wall.as_nanos() as u64)
+    }
+}
+
+/// An open device ready for compute work.
+pub struct DeviceContext {
+    shared: Arc<Shared>,
+    info: DeviceInfo,
+    queue: vk::Queue,
+    command_pool: vk::CommandPool,
+    command_buffer: vk::CommandBuffer,
+    fence: vk::Fence,
+    query_pool: Option<vk::QueryPool>,
+    set_layout: vk::DescriptorSetLayout,
+    pipeline_layout: vk::PipelineLayout,
+    descriptor_pools: Vec<vk::DescriptorPool>,
+    modules: HashMap<Shader, vk::ShaderModule>,
+    pipelines: HashMap<(Shader, Vec<u32>), vk::Pipeline>,
+    /// Work submitted but not seen to finish (after a timeout).
+    in_flight: Option<String>,
+    /// Set once the device is lost; every later call fails with it.
+    lost: Option<String>,
+    simulate_loss: bool,
+    fence_timeout: Duration,
+}
+
+const SETS_PER_POOL: u32 = 256;
+
+impl DeviceContext {
+    /// Opens the device `info` describes, with one compute queue.
+    pub fn open(vulkan: &Arc<Vulkan>, info: &DeviceInfo) -> GpuResult<DeviceContext> {
+        let running = format!("opening device {} ({})", info.index, info.name);
+        let physical = *vulkan
+            .physical_devices()?
+            .get(info.index)
+            .ok_or_else(|| GpuError::NoSuchDevice {
+                selector: info.index.to_string(),
+            })?;
+        let family = info
+            .compute_queue_family
+            .ok_or_else(|| GpuError::Unsupported("no queue family supports compute".into()))?;
+        let priorities = [1.0f32];
+        let queue_info = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(family)
+            .queue_priorities(&priorities)];
+        // 64-bit integers allow the widest stores where the device has them.
+        // SAFETY: physical belongs to the instance.
+        let supported = unsafe { vulkan.instance.get_physical_device_features(physical) };
+        let features = vk::PhysicalDeviceFeatures::default().shader_int64(supported.shader_int64 == vk::TRUE);
+        let create = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queue_info)
+            .enabled_features(&features);
+        let vk_err = |call, r| GpuError::from_vk(call, r, &running);
+        // SAFETY: physical belongs to the instance; create points at live data.
+        let device = unsafe { vulkan.instance.create_device(physical, &create, None) }
+            .map_err(|r| vk_err("vkCreateDevice", r))?;
+        let allocator = Allocator::new(&AllocatorCreateDesc {
+            instance: vulkan.instance.clone(),
+            device: device.clone(),
+            physical_device: physical,
+            debug_settings: Default::default(),
+            buffer_device_address: false,
+            allocation_sizes: Default::default(),
+        });
+        let allocator = match allocator {
+            Ok(a) => a,
+            Err(e) => {
+                // SAFETY: nothing was created from the device yet.
+                unsafe { device.destroy_device(None) };
+                return Err(GpuError::Unsupported(format!("memory allocator: {e}")));
+            }
+        };
+        let shared = Arc::new(Shared {
+            _vulkan: vulkan.clone(),
+            device,
+            allocator: Mutex::new(Some(allocator)),
+        });
+        let d = &shared.device;
+        // From here on, objects are created one at a time into `ctx` so that its Drop
+        // releases whatever was made before a failure.
+        // SAFETY: family was reported by this device with at least one queue.
+        let queue = unsafe { d.get_device_queue(family, 0) };
+        let mut ctx = DeviceContext {
+            shared: shared.clone(),
+            info: info.clone(),
+            queue,
+            command_pool: vk::CommandPool::null(),
+            command_buffer: vk::CommandBuffer::null(),
+            fence: vk::Fence::null(),
+            query_pool: None,
+            set_layout: vk::DescriptorSetLayout::null(),
+            pipeline_layout: vk::PipelineLayout::null(),
+            descriptor_pools: Vec::new(),
+            modules: HashMap::new(),
+            pipelines: HashMap::new(),
+            in_flight: None,
+            lost: None,
+            simulate_loss: false,
+            fence_timeout: Duration::from_secs(10),
+        };
+        // SAFETY (this block): plain object creation on a live device with live infos.
+        unsafe {
+            ctx.command_pool = d
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default()
+                        .queue_family_index(family)
+                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                    None,
+                )
+                .map_err(|r| vk_err("vkCreateCommandPool", r))?;
+            ctx.command_buffer = d
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(ctx.command_pool)
+                        .level(vk::CommandBufferLevel::PRIMARY)
+                        .command_buffer_count(1),
+                )
+                .map_err(|r| vk_err("vkAllocateCommandBuffers", r))?[0];
+            ctx.fence = d
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .map_err(|r| vk_err("vkCreateFence", r))?;
+            if info.limits.timestamp_valid_bits > 0 {
+                ctx.query_pool = Some(
+                    d.create_query_pool(
+                        &vk::QueryPoolCreateInfo::default()
+                            .query_type(vk::QueryType::TIMESTAMP)
+                            .query_count(2),
+                        None,
+                    )
+                    .map_err(|r| vk_err("vkCreateQueryPool", r))?,
+                );
+            }
+            let mut bindings: Vec<_> = (0..BINDINGS as u32)
+                .map(|b| {
+                    vk::DescriptorSetLayoutBinding::default()
+                        .binding(b)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_count(1)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                })
+                .collect();
+            bindings.push(
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(TEXEL_BINDING)
+                    .descriptor_type(vk::DescriptorType::UNIFORM_TEXEL_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE),
+            );
+            bindings.push(
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(STORAGE_TEXEL_BINDING)
+                    .descriptor_type(vk::DescriptorType::STORAGE_TEXEL_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE),
+            );
+            ctx.set_layout = d
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
+                    None,
+                )
+                .map_err(|r| vk_err("vkCreateDescriptorSetLayout", r))?;
+            let ranges = [vk::PushConstantRange::default()
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                .size(PUSH_CONSTANT_BYTES)];
+            let layouts = [ctx.set_layout];
+            ctx.pipeline_layout = d
+                .create_pipeline_layout(
+                    &vk::PipelineLayoutCreateInfo::default()
+                        .set_layouts(&layouts)
+                        .push_constant_ranges(&ranges),
+                    None,
+                )
+                .map_err(|r| vk_err("vkCreatePipelineLayout", r))?;
+        }
+        Ok(ctx)
+    }
+
+    /// The device this context drives.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Sets the bound on every fence wait.
+    pub fn set_fence_timeout(&mut self, timeout: Duration) {
+        self.fence_timeout = timeout;
+    }
+
+    /// The bound on every fence wait.
+    pub fn fence_timeout(&self) -> Duration {
+        self.fence_timeout
+    }
+
+    /// Re-reads heap budgets and usage (they change as memory is allocated).
+    pub fn refresh_info(&mut self, vulkan: &Vulkan) -> GpuResult<&DeviceInfo> {
+        let fresh = vulkan
+            .devices()?
+            .into_iter()
+            .find(|d| d.index == self.info.index && d.device_uuid == self.info.device_uuid);
+        if let Some(fresh) = fresh {
+            self.info = fresh;
+        }
+        Ok(&self.info)
+    }
+
+    /// Creates a buffer of `size_bytes` in memory of the given kind.
+    pub fn buffer(&mut self, kind: BufferKind, size_bytes: u64, name: &str) -> GpuResult<GpuBuffer> {
+        self.check_alive()?;
+        let running = format!("allocating {name} ({size_bytes} bytes)");
+        let d = &self.shared.device;
+        let usage = vk::BufferUsageFlags::STORAGE_BUFFER
+            | vk::BufferUsageFlags::UNIFORM_TEXEL_BUFFER
+            | vk::BufferUsageFlags::STORAGE_TEXEL_BUFFER
+            | vk::BufferUsageFlags::TRANSFER_SRC
+            | vk::BufferUsageFlags::TRANSFER_DST;
+        let create = vk::BufferCreateInfo::default()
+            .size(size_bytes)
+            .usage(usage)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: a plain buffer creation on a live device.
+        let buffer = unsafe { d.create_buffer(&create, None) }
+            .map_err(|r| GpuError::from_vk("vkCreateBuffer", r, &running))?;
+        // SAFETY: buffer was just created on this device.
+        let requirements = unsafe { d.get_buffer_memory_requirements(buffer) };
+        let (location, scheme) = match kind {
+            BufferKind::Device => (
+                MemoryLocation::GpuOnly,
+                AllocationScheme::DedicatedBuffer(buffer),
+            ),
+            BufferKind::Readback => (MemoryLocation::GpuToCpu, AllocationScheme::GpuAllocatorManaged),
+        };
+        let allocation = {
+            let mut guard = self.shared.allocator.lock().map_err(|_| GpuError::Unsupported(
+                "memory allocator poisoned by an earlier panic".into(),
+            ))?;
+            let allocator = guard.as_mut().ok_or_else(|| {
+                GpuError::Unsupported("memory allocator already released".into())
+            })?;
+            allocator.allocate(&AllocationCreateDesc {
+                name,
+                requirements,
+                location,
+                linear: true,
+                allocation_scheme: scheme,
+            })
+        };
+        let allocation = match allocation {
+            Ok(a) => a,
+            Err(e) => {
+                // SAFETY: the buffer has no memory and was never used.
+                unsafe { d.destroy_buffer(buffer, None) };
+                return Err(match e {
+                    gpu_allocator::AllocationError::OutOfMemory => GpuError::OutOfMemory { running },
+                    e => GpuError::Unsupported(format!("{running}: {e}")),
+                });
+            }
+        };
+        let mut out = GpuBuffer {
+            shared: self.shared.clone(),
+            buffer,
+            allocation: None,
+            size_bytes,
+            texel_view: None,
+        };
+        // SAFETY: memory and offset come from an allocation made for these requirements.
+        let bound = unsafe { d.bind_buffer_memory(buffer, allocation.memory(), allocation.offset()) };
+        let coherent = allocation
+            .memory_properties()
+            .contains(vk::MemoryPropertyFlags::HOST_COHERENT);
+        let mapped = allocation.mapped_ptr().is_some();
+        out.allocation = Some(allocation);
+        bound.map_err(|r| GpuError::from_vk("vkBindBufferMemory", r, &running))?;
+        if kind == BufferKind::Readback && !(coherent && mapped) {
+            return Err(GpuError::Unsupported(
+                "no host-visible, host-coherent memory type for result buffers".into(),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Binds three buffers (each whole) to bindings 0, 1 and 2 of a new descriptor set,
+    /// and the first also as a texel buffer at `TEXEL_BINDING` when the device's texel
+    /// limit allows its size.
+    pub fn bind(&mut self, buffers: [&mut GpuBuffer; BINDINGS]) -> GpuResult<Binding> {
+        self.check_alive()?;
+        let max_range = self.info.limits.max_storage_buffer_range_bytes;
+        if let Some(b) = buffers.iter().find(|b| b.size_bytes > max_range) {
+            return Err(GpuError::Unsupported(format!(
+                "a {} byte buffer exceeds maxStorageBufferRange ({max_range} bytes)",
+                b.size_bytes
+            )));
+        }
+        let set = match self.allocate_set()? {
+            Some(set) => set,
+            None => {
+                self.add_descriptor_pool()?;
+                self.allocate_set()?.ok_or_else(|| {
+                    GpuError::Unsupported("a fresh descriptor pool could not allocate a set".into())
+                })?
+            }
+        };
+        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
+            .iter()
+            .map(|b| {
+                [vk::DescriptorBufferInfo::default()
+                    .buffer(b.buffer)
+                    .offset(0)
+                    .range(b.size_bytes)]
+            })
+            .collect();
+        let writes: Vec<_> = infos
+            .iter()
+            .enumerate()
+            .map(|(i, info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(i as u32)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        // SAFETY: set and buffers are alive; writes point at live infos.
+        unsafe { self.shared.device.update_descriptor_sets(&writes, &[]) };
+        let [data, ..] = buffers;
+        if data.size_bytes / 16 <= self.info.limits.max_texel_buffer_elements {
+            let view = match data.texel_view {
+                Some(v) => v,
+                None => {
+                    let info = vk::BufferViewCreateInfo::default()
+                        .buffer(data.buffer)
+                        .format(vk::Format::R32G32B32A32_UINT)
+                        .offset(0)
+                        .range(data.size_bytes);
+                    // SAFETY: the buffer is alive and was created with texel usage.
+                    let v = unsafe { self.shared.device.create_buffer_view(&info, None) }
+                        .map_err(|r| GpuError::from_vk("vkCreateBufferView", r, "binding buffers"))?;
+                    data.texel_view = Some(v);
+                    v
+                }
+            };
+            let views = [view];
+            let write = [
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(TEXEL_BINDING)
+                    .descriptor_type(vk::DescriptorType::UNIFORM_TEXEL_BUFFER)
+                    .texel_buffer_view(&views),
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(STORAGE_TEXEL_BINDING)
+                    .descriptor_type(vk::DescriptorType::STORAGE_TEXEL_BUFFER)
+                    .texel_buffer_view(&views),
+            ];
+            // SAFETY: as above.
+            unsafe { self.shared.device.update_descriptor_sets(&write, &[]) };
+        }
+        Ok(Binding(set))
+    }
+
+    fn allocate_set(&mut self) -> GpuResult<Option<vk::DescriptorSet>> {
+        let Some(&pool) = self.descriptor_pools.last() else {
+            return Ok(None);
+        };
+        let layouts = [self.set_layout];
+        let info = vk::DescriptorSetAllocateInfo::default()
+            .descriptor_pool(pool)
+            .set_layouts(&layouts);
+        // SAFETY: pool and layout are alive.
+        match unsafe { self.shared.device.allocate_descriptor_sets(&info) } {
+            Ok(sets) => Ok(Some(sets[0])),
+            Err(vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL) => Ok(None),
+            Err(r) => Err(GpuError::from_vk("vkAllocateDescriptorSets", r, "binding buffers")),
+        }
+    }
+
+    fn add_descriptor_pool(&mut self) -> GpuResult<()> {
+        let sizes = [
+            vk::DescriptorPoolSize::default()
+                .ty(vk::DescriptorType::STORAGE_BUFFER)
+                .descriptor_count(SETS_PER_POOL * BINDINGS as u32),
+            vk::DescriptorPoolSize::default()
+                .ty(vk::DescriptorType::UNIFORM_TEXEL_BUFFER)
+                .descriptor_count(SETS_PER_POOL),
+            vk::DescriptorPoolSize::default()
+                .ty(vk::DescriptorType::STORAGE_TEXEL_BUFFER)
+                .descriptor_count(SETS_PER_POOL),
+        ];
+        let info = vk::DescriptorPoolCreateInfo::default()
+            .max_sets(SETS_PER_POOL)
+            .pool_sizes(&sizes);
+        // SAFETY: plain object creation.
+        let pool = unsafe { self.shared.device.create_descriptor_pool(&info, None) }
+            .map_err(|r| GpuError::from_vk("vkCreateDescriptorPool", r, "binding buffers"))?;
+        self.descriptor_pools.push(pool);
+        Ok(())
+    }
+
+    /// The pipeline for `shader` with specialization constants 0, 1, ... set to `spec`.
+    pub fn pipeline(&mut self, shader: Shader, spec: &[u32]) -> GpuResult<Pipeline> {
+        self.check_alive()?;
+        if let Some(&p) = self.pipelines.get(&(shader, spec.to_vec())) {
+            return Ok(Pipeline(p));
+        }
+        let running = format!("building pipeline {}", shader.name());
+        let module = match self.modules.get(&shader) {
+            Some(&m) => m,
+            None => {
+                let code = ash::util::read_spv(&mut std::io::Cursor::new(shader.spirv()))
+                    .map_err(|e| GpuError::Unsupported(format!("embedded SPIR-V: {e}")))?;
+                // SAFETY: code is valid SPIR-V produced by glslc.
+                let m = unsafe {
+                    self.shared
+                        .device
+                        .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None)
+                }
+                .map_err(|r| GpuError::from_vk("vkCreateShaderModule", r, &running))?;
+                self.modules.insert(shader, m);
+                m
+            }
+        };
+        let entries: Vec<vk::SpecializationMapEntry> = (0..spec.len() as u32)
+            .map(|i| {
+                vk::SpecializationMapEntry::default()
+                    .constant_id(i)
+                    .offset(i * 4)
+                    .size(4)
+            })
+            .collect();
+        let data: Vec<u8> = spec.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let spec_info = vk::SpecializationInfo::default()
+            .map_entries(&entries)
+            .data(&data);
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(c"main")
+            .specialization_info(&spec_info);
+        let create = [vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(self.pipeline_layout)];
+        // SAFETY: module, layout and infos are alive.
+        let pipeline = unsafe {
+            self.shared
+                .device
+                .create_compute_pipelines(vk::PipelineCache::null(), &create, None)
+        }
+        .map_err(|(_, r)| GpuError::from_vk("vkCreateComputePipelines", r, &running))?[0];
+        self.pipelines.insert((shader, spec.to_vec()), pipeline);
+        Ok(Pipeline(pipeline))
+    }
+
+    /// Starts recording commands for one submission; `what` names the work for errors.
+    pub fn record(&mut self, what: impl Into<String>) -> GpuResult<Recording<'_>> {
+        self.check_alive()?;
+        self.finish_in_flight()?;
+        let what = what.into();
+        let d = &self.shared.device;
+        let cb = self.command_buffer;
+        // SAFETY: the command buffer is not pending (finish_in_flight) and belongs to a
+        // pool created with RESET_COMMAND_BUFFER.
+        unsafe {
+            d.reset_command_buffer(cb, vk::CommandBufferResetFlags::empty())
+                .map_err(|r| GpuError::from_vk("vkResetCommandBuffer", r, &what))?;
+            d.begin_command_buffer(
+                cb,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+            .map_err(|r| GpuError::from_vk("vkBeginCommandBuffer", r, &what))?;
+            if let Some(qp) = self.query_pool {
+                d.cmd_reset_query_pool(cb, qp, 0, 2);
+                d.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, qp, 0);
+            }
+        }
+        let mut rec = Recording { ctx: self, what };
+        // Work from earlier submissions must be visible to this one.
+        rec.barrier();
+        Ok(rec)
+    }
+
+    fn check_alive(&self) -> GpuResult<()> {
+        match &self.lost {
+            Some(running) => Err(GpuError::DeviceLost {
+                running: running.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits (bounded) for a submission that an earlier wait gave up on.
+    fn finish_in_flight(&mut self) -> GpuResult<()> {
+        let Some(running) = self.in_flight.clone() else {
+            return Ok(());
+        };
+        self.wait_fence(&running, self.fence_timeout)?;
+        self.in_flight = None;
+        Ok(())
+    }
+
+    fn wait_fence(&mut self, running: &str, timeout: Duration) -> GpuResult<()> {
+        let d = &self.shared.device;
+        // SAFETY: the fence is alive.
+        match unsafe { d.wait_for_fences(&[self.fence], true, timeout.as_nanos() as u64) } {
+            Ok(()) => Ok(()),
+            Err(vk::Result::TIMEOUT) => {
+                self.in_flight = Some(running.to_owned());
+                Err(GpuError::Timeout {
+                    running: running.to_owned(),
+                    timeout_ms: timeout.as_millis() as u64,
+                })
+            }
+            Err(r) => Err(self.fail("vkWaitForFences", r, running)),
+        }
+    }
+
+    fn fail(&mut self, call: &'static str, r: vk::Result, running: &str) -> GpuError {
+        let err = GpuError::from_vk(call, r, running);
+        if matches!(err, GpuError::DeviceLost { .. }) {
+            self.lost = Some(running.to_owned());
+        }
+        err
+    }
+
+    /// Makes the next submission report `VK_ERROR_DEVICE_LOST` and the device unusable
+    /// from then on, exactly as a real loss does: for tests of everything above this layer.
+    #[doc(hidden)]
+    pub fn simulate_device_loss_on_next_submit(&mut self) {
+        self.simulate_loss = true;
+    }
+}
+
+impl Drop for DeviceContext {
+    fn drop(&mut self) {
+        let d = &self.shared.device;
+        if self.in_flight.is_some() {
+            // A hung device may never finish: wait a bounded time, then leak rather
+            // than destroy objects the GPU may still use.
+            // SAFETY: the fence is alive.
+            let done = unsafe { d.wait_for_fences(&[self.fence], true, self.fence_timeout.as_nanos() as u64) };
+            if done.is_err() {
+                return;
+            }
+        }
+        // SAFETY: no submission is pending (checked above), so every object is idle.
+        unsafe {
+            let _ = d.device_wait_idle();
+            for &p in self.pipelines.values() {
+                d.destroy_pipeline(p, None);
+            }
+            for &m in self.modules.values() {
+                d.destroy_shader_module(m, None);
+            }
+            for &p in &self.descriptor_pools {
+                d.destroy_descriptor_pool(p, None);
+            }
+            d.destroy_pipeline_layout(self.pipeline_layout, None);
+            d.destroy_descriptor_set_layout(self.set_layout, None);
+            if let Some(qp) = self.query_pool {
+                d.destroy_query_pool(qp, None);
+            }
+            d.destroy_fence(self.fence, None);
+            d.destroy_command_pool(self.command_pool, None);
+        }
+    }
+}
+
+/// Commands being recorded for one submission.
+pub struct Recording<'a> {
+    ctx: &'a mut DeviceContext,
+    what: String,
+}
+
+impl Recording<'_> {
+    /// Records a compute dispatch of `groups` workgroups along x.
+    pub fn dispatch(&mut self, pipeline: Pipeline, binding: Binding, push: &[u32], groups: u32) {
+        let d = &self.ctx.shared.device;
+        let cb = self.ctx.command_buffer;
+        let bytes: Vec<u8> = push.iter().flat_map(|v| v.to_le_bytes()).collect();
+        debug_assert!(bytes.len() <= PUSH_CONSTANT_BYTES as usize);
+        // SAFETY: all handles are alive and recording has begun.
+        unsafe {
+            d.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline.0);
+            d.cmd_bind_descriptor_sets(
+                cb,
+                vk::PipelineBindPoint::COMPUTE,
+                self.ctx.pipeline_layout,
+                0,
+                &[binding.0],
+                &[],
+            );
+            d.cmd_push_constants(
+                cb,
+                self.ctx.pipeline_layout,
+                vk::ShaderStageFlags::COMPUTE,
+                0,
+                &bytes,
+            );
+            d.cmd_dispatch(cb, groups, 1, 1);
+        }
+    }
+
+    /// Records a fill of `size_bytes` at `offset_bytes` with the 32-bit `value`.
+    pub fn fill(&mut self, buffer: &GpuBuffer, offset_bytes: u64, size_bytes: u64, value: u32) {
+        // SAFETY: buffer is alive; offset and size are multiples of 4 within it.
+        unsafe {
+            self.ctx.shared.device.cmd_fill_buffer(
+                self.ctx.command_buffer,
+                buffer.buffer,
+                offset_bytes,
+                size_bytes,
+                value,
+            )
+        };
+    }
+
+    /// Records a copy of `size_bytes` between two buffers.
+    pub fn copy(&mut self, src: &GpuBuffer, src_offset: u64, dst: &GpuBuffer, dst_offset: u64, size_bytes: u64) {
+        let region = [vk::BufferCopy::default()
+            .src_offset(src_offset)
+            .dst_offset(dst_offset)
+            .size(size_bytes)];
+        // SAFETY: both buffers are alive; the regions lie within them.
+        unsafe {
+            self.ctx.shared.device.cmd_copy_buffer(
+                self.ctx.command_buffer,
+                src.buffer,
+                dst.buffer,
+                &region,
+            )
+        };
+    }
+
+    /// Makes every earlier write visible to every later command.
+    pub fn barrier(&mut self) {
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+            .dst_access_mask(vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE)];
+        // SAFETY: recording has begun.
+        unsafe {
+            self.ctx.shared.device.cmd_pipeline_barrier(
+                self.ctx.command_buffer,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::DependencyFlags::empty(),
+                &barrier,
+                &[],
+                &[],
+            )
+        };
+    }
+
+    /// Submits, waits at most the context's fence timeout, and times the work.
+    pub fn submit_and_wait(self) -> GpuResult<Timing> {
+        let timeout = self.ctx.fence_timeout;
+        self.submit_and_wait_for(timeout)
+    }
+
+    /// Submits and waits at most `timeout`.
+    pub fn submit_and_wait_for(mut self, timeout: Duration) -> GpuResult<Timing> {
+        // Results written by the device must be visible to the host after the fence.
+        let to_host = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+            .dst_access_mask(vk::AccessFlags::HOST_READ)];
+        let ctx = &mut *self.ctx;
+        let what = std::mem::take(&mut self.what);
+        let d = ctx.shared.device.clone();
+        let cb = ctx.command_buffer;
+        // SAFETY: recording has begun on cb; fence and queue are alive and the fence is
+        // unsignalled (reset below before submit).
+        unsafe {
+            d.cmd_pipeline_barrier(
+                cb,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &to_host,
+                &[],
+                &[],
+            );
+            if let Some(qp) = ctx.query_pool {
+                d.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, qp, 1);
+            }
+            d.end_command_buffer(cb)
+                .map_err(|r| ctx.fail("vkEndCommandBuffer", r, &what))?;
+            d.reset_fences(&[ctx.fence])
+                .map_err(|r| ctx.fail("vkResetFences", r, &what))?;
+        }
+        if ctx.simulate_loss {
+            ctx.simulate_loss = false;
+            return Err(ctx.fail("vkQueueSubmit", vk::Result::ERROR_DEVICE_LOST, &what));
+        }
+        let cbs = [cb];
+        let submit = [vk::SubmitInfo::default().command_buffers(&cbs)];
+        let start = Instant::now();
+        // SAFETY: as above.
+        unsafe { d.queue_submit(ctx.queue, &submit, ctx.fence) }
+            .map_err(|r| ctx.fail("vkQueueSubmit", r, &what))?;
+        ctx.wait_fence(&what, timeout)?;
+        let wall = start.elapsed();
+        let gpu_ns = match ctx.query_pool {
+            Some(qp) => {
+                let mut stamps = [0u64; 2];
+                // SAFETY: both queries were written by the finished submission.
+                unsafe {
+                    d.get_query_pool_results(qp, 0, &mut stamps, vk::QueryResultFlags::TYPE_64)
+                }
+                .ok()
+                .map(|()| {
+                    let bits = ctx.info.limits.timestamp_valid_bits;
+                    let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                    let ticks = (stamps[1] & mask).wrapping_sub(stamps[0] & mask) & mask;
+                    (ticks as f64 * f64::from(ctx.info.limits.timestamp_period_ns)) as u64
+                })
+            }
+            None => None,
+        };
+        Ok(Timing { gpu_ns, wall })
+    }
+}

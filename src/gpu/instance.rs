@@ -1,0 +1,281 @@
+//! Loading the Vulkan loader, creating the instance and describing every device.
+
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use ash::vk;
+
+use super::error::{GpuError, GpuResult};
+use super::info::{
+    DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MemoryTypeInfo, decode_driver_version,
+    format_uuid, vendor_name,
+};
+
+/// The loaded Vulkan library and one instance; shared by every device context.
+pub struct Vulkan {
+    _entry: ash::Entry,
+    pub(crate) instance: ash::Instance,
+}
+
+impl Vulkan {
+    /// Loads the system's Vulkan loader and creates an instance.
+    pub fn new() -> GpuResult<Arc<Vulkan>> {
+        // SAFETY: loading libvulkan runs its initialisers; the loader is trusted system code.
+        let entry = unsafe { ash::Entry::load() }.map_err(|e| GpuError::LoaderMissing {
+            detail: e.to_string(),
+        })?;
+        Self::with_entry(entry)
+    }
+
+    /// Loads the Vulkan loader from an explicit path (for tests and odd installs).
+    pub fn from_path(path: &std::path::Path) -> GpuResult<Arc<Vulkan>> {
+        // SAFETY: as in `new`; the path names a Vulkan loader or fails to load.
+        let entry = unsafe { ash::Entry::load_from(path) }.map_err(|e| GpuError::LoaderMissing {
+            detail: e.to_string(),
+        })?;
+        Self::with_entry(entry)
+    }
+
+    fn with_entry(entry: ash::Entry) -> GpuResult<Arc<Vulkan>> {
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"kiln")
+            .application_version(vk::make_api_version(0, 0, 1, 0))
+            .engine_name(c"kiln")
+            .api_version(vk::API_VERSION_1_1);
+        // Portability enumeration lets non-conformant drivers (MoltenVK) show up too.
+        // SAFETY: entry is a loaded loader.
+        let available = unsafe { entry.enumerate_instance_extension_properties(None) }
+            .map_err(|r| GpuError::from_vk("vkEnumerateInstanceExtensionProperties", r, "starting Vulkan"))?;
+        let portability = available.iter().any(|e| {
+            e.extension_name_as_c_str().ok() == Some(ash::khr::portability_enumeration::NAME)
+        });
+        let mut extensions = Vec::new();
+        let mut flags = vk::InstanceCreateFlags::empty();
+        if portability {
+            extensions.push(ash::khr::portability_enumeration::NAME.as_ptr());
+            flags |= vk::InstanceCreateFlags::ENUMERATE_PORTABILITY_KHR;
+        }
+        let info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_extension_names(&extensions)
+            .flags(flags);
+        // SAFETY: info and everything it points to outlive the call.
+        let instance = unsafe { entry.create_instance(&info, None) }.map_err(|r| match r {
+            vk::Result::ERROR_INCOMPATIBLE_DRIVER | vk::Result::ERROR_INITIALIZATION_FAILED => {
+                GpuError::NoDriver
+            }
+            r => GpuError::from_vk("vkCreateInstance", r, "starting Vulkan"),
+        })?;
+        Ok(Arc::new(Vulkan { _entry: entry, instance }))
+    }
+
+    /// Physical devices in enumeration order; `NoDevice` when there are none.
+    pub(crate) fn physical_devices(&self) -> GpuResult<Vec<vk::PhysicalDevice>> {
+        // SAFETY: the instance is alive for self's lifetime.
+        let devices = unsafe { self.instance.enumerate_physical_devices() }.map_err(|r| match r {
+            vk::Result::ERROR_INITIALIZATION_FAILED => GpuError::NoDriver,
+            r => GpuError::from_vk("vkEnumeratePhysicalDevices", r, "listing devices"),
+        })?;
+        if devices.is_empty() {
+            return Err(GpuError::NoDevice);
+        }
+        Ok(devices)
+    }
+
+    /// Describes every device Vulkan can see.
+    pub fn devices(&self) -> GpuResult<Vec<DeviceInfo>> {
+        self.physical_devices()?
+            .into_iter()
+            .enumerate()
+            .map(|(index, pd)| self.describe(index, pd))
+            .collect()
+    }
+
+    pub(crate) fn device_extensions(&self, pd: vk::PhysicalDevice) -> Vec<String> {
+        // SAFETY: pd came from this instance.
+        unsafe { self.instance.enumerate_device_extension_properties(pd) }
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| e.extension_name_as_c_str().ok())
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn describe(&self, index: usize, pd: vk::PhysicalDevice) -> GpuResult<DeviceInfo> {
+        let extensions = self.device_extensions(pd);
+        let has = |name: &CStr| extensions.iter().any(|e| e.as_bytes() == name.to_bytes());
+        let has_pci = has(ash::ext::pci_bus_info::NAME);
+        let has_budget = has(ash::ext::memory_budget::NAME);
+        let has_driver_props = has(ash::khr::driver_properties::NAME);
+
+        let mut id_props = vk::PhysicalDeviceIDProperties::default();
+        let mut pci = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
+        let mut driver = vk::PhysicalDeviceDriverProperties::default();
+        let mut maint4 = vk::PhysicalDeviceMaintenance4Properties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut id_props);
+        if has_pci {
+            props2 = props2.push_next(&mut pci);
+        }
+        if has_driver_props {
+            props2 = props2.push_next(&mut driver);
+        }
+        // SAFETY: pd belongs to this instance; the chain holds only structs whose
+        // extensions the device reports.
+        let api = unsafe { self.instance.get_physical_device_properties(pd) }.api_version;
+        let has_maint4 = vk::api_version_minor(api) >= 3 || has(ash::khr::maintenance4::NAME);
+        if has_maint4 {
+            props2 = props2.push_next(&mut maint4);
+        }
+        // SAFETY: as above.
+        unsafe { self.instance.get_physical_device_properties2(pd, &mut props2) };
+        let props = props2.properties;
+
+        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+        let mut mem2 = vk::PhysicalDeviceMemoryProperties2::default();
+        if has_budget {
+            mem2 = mem2.push_next(&mut budget);
+        }
+        // SAFETY: as above.
+        unsafe { self.instance.get_physical_device_memory_properties2(pd, &mut mem2) };
+        let mem = mem2.memory_properties;
+
+        let heaps = (0..mem.memory_heap_count as usize)
+            .map(|i| {
+                let heap = mem.memory_heaps[i];
+                HeapInfo {
+                    index: i as u32,
+                    size_bytes: heap.size,
+                    device_local: heap.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL),
+                    budget_bytes: has_budget.then(|| budget.heap_budget[i]),
+                    usage_bytes: has_budget.then(|| budget.heap_usage[i]),
+                }
+            })
+            .collect();
+        let memory_types = (0..mem.memory_type_count as usize)
+            .map(|i| {
+                let t = mem.memory_types[i];
+                MemoryTypeInfo {
+                    index: i as u32,
+                    heap_index: t.heap_index,
+                    flags: memory_flag_names(t.property_flags),
+                }
+            })
+            .collect();
+
+        // SAFETY: as above.
+        let families =
+            unsafe { self.instance.get_physical_device_queue_family_properties(pd) };
+        let compute_family = pick_compute_family(&families);
+        let timestamp_valid_bits = compute_family
+            .map(|f| families[f as usize].timestamp_valid_bits)
+            .unwrap_or(0);
+
+        let limits = props.limits;
+        let name = c_chars_to_string(&props.device_name);
+        let kind = match props.device_type {
+            vk::PhysicalDeviceType::DISCRETE_GPU => DeviceKind::DiscreteGpu,
+            vk::PhysicalDeviceType::INTEGRATED_GPU => DeviceKind::IntegratedGpu,
+            vk::PhysicalDeviceType::VIRTUAL_GPU => DeviceKind::VirtualGpu,
+            vk::PhysicalDeviceType::CPU => DeviceKind::Cpu,
+            _ => DeviceKind::Other,
+        };
+        let (driver_name, driver_info) = if has_driver_props {
+            (
+                c_chars_to_string(&driver.driver_name),
+                c_chars_to_string(&driver.driver_info),
+            )
+        } else {
+            (String::new(), String::new())
+        };
+        Ok(DeviceInfo {
+            index,
+            name,
+            vendor_id: props.vendor_id,
+            vendor_name: vendor_name(props.vendor_id).to_owned(),
+            device_id: props.device_id,
+            kind,
+            driver_name,
+            driver_info,
+            driver_version: decode_driver_version(props.vendor_id, props.driver_version),
+            driver_version_raw: props.driver_version,
+            api_version: format!(
+                "{}.{}.{}",
+                vk::api_version_major(props.api_version),
+                vk::api_version_minor(props.api_version),
+                vk::api_version_patch(props.api_version)
+            ),
+            device_uuid: format_uuid(&id_props.device_uuid),
+            pci_address: has_pci.then(|| {
+                format!(
+                    "{:04x}:{:02x}:{:02x}.{:x}",
+                    pci.pci_domain, pci.pci_bus, pci.pci_device, pci.pci_function
+                )
+            }),
+            heaps,
+            memory_types,
+            memory_budget_supported: has_budget,
+            limits: DeviceLimits {
+                max_storage_buffer_range_bytes: u64::from(limits.max_storage_buffer_range),
+                max_memory_allocation_size_bytes: {
+                    let mut m3 = vk::PhysicalDeviceMaintenance3Properties::default();
+                    let mut p = vk::PhysicalDeviceProperties2::default().push_next(&mut m3);
+                    // SAFETY: maintenance3 is core in Vulkan 1.1, which kiln requires.
+                    unsafe { self.instance.get_physical_device_properties2(pd, &mut p) };
+                    m3.max_memory_allocation_size
+                },
+                max_buffer_size_bytes: has_maint4.then_some(maint4.max_buffer_size),
+                max_texel_buffer_elements: u64::from(limits.max_texel_buffer_elements),
+                max_compute_work_group_count: limits.max_compute_work_group_count,
+                max_compute_work_group_invocations: limits.max_compute_work_group_invocations,
+                timestamp_period_ns: limits.timestamp_period,
+                timestamp_valid_bits,
+                max_push_constants_size_bytes: limits.max_push_constants_size,
+            },
+            // SAFETY: pd belongs to this instance.
+            shader_int64: unsafe { self.instance.get_physical_device_features(pd) }.shader_int64
+                == vk::TRUE,
+            compute_queue_family: compute_family,
+        })
+    }
+}
+
+impl Drop for Vulkan {
+    fn drop(&mut self) {
+        // SAFETY: every device context holds an Arc to self, so none is alive now.
+        unsafe { self.instance.destroy_instance(None) };
+    }
+}
+
+/// Prefers a compute-only family (no graphics work competes there), else any with compute.
+pub(crate) fn pick_compute_family(families: &[vk::QueueFamilyProperties]) -> Option<u32> {
+    let has = |f: &vk::QueueFamilyProperties, flag| f.queue_flags.contains(flag) && f.queue_count > 0;
+    families
+        .iter()
+        .position(|f| has(f, vk::QueueFlags::COMPUTE) && !f.queue_flags.contains(vk::QueueFlags::GRAPHICS))
+        .or_else(|| families.iter().position(|f| has(f, vk::QueueFlags::COMPUTE)))
+        .map(|i| i as u32)
+}
+
+fn memory_flag_names(flags: vk::MemoryPropertyFlags) -> Vec<String> {
+    [
+        (vk::MemoryPropertyFlags::DEVICE_LOCAL, "device_local"),
+        (vk::MemoryPropertyFlags::HOST_VISIBLE, "host_visible"),
+        (vk::MemoryPropertyFlags::HOST_COHERENT, "host_coherent"),
+        (vk::MemoryPropertyFlags::HOST_CACHED, "host_cached"),
+        (vk::MemoryPropertyFlags::LAZILY_ALLOCATED, "lazily_allocated"),
+        (vk::MemoryPropertyFlags::PROTECTED, "protected"),
+    ]
+    .iter()
+    .filter(|(f, _)| flags.contains(*f))
+    .map(|(_, n)| (*n).to_owned())
+    .collect()
+}
+
+fn c_chars_to_string(chars: &[std::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}

@@ -1,0 +1,14 @@
+//! The Vulkan layer: the only place with unsafe code. Above it, workloads see safe types:
+//! device descriptions, an open context, buffers, pipelines and timed submissions.
+
+mod context;
+mod error;
+mod info;
+mod instance;
+mod shaders;
+
+pub use context::{BINDINGS, Binding, BufferKind, DeviceContext, GpuBuffer, Pipeline, Recording, Timing};
+pub use error::{GpuError, GpuResult};
+pub use info::{DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MemoryTypeInfo, format_uuid};
+pub use instance::Vulkan;
+pub use shaders::Shader;

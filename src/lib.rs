@@ -1,0 +1,15 @@
+//! kiln: a GPU stress and health diagnostic suite. Discover devices, load them with
+//! verified workloads, keep the evidence, and say whether the card is healthy.
+//!
+//! Data flows one way: `gpu` (discovery, contexts) -> `workload` (VRAM test) ->
+//! `evidence` (run directory) -> `report` (report.json, summary, exit code).
+
+pub mod bench;
+pub mod cli;
+pub mod evidence;
+pub mod gpu;
+pub mod list;
+pub mod report;
+pub mod run;
+pub mod selftest;
+pub mod workload;

@@ -1,0 +1,143 @@
+//! The `kiln` binary: parse the command line, call the library, map the outcome to an
+//! exit code (see the README's table).
+
+use std::io::IsTerminal;
+
+use clap::Parser;
+use kiln::cli::{BenchArgs, Cli, Command, ListArgs, RunArgs, SelftestArgs};
+use kiln::report::exit_code;
+use kiln::run::AppError;
+use kiln::workload::vram::VramConfig;
+use kiln::workload::vram::algorithm::{self, Algorithm};
+use kiln::workload::vram::engine::AccessLayout;
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                std::process::exit(0);
+            }
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or("invalid command line");
+            let sentence = first.trim_start_matches("error: ");
+            eprintln!("kiln: {sentence} (see `kiln --help`)");
+            std::process::exit(exit_code::USAGE);
+        }
+    };
+    let code = match dispatch(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kiln: {e}");
+            e.exit_code()
+        }
+    };
+    std::process::exit(code);
+}
+
+fn dispatch(command: Command) -> Result<i32, AppError> {
+    match command {
+        Command::List(args) => list(args),
+        Command::Run(args) => run(args),
+        Command::Selftest(args) => selftest(args),
+        Command::Bench(args) => bench(args),
+    }
+}
+
+fn list(args: ListArgs) -> Result<i32, AppError> {
+    let vulkan = kiln::gpu::Vulkan::new()?;
+    let devices = vulkan.devices()?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&devices).unwrap_or_default());
+    } else {
+        print!("{}", kiln::list::table(&devices));
+    }
+    Ok(exit_code::HEALTHY)
+}
+
+fn layout(name: &Option<String>) -> Option<AccessLayout> {
+    name.as_deref().and_then(AccessLayout::parse)
+}
+
+fn run(args: RunArgs) -> Result<i32, AppError> {
+    let algorithms = match &args.algorithms {
+        Some(list) => Algorithm::parse_list(list).map_err(AppError::Usage)?,
+        None => algorithm::DEFAULT.to_vec(),
+    };
+    // A pass count alone means "exactly that many passes"; otherwise about a minute.
+    let duration = match (args.duration, args.passes) {
+        (Some(d), _) => Some(d),
+        (None, Some(_)) => None,
+        (None, None) => Some(std::time::Duration::from_secs(60)),
+    };
+    let vram = VramConfig {
+        algorithms,
+        bytes: args.vram.vram_bytes,
+        percent: args.vram.vram_percent,
+        reserve_bytes: args.vram.reserve,
+        passes: args.passes,
+        record_capacity: args.records,
+        retest_cap: args.retest_cap,
+        retention_delay: args.retention_delay,
+        seed: args.seed.unwrap_or_else(|| VramConfig::default().seed),
+        layout: layout(&args.vram.layout),
+        max_buffer_bytes: args.vram.max_buffer,
+        ..VramConfig::default()
+    };
+    let opts = kiln::run::RunOptions {
+        devices: args.devices,
+        duration,
+        vram,
+        out: args.out,
+        fence_timeout: args.vram.fence_timeout,
+        progress: std::io::stderr().is_terminal(),
+    };
+    let report = kiln::run::run(&opts)?;
+    let text = kiln::report::text::summary(&report);
+    if args.json {
+        eprint!("{text}");
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print!("{text}");
+    }
+    Ok(report.exit_code)
+}
+
+fn selftest(args: SelftestArgs) -> Result<i32, AppError> {
+    let opts = kiln::selftest::SelftestOptions {
+        devices: args.devices,
+        faults: args.faults,
+        runs: args.runs,
+        bytes: args.vram_bytes,
+        seed: args.seed,
+        fence_timeout: std::time::Duration::from_secs(10),
+    };
+    let report = kiln::selftest::selftest(&opts)?;
+    let text = kiln::selftest::summary(&report);
+    if args.json {
+        eprint!("{text}");
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print!("{text}");
+    }
+    Ok(if report.passed { exit_code::HEALTHY } else { exit_code::SOFTWARE })
+}
+
+fn bench(args: BenchArgs) -> Result<i32, AppError> {
+    let opts = kiln::bench::BenchOptions {
+        device: args.device,
+        bytes: args.bytes,
+        repeat: args.repeat,
+        layout: layout(&args.layout),
+        fence_timeout: std::time::Duration::from_secs(10),
+    };
+    let report = kiln::bench::bench_vram(&opts)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print!("{}", kiln::bench::summary(&report));
+    }
+    Ok(exit_code::HEALTHY)
+}

@@ -1,0 +1,121 @@
+//! The terminal summary: one line per device, then what it rests on.
+
+use std::fmt::Write;
+
+use super::Report;
+use crate::workload::vram::{VramReport, format_bytes};
+
+/// Renders the human summary of a run.
+pub fn summary(report: &Report) -> String {
+    let mut out = String::new();
+    for note in &report.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    for d in &report.devices {
+        let _ = writeln!(
+            out,
+            "GPU{} {} [{}] {}: {}",
+            d.index,
+            d.name,
+            d.pci_address.as_deref().unwrap_or(&d.uuid),
+            d.result.word(),
+            d.reason
+        );
+        for w in &d.workloads {
+            if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
+                vram_lines(&mut out, &v);
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "result: {} (exit {}), evidence in {}",
+        report.result.word(),
+        report.exit_code,
+        report.run_dir
+    );
+    out
+}
+
+fn vram_lines(out: &mut String, v: &VramReport) {
+    let s = &v.sizing;
+    let c = &v.coverage;
+    let t = &v.throughput;
+    let _ = writeln!(
+        out,
+        "  vram: tested {} = {:.1}% of sized, {:.1}% of the {} heap, {:.1}% of {} free at start ({})",
+        format_bytes(c.tested_bytes),
+        c.of_sized * 100.0,
+        c.of_heap * 100.0,
+        format_bytes(s.heap_bytes),
+        c.of_free * 100.0,
+        format_bytes(s.free_at_start_bytes),
+        s.free_source
+    );
+    let passes: Vec<String> = v
+        .algorithms
+        .iter()
+        .map(|a| format!("{} x{}", a.algorithm.name(), a.passes_completed))
+        .collect();
+    let _ = writeln!(out, "  vram: passes {}", passes.join(", "));
+    let _ = writeln!(
+        out,
+        "  vram: write {:.2} GiB/s, verify {:.2} GiB/s, combined {:.2} GiB/s per wall second ({})",
+        t.write.gib_per_s, t.verify.gib_per_s, t.combined_gib_per_wall_s, t.timing_source
+    );
+    if v.errors_total > 0 {
+        let _ = writeln!(
+            out,
+            "  vram: {} wrong words, {} recorded; flips 0->1 {}, 1->0 {}",
+            v.errors_total,
+            v.records.len(),
+            v.histograms.zero_to_one,
+            v.histograms.one_to_zero
+        );
+        let bits: Vec<String> = v
+            .histograms
+            .bit_position
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(b, n)| format!("bit{b}:{n}"))
+            .collect();
+        let _ = writeln!(out, "  vram: failing bits {}", bits.join(" "));
+        for r in v.records.iter().take(10) {
+            let _ = writeln!(
+                out,
+                "  vram: offset 0x{:012x} (buffer {} +0x{:x}) expected 0x{:08x} read 0x{:08x} {:?} [{} pass {} step {}]",
+                r.offset_bytes,
+                r.buffer,
+                r.buffer_offset_bytes,
+                r.expected,
+                r.actual,
+                r.shape,
+                r.algorithm.name(),
+                r.pass,
+                r.step
+            );
+        }
+        if v.records.len() > 10 {
+            let _ = writeln!(out, "  vram: ... {} more records in report.json", v.records.len() - 10);
+        }
+        let mut classes: Vec<(String, usize)> = Vec::new();
+        for r in &v.retests {
+            let name = format!("{:?}", r.class);
+            match classes.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, n)) => *n += 1,
+                None => classes.push((name, 1)),
+            }
+        }
+        if !classes.is_empty() {
+            let list: Vec<String> = classes.iter().map(|(n, c)| format!("{n} {c}")).collect();
+            let _ = writeln!(out, "  vram: retests {}", list.join(", "));
+        }
+    }
+    if let Some(e) = &v.device_error {
+        let _ = writeln!(out, "  vram: device error: {e}");
+    }
+    if let Some(s) = &v.stopped_early {
+        let _ = writeln!(out, "  vram: stopped early: {s}");
+    }
+}

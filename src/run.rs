@@ -1,0 +1,218 @@
+//! `kiln run`: discover, select, test every device, keep the evidence, report.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::evidence::{Event, EventSink, EvidenceError, Manifest, RunDir, default_run_dir, utc_timestamp};
+use crate::gpu::{DeviceContext, DeviceInfo, GpuError, Vulkan};
+use crate::report::{DeviceReport, Report, exit_code};
+use crate::workload::vram::{VramConfig, VramTest};
+use crate::workload::{RunControl, Workload, WorkloadError};
+
+/// Everything `kiln run` was asked to do.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Device selectors (index, UUID, PCI address); empty: every GPU.
+    pub devices: Vec<String>,
+    /// Time budget per device.
+    pub duration: Option<Duration>,
+    /// VRAM test settings.
+    pub vram: VramConfig,
+    /// Run directory.
+    pub out: Option<PathBuf>,
+    /// Bound on every wait for the device.
+    pub fence_timeout: Duration,
+    /// Show progress bars (only when stderr is a terminal).
+    pub progress: bool,
+}
+
+/// Why a command could not produce a result.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// Bad flags or input.
+    #[error("{0}")]
+    Usage(String),
+    /// Vulkan could not start or find the devices.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// Evidence could not be written or read.
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+}
+
+impl AppError {
+    /// The exit code for this failure.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            AppError::Usage(_) => exit_code::USAGE,
+            AppError::Gpu(GpuError::NoSuchDevice { .. }) => exit_code::USAGE,
+            AppError::Gpu(_) | AppError::Evidence(_) => exit_code::INCONCLUSIVE,
+        }
+    }
+}
+
+impl From<WorkloadError> for AppError {
+    fn from(e: WorkloadError) -> Self {
+        match e {
+            WorkloadError::Gpu(g) => AppError::Gpu(g),
+            WorkloadError::Config(c) => AppError::Usage(c),
+        }
+    }
+}
+
+/// The sentence said when only CPU devices are tested.
+pub const CPU_ONLY_NOTE: &str = "this proves the tool, not a card";
+
+/// Picks the devices to test. With no selectors: every GPU, or, with none, the CPU
+/// Vulkan devices (and a note saying what that proves).
+pub fn select_devices(vulkan: &Vulkan, selectors: &[String]) -> Result<(Vec<DeviceInfo>, Vec<String>), AppError> {
+    let all = vulkan.devices()?;
+    let mut notes = Vec::new();
+    let chosen: Vec<DeviceInfo> = if selectors.is_empty() {
+        let gpus: Vec<DeviceInfo> = all.iter().filter(|d| d.kind.is_gpu()).cloned().collect();
+        if gpus.is_empty() {
+            let names: Vec<&str> = all.iter().map(|d| d.name.as_str()).collect();
+            notes.push(format!(
+                "no GPU found: testing the CPU Vulkan device ({}); {CPU_ONLY_NOTE}",
+                names.join(", ")
+            ));
+            all
+        } else {
+            gpus
+        }
+    } else {
+        let mut chosen: Vec<DeviceInfo> = Vec::new();
+        for s in selectors {
+            let found: Vec<&DeviceInfo> = all.iter().filter(|d| d.matches(s)).collect();
+            if found.is_empty() {
+                return Err(GpuError::NoSuchDevice { selector: s.clone() }.into());
+            }
+            for d in found {
+                if !chosen.iter().any(|c| c.index == d.index) {
+                    chosen.push(d.clone());
+                }
+            }
+        }
+        for d in chosen.iter().filter(|d| !d.kind.is_gpu()) {
+            notes.push(format!(
+                "device {} ({}) is a CPU Vulkan device; {CPU_ONLY_NOTE}",
+                d.index, d.name
+            ));
+        }
+        chosen
+    };
+    Ok((chosen, notes))
+}
+
+/// Runs the test on every selected device and writes the run directory.
+pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
+    let started = Instant::now();
+    let started_utc = utc_timestamp(SystemTime::now());
+    let vulkan = Vulkan::new()?;
+    let (devices, mut notes) = select_devices(&vulkan, &opts.devices)?;
+    let dir_path = opts.out.clone().unwrap_or_else(default_run_dir);
+    let run_dir = RunDir::create(&dir_path)?;
+    let settings = serde_json::json!({
+        "duration_s": opts.duration.map(|d| d.as_secs_f64()),
+        "fence_timeout_s": opts.fence_timeout.as_secs_f64(),
+        "vram": &opts.vram,
+    });
+    run_dir.write_manifest(&Manifest::new(devices.clone(), settings))?;
+    let mut events = run_dir.events(started)?;
+    for note in &notes {
+        events.emit(None, Event::Note { message: note.clone() });
+    }
+    let mut reports = Vec::new();
+    for info in &devices {
+        reports.push(test_device(&vulkan, info, opts, &mut events));
+    }
+    let run_id = dir_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if let Err(e) = events.check() {
+        notes.push(format!("some evidence could not be written: {e}"));
+    }
+    let report = Report::new(
+        run_id,
+        dir_path.display().to_string(),
+        started_utc,
+        started.elapsed().as_secs_f64(),
+        notes,
+        reports,
+    );
+    events.emit(
+        None,
+        Event::RunEnd {
+            exit_code: report.exit_code,
+            result: report.result.word().to_lowercase(),
+        },
+    );
+    run_dir.write_report(&report)?;
+    Ok(report)
+}
+
+fn test_device(vulkan: &std::sync::Arc<Vulkan>, info: &DeviceInfo, opts: &RunOptions, events: &mut dyn EventSink) -> DeviceReport {
+    let device = Some(info.index);
+    events.emit(device, Event::DeviceStart { info: Box::new(info.clone()) });
+    let mut ctx = match DeviceContext::open(vulkan, info) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            events.emit(
+                device,
+                Event::DeviceError {
+                    error: "open".into(),
+                    message: e.to_string(),
+                },
+            );
+            return DeviceReport::new(info, Vec::new(), Some(format!("could not open the device: {e}")));
+        }
+    };
+    ctx.set_fence_timeout(opts.fence_timeout);
+    let mut control = RunControl::new(opts.duration);
+    if opts.progress {
+        control.progress = progress_bar(&info.name);
+    }
+    let mut workloads: Vec<Box<dyn Workload>> = vec![Box::new(VramTest {
+        config: opts.vram.clone(),
+    })];
+    let mut outcomes = Vec::new();
+    let mut failure = None;
+    for w in workloads.iter_mut() {
+        match w.run(&mut ctx, &control, events) {
+            Ok(outcome) => {
+                events.emit(
+                    device,
+                    Event::WorkloadEnd {
+                        workload: outcome.workload.clone(),
+                        status: outcome.status.name().into(),
+                        summary: outcome.summary.clone(),
+                    },
+                );
+                outcomes.push(outcome);
+            }
+            Err(e) => {
+                events.emit(
+                    device,
+                    Event::DeviceError {
+                        error: "workload".into(),
+                        message: e.to_string(),
+                    },
+                );
+                failure = Some(format!("{}: {e}", w.name()));
+            }
+        }
+    }
+    control.progress.finish_and_clear();
+    DeviceReport::new(info, outcomes, failure)
+}
+
+fn progress_bar(name: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(0);
+    let style = indicatif::ProgressStyle::with_template("{prefix} {msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}")
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    bar.set_style(style);
+    bar.set_prefix(name.to_owned());
+    bar
+}

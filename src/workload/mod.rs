@@ -1,0 +1,115 @@
+//! Workloads: each loads one part of the device and reports what it found, behind the
+//! same trait so that orchestration and reporting never depend on which one ran.
+
+pub mod vram;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::evidence::EventSink;
+use crate::gpu::{DeviceContext, GpuError};
+
+/// When to stop, and where progress goes.
+#[derive(Clone)]
+pub struct RunControl {
+    /// No new work starts after this instant.
+    pub deadline: Option<Instant>,
+    /// Work in progress is abandoned after this instant (a step never runs forever).
+    pub hard_deadline: Option<Instant>,
+    /// Set by a signal handler or a watchdog: stop at the next step boundary.
+    pub stop: Arc<AtomicBool>,
+    /// Progress display (hidden when stderr is not a terminal).
+    pub progress: indicatif::ProgressBar,
+}
+
+impl RunControl {
+    /// A control with a time budget of `duration` from now (None: no budget).
+    pub fn new(duration: Option<Duration>) -> RunControl {
+        let now = Instant::now();
+        RunControl {
+            deadline: duration.map(|d| now + d),
+            hard_deadline: duration.map(|d| now + d * 2 + Duration::from_secs(30)),
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: indicatif::ProgressBar::hidden(),
+        }
+    }
+
+    /// True once the budget is spent: start nothing new.
+    pub fn out_of_time(&self) -> bool {
+        self.stopped() || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// True when work in progress must stop now.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.hard_deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+/// How a workload ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadStatus {
+    /// Ran and found nothing wrong.
+    Passed,
+    /// Found faults.
+    Failed,
+    /// Ran only partly (time, stop request or device failure) and found nothing wrong in
+    /// what ran.
+    Incomplete,
+    /// Could not run at all.
+    NotRun,
+}
+
+impl WorkloadStatus {
+    /// The status as it appears in evidence.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadStatus::Passed => "passed",
+            WorkloadStatus::Failed => "failed",
+            WorkloadStatus::Incomplete => "incomplete",
+            WorkloadStatus::NotRun => "not_run",
+        }
+    }
+}
+
+/// A workload's result: its status and its full, workload-specific summary.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkloadOutcome {
+    /// Workload name.
+    pub workload: String,
+    /// How it ended.
+    pub status: WorkloadStatus,
+    /// One sentence for people.
+    pub headline: String,
+    /// Everything it measured.
+    pub summary: serde_json::Value,
+}
+
+/// Failures that stop a workload before it produced a result.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// The device failed.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// The settings cannot work on this device.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// A workload: loads one part of a device and reports what it found.
+pub trait Workload {
+    /// Stable name used in evidence and reports.
+    fn name(&self) -> &'static str;
+
+    /// Runs on an open device within `control`'s budget, sending evidence to `events`
+    /// as it goes. A device failure mid-run is part of the outcome, not an error.
+    fn run(
+        &mut self,
+        ctx: &mut DeviceContext,
+        control: &RunControl,
+        events: &mut dyn EventSink,
+    ) -> Result<WorkloadOutcome, WorkloadError>;
+}

@@ -1,0 +1,740 @@
+//! The VRAM pattern test: write and verify patterns over nearly all free device memory,
+//! count every wrong word on the GPU, keep the first records, retest failing words in
+//! place and classify them.
+
+pub mod algorithm;
+pub mod classify;
+pub mod engine;
+pub mod layout;
+pub mod pattern;
+mod retest;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use self::algorithm::{Algorithm, Step};
+use self::classify::{ErrorShape, RetestClass, Trial};
+use self::engine::{AccessLayout, Engine, EngineConfig, Op, PlantedFault, Sweep};
+use self::layout::{BatchCounters, FLAG_TRANSIENT};
+use self::pattern::Pattern;
+use super::{RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus};
+use crate::evidence::{Event, EventSink};
+use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
+
+const MIB: u64 = 1 << 20;
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Settings of the VRAM test.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VramConfig {
+    /// Algorithms, run in this order every pass.
+    pub algorithms: Vec<Algorithm>,
+    /// Test exactly this many bytes (rounded down to whole MiB).
+    pub bytes: Option<u64>,
+    /// Test this percentage of the free device-local memory.
+    pub percent: Option<f64>,
+    /// Leave this much free memory untested (default: max(256 MiB, 2% of the heap)).
+    pub reserve_bytes: Option<u64>,
+    /// Run exactly this many passes (else as many as the time budget allows, at least
+    /// one algorithm).
+    pub passes: Option<u32>,
+    /// Error records kept; the error count itself is never capped.
+    pub record_capacity: u32,
+    /// Failing words retested in place, at most.
+    pub retest_cap: u32,
+    /// Reads per retest pattern.
+    pub retest_reads: u32,
+    /// Idle time of the retention algorithm.
+    pub retention_delay: Duration,
+    /// Seed of every pattern; the same seed repeats a run's patterns exactly.
+    pub seed: u64,
+    /// Access layout (default: per device kind).
+    pub layout: Option<AccessLayout>,
+    /// Upper bound on each test buffer, below the device's own limits.
+    pub max_buffer_bytes: Option<u64>,
+    /// Faults planted through the GPU (self-test and detector tests).
+    pub planted: Vec<PlantedFault>,
+}
+
+impl Default for VramConfig {
+    fn default() -> Self {
+        VramConfig {
+            algorithms: algorithm::DEFAULT.to_vec(),
+            bytes: None,
+            percent: None,
+            reserve_bytes: None,
+            passes: None,
+            record_capacity: 4096,
+            retest_cap: 64,
+            retest_reads: 3,
+            retention_delay: Duration::from_secs(30),
+            seed: 0x6B69_6C6E,
+            layout: None,
+            max_buffer_bytes: None,
+            planted: Vec::new(),
+        }
+    }
+}
+
+/// How much memory was sized and why.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sizing {
+    /// Size of the largest device-local heap.
+    pub heap_bytes: u64,
+    /// Free device-local memory when the test started.
+    pub free_at_start_bytes: u64,
+    /// Where `free_at_start_bytes` comes from.
+    pub free_source: String,
+    /// Memory deliberately left untested.
+    pub reserve_bytes: u64,
+    /// What the test set out to test.
+    pub sized_bytes: u64,
+    /// What it could allocate.
+    pub allocated_bytes: u64,
+    /// Test buffers allocated.
+    pub buffer_count: usize,
+    /// Largest test buffer.
+    pub max_buffer_bytes: u64,
+    /// Why allocation stopped short of `sized_bytes`, if it did.
+    pub allocation_stopped_by: Option<String>,
+}
+
+/// Bytes tested, and as shares of what was sized, the heap, and the free memory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Bytes verified at least once.
+    pub tested_bytes: u64,
+    /// tested / sized.
+    pub of_sized: f64,
+    /// tested / heap.
+    pub of_heap: f64,
+    /// tested / free at start.
+    pub of_free: f64,
+}
+
+/// A wrong word, located and classified.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorRecord {
+    /// Byte offset in the tested memory as a whole (buffers laid end to end).
+    pub offset_bytes: u64,
+    /// Test buffer index.
+    pub buffer: u32,
+    /// Byte offset within that buffer.
+    pub buffer_offset_bytes: u64,
+    /// What the word should hold.
+    pub expected: u32,
+    /// What was read.
+    pub actual: u32,
+    /// Positions of the flipped bits.
+    pub flipped_bits: Vec<u8>,
+    /// What the values say about the fault.
+    #[serde(flatten)]
+    pub shape: ErrorShape,
+    /// Algorithm.
+    pub algorithm: Algorithm,
+    /// Pass, from 0.
+    pub pass: u32,
+    /// Step within the pass.
+    pub step: u32,
+    /// The pattern, described.
+    pub pattern: String,
+    /// Transient reads: how many 16-byte elements the span covered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_elements: Option<u32>,
+}
+
+/// The in-place retest of one failing word.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetestResult {
+    /// Byte offset in the tested memory.
+    pub offset_bytes: u64,
+    /// What the word should have held.
+    pub expected: u32,
+    /// What the test read.
+    pub actual: u32,
+    /// What the retest showed.
+    pub class: RetestClass,
+    /// Bits that always read 0.
+    pub stuck_at_0_mask: u32,
+    /// Bits that always read 1.
+    pub stuck_at_1_mask: u32,
+    /// Reads of the word as found, before any rewrite.
+    pub rereads: Vec<u32>,
+    /// Rewrites with several patterns and what each read back.
+    pub trials: Vec<Trial>,
+}
+
+/// Error statistics over every wrong word (not only the recorded ones).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Histograms {
+    /// Index n: words with n bits flipped.
+    pub flipped_bits: Vec<u64>,
+    /// Index b: failures of bit b.
+    pub bit_position: Vec<u64>,
+    /// Bits read 1 that were written 0.
+    pub zero_to_one: u64,
+    /// Bits read 0 that were written 1.
+    pub one_to_zero: u64,
+}
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Histograms {
+            flipped_bits: vec![0; 33],
+            bit_position: vec![0; 32],
+            zero_to_one: 0,
+            one_to_zero: 0,
+        }
+    }
+}
+
+/// Rate of one operation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Rate {
+    /// Bytes.
+    pub bytes: u64,
+    /// GPU seconds.
+    pub gpu_s: f64,
+    /// GiB per GPU second.
+    pub gib_per_s: f64,
+}
+
+impl Rate {
+    fn of(bytes: u64, ns: u64) -> Rate {
+        let gpu_s = ns as f64 / 1e9;
+        Rate {
+            bytes,
+            gpu_s,
+            gib_per_s: if gpu_s > 0.0 { bytes as f64 / GIB / gpu_s } else { 0.0 },
+        }
+    }
+}
+
+/// Throughput of the test.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Pattern writes (shader and fill).
+    pub write: Rate,
+    /// Verification reads.
+    pub verify: Rate,
+    /// Verify-then-invert sweeps (each byte read and written).
+    pub rewrite: Rate,
+    /// Bytes written plus bytes verified, per wall second of the sweeps.
+    pub combined_gib_per_wall_s: f64,
+    /// Wall seconds spent sweeping.
+    pub sweep_wall_s: f64,
+    /// `gpu_timestamps` or `wall_clock`.
+    pub timing_source: String,
+}
+
+/// Per-algorithm outcome.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AlgorithmRun {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Complete passes.
+    pub passes_completed: u32,
+    /// Wrong words found.
+    pub errors: u64,
+}
+
+/// Everything the VRAM test found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VramReport {
+    /// Sizing.
+    pub sizing: Sizing,
+    /// Coverage.
+    pub coverage: Coverage,
+    /// Access layout used.
+    pub layout: AccessLayout,
+    /// Per algorithm.
+    pub algorithms: Vec<AlgorithmRun>,
+    /// Wrong words found, never capped.
+    pub errors_total: u64,
+    /// The first wrong words, up to the record capacity.
+    pub records: Vec<ErrorRecord>,
+    /// Wrong words counted but not recorded.
+    pub records_dropped: u64,
+    /// Statistics over every wrong word.
+    pub histograms: Histograms,
+    /// In-place retests.
+    pub retests: Vec<RetestResult>,
+    /// Throughput.
+    pub throughput: Throughput,
+    /// Why the test ended before its plan, if it did.
+    pub stopped_early: Option<String>,
+    /// The device failure that ended it, if any.
+    pub device_error: Option<String>,
+    /// Wall seconds of the whole test.
+    pub wall_s: f64,
+}
+
+impl VramReport {
+    /// Passed, failed, or incomplete.
+    pub fn status(&self) -> WorkloadStatus {
+        if self.errors_total > 0 {
+            WorkloadStatus::Failed
+        } else if self.coverage.tested_bytes == 0 {
+            WorkloadStatus::NotRun
+        } else if self.stopped_early.is_some() || self.device_error.is_some() {
+            WorkloadStatus::Incomplete
+        } else {
+            WorkloadStatus::Passed
+        }
+    }
+
+    /// One sentence for people.
+    pub fn headline(&self) -> String {
+        let tested = self.coverage.tested_bytes as f64 / GIB;
+        match self.status() {
+            WorkloadStatus::Failed => format!(
+                "{} wrong words in {tested:.2} GiB tested ({} recorded)",
+                self.errors_total,
+                self.records.len()
+            ),
+            WorkloadStatus::Passed => format!(
+                "no errors in {tested:.2} GiB ({:.0}% of free memory), {} algorithm passes",
+                self.coverage.of_free * 100.0,
+                self.algorithms.iter().map(|a| a.passes_completed).sum::<u32>()
+            ),
+            WorkloadStatus::Incomplete => format!(
+                "no errors in what ran ({tested:.2} GiB), but the test stopped early: {}",
+                self.device_error
+                    .as_deref()
+                    .or(self.stopped_early.as_deref())
+                    .unwrap_or("unknown")
+            ),
+            WorkloadStatus::NotRun => format!(
+                "nothing was tested: {}",
+                self.device_error
+                    .as_deref()
+                    .or(self.stopped_early.as_deref())
+                    .unwrap_or("no memory could be allocated")
+            ),
+        }
+    }
+}
+
+/// A failing word to retest: where, what it should hold, what was read, and what to
+/// leave in it afterwards.
+#[derive(Debug, Clone, Copy)]
+pub struct WordRef {
+    /// Absolute word index.
+    pub word: u64,
+    /// Expected value.
+    pub expected: u32,
+    /// Value read.
+    pub actual: u32,
+    /// Value the algorithm's next step expects.
+    pub restore: u32,
+}
+
+/// Decides how many bytes to test on `info`.
+pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, WorkloadError> {
+    let heap = info
+        .heaps
+        .iter()
+        .filter(|h| h.device_local)
+        .max_by_key(|h| h.size_bytes)
+        .ok_or_else(|| WorkloadError::Config("the device reports no device-local memory".into()))?;
+    let (free, free_source) = match (heap.budget_bytes, heap.usage_bytes) {
+        (Some(budget), Some(usage)) => (budget.saturating_sub(usage), "VK_EXT_memory_budget"),
+        _ => (heap.size_bytes, "heap size (the driver reports no memory budget)"),
+    };
+    let reserve = cfg
+        .reserve_bytes
+        .unwrap_or_else(|| (256 * MIB).max(heap.size_bytes / 50));
+    let sized = match (cfg.bytes, cfg.percent) {
+        (Some(bytes), _) => bytes,
+        (None, Some(p)) => (free as f64 * p / 100.0) as u64,
+        (None, None) => free.saturating_sub(reserve),
+    } / MIB
+        * MIB;
+    if sized < MIB {
+        return Err(WorkloadError::Config(format!(
+            "only {} MiB of device memory is free after the {} MiB reserve: nothing to test",
+            free / MIB,
+            reserve / MIB
+        )));
+    }
+    let limits = &info.limits;
+    let mut max_buffer = limits
+        .max_storage_buffer_range_bytes
+        .min(limits.max_memory_allocation_size_bytes)
+        .min(limits.max_buffer_size_bytes.unwrap_or(u64::MAX));
+    if let Some(cap) = cfg.max_buffer_bytes {
+        max_buffer = max_buffer.min(cap);
+    }
+    Ok(Sizing {
+        heap_bytes: heap.size_bytes,
+        free_at_start_bytes: free,
+        free_source: free_source.into(),
+        reserve_bytes: if cfg.bytes.is_some() || cfg.percent.is_some() { 0 } else { reserve },
+        sized_bytes: sized,
+        allocated_bytes: 0,
+        buffer_count: 0,
+        max_buffer_bytes: max_buffer / MIB * MIB,
+        allocation_stopped_by: None,
+    })
+}
+
+/// The VRAM test as a workload.
+pub struct VramTest {
+    /// Its settings.
+    pub config: VramConfig,
+}
+
+impl Workload for VramTest {
+    fn name(&self) -> &'static str {
+        "vram"
+    }
+
+    fn run(
+        &mut self,
+        ctx: &mut DeviceContext,
+        control: &RunControl,
+        events: &mut dyn EventSink,
+    ) -> Result<WorkloadOutcome, WorkloadError> {
+        let report = self.run_report(ctx, control, events)?;
+        Ok(WorkloadOutcome {
+            workload: self.name().into(),
+            status: report.status(),
+            headline: report.headline(),
+            summary: serde_json::to_value(&report).unwrap_or_default(),
+        })
+    }
+}
+
+/// Running totals while the test goes.
+struct Tally {
+    errors_total: u64,
+    records: Vec<ErrorRecord>,
+    histograms: Histograms,
+    retests: Vec<RetestResult>,
+    retested: HashSet<u64>,
+    algorithms: Vec<AlgorithmRun>,
+    verified_once: bool,
+}
+
+impl VramTest {
+    /// Runs the test and returns its typed report.
+    pub fn run_report(
+        &mut self,
+        ctx: &mut DeviceContext,
+        control: &RunControl,
+        events: &mut dyn EventSink,
+    ) -> Result<VramReport, WorkloadError> {
+        let started = Instant::now();
+        let cfg = self.config.clone();
+        if cfg.algorithms.is_empty() {
+            return Err(WorkloadError::Config("no VRAM algorithm selected".into()));
+        }
+        let device = Some(ctx.info().index);
+        let mut sizing = plan_size(ctx.info(), &cfg)?;
+        let is_gpu = ctx.info().kind.is_gpu();
+        let mut engine_cfg = EngineConfig::for_device(is_gpu);
+        if let Some(layout) = cfg.layout {
+            engine_cfg.layout = layout;
+        }
+        let layout = engine_cfg.layout;
+        let (mut engine, stopped_by) =
+            Engine::allocate(ctx, engine_cfg, sizing.sized_bytes, sizing.max_buffer_bytes)?;
+        sizing.allocated_bytes = engine.tested_bytes();
+        sizing.buffer_count = engine.buffer_count();
+        sizing.allocation_stopped_by = stopped_by.map(|e| e.to_string());
+        engine.plant(&cfg.planted);
+        events.emit(
+            device,
+            Event::WorkloadStart {
+                workload: "vram".into(),
+                settings: serde_json::json!({ "config": &cfg, "sizing": &sizing, "layout": layout }),
+            },
+        );
+        control.progress.set_length(sizing.allocated_bytes);
+        let mut tally = Tally {
+            errors_total: 0,
+            records: Vec::new(),
+            histograms: Histograms::default(),
+            retests: Vec::new(),
+            retested: HashSet::new(),
+            algorithms: cfg
+                .algorithms
+                .iter()
+                .map(|&a| AlgorithmRun {
+                    algorithm: a,
+                    passes_completed: 0,
+                    errors: 0,
+                })
+                .collect(),
+            verified_once: false,
+        };
+        let mut stopped_early = None;
+        let mut device_error = None;
+        let mut pass = 0u32;
+        'passes: loop {
+            if cfg.passes.is_some_and(|n| pass >= n) {
+                break;
+            }
+            for (ai, &alg) in cfg.algorithms.iter().enumerate() {
+                let first = pass == 0 && ai == 0;
+                if !first && control.out_of_time() {
+                    if cfg.passes.is_some() || pass == 0 {
+                        stopped_early = Some(if control.stopped() {
+                            "stopped on request".to_string()
+                        } else {
+                            format!("time budget spent before {} of pass {pass}", alg.name())
+                        });
+                    }
+                    break 'passes;
+                }
+                control.progress.set_message(format!("pass {pass} {}", alg.name()));
+                match run_algorithm(&mut engine, &cfg, control, events, device, alg, pass, &mut tally) {
+                    Ok(true) => tally.algorithms[ai].passes_completed += 1,
+                    Ok(false) => {
+                        stopped_early = Some("stopped on request or at the hard deadline".into());
+                        break 'passes;
+                    }
+                    Err(e) => {
+                        events.emit(
+                            device,
+                            Event::DeviceError {
+                                error: error_kind(&e).into(),
+                                message: e.to_string(),
+                            },
+                        );
+                        device_error = Some(e.to_string());
+                        break 'passes;
+                    }
+                }
+            }
+            pass += 1;
+            if cfg.passes.is_none() && control.out_of_time() {
+                break;
+            }
+        }
+        let tested_bytes = if tally.verified_once { engine.tested_bytes() } else { 0 };
+        let ratio = |d: u64| if d > 0 { tested_bytes as f64 / d as f64 } else { 0.0 };
+        let coverage = Coverage {
+            tested_bytes,
+            of_sized: ratio(sizing.sized_bytes),
+            of_heap: ratio(sizing.heap_bytes),
+            of_free: ratio(sizing.free_at_start_bytes),
+        };
+        let throughput = throughput(&engine);
+        let records_dropped = tally.errors_total - tally.records.len() as u64;
+        Ok(VramReport {
+            sizing,
+            coverage,
+            layout,
+            algorithms: tally.algorithms,
+            errors_total: tally.errors_total,
+            records: tally.records,
+            records_dropped,
+            histograms: tally.histograms,
+            retests: tally.retests,
+            throughput,
+            stopped_early,
+            device_error,
+            wall_s: started.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+fn error_kind(e: &GpuError) -> &'static str {
+    match e {
+        GpuError::DeviceLost { .. } => "device_lost",
+        GpuError::Timeout { .. } => "timeout",
+        GpuError::OutOfMemory { .. } => "out_of_memory",
+        _ => "other",
+    }
+}
+
+fn throughput(engine: &Engine) -> Throughput {
+    let write = engine.stats(Op::Write);
+    let fill = engine.stats(Op::Fill);
+    let verify = engine.stats(Op::Verify);
+    let rewrite = engine.stats(Op::Rewrite);
+    let wall_ns = write.wall_ns + fill.wall_ns + verify.wall_ns + rewrite.wall_ns;
+    let traffic = write.bytes + fill.bytes + verify.bytes + 2 * rewrite.bytes;
+    let sweep_wall_s = wall_ns as f64 / 1e9;
+    Throughput {
+        write: Rate::of(write.bytes + fill.bytes, write.gpu_ns + fill.gpu_ns),
+        verify: Rate::of(verify.bytes, verify.gpu_ns),
+        rewrite: Rate::of(rewrite.bytes, rewrite.gpu_ns),
+        combined_gib_per_wall_s: if sweep_wall_s > 0.0 {
+            traffic as f64 / GIB / sweep_wall_s
+        } else {
+            0.0
+        },
+        sweep_wall_s,
+        timing_source: if engine.has_gpu_timestamps() {
+            "gpu_timestamps".into()
+        } else {
+            "wall_clock".into()
+        },
+    }
+}
+
+/// Runs one pass of one algorithm. Ok(false) when a stop request cut it short.
+#[allow(clippy::too_many_arguments)]
+fn run_algorithm(
+    engine: &mut Engine,
+    cfg: &VramConfig,
+    control: &RunControl,
+    events: &mut dyn EventSink,
+    device: Option<usize>,
+    alg: Algorithm,
+    pass: u32,
+    tally: &mut Tally,
+) -> Result<bool, GpuError> {
+    let stop = || control.stopped();
+    let steps = alg.steps(pass, cfg.seed, cfg.retention_delay);
+    for (index, step) in steps.iter().enumerate() {
+        let capacity = cfg.record_capacity.saturating_sub(tally.records.len() as u32);
+        let (op, pattern, sweep) = match *step {
+            Step::Write(p) => {
+                let op = if p.constant_word().is_some() { "fill" } else { "write" };
+                (op, p, engine.write(&p, &stop)?)
+            }
+            Step::Verify(p) => ("verify", p, engine.verify(&p, capacity, &stop)?),
+            Step::Rewrite { expect, descending } => (
+                "rewrite",
+                expect,
+                engine.rewrite(&expect, u32::MAX, descending, capacity, &stop)?,
+            ),
+            Step::Idle(delay) => {
+                let until = Instant::now() + delay;
+                while Instant::now() < until {
+                    if control.stopped() {
+                        return Ok(false);
+                    }
+                    std::thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
+                }
+                continue;
+            }
+        };
+        events.emit(
+            device,
+            Event::Step {
+                workload: "vram".into(),
+                algorithm: alg.name().into(),
+                pass,
+                step: index as u32,
+                op: op.into(),
+                pattern: pattern.describe(),
+                bytes: sweep.bytes,
+                gpu_ns: sweep.gpu_ns,
+                wall_ns: sweep.wall_ns,
+                errors: sweep.counters.errors,
+                completed: sweep.completed,
+            },
+        );
+        control.progress.set_position(sweep.bytes);
+        if step.checks().is_some() {
+            if sweep.completed {
+                tally.verified_once = true;
+            }
+            let found = record_errors(engine, cfg, events, device, alg, pass, index, step, &pattern, sweep, tally)?;
+            if let Some(run) = tally.algorithms.iter_mut().find(|r| r.algorithm == alg) {
+                run.errors += found;
+            }
+        } else if !sweep.completed {
+            return Ok(false);
+        }
+        if control.stopped() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Folds a verifying sweep's errors into the tally, records and retests them.
+#[allow(clippy::too_many_arguments)]
+fn record_errors(
+    engine: &mut Engine,
+    cfg: &VramConfig,
+    events: &mut dyn EventSink,
+    device: Option<usize>,
+    alg: Algorithm,
+    pass: u32,
+    index: usize,
+    step: &Step,
+    pattern: &Pattern,
+    sweep: Sweep,
+    tally: &mut Tally,
+) -> Result<u64, GpuError> {
+    let BatchCounters {
+        errors,
+        flipped_bits,
+        bit_position,
+        zero_to_one,
+        one_to_zero,
+        records,
+    } = sweep.counters;
+    tally.errors_total += errors;
+    let h = &mut tally.histograms;
+    h.zero_to_one += zero_to_one;
+    h.one_to_zero += one_to_zero;
+    for (a, b) in h.flipped_bits.iter_mut().zip(flipped_bits) {
+        *a += b;
+    }
+    for (a, b) in h.bit_position.iter_mut().zip(bit_position) {
+        *a += b;
+    }
+    let tested_words = engine.tested_bytes() / 4;
+    let mut to_retest = Vec::new();
+    for raw in records {
+        let transient = raw.flags & FLAG_TRANSIENT != 0;
+        let shape = if transient {
+            ErrorShape::TransientRead
+        } else {
+            classify::shape(pattern, raw.word, raw.expected, raw.actual, tested_words)
+        };
+        let diff = raw.expected ^ raw.actual;
+        let buffer_offset = engine
+            .locate(raw.word)
+            .map(|(_, local)| local * 4)
+            .unwrap_or(raw.word * 4);
+        let record = ErrorRecord {
+            offset_bytes: raw.word * 4,
+            buffer: raw.buffer,
+            buffer_offset_bytes: buffer_offset,
+            expected: raw.expected,
+            actual: raw.actual,
+            flipped_bits: (0..32u8).filter(|b| diff >> b & 1 == 1).collect(),
+            shape,
+            algorithm: alg,
+            pass,
+            step: index as u32,
+            pattern: pattern.describe(),
+            span_elements: transient.then_some(raw.span_elements),
+        };
+        events.emit(device, Event::VramError { record: record.clone() });
+        tally.records.push(record);
+        if !transient && tally.retested.len() < cfg.retest_cap as usize && tally.retested.insert(raw.word) {
+            to_retest.push(WordRef {
+                word: raw.word,
+                expected: raw.expected,
+                actual: raw.actual,
+                restore: step.leaves(raw.word).unwrap_or(raw.expected),
+            });
+        }
+    }
+    let results = retest::retest(engine, &to_retest, cfg.retest_reads, cfg.seed ^ u64::from(pass))?;
+    for result in results {
+        events.emit(device, Event::Retest { result: result.clone() });
+        tally.retests.push(result);
+    }
+    Ok(errors)
+}
+
+/// Human size: `1.50 GiB`, `256 MiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.2} GiB", bytes as f64 / GIB)
+    } else {
+        format!("{} MiB", bytes / MIB)
+    }
+}

@@ -1,0 +1,184 @@
+//! What the shape of one wrong word says, and what its in-place retest says.
+
+use serde::{Deserialize, Serialize};
+
+use super::pattern::Pattern;
+
+/// The shape of a wrong word, from the values alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "shape")]
+pub enum ErrorShape {
+    /// One bit flipped.
+    SingleBit,
+    /// Several bits flipped.
+    MultiBit,
+    /// The word read as all zeros or all ones (EDC or controller, not one cell).
+    WholeWord,
+    /// The word holds another address's pattern: an address (decoder or bus) fault.
+    Address {
+        /// Absolute byte offset the value belongs to.
+        source_offset_bytes: u64,
+    },
+    /// A read in the span went wrong but a re-read of the whole span was right.
+    TransientRead,
+}
+
+/// Address faults flip few address bits; more than this and a decoded "source" is
+/// far more likely a coincidence of a data error.
+const MAX_ADDRESS_BITS: u32 = 4;
+
+/// Classifies a wrong word by its values.
+pub fn shape(pattern: &Pattern, word: u64, expected: u32, actual: u32, tested_words: u64) -> ErrorShape {
+    let flipped = (expected ^ actual).count_ones();
+    if flipped == 1 {
+        return ErrorShape::SingleBit;
+    }
+    if let Some(source) = pattern.source_of(word, actual)
+        && source != word
+        && source < tested_words
+        && (source ^ word).count_ones() <= MAX_ADDRESS_BITS
+    {
+        return ErrorShape::Address {
+            source_offset_bytes: source * 4,
+        };
+    }
+    if actual == 0 || actual == u32::MAX {
+        return ErrorShape::WholeWord;
+    }
+    ErrorShape::MultiBit
+}
+
+/// What retesting a failing word in place showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetestClass {
+    /// Some bits always read 0, whatever was written.
+    StuckAt0,
+    /// Some bits always read 1, whatever was written.
+    StuckAt1,
+    /// Some bits stuck at 0 and others at 1.
+    StuckMixed,
+    /// Fails for some written values only, not explained by stuck bits.
+    PatternSensitive,
+    /// The same value read back differently on repeated reads.
+    Intermittent,
+    /// The cell held the right value; the first read went wrong on the way (bus, EDC).
+    Transfer,
+    /// The stored value was wrong but every rewrite reads back right: a one-time flip.
+    NotReproduced,
+}
+
+/// One written value and what repeated reads returned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trial {
+    /// Value written.
+    pub written: u32,
+    /// Values read, in order.
+    pub reads: Vec<u32>,
+}
+
+/// The verdict of a retest, with the masks that justify it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetestVerdict {
+    /// The class.
+    pub class: RetestClass,
+    /// Bits that always read 0.
+    pub stuck_at_0_mask: u32,
+    /// Bits that always read 1.
+    pub stuck_at_1_mask: u32,
+}
+
+/// Classifies a retest: `rereads` are reads of the word as found (before any rewrite),
+/// `trials` the rewrites with several patterns.
+pub fn classify(expected: u32, rereads: &[u32], trials: &[Trial]) -> RetestVerdict {
+    let verdict = |class| RetestVerdict {
+        class,
+        stuck_at_0_mask: 0,
+        stuck_at_1_mask: 0,
+    };
+    let right = rereads.iter().filter(|&&v| v == expected).count();
+    if !rereads.is_empty() && right == rereads.len() {
+        return verdict(RetestClass::Transfer);
+    }
+    if right > 0 || rereads.windows(2).any(|w| w[0] != w[1]) {
+        return verdict(RetestClass::Intermittent);
+    }
+    if trials.iter().any(|t| t.reads.windows(2).any(|w| w[0] != w[1])) {
+        return verdict(RetestClass::Intermittent);
+    }
+    let failing: Vec<&Trial> = trials
+        .iter()
+        .filter(|t| t.reads.first().is_some_and(|&r| r != t.written))
+        .collect();
+    if failing.is_empty() {
+        return verdict(RetestClass::NotReproduced);
+    }
+    let stuck_1 = trials.iter().fold(u32::MAX, |m, t| m & t.reads[0]);
+    let stuck_0 = trials.iter().fold(u32::MAX, |m, t| m & !t.reads[0]);
+    let explained = trials
+        .iter()
+        .all(|t| ((t.written | stuck_1) & !stuck_0) == t.reads[0]);
+    let class = match (explained, stuck_0 != 0, stuck_1 != 0) {
+        (true, true, false) => RetestClass::StuckAt0,
+        (true, false, true) => RetestClass::StuckAt1,
+        (true, true, true) => RetestClass::StuckMixed,
+        _ => RetestClass::PatternSensitive,
+    };
+    RetestVerdict {
+        class,
+        stuck_at_0_mask: if explained { stuck_0 } else { 0 },
+        stuck_at_1_mask: if explained { stuck_1 } else { 0 },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trials(f: impl Fn(u32) -> u32) -> Vec<Trial> {
+        [0u32, u32::MAX, 0x5555_5555, 0xAAAA_AAAA]
+            .iter()
+            .map(|&w| Trial {
+                written: w,
+                reads: vec![f(w); 3],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn classes_follow_the_reads() {
+        let e = 0x1234_5678;
+        let bad = e ^ 0x10;
+        assert_eq!(classify(e, &[e, e], &trials(|w| w)).class, RetestClass::Transfer);
+        assert_eq!(classify(e, &[bad, e], &trials(|w| w)).class, RetestClass::Intermittent);
+        assert_eq!(classify(e, &[bad, bad], &trials(|w| w)).class, RetestClass::NotReproduced);
+        let v = classify(e, &[bad, bad], &trials(|w| w | 0x100));
+        assert_eq!((v.class, v.stuck_at_1_mask), (RetestClass::StuckAt1, 0x100));
+        let v = classify(e, &[bad, bad], &trials(|w| w & !0x8000_0000));
+        assert_eq!((v.class, v.stuck_at_0_mask), (RetestClass::StuckAt0, 0x8000_0000));
+        let v = classify(e, &[bad, bad], &trials(|w| (w | 1) & !2));
+        assert_eq!(v.class, RetestClass::StuckMixed);
+        let sensitive = trials(|w| if w == 0x5555_5555 { w ^ 0x4 } else { w });
+        assert_eq!(classify(e, &[bad, bad], &sensitive).class, RetestClass::PatternSensitive);
+        let mut flaky = trials(|w| w);
+        flaky[1].reads[2] ^= 1;
+        assert_eq!(classify(e, &[bad, bad], &flaky).class, RetestClass::Intermittent);
+    }
+
+    #[test]
+    fn shapes_follow_the_values() {
+        let p = Pattern::address(3);
+        let w = 1000u64;
+        let e = p.word(w);
+        assert_eq!(shape(&p, w, e, e ^ 0x8, 1 << 20), ErrorShape::SingleBit);
+        assert_eq!(shape(&p, w, e, e ^ 0x8000_0101, 1 << 20), ErrorShape::MultiBit);
+        assert_eq!(
+            shape(&p, w, e, p.word(w ^ 64), 1 << 20),
+            ErrorShape::Address {
+                source_offset_bytes: (w ^ 64) * 4
+            }
+        );
+        let c = Pattern::constant(0x5555_5555);
+        assert_eq!(shape(&c, w, 0x5555_5555, 0, 1 << 20), ErrorShape::WholeWord);
+    }
+}
