@@ -118,7 +118,13 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
         engine.write(&Pattern::constant(i), &never)?;
     }
     let fill = sub(engine.stats(Op::Fill), before_fill);
-    let rate = |bytes: u64, ns: u64| if ns > 0 { bytes as f64 / GIB / (ns as f64 / 1e9) } else { 0.0 };
+    let rate = |bytes: u64, ns: u64| {
+        if ns > 0 {
+            bytes as f64 / GIB / (ns as f64 / 1e9)
+        } else {
+            0.0
+        }
+    };
     let write_gib_s = rate(write.0, write.1);
     let verify_gib_s = rate(verify.0, verify.1);
     let combined = (write.0 + verify.0) as f64 / GIB / wall.as_secs_f64().max(1e-9);
@@ -138,11 +144,19 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
         verify_over_copy: ratio(verify_gib_s, copy_gib_s),
         combined_over_copy: ratio(combined, copy_gib_s),
         write_over_fill: ratio(write_gib_s, fill_gib_s),
-        timing_source: if engine.has_gpu_timestamps() { "gpu_timestamps" } else { "wall_clock" }.into(),
+        timing_source: if engine.has_gpu_timestamps() {
+            "gpu_timestamps"
+        } else {
+            "wall_clock"
+        }
+        .into(),
     })
 }
 
-fn sub(a: crate::workload::vram::engine::OpStats, b: crate::workload::vram::engine::OpStats) -> (u64, u64) {
+fn sub(
+    a: crate::workload::vram::engine::OpStats,
+    b: crate::workload::vram::engine::OpStats,
+) -> (u64, u64) {
     (a.bytes - b.bytes, a.gpu_ns - b.gpu_ns)
 }
 
@@ -159,11 +173,26 @@ pub fn summary(r: &BenchReport) -> String {
         r.bytes as f64 / GIB,
         r.timing_source
     ));
-    out.push_str(&format!("  vram test write (own-address)   {:8.2} GiB/s\n", r.write_gib_s));
-    out.push_str(&format!("  vram test verify (own-address)  {:8.2} GiB/s\n", r.verify_gib_s));
-    out.push_str(&format!("  combined, per wall second       {:8.2} GiB/s\n", r.combined_gib_per_wall_s));
-    out.push_str(&format!("  vkCmdCopyBuffer (read+write)    {:8.2} GiB/s\n", r.copy_gib_s));
-    out.push_str(&format!("  vkCmdFillBuffer                 {:8.2} GiB/s\n", r.fill_gib_s));
+    out.push_str(&format!(
+        "  vram test write (own-address)   {:8.2} GiB/s\n",
+        r.write_gib_s
+    ));
+    out.push_str(&format!(
+        "  vram test verify (own-address)  {:8.2} GiB/s\n",
+        r.verify_gib_s
+    ));
+    out.push_str(&format!(
+        "  combined, per wall second       {:8.2} GiB/s\n",
+        r.combined_gib_per_wall_s
+    ));
+    out.push_str(&format!(
+        "  vkCmdCopyBuffer (read+write)    {:8.2} GiB/s\n",
+        r.copy_gib_s
+    ));
+    out.push_str(&format!(
+        "  vkCmdFillBuffer                 {:8.2} GiB/s\n",
+        r.fill_gib_s
+    ));
     out.push_str(&format!(
         "  ratios: verify/copy {:.2}, combined/copy {:.2}, write/fill {:.2}\n",
         r.verify_over_copy, r.combined_over_copy, r.write_over_fill

@@ -50,7 +50,10 @@ fn list(args: ListArgs) -> Result<i32, AppError> {
     let vulkan = kiln::gpu::Vulkan::new()?;
     let devices = vulkan.devices()?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&devices).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&devices).unwrap_or_default()
+        );
     } else {
         print!("{}", kiln::list::table(&devices));
     }
@@ -98,7 +101,10 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
     let text = kiln::report::text::summary(&report);
     if args.json {
         eprint!("{text}");
-        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
     } else {
         print!("{text}");
     }
@@ -118,11 +124,18 @@ fn selftest(args: SelftestArgs) -> Result<i32, AppError> {
     let text = kiln::selftest::summary(&report);
     if args.json {
         eprint!("{text}");
-        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
     } else {
         print!("{text}");
     }
-    Ok(if report.passed { exit_code::HEALTHY } else { exit_code::SOFTWARE })
+    Ok(if report.passed {
+        exit_code::HEALTHY
+    } else {
+        exit_code::SOFTWARE
+    })
 }
 
 fn bench(args: BenchArgs) -> Result<i32, AppError> {
@@ -135,7 +148,10 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
     };
     let report = kiln::bench::bench_vram(&opts)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
     } else {
         print!("{}", kiln::bench::summary(&report));
     }

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::evidence::{Event, EventSink, EvidenceError, Manifest, RunDir, default_run_dir, utc_timestamp};
+use crate::evidence::{
+    Event, EventSink, EvidenceError, Manifest, RunDir, default_run_dir, utc_timestamp,
+};
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError, Vulkan};
 use crate::report::{DeviceReport, Report, exit_code};
 use crate::workload::vram::{VramConfig, VramTest};
@@ -65,7 +67,10 @@ pub const CPU_ONLY_NOTE: &str = "this proves the tool, not a card";
 
 /// Picks the devices to test. With no selectors: every GPU, or, with none, the CPU
 /// Vulkan devices (and a note saying what that proves).
-pub fn select_devices(vulkan: &Vulkan, selectors: &[String]) -> Result<(Vec<DeviceInfo>, Vec<String>), AppError> {
+pub fn select_devices(
+    vulkan: &Vulkan,
+    selectors: &[String],
+) -> Result<(Vec<DeviceInfo>, Vec<String>), AppError> {
     let all = vulkan.devices()?;
     let mut notes = Vec::new();
     let chosen: Vec<DeviceInfo> = if selectors.is_empty() {
@@ -85,7 +90,10 @@ pub fn select_devices(vulkan: &Vulkan, selectors: &[String]) -> Result<(Vec<Devi
         for s in selectors {
             let found: Vec<&DeviceInfo> = all.iter().filter(|d| d.matches(s)).collect();
             if found.is_empty() {
-                return Err(GpuError::NoSuchDevice { selector: s.clone() }.into());
+                return Err(GpuError::NoSuchDevice {
+                    selector: s.clone(),
+                }
+                .into());
             }
             for d in found {
                 if !chosen.iter().any(|c| c.index == d.index) {
@@ -111,7 +119,8 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     let vulkan = Vulkan::new()?;
     let (devices, mut notes) = select_devices(&vulkan, &opts.devices)?;
     let dir_path = opts.out.clone().unwrap_or_else(default_run_dir);
-    let run_dir = RunDir::create(&dir_path)?;
+    // A run directory that cannot be made is the user's choice to fix: a usage error.
+    let run_dir = RunDir::create(&dir_path).map_err(|e| AppError::Usage(e.to_string()))?;
     let settings = serde_json::json!({
         "duration_s": opts.duration.map(|d| d.as_secs_f64()),
         "fence_timeout_s": opts.fence_timeout.as_secs_f64(),
@@ -120,7 +129,12 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     run_dir.write_manifest(&Manifest::new(devices.clone(), settings))?;
     let mut events = run_dir.events(started)?;
     for note in &notes {
-        events.emit(None, Event::Note { message: note.clone() });
+        events.emit(
+            None,
+            Event::Note {
+                message: note.clone(),
+            },
+        );
     }
     let mut reports = Vec::new();
     for info in &devices {
@@ -152,9 +166,19 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     Ok(report)
 }
 
-fn test_device(vulkan: &std::sync::Arc<Vulkan>, info: &DeviceInfo, opts: &RunOptions, events: &mut dyn EventSink) -> DeviceReport {
+fn test_device(
+    vulkan: &std::sync::Arc<Vulkan>,
+    info: &DeviceInfo,
+    opts: &RunOptions,
+    events: &mut dyn EventSink,
+) -> DeviceReport {
     let device = Some(info.index);
-    events.emit(device, Event::DeviceStart { info: Box::new(info.clone()) });
+    events.emit(
+        device,
+        Event::DeviceStart {
+            info: Box::new(info.clone()),
+        },
+    );
     let mut ctx = match DeviceContext::open(vulkan, info) {
         Ok(ctx) => ctx,
         Err(e) => {
@@ -165,7 +189,11 @@ fn test_device(vulkan: &std::sync::Arc<Vulkan>, info: &DeviceInfo, opts: &RunOpt
                     message: e.to_string(),
                 },
             );
-            return DeviceReport::new(info, Vec::new(), Some(format!("could not open the device: {e}")));
+            return DeviceReport::new(
+                info,
+                Vec::new(),
+                Some(format!("could not open the device: {e}")),
+            );
         }
     };
     ctx.set_fence_timeout(opts.fence_timeout);
@@ -209,9 +237,11 @@ fn test_device(vulkan: &std::sync::Arc<Vulkan>, info: &DeviceInfo, opts: &RunOpt
 
 fn progress_bar(name: &str) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(0);
-    let style = indicatif::ProgressStyle::with_template("{prefix} {msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}")
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> ");
+    let style = indicatif::ProgressStyle::with_template(
+        "{prefix} {msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ");
     bar.set_style(style);
     bar.set_prefix(name.to_owned());
     bar

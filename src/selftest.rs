@@ -86,7 +86,10 @@ pub struct RunCheck {
 impl RunCheck {
     /// True when every fault was found exactly and nothing else was reported.
     pub fn passed(&self) -> bool {
-        self.missed.is_empty() && self.extra.is_empty() && self.misclassified.is_empty() && self.exact == self.expected_reports
+        self.missed.is_empty()
+            && self.extra.is_empty()
+            && self.misclassified.is_empty()
+            && self.exact == self.expected_reports
     }
 }
 
@@ -117,10 +120,16 @@ pub fn selftest(opts: &SelftestOptions) -> Result<SelftestReport, AppError> {
             runs.push(one_run(&mut ctx, info, opts, run)?);
         }
     }
-    let planted_total = runs.iter().map(|r| r.planted.values().map(|&n| u64::from(n)).sum::<u64>()).sum();
+    let planted_total = runs
+        .iter()
+        .map(|r| r.planted.values().map(|&n| u64::from(n)).sum::<u64>())
+        .sum();
     let passed = !runs.is_empty() && runs.iter().all(RunCheck::passed);
     Ok(SelftestReport {
-        devices: devices.iter().map(|d| format!("{} {}", d.index, d.name)).collect(),
+        devices: devices
+            .iter()
+            .map(|d| format!("{} {}", d.index, d.name))
+            .collect(),
         notes,
         runs,
         planted_total,
@@ -128,24 +137,30 @@ pub fn selftest(opts: &SelftestOptions) -> Result<SelftestReport, AppError> {
     })
 }
 
-fn one_run(ctx: &mut DeviceContext, info: &DeviceInfo, opts: &SelftestOptions, run: u32) -> Result<RunCheck, AppError> {
+fn one_run(
+    ctx: &mut DeviceContext,
+    info: &DeviceInfo,
+    opts: &SelftestOptions,
+    run: u32,
+) -> Result<RunCheck, AppError> {
     const MIB: u64 = 1 << 20;
-    let algorithm = if run % 2 == 0 { Algorithm::OwnAddress } else { Algorithm::Random };
+    let algorithm = if run.is_multiple_of(2) {
+        Algorithm::OwnAddress
+    } else {
+        Algorithm::Random
+    };
     let seed = opts.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(run);
     let bytes = (opts.bytes / MIB).max(4) * MIB;
     // Several buffers, so that absolute offsets past the first buffer are checked too.
     let buffer_bytes = (bytes / 4 / MIB).max(1) * MIB;
     let steps = algorithm.steps(0, seed, Duration::ZERO);
-    let first_verify = steps.iter().find_map(Step::checks).ok_or_else(|| {
-        AppError::Usage("the self-test algorithm verifies nothing".into())
-    })?;
-    let planted = plant(
-        seed,
-        opts.faults,
-        bytes / 4,
-        buffer_bytes / 4,
-        |w| first_verify.word(w),
-    );
+    let first_verify = steps
+        .iter()
+        .find_map(Step::checks)
+        .ok_or_else(|| AppError::Usage("the self-test algorithm verifies nothing".into()))?;
+    let planted = plant(seed, opts.faults, bytes / 4, buffer_bytes / 4, |w| {
+        first_verify.word(w)
+    });
     let faults: Vec<PlantedFault> = planted.iter().map(|p| p.fault).collect();
     let mut test = VramTest {
         config: VramConfig {
@@ -173,7 +188,13 @@ fn one_run(ctx: &mut DeviceContext, info: &DeviceInfo, opts: &SelftestOptions, r
 
 /// Chooses `count` faults of mixed kinds at distinct words; stuck bits are chosen against
 /// `first_pattern` so that each shows in the first verification.
-fn plant(seed: u64, count: u32, words: u64, buffer_words: u64, first_pattern: impl Fn(u64) -> u32) -> Vec<Planted> {
+fn plant(
+    seed: u64,
+    count: u32,
+    words: u64,
+    buffer_words: u64,
+    first_pattern: impl Fn(u64) -> u32,
+) -> Vec<Planted> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut used = HashSet::new();
     let mut out = Vec::new();
@@ -219,7 +240,10 @@ fn plant(seed: u64, count: u32, words: u64, buffer_words: u64, first_pattern: im
             }
             FaultKind::AddressFault => {
                 let source = word ^ (1 << rng.random_range(0..address_bits.max(1)));
-                if source / buffer_words != word / buffer_words || source >= words || used.contains(&source) {
+                if source / buffer_words != word / buffer_words
+                    || source >= words
+                    || used.contains(&source)
+                {
                     continue;
                 }
                 fault.source = source;
@@ -233,7 +257,10 @@ fn plant(seed: u64, count: u32, words: u64, buffer_words: u64, first_pattern: im
 }
 
 /// What the victim word reads at each verifying step, given the algorithm's steps.
-fn predicted_reports(steps: &[Step], planted: &[Planted]) -> HashMap<(u32, u64), (u32, u32, usize)> {
+fn predicted_reports(
+    steps: &[Step],
+    planted: &[Planted],
+) -> HashMap<(u32, u64), (u32, u32, usize)> {
     let mut out = HashMap::new();
     let mut writes_seen = 0;
     let mut last_write: Option<usize> = None;
@@ -262,7 +289,14 @@ fn predicted_reports(steps: &[Step], planted: &[Planted]) -> HashMap<(u32, u64),
     out
 }
 
-fn check(device: usize, run: u32, algorithm: Algorithm, steps: &[Step], planted: &[Planted], report: &VramReport) -> RunCheck {
+fn check(
+    device: usize,
+    run: u32,
+    algorithm: Algorithm,
+    steps: &[Step],
+    planted: &[Planted],
+    report: &VramReport,
+) -> RunCheck {
     let mut expected = predicted_reports(steps, planted);
     let mut check = RunCheck {
         device,
@@ -279,8 +313,11 @@ fn check(device: usize, run: u32, algorithm: Algorithm, steps: &[Step], planted:
     for p in planted {
         *check.planted.entry(format!("{:?}", p.kind)).or_default() += 1;
     }
-    let retests: HashMap<u64, &crate::workload::vram::RetestResult> =
-        report.retests.iter().map(|r| (r.offset_bytes / 4, r)).collect();
+    let retests: HashMap<u64, &crate::workload::vram::RetestResult> = report
+        .retests
+        .iter()
+        .map(|r| (r.offset_bytes / 4, r))
+        .collect();
     for r in &report.records {
         let word = r.offset_bytes / 4;
         let Some((want_expected, want_actual, n)) = expected.remove(&(r.step, word)) else {
@@ -301,7 +338,9 @@ fn check(device: usize, run: u32, algorithm: Algorithm, steps: &[Step], planted:
         let flips = (want_expected ^ want_actual).count_ones();
         let shape_ok = match p.kind {
             FaultKind::SingleBitFlip => r.shape == ErrorShape::SingleBit,
-            FaultKind::MultiBitFlip => matches!(r.shape, ErrorShape::MultiBit | ErrorShape::WholeWord),
+            FaultKind::MultiBitFlip => {
+                matches!(r.shape, ErrorShape::MultiBit | ErrorShape::WholeWord)
+            }
             FaultKind::StuckAt => {
                 if flips == 1 {
                     r.shape == ErrorShape::SingleBit
@@ -381,7 +420,13 @@ pub fn summary(report: &SelftestReport) -> String {
             r.misclassified.len(),
             if r.passed() { "ok" } else { "FAILED" }
         ));
-        for line in r.missed.iter().chain(&r.extra).chain(&r.misclassified).take(20) {
+        for line in r
+            .missed
+            .iter()
+            .chain(&r.extra)
+            .chain(&r.misclassified)
+            .take(20)
+        {
             out.push_str(&format!("  {line}\n"));
         }
     }

@@ -57,3 +57,47 @@ pub fn read_events(path: &Path) -> EvidenceResult<EventLog> {
         truncated_tail,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    const HEADER: &str =
+        r#"{"t_ms":0.1,"kind":"header","schema":"kiln.events/1","tool_version":"0","run_id":"r"}"#;
+
+    #[test]
+    fn a_partial_last_line_is_tolerated_and_reported() {
+        let (_d, path) = write(&format!(
+            "{HEADER}\n{{\"t_ms\":1.0,\"kind\":\"note\",\"mess"
+        ));
+        let log = read_events(&path).unwrap();
+        assert_eq!(log.records.len(), 1);
+        assert!(log.truncated_tail);
+    }
+
+    #[test]
+    fn a_corrupt_complete_line_is_named() {
+        let (_d, path) = write(&format!("{HEADER}\n{{\"t_ms\":1.0,\"kind\":\"note\"}}\n"));
+        let err = read_events(&path).unwrap_err();
+        assert!(
+            matches!(err, EvidenceError::Corrupt { line: 2, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_foreign_file_is_refused() {
+        let (_d, path) = write("{\"hello\":1}\n");
+        let err = read_events(&path).unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
+        let (_d, path) = write(&HEADER.replace("kiln.events/1", "kiln.events/99"));
+        assert!(read_events(&path).is_err());
+    }
+}

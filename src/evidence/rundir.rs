@@ -102,7 +102,13 @@ pub fn default_run_dir() -> PathBuf {
     let stamp = utc_timestamp(SystemTime::now()).replace([':', '-'], "");
     let host: String = hostname()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     PathBuf::from("kiln-runs").join(format!("{stamp}-{host}"))
 }
@@ -119,7 +125,10 @@ pub fn hostname() -> String {
 
 /// RFC 3339 UTC time with second precision (`2026-11-29T17:05:00Z`).
 pub fn utc_timestamp(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;

@@ -2,6 +2,7 @@
 //! command submission with bounded waits and GPU timestamps.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,21 +27,51 @@ pub const TEXEL_BINDING: u32 = 3;
 /// Binding at which the first buffer is also visible as a storage texel buffer.
 pub const STORAGE_TEXEL_BINDING: u32 = 4;
 
-/// The device and allocator, shared with every buffer so that they outlive all buffers.
+/// The device, the allocator and the submission fence, shared with every buffer so that
+/// they outlive all buffers, and so that a buffer is never freed under pending work.
 struct Shared {
     _vulkan: Arc<Vulkan>,
     device: ash::Device,
     allocator: Mutex<Option<Allocator>>,
+    fence: vk::Fence,
+    /// Set while a submission is pending that a bounded wait gave up on.
+    in_flight: AtomicBool,
+    /// The bound on waits, in nanoseconds.
+    fence_timeout_ns: AtomicU64,
+}
+
+impl Shared {
+    /// Waits (bounded) for a submission left pending by a timeout; false if it still runs.
+    fn settle(&self) -> bool {
+        if !self.in_flight.load(Ordering::Acquire) {
+            return true;
+        }
+        let timeout = self.fence_timeout_ns.load(Ordering::Relaxed);
+        // SAFETY: the fence lives as long as self.
+        let done = unsafe { self.device.wait_for_fences(&[self.fence], true, timeout) }.is_ok();
+        if done {
+            self.in_flight.store(false, Ordering::Release);
+        }
+        done
+    }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        if !self.settle() {
+            // A hung device may still use every object: leak them rather than free
+            // memory the device may write.
+            return;
+        }
         if let Ok(mut alloc) = self.allocator.lock() {
             alloc.take();
         }
         // SAFETY: every buffer holds an Arc to self and the context has released its
-        // objects, so nothing created from the device is alive.
-        unsafe { self.device.destroy_device(None) };
+        // objects, so nothing created from the device is alive, and nothing is pending.
+        unsafe {
+            self.device.destroy_fence(self.fence, None);
+            self.device.destroy_device(None)
+        };
     }
 }
 
@@ -92,6 +123,13 @@ impl GpuBuffer {
 
 impl Drop for GpuBuffer {
     fn drop(&mut self) {
+        if !self.shared.settle() {
+            // The device may still write this memory: leak it rather than free it.
+            if let Some(allocation) = self.allocation.take() {
+                std::mem::forget(allocation);
+            }
+            return;
+        }
         // SAFETY: the buffer (and its view) were created on this device; the context
         // waits for submitted work before it hands control back, so the GPU no longer
         // uses them.
@@ -163,12 +201,13 @@ impl DeviceContext {
     /// Opens the device `info` describes, with one compute queue.
     pub fn open(vulkan: &Arc<Vulkan>, info: &DeviceInfo) -> GpuResult<DeviceContext> {
         let running = format!("opening device {} ({})", info.index, info.name);
-        let physical = *vulkan
-            .physical_devices()?
-            .get(info.index)
-            .ok_or_else(|| GpuError::NoSuchDevice {
-                selector: info.index.to_string(),
-            })?;
+        let physical =
+            *vulkan
+                .physical_devices()?
+                .get(info.index)
+                .ok_or_else(|| GpuError::NoSuchDevice {
+                    selector: info.index.to_string(),
+                })?;
         let family = info
             .compute_queue_family
             .ok_or_else(|| GpuError::Unsupported("no queue family supports compute".into()))?;
@@ -179,7 +218,8 @@ impl DeviceContext {
         // 64-bit integers allow the widest stores where the device has them.
         // SAFETY: physical belongs to the instance.
         let supported = unsafe { vulkan.instance.get_physical_device_features(physical) };
-        let features = vk::PhysicalDeviceFeatures::default().shader_int64(supported.shader_int64 == vk::TRUE);
+        let features =
+            vk::PhysicalDeviceFeatures::default().shader_int64(supported.shader_int64 == vk::TRUE);
         let create = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queue_info)
             .enabled_features(&features);
@@ -203,10 +243,23 @@ impl DeviceContext {
                 return Err(GpuError::Unsupported(format!("memory allocator: {e}")));
             }
         };
+        // SAFETY: plain object creation on a live device.
+        let fence = match unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) } {
+            Ok(f) => f,
+            Err(r) => {
+                drop(allocator);
+                // SAFETY: nothing else was created from the device.
+                unsafe { device.destroy_device(None) };
+                return Err(vk_err("vkCreateFence", r));
+            }
+        };
         let shared = Arc::new(Shared {
             _vulkan: vulkan.clone(),
             device,
             allocator: Mutex::new(Some(allocator)),
+            fence,
+            in_flight: AtomicBool::new(false),
+            fence_timeout_ns: AtomicU64::new(10_000_000_000),
         });
         let d = &shared.device;
         // From here on, objects are created one at a time into `ctx` so that its Drop
@@ -219,7 +272,7 @@ impl DeviceContext {
             queue,
             command_pool: vk::CommandPool::null(),
             command_buffer: vk::CommandBuffer::null(),
-            fence: vk::Fence::null(),
+            fence,
             query_pool: None,
             set_layout: vk::DescriptorSetLayout::null(),
             pipeline_layout: vk::PipelineLayout::null(),
@@ -249,9 +302,6 @@ impl DeviceContext {
                         .command_buffer_count(1),
                 )
                 .map_err(|r| vk_err("vkAllocateCommandBuffers", r))?[0];
-            ctx.fence = d
-                .create_fence(&vk::FenceCreateInfo::default(), None)
-                .map_err(|r| vk_err("vkCreateFence", r))?;
             if info.limits.timestamp_valid_bits > 0 {
                 ctx.query_pool = Some(
                     d.create_query_pool(
@@ -316,6 +366,10 @@ impl DeviceContext {
     /// Sets the bound on every fence wait.
     pub fn set_fence_timeout(&mut self, timeout: Duration) {
         self.fence_timeout = timeout;
+        self.shared.fence_timeout_ns.store(
+            timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
     }
 
     /// The bound on every fence wait.
@@ -336,7 +390,12 @@ impl DeviceContext {
     }
 
     /// Creates a buffer of `size_bytes` in memory of the given kind.
-    pub fn buffer(&mut self, kind: BufferKind, size_bytes: u64, name: &str) -> GpuResult<GpuBuffer> {
+    pub fn buffer(
+        &mut self,
+        kind: BufferKind,
+        size_bytes: u64,
+        name: &str,
+    ) -> GpuResult<GpuBuffer> {
         self.check_alive()?;
         let running = format!("allocating {name} ({size_bytes} bytes)");
         let d = &self.shared.device;
@@ -359,15 +418,18 @@ impl DeviceContext {
                 MemoryLocation::GpuOnly,
                 AllocationScheme::DedicatedBuffer(buffer),
             ),
-            BufferKind::Readback => (MemoryLocation::GpuToCpu, AllocationScheme::GpuAllocatorManaged),
+            BufferKind::Readback => (
+                MemoryLocation::GpuToCpu,
+                AllocationScheme::GpuAllocatorManaged,
+            ),
         };
         let allocation = {
-            let mut guard = self.shared.allocator.lock().map_err(|_| GpuError::Unsupported(
-                "memory allocator poisoned by an earlier panic".into(),
-            ))?;
-            let allocator = guard.as_mut().ok_or_else(|| {
-                GpuError::Unsupported("memory allocator already released".into())
+            let mut guard = self.shared.allocator.lock().map_err(|_| {
+                GpuError::Unsupported("memory allocator poisoned by an earlier panic".into())
             })?;
+            let allocator = guard
+                .as_mut()
+                .ok_or_else(|| GpuError::Unsupported("memory allocator already released".into()))?;
             allocator.allocate(&AllocationCreateDesc {
                 name,
                 requirements,
@@ -382,7 +444,9 @@ impl DeviceContext {
                 // SAFETY: the buffer has no memory and was never used.
                 unsafe { d.destroy_buffer(buffer, None) };
                 return Err(match e {
-                    gpu_allocator::AllocationError::OutOfMemory => GpuError::OutOfMemory { running },
+                    gpu_allocator::AllocationError::OutOfMemory => {
+                        GpuError::OutOfMemory { running }
+                    }
                     e => GpuError::Unsupported(format!("{running}: {e}")),
                 });
             }
@@ -395,7 +459,8 @@ impl DeviceContext {
             texel_view: None,
         };
         // SAFETY: memory and offset come from an allocation made for these requirements.
-        let bound = unsafe { d.bind_buffer_memory(buffer, allocation.memory(), allocation.offset()) };
+        let bound =
+            unsafe { d.bind_buffer_memory(buffer, allocation.memory(), allocation.offset()) };
         let coherent = allocation
             .memory_properties()
             .contains(vk::MemoryPropertyFlags::HOST_COHERENT);
@@ -464,8 +529,9 @@ impl DeviceContext {
                         .offset(0)
                         .range(data.size_bytes);
                     // SAFETY: the buffer is alive and was created with texel usage.
-                    let v = unsafe { self.shared.device.create_buffer_view(&info, None) }
-                        .map_err(|r| GpuError::from_vk("vkCreateBufferView", r, "binding buffers"))?;
+                    let v = unsafe { self.shared.device.create_buffer_view(&info, None) }.map_err(
+                        |r| GpuError::from_vk("vkCreateBufferView", r, "binding buffers"),
+                    )?;
                     data.texel_view = Some(v);
                     v
                 }
@@ -500,8 +566,14 @@ impl DeviceContext {
         // SAFETY: pool and layout are alive.
         match unsafe { self.shared.device.allocate_descriptor_sets(&info) } {
             Ok(sets) => Ok(Some(sets[0])),
-            Err(vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL) => Ok(None),
-            Err(r) => Err(GpuError::from_vk("vkAllocateDescriptorSets", r, "binding buffers")),
+            Err(vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL) => {
+                Ok(None)
+            }
+            Err(r) => Err(GpuError::from_vk(
+                "vkAllocateDescriptorSets",
+                r,
+                "binding buffers",
+            )),
         }
     }
 
@@ -541,9 +613,10 @@ impl DeviceContext {
                     .map_err(|e| GpuError::Unsupported(format!("embedded SPIR-V: {e}")))?;
                 // SAFETY: code is valid SPIR-V produced by glslc.
                 let m = unsafe {
-                    self.shared
-                        .device
-                        .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None)
+                    self.shared.device.create_shader_module(
+                        &vk::ShaderModuleCreateInfo::default().code(&code),
+                        None,
+                    )
                 }
                 .map_err(|r| GpuError::from_vk("vkCreateShaderModule", r, &running))?;
                 self.modules.insert(shader, m);
@@ -626,6 +699,7 @@ impl DeviceContext {
         };
         self.wait_fence(&running, self.fence_timeout)?;
         self.in_flight = None;
+        self.shared.in_flight.store(false, Ordering::Release);
         Ok(())
     }
 
@@ -636,6 +710,7 @@ impl DeviceContext {
             Ok(()) => Ok(()),
             Err(vk::Result::TIMEOUT) => {
                 self.in_flight = Some(running.to_owned());
+                self.shared.in_flight.store(true, Ordering::Release);
                 Err(GpuError::Timeout {
                     running: running.to_owned(),
                     timeout_ms: timeout.as_millis() as u64,
@@ -664,14 +739,10 @@ impl DeviceContext {
 impl Drop for DeviceContext {
     fn drop(&mut self) {
         let d = &self.shared.device;
-        if self.in_flight.is_some() {
-            // A hung device may never finish: wait a bounded time, then leak rather
-            // than destroy objects the GPU may still use.
-            // SAFETY: the fence is alive.
-            let done = unsafe { d.wait_for_fences(&[self.fence], true, self.fence_timeout.as_nanos() as u64) };
-            if done.is_err() {
-                return;
-            }
+        if !self.shared.settle() {
+            // A hung device may never finish: leak rather than destroy objects the GPU
+            // may still use.
+            return;
         }
         // SAFETY: no submission is pending (checked above), so every object is idle.
         unsafe {
@@ -690,7 +761,6 @@ impl Drop for DeviceContext {
             if let Some(qp) = self.query_pool {
                 d.destroy_query_pool(qp, None);
             }
-            d.destroy_fence(self.fence, None);
             d.destroy_command_pool(self.command_pool, None);
         }
     }
@@ -746,7 +816,14 @@ impl Recording<'_> {
     }
 
     /// Records a copy of `size_bytes` between two buffers.
-    pub fn copy(&mut self, src: &GpuBuffer, src_offset: u64, dst: &GpuBuffer, dst_offset: u64, size_bytes: u64) {
+    pub fn copy(
+        &mut self,
+        src: &GpuBuffer,
+        src_offset: u64,
+        dst: &GpuBuffer,
+        dst_offset: u64,
+        size_bytes: u64,
+    ) {
         let region = [vk::BufferCopy::default()
             .src_offset(src_offset)
             .dst_offset(dst_offset)
@@ -839,7 +916,11 @@ impl Recording<'_> {
                 .ok()
                 .map(|()| {
                     let bits = ctx.info.limits.timestamp_valid_bits;
-                    let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                    let mask = if bits >= 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << bits) - 1
+                    };
                     let ticks = (stamps[1] & mask).wrapping_sub(stamps[0] & mask) & mask;
                     (ticks as f64 * f64::from(ctx.info.limits.timestamp_period_ns)) as u64
                 })

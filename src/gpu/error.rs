@@ -94,3 +94,31 @@ impl GpuError {
 
 /// Result alias of the Vulkan layer.
 pub type GpuResult<T> = Result<T, GpuError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vulkan_results_map_to_typed_errors_that_name_the_work() {
+        let lost = GpuError::from_vk(
+            "vkQueueSubmit",
+            vk::Result::ERROR_DEVICE_LOST,
+            "vram verify of own-address",
+        );
+        assert!(
+            matches!(&lost, GpuError::DeviceLost { running } if running == "vram verify of own-address")
+        );
+        assert!(lost.is_device_fatal());
+        assert!(lost.to_string().contains("vram verify of own-address"));
+        let oom = GpuError::from_vk(
+            "vkAllocateMemory",
+            vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+            "allocating",
+        );
+        assert!(matches!(oom, GpuError::OutOfMemory { .. }));
+        assert!(!oom.is_device_fatal());
+        let other = GpuError::from_vk("vkCreateBuffer", vk::Result::ERROR_UNKNOWN, "x");
+        assert!(other.to_string().contains("vkCreateBuffer"));
+    }
+}

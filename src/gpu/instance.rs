@@ -30,9 +30,10 @@ impl Vulkan {
     /// Loads the Vulkan loader from an explicit path (for tests and odd installs).
     pub fn from_path(path: &std::path::Path) -> GpuResult<Arc<Vulkan>> {
         // SAFETY: as in `new`; the path names a Vulkan loader or fails to load.
-        let entry = unsafe { ash::Entry::load_from(path) }.map_err(|e| GpuError::LoaderMissing {
-            detail: e.to_string(),
-        })?;
+        let entry =
+            unsafe { ash::Entry::load_from(path) }.map_err(|e| GpuError::LoaderMissing {
+                detail: e.to_string(),
+            })?;
         Self::with_entry(entry)
     }
 
@@ -44,8 +45,14 @@ impl Vulkan {
             .api_version(vk::API_VERSION_1_1);
         // Portability enumeration lets non-conformant drivers (MoltenVK) show up too.
         // SAFETY: entry is a loaded loader.
-        let available = unsafe { entry.enumerate_instance_extension_properties(None) }
-            .map_err(|r| GpuError::from_vk("vkEnumerateInstanceExtensionProperties", r, "starting Vulkan"))?;
+        let available =
+            unsafe { entry.enumerate_instance_extension_properties(None) }.map_err(|r| {
+                GpuError::from_vk(
+                    "vkEnumerateInstanceExtensionProperties",
+                    r,
+                    "starting Vulkan",
+                )
+            })?;
         let portability = available.iter().any(|e| {
             e.extension_name_as_c_str().ok() == Some(ash::khr::portability_enumeration::NAME)
         });
@@ -66,16 +73,20 @@ impl Vulkan {
             }
             r => GpuError::from_vk("vkCreateInstance", r, "starting Vulkan"),
         })?;
-        Ok(Arc::new(Vulkan { _entry: entry, instance }))
+        Ok(Arc::new(Vulkan {
+            _entry: entry,
+            instance,
+        }))
     }
 
     /// Physical devices in enumeration order; `NoDevice` when there are none.
     pub(crate) fn physical_devices(&self) -> GpuResult<Vec<vk::PhysicalDevice>> {
         // SAFETY: the instance is alive for self's lifetime.
-        let devices = unsafe { self.instance.enumerate_physical_devices() }.map_err(|r| match r {
-            vk::Result::ERROR_INITIALIZATION_FAILED => GpuError::NoDriver,
-            r => GpuError::from_vk("vkEnumeratePhysicalDevices", r, "listing devices"),
-        })?;
+        let devices =
+            unsafe { self.instance.enumerate_physical_devices() }.map_err(|r| match r {
+                vk::Result::ERROR_INITIALIZATION_FAILED => GpuError::NoDriver,
+                r => GpuError::from_vk("vkEnumeratePhysicalDevices", r, "listing devices"),
+            })?;
         if devices.is_empty() {
             return Err(GpuError::NoDevice);
         }
@@ -127,7 +138,10 @@ impl Vulkan {
             props2 = props2.push_next(&mut maint4);
         }
         // SAFETY: as above.
-        unsafe { self.instance.get_physical_device_properties2(pd, &mut props2) };
+        unsafe {
+            self.instance
+                .get_physical_device_properties2(pd, &mut props2)
+        };
         let props = props2.properties;
 
         let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
@@ -136,7 +150,10 @@ impl Vulkan {
             mem2 = mem2.push_next(&mut budget);
         }
         // SAFETY: as above.
-        unsafe { self.instance.get_physical_device_memory_properties2(pd, &mut mem2) };
+        unsafe {
+            self.instance
+                .get_physical_device_memory_properties2(pd, &mut mem2)
+        };
         let mem = mem2.memory_properties;
 
         let heaps = (0..mem.memory_heap_count as usize)
@@ -163,8 +180,10 @@ impl Vulkan {
             .collect();
 
         // SAFETY: as above.
-        let families =
-            unsafe { self.instance.get_physical_device_queue_family_properties(pd) };
+        let families = unsafe {
+            self.instance
+                .get_physical_device_queue_family_properties(pd)
+        };
         let compute_family = pick_compute_family(&families);
         let timestamp_valid_bits = compute_family
             .map(|f| families[f as usize].timestamp_valid_bits)
@@ -248,11 +267,18 @@ impl Drop for Vulkan {
 
 /// Prefers a compute-only family (no graphics work competes there), else any with compute.
 pub(crate) fn pick_compute_family(families: &[vk::QueueFamilyProperties]) -> Option<u32> {
-    let has = |f: &vk::QueueFamilyProperties, flag| f.queue_flags.contains(flag) && f.queue_count > 0;
+    let has =
+        |f: &vk::QueueFamilyProperties, flag| f.queue_flags.contains(flag) && f.queue_count > 0;
     families
         .iter()
-        .position(|f| has(f, vk::QueueFlags::COMPUTE) && !f.queue_flags.contains(vk::QueueFlags::GRAPHICS))
-        .or_else(|| families.iter().position(|f| has(f, vk::QueueFlags::COMPUTE)))
+        .position(|f| {
+            has(f, vk::QueueFlags::COMPUTE) && !f.queue_flags.contains(vk::QueueFlags::GRAPHICS)
+        })
+        .or_else(|| {
+            families
+                .iter()
+                .position(|f| has(f, vk::QueueFlags::COMPUTE))
+        })
         .map(|i| i as u32)
 }
 
@@ -262,7 +288,10 @@ fn memory_flag_names(flags: vk::MemoryPropertyFlags) -> Vec<String> {
         (vk::MemoryPropertyFlags::HOST_VISIBLE, "host_visible"),
         (vk::MemoryPropertyFlags::HOST_COHERENT, "host_coherent"),
         (vk::MemoryPropertyFlags::HOST_CACHED, "host_cached"),
-        (vk::MemoryPropertyFlags::LAZILY_ALLOCATED, "lazily_allocated"),
+        (
+            vk::MemoryPropertyFlags::LAZILY_ALLOCATED,
+            "lazily_allocated",
+        ),
         (vk::MemoryPropertyFlags::PROTECTED, "protected"),
     ]
     .iter()

@@ -7,7 +7,9 @@ mod info;
 mod instance;
 mod shaders;
 
-pub use context::{BINDINGS, Binding, BufferKind, DeviceContext, GpuBuffer, Pipeline, Recording, Timing};
+pub use context::{
+    BINDINGS, Binding, BufferKind, DeviceContext, GpuBuffer, Pipeline, Recording, Timing,
+};
 pub use error::{GpuError, GpuResult};
 pub use info::{DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MemoryTypeInfo, format_uuid};
 pub use instance::Vulkan;

@@ -83,7 +83,11 @@ pub struct DeviceReport {
 impl DeviceReport {
     /// Builds a device's report from its workloads' outcomes (and a failure that kept
     /// it from running any, if one did).
-    pub fn new(info: &DeviceInfo, workloads: Vec<WorkloadOutcome>, failure: Option<String>) -> DeviceReport {
+    pub fn new(
+        info: &DeviceInfo,
+        workloads: Vec<WorkloadOutcome>,
+        failure: Option<String>,
+    ) -> DeviceReport {
         let result = if workloads.iter().any(|w| w.status == WorkloadStatus::Failed) {
             DeviceResult::Fail
         } else if failure.is_none()
@@ -97,10 +101,18 @@ impl DeviceReport {
         let reason = workloads
             .iter()
             .find(|w| w.status == WorkloadStatus::Failed)
-            .or_else(|| workloads.iter().find(|w| w.status != WorkloadStatus::Passed))
+            .or_else(|| {
+                workloads
+                    .iter()
+                    .find(|w| w.status != WorkloadStatus::Passed)
+            })
             .map(|w| format!("{}: {}", w.workload, w.headline))
             .or(failure)
-            .or_else(|| workloads.first().map(|w| format!("{}: {}", w.workload, w.headline)))
+            .or_else(|| {
+                workloads
+                    .first()
+                    .map(|w| format!("{}: {}", w.workload, w.headline))
+            })
             .unwrap_or_else(|| "no workload ran".into());
         DeviceReport {
             index: info.index,
@@ -108,7 +120,9 @@ impl DeviceReport {
             uuid: info.device_uuid.clone(),
             pci_address: info.pci_address.clone(),
             kind: info.kind,
-            driver: format!("{} {}", info.driver_name, info.driver_info).trim().to_owned(),
+            driver: format!("{} {}", info.driver_name, info.driver_info)
+                .trim()
+                .to_owned(),
             result,
             reason,
             workloads,
@@ -157,7 +171,11 @@ impl Report {
     ) -> Report {
         let result = if devices.iter().any(|d| d.result == DeviceResult::Fail) {
             DeviceResult::Fail
-        } else if devices.is_empty() || devices.iter().any(|d| d.result == DeviceResult::Inconclusive) {
+        } else if devices.is_empty()
+            || devices
+                .iter()
+                .any(|d| d.result == DeviceResult::Inconclusive)
+        {
             DeviceResult::Inconclusive
         } else {
             DeviceResult::Pass

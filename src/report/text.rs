@@ -97,7 +97,11 @@ fn vram_lines(out: &mut String, v: &VramReport) {
             );
         }
         if v.records.len() > 10 {
-            let _ = writeln!(out, "  vram: ... {} more records in report.json", v.records.len() - 10);
+            let _ = writeln!(
+                out,
+                "  vram: ... {} more records in report.json",
+                v.records.len() - 10
+            );
         }
         let mut classes: Vec<(String, usize)> = Vec::new();
         for r in &v.retests {

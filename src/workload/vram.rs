@@ -9,7 +9,7 @@ pub mod layout;
 pub mod pattern;
 mod retest;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -207,7 +207,11 @@ impl Rate {
         Rate {
             bytes,
             gpu_s,
-            gib_per_s: if gpu_s > 0.0 { bytes as f64 / GIB / gpu_s } else { 0.0 },
+            gib_per_s: if gpu_s > 0.0 {
+                bytes as f64 / GIB / gpu_s
+            } else {
+                0.0
+            },
         }
     }
 }
@@ -297,7 +301,10 @@ impl VramReport {
             WorkloadStatus::Passed => format!(
                 "no errors in {tested:.2} GiB ({:.0}% of free memory), {} algorithm passes",
                 self.coverage.of_free * 100.0,
-                self.algorithms.iter().map(|a| a.passes_completed).sum::<u32>()
+                self.algorithms
+                    .iter()
+                    .map(|a| a.passes_completed)
+                    .sum::<u32>()
             ),
             WorkloadStatus::Incomplete => format!(
                 "no errors in what ran ({tested:.2} GiB), but the test stopped early: {}",
@@ -341,7 +348,10 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
         .ok_or_else(|| WorkloadError::Config("the device reports no device-local memory".into()))?;
     let (free, free_source) = match (heap.budget_bytes, heap.usage_bytes) {
         (Some(budget), Some(usage)) => (budget.saturating_sub(usage), "VK_EXT_memory_budget"),
-        _ => (heap.size_bytes, "heap size (the driver reports no memory budget)"),
+        _ => (
+            heap.size_bytes,
+            "heap size (the driver reports no memory budget)",
+        ),
     };
     let reserve = cfg
         .reserve_bytes
@@ -371,7 +381,11 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
         heap_bytes: heap.size_bytes,
         free_at_start_bytes: free,
         free_source: free_source.into(),
-        reserve_bytes: if cfg.bytes.is_some() || cfg.percent.is_some() { 0 } else { reserve },
+        reserve_bytes: if cfg.bytes.is_some() || cfg.percent.is_some() {
+            0
+        } else {
+            reserve
+        },
         sized_bytes: sized,
         allocated_bytes: 0,
         buffer_count: 0,
@@ -473,13 +487,18 @@ impl VramTest {
         let mut stopped_early = None;
         let mut device_error = None;
         let mut pass = 0u32;
+        let mut last_took: HashMap<Algorithm, Duration> = HashMap::new();
         'passes: loop {
             if cfg.passes.is_some_and(|n| pass >= n) {
                 break;
             }
             for (ai, &alg) in cfg.algorithms.iter().enumerate() {
                 let first = pass == 0 && ai == 0;
-                if !first && control.out_of_time() {
+                // Start nothing that the last pass says would end past the budget.
+                let expected_end =
+                    Instant::now() + last_took.get(&alg).copied().unwrap_or_default();
+                let would_overrun = control.deadline.is_some_and(|d| expected_end > d);
+                if !first && (control.out_of_time() || would_overrun) {
                     if cfg.passes.is_some() || pass == 0 {
                         stopped_early = Some(if control.stopped() {
                             "stopped on request".to_string()
@@ -489,8 +508,22 @@ impl VramTest {
                     }
                     break 'passes;
                 }
-                control.progress.set_message(format!("pass {pass} {}", alg.name()));
-                match run_algorithm(&mut engine, &cfg, control, events, device, alg, pass, &mut tally) {
+                control
+                    .progress
+                    .set_message(format!("pass {pass} {}", alg.name()));
+                let alg_started = Instant::now();
+                let outcome = run_algorithm(
+                    &mut engine,
+                    &cfg,
+                    control,
+                    events,
+                    device,
+                    alg,
+                    pass,
+                    &mut tally,
+                );
+                last_took.insert(alg, alg_started.elapsed());
+                match outcome {
                     Ok(true) => tally.algorithms[ai].passes_completed += 1,
                     Ok(false) => {
                         stopped_early = Some("stopped on request or at the hard deadline".into());
@@ -514,8 +547,18 @@ impl VramTest {
                 break;
             }
         }
-        let tested_bytes = if tally.verified_once { engine.tested_bytes() } else { 0 };
-        let ratio = |d: u64| if d > 0 { tested_bytes as f64 / d as f64 } else { 0.0 };
+        let tested_bytes = if tally.verified_once {
+            engine.tested_bytes()
+        } else {
+            0
+        };
+        let ratio = |d: u64| {
+            if d > 0 {
+                tested_bytes as f64 / d as f64
+            } else {
+                0.0
+            }
+        };
         let coverage = Coverage {
             tested_bytes,
             of_sized: ratio(sizing.sized_bytes),
@@ -592,10 +635,16 @@ fn run_algorithm(
     let stop = || control.stopped();
     let steps = alg.steps(pass, cfg.seed, cfg.retention_delay);
     for (index, step) in steps.iter().enumerate() {
-        let capacity = cfg.record_capacity.saturating_sub(tally.records.len() as u32);
+        let capacity = cfg
+            .record_capacity
+            .saturating_sub(tally.records.len() as u32);
         let (op, pattern, sweep) = match *step {
             Step::Write(p) => {
-                let op = if p.constant_word().is_some() { "fill" } else { "write" };
+                let op = if p.constant_word().is_some() {
+                    "fill"
+                } else {
+                    "write"
+                };
                 (op, p, engine.write(&p, &stop)?)
             }
             Step::Verify(p) => ("verify", p, engine.verify(&p, capacity, &stop)?),
@@ -636,7 +685,9 @@ fn run_algorithm(
             if sweep.completed {
                 tally.verified_once = true;
             }
-            let found = record_errors(engine, cfg, events, device, alg, pass, index, step, &pattern, sweep, tally)?;
+            let found = record_errors(
+                engine, cfg, events, device, alg, pass, index, step, &pattern, sweep, tally,
+            )?;
             if let Some(run) = tally.algorithms.iter_mut().find(|r| r.algorithm == alg) {
                 run.errors += found;
             }
@@ -711,9 +762,17 @@ fn record_errors(
             pattern: pattern.describe(),
             span_elements: transient.then_some(raw.span_elements),
         };
-        events.emit(device, Event::VramError { record: record.clone() });
+        events.emit(
+            device,
+            Event::VramError {
+                record: record.clone(),
+            },
+        );
         tally.records.push(record);
-        if !transient && tally.retested.len() < cfg.retest_cap as usize && tally.retested.insert(raw.word) {
+        if !transient
+            && tally.retested.len() < cfg.retest_cap as usize
+            && tally.retested.insert(raw.word)
+        {
             to_retest.push(WordRef {
                 word: raw.word,
                 expected: raw.expected,
@@ -722,9 +781,19 @@ fn record_errors(
             });
         }
     }
-    let results = retest::retest(engine, &to_retest, cfg.retest_reads, cfg.seed ^ u64::from(pass))?;
+    let results = retest::retest(
+        engine,
+        &to_retest,
+        cfg.retest_reads,
+        cfg.seed ^ u64::from(pass),
+    )?;
     for result in results {
-        events.emit(device, Event::Retest { result: result.clone() });
+        events.emit(
+            device,
+            Event::Retest {
+                result: result.clone(),
+            },
+        );
         tally.retests.push(result);
     }
     Ok(errors)

@@ -16,6 +16,7 @@ pub enum Algorithm {
     /// Moving inversions over 0/1 and random backgrounds, ascending and descending.
     MovingInversions,
     /// Modulo-20: the pattern at one residue of 20, its complement elsewhere, all 20 offsets.
+    #[serde(rename = "modulo-20")]
     Modulo20,
     /// A counter-based pseudo-random sequence, then its complement.
     Random,
@@ -173,18 +174,24 @@ impl Algorithm {
                     Step::Verify(p.inverted()),
                 ]
             }
-            Algorithm::Backgrounds => [0x5555_5555u32, 0x3333_3333, 0x0F0F_0F0F, 0x00FF_00FF, 0x0000_FFFF]
-                .iter()
-                .flat_map(|&word| {
-                    let p = Pattern::constant(word);
-                    [
-                        Step::Write(p),
-                        Step::Verify(p),
-                        Step::Write(p.inverted()),
-                        Step::Verify(p.inverted()),
-                    ]
-                })
-                .collect(),
+            Algorithm::Backgrounds => [
+                0x5555_5555u32,
+                0x3333_3333,
+                0x0F0F_0F0F,
+                0x00FF_00FF,
+                0x0000_FFFF,
+            ]
+            .iter()
+            .flat_map(|&word| {
+                let p = Pattern::constant(word);
+                [
+                    Step::Write(p),
+                    Step::Verify(p),
+                    Step::Write(p.inverted()),
+                    Step::Verify(p.inverted()),
+                ]
+            })
+            .collect(),
             Algorithm::Retention => {
                 let p = Pattern::address(pass_seed);
                 vec![
@@ -220,7 +227,10 @@ mod tests {
                     holds = Some(*s);
                 }
             }
-            assert!(matches!(steps.last(), Some(Step::Verify(_))), "{a:?} ends verified");
+            assert!(
+                matches!(steps.last(), Some(Step::Verify(_))),
+                "{a:?} ends verified"
+            );
         }
     }
 
@@ -238,7 +248,11 @@ mod tests {
             vec![Algorithm::MovingInversions, Algorithm::OwnAddress]
         );
         assert_eq!(Algorithm::parse_list("all").unwrap().len(), ALL.len());
-        assert!(Algorithm::parse_list("marchx").unwrap_err().contains("marchx"));
+        assert!(
+            Algorithm::parse_list("marchx")
+                .unwrap_err()
+                .contains("marchx")
+        );
         assert!(Algorithm::parse_list(",").is_err());
     }
 }

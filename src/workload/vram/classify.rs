@@ -28,7 +28,13 @@ pub enum ErrorShape {
 const MAX_ADDRESS_BITS: u32 = 4;
 
 /// Classifies a wrong word by its values.
-pub fn shape(pattern: &Pattern, word: u64, expected: u32, actual: u32, tested_words: u64) -> ErrorShape {
+pub fn shape(
+    pattern: &Pattern,
+    word: u64,
+    expected: u32,
+    actual: u32,
+    tested_words: u64,
+) -> ErrorShape {
     let flipped = (expected ^ actual).count_ones();
     if flipped == 1 {
         return ErrorShape::SingleBit;
@@ -103,7 +109,10 @@ pub fn classify(expected: u32, rereads: &[u32], trials: &[Trial]) -> RetestVerdi
     if right > 0 || rereads.windows(2).any(|w| w[0] != w[1]) {
         return verdict(RetestClass::Intermittent);
     }
-    if trials.iter().any(|t| t.reads.windows(2).any(|w| w[0] != w[1])) {
+    if trials
+        .iter()
+        .any(|t| t.reads.windows(2).any(|w| w[0] != w[1]))
+    {
         return verdict(RetestClass::Intermittent);
     }
     let failing: Vec<&Trial> = trials
@@ -149,20 +158,38 @@ mod tests {
     fn classes_follow_the_reads() {
         let e = 0x1234_5678;
         let bad = e ^ 0x10;
-        assert_eq!(classify(e, &[e, e], &trials(|w| w)).class, RetestClass::Transfer);
-        assert_eq!(classify(e, &[bad, e], &trials(|w| w)).class, RetestClass::Intermittent);
-        assert_eq!(classify(e, &[bad, bad], &trials(|w| w)).class, RetestClass::NotReproduced);
+        assert_eq!(
+            classify(e, &[e, e], &trials(|w| w)).class,
+            RetestClass::Transfer
+        );
+        assert_eq!(
+            classify(e, &[bad, e], &trials(|w| w)).class,
+            RetestClass::Intermittent
+        );
+        assert_eq!(
+            classify(e, &[bad, bad], &trials(|w| w)).class,
+            RetestClass::NotReproduced
+        );
         let v = classify(e, &[bad, bad], &trials(|w| w | 0x100));
         assert_eq!((v.class, v.stuck_at_1_mask), (RetestClass::StuckAt1, 0x100));
         let v = classify(e, &[bad, bad], &trials(|w| w & !0x8000_0000));
-        assert_eq!((v.class, v.stuck_at_0_mask), (RetestClass::StuckAt0, 0x8000_0000));
+        assert_eq!(
+            (v.class, v.stuck_at_0_mask),
+            (RetestClass::StuckAt0, 0x8000_0000)
+        );
         let v = classify(e, &[bad, bad], &trials(|w| (w | 1) & !2));
         assert_eq!(v.class, RetestClass::StuckMixed);
         let sensitive = trials(|w| if w == 0x5555_5555 { w ^ 0x4 } else { w });
-        assert_eq!(classify(e, &[bad, bad], &sensitive).class, RetestClass::PatternSensitive);
+        assert_eq!(
+            classify(e, &[bad, bad], &sensitive).class,
+            RetestClass::PatternSensitive
+        );
         let mut flaky = trials(|w| w);
         flaky[1].reads[2] ^= 1;
-        assert_eq!(classify(e, &[bad, bad], &flaky).class, RetestClass::Intermittent);
+        assert_eq!(
+            classify(e, &[bad, bad], &flaky).class,
+            RetestClass::Intermittent
+        );
     }
 
     #[test]
@@ -171,7 +198,10 @@ mod tests {
         let w = 1000u64;
         let e = p.word(w);
         assert_eq!(shape(&p, w, e, e ^ 0x8, 1 << 20), ErrorShape::SingleBit);
-        assert_eq!(shape(&p, w, e, e ^ 0x8000_0101, 1 << 20), ErrorShape::MultiBit);
+        assert_eq!(
+            shape(&p, w, e, e ^ 0x8000_0101, 1 << 20),
+            ErrorShape::MultiBit
+        );
         assert_eq!(
             shape(&p, w, e, p.word(w ^ 64), 1 << 20),
             ErrorShape::Address {

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::layout::{self, BatchCounters, R_RECORDS, REC_WORDS};
 use super::pattern::Pattern;
-use crate::gpu::{Binding, BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Pipeline, Shader};
+use crate::gpu::{
+    Binding, BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Pipeline, Shader,
+};
 
 /// How invocations map onto memory, and which loads and stores they use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -196,7 +198,8 @@ impl<'c> Engine<'c> {
         let mut size = max_buffer;
         let mut stopped_by = None;
         while target_bytes.saturating_sub(held) >= BUFFER_GRANULE_BYTES {
-            let want = size.min((target_bytes - held) / BUFFER_GRANULE_BYTES * BUFFER_GRANULE_BYTES);
+            let want =
+                size.min((target_bytes - held) / BUFFER_GRANULE_BYTES * BUFFER_GRANULE_BYTES);
             match ctx.buffer(BufferKind::Device, want, "kiln vram test") {
                 Ok(buffer) => {
                     buffers.push((buffer, held / 4));
@@ -313,7 +316,12 @@ impl<'c> Engine<'c> {
     }
 
     /// Verifies `pattern` over all tested memory, keeping at most `record_capacity` records.
-    pub fn verify(&mut self, pattern: &Pattern, record_capacity: u32, stop: &dyn Fn() -> bool) -> GpuResult<Sweep> {
+    pub fn verify(
+        &mut self,
+        pattern: &Pattern,
+        record_capacity: u32,
+        stop: &dyn Fn() -> bool,
+    ) -> GpuResult<Sweep> {
         self.sweep(Op::Verify, pattern, 0, false, record_capacity, stop)
     }
 
@@ -326,7 +334,14 @@ impl<'c> Engine<'c> {
         record_capacity: u32,
         stop: &dyn Fn() -> bool,
     ) -> GpuResult<Sweep> {
-        let sweep = self.sweep(Op::Rewrite, pattern, flip, descending, record_capacity, stop)?;
+        let sweep = self.sweep(
+            Op::Rewrite,
+            pattern,
+            flip,
+            descending,
+            record_capacity,
+            stop,
+        )?;
         self.apply_planted()?;
         Ok(sweep)
     }
@@ -361,8 +376,8 @@ impl<'c> Engine<'c> {
         };
         let mut cursor = Cursor::new(&self.buffers, descending);
         let unit = u64::from(self.cfg.vecs_per_invocation);
-        let max_invocations =
-            u64::from(self.ctx.info().limits.max_compute_work_group_count[0]) * u64::from(WORKGROUP);
+        let max_invocations = u64::from(self.ctx.info().limits.max_compute_work_group_count[0])
+            * u64::from(WORKGROUP);
         let started = Instant::now();
         loop {
             if stop() {
@@ -377,16 +392,21 @@ impl<'c> Engine<'c> {
                 None => (16u64 << 20) / 16,
             };
             let group_elems = unit * u64::from(WORKGROUP);
-            let dispatch_elems = dispatch_elems.clamp(group_elems, max_invocations * unit) / group_elems * group_elems;
+            let dispatch_elems = dispatch_elems.clamp(group_elems, max_invocations * unit)
+                / group_elems
+                * group_elems;
             let dispatches_per_batch = match rate {
-                Some(_) => (self.cfg.batch_target.as_nanos() / self.cfg.dispatch_target.as_nanos().max(1)).max(1) as usize,
+                Some(_) => (self.cfg.batch_target.as_nanos()
+                    / self.cfg.dispatch_target.as_nanos().max(1))
+                .max(1) as usize,
                 None => 1,
             };
             let capacity_left = record_capacity.saturating_sub(sweep.counters.records.len() as u32);
             if checks {
-                let words = self.results.words_mut().ok_or_else(|| {
-                    GpuError::Unsupported("results buffer is not mapped".into())
-                })?;
+                let words = self
+                    .results
+                    .words_mut()
+                    .ok_or_else(|| GpuError::Unsupported("results buffer is not mapped".into()))?;
                 words[..R_RECORDS].fill(0);
             }
             let what = format!("vram {op:?} of {}", pattern.describe()).to_lowercase();
@@ -414,7 +434,8 @@ impl<'c> Engine<'c> {
                     ),
                     (_, Some(pipeline)) => {
                         // Whole workgroups only: a buffer's tail gets shorter runs instead.
-                        let per_inv = if piece.elements % (unit * u64::from(WORKGROUP)) == 0 {
+                        let per_inv = if piece.elements.is_multiple_of(unit * u64::from(WORKGROUP))
+                        {
                             unit
                         } else {
                             piece.elements / u64::from(WORKGROUP)
@@ -461,9 +482,10 @@ impl<'c> Engine<'c> {
             sweep.bytes += batch_bytes;
             sweep.gpu_ns += ns;
             if checks {
-                let words = self.results.words().ok_or_else(|| {
-                    GpuError::Unsupported("results buffer is not mapped".into())
-                })?;
+                let words = self
+                    .results
+                    .words()
+                    .ok_or_else(|| GpuError::Unsupported("results buffer is not mapped".into()))?;
                 let batch = layout::read_batch(words, capacity_left.min(BATCH_RECORDS) as usize);
                 merge(&mut sweep.counters, batch);
             }
@@ -482,7 +504,9 @@ impl<'c> Engine<'c> {
     pub fn copy_halves(&mut self) -> GpuResult<OpStats> {
         let half = self.buffers.len() / 2;
         if half == 0 {
-            return Err(GpuError::Unsupported("copy bandwidth needs at least two test buffers".into()));
+            return Err(GpuError::Unsupported(
+                "copy bandwidth needs at least two test buffers".into(),
+            ));
         }
         let started = Instant::now();
         let mut rec = self.ctx.record("plain buffer copy")?;
@@ -570,7 +594,14 @@ impl<'c> Engine<'c> {
         Ok(())
     }
 
-    fn probe_entry(&self, word: u64, and: u32, or: u32, xor: u32, source: u64) -> GpuResult<[u32; PROBE_WORDS]> {
+    fn probe_entry(
+        &self,
+        word: u64,
+        and: u32,
+        or: u32,
+        xor: u32,
+        source: u64,
+    ) -> GpuResult<[u32; PROBE_WORDS]> {
         let outside = |w| GpuError::Unsupported(format!("word {w} lies outside the tested memory"));
         let (buffer, local) = self.locate(word).ok_or_else(|| outside(word))?;
         let (source_buffer, source_local) = self.locate(source).ok_or_else(|| outside(source))?;
@@ -579,11 +610,25 @@ impl<'c> Engine<'c> {
                 "a planted address fault must take its value from the same test buffer".into(),
             ));
         }
-        Ok([local as u32, and, or, xor, source_local as u32, 0, buffer as u32, 0])
+        Ok([
+            local as u32,
+            and,
+            or,
+            xor,
+            source_local as u32,
+            0,
+            buffer as u32,
+            0,
+        ])
     }
 
     /// Runs the probe shader over `entries` (grouped per buffer), returning what mode 0 read.
-    fn run_probe(&mut self, words: &[u64], mut entries: Vec<[u32; PROBE_WORDS]>, mode: u32) -> GpuResult<Vec<u32>> {
+    fn run_probe(
+        &mut self,
+        words: &[u64],
+        mut entries: Vec<[u32; PROBE_WORDS]>,
+        mode: u32,
+    ) -> GpuResult<Vec<u32>> {
         let pipeline = self.ctx.pipeline(Shader::VramProbe, &[])?;
         let mut out = vec![0u32; words.len()];
         let mut order: Vec<usize> = (0..entries.len()).collect();
@@ -598,7 +643,11 @@ impl<'c> Engine<'c> {
                     list[slot * PROBE_WORDS..(slot + 1) * PROBE_WORDS].copy_from_slice(&entries[i]);
                 }
             }
-            let what = if mode == 0 { "retest reads" } else { "retest or planted writes" };
+            let what = if mode == 0 {
+                "retest reads"
+            } else {
+                "retest or planted writes"
+            };
             let mut rec = self.ctx.record(what)?;
             let mut first = 0usize;
             while first < chunk.len() {
@@ -608,7 +657,12 @@ impl<'c> Engine<'c> {
                     .take_while(|&&i| entries[i][6] == buffer)
                     .count();
                 let tb = &self.buffers[buffer as usize];
-                rec.dispatch(pipeline, tb.binding, &[count as u32, mode, first as u32], (count as u32).div_ceil(64));
+                rec.dispatch(
+                    pipeline,
+                    tb.binding,
+                    &[count as u32, mode, first as u32],
+                    (count as u32).div_ceil(64),
+                );
                 first += count;
             }
             rec.submit_and_wait()?;
@@ -679,7 +733,11 @@ impl Cursor {
                 let start_word = first_word + start * 4;
                 let end_word = first_word + end * 4;
                 let boundary = (end_word - 1) & !0xFFFF_FFFF;
-                let start = if boundary > start_word { (boundary - first_word) / 4 } else { start };
+                let start = if boundary > start_word {
+                    (boundary - first_word) / 4
+                } else {
+                    start
+                };
                 (start, end - start)
             } else {
                 let start = self.done;

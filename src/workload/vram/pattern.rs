@@ -242,7 +242,11 @@ mod tests {
 
     #[test]
     fn source_decodes_a_neighbours_word() {
-        for p in [Pattern::address(7), Pattern::random(9), Pattern::random(9).inverted()] {
+        for p in [
+            Pattern::address(7),
+            Pattern::random(9),
+            Pattern::random(9).inverted(),
+        ] {
             let at = (3u64 << 32) + 1000;
             let from = at + 64;
             assert_eq!(p.source_of(at, p.word(from)), Some(from));
@@ -258,7 +262,11 @@ mod tests {
         assert_eq!(words.len(), 100_000);
         let q = Pattern::address(2);
         let or_of_changes = (0..64u64).fold(0u32, |acc, i| acc | (p.word(i) ^ q.word(i)));
-        assert_eq!(or_of_changes, u32::MAX, "a new seed toggles every bit somewhere");
+        assert_eq!(
+            or_of_changes,
+            u32::MAX,
+            "a new seed toggles every bit somewhere"
+        );
     }
 
     #[test]

@@ -8,7 +8,12 @@ use super::{RetestResult, WordRef};
 use crate::gpu::GpuResult;
 
 /// Retests `words`; each is left holding its `restore` value afterwards.
-pub fn retest(engine: &mut Engine, words: &[WordRef], reads: u32, seed: u64) -> GpuResult<Vec<RetestResult>> {
+pub fn retest(
+    engine: &mut Engine,
+    words: &[WordRef],
+    reads: u32,
+    seed: u64,
+) -> GpuResult<Vec<RetestResult>> {
     if words.is_empty() {
         return Ok(Vec::new());
     }

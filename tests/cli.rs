@@ -1,0 +1,221 @@
+//! The command line as a user meets it: bad input gets one clear sentence and exit 64;
+//! the commands work end to end on the machine's Vulkan device.
+
+mod common;
+
+use common::*;
+use kiln::evidence::{Event, read_events};
+
+fn one_line_usage_error(args: &[&str], needle: &str) {
+    let out = kiln().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{args:?}: {stderr}");
+    assert_eq!(
+        stderr.trim().lines().count(),
+        1,
+        "{args:?}: one sentence, got {stderr}"
+    );
+    assert!(stderr.starts_with("kiln: "), "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: `{needle}` not in {stderr}"
+    );
+    assert!(!stderr.contains("panicked"));
+    assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+}
+
+#[test]
+fn bad_flags_get_one_sentence_and_exit_64() {
+    one_line_usage_error(&["run", "--bogus"], "--bogus");
+    one_line_usage_error(&["frobnicate"], "frobnicate");
+    one_line_usage_error(&["run", "--vram-bytes", "12parsecs"], "unknown size unit");
+    one_line_usage_error(&["run", "--vram-bytes", "0"], "not a usable size");
+    one_line_usage_error(&["run", "--vram-percent", "150"], "between 0 and 100");
+    one_line_usage_error(
+        &["run", "--vram-bytes", "1GiB", "--vram-percent", "5"],
+        "cannot be used with",
+    );
+    one_line_usage_error(&["run", "--duration", "soon"], "not a duration");
+    one_line_usage_error(&["run", "--passes", "0"], "0");
+    one_line_usage_error(&["run", "--layout", "diagonal"], "diagonal");
+    one_line_usage_error(
+        &["run", "--algorithms", "marchx"],
+        "unknown VRAM algorithm `marchx`",
+    );
+    one_line_usage_error(&["run", "--algorithms", ","], "no VRAM algorithm");
+    one_line_usage_error(&["run", "--device", "7"], "no Vulkan device matches `7`");
+    one_line_usage_error(
+        &["run", "--device", "GPU-ffffffff-0000"],
+        "no Vulkan device matches",
+    );
+    one_line_usage_error(&["selftest", "--faults", "0"], "0");
+    one_line_usage_error(&["bench", "flops"], "flops");
+    one_line_usage_error(
+        &["run", "--vram-bytes", "64MiB", "--reserve", "x"],
+        "not a size",
+    );
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    for args in [&["--help"][..], &["--version"], &["run", "--help"]] {
+        let out = kiln().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(!out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn an_output_directory_holding_files_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("precious.txt"), "keep me").unwrap();
+    let out = kiln()
+        .args(["run", "--vram-bytes", "16MiB", "--passes", "1", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("already holds files"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("precious.txt")).unwrap(),
+        "keep me"
+    );
+    assert!(!dir.path().join("events.jsonl").exists());
+}
+
+#[test]
+fn list_shows_the_device_with_its_limits() {
+    let out = kiln().arg("list").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "GPU0",
+        "uuid",
+        "maxStorageBufferRange",
+        "maxMemoryAllocationSize",
+        "maxComputeWorkGroupCount",
+        "timestampPeriod",
+        "heap 0",
+    ] {
+        assert!(text.contains(needle), "`{needle}` missing from:\n{text}");
+    }
+    let out = kiln().args(["list", "--json"]).output().unwrap();
+    let devices: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let first = &devices[0];
+    assert!(
+        first["limits"]["max_storage_buffer_range_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(first["device_uuid"].as_str().unwrap().len() == 36);
+    assert!(first["heaps"][0]["size_bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn run_writes_a_complete_run_directory_and_exits_0_on_clean_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let out = kiln()
+        .args([
+            "run",
+            "--vram-bytes",
+            "128MiB",
+            "--passes",
+            "1",
+            "--json",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("PASS"),
+        "the summary goes to stderr with --json: {stderr}"
+    );
+    assert!(stderr.contains("this proves the tool, not a card") || !stderr.contains("CPU"));
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("report JSON on stdout");
+    assert_eq!(report["schema"], "kiln.report/1");
+    assert_eq!(report["exit_code"], 0);
+    assert_eq!(report["result"], "pass");
+    let vram = &report["devices"][0]["workloads"][0]["summary"];
+    assert!(vram["coverage"]["of_sized"].as_f64().unwrap() >= 0.9);
+    assert_eq!(vram["errors_total"], 0);
+    let on_disk: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(on_disk, report);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["schema"], "kiln.manifest/1");
+    assert!(manifest["devices"][0]["device_uuid"].is_string());
+    assert!(manifest["command_line"].as_array().unwrap().len() > 3);
+    let log = read_events(&out_dir.join("events.jsonl")).unwrap();
+    assert!(!log.truncated_tail);
+    assert!(matches!(
+        log.records.last().unwrap().event,
+        Event::RunEnd { exit_code: 0, .. }
+    ));
+    assert!(
+        log.records
+            .iter()
+            .any(|r| matches!(r.event, Event::DeviceStart { .. }))
+    );
+}
+
+#[test]
+fn kill_9_leaves_events_readable_up_to_the_last_complete_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let mut child = kiln()
+        .args([
+            "run",
+            "--vram-bytes",
+            "64MiB",
+            "--duration",
+            "120s",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let events = out_dir.join("events.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let lines = std::fs::read(&events)
+            .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+            .unwrap_or(0);
+        if lines >= 40 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run wrote too few events"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let log = read_events(&events).expect("every complete line parses");
+    assert!(log.records.len() >= 40);
+    assert!(
+        log.records
+            .iter()
+            .any(|r| matches!(r.event, Event::Step { .. }))
+    );
+    assert!(
+        !log.records
+            .iter()
+            .any(|r| matches!(r.event, Event::RunEnd { .. })),
+        "it was killed"
+    );
+    assert!(
+        out_dir.join("manifest.json").exists(),
+        "the manifest is written first"
+    );
+}

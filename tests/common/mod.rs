@@ -1,0 +1,69 @@
+//! Shared helpers of the integration tests: they run on the real Vulkan driver of the
+//! machine (lavapipe in CI).
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kiln::evidence::MemorySink;
+use kiln::gpu::{DeviceContext, DeviceInfo, Vulkan};
+use kiln::workload::RunControl;
+use kiln::workload::vram::algorithm::Algorithm;
+use kiln::workload::vram::engine::{AccessLayout, PlantedFault};
+use kiln::workload::vram::{VramConfig, VramReport, VramTest};
+
+pub const MIB: u64 = 1 << 20;
+
+/// The first Vulkan device (the CPU device on a machine without a GPU).
+pub fn device() -> (Arc<Vulkan>, DeviceInfo) {
+    let vulkan = Vulkan::new().expect("Vulkan must load: run scripts/setup.sh");
+    let info = vulkan.devices().expect("a Vulkan device")[0].clone();
+    (vulkan, info)
+}
+
+/// A small VRAM test: `bytes` in buffers of `buffer` bytes, one pass.
+pub fn config(
+    algorithms: &[Algorithm],
+    bytes: u64,
+    buffer: u64,
+    layout: AccessLayout,
+) -> VramConfig {
+    VramConfig {
+        algorithms: algorithms.to_vec(),
+        bytes: Some(bytes),
+        passes: Some(1),
+        max_buffer_bytes: Some(buffer),
+        layout: Some(layout),
+        retention_delay: Duration::from_millis(10),
+        ..VramConfig::default()
+    }
+}
+
+/// Runs a VRAM test, returning its report and the events it emitted.
+pub fn run(config: VramConfig) -> (VramReport, MemorySink) {
+    let (vulkan, info) = device();
+    let mut ctx = DeviceContext::open(&vulkan, &info).expect("open the device");
+    let mut sink = MemorySink::default();
+    let report = VramTest { config }
+        .run_report(&mut ctx, &RunControl::new(None), &mut sink)
+        .expect("the VRAM test runs");
+    (report, sink)
+}
+
+/// A fault that flips `xor` once at absolute word `word`.
+pub fn flip(word: u64, xor: u32) -> PlantedFault {
+    PlantedFault {
+        word,
+        and_mask: u32::MAX,
+        or_mask: 0,
+        xor_mask: xor,
+        source: word,
+        persistent: false,
+    }
+}
+
+/// Path of the kiln binary under test.
+pub fn kiln() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+}

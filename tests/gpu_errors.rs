@@ -1,0 +1,115 @@
+//! Typed errors of the Vulkan layer, provoked for real where the machine allows: no
+//! loader, no driver, a fence wait that runs out, and a device loss.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use kiln::evidence::{Event, MemorySink};
+use kiln::gpu::{DeviceContext, GpuError, Vulkan};
+use kiln::workload::vram::algorithm::Algorithm;
+use kiln::workload::vram::engine::AccessLayout;
+use kiln::workload::vram::{VramConfig, VramTest};
+use kiln::workload::{RunControl, Workload, WorkloadStatus};
+
+#[test]
+fn a_missing_loader_names_the_package_to_install() {
+    let err = Vulkan::from_path(std::path::Path::new("/nonexistent/libvulkan.so.1"))
+        .err()
+        .expect("loading a missing library fails");
+    assert!(matches!(err, GpuError::LoaderMissing { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("apt-get install libvulkan1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_driver_is_its_own_error_and_exit_code() {
+    let out = kiln()
+        .arg("list")
+        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+        .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("found no driver") || stderr.contains("found no device"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one sentence: {stderr}");
+}
+
+#[test]
+fn a_fence_wait_past_its_bound_is_a_timeout_naming_the_work_and_the_context_recovers() {
+    let (vulkan, info) = device();
+    let mut ctx = DeviceContext::open(&vulkan, &info).unwrap();
+    ctx.set_fence_timeout(Duration::from_nanos(1));
+    let cfg = config(
+        &[Algorithm::OwnAddress],
+        64 * MIB,
+        16 * MIB,
+        AccessLayout::Contiguous,
+    );
+    let mut sink = MemorySink::default();
+    let report = VramTest {
+        config: cfg.clone(),
+    }
+    .run_report(&mut ctx, &RunControl::new(None), &mut sink)
+    .unwrap();
+    let error = report
+        .device_error
+        .clone()
+        .expect("the 1 ns bound runs out");
+    assert!(error.contains("did not finish vram"), "{error}");
+    assert_ne!(
+        report.status(),
+        WorkloadStatus::Passed,
+        "a timeout is never a pass"
+    );
+    assert!(
+        sink.events
+            .iter()
+            .any(|e| matches!(&e.event, Event::DeviceError { error, .. } if error == "timeout"))
+    );
+    // The hung submission finishes; with a sane bound the same context works again.
+    ctx.set_fence_timeout(Duration::from_secs(10));
+    let report = VramTest { config: cfg }
+        .run_report(&mut ctx, &RunControl::new(None), &mut sink)
+        .unwrap();
+    assert_eq!(report.status(), WorkloadStatus::Passed);
+}
+
+#[test]
+fn a_device_loss_is_evidence_not_a_crash() {
+    let (vulkan, info) = device();
+    let mut ctx = DeviceContext::open(&vulkan, &info).unwrap();
+    ctx.simulate_device_loss_on_next_submit();
+    let mut sink = MemorySink::default();
+    let mut test = VramTest {
+        config: VramConfig {
+            bytes: Some(16 * MIB),
+            passes: Some(1),
+            ..VramConfig::default()
+        },
+    };
+    let outcome = test
+        .run(&mut ctx, &RunControl::new(None), &mut sink)
+        .unwrap();
+    assert_eq!(outcome.status, WorkloadStatus::NotRun);
+    assert!(
+        outcome.headline.contains("device was lost while vram"),
+        "{}",
+        outcome.headline
+    );
+    assert!(
+        sink.events.iter().any(
+            |e| matches!(&e.event, Event::DeviceError { error, .. } if error == "device_lost")
+        )
+    );
+    // A lost device stays lost: later work fails fast with the same typed error.
+    let err = ctx.record("anything").err().expect("lost");
+    assert!(matches!(err, GpuError::DeviceLost { .. }), "{err:?}");
+}

@@ -1,0 +1,93 @@
+//! `kiln selftest` and `kiln bench` end to end, and the committed SPIR-V against its source.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn selftest_finds_every_planted_fault_and_nothing_else() {
+    let out = kiln()
+        .args(["selftest", "--runs", "4", "--faults", "256", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["passed"], true);
+    assert_eq!(report["planted_total"], 1024);
+    for run in report["runs"].as_array().unwrap() {
+        assert_eq!(run["exact"], run["expected_reports"]);
+        assert!(run["expected_reports"].as_u64().unwrap() >= 256);
+        assert!(run["missed"].as_array().unwrap().is_empty());
+        assert!(run["extra"].as_array().unwrap().is_empty());
+        assert!(run["misclassified"].as_array().unwrap().is_empty());
+        for kind in ["SingleBitFlip", "MultiBitFlip", "StuckAt", "AddressFault"] {
+            assert_eq!(run["planted"][kind], 64, "{kind}");
+        }
+    }
+}
+
+#[test]
+fn bench_reports_rates_and_ratios_against_copy_and_fill() {
+    let out = kiln()
+        .args([
+            "bench", "vram", "--bytes", "64MiB", "--repeat", "1", "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "write_gib_s",
+        "verify_gib_s",
+        "combined_gib_per_wall_s",
+        "copy_gib_s",
+        "fill_gib_s",
+    ] {
+        assert!(r[key].as_f64().unwrap() > 0.0, "{key}");
+    }
+    let ratio = r["verify_over_copy"].as_f64().unwrap();
+    let expected = r["verify_gib_s"].as_f64().unwrap() / r["copy_gib_s"].as_f64().unwrap();
+    assert!((ratio - expected).abs() < 1e-9);
+}
+
+#[test]
+fn committed_spirv_matches_its_source() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shaders = root.join("shaders");
+    let args: Vec<String> = std::fs::read_to_string(shaders.join("glslc.args"))
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&shaders).unwrap() {
+        let src = entry.unwrap().path();
+        if src.extension().is_none_or(|e| e != "comp") {
+            continue;
+        }
+        let fresh = tmp.path().join("fresh.spv");
+        let status = std::process::Command::new("glslc")
+            .args(&args)
+            .arg(&src)
+            .arg("-o")
+            .arg(&fresh)
+            .status()
+            .expect("glslc is needed for this test: run scripts/setup.sh");
+        assert!(status.success(), "{} does not compile", src.display());
+        let committed = std::fs::read(src.with_extension("spv")).unwrap_or_default();
+        assert!(
+            committed == std::fs::read(&fresh).unwrap(),
+            "{} is stale: run scripts/compile-shaders.sh",
+            src.with_extension("spv").display()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 7, "only {checked} shaders found");
+}
