@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gpu::{DeviceContext, Vulkan};
 use crate::run::{AppError, select_devices};
-use crate::workload::vram::engine::{AccessLayout, Engine, EngineConfig, Op};
+use crate::workload::vram::engine::{AccessLayout, Engine, EngineConfig};
 use crate::workload::vram::pattern::Pattern;
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -27,7 +27,8 @@ pub struct BenchOptions {
     pub fence_timeout: Duration,
 }
 
-/// Measured rates, all in GiB/s (2^30 bytes per second).
+/// Measured rates, all in GiB/s (2^30 bytes per second), each the median over the
+/// repetitions.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchReport {
     /// Device name.
@@ -36,6 +37,8 @@ pub struct BenchReport {
     pub notes: Vec<String>,
     /// Bytes swept.
     pub bytes: u64,
+    /// Repetitions the medians are taken over.
+    pub repeat: u32,
     /// Access layout.
     pub layout: AccessLayout,
     /// Own-address pattern writes, per GPU second.
@@ -88,36 +91,6 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
     // First touch: drivers may commit memory lazily; not timed.
     engine.write(&Pattern::address(0), &never)?;
     engine.verify(&Pattern::address(0), 0, &never)?;
-    let before_write = engine.stats(Op::Write);
-    let before_verify = engine.stats(Op::Verify);
-    let mut wall = Duration::ZERO;
-    for i in 0..opts.repeat {
-        let p = Pattern::address(u64::from(i) + 1);
-        let t = Instant::now();
-        engine.write(&p, &never)?;
-        let v = engine.verify(&p, 16, &never)?;
-        wall += t.elapsed();
-        if v.counters.errors > 0 {
-            return Err(AppError::Gpu(crate::gpu::GpuError::Unsupported(format!(
-                "the benchmark found {} wrong words: run `kiln run` on this device",
-                v.counters.errors
-            ))));
-        }
-    }
-    let write = sub(engine.stats(Op::Write), before_write);
-    let verify = sub(engine.stats(Op::Verify), before_verify);
-    let mut copy_bytes = 0;
-    let mut copy_ns = 0;
-    for _ in 0..opts.repeat {
-        let c = engine.copy_halves()?;
-        copy_bytes += c.bytes;
-        copy_ns += c.gpu_ns;
-    }
-    let before_fill = engine.stats(Op::Fill);
-    for i in 0..opts.repeat {
-        engine.write(&Pattern::constant(i), &never)?;
-    }
-    let fill = sub(engine.stats(Op::Fill), before_fill);
     let rate = |bytes: u64, ns: u64| {
         if ns > 0 {
             bytes as f64 / GIB / (ns as f64 / 1e9)
@@ -125,16 +98,39 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
             0.0
         }
     };
-    let write_gib_s = rate(write.0, write.1);
-    let verify_gib_s = rate(verify.0, verify.1);
-    let combined = (write.0 + verify.0) as f64 / GIB / wall.as_secs_f64().max(1e-9);
-    let copy_gib_s = rate(copy_bytes, copy_ns);
-    let fill_gib_s = rate(fill.0, fill.1);
+    let (mut writes, mut verifies, mut combined, mut copies, mut fills) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..opts.repeat {
+        let p = Pattern::address(u64::from(i) + 1);
+        let t = Instant::now();
+        let w = engine.write(&p, &never)?;
+        let v = engine.verify(&p, 16, &never)?;
+        let wall = t.elapsed().as_secs_f64().max(1e-9);
+        if v.counters.errors > 0 {
+            return Err(AppError::Gpu(crate::gpu::GpuError::Unsupported(format!(
+                "the benchmark found {} wrong words: run `kiln run` on this device",
+                v.counters.errors
+            ))));
+        }
+        writes.push(rate(w.bytes, w.gpu_ns));
+        verifies.push(rate(v.bytes, v.gpu_ns));
+        combined.push((w.bytes + v.bytes) as f64 / GIB / wall);
+        let c = engine.copy_halves()?;
+        copies.push(rate(c.bytes, c.gpu_ns));
+        let f = engine.write(&Pattern::constant(i), &never)?;
+        fills.push(rate(f.bytes, f.gpu_ns));
+    }
+    let write_gib_s = median(&mut writes);
+    let verify_gib_s = median(&mut verifies);
+    let combined = median(&mut combined);
+    let copy_gib_s = median(&mut copies);
+    let fill_gib_s = median(&mut fills);
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     Ok(BenchReport {
         device: format!("{} {}", info.index, info.name),
         notes,
         bytes: engine.tested_bytes(),
+        repeat: opts.repeat,
         layout,
         write_gib_s,
         verify_gib_s,
@@ -153,11 +149,14 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
     })
 }
 
-fn sub(
-    a: crate::workload::vram::engine::OpStats,
-    b: crate::workload::vram::engine::OpStats,
-) -> (u64, u64) {
-    (a.bytes - b.bytes, a.gpu_ns - b.gpu_ns)
+/// The median: the machine may be shared, and one slow repetition should not decide.
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
 }
 
 /// The benchmark for people.
@@ -167,11 +166,12 @@ pub fn summary(r: &BenchReport) -> String {
         out.push_str(&format!("note: {n}\n"));
     }
     out.push_str(&format!(
-        "device {} ({:?} layout, {:.2} GiB, {})\n",
+        "device {} ({:?} layout, {:.2} GiB, {}, medians of {} repetitions)\n",
         r.device,
         r.layout,
         r.bytes as f64 / GIB,
-        r.timing_source
+        r.timing_source,
+        r.repeat
     ));
     out.push_str(&format!(
         "  vram test write (own-address)   {:8.2} GiB/s\n",

@@ -131,8 +131,8 @@ pub struct BenchArgs {
     /// Bytes to sweep.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "1GiB")]
     pub bytes: u64,
-    /// Timed repetitions (after one untimed first-touch pass).
-    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Timed repetitions, reported as medians (after one untimed first-touch pass).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
     /// Access layout (default: by device kind).
     #[arg(long, value_name = "LAYOUT", value_parser = ["contiguous", "coalesced"])]

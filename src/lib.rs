@@ -4,6 +4,8 @@
 //! Data flows one way: `gpu` (discovery, contexts) -> `workload` (VRAM test) ->
 //! `evidence` (run directory) -> `report` (report.json, summary, exit code).
 
+#![warn(missing_docs)]
+
 pub mod bench;
 pub mod cli;
 pub mod evidence;

@@ -24,8 +24,6 @@ pub const BINDINGS: usize = 3;
 /// Binding at which the first buffer is also visible as a uniform texel buffer of
 /// `R32G32B32A32_UINT` texels (loads through it vectorise on some CPU drivers).
 pub const TEXEL_BINDING: u32 = 3;
-/// Binding at which the first buffer is also visible as a storage texel buffer.
-pub const STORAGE_TEXEL_BINDING: u32 = 4;
 
 /// The device, the allocator and the submission fence, shared with every buffer so that
 /// they outlive all buffers, and so that a buffer is never freed under pending work.
@@ -329,13 +327,7 @@ impl DeviceContext {
                     .descriptor_count(1)
                     .stage_flags(vk::ShaderStageFlags::COMPUTE),
             );
-            bindings.push(
-                vk::DescriptorSetLayoutBinding::default()
-                    .binding(STORAGE_TEXEL_BINDING)
-                    .descriptor_type(vk::DescriptorType::STORAGE_TEXEL_BUFFER)
-                    .descriptor_count(1)
-                    .stage_flags(vk::ShaderStageFlags::COMPUTE),
-            );
+
             ctx.set_layout = d
                 .create_descriptor_set_layout(
                     &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
@@ -401,7 +393,6 @@ impl DeviceContext {
         let d = &self.shared.device;
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER
             | vk::BufferUsageFlags::UNIFORM_TEXEL_BUFFER
-            | vk::BufferUsageFlags::STORAGE_TEXEL_BUFFER
             | vk::BufferUsageFlags::TRANSFER_SRC
             | vk::BufferUsageFlags::TRANSFER_DST;
         let create = vk::BufferCreateInfo::default()
@@ -537,18 +528,11 @@ impl DeviceContext {
                 }
             };
             let views = [view];
-            let write = [
-                vk::WriteDescriptorSet::default()
-                    .dst_set(set)
-                    .dst_binding(TEXEL_BINDING)
-                    .descriptor_type(vk::DescriptorType::UNIFORM_TEXEL_BUFFER)
-                    .texel_buffer_view(&views),
-                vk::WriteDescriptorSet::default()
-                    .dst_set(set)
-                    .dst_binding(STORAGE_TEXEL_BINDING)
-                    .descriptor_type(vk::DescriptorType::STORAGE_TEXEL_BUFFER)
-                    .texel_buffer_view(&views),
-            ];
+            let write = [vk::WriteDescriptorSet::default()
+                .dst_set(set)
+                .dst_binding(TEXEL_BINDING)
+                .descriptor_type(vk::DescriptorType::UNIFORM_TEXEL_BUFFER)
+                .texel_buffer_view(&views)];
             // SAFETY: as above.
             unsafe { self.shared.device.update_descriptor_sets(&write, &[]) };
         }
@@ -584,9 +568,6 @@ impl DeviceContext {
                 .descriptor_count(SETS_PER_POOL * BINDINGS as u32),
             vk::DescriptorPoolSize::default()
                 .ty(vk::DescriptorType::UNIFORM_TEXEL_BUFFER)
-                .descriptor_count(SETS_PER_POOL),
-            vk::DescriptorPoolSize::default()
-                .ty(vk::DescriptorType::STORAGE_TEXEL_BUFFER)
                 .descriptor_count(SETS_PER_POOL),
         ];
         let info = vk::DescriptorPoolCreateInfo::default()

@@ -68,6 +68,8 @@ impl EngineConfig {
 }
 
 const WORKGROUP: u32 = 64;
+/// Dispatches recorded into one submission, at most.
+const MAX_DISPATCHES_PER_BATCH: usize = 64;
 /// Records one batch can hold in the results buffer.
 const BATCH_RECORDS: u32 = 16_384;
 /// Entries the probe buffer holds (32 bytes each).
@@ -395,12 +397,6 @@ impl<'c> Engine<'c> {
             let dispatch_elems = dispatch_elems.clamp(group_elems, max_invocations * unit)
                 / group_elems
                 * group_elems;
-            let dispatches_per_batch = match rate {
-                Some(_) => (self.cfg.batch_target.as_nanos()
-                    / self.cfg.dispatch_target.as_nanos().max(1))
-                .max(1) as usize,
-                None => 1,
-            };
             let capacity_left = record_capacity.saturating_sub(sweep.counters.records.len() as u32);
             if checks {
                 let words = self
@@ -411,10 +407,17 @@ impl<'c> Engine<'c> {
             }
             let what = format!("vram {op:?} of {}", pattern.describe()).to_lowercase();
             let mut pieces = Vec::new();
-            for _ in 0..dispatches_per_batch {
-                match cursor.next(dispatch_elems) {
-                    Some(p) => pieces.push(p),
-                    None => break,
+            // Fill the submission up to the batch target (pieces may be cut short by
+            // buffer ends and device limits); the first, uncalibrated one holds one piece.
+            let mut estimated_ns = 0.0;
+            while pieces.len() < MAX_DISPATCHES_PER_BATCH {
+                let Some(p) = cursor.next(dispatch_elems) else {
+                    break;
+                };
+                estimated_ns += rate.map_or(f64::INFINITY, |r| (p.elements * 16) as f64 / r);
+                pieces.push(p);
+                if estimated_ns >= self.cfg.batch_target.as_nanos() as f64 {
+                    break;
                 }
             }
             if pieces.is_empty() {
