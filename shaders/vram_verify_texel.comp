@@ -8,4 +8,8 @@ uvec4 load(uint e) {
     return texelFetch(data_t, int(pc.start_vec + e));
 }
 
-#include "vram_verify_body.glsl"
+#include "vram_check.glsl"
+
+void main() {
+    check(gl_GlobalInvocationID.x);
+}

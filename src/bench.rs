@@ -173,26 +173,16 @@ pub fn summary(r: &BenchReport) -> String {
         r.timing_source,
         r.repeat
     ));
-    out.push_str(&format!(
-        "  vram test write (own-address)   {:8.2} GiB/s\n",
-        r.write_gib_s
-    ));
-    out.push_str(&format!(
-        "  vram test verify (own-address)  {:8.2} GiB/s\n",
-        r.verify_gib_s
-    ));
-    out.push_str(&format!(
-        "  combined, per wall second       {:8.2} GiB/s\n",
-        r.combined_gib_per_wall_s
-    ));
-    out.push_str(&format!(
-        "  vkCmdCopyBuffer (read+write)    {:8.2} GiB/s\n",
-        r.copy_gib_s
-    ));
-    out.push_str(&format!(
-        "  vkCmdFillBuffer                 {:8.2} GiB/s\n",
-        r.fill_gib_s
-    ));
+    let rows = [
+        ("vram test write (own-address)", r.write_gib_s),
+        ("vram test verify (own-address)", r.verify_gib_s),
+        ("combined, per wall second", r.combined_gib_per_wall_s),
+        ("vkCmdCopyBuffer (read+write)", r.copy_gib_s),
+        ("vkCmdFillBuffer", r.fill_gib_s),
+    ];
+    for (label, rate) in rows {
+        out.push_str(&format!("  {label:<32}{rate:8.2} GiB/s\n"));
+    }
     out.push_str(&format!(
         "  ratios: verify/copy {:.2}, combined/copy {:.2}, write/fill {:.2}\n",
         r.verify_over_copy, r.combined_over_copy, r.write_over_fill

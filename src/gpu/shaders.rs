@@ -13,6 +13,8 @@ pub enum Shader {
     VramVerifyTexel,
     /// Verifies a pattern, then writes its inversion (moving inversions).
     VramRewrite,
+    /// The same with texel-buffer loads and 32-byte stores (contiguous layout, int64).
+    VramRewriteWide,
     /// Reads or rewrites single listed words (retest, planted faults).
     VramProbe,
     /// Streams through memory to push retested words out of the caches.
@@ -32,6 +34,9 @@ impl Shader {
                 include_bytes!(concat!(env!("OUT_DIR"), "/vram_verify_texel.spv"))
             }
             Shader::VramRewrite => include_bytes!(concat!(env!("OUT_DIR"), "/vram_rewrite.spv")),
+            Shader::VramRewriteWide => {
+                include_bytes!(concat!(env!("OUT_DIR"), "/vram_rewrite_wide.spv"))
+            }
             Shader::VramProbe => include_bytes!(concat!(env!("OUT_DIR"), "/vram_probe.spv")),
             Shader::VramEvict => include_bytes!(concat!(env!("OUT_DIR"), "/vram_evict.spv")),
         }
@@ -45,6 +50,7 @@ impl Shader {
             Shader::VramVerify => "vram_verify",
             Shader::VramVerifyTexel => "vram_verify_texel",
             Shader::VramRewrite => "vram_rewrite",
+            Shader::VramRewriteWide => "vram_rewrite_wide",
             Shader::VramProbe => "vram_probe",
             Shader::VramEvict => "vram_evict",
         }

@@ -336,6 +336,8 @@ pub struct WordRef {
     pub actual: u32,
     /// Value the algorithm's next step expects.
     pub restore: u32,
+    /// True when the step that found it already overwrote it (verify-then-invert).
+    pub overwritten: bool,
 }
 
 /// Decides how many bytes to test on `info`.
@@ -778,6 +780,7 @@ fn record_errors(
                 expected: raw.expected,
                 actual: raw.actual,
                 restore: step.leaves(raw.word).unwrap_or(raw.expected),
+                overwritten: matches!(step, Step::Rewrite { .. }),
             });
         }
     }

@@ -357,12 +357,17 @@ impl<'c> Engine<'c> {
         record_capacity: u32,
         stop: &dyn Fn() -> bool,
     ) -> GpuResult<Sweep> {
+        // The contiguous layout's fast shapes: 32-byte stores need int64, texel loads need
+        // every buffer within the texel limit.
         let contiguous = self.cfg.layout == AccessLayout::Contiguous;
+        let wide = contiguous && self.ctx.info().shader_int64;
+        let texel = contiguous && self.texel_views;
         let shader = match op {
-            Op::Write if contiguous && self.ctx.info().shader_int64 => Some(Shader::VramWriteWide),
+            Op::Write if wide => Some(Shader::VramWriteWide),
             Op::Write => Some(Shader::VramWrite),
-            Op::Verify if contiguous && self.texel_views => Some(Shader::VramVerifyTexel),
+            Op::Verify if texel => Some(Shader::VramVerifyTexel),
             Op::Verify => Some(Shader::VramVerify),
+            Op::Rewrite if wide && texel => Some(Shader::VramRewriteWide),
             Op::Rewrite => Some(Shader::VramRewrite),
             Op::Fill | Op::Evict => None,
         };

@@ -59,7 +59,8 @@ pub fn retest(
         .zip(rereads)
         .zip(trials)
         .map(|((w, rereads), trials)| {
-            let verdict = classify(w.expected, &rereads, &trials);
+            let found_expected = (!w.overwritten).then_some(w.expected);
+            let verdict = classify(found_expected, &rereads, &trials);
             RetestResult {
                 offset_bytes: w.word * 4,
                 expected: w.expected,

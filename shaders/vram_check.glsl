@@ -1,8 +1,9 @@
-// The body of both verify shaders; the including file defines `uvec4 load(uint element)`.
+// Verification of one invocation's elements, shared by the verify and rewrite shaders;
+// the including file defines `uvec4 load(uint element)`. The fast path only ORs the
+// differences; an invocation whose elements differed re-reads them and records each
+// failing word.
 
-void main() {
-    // The host dispatches whole workgroups of work only: no bounds check needed.
-    uint inv = gl_GlobalInvocationID.x;
+void check(uint inv) {
     uint first = inv * pc.inv_stride;
     uint es = pc.elem_stride;
     // Four loads in flight per iteration; the host keeps vecs_per_inv a multiple of 4.
