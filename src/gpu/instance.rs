@@ -81,10 +81,14 @@ impl Vulkan {
 
     /// Physical devices in enumeration order; `NoDevice` when there are none.
     pub(crate) fn physical_devices(&self) -> GpuResult<Vec<vk::PhysicalDevice>> {
+        // The instance exists, so a driver loaded: a driver that finds no hardware fails
+        // enumeration with one of these.
         // SAFETY: the instance is alive for self's lifetime.
         let devices =
             unsafe { self.instance.enumerate_physical_devices() }.map_err(|r| match r {
-                vk::Result::ERROR_INITIALIZATION_FAILED => GpuError::NoDriver,
+                vk::Result::ERROR_INITIALIZATION_FAILED | vk::Result::ERROR_INCOMPATIBLE_DRIVER => {
+                    GpuError::NoDevice
+                }
                 r => GpuError::from_vk("vkEnumeratePhysicalDevices", r, "listing devices"),
             })?;
         if devices.is_empty() {
