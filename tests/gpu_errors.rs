@@ -35,7 +35,10 @@ fn no_driver_is_its_own_error_and_exit_code() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
-    assert!(stderr.contains("the Vulkan loader found no driver"), "{stderr}");
+    assert!(
+        stderr.contains("the Vulkan loader found no driver"),
+        "{stderr}"
+    );
     assert_eq!(stderr.trim().lines().count(), 1, "one sentence: {stderr}");
 }
 
@@ -45,7 +48,12 @@ fn a_driver_without_its_hardware_is_no_device() {
     // loads and finds nothing.
     let icd = "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json";
     assert!(std::path::Path::new(icd).exists(), "run scripts/setup.sh");
-    let out = kiln().arg("list").env("VK_ICD_FILENAMES", icd).env("VK_DRIVER_FILES", icd).output().unwrap();
+    let out = kiln()
+        .arg("list")
+        .env("VK_ICD_FILENAMES", icd)
+        .env("VK_DRIVER_FILES", icd)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if std::fs::read_dir("/sys/bus/pci/drivers/amdgpu").is_ok_and(|mut d| d.next().is_some()) {
         return; // an AMD GPU is present: this machine cannot show the case

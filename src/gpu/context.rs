@@ -369,18 +369,6 @@ impl DeviceContext {
         self.fence_timeout
     }
 
-    /// Re-reads heap budgets and usage (they change as memory is allocated).
-    pub fn refresh_info(&mut self, vulkan: &Vulkan) -> GpuResult<&DeviceInfo> {
-        let fresh = vulkan
-            .devices()?
-            .into_iter()
-            .find(|d| d.index == self.info.index && d.device_uuid == self.info.device_uuid);
-        if let Some(fresh) = fresh {
-            self.info = fresh;
-        }
-        Ok(&self.info)
-    }
-
     /// Creates a buffer of `size_bytes` in memory of the given kind.
     pub fn buffer(
         &mut self,
