@@ -136,10 +136,23 @@ fn run_writes_a_complete_run_directory_and_exits_0_on_clean_memory() {
         stderr.contains("PASS"),
         "the summary goes to stderr with --json: {stderr}"
     );
-    assert!(stderr.contains("this proves the tool, not a card") || !stderr.contains("CPU"));
+    let list = kiln().args(["list", "--json"]).output().unwrap();
+    let devices: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let only_cpu = devices
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d["kind"] == "cpu");
+    assert_eq!(
+        stderr.contains("no GPU found: testing the CPU Vulkan device")
+            && stderr.contains("this proves the tool, not a card"),
+        only_cpu,
+        "{stderr}"
+    );
     let report: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("report JSON on stdout");
     assert_eq!(report["schema"], "kiln.report/1");
+    assert_eq!(report["notes"].as_array().unwrap().is_empty(), !only_cpu);
     assert_eq!(report["exit_code"], 0);
     assert_eq!(report["result"], "pass");
     let vram = &report["devices"][0]["workloads"][0]["summary"];
@@ -218,4 +231,44 @@ fn kill_9_leaves_events_readable_up_to_the_last_complete_line() {
         out_dir.join("manifest.json").exists(),
         "the manifest is written first"
     );
+}
+
+#[test]
+fn a_device_is_selected_by_index_or_uuid() {
+    let list = kiln().args(["list", "--json"]).output().unwrap();
+    let devices: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let uuid = devices[0]["device_uuid"].as_str().unwrap().to_owned();
+    for selector in [
+        "0".to_string(),
+        format!("GPU-{}", uuid.to_uppercase()),
+        uuid[..8].to_string(),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = kiln()
+            .args([
+                "run",
+                "--vram-bytes",
+                "16MiB",
+                "--passes",
+                "1",
+                "--algorithms",
+                "own-address",
+                "--json",
+                "--device",
+                &selector,
+                "--out",
+            ])
+            .arg(dir.path().join("run"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{selector}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["devices"].as_array().unwrap().len(), 1);
+        assert_eq!(report["devices"][0]["uuid"].as_str().unwrap(), uuid);
+    }
 }
