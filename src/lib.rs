@@ -14,4 +14,5 @@ pub mod list;
 pub mod report;
 pub mod run;
 pub mod selftest;
+pub mod telemetry;
 pub mod workload;

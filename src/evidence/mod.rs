@@ -8,10 +8,10 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 
-pub use reader::{EventLog, read_events};
+pub use reader::{EventLog, read_events, read_jsonl};
 pub use records::{EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA};
 pub use rundir::{Manifest, RunDir, default_run_dir, hostname, utc_timestamp};
-pub use writer::{EventSink, EventWriter, MemorySink, write_json_atomic};
+pub use writer::{EventSink, EventWriter, JsonlWriter, MemorySink, write_json_atomic};
 
 /// Failures reading or writing evidence.
 #[derive(Debug, thiserror::Error)]

@@ -14,9 +14,9 @@ pub struct EventLog {
     pub truncated_tail: bool,
 }
 
-/// Reads `events.jsonl`. A partial last line is tolerated and reported; a malformed
-/// complete line or a missing or foreign header is an error naming the line.
-pub fn read_events(path: &Path) -> EvidenceResult<EventLog> {
+/// Reads a JSON-lines file of `T`: every complete line must parse; a partial last line
+/// (a writer killed mid-record) is skipped and reported as the second value.
+pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> EvidenceResult<(Vec<T>, bool)> {
     let bytes = std::fs::read(path).map_err(|e| EvidenceError::io(path, e))?;
     let truncated_tail = !bytes.is_empty() && !bytes.ends_with(b"\n");
     let complete = match bytes.iter().rposition(|&b| b == b'\n') {
@@ -26,15 +26,21 @@ pub fn read_events(path: &Path) -> EvidenceResult<EventLog> {
     let mut records = Vec::new();
     if !complete.is_empty() {
         for (i, line) in complete.split(|&b| b == b'\n').enumerate() {
-            let record: EventRecord =
-                serde_json::from_slice(line).map_err(|e| EvidenceError::Corrupt {
-                    path: path.to_owned(),
-                    line: i + 1,
-                    message: e.to_string(),
-                })?;
+            let record: T = serde_json::from_slice(line).map_err(|e| EvidenceError::Corrupt {
+                path: path.to_owned(),
+                line: i + 1,
+                message: e.to_string(),
+            })?;
             records.push(record);
         }
     }
+    Ok((records, truncated_tail))
+}
+
+/// Reads `events.jsonl`. A partial last line is tolerated and reported; a malformed
+/// complete line or a missing or foreign header is an error naming the line.
+pub fn read_events(path: &Path) -> EvidenceResult<EventLog> {
+    let (records, truncated_tail) = read_jsonl::<EventRecord>(path)?;
     match records.first().map(|r| &r.event) {
         Some(Event::Header { schema, .. }) if schema == EVENTS_SCHEMA => {}
         Some(Event::Header { schema, .. }) => {

@@ -34,28 +34,72 @@ impl EventSink for MemorySink {
     }
 }
 
-/// Writes `events.jsonl`.
-pub struct EventWriter {
+/// An append-only JSON-lines file: each record one line, one `write`, flushed.
+pub struct JsonlWriter {
     file: File,
     path: PathBuf,
-    started: Instant,
     /// The first write failure; later writes are skipped and the run reports it.
     failed: Option<String>,
 }
 
-impl EventWriter {
-    /// Creates `path` (which must not exist) and writes the header line.
-    pub fn create(path: &Path, run_id: &str, started: Instant) -> EvidenceResult<EventWriter> {
+impl JsonlWriter {
+    /// Creates `path`, which must not exist.
+    pub fn create(path: &Path) -> EvidenceResult<JsonlWriter> {
         let file = OpenOptions::new()
             .create_new(true)
             .append(true)
             .open(path)
             .map_err(|e| EvidenceError::io(path, e))?;
-        let mut writer = EventWriter {
+        Ok(JsonlWriter {
             file,
             path: path.to_owned(),
-            started,
             failed: None,
+        })
+    }
+
+    /// Appends one record. A failure is kept for `check` and stops later writes.
+    pub fn append<T: serde::Serialize>(&mut self, record: &T) {
+        if self.failed.is_some() {
+            return;
+        }
+        let mut line = match serde_json::to_vec(record) {
+            Ok(l) => l,
+            Err(e) => {
+                self.failed = Some(format!("could not encode a record: {e}"));
+                return;
+            }
+        };
+        line.push(b'\n');
+        // One write per record: a kill leaves whole lines plus at most one partial tail.
+        if let Err(e) = self.file.write_all(&line).and_then(|()| self.file.flush()) {
+            self.failed = Some(e.to_string());
+        }
+    }
+
+    /// The first write error, if any write failed.
+    pub fn check(&self) -> EvidenceResult<()> {
+        match &self.failed {
+            Some(e) => Err(EvidenceError::Io {
+                path: self.path.clone(),
+                message: e.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Writes `events.jsonl`.
+pub struct EventWriter {
+    out: JsonlWriter,
+    started: Instant,
+}
+
+impl EventWriter {
+    /// Creates `path` (which must not exist) and writes the header line.
+    pub fn create(path: &Path, run_id: &str, started: Instant) -> EvidenceResult<EventWriter> {
+        let mut writer = EventWriter {
+            out: JsonlWriter::create(path)?,
+            started,
         };
         writer.emit(
             None,
@@ -71,38 +115,18 @@ impl EventWriter {
 
     /// The first write error, if any write failed.
     pub fn check(&self) -> EvidenceResult<()> {
-        match &self.failed {
-            Some(e) => Err(EvidenceError::Io {
-                path: self.path.clone(),
-                message: e.clone(),
-            }),
-            None => Ok(()),
-        }
+        self.out.check()
     }
 }
 
 impl EventSink for EventWriter {
     fn emit(&mut self, device: Option<usize>, event: Event) {
-        if self.failed.is_some() {
-            return;
-        }
         let record = EventRecord {
             t_ms: self.started.elapsed().as_secs_f64() * 1e3,
             device,
             event,
         };
-        let mut line = match serde_json::to_vec(&record) {
-            Ok(l) => l,
-            Err(e) => {
-                self.failed = Some(format!("could not encode an event: {e}"));
-                return;
-            }
-        };
-        line.push(b'\n');
-        // One write per record: a kill leaves whole lines plus at most one partial tail.
-        if let Err(e) = self.file.write_all(&line).and_then(|()| self.file.flush()) {
-            self.failed = Some(e.to_string());
-        }
+        self.out.append(&record);
     }
 }
 

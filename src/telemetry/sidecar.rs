@@ -1,0 +1,361 @@
+//! The sidecar: samples every source on a fixed schedule on its own thread, snapshots
+//! counters when a phase starts or ends, and hands every record to the writer.
+//!
+//! The schedule is absolute (tick k is due at k x interval), so slow samples never make
+//! it drift; ticks that cannot be kept are skipped and recorded as missed.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::Source;
+use super::record::{TELEMETRY_SCHEMA, TelemetryData, TelemetryRecord};
+
+/// Requests to the sidecar thread.
+pub enum Command {
+    /// Snapshot every source's counters now; reply when written.
+    Snapshot {
+        /// The phase.
+        phase: String,
+        /// `before` or `after`.
+        when: String,
+        /// Signalled once the snapshot is written.
+        done: Sender<()>,
+    },
+    /// Finish.
+    Stop,
+}
+
+/// Time as the sidecar sees it: real in a run, simulated in tests.
+pub trait Clock: Send + Sync {
+    /// Time since the run started.
+    fn now(&self) -> Duration;
+    /// Waits until `at` or until a command arrives, whichever is first.
+    fn wait(&self, at: Duration, commands: &Receiver<Command>) -> Option<Command>;
+}
+
+/// The monotonic clock shared with `events.jsonl`.
+pub struct RealClock {
+    started: Instant,
+}
+
+impl RealClock {
+    /// A clock counting from `started` (the run's start).
+    pub fn new(started: Instant) -> RealClock {
+        RealClock { started }
+    }
+}
+
+impl Clock for RealClock {
+    fn now(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    fn wait(&self, at: Duration, commands: &Receiver<Command>) -> Option<Command> {
+        let now = self.now();
+        let timeout = at.saturating_sub(now);
+        match commands.recv_timeout(timeout) {
+            Ok(c) => Some(c),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Command::Stop),
+        }
+    }
+}
+
+/// Runs the sampling loop until `Stop`: the sidecar thread's body, callable directly
+/// (with a simulated clock) in tests.
+pub fn run_loop(
+    sources: &mut [Box<dyn Source>],
+    interval: Duration,
+    clock: &dyn Clock,
+    commands: &Receiver<Command>,
+    out: &mut dyn FnMut(TelemetryRecord),
+) {
+    let interval = interval.max(Duration::from_millis(1));
+    let stamp = |clock: &dyn Clock| clock.now().as_secs_f64() * 1e3;
+    out(TelemetryRecord {
+        t_ms: stamp(clock),
+        device: None,
+        source: "sidecar".into(),
+        data: TelemetryData::Header {
+            schema: TELEMETRY_SCHEMA.into(),
+            interval_ms: interval.as_secs_f64() * 1e3,
+        },
+    });
+    for source in sources.iter_mut() {
+        let t_ms = stamp(clock);
+        for (device, data) in source.start() {
+            out(TelemetryRecord {
+                t_ms,
+                device,
+                source: source.name().into(),
+                data,
+            });
+        }
+    }
+    let origin = clock.now();
+    let mut tick: u64 = 0;
+    loop {
+        for source in sources.iter_mut() {
+            let t_ms = stamp(clock);
+            for (device, data) in source.sample() {
+                out(TelemetryRecord {
+                    t_ms,
+                    device,
+                    source: source.name().into(),
+                    data,
+                });
+            }
+        }
+        tick += 1;
+        let elapsed = clock.now().saturating_sub(origin);
+        let due_now = (elapsed.as_nanos() / interval.as_nanos()) as u64;
+        if due_now >= tick {
+            // Sampling outlasted one or more intervals: skip to the next tick due.
+            let skipped = due_now + 1 - tick;
+            tick += skipped;
+            out(TelemetryRecord {
+                t_ms: stamp(clock),
+                device: None,
+                source: "sidecar".into(),
+                data: TelemetryData::Missed { ticks: skipped },
+            });
+        }
+        let due = origin + interval * tick as u32;
+        loop {
+            match clock.wait(due, commands) {
+                None => break,
+                Some(Command::Stop) => return,
+                Some(Command::Snapshot { phase, when, done }) => {
+                    for source in sources.iter_mut() {
+                        let t_ms = stamp(clock);
+                        for (device, counters) in source.snapshot() {
+                            out(TelemetryRecord {
+                                t_ms,
+                                device: Some(device),
+                                source: source.name().into(),
+                                data: TelemetryData::Snapshot {
+                                    phase: phase.clone(),
+                                    when: when.clone(),
+                                    counters,
+                                },
+                            });
+                        }
+                    }
+                    let _ = done.send(());
+                }
+            }
+        }
+    }
+}
+
+/// A running sidecar thread.
+pub struct Sidecar {
+    commands: Sender<Command>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Sidecar {
+    /// Starts sampling `sources` every `interval`, handing records to `out`.
+    pub fn spawn(
+        mut sources: Vec<Box<dyn Source>>,
+        interval: Duration,
+        clock: Arc<dyn Clock>,
+        mut out: Box<dyn FnMut(TelemetryRecord) + Send>,
+    ) -> std::io::Result<Sidecar> {
+        let (commands, rx) = channel();
+        let thread = std::thread::Builder::new()
+            .name("kiln-telemetry".into())
+            .spawn(move || run_loop(&mut sources, interval, clock.as_ref(), &rx, &mut out))?;
+        Ok(Sidecar {
+            commands,
+            thread: Some(thread),
+        })
+    }
+
+    /// Snapshots every source's counters and waits (at most 10 s) until they are written.
+    pub fn snapshot(&self, phase: &str, when: &str) {
+        let (done, wait) = channel();
+        let sent = self.commands.send(Command::Snapshot {
+            phase: phase.into(),
+            when: when.into(),
+            done,
+        });
+        if sent.is_ok() {
+            let _ = wait.recv_timeout(Duration::from_secs(10));
+        }
+    }
+
+    /// Stops the thread after its current sample.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        let _ = self.commands.send(Command::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::record::{Reading, Readings};
+    use std::sync::Mutex;
+
+    /// Simulated time: waiting jumps straight to the due time; `end` stops the loop.
+    struct SimClock {
+        now: Mutex<Duration>,
+        end: Duration,
+    }
+
+    impl SimClock {
+        fn advance(&self, by: Duration) {
+            *self.now.lock().unwrap() += by;
+        }
+    }
+
+    impl Clock for SimClock {
+        fn now(&self) -> Duration {
+            *self.now.lock().unwrap()
+        }
+        fn wait(&self, at: Duration, commands: &Receiver<Command>) -> Option<Command> {
+            if let Ok(c) = commands.try_recv() {
+                return Some(c);
+            }
+            let mut now = self.now.lock().unwrap();
+            if at >= self.end {
+                return Some(Command::Stop);
+            }
+            *now = (*now).max(at);
+            None
+        }
+    }
+
+    /// A source whose every sample costs `cost` of simulated time.
+    struct Slow {
+        clock: Arc<SimClock>,
+        cost: Duration,
+    }
+
+    impl Source for Slow {
+        fn name(&self) -> &'static str {
+            "test"
+        }
+        fn sample(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
+            self.clock.advance(self.cost);
+            let mut readings = Readings::new();
+            readings.insert("x".into(), Reading::Number(1.0));
+            vec![(Some(0), TelemetryData::Sample { readings })]
+        }
+    }
+
+    fn simulate(cost_ms: u64) -> Vec<TelemetryRecord> {
+        let clock = Arc::new(SimClock {
+            now: Mutex::new(Duration::ZERO),
+            end: Duration::from_secs(60),
+        });
+        let mut sources: Vec<Box<dyn Source>> = vec![Box::new(Slow {
+            clock: clock.clone(),
+            cost: Duration::from_millis(cost_ms),
+        })];
+        let (_tx, rx) = channel();
+        let mut records = Vec::new();
+        run_loop(
+            &mut sources,
+            Duration::from_millis(200),
+            clock.as_ref(),
+            &rx,
+            &mut |r| records.push(r),
+        );
+        records
+    }
+
+    fn sample_times(records: &[TelemetryRecord]) -> Vec<f64> {
+        records
+            .iter()
+            .filter(|r| matches!(r.data, TelemetryData::Sample { .. }))
+            .map(|r| r.t_ms)
+            .collect()
+    }
+
+    #[test]
+    fn the_schedule_does_not_drift_over_a_minute_of_simulated_time() {
+        let times = sample_times(&simulate(37));
+        assert_eq!(times.len(), 300, "one sample per 200 ms over 60 s");
+        for (k, t) in times.iter().enumerate() {
+            assert!((t - k as f64 * 200.0).abs() < 1e-6, "tick {k} at {t} ms");
+        }
+        assert!((times.last().unwrap() - 59_800.0).abs() < 200.0);
+    }
+
+    #[test]
+    fn ticks_that_cannot_be_kept_are_skipped_and_recorded_not_drifted() {
+        let records = simulate(450);
+        let times = sample_times(&records);
+        for t in &times {
+            let phase = t % 200.0;
+            assert!(
+                phase.abs() < 1e-6,
+                "every sample starts on the 200 ms grid, not at {t}"
+            );
+        }
+        let missed: u64 = records
+            .iter()
+            .filter_map(|r| match r.data {
+                TelemetryData::Missed { ticks } => Some(ticks),
+                _ => None,
+            })
+            .sum();
+        assert_eq!(
+            times.len() as u64 + missed,
+            300,
+            "every tick is either sampled or counted missed"
+        );
+    }
+
+    #[test]
+    fn a_snapshot_request_is_served_between_ticks() {
+        struct Counting;
+        impl Source for Counting {
+            fn name(&self) -> &'static str {
+                "test"
+            }
+            fn sample(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
+                Vec::new()
+            }
+            fn snapshot(&mut self) -> Vec<(usize, Readings)> {
+                let mut c = Readings::new();
+                c.insert("ecc_uncorrected_volatile".into(), Reading::Number(0.0));
+                vec![(3, c)]
+            }
+        }
+        let records = Arc::new(Mutex::new(Vec::new()));
+        let sink = records.clone();
+        let sidecar = Sidecar::spawn(
+            vec![Box::new(Counting)],
+            Duration::from_millis(50),
+            Arc::new(RealClock::new(Instant::now())),
+            Box::new(move |r| sink.lock().unwrap().push(r)),
+        )
+        .unwrap();
+        sidecar.snapshot("vram", "before");
+        sidecar.stop();
+        let records = records.lock().unwrap();
+        assert!(matches!(records[0].data, TelemetryData::Header { .. }));
+        let snap = records
+            .iter()
+            .find(|r| matches!(&r.data, TelemetryData::Snapshot { phase, when, .. } if phase == "vram" && when == "before"))
+            .expect("the snapshot was written before snapshot() returned");
+        assert_eq!(snap.device, Some(3));
+    }
+}
