@@ -1,8 +1,10 @@
 //! Telemetry: a sidecar thread samples every source on a fixed schedule and snapshots
 //! counters around every phase, into `telemetry.jsonl` beside the events.
 
+pub mod kmsg;
 pub mod record;
 pub mod sidecar;
+pub mod sysfs;
 pub mod throttle;
 
 use self::record::{Readings, TelemetryData};
