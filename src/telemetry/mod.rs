@@ -2,8 +2,11 @@
 //! counters around every phase, into `telemetry.jsonl` beside the events.
 
 pub mod kmsg;
+pub mod nvml;
 pub mod record;
+pub mod replay;
 pub mod sidecar;
+pub mod summary;
 pub mod sysfs;
 pub mod throttle;
 

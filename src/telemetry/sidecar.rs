@@ -63,6 +63,59 @@ impl Clock for RealClock {
     }
 }
 
+/// Simulated time for replays and tests: waiting jumps straight to the due time, and
+/// scripted commands arrive at their set times; at `end` the loop is told to stop.
+pub struct ScriptedClock {
+    now: std::sync::Mutex<Duration>,
+    script: std::sync::Mutex<std::collections::VecDeque<(Duration, Command)>>,
+    end: Duration,
+}
+
+impl ScriptedClock {
+    /// A clock at zero that stops the loop at `end`, delivering `script` on the way.
+    pub fn new(end: Duration, mut script: Vec<(Duration, Command)>) -> ScriptedClock {
+        script.sort_by_key(|(t, _)| *t);
+        ScriptedClock {
+            now: std::sync::Mutex::new(Duration::ZERO),
+            script: std::sync::Mutex::new(script.into()),
+            end,
+        }
+    }
+
+    /// Moves time forward (a source that takes time to read).
+    pub fn advance(&self, by: Duration) {
+        if let Ok(mut now) = self.now.lock() {
+            *now += by;
+        }
+    }
+}
+
+impl Clock for ScriptedClock {
+    fn now(&self) -> Duration {
+        self.now.lock().map(|n| *n).unwrap_or_default()
+    }
+
+    fn wait(&self, at: Duration, commands: &Receiver<Command>) -> Option<Command> {
+        if let Ok(c) = commands.try_recv() {
+            return Some(c);
+        }
+        let (Ok(mut now), Ok(mut script)) = (self.now.lock(), self.script.lock()) else {
+            return Some(Command::Stop);
+        };
+        if script.front().is_some_and(|(t, _)| *t <= at)
+            && let Some((t, c)) = script.pop_front()
+        {
+            *now = (*now).max(t);
+            return Some(c);
+        }
+        if at >= self.end {
+            return Some(Command::Stop);
+        }
+        *now = (*now).max(at);
+        None
+    }
+}
+
 /// Runs the sampling loop until `Stop`: the sidecar thread's body, callable directly
 /// (with a simulated clock) in tests.
 pub fn run_loop(
@@ -212,38 +265,9 @@ mod tests {
     use crate::telemetry::record::{Reading, Readings};
     use std::sync::Mutex;
 
-    /// Simulated time: waiting jumps straight to the due time; `end` stops the loop.
-    struct SimClock {
-        now: Mutex<Duration>,
-        end: Duration,
-    }
-
-    impl SimClock {
-        fn advance(&self, by: Duration) {
-            *self.now.lock().unwrap() += by;
-        }
-    }
-
-    impl Clock for SimClock {
-        fn now(&self) -> Duration {
-            *self.now.lock().unwrap()
-        }
-        fn wait(&self, at: Duration, commands: &Receiver<Command>) -> Option<Command> {
-            if let Ok(c) = commands.try_recv() {
-                return Some(c);
-            }
-            let mut now = self.now.lock().unwrap();
-            if at >= self.end {
-                return Some(Command::Stop);
-            }
-            *now = (*now).max(at);
-            None
-        }
-    }
-
     /// A source whose every sample costs `cost` of simulated time.
     struct Slow {
-        clock: Arc<SimClock>,
+        clock: Arc<ScriptedClock>,
         cost: Duration,
     }
 
@@ -260,10 +284,7 @@ mod tests {
     }
 
     fn simulate(cost_ms: u64) -> Vec<TelemetryRecord> {
-        let clock = Arc::new(SimClock {
-            now: Mutex::new(Duration::ZERO),
-            end: Duration::from_secs(60),
-        });
+        let clock = Arc::new(ScriptedClock::new(Duration::from_secs(60), Vec::new()));
         let mut sources: Vec<Box<dyn Source>> = vec![Box::new(Slow {
             clock: clock.clone(),
             cost: Duration::from_millis(cost_ms),

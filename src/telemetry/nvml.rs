@@ -1,0 +1,687 @@
+//! NVIDIA telemetry through NVML: gauges every tick, counters around every phase, Xid and
+//! ECC events from an event set on a dedicated thread, and each device's identity.
+//! Signals a device does not support are recorded as not supported, never as zero.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, channel};
+
+use nvml_wrapper::Nvml;
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, MemoryLocation, PcieUtilCounter, PerformancePolicy,
+    RetirementCause, TemperatureSensor, TemperatureThreshold,
+};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::enums::event::XidError;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::structs::device::FieldId;
+
+use super::Source;
+use super::record::{Reading, Readings, TelemetryData, XidEvent};
+use super::throttle;
+use crate::gpu::DeviceInfo;
+
+/// Field ids without a wrapper method (REFERENCE.md §1).
+const FIELD_MEMORY_TEMP: u32 = 82;
+const FIELD_REMAPPED_COR: u32 = 142;
+const FIELD_REMAPPED_UNC: u32 = 143;
+const FIELD_REMAP_PENDING: u32 = 144;
+const FIELD_REMAP_FAILURE: u32 = 145;
+
+/// What NVML offers on this machine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NvmlStatus {
+    /// NVML loaded and initialised.
+    Available,
+    /// NVML cannot be used; the sentence says why and what is therefore missing.
+    Missing(String),
+}
+
+/// How a Vulkan device was matched to its NVML device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Match {
+    /// Vulkan device index.
+    pub device: usize,
+    /// NVML device index, when matched.
+    pub nvml_index: Option<u32>,
+    /// `uuid`, `pci`, or why there is no match.
+    pub by: String,
+}
+
+/// The signals NVML would have given: named when NVML is missing.
+pub const NVML_SIGNALS: &str = "GPU and HBM temperature, power and power limits, energy, clocks, throttle reasons, \
+     ECC and row-remapping counters, retired pages, PCIe link and replays, and Xid events from NVML";
+
+/// Explains an NVML initialisation failure as a fact of the environment.
+pub fn explain(e: &NvmlError) -> String {
+    let why = match e {
+        NvmlError::LibloadingError(_) => {
+            "NVML is not available (libnvidia-ml.so.1 not found: no NVIDIA driver)".to_owned()
+        }
+        NvmlError::DriverNotLoaded => "the NVIDIA kernel driver is not loaded".to_owned(),
+        NvmlError::LibRmVersionMismatch => {
+            "NVML and the NVIDIA kernel driver differ in version (driver upgraded without a reboot)"
+                .to_owned()
+        }
+        NvmlError::NoPermission => "NVML refused access (no permission)".to_owned(),
+        e => format!("NVML failed to start ({e})"),
+    };
+    format!("{why}: no {NVML_SIGNALS}")
+}
+
+/// NVML as a telemetry source.
+pub struct NvmlSource {
+    nvml: Option<Nvml>,
+    matches: Vec<Match>,
+    status: NvmlStatus,
+    events: Option<Receiver<(String, XidEvent)>>,
+    stop_events: Arc<AtomicBool>,
+}
+
+fn num(r: Result<f64, NvmlError>) -> Reading {
+    match r {
+        Ok(v) => Reading::Number(v),
+        Err(NvmlError::NotSupported) => Reading::not_supported(),
+        Err(NvmlError::NoPermission) => Reading::Unavailable {
+            unavailable: "no_permission".into(),
+        },
+        Err(e) => Reading::Unavailable {
+            unavailable: e.to_string(),
+        },
+    }
+}
+
+fn text(r: Result<String, NvmlError>) -> Reading {
+    match r {
+        Ok(v) => Reading::Text(v),
+        Err(e) => match num(Err(e)) {
+            Reading::Number(_) => Reading::not_supported(),
+            other => other,
+        },
+    }
+}
+
+/// Normalises a PCI bus id (`00000000:3B:00.0`) to `domain:bus:device.function` in the
+/// form Vulkan's `VK_EXT_pci_bus_info` gives (`0000:3b:00.0`).
+pub fn normalise_bus_id(id: &str) -> Option<String> {
+    let (domain, rest) = id.trim().split_once(':')?;
+    let domain = u32::from_str_radix(domain, 16).ok()?;
+    Some(format!("{domain:04x}:{}", rest.to_ascii_lowercase()))
+}
+
+impl NvmlSource {
+    /// Initialises NVML and matches every Vulkan device to its NVML device.
+    pub fn new(devices: &[DeviceInfo]) -> NvmlSource {
+        let nvml = Nvml::init();
+        let (nvml, status) = match nvml {
+            Ok(n) => (Some(n), NvmlStatus::Available),
+            Err(e) => (None, NvmlStatus::Missing(explain(&e))),
+        };
+        let matches = devices
+            .iter()
+            .map(|d| match &nvml {
+                None => Match {
+                    device: d.index,
+                    nvml_index: None,
+                    by: "no NVML".into(),
+                },
+                Some(n) => match_device(n, d),
+            })
+            .collect();
+        let mut source = NvmlSource {
+            nvml,
+            matches,
+            status,
+            events: None,
+            stop_events: Arc::new(AtomicBool::new(false)),
+        };
+        source.events = source.spawn_events();
+        source
+    }
+
+    /// Whether NVML could be used.
+    pub fn status(&self) -> &NvmlStatus {
+        &self.status
+    }
+
+    /// How each Vulkan device was matched.
+    pub fn matches(&self) -> &[Match] {
+        &self.matches
+    }
+
+    fn matched(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.matches
+            .iter()
+            .filter_map(|m| m.nvml_index.map(|i| (m.device, i)))
+    }
+
+    /// Xid and ECC events arrive on their own thread, with its own NVML handle.
+    fn spawn_events(&self) -> Option<Receiver<(String, XidEvent)>> {
+        let indices: Vec<u32> = self.matched().map(|(_, i)| i).collect();
+        if indices.is_empty() {
+            return None;
+        }
+        let (tx, rx) = channel();
+        let stop = self.stop_events.clone();
+        std::thread::Builder::new()
+            .name("kiln-nvml-events".into())
+            .spawn(move || {
+                let Ok(nvml) = Nvml::init() else {
+                    return;
+                };
+                let Ok(mut set) = nvml.create_event_set() else {
+                    return;
+                };
+                let kinds = EventTypes::CRITICAL_XID_ERROR
+                    | EventTypes::DOUBLE_BIT_ECC_ERROR
+                    | EventTypes::SINGLE_BIT_ECC_ERROR;
+                for i in indices {
+                    let Ok(device) = nvml.device_by_index(i) else {
+                        continue;
+                    };
+                    // Register only what the device supports: a refused registration
+                    // releases the whole set.
+                    let supported = device
+                        .supported_event_types()
+                        .unwrap_or(EventTypes::empty());
+                    let wanted = kinds & supported;
+                    if wanted.is_empty() {
+                        continue;
+                    }
+                    set = match device.register_events(wanted, set) {
+                        Ok(s) => s,
+                        // A failed registration releases the set: start a fresh one.
+                        Err(_) => match nvml.create_event_set() {
+                            Ok(s) => s,
+                            Err(_) => return,
+                        },
+                    };
+                }
+                while !stop.load(Ordering::Relaxed) {
+                    match set.wait(500) {
+                        Ok(data) => {
+                            let uuid = data.device.uuid().unwrap_or_default();
+                            let (code, message) =
+                                if data.event_type.contains(EventTypes::CRITICAL_XID_ERROR) {
+                                    match data.event_data {
+                                        Some(XidError::Value(v)) => {
+                                            (Some(v as u32), "critical Xid (NVML event)".to_owned())
+                                        }
+                                        _ => (
+                                            None,
+                                            "critical Xid of unknown value (NVML event)".to_owned(),
+                                        ),
+                                    }
+                                } else if data.event_type.contains(EventTypes::DOUBLE_BIT_ECC_ERROR)
+                                {
+                                    (Some(48), "double-bit ECC error (NVML event)".to_owned())
+                                } else {
+                                    (None, "single-bit ECC error (NVML event)".to_owned())
+                                };
+                            let event = XidEvent {
+                                bus_id: data
+                                    .device
+                                    .pci_info()
+                                    .ok()
+                                    .and_then(|p| normalise_bus_id(&p.bus_id)),
+                                code,
+                                pid: None,
+                                process: None,
+                                message,
+                                kernel_us: None,
+                                before_run: false,
+                            };
+                            if tx.send((uuid, event)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(NvmlError::Timeout) => {}
+                        Err(_) => return,
+                    }
+                }
+            })
+            .ok()?;
+        Some(rx)
+    }
+
+    fn identity(nvml: &Nvml, index: u32) -> Readings {
+        let mut f = Readings::new();
+        let Ok(d) = nvml.device_by_index(index) else {
+            return f;
+        };
+        f.insert("nvml_index".into(), Reading::Number(f64::from(index)));
+        f.insert("name".into(), text(d.name()));
+        f.insert("uuid".into(), text(d.uuid()));
+        f.insert("serial".into(), text(d.serial()));
+        f.insert("board_part_number".into(), text(d.board_part_number()));
+        f.insert("vbios".into(), text(d.vbios_version()));
+        f.insert("inforom_image".into(), text(d.info_rom_image_version()));
+        f.insert("pci_bus_id".into(), text(d.pci_info().map(|p| p.bus_id)));
+        f.insert("driver_version".into(), text(nvml.sys_driver_version()));
+        f.insert(
+            "cuda_driver_version".into(),
+            num(nvml.sys_cuda_driver_version().map(f64::from)),
+        );
+        f.insert(
+            "ecc_enabled".into(),
+            text(
+                d.is_ecc_enabled()
+                    .map(|e| format!("{}", e.currently_enabled)),
+            ),
+        );
+        for (key, threshold) in [
+            ("temp_slowdown_c", TemperatureThreshold::Slowdown),
+            ("temp_shutdown_c", TemperatureThreshold::Shutdown),
+            ("temp_gpu_max_c", TemperatureThreshold::GpuMax),
+            ("temp_mem_max_c", TemperatureThreshold::MemoryMax),
+        ] {
+            f.insert(
+                key.into(),
+                num(d.temperature_threshold(threshold).map(f64::from)),
+            );
+        }
+        let mut processes = Vec::new();
+        for list in [
+            d.running_compute_processes(),
+            d.running_graphics_processes(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            for p in list {
+                let used = match p.used_gpu_memory {
+                    UsedGpuMemory::Used(b) => b.to_string(),
+                    UsedGpuMemory::Unavailable => "unknown".into(),
+                };
+                processes.push(format!("{}:{used}", p.pid));
+            }
+        }
+        f.insert("other_processes".into(), Reading::Text(processes.join(",")));
+        f
+    }
+
+    fn gauges(nvml: &Nvml, index: u32) -> Readings {
+        let mut g = Readings::new();
+        let Ok(d) = nvml.device_by_index(index) else {
+            return g;
+        };
+        g.insert(
+            "gpu_temp_c".into(),
+            num(d.temperature(TemperatureSensor::Gpu).map(f64::from)),
+        );
+        g.insert("hbm_temp_c".into(), field(&d, FIELD_MEMORY_TEMP));
+        g.insert(
+            "power_w".into(),
+            num(d.power_usage().map(|mw| f64::from(mw) / 1e3)),
+        );
+        g.insert(
+            "power_limit_enforced_w".into(),
+            num(d.enforced_power_limit().map(|mw| f64::from(mw) / 1e3)),
+        );
+        g.insert(
+            "power_limit_default_w".into(),
+            num(d
+                .power_management_limit_default()
+                .map(|mw| f64::from(mw) / 1e3)),
+        );
+        g.insert(
+            "energy_mj".into(),
+            num(d.total_energy_consumption().map(|e| e as f64)),
+        );
+        for (name, clock) in [
+            ("sm", Clock::SM),
+            ("mem", Clock::Memory),
+            ("graphics", Clock::Graphics),
+        ] {
+            g.insert(
+                format!("clock_{name}_mhz"),
+                num(d.clock_info(clock).map(f64::from)),
+            );
+            g.insert(
+                format!("clock_{name}_max_mhz"),
+                num(d.max_clock_info(clock).map(f64::from)),
+            );
+        }
+        match d.current_throttle_reasons() {
+            Ok(reasons) => {
+                let mask = reasons.bits();
+                g.insert("throttle_reasons_mask".into(), Reading::Number(mask as f64));
+                g.insert(
+                    "throttle_reasons".into(),
+                    Reading::Text(throttle::decode(mask).join(",")),
+                );
+            }
+            Err(e) => {
+                g.insert("throttle_reasons_mask".into(), num(Err(e)));
+            }
+        }
+        for (name, policy) in [
+            ("power", PerformancePolicy::Power),
+            ("thermal", PerformancePolicy::Thermal),
+        ] {
+            g.insert(
+                format!("violation_{name}_ns"),
+                num(d.violation_status(policy).map(|v| v.violation_time as f64)),
+            );
+        }
+        match d.num_fans() {
+            Ok(n) => {
+                for i in 0..n {
+                    g.insert(
+                        format!("fan{i}_speed_pct"),
+                        num(d.fan_speed(i).map(f64::from)),
+                    );
+                }
+            }
+            Err(e) => {
+                g.insert("fan0_speed_pct".into(), num(Err(e)));
+            }
+        }
+        match d.utilization_rates() {
+            Ok(u) => {
+                g.insert("util_gpu_pct".into(), Reading::Number(f64::from(u.gpu)));
+                g.insert("util_mem_pct".into(), Reading::Number(f64::from(u.memory)));
+            }
+            Err(e) => {
+                g.insert("util_gpu_pct".into(), num(Err(e)));
+            }
+        }
+        match d.memory_info() {
+            Ok(m) => {
+                g.insert("mem_used_bytes".into(), Reading::Number(m.used as f64));
+                g.insert("mem_free_bytes".into(), Reading::Number(m.free as f64));
+                g.insert("mem_total_bytes".into(), Reading::Number(m.total as f64));
+            }
+            Err(e) => {
+                g.insert("mem_used_bytes".into(), num(Err(e)));
+            }
+        }
+        g.insert(
+            "pstate".into(),
+            text(d.performance_state().map(|p| format!("P{}", p.as_c()))),
+        );
+        g.insert(
+            "pcie_gen".into(),
+            num(d.current_pcie_link_gen().map(f64::from)),
+        );
+        g.insert(
+            "pcie_width".into(),
+            num(d.current_pcie_link_width().map(f64::from)),
+        );
+        g.insert(
+            "pcie_gen_max".into(),
+            num(d.max_pcie_link_gen().map(f64::from)),
+        );
+        g.insert(
+            "pcie_width_max".into(),
+            num(d.max_pcie_link_width().map(f64::from)),
+        );
+        g.insert(
+            "pcie_tx_kbps".into(),
+            num(d.pcie_throughput(PcieUtilCounter::Send).map(f64::from)),
+        );
+        g.insert(
+            "pcie_rx_kbps".into(),
+            num(d.pcie_throughput(PcieUtilCounter::Receive).map(f64::from)),
+        );
+        g.insert(
+            "pcie_replays".into(),
+            num(d.pcie_replay_counter().map(f64::from)),
+        );
+        g
+    }
+
+    fn counters(nvml: &Nvml, index: u32) -> Readings {
+        let mut c = Readings::new();
+        let Ok(d) = nvml.device_by_index(index) else {
+            return c;
+        };
+        for (kind, error) in [
+            ("corrected", MemoryError::Corrected),
+            ("uncorrected", MemoryError::Uncorrected),
+        ] {
+            for (scope, counter) in [
+                ("volatile", EccCounter::Volatile),
+                ("aggregate", EccCounter::Aggregate),
+            ] {
+                c.insert(
+                    format!("ecc_{kind}_{scope}"),
+                    num(d
+                        .total_ecc_errors(error, counter)
+                        .map(|v| v as f64)),
+                );
+                for (place, location) in [
+                    ("device_memory", MemoryLocation::Device),
+                    ("l1", MemoryLocation::L1Cache),
+                    ("l2", MemoryLocation::L2Cache),
+                    ("register_file", MemoryLocation::RegisterFile),
+                ] {
+                    c.insert(
+                        format!("ecc_{kind}_{scope}_{place}"),
+                        num(d
+                            .memory_error_counter(error, counter, location)
+                            .map(|v| v as f64)),
+                    );
+                }
+            }
+        }
+        for (key, cause) in [
+            (
+                "retired_pages_sbe",
+                RetirementCause::MultipleSingleBitEccErrors,
+            ),
+            ("retired_pages_dbe", RetirementCause::DoubleBitEccError),
+        ] {
+            c.insert(
+                key.into(),
+                num(d.retired_pages(cause).map(|p| p.len() as f64)),
+            );
+        }
+        c.insert(
+            "retired_pages_pending".into(),
+            num(d
+                .are_pages_pending_retired()
+                .map(|p| f64::from(u8::from(p)))),
+        );
+        for (key, id) in [
+            ("remapped_correctable", FIELD_REMAPPED_COR),
+            ("remapped_uncorrectable", FIELD_REMAPPED_UNC),
+            ("remap_pending", FIELD_REMAP_PENDING),
+            ("remap_failure", FIELD_REMAP_FAILURE),
+        ] {
+            c.insert(key.into(), field(&d, id));
+        }
+        c.insert(
+            "pcie_replays".into(),
+            num(d.pcie_replay_counter().map(f64::from)),
+        );
+        c.insert(
+            "energy_mj".into(),
+            num(d.total_energy_consumption().map(|e| e as f64)),
+        );
+        c
+    }
+}
+
+fn field(d: &nvml_wrapper::Device, id: u32) -> Reading {
+    use nvml_wrapper::enums::device::SampleValue;
+    match d.field_values_for(&[FieldId(id)]) {
+        Ok(mut values) => match values.pop() {
+            Some(Ok(sample)) => match sample.value {
+                Ok(SampleValue::F64(v)) => Reading::Number(v),
+                Ok(SampleValue::U32(v)) => Reading::Number(f64::from(v)),
+                Ok(SampleValue::U64(v)) => Reading::Number(v as f64),
+                Ok(SampleValue::I64(v)) => Reading::Number(v as f64),
+                Err(e) => num(Err(e)),
+            },
+            Some(Err(e)) => num(Err(e)),
+            None => Reading::not_supported(),
+        },
+        Err(e) => num(Err(e)),
+    }
+}
+
+fn match_device(nvml: &Nvml, info: &DeviceInfo) -> Match {
+    let count = nvml.device_count().unwrap_or(0);
+    let mut by_pci = None;
+    for i in 0..count {
+        let Ok(d) = nvml.device_by_index(i) else {
+            continue;
+        };
+        if let Ok(uuid) = d.uuid() {
+            let body = uuid.trim_start_matches("GPU-").to_ascii_lowercase();
+            if body == info.device_uuid {
+                return Match {
+                    device: info.index,
+                    nvml_index: Some(i),
+                    by: "uuid".into(),
+                };
+            }
+        }
+        if let (Some(pci), Ok(p)) = (&info.pci_address, d.pci_info())
+            && normalise_bus_id(&p.bus_id).as_deref() == Some(pci.as_str())
+        {
+            by_pci = Some(i);
+        }
+    }
+    match by_pci {
+        Some(i) => Match {
+            device: info.index,
+            nvml_index: Some(i),
+            by: "pci".into(),
+        },
+        None => Match {
+            device: info.index,
+            nvml_index: None,
+            by: "no NVML device has this UUID or PCI address".into(),
+        },
+    }
+}
+
+impl Source for NvmlSource {
+    fn name(&self) -> &'static str {
+        "nvml"
+    }
+
+    fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
+        let mut out = Vec::new();
+        if let NvmlStatus::Missing(message) = &self.status {
+            out.push((
+                None,
+                TelemetryData::Unavailable {
+                    message: message.clone(),
+                    missing: vec!["nvml".into()],
+                },
+            ));
+            return out;
+        }
+        let Some(nvml) = &self.nvml else {
+            return out;
+        };
+        for m in &self.matches {
+            match m.nvml_index {
+                Some(i) => {
+                    let mut fields = Self::identity(nvml, i);
+                    fields.insert("matched_by".into(), Reading::Text(m.by.clone()));
+                    out.push((Some(m.device), TelemetryData::Identity { fields }));
+                }
+                None => out.push((
+                    Some(m.device),
+                    TelemetryData::Unavailable {
+                        message: format!("device {} has no NVML device ({})", m.device, m.by),
+                        missing: vec!["nvml".into()],
+                    },
+                )),
+            }
+        }
+        out
+    }
+
+    fn sample(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
+        let Some(nvml) = &self.nvml else {
+            return Vec::new();
+        };
+        let mut out: Vec<(Option<usize>, TelemetryData)> = self
+            .matched()
+            .map(|(device, i)| {
+                (
+                    Some(device),
+                    TelemetryData::Sample {
+                        readings: Self::gauges(nvml, i),
+                    },
+                )
+            })
+            .collect();
+        if let Some(events) = &self.events {
+            for (uuid, xid) in events.try_iter() {
+                let body = uuid.trim_start_matches("GPU-").to_ascii_lowercase();
+                let device = self
+                    .matches
+                    .iter()
+                    .find(|m| {
+                        m.nvml_index.is_some()
+                            && nvml_uuid(nvml, m.nvml_index).as_deref() == Some(body.as_str())
+                    })
+                    .map(|m| m.device);
+                out.push((device, TelemetryData::Xid { xid }));
+            }
+        }
+        out
+    }
+
+    fn snapshot(&mut self) -> Vec<(usize, Readings)> {
+        let Some(nvml) = &self.nvml else {
+            return Vec::new();
+        };
+        self.matched()
+            .map(|(device, i)| (device, Self::counters(nvml, i)))
+            .collect()
+    }
+}
+
+fn nvml_uuid(nvml: &Nvml, index: Option<u32>) -> Option<String> {
+    let d = nvml.device_by_index(index?).ok()?;
+    Some(
+        d.uuid()
+            .ok()?
+            .trim_start_matches("GPU-")
+            .to_ascii_lowercase(),
+    )
+}
+
+impl Drop for NvmlSource {
+    fn drop(&mut self) {
+        self.stop_events.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_ids_normalise_to_the_vulkan_form() {
+        assert_eq!(
+            normalise_bus_id("00000000:3B:00.0").as_deref(),
+            Some("0000:3b:00.0")
+        );
+        assert_eq!(
+            normalise_bus_id("0000:05:00.0").as_deref(),
+            Some("0000:05:00.0")
+        );
+        assert_eq!(normalise_bus_id("garbage"), None);
+    }
+
+    #[test]
+    fn a_missing_nvml_is_a_fact_that_names_the_missing_signals() {
+        let e = NvmlError::DriverNotLoaded;
+        let text = explain(&e);
+        assert!(
+            text.contains("not loaded")
+                && text.contains("throttle reasons")
+                && text.contains("Xid")
+        );
+        assert!(explain(&NvmlError::LibRmVersionMismatch).contains("without a reboot"));
+    }
+}
