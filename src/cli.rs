@@ -85,6 +85,9 @@ pub struct RunArgs {
     /// Seed of the test patterns (the same seed repeats them exactly).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Telemetry sampling interval (0 turns telemetry off).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "200ms")]
+    pub telemetry_interval: Duration,
     /// Run directory (default: ./kiln-runs/<time>-<host>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

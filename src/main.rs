@@ -96,6 +96,7 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
         out: args.out,
         fence_timeout: args.vram.fence_timeout,
         progress: std::io::stderr().is_terminal(),
+        telemetry_interval: (!args.telemetry_interval.is_zero()).then_some(args.telemetry_interval),
     };
     let report = kiln::run::run(&opts)?;
     let text = kiln::report::text::summary(&report);

@@ -3,11 +3,18 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
+use std::sync::Arc;
+
 use crate::evidence::{
-    Event, EventSink, EvidenceError, Manifest, RunDir, default_run_dir, utc_timestamp,
+    Event, EventSink, EvidenceError, JsonlWriter, Manifest, RunDir, default_run_dir, read_jsonl,
+    utc_timestamp,
 };
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError, Vulkan};
 use crate::report::{DeviceReport, Report, exit_code};
+use crate::telemetry;
+use crate::telemetry::record::{TelemetryData, TelemetryRecord};
+use crate::telemetry::sidecar::{RealClock, Sidecar};
+use crate::telemetry::summary::summarize;
 use crate::workload::vram::{VramConfig, VramTest};
 use crate::workload::{RunControl, Workload, WorkloadError};
 
@@ -26,6 +33,8 @@ pub struct RunOptions {
     pub fence_timeout: Duration,
     /// Show progress bars (only when stderr is a terminal).
     pub progress: bool,
+    /// Telemetry sampling interval; None turns the sidecar off.
+    pub telemetry_interval: Option<Duration>,
 }
 
 /// Why a command could not produce a result.
@@ -124,10 +133,23 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     let settings = serde_json::json!({
         "duration_s": opts.duration.map(|d| d.as_secs_f64()),
         "fence_timeout_s": opts.fence_timeout.as_secs_f64(),
+        "telemetry_interval_s": opts.telemetry_interval.map(|d| d.as_secs_f64()),
         "vram": &opts.vram,
     });
     run_dir.write_manifest(&Manifest::new(devices.clone(), settings))?;
     let mut events = run_dir.events(started)?;
+    let sidecar = match opts.telemetry_interval {
+        Some(interval) => {
+            let (sidecar, telemetry_notes) =
+                start_telemetry(&run_dir, &devices, interval, started)?;
+            notes.extend(telemetry_notes);
+            Some(sidecar)
+        }
+        None => {
+            notes.push("telemetry off (--telemetry-interval 0): no temperature, power, clock or counter evidence".into());
+            None
+        }
+    };
     for note in &notes {
         events.emit(
             None,
@@ -138,7 +160,20 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     }
     let mut reports = Vec::new();
     for info in &devices {
-        reports.push(test_device(&vulkan, info, opts, &mut events));
+        // Counters are snapshotted around every phase, per device.
+        let snapshot = |when: &str| {
+            if let Some(s) = &sidecar {
+                s.snapshot(Some(info.index), "vram", when);
+            }
+        };
+        snapshot("before");
+        let report = test_device(&vulkan, info, opts, &mut events);
+        snapshot("after");
+        reports.push(report);
+    }
+    if let Some(s) = sidecar {
+        s.stop();
+        attach_telemetry(&run_dir, &mut reports, &mut notes);
     }
     let run_id = dir_path
         .file_name()
@@ -233,6 +268,52 @@ fn test_device(
     }
     control.progress.finish_and_clear();
     DeviceReport::new(info, outcomes, failure)
+}
+
+/// Starts the sidecar writing `telemetry.jsonl`; returns it and the facts about what
+/// cannot be read here.
+fn start_telemetry(
+    run_dir: &RunDir,
+    devices: &[DeviceInfo],
+    interval: Duration,
+    started: Instant,
+) -> Result<(Sidecar, Vec<String>), AppError> {
+    let (sources, notes) = telemetry::live_sources(devices);
+    let mut out = JsonlWriter::create(&run_dir.path().join("telemetry.jsonl"))?;
+    let sidecar = Sidecar::spawn(
+        sources,
+        interval,
+        Arc::new(RealClock::new(started)),
+        Box::new(move |record| out.append(&record)),
+    )
+    .map_err(|e| AppError::Usage(format!("could not start the telemetry thread: {e}")))?;
+    Ok((sidecar, notes))
+}
+
+/// Reads `telemetry.jsonl` back (the report is built from evidence, not memory) and
+/// gives each device its per-phase summary; facts that sources found unreadable become
+/// notes, each once.
+fn attach_telemetry(run_dir: &RunDir, reports: &mut [DeviceReport], notes: &mut Vec<String>) {
+    let path = run_dir.path().join("telemetry.jsonl");
+    let records = match read_jsonl::<TelemetryRecord>(&path) {
+        Ok((records, _)) => records,
+        Err(e) => {
+            notes.push(format!("telemetry could not be read back: {e}"));
+            return;
+        }
+    };
+    for r in &records {
+        if let TelemetryData::Unavailable { message, .. } = &r.data
+            && !notes.contains(message)
+        {
+            notes.push(message.clone());
+        }
+    }
+    for phase in summarize(&records) {
+        if let Some(d) = reports.iter_mut().find(|d| d.index == phase.device) {
+            d.telemetry.push(phase);
+        }
+    }
 }
 
 fn progress_bar(name: &str) -> indicatif::ProgressBar {

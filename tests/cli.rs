@@ -272,3 +272,71 @@ fn a_device_is_selected_by_index_or_uuid() {
         assert_eq!(report["devices"][0]["uuid"].as_str().unwrap(), uuid);
     }
 }
+
+#[test]
+fn without_nvml_the_run_says_so_once_and_keeps_its_exit_code() {
+    if nvml_wrapper::Nvml::init().is_ok() {
+        return; // an NVIDIA driver is here: nothing is missing to say
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let out = kiln()
+        .args([
+            "run",
+            "--vram-bytes",
+            "16MiB",
+            "--passes",
+            "1",
+            "--algorithms",
+            "own-address",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(
+        stdout.matches("NVML is not available").count(),
+        1,
+        "said once: {stdout}"
+    );
+    for signal in [
+        "temperature",
+        "power",
+        "clocks",
+        "throttle reasons",
+        "ECC",
+        "Xid",
+    ] {
+        assert!(
+            stdout.contains(signal),
+            "the missing {signal} is named: {stdout}"
+        );
+    }
+    let (records, _) = kiln::evidence::read_jsonl::<kiln::telemetry::record::TelemetryRecord>(
+        &out_dir.join("telemetry.jsonl"),
+    )
+    .unwrap();
+    use kiln::telemetry::record::TelemetryData;
+    assert!(matches!(records[0].data, TelemetryData::Header { .. }));
+    let said = records.iter().filter(|r| matches!(&r.data, TelemetryData::Unavailable { message, .. } if message.contains("NVML"))).count();
+    assert_eq!(said, 1);
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
+    let notes: Vec<&str> = report["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert_eq!(notes.iter().filter(|n| n.contains("NVML")).count(), 1);
+    let phases = report["devices"][0]["telemetry"].as_array().unwrap();
+    assert_eq!(
+        phases.len(),
+        1,
+        "the vram phase is marked even with no counters"
+    );
+    assert_eq!(phases[0]["phase"], "vram");
+    assert!(phases[0]["end_ms"].as_f64().unwrap() > phases[0]["start_ms"].as_f64().unwrap());
+}

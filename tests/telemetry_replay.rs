@@ -20,6 +20,7 @@ fn replay(name: &str) -> (Vec<TelemetryRecord>, PhaseTelemetry) {
     let snapshot = |when: &str| {
         let (done, _wait) = channel();
         Command::Snapshot {
+            device: None,
             phase: "vram".into(),
             when: when.into(),
             done,

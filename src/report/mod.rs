@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::evidence::REPORT_SCHEMA;
 use crate::gpu::{DeviceInfo, DeviceKind};
+use crate::telemetry::summary::PhaseTelemetry;
 use crate::workload::{WorkloadOutcome, WorkloadStatus};
 
 /// Exit codes: the contract fleets build on (see the README).
@@ -78,6 +79,9 @@ pub struct DeviceReport {
     pub reason: String,
     /// Each workload's outcome.
     pub workloads: Vec<WorkloadOutcome>,
+    /// Telemetry per phase: gauge statistics, throttle time shares, counter deltas, Xids.
+    #[serde(default)]
+    pub telemetry: Vec<PhaseTelemetry>,
 }
 
 impl DeviceReport {
@@ -126,6 +130,7 @@ impl DeviceReport {
             result,
             reason,
             workloads,
+            telemetry: Vec::new(),
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::Report;
+use crate::telemetry::summary::PhaseTelemetry;
 use crate::workload::vram::{VramReport, format_bytes};
 
 /// Renders the human summary of a run.
@@ -26,6 +27,9 @@ pub fn summary(report: &Report) -> String {
                 vram_lines(&mut out, &v);
             }
         }
+        for p in &d.telemetry {
+            telemetry_line(&mut out, p);
+        }
     }
     let _ = writeln!(
         out,
@@ -35,6 +39,26 @@ pub fn summary(report: &Report) -> String {
         report.run_dir
     );
     out
+}
+
+fn telemetry_line(out: &mut String, p: &PhaseTelemetry) {
+    let mut parts = vec![format!("{} samples", p.samples)];
+    for (key, label) in [("gpu_temp_c", "temp C"), ("power_w", "power W"), ("clock_sm_mhz", "SM MHz")] {
+        if let Some(s) = p.gauges.get(key) {
+            parts.push(format!("{label} {:.0}/{:.0}/{:.0}", s.min, s.median, s.max));
+        }
+    }
+    for (reason, share) in &p.throttle_share {
+        parts.push(format!("{reason} {:.0}% of the time", share * 100.0));
+    }
+    for (counter, delta) in p.counter_deltas.iter().filter(|(_, d)| **d != 0.0) {
+        parts.push(format!("{counter} +{delta}"));
+    }
+    if !p.xids.is_empty() {
+        let codes: Vec<String> = p.xids.iter().map(|x| x.code.map_or("?".into(), |c| c.to_string())).collect();
+        parts.push(format!("Xid {}", codes.join(",")));
+    }
+    let _ = writeln!(out, "  telemetry {}: {}", p.phase, parts.join(", "));
 }
 
 fn vram_lines(out: &mut String, v: &VramReport) {

@@ -30,3 +30,32 @@ pub trait Source: Send {
         Vec::new()
     }
 }
+
+/// The live sources for these devices, and the facts about what is missing (each said
+/// once, for the report's notes).
+pub fn live_sources(devices: &[crate::gpu::DeviceInfo]) -> (Vec<Box<dyn Source>>, Vec<String>) {
+    let mut notes = Vec::new();
+    let nvml = nvml::NvmlSource::new(devices);
+    if let nvml::NvmlStatus::Missing(message) = nvml.status() {
+        notes.push(message.clone());
+    }
+    let with_pci: Vec<(usize, String)> = devices
+        .iter()
+        .filter_map(|d| d.pci_address.clone().map(|p| (d.index, p)))
+        .collect();
+    for d in devices.iter().filter(|d| d.pci_address.is_none()) {
+        notes.push(format!(
+            "device {} ({}) reports no PCI address: no sysfs PCIe link, AER or hwmon telemetry, and no kernel-log Xid can be tied to it",
+            d.index, d.name
+        ));
+    }
+    let sources: Vec<Box<dyn Source>> = vec![
+        Box::new(nvml),
+        Box::new(sysfs::SysfsSource::new(
+            std::path::Path::new("/"),
+            with_pci.clone(),
+        )),
+        Box::new(kmsg::KmsgSource::new(&with_pci)),
+    ];
+    (sources, notes)
+}

@@ -447,9 +447,7 @@ impl NvmlSource {
             ] {
                 c.insert(
                     format!("ecc_{kind}_{scope}"),
-                    num(d
-                        .total_ecc_errors(error, counter)
-                        .map(|v| v as f64)),
+                    num(d.total_ecc_errors(error, counter).map(|v| v as f64)),
                 );
                 for (place, location) in [
                     ("device_memory", MemoryLocation::Device),

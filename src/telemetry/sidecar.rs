@@ -10,12 +10,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::Source;
-use super::record::{TELEMETRY_SCHEMA, TelemetryData, TelemetryRecord};
+use super::record::{Readings, TELEMETRY_SCHEMA, TelemetryData, TelemetryRecord};
 
 /// Requests to the sidecar thread.
 pub enum Command {
     /// Snapshot every source's counters now; reply when written.
     Snapshot {
+        /// The device to snapshot; None for every device.
+        device: Option<usize>,
         /// The phase.
         phase: String,
         /// `before` or `after`.
@@ -180,10 +182,32 @@ pub fn run_loop(
             match clock.wait(due, commands) {
                 None => break,
                 Some(Command::Stop) => return,
-                Some(Command::Snapshot { phase, when, done }) => {
+                Some(Command::Snapshot {
+                    device: only,
+                    phase,
+                    when,
+                    done,
+                }) => {
+                    if let Some(device) = only {
+                        // The boundary itself, even where no source has counters.
+                        out(TelemetryRecord {
+                            t_ms: stamp(clock),
+                            device: Some(device),
+                            source: "sidecar".into(),
+                            data: TelemetryData::Snapshot {
+                                phase: phase.clone(),
+                                when: when.clone(),
+                                counters: Readings::new(),
+                            },
+                        });
+                    }
                     for source in sources.iter_mut() {
                         let t_ms = stamp(clock);
-                        for (device, counters) in source.snapshot() {
+                        let snaps = source.snapshot();
+                        for (device, counters) in snaps
+                            .into_iter()
+                            .filter(|(d, _)| only.is_none_or(|o| o == *d))
+                        {
                             out(TelemetryRecord {
                                 t_ms,
                                 device: Some(device),
@@ -227,10 +251,12 @@ impl Sidecar {
         })
     }
 
-    /// Snapshots every source's counters and waits (at most 10 s) until they are written.
-    pub fn snapshot(&self, phase: &str, when: &str) {
+    /// Snapshots every source's counters of `device` (None: every device) and waits (at
+    /// most 10 s) until they are written.
+    pub fn snapshot(&self, device: Option<usize>, phase: &str, when: &str) {
         let (done, wait) = channel();
         let sent = self.commands.send(Command::Snapshot {
+            device,
             phase: phase.into(),
             when: when.into(),
             done,
@@ -262,7 +288,7 @@ impl Drop for Sidecar {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::record::{Reading, Readings};
+    use crate::telemetry::record::Reading;
     use std::sync::Mutex;
 
     /// A source whose every sample costs `cost` of simulated time.
@@ -369,7 +395,7 @@ mod tests {
             Box::new(move |r| sink.lock().unwrap().push(r)),
         )
         .unwrap();
-        sidecar.snapshot("vram", "before");
+        sidecar.snapshot(Some(3), "vram", "before");
         sidecar.stop();
         let records = records.lock().unwrap();
         assert!(matches!(records[0].data, TelemetryData::Header { .. }));

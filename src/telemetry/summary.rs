@@ -82,40 +82,47 @@ fn stat(mut values: Vec<f64>) -> Option<Stat> {
 }
 
 /// Summarises every (device, phase) that has both a `before` and an `after` snapshot.
+/// Each boundary is the run of consecutive snapshot records with the same phase and
+/// `when` (one per source); a later `before` opens a new phase.
 pub fn summarize(records: &[TelemetryRecord]) -> Vec<PhaseTelemetry> {
     let mut open: BTreeMap<(usize, String), (f64, Readings)> = BTreeMap::new();
     let mut out = Vec::new();
-    for r in records {
-        let (
-            Some(device),
-            TelemetryData::Snapshot {
-                phase,
-                when,
-                counters,
-            },
-        ) = (r.device, &r.data)
-        else {
+    let mut i = 0;
+    while i < records.len() {
+        let TelemetryData::Snapshot { phase, when, .. } = &records[i].data else {
+            i += 1;
             continue;
         };
-        let key = (device, phase.clone());
-        if when == "before" {
-            // Several sources snapshot at one boundary: merge their counters.
-            let entry = open.entry(key).or_insert_with(|| (r.t_ms, Readings::new()));
-            entry.1.extend(counters.clone());
-            continue;
+        let t_ms = records[i].t_ms;
+        let mut boundary: BTreeMap<usize, Readings> = BTreeMap::new();
+        while let Some(r) = records.get(i) {
+            match (&r.data, r.device) {
+                (
+                    TelemetryData::Snapshot {
+                        phase: p,
+                        when: w,
+                        counters,
+                    },
+                    Some(device),
+                ) if p == phase && w == when => {
+                    boundary.entry(device).or_default().extend(counters.clone());
+                    i += 1;
+                }
+                _ => break,
+            }
         }
-        let Some((start_ms, before)) = open.get(&key).cloned() else {
-            continue;
-        };
-        match out.iter_mut().find(|p: &&mut PhaseTelemetry| {
-            p.device == device && p.phase == *phase && p.start_ms == start_ms
-        }) {
-            Some(p) => add_deltas(p, &before, counters),
-            None => {
-                let mut p = window(records, device, phase, start_ms, r.t_ms);
-                add_deltas(&mut p, &before, counters);
+        for (device, counters) in boundary {
+            let key = (device, phase.clone());
+            if when == "before" {
+                open.insert(key, (t_ms, counters));
+            } else if let Some((start_ms, before)) = open.remove(&key) {
+                let mut p = window(records, device, phase, start_ms, t_ms);
+                add_deltas(&mut p, &before, &counters);
                 out.push(p);
             }
+        }
+        if i < records.len() && !matches!(records[i].data, TelemetryData::Snapshot { .. }) {
+            i += 1;
         }
     }
     out
