@@ -5,8 +5,12 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::gpu::{DeviceContext, Vulkan};
+use std::sync::Arc;
+
+use crate::evidence::JsonlWriter;
+use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
 use crate::run::{AppError, select_devices};
+use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::workload::vram::engine::{AccessLayout, Engine, EngineConfig};
 use crate::workload::vram::pattern::Pattern;
 
@@ -57,6 +61,15 @@ pub struct BenchReport {
     pub combined_over_copy: f64,
     /// write / fill.
     pub write_over_fill: f64,
+    /// Combined traffic with the telemetry sidecar sampling at 10 Hz.
+    pub combined_with_telemetry_gib_per_wall_s: f64,
+    /// The same, in interleaved repetitions without it.
+    pub combined_without_telemetry_gib_per_wall_s: f64,
+    /// with / without (1.0: the sidecar costs nothing); noisy on a shared machine.
+    pub telemetry_ratio: f64,
+    /// Share of one core the sidecar spent reading its sources at 10 Hz (steady state):
+    /// the loss it can cause, measured without the noise of the throughput ratio.
+    pub telemetry_busy_share: f64,
     /// `gpu_timestamps` or `wall_clock`.
     pub timing_source: String,
 }
@@ -120,6 +133,8 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
         let f = engine.write(&Pattern::constant(i), &never)?;
         fills.push(rate(f.bytes, f.gpu_ns));
     }
+    let (with_sidecar, without_sidecar, sidecar_share) =
+        sidecar_overhead(&mut engine, &info, opts.repeat)?;
     let write_gib_s = median(&mut writes);
     let verify_gib_s = median(&mut verifies);
     let combined = median(&mut combined);
@@ -140,6 +155,10 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
         verify_over_copy: ratio(verify_gib_s, copy_gib_s),
         combined_over_copy: ratio(combined, copy_gib_s),
         write_over_fill: ratio(write_gib_s, fill_gib_s),
+        combined_with_telemetry_gib_per_wall_s: with_sidecar,
+        combined_without_telemetry_gib_per_wall_s: without_sidecar,
+        telemetry_ratio: ratio(with_sidecar, without_sidecar),
+        telemetry_busy_share: sidecar_share,
         timing_source: if engine.has_gpu_timestamps() {
             "gpu_timestamps"
         } else {
@@ -147,6 +166,64 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
         }
         .into(),
     })
+}
+
+/// Combined write + verify traffic per wall second with the live telemetry sidecar at
+/// 10 Hz and without it, in interleaved repetitions (medians), so that both see the same
+/// machine.
+fn sidecar_overhead(
+    engine: &mut Engine,
+    info: &DeviceInfo,
+    repeat: u32,
+) -> Result<(f64, f64, f64), AppError> {
+    let never = || false;
+    let path =
+        std::env::temp_dir().join(format!("kiln-bench-telemetry-{}.jsonl", std::process::id()));
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut busy, mut sampled) = (Duration::ZERO, Duration::ZERO);
+    for i in 0..repeat {
+        for telemetry in [true, false] {
+            let sidecar = if telemetry {
+                let _ = std::fs::remove_file(&path);
+                let mut out = JsonlWriter::create(&path)?;
+                let (sources, _) = crate::telemetry::live_sources(std::slice::from_ref(info));
+                Some(
+                    Sidecar::spawn(
+                        sources,
+                        Duration::from_millis(100),
+                        Arc::new(RealClock::new(Instant::now())),
+                        Box::new(move |r| out.append(&r)),
+                    )
+                    .map_err(|e| {
+                        AppError::Usage(format!("could not start the telemetry thread: {e}"))
+                    })?,
+                )
+            } else {
+                None
+            };
+            // Let the sidecar finish its start (identity, kernel-log history) first: the
+            // question is what steady sampling costs.
+            std::thread::sleep(Duration::from_millis(300));
+            let p = Pattern::address(1000 + u64::from(i));
+            let t = Instant::now();
+            let w = engine.write(&p, &never)?;
+            let v = engine.verify(&p, 0, &never)?;
+            let rate = (w.bytes + v.bytes) as f64 / GIB / t.elapsed().as_secs_f64().max(1e-9);
+            if let Some(s) = sidecar {
+                // Steady-state cost: what sampling took, over the time it ran.
+                let before = s.busy();
+                let window = Instant::now();
+                std::thread::sleep(Duration::from_millis(500));
+                busy += s.busy().saturating_sub(before);
+                sampled += window.elapsed();
+                s.stop();
+            }
+            if telemetry { &mut with } else { &mut without }.push(rate);
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+    let share = busy.as_secs_f64() / sampled.as_secs_f64().max(1e-9);
+    Ok((median(&mut with), median(&mut without), share))
 }
 
 /// The median: the machine may be shared, and one slow repetition should not decide.
@@ -183,6 +260,13 @@ pub fn summary(r: &BenchReport) -> String {
     for (label, rate) in rows {
         out.push_str(&format!("  {label:<32}{rate:8.2} GiB/s\n"));
     }
+    out.push_str(&format!(
+        "  telemetry sidecar at 10 Hz: {:.2} GiB/s with, {:.2} GiB/s without (ratio {:.3}); it kept one core busy {:.3}% of the time\n",
+        r.combined_with_telemetry_gib_per_wall_s,
+        r.combined_without_telemetry_gib_per_wall_s,
+        r.telemetry_ratio,
+        r.telemetry_busy_share * 100.0
+    ));
     out.push_str(&format!(
         "  ratios: verify/copy {:.2}, combined/copy {:.2}, write/fill {:.2}\n",
         r.verify_over_copy, r.combined_over_copy, r.write_over_fill

@@ -25,6 +25,25 @@ pub enum Command {
     Selftest(SelftestArgs),
     /// Measure throughput against the device's own copy and fill bandwidth.
     Bench(BenchArgs),
+    /// Watch every device's telemetry live (a refreshing table, or JSON lines).
+    Monitor(MonitorArgs),
+}
+
+/// `kiln monitor`.
+#[derive(Debug, Args)]
+pub struct MonitorArgs {
+    /// Device, by index, UUID or PCI address; repeat for several (default: every GPU).
+    #[arg(long = "device", value_name = "DEVICE")]
+    pub devices: Vec<String>,
+    /// Sampling interval.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    pub interval: Duration,
+    /// Stop after this long (default: until Ctrl+C).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Print every telemetry record as a JSON line on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `kiln list`.

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod evidence;
 pub mod gpu;
 pub mod list;
+pub mod monitor;
 pub mod report;
 pub mod run;
 pub mod selftest;

@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 
 use clap::Parser;
-use kiln::cli::{BenchArgs, Cli, Command, ListArgs, RunArgs, SelftestArgs};
+use kiln::cli::{BenchArgs, Cli, Command, ListArgs, MonitorArgs, RunArgs, SelftestArgs};
 use kiln::report::exit_code;
 use kiln::run::AppError;
 use kiln::workload::vram::VramConfig;
@@ -43,6 +43,7 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
         Command::Run(args) => run(args),
         Command::Selftest(args) => selftest(args),
         Command::Bench(args) => bench(args),
+        Command::Monitor(args) => monitor(args),
     }
 }
 
@@ -157,4 +158,19 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
         print!("{}", kiln::bench::summary(&report));
     }
     Ok(exit_code::HEALTHY)
+}
+
+fn monitor(args: MonitorArgs) -> Result<i32, AppError> {
+    if args.interval.is_zero() {
+        return Err(AppError::Usage(
+            "--interval must be longer than zero".into(),
+        ));
+    }
+    kiln::monitor::monitor(&kiln::monitor::MonitorOptions {
+        devices: args.devices,
+        interval: args.interval,
+        duration: args.duration,
+        json: args.json,
+        redraw: std::io::stdout().is_terminal(),
+    })
 }

@@ -340,3 +340,63 @@ fn without_nvml_the_run_says_so_once_and_keeps_its_exit_code() {
     assert_eq!(phases[0]["phase"], "vram");
     assert!(phases[0]["end_ms"].as_f64().unwrap() > phases[0]["start_ms"].as_f64().unwrap());
 }
+
+#[test]
+fn monitor_prints_json_lines_and_stops_cleanly_on_ctrl_c() {
+    let out = kiln()
+        .args([
+            "monitor",
+            "--json",
+            "--interval",
+            "100ms",
+            "--duration",
+            "700ms",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let records: Vec<kiln::telemetry::record::TelemetryRecord> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is a record"))
+        .collect();
+    assert!(matches!(
+        records[0].data,
+        kiln::telemetry::record::TelemetryData::Header { .. }
+    ));
+
+    let child = kiln()
+        .args(["monitor", "--json", "--interval", "100ms"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "Ctrl+C stops within 2 s"
+    );
+    assert_eq!(out.status.code(), Some(0), "a clean exit");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.ends_with('\n'));
+    for line in text.lines() {
+        serde_json::from_str::<serde_json::Value>(line).expect("no torn line");
+    }
+}
+
+#[test]
+fn monitor_refuses_a_zero_interval() {
+    let out = kiln()
+        .args(["monitor", "--interval", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--interval"));
+}

@@ -43,7 +43,11 @@ pub fn summary(report: &Report) -> String {
 
 fn telemetry_line(out: &mut String, p: &PhaseTelemetry) {
     let mut parts = vec![format!("{} samples", p.samples)];
-    for (key, label) in [("gpu_temp_c", "temp C"), ("power_w", "power W"), ("clock_sm_mhz", "SM MHz")] {
+    for (key, label) in [
+        ("gpu_temp_c", "temp C"),
+        ("power_w", "power W"),
+        ("clock_sm_mhz", "SM MHz"),
+    ] {
         if let Some(s) = p.gauges.get(key) {
             parts.push(format!("{label} {:.0}/{:.0}/{:.0}", s.min, s.median, s.max));
         }
@@ -55,7 +59,11 @@ fn telemetry_line(out: &mut String, p: &PhaseTelemetry) {
         parts.push(format!("{counter} +{delta}"));
     }
     if !p.xids.is_empty() {
-        let codes: Vec<String> = p.xids.iter().map(|x| x.code.map_or("?".into(), |c| c.to_string())).collect();
+        let codes: Vec<String> = p
+            .xids
+            .iter()
+            .map(|x| x.code.map_or("?".into(), |c| c.to_string()))
+            .collect();
         parts.push(format!("Xid {}", codes.join(",")));
     }
     let _ = writeln!(out, "  telemetry {}: {}", p.phase, parts.join(", "));

@@ -5,6 +5,7 @@
 //! it drift; ticks that cannot be kept are skipped and recorded as missed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -231,16 +232,58 @@ pub fn run_loop(
 pub struct Sidecar {
     commands: Sender<Command>,
     thread: Option<JoinHandle<()>>,
+    busy_ns: Arc<AtomicU64>,
+}
+
+/// Measures the time a source spends reading, so the sidecar can report what it costs.
+struct Timed {
+    inner: Box<dyn Source>,
+    busy_ns: Arc<AtomicU64>,
+}
+
+impl Timed {
+    fn time<T>(&mut self, f: impl FnOnce(&mut dyn Source) -> T) -> T {
+        let start = Instant::now();
+        let out = f(self.inner.as_mut());
+        self.busy_ns
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        out
+    }
+}
+
+impl Source for Timed {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
+        self.time(|s| s.start())
+    }
+    fn sample(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
+        self.time(|s| s.sample())
+    }
+    fn snapshot(&mut self) -> Vec<(usize, Readings)> {
+        self.time(|s| s.snapshot())
+    }
 }
 
 impl Sidecar {
     /// Starts sampling `sources` every `interval`, handing records to `out`.
     pub fn spawn(
-        mut sources: Vec<Box<dyn Source>>,
+        sources: Vec<Box<dyn Source>>,
         interval: Duration,
         clock: Arc<dyn Clock>,
         mut out: Box<dyn FnMut(TelemetryRecord) + Send>,
     ) -> std::io::Result<Sidecar> {
+        let busy_ns = Arc::new(AtomicU64::new(0));
+        let mut sources: Vec<Box<dyn Source>> = sources
+            .into_iter()
+            .map(|inner| {
+                Box::new(Timed {
+                    inner,
+                    busy_ns: busy_ns.clone(),
+                }) as Box<dyn Source>
+            })
+            .collect();
         let (commands, rx) = channel();
         let thread = std::thread::Builder::new()
             .name("kiln-telemetry".into())
@@ -248,7 +291,13 @@ impl Sidecar {
         Ok(Sidecar {
             commands,
             thread: Some(thread),
+            busy_ns,
         })
+    }
+
+    /// Time spent reading sources so far: what the sidecar takes from the machine.
+    pub fn busy(&self) -> Duration {
+        Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed))
     }
 
     /// Snapshots every source's counters of `device` (None: every device) and waits (at
