@@ -3,11 +3,17 @@
 use std::fmt::Write;
 
 use crate::gpu::DeviceInfo;
+use crate::telemetry::nvml::{NvmlSource, NvmlStatus};
+use crate::telemetry::record::Reading;
 use crate::workload::vram::format_bytes;
 
-/// A table of every device: identity, memory and the limits kiln works within.
-pub fn table(devices: &[DeviceInfo]) -> String {
+/// A table of every device: identity, memory, the limits kiln works within, and the
+/// NVML device each is matched to.
+pub fn table(devices: &[DeviceInfo], nvml: &NvmlSource) -> String {
     let mut out = String::new();
+    if let NvmlStatus::Missing(message) = nvml.status() {
+        let _ = writeln!(out, "note: {message}");
+    }
     for d in devices {
         let _ = writeln!(out, "GPU{} {} ({:?})", d.index, d.name, d.kind);
         let _ = writeln!(
@@ -59,6 +65,49 @@ pub fn table(devices: &[DeviceInfo]) -> String {
             l.timestamp_valid_bits,
             d.shader_int64
         );
+        if let Some(m) = nvml.matches().iter().find(|m| m.device == d.index) {
+            let line = match (m.nvml_index, nvml.identity_of(d.index)) {
+                (Some(i), Some(id)) => {
+                    let field = |k: &str| match id.get(k) {
+                        Some(Reading::Text(t)) => t.clone(),
+                        Some(Reading::Number(n)) => n.to_string(),
+                        _ => "n/a".into(),
+                    };
+                    format!(
+                        "nvml: device {i}, matched by {}: {} serial {}, VBIOS {}, driver {}",
+                        m.by,
+                        field("uuid"),
+                        field("serial"),
+                        field("vbios"),
+                        field("driver_version")
+                    )
+                }
+                _ => format!("nvml: none ({})", m.by),
+            };
+            let _ = writeln!(out, "  {line}");
+        }
     }
     out
+}
+
+/// The device list as JSON: each device's description plus its NVML match and identity.
+pub fn json(devices: &[DeviceInfo], nvml: &NvmlSource) -> String {
+    let list: Vec<serde_json::Value> = devices
+        .iter()
+        .map(|d| {
+            let mut v = serde_json::to_value(d).unwrap_or_default();
+            let m = nvml.matches().iter().find(|m| m.device == d.index);
+            v["nvml"] = serde_json::json!({
+                "index": m.and_then(|m| m.nvml_index),
+                "matched_by": m.map(|m| m.by.clone()),
+                "identity": nvml.identity_of(d.index),
+                "unavailable": match nvml.status() {
+                    NvmlStatus::Missing(message) => Some(message.clone()),
+                    NvmlStatus::Available => None,
+                },
+            });
+            v
+        })
+        .collect();
+    serde_json::to_string_pretty(&list).unwrap_or_default()
 }

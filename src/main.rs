@@ -50,13 +50,11 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
 fn list(args: ListArgs) -> Result<i32, AppError> {
     let vulkan = kiln::gpu::Vulkan::new()?;
     let devices = vulkan.devices()?;
+    let nvml = kiln::telemetry::nvml::NvmlSource::new(&devices);
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&devices).unwrap_or_default()
-        );
+        println!("{}", kiln::list::json(&devices, &nvml));
     } else {
-        print!("{}", kiln::list::table(&devices));
+        print!("{}", kiln::list::table(&devices, &nvml));
     }
     Ok(exit_code::HEALTHY)
 }

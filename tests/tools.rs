@@ -51,7 +51,10 @@ fn bench_reports_rates_and_ratios_against_copy_and_fill() {
     ] {
         assert!(r[key].as_f64().unwrap() > 0.0, "{key}");
     }
-    assert!(r["telemetry_ratio"].as_f64().unwrap() > 0.0, "the sidecar's cost is measured");
+    assert!(
+        r["telemetry_ratio"].as_f64().unwrap() > 0.0,
+        "the sidecar's cost is measured"
+    );
     let share = r["telemetry_busy_share"].as_f64().unwrap();
     assert!((0.0..1.0).contains(&share));
     let ratio = r["verify_over_copy"].as_f64().unwrap();

@@ -129,14 +129,13 @@ impl NvmlSource {
                 Some(n) => match_device(n, d),
             })
             .collect();
-        let mut source = NvmlSource {
+        let source = NvmlSource {
             nvml,
             matches,
             status,
             events: None,
             stop_events: Arc::new(AtomicBool::new(false)),
         };
-        source.events = source.spawn_events();
         source
     }
 
@@ -243,6 +242,13 @@ impl NvmlSource {
             })
             .ok()?;
         Some(rx)
+    }
+
+    /// Identity of the NVML device matched to Vulkan device `device`, if any.
+    pub fn identity_of(&self, device: usize) -> Option<Readings> {
+        let nvml = self.nvml.as_ref()?;
+        let m = self.matches.iter().find(|m| m.device == device)?;
+        Some(Self::identity(nvml, m.nvml_index?))
     }
 
     fn identity(nvml: &Nvml, index: u32) -> Readings {
@@ -563,6 +569,8 @@ impl Source for NvmlSource {
     }
 
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
+        // Events are only wanted while sampling: `kiln list` matches without them.
+        self.events = self.spawn_events();
         let mut out = Vec::new();
         if let NvmlStatus::Missing(message) = &self.status {
             out.push((
