@@ -129,14 +129,13 @@ impl NvmlSource {
                 Some(n) => match_device(n, d),
             })
             .collect();
-        let source = NvmlSource {
+        NvmlSource {
             nvml,
             matches,
             status,
             events: None,
             stop_events: Arc::new(AtomicBool::new(false)),
-        };
-        source
+        }
     }
 
     /// Whether NVML could be used.
