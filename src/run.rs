@@ -160,16 +160,13 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     }
     let mut reports = Vec::new();
     for info in &devices {
-        // Counters are snapshotted around every phase, per device.
-        let snapshot = |when: &str| {
-            if let Some(s) = &sidecar {
-                s.snapshot(Some(info.index), "vram", when);
-            }
-        };
-        snapshot("before");
-        let report = test_device(&vulkan, info, opts, &mut events);
-        snapshot("after");
-        reports.push(report);
+        reports.push(test_device(
+            &vulkan,
+            info,
+            opts,
+            &mut events,
+            sidecar.as_ref(),
+        ));
     }
     if let Some(s) = sidecar {
         s.stop();
@@ -206,8 +203,15 @@ fn test_device(
     info: &DeviceInfo,
     opts: &RunOptions,
     events: &mut dyn EventSink,
+    sidecar: Option<&Sidecar>,
 ) -> DeviceReport {
     let device = Some(info.index);
+    // Counters are snapshotted around every workload phase, per device.
+    let snapshot = |phase: &str, when: &str| {
+        if let Some(s) = sidecar {
+            s.snapshot(Some(info.index), phase, when);
+        }
+    };
     events.emit(
         device,
         Event::DeviceStart {
@@ -242,7 +246,10 @@ fn test_device(
     let mut outcomes = Vec::new();
     let mut failure = None;
     for w in workloads.iter_mut() {
-        match w.run(&mut ctx, &control, events) {
+        snapshot(w.name(), "before");
+        let result = w.run(&mut ctx, &control, events);
+        snapshot(w.name(), "after");
+        match result {
             Ok(outcome) => {
                 events.emit(
                     device,
