@@ -244,23 +244,7 @@ fn a_device_is_selected_by_index_or_uuid() {
         uuid[..8].to_string(),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let out = kiln()
-            .args([
-                "run",
-                "--vram-bytes",
-                "16MiB",
-                "--passes",
-                "1",
-                "--algorithms",
-                "own-address",
-                "--json",
-                "--device",
-                &selector,
-                "--out",
-            ])
-            .arg(dir.path().join("run"))
-            .output()
-            .unwrap();
+        let out = quick_run(&["--json", "--device", &selector], &dir.path().join("run"));
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -280,20 +264,7 @@ fn without_nvml_the_run_says_so_once_and_keeps_its_exit_code() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
-    let out = kiln()
-        .args([
-            "run",
-            "--vram-bytes",
-            "16MiB",
-            "--passes",
-            "1",
-            "--algorithms",
-            "own-address",
-            "--out",
-        ])
-        .arg(&out_dir)
-        .output()
-        .unwrap();
+    let out = quick_run(&[], &out_dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert_eq!(

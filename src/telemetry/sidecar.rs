@@ -139,31 +139,11 @@ pub fn run_loop(
             interval_ms: interval.as_secs_f64() * 1e3,
         },
     });
-    for source in sources.iter_mut() {
-        let t_ms = stamp(clock);
-        for (device, data) in source.start() {
-            out(TelemetryRecord {
-                t_ms,
-                device,
-                source: source.name().into(),
-                data,
-            });
-        }
-    }
+    read_all(sources, clock, out, |s| s.start());
     let origin = clock.now();
     let mut tick: u64 = 0;
     loop {
-        for source in sources.iter_mut() {
-            let t_ms = stamp(clock);
-            for (device, data) in source.sample() {
-                out(TelemetryRecord {
-                    t_ms,
-                    device,
-                    source: source.name().into(),
-                    data,
-                });
-            }
-        }
+        read_all(sources, clock, out, |s| s.sample());
         tick += 1;
         let elapsed = clock.now().saturating_sub(origin);
         let due_now = (elapsed.as_nanos() / interval.as_nanos()) as u64;
@@ -224,6 +204,27 @@ pub fn run_loop(
                     let _ = done.send(());
                 }
             }
+        }
+    }
+}
+
+/// Reads every source with `read`, stamping each source's records with the time its
+/// read began.
+fn read_all(
+    sources: &mut [Box<dyn Source>],
+    clock: &dyn Clock,
+    out: &mut dyn FnMut(TelemetryRecord),
+    read: impl Fn(&mut dyn Source) -> Vec<(Option<usize>, TelemetryData)>,
+) {
+    for source in sources.iter_mut() {
+        let t_ms = clock.now().as_secs_f64() * 1e3;
+        for (device, data) in read(source.as_mut()) {
+            out(TelemetryRecord {
+                t_ms,
+                device,
+                source: source.name().into(),
+                data,
+            });
         }
     }
 }

@@ -67,3 +67,22 @@ pub fn flip(word: u64, xor: u32) -> PlantedFault {
 pub fn kiln() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
 }
+
+/// `kiln run` of 16 MiB, one pass of own-address, into `out`, plus `extra` flags.
+pub fn quick_run(extra: &[&str], out: &std::path::Path) -> std::process::Output {
+    kiln()
+        .args([
+            "run",
+            "--vram-bytes",
+            "16MiB",
+            "--passes",
+            "1",
+            "--algorithms",
+            "own-address",
+        ])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
