@@ -19,8 +19,9 @@ pub struct Cli {
 pub enum Command {
     /// List the Vulkan devices with identity, memory and limits.
     List(ListArgs),
-    /// Test devices and keep the evidence (default: every GPU, VRAM test, about a minute).
-    Run(RunArgs),
+    /// Test devices and keep the evidence (default: every GPU, VRAM and compute, about a
+    /// minute).
+    Run(Box<RunArgs>),
     /// Plant known faults and check that every one is found exactly, and nothing else.
     Selftest(SelftestArgs),
     /// Measure throughput against the device's own copy and fill bandwidth.
@@ -89,6 +90,13 @@ pub struct RunArgs {
     /// Run exactly this many passes of the algorithms.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub passes: Option<u32>,
+    /// Workloads, comma-separated: vram, compute (default: both; the time budget is
+    /// shared three parts memory to one part compute).
+    #[arg(long, value_name = "LIST", default_value = "vram,compute")]
+    pub workloads: String,
+    /// Compute load shape: steady, pulsed (100 ms on / 100 ms off) or sweep (10%..100%).
+    #[arg(long, value_name = "SHAPE", value_parser = ["steady", "pulsed", "sweep"], default_value = "steady")]
+    pub load: String,
     /// VRAM algorithms, comma-separated, or `all` (default: all but retention).
     #[arg(long, value_name = "LIST")]
     pub algorithms: Option<String>,

@@ -40,7 +40,7 @@ fn main() {
 fn dispatch(command: Command) -> Result<i32, AppError> {
     match command {
         Command::List(args) => list(args),
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Selftest(args) => selftest(args),
         Command::Bench(args) => bench(args),
         Command::Monitor(args) => monitor(args),
@@ -88,10 +88,26 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
         max_buffer_bytes: args.vram.max_buffer,
         ..VramConfig::default()
     };
+    let workloads =
+        kiln::run::WorkloadName::parse_list(&args.workloads).map_err(AppError::Usage)?;
+    let compute = kiln::workload::compute::ComputeConfig {
+        shape: match args.load.as_str() {
+            "pulsed" => kiln::workload::compute::LoadShape::Pulsed {
+                on_ms: 100,
+                off_ms: 100,
+            },
+            "sweep" => kiln::workload::compute::LoadShape::Sweep,
+            _ => kiln::workload::compute::LoadShape::Steady,
+        },
+        rounds: args.passes.map(|p| p * 2),
+        ..Default::default()
+    };
     let opts = kiln::run::RunOptions {
         devices: args.devices,
         duration,
+        workloads,
         vram,
+        compute,
         out: args.out,
         fence_timeout: args.vram.fence_timeout,
         progress: std::io::stderr().is_terminal(),

@@ -15,6 +15,7 @@ use crate::telemetry;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::telemetry::summary::summarize;
+use crate::workload::compute::{ComputeConfig, ComputeTest};
 use crate::workload::vram::{VramConfig, VramTest};
 use crate::workload::{RunControl, Workload, WorkloadError};
 
@@ -25,8 +26,12 @@ pub struct RunOptions {
     pub devices: Vec<String>,
     /// Time budget per device.
     pub duration: Option<Duration>,
+    /// Workloads to run on every device, in order.
+    pub workloads: Vec<WorkloadName>,
     /// VRAM test settings.
     pub vram: VramConfig,
+    /// Compute test settings.
+    pub compute: ComputeConfig,
     /// Run directory.
     pub out: Option<PathBuf>,
     /// Bound on every wait for the device.
@@ -35,6 +40,37 @@ pub struct RunOptions {
     pub progress: bool,
     /// Telemetry sampling interval; None turns the sidecar off.
     pub telemetry_interval: Option<Duration>,
+}
+
+/// The workloads `kiln run` can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadName {
+    /// The VRAM pattern test.
+    Vram,
+    /// Verified compute saturation.
+    Compute,
+}
+
+impl WorkloadName {
+    /// Parses a comma-separated list (`vram,compute`).
+    pub fn parse_list(list: &str) -> Result<Vec<WorkloadName>, String> {
+        let mut out = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let w = match name {
+                "vram" => WorkloadName::Vram,
+                "compute" => WorkloadName::Compute,
+                other => return Err(format!("unknown workload `{other}` (known: vram, compute)")),
+            };
+            if !out.contains(&w) {
+                out.push(w);
+            }
+        }
+        if out.is_empty() {
+            return Err("no workload named".into());
+        }
+        Ok(out)
+    }
 }
 
 /// Why a command could not produce a result.
@@ -134,7 +170,9 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         "duration_s": opts.duration.map(|d| d.as_secs_f64()),
         "fence_timeout_s": opts.fence_timeout.as_secs_f64(),
         "telemetry_interval_s": opts.telemetry_interval.map(|d| d.as_secs_f64()),
+        "workloads": &opts.workloads,
         "vram": &opts.vram,
+        "compute": &opts.compute,
     });
     run_dir.write_manifest(&Manifest::new(devices.clone(), settings))?;
     let mut events = run_dir.events(started)?;
@@ -236,18 +274,35 @@ fn test_device(
         }
     };
     ctx.set_fence_timeout(opts.fence_timeout);
-    let mut control = RunControl::new(opts.duration);
-    if opts.progress {
-        control.progress = progress_bar(&info.name);
+    let mut workloads: Vec<(Box<dyn Workload>, u32)> = Vec::new();
+    for name in &opts.workloads {
+        match name {
+            WorkloadName::Vram => workloads.push((
+                Box::new(VramTest {
+                    config: opts.vram.clone(),
+                }),
+                3,
+            )),
+            WorkloadName::Compute => workloads.push((
+                Box::new(ComputeTest {
+                    config: opts.compute.clone(),
+                }),
+                1,
+            )),
+        }
     }
-    let mut workloads: Vec<Box<dyn Workload>> = vec![Box::new(VramTest {
-        config: opts.vram.clone(),
-    })];
+    // The time budget is shared by weight: memory gets three parts, compute one.
+    let total_weight: u32 = workloads.iter().map(|(_, w)| w).sum::<u32>().max(1);
     let mut outcomes = Vec::new();
     let mut failure = None;
-    for w in workloads.iter_mut() {
+    for (w, weight) in workloads.iter_mut() {
+        let mut control = RunControl::new(opts.duration.map(|d| d * *weight / total_weight));
+        if opts.progress {
+            control.progress = progress_bar(&info.name);
+        }
         snapshot(w.name(), "before");
         let result = w.run(&mut ctx, &control, events);
+        control.progress.finish_and_clear();
         snapshot(w.name(), "after");
         match result {
             Ok(outcome) => {
@@ -273,7 +328,6 @@ fn test_device(
             }
         }
     }
-    control.progress.finish_and_clear();
     DeviceReport::new(info, outcomes, failure)
 }
 

@@ -19,6 +19,10 @@ pub enum Shader {
     VramProbe,
     /// Streams through memory to push retested words out of the caches.
     VramEvict,
+    /// Long dependent multiply-add chains, one result per work item.
+    ComputeFma,
+    /// Compares two runs of the same work items.
+    ComputeCompare,
 }
 
 impl Shader {
@@ -39,6 +43,10 @@ impl Shader {
             }
             Shader::VramProbe => include_bytes!(concat!(env!("OUT_DIR"), "/vram_probe.spv")),
             Shader::VramEvict => include_bytes!(concat!(env!("OUT_DIR"), "/vram_evict.spv")),
+            Shader::ComputeFma => include_bytes!(concat!(env!("OUT_DIR"), "/compute_fma.spv")),
+            Shader::ComputeCompare => {
+                include_bytes!(concat!(env!("OUT_DIR"), "/compute_compare.spv"))
+            }
         }
     }
 
@@ -53,6 +61,8 @@ impl Shader {
             Shader::VramRewriteWide => "vram_rewrite_wide",
             Shader::VramProbe => "vram_probe",
             Shader::VramEvict => "vram_evict",
+            Shader::ComputeFma => "compute_fma",
+            Shader::ComputeCompare => "compute_compare",
         }
     }
 }

@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use super::Report;
 use crate::telemetry::summary::PhaseTelemetry;
+use crate::workload::compute::ComputeReport;
 use crate::workload::vram::{VramReport, format_bytes};
 
 /// Renders the human summary of a run.
@@ -25,6 +26,8 @@ pub fn summary(report: &Report) -> String {
         for w in &d.workloads {
             if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
                 vram_lines(&mut out, &v);
+            } else if let Ok(c) = serde_json::from_value::<ComputeReport>(w.summary.clone()) {
+                compute_lines(&mut out, &c, &w.headline);
             }
         }
         for p in &d.telemetry {
@@ -67,6 +70,40 @@ fn telemetry_line(out: &mut String, p: &PhaseTelemetry) {
         parts.push(format!("Xid {}", codes.join(",")));
     }
     let _ = writeln!(out, "  telemetry {}: {}", p.phase, parts.join(", "));
+}
+
+fn compute_lines(out: &mut String, c: &ComputeReport, headline: &str) {
+    let _ = writeln!(out, "  compute: {headline}");
+    for k in &c.kinds {
+        let _ = writeln!(
+            out,
+            "  compute: {:?} {} rounds, {:.1} G ops/s, {} mismatches, {} CPU-checked ({} wrong), {} non-finite",
+            k.kind, k.rounds, k.gops, k.mismatches, k.cpu_checked, k.cpu_mismatches, k.nonfinite
+        );
+    }
+    for l in &c.levels {
+        let _ = writeln!(
+            out,
+            "  compute: load {:.0}%: {:.1} G ops per wall second",
+            l.duty * 100.0,
+            l.gops_per_wall_s
+        );
+    }
+    for m in c.records.iter().take(10) {
+        let _ = writeln!(
+            out,
+            "  compute: {:?} item {} (invocation {} then {:?}, workgroup {:?}) expected {:08x?} got {:08x?} [{} round {}]",
+            m.kind,
+            m.item,
+            m.first_invocation,
+            m.second_invocation,
+            m.second_workgroup,
+            m.expected,
+            m.actual,
+            m.check,
+            m.round
+        );
+    }
 }
 
 fn vram_lines(out: &mut String, v: &VramReport) {

@@ -1,6 +1,7 @@
 //! Workloads: each loads one part of the device and reports what it found, behind the
 //! same trait so that orchestration and reporting never depend on which one ran.
 
+pub mod compute;
 pub mod vram;
 
 use std::sync::Arc;

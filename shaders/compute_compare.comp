@@ -1,0 +1,49 @@
+#version 450
+// Compares two runs of the same work items (the second on shuffled invocations): every
+// differing item is counted, the first few recorded, and non-finite fp32 results counted.
+
+layout(local_size_x = 64) in;
+layout(constant_id = 1) const uint KIND = 0;
+
+layout(push_constant) uniform Push {
+    uint items;
+    uint record_capacity;
+} pc;
+
+layout(set = 0, binding = 0, std430) restrict readonly buffer A { uvec4 v[]; } first_run;
+layout(set = 0, binding = 1, std430) restrict buffer R { uint r[]; } res;
+layout(set = 0, binding = 2, std430) restrict readonly buffer B { uvec4 v[]; } second_run;
+
+const uint C_MISMATCH = 0u;
+const uint C_NONFINITE = 1u;
+const uint C_SLOTS = 2u;
+const uint C_RECORDS = 8u;   // records of 9 words: item, expected x4, actual x4
+
+void main() {
+    uint item = gl_GlobalInvocationID.x;
+    if (item >= pc.items) {
+        return;
+    }
+    uvec4 a = first_run.v[item];
+    uvec4 b = second_run.v[item];
+    if (KIND == 0u) {
+        vec4 f = uintBitsToFloat(a);
+        if (any(isnan(f)) || any(isinf(f))) {
+            atomicAdd(res.r[C_NONFINITE], 1u);
+        }
+    }
+    if (any(notEqual(a, b))) {
+        atomicAdd(res.r[C_MISMATCH], 1u);
+        if (res.r[C_SLOTS] < pc.record_capacity) {
+            uint slot = atomicAdd(res.r[C_SLOTS], 1u);
+            if (slot < pc.record_capacity) {
+                uint at = C_RECORDS + slot * 9u;
+                res.r[at] = item;
+                for (uint c = 0u; c < 4u; c++) {
+                    res.r[at + 1u + c] = a[c];
+                    res.r[at + 5u + c] = b[c];
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,775 @@
+//! Compute saturation with every result verified: long dependent multiply-add chains fill
+//! every ALU; each round runs all work items twice, the second time on shuffled
+//! invocations so that the same work lands on a different compute unit, and compares the
+//! two bit for bit on the GPU. A CPU-computed sample checks the arithmetic itself. One
+//! silently wrong lane is a mismatch with its work item, both invocations, and values.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus};
+use crate::evidence::{Event, EventSink};
+use crate::gpu::{
+    Binding, BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Pipeline, Shader,
+};
+
+const WORKGROUP: u32 = 64;
+/// Multiply-adds per chain iteration: the shader unrolls four.
+const UNROLL: u64 = 4;
+/// Independent chains per work item (a vec4).
+const CHAINS: u64 = 4;
+const RECORD_WORDS: usize = 9;
+const RECORDS_AT: usize = 8;
+
+/// The arithmetic a pass exercises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputeKind {
+    /// 32-bit float fused multiply-add.
+    Fp32,
+    /// 32-bit integer multiply-add (wrapping).
+    Int32,
+}
+
+impl ComputeKind {
+    fn spec(self) -> u32 {
+        match self {
+            ComputeKind::Fp32 => 0,
+            ComputeKind::Int32 => 1,
+        }
+    }
+}
+
+/// How the load is applied over time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "shape")]
+pub enum LoadShape {
+    /// Full load throughout.
+    Steady,
+    /// Full load for `on_ms`, idle for `off_ms`, repeated: power-delivery transients.
+    Pulsed {
+        /// Loaded time per period.
+        on_ms: u64,
+        /// Idle time per period.
+        off_ms: u64,
+    },
+    /// Load levels 10%, 20% ... 100% of each period, each for a tenth of the budget.
+    Sweep,
+}
+
+/// Settings of the compute test.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComputeConfig {
+    /// Arithmetic kinds, alternated round by round.
+    pub kinds: Vec<ComputeKind>,
+    /// Load shape.
+    pub shape: LoadShape,
+    /// Work items per round, a power of two (default by device kind).
+    pub items: Option<u32>,
+    /// Target GPU time of one dispatch.
+    pub dispatch_target: Duration,
+    /// Rounds to run when there is no time budget.
+    pub rounds: Option<u32>,
+    /// Work items checked against a CPU computation each round.
+    pub cpu_samples: u32,
+    /// Mismatch records kept (the count is never capped).
+    pub record_capacity: u32,
+    /// Seed of the work items' inputs.
+    pub seed: u32,
+    /// Corrupt this work item's result in the shuffled run by XOR with this mask
+    /// (self-test and detector tests).
+    pub inject: Option<(u32, u32)>,
+}
+
+impl Default for ComputeConfig {
+    fn default() -> Self {
+        ComputeConfig {
+            kinds: vec![ComputeKind::Fp32, ComputeKind::Int32],
+            shape: LoadShape::Steady,
+            items: None,
+            dispatch_target: Duration::from_millis(20),
+            rounds: None,
+            cpu_samples: 32,
+            record_capacity: 256,
+            seed: 0x6B69_6C6E,
+            inject: None,
+        }
+    }
+}
+
+/// A work item whose two runs, or whose run and the CPU, disagree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mismatch {
+    /// The arithmetic kind.
+    pub kind: ComputeKind,
+    /// Round, from 0.
+    pub round: u32,
+    /// The work item.
+    pub item: u32,
+    /// Invocation (and workgroup) that computed it first.
+    pub first_invocation: u32,
+    /// Invocation that computed it in the shuffled run (None for a CPU check).
+    pub second_invocation: Option<u32>,
+    /// Workgroup of the second invocation.
+    pub second_workgroup: Option<u32>,
+    /// The first run's result (or the CPU's).
+    pub expected: [u32; 4],
+    /// The result that disagrees.
+    pub actual: [u32; 4],
+    /// `redundant_run` or `cpu_reference`.
+    pub check: String,
+}
+
+/// Per-kind results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KindResult {
+    /// The kind.
+    pub kind: ComputeKind,
+    /// Rounds completed (two runs and a comparison each).
+    pub rounds: u32,
+    /// Multiply-adds whose results were compared.
+    pub verified_ops: u64,
+    /// Work items that disagreed between runs.
+    pub mismatches: u64,
+    /// Work items checked against the CPU.
+    pub cpu_checked: u64,
+    /// Of those, how many disagreed.
+    pub cpu_mismatches: u64,
+    /// Results that were NaN or infinite (fp32).
+    pub nonfinite: u64,
+    /// GPU seconds in the multiply-add dispatches.
+    pub gpu_s: f64,
+    /// Operations (2 per multiply-add) per GPU second, in 10^9.
+    pub gops: f64,
+}
+
+/// A load level of a sweep.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LevelResult {
+    /// Target share of each period under load.
+    pub duty: f64,
+    /// Achieved operations per wall second, in 10^9.
+    pub gops_per_wall_s: f64,
+}
+
+/// Everything the compute test found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComputeReport {
+    /// Work items per round.
+    pub items: u32,
+    /// Chain iterations per work item.
+    pub iterations: u32,
+    /// Load shape.
+    pub shape: LoadShape,
+    /// Per kind.
+    pub kinds: Vec<KindResult>,
+    /// Sweep levels (empty for other shapes).
+    pub levels: Vec<LevelResult>,
+    /// The first mismatches.
+    pub records: Vec<Mismatch>,
+    /// Why it stopped early, if it did.
+    pub stopped_early: Option<String>,
+    /// The device failure that ended it, if any.
+    pub device_error: Option<String>,
+    /// Wall seconds.
+    pub wall_s: f64,
+}
+
+impl ComputeReport {
+    /// All mismatches and non-finite results.
+    pub fn faults(&self) -> u64 {
+        self.kinds
+            .iter()
+            .map(|k| k.mismatches + k.cpu_mismatches + k.nonfinite)
+            .sum()
+    }
+
+    /// Passed, failed, incomplete or not run.
+    pub fn status(&self) -> WorkloadStatus {
+        let rounds: u32 = self.kinds.iter().map(|k| k.rounds).sum();
+        if self.faults() > 0 {
+            WorkloadStatus::Failed
+        } else if rounds == 0 {
+            WorkloadStatus::NotRun
+        } else if self.device_error.is_some() || self.stopped_early.is_some() {
+            WorkloadStatus::Incomplete
+        } else {
+            WorkloadStatus::Passed
+        }
+    }
+
+    /// One sentence for people.
+    pub fn headline(&self) -> String {
+        let verified: u64 = self.kinds.iter().map(|k| k.verified_ops).sum();
+        let rates: Vec<String> = self
+            .kinds
+            .iter()
+            .map(|k| format!("{:?} {:.1} G ops/s", k.kind, k.gops).to_lowercase())
+            .collect();
+        match self.status() {
+            WorkloadStatus::Failed => format!(
+                "{} wrong results (silent data corruption) in {verified} verified multiply-adds",
+                self.faults()
+            ),
+            WorkloadStatus::NotRun => format!(
+                "nothing ran: {}",
+                self.device_error.as_deref().unwrap_or("no round completed")
+            ),
+            WorkloadStatus::Incomplete => format!(
+                "no wrong result in {verified} verified multiply-adds, but it stopped early: {}",
+                self.device_error
+                    .as_deref()
+                    .or(self.stopped_early.as_deref())
+                    .unwrap_or("unknown")
+            ),
+            WorkloadStatus::Passed => format!(
+                "no wrong result in {verified} verified multiply-adds ({})",
+                rates.join(", ")
+            ),
+        }
+    }
+}
+
+/// The compute test as a workload.
+pub struct ComputeTest {
+    /// Its settings.
+    pub config: ComputeConfig,
+}
+
+impl Workload for ComputeTest {
+    fn name(&self) -> &'static str {
+        "compute"
+    }
+
+    fn run(
+        &mut self,
+        ctx: &mut DeviceContext,
+        control: &RunControl,
+        events: &mut dyn EventSink,
+    ) -> Result<WorkloadOutcome, WorkloadError> {
+        let report = self.run_report(ctx, control, events)?;
+        Ok(WorkloadOutcome {
+            workload: self.name().into(),
+            status: report.status(),
+            headline: report.headline(),
+            summary: serde_json::to_value(&report).unwrap_or_default(),
+        })
+    }
+}
+
+struct Gpu<'c> {
+    ctx: &'c mut DeviceContext,
+    first: GpuBuffer,
+    /// Bound in both descriptor sets; held so it lives as long as they are used.
+    _second: GpuBuffer,
+    results: GpuBuffer,
+    first_set: Binding,
+    second_set: Binding,
+    items: u32,
+}
+
+/// The multiplier and offset of the shuffle: an odd multiplier is a bijection mod 2^k.
+fn shuffle(round: u32, items: u32) -> (u32, u32) {
+    let mul = (0x9E37_79B1u32.wrapping_add(round.wrapping_mul(2))) | 1;
+    (
+        mul,
+        (items / 2).wrapping_add(round.wrapping_mul(0x61C8_8647)) & (items - 1),
+    )
+}
+
+/// Which invocation computed `item` in the shuffled run.
+fn shuffled_invocation(item: u32, round: u32, items: u32) -> u32 {
+    let (mul, add) = shuffle(round, items);
+    // Invert (inv * mul + add) mod items with the multiplicative inverse of mul.
+    let mut inverse = mul;
+    for _ in 0..5 {
+        inverse = inverse.wrapping_mul(2u32.wrapping_sub(mul.wrapping_mul(inverse)));
+    }
+    item.wrapping_sub(add).wrapping_mul(inverse) & (items - 1)
+}
+
+fn hash(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7FEB_352D);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846C_A68B);
+    x ^ (x >> 16)
+}
+
+/// What the shader computes for `item`, on the CPU.
+pub fn reference(kind: ComputeKind, item: u32, seed: u32, iterations: u32) -> [u32; 4] {
+    let h = hash(item ^ seed);
+    match kind {
+        ComputeKind::Fp32 => {
+            let mut x = [
+                (h & 0xFFFF) as f32 / 65536.0,
+                (h >> 16) as f32 / 65536.0,
+                ((h >> 8) & 0xFFFF) as f32 / 65536.0,
+                (h & 0xFF) as f32 / 65536.0,
+            ];
+            let a = [0.999_023_44f32, 0.998_046_9, 0.997_070_3, 0.996_093_75];
+            let scale = 1.0 + (h & 7) as f32;
+            let b = [
+                0.000_976_562_5f32 * scale,
+                0.001_953_125 * scale,
+                0.002_929_687_5 * scale,
+                0.003_906_25 * scale,
+            ];
+            for _ in 0..u64::from(iterations) * UNROLL {
+                for c in 0..4 {
+                    x[c] = x[c].mul_add(a[c], b[c]);
+                }
+            }
+            x.map(f32::to_bits)
+        }
+        ComputeKind::Int32 => {
+            let mut x = [
+                h,
+                h ^ 0x9E37_79B9,
+                h.wrapping_mul(3),
+                h.wrapping_add(0x7F4A_7C15),
+            ];
+            let a = [1_664_525u32, 22_695_477, 1_103_515_245, 134_775_813];
+            let b = [1_013_904_223u32, 1, 12345, 1].map(|v: u32| v.wrapping_add(h & 0xFF));
+            for _ in 0..u64::from(iterations) * UNROLL {
+                for c in 0..4 {
+                    x[c] = x[c].wrapping_mul(a[c]).wrapping_add(b[c]);
+                }
+            }
+            x
+        }
+    }
+}
+
+/// True when a GPU result matches the CPU's: bit-exact for integers; for fp32 within
+/// a relative 1e-5 (the chain contracts, so fused and unfused rounding stay that close).
+fn agrees(kind: ComputeKind, cpu: [u32; 4], gpu: [u32; 4]) -> bool {
+    match kind {
+        ComputeKind::Int32 => cpu == gpu,
+        ComputeKind::Fp32 => cpu.iter().zip(gpu).all(|(&c, g)| {
+            let (c, g) = (f32::from_bits(c), f32::from_bits(g));
+            g.is_finite() && (c - g).abs() <= 1e-5 * c.abs().max(1e-3)
+        }),
+    }
+}
+
+impl ComputeTest {
+    /// Runs the test and returns its typed report.
+    pub fn run_report(
+        &mut self,
+        ctx: &mut DeviceContext,
+        control: &RunControl,
+        events: &mut dyn EventSink,
+    ) -> Result<ComputeReport, WorkloadError> {
+        let cfg = self.config.clone();
+        if cfg.kinds.is_empty() {
+            return Err(WorkloadError::Config("no compute kind selected".into()));
+        }
+        let default_items = if ctx.info().kind.is_gpu() {
+            1 << 20
+        } else {
+            1 << 12
+        };
+        let items = cfg.items.unwrap_or(default_items);
+        if !items.is_power_of_two() || items < WORKGROUP {
+            return Err(WorkloadError::Config(format!(
+                "compute work items must be a power of two of at least {WORKGROUP}, not {items}"
+            )));
+        }
+        if let Some((item, _)) = cfg.inject
+            && item >= items
+        {
+            return Err(WorkloadError::Config(format!(
+                "inject item {item} is outside the {items} work items"
+            )));
+        }
+        let device = Some(ctx.info().index);
+        let started = Instant::now();
+        let bytes = u64::from(items) * 16;
+        let results_bytes = ((RECORDS_AT
+            + cfg.record_capacity as usize * RECORD_WORDS
+            + 4 * cfg.cpu_samples as usize)
+            * 4) as u64;
+        let mut first = ctx.buffer(BufferKind::Device, bytes, "kiln compute first run")?;
+        let mut second = ctx.buffer(BufferKind::Device, bytes, "kiln compute second run")?;
+        let mut results = ctx.buffer(
+            BufferKind::Readback,
+            results_bytes.max(64),
+            "kiln compute results",
+        )?;
+        let first_set = ctx.bind([&mut first, &mut results, &mut second])?;
+        let second_set = ctx.bind([&mut second, &mut results, &mut first])?;
+        let mut gpu = Gpu {
+            ctx,
+            first,
+            _second: second,
+            results,
+            first_set,
+            second_set,
+            items,
+        };
+        events.emit(
+            device,
+            Event::WorkloadStart {
+                workload: "compute".into(),
+                settings: serde_json::json!({ "config": &cfg, "items": items }),
+            },
+        );
+        let mut report = ComputeReport {
+            items,
+            iterations: 0,
+            shape: cfg.shape,
+            kinds: cfg
+                .kinds
+                .iter()
+                .map(|&kind| KindResult {
+                    kind,
+                    rounds: 0,
+                    verified_ops: 0,
+                    mismatches: 0,
+                    cpu_checked: 0,
+                    cpu_mismatches: 0,
+                    nonfinite: 0,
+                    gpu_s: 0.0,
+                    gops: 0.0,
+                })
+                .collect(),
+            levels: Vec::new(),
+            records: Vec::new(),
+            stopped_early: None,
+            device_error: None,
+            wall_s: 0.0,
+        };
+        match drive(&mut gpu, &cfg, control, events, device, &mut report) {
+            Ok(()) => {}
+            Err(e) => {
+                events.emit(
+                    device,
+                    Event::DeviceError {
+                        error: if e.is_device_fatal() {
+                            "device_lost_or_hung"
+                        } else {
+                            "other"
+                        }
+                        .into(),
+                        message: e.to_string(),
+                    },
+                );
+                report.device_error = Some(e.to_string());
+            }
+        }
+        for k in &mut report.kinds {
+            k.gops = if k.gpu_s > 0.0 {
+                k.verified_ops as f64 * 2.0 / k.gpu_s / 1e9
+            } else {
+                0.0
+            };
+        }
+        report.wall_s = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+}
+
+/// Calibrates the chain length, then runs rounds in the load shape until the budget.
+fn drive(
+    gpu: &mut Gpu,
+    cfg: &ComputeConfig,
+    control: &RunControl,
+    events: &mut dyn EventSink,
+    device: Option<usize>,
+    report: &mut ComputeReport,
+) -> GpuResult<()> {
+    let fma = |gpu: &mut Gpu, kind: ComputeKind| {
+        gpu.ctx
+            .pipeline(Shader::ComputeFma, &[WORKGROUP, kind.spec()])
+    };
+    // Calibrate: time a short chain, then size chains so one dispatch takes the target.
+    // Short chains are dominated by dispatch overhead, so grow the probe until it takes
+    // a good part of the target before scaling.
+    let pipeline = fma(gpu, ComputeKind::Fp32)?;
+    let target_ns = cfg.dispatch_target.as_nanos() as f64;
+    let mut probe = 16u32;
+    let mut took = run_pass(gpu, pipeline, probe, cfg.seed, None, None)? as f64;
+    while took < target_ns / 4.0 && probe < 1 << 16 {
+        probe *= 4;
+        took = run_pass(gpu, pipeline, probe, cfg.seed, None, None)? as f64;
+    }
+    let iterations = ((f64::from(probe) * target_ns / took.max(1.0)) as u32).clamp(16, 1 << 16);
+    report.iterations = iterations;
+    let started = Instant::now();
+    let budget = control
+        .deadline
+        .map(|d| d.saturating_duration_since(started));
+    let mut round = 0u32;
+    let mut period_start = Instant::now();
+    let mut busy = Duration::ZERO;
+    let mut level = 0usize;
+    let mut level_ops = 0u64;
+    let mut level_started = Instant::now();
+    loop {
+        if cfg.rounds.is_some_and(|n| round >= n) {
+            break;
+        }
+        if cfg.rounds.is_none() && control.out_of_time() && round > 0 {
+            break;
+        }
+        if control.stopped() {
+            report.stopped_early = Some("stopped on request".into());
+            break;
+        }
+        // The load shape: the share of each period spent under load.
+        let (period, duty) = match cfg.shape {
+            LoadShape::Steady => (Duration::from_millis(200), 1.0),
+            LoadShape::Pulsed { on_ms, off_ms } => (
+                Duration::from_millis(on_ms + off_ms),
+                on_ms as f64 / (on_ms + off_ms).max(1) as f64,
+            ),
+            LoadShape::Sweep => {
+                let step = budget.map_or(Duration::from_secs(1), |b| b / 10);
+                let now_level =
+                    ((started.elapsed().as_nanos() / step.as_nanos().max(1)) as usize).min(9);
+                if now_level != level {
+                    report.levels.push(LevelResult {
+                        duty: (level + 1) as f64 / 10.0,
+                        gops_per_wall_s: level_ops as f64 * 2.0
+                            / level_started.elapsed().as_secs_f64()
+                            / 1e9,
+                    });
+                    level = now_level;
+                    level_ops = 0;
+                    level_started = Instant::now();
+                }
+                (Duration::from_millis(200), (level + 1) as f64 / 10.0)
+            }
+        };
+        if period_start.elapsed() >= period {
+            period_start = Instant::now();
+            busy = Duration::ZERO;
+        }
+        if busy.as_secs_f64() >= duty * period.as_secs_f64() {
+            std::thread::sleep(
+                period
+                    .saturating_sub(period_start.elapsed())
+                    .min(Duration::from_millis(50)),
+            );
+            continue;
+        }
+        let k = round as usize % report.kinds.len();
+        let kind = report.kinds[k].kind;
+        let t = Instant::now();
+        let ops = one_round(gpu, cfg, kind, iterations, round, events, device, report, k)?;
+        busy += t.elapsed();
+        level_ops += ops;
+        round += 1;
+    }
+    if cfg.shape == LoadShape::Sweep && level_ops > 0 {
+        report.levels.push(LevelResult {
+            duty: (level + 1) as f64 / 10.0,
+            gops_per_wall_s: level_ops as f64 * 2.0 / level_started.elapsed().as_secs_f64() / 1e9,
+        });
+    }
+    Ok(())
+}
+
+/// One pass over every work item; returns GPU nanoseconds.
+fn run_pass(
+    gpu: &mut Gpu,
+    pipeline: Pipeline,
+    iterations: u32,
+    seed: u32,
+    shuffled: Option<(u32, u32)>,
+    inject: Option<(u32, u32)>,
+) -> GpuResult<u64> {
+    let (set, (mul, add), flag) = match shuffled {
+        Some(s) => (gpu.second_set, s, 1),
+        None => (gpu.first_set, (1, 0), 0),
+    };
+    let (inject_item, inject_xor) = inject.unwrap_or((u32::MAX, 0));
+    let mut rec = gpu.ctx.record(format!(
+        "compute pass of {} items x {iterations} iterations",
+        gpu.items
+    ))?;
+    let push = [
+        gpu.items,
+        iterations,
+        0,
+        flag,
+        mul,
+        add,
+        seed,
+        inject_item,
+        inject_xor,
+    ];
+    rec.dispatch(pipeline, set, &push, gpu.items / WORKGROUP);
+    Ok(rec.submit_and_wait()?.best_ns())
+}
+
+/// Runs both passes, compares them, checks a CPU sample; returns multiply-adds verified.
+#[allow(clippy::too_many_arguments)]
+fn one_round(
+    gpu: &mut Gpu,
+    cfg: &ComputeConfig,
+    kind: ComputeKind,
+    iterations: u32,
+    round: u32,
+    events: &mut dyn EventSink,
+    device: Option<usize>,
+    report: &mut ComputeReport,
+    k: usize,
+) -> GpuResult<u64> {
+    let items = gpu.items;
+    let seed = cfg.seed ^ round.wrapping_mul(0x9E37_79B9);
+    let fma = gpu
+        .ctx
+        .pipeline(Shader::ComputeFma, &[WORKGROUP, kind.spec()])?;
+    let compare = gpu
+        .ctx
+        .pipeline(Shader::ComputeCompare, &[0, kind.spec()])?;
+    let t1 = run_pass(gpu, fma, iterations, seed, None, None)?;
+    let t2 = run_pass(
+        gpu,
+        fma,
+        iterations,
+        seed,
+        Some(shuffle(round, items)),
+        cfg.inject,
+    )?;
+    let capacity = cfg
+        .record_capacity
+        .saturating_sub(report.records.len() as u32);
+    let samples: Vec<u32> = (0..cfg.cpu_samples.min(items))
+        .map(|i| hash(seed ^ i.wrapping_mul(0x85EB_CA6B)) & (items - 1))
+        .collect();
+    {
+        let words = gpu
+            .results
+            .words_mut()
+            .ok_or_else(|| GpuError::Unsupported("compute results are not mapped".into()))?;
+        words[..RECORDS_AT].fill(0);
+    }
+    let samples_at = (RECORDS_AT + cfg.record_capacity as usize * RECORD_WORDS) as u64 * 4;
+    let mut rec = gpu
+        .ctx
+        .record(format!("compute comparison of round {round}"))?;
+    rec.dispatch(
+        compare,
+        gpu.first_set,
+        &[items, capacity],
+        items.div_ceil(64),
+    );
+    for (n, &item) in samples.iter().enumerate() {
+        rec.copy(
+            &gpu.first,
+            u64::from(item) * 16,
+            &gpu.results,
+            samples_at + n as u64 * 16,
+            16,
+        );
+    }
+    rec.submit_and_wait()?;
+    let words = gpu
+        .results
+        .words()
+        .ok_or_else(|| GpuError::Unsupported("compute results are not mapped".into()))?;
+    let mismatches = u64::from(words[0]);
+    let nonfinite = u64::from(words[1]);
+    let kept = (words[2] as usize).min(capacity as usize);
+    let mut found = Vec::new();
+    for s in 0..kept {
+        let at = RECORDS_AT + s * RECORD_WORDS;
+        let item = words[at];
+        let second = shuffled_invocation(item, round, items);
+        found.push(Mismatch {
+            kind,
+            round,
+            item,
+            first_invocation: item,
+            second_invocation: Some(second),
+            second_workgroup: Some(second / WORKGROUP),
+            expected: [words[at + 1], words[at + 2], words[at + 3], words[at + 4]],
+            actual: [words[at + 5], words[at + 6], words[at + 7], words[at + 8]],
+            check: "redundant_run".into(),
+        });
+    }
+    let mut cpu_mismatches = 0;
+    for (n, &item) in samples.iter().enumerate() {
+        let at = samples_at as usize / 4 + n * 4;
+        let gpu_value = [words[at], words[at + 1], words[at + 2], words[at + 3]];
+        let cpu_value = reference(kind, item, seed, iterations);
+        if !agrees(kind, cpu_value, gpu_value) {
+            cpu_mismatches += 1;
+            found.push(Mismatch {
+                kind,
+                round,
+                item,
+                first_invocation: item,
+                second_invocation: None,
+                second_workgroup: None,
+                expected: cpu_value,
+                actual: gpu_value,
+                check: "cpu_reference".into(),
+            });
+        }
+    }
+    let ops = u64::from(items) * CHAINS * UNROLL * u64::from(iterations);
+    let kr = &mut report.kinds[k];
+    kr.rounds += 1;
+    kr.verified_ops += ops;
+    kr.mismatches += mismatches;
+    kr.nonfinite += nonfinite;
+    kr.cpu_checked += samples.len() as u64;
+    kr.cpu_mismatches += cpu_mismatches;
+    kr.gpu_s += (t1 + t2) as f64 / 1e9;
+    for m in found {
+        events.emit(
+            device,
+            Event::Note {
+                message: format!(
+                    "compute mismatch ({}): {:?} item {} expected {:08x?} got {:08x?}",
+                    m.check, m.kind, m.item, m.expected, m.actual
+                ),
+            },
+        );
+        if report.records.len() < cfg.record_capacity as usize {
+            report.records.push(m);
+        }
+    }
+    Ok(ops * 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shuffle_is_a_bijection_and_inverts() {
+        let items = 1 << 10;
+        for round in [0, 1, 7] {
+            let (mul, add) = shuffle(round, items);
+            let mut seen = vec![false; items as usize];
+            for inv in 0..items {
+                let item = (inv.wrapping_mul(mul).wrapping_add(add)) & (items - 1);
+                assert!(!seen[item as usize]);
+                seen[item as usize] = true;
+                assert_eq!(shuffled_invocation(item, round, items), inv);
+            }
+        }
+    }
+
+    #[test]
+    fn fp32_agreement_tolerates_rounding_but_not_corruption() {
+        let v = reference(ComputeKind::Fp32, 5, 1, 64);
+        assert!(agrees(ComputeKind::Fp32, v, v));
+        let mut nudged = v;
+        nudged[0] += 1; // one ulp
+        assert!(agrees(ComputeKind::Fp32, v, nudged));
+        let mut flipped = v;
+        flipped[2] ^= 1 << 27;
+        assert!(!agrees(ComputeKind::Fp32, v, flipped));
+        let i = reference(ComputeKind::Int32, 5, 1, 64);
+        let mut j = i;
+        j[3] ^= 1;
+        assert!(!agrees(ComputeKind::Int32, i, j));
+    }
+}
