@@ -273,3 +273,186 @@ pub fn summary(r: &BenchReport) -> String {
     ));
     out
 }
+
+/// What `kiln bench compute` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ComputeBenchOptions {
+    /// Device selector; None: the first selected device.
+    pub device: Option<String>,
+    /// How long to load the device.
+    pub duration: Duration,
+    /// Bound on every wait for the device.
+    pub fence_timeout: Duration,
+}
+
+/// Compute rates next to the device's theoretical peak.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComputeBenchReport {
+    /// Device name.
+    pub device: String,
+    /// Notes (CPU device only).
+    pub notes: Vec<String>,
+    /// fp32 operations (2 per FMA) per GPU second, averaged, in 10^9.
+    pub fp32_gflops: f64,
+    /// The best round's fp32 rate: the measured peak.
+    pub fp32_best_gflops: f64,
+    /// int32 multiply-add operations per GPU second, in 10^9.
+    pub int32_gops: f64,
+    /// Theoretical fp32 rate, when known.
+    pub theoretical_gflops: Option<f64>,
+    /// Where the theoretical rate comes from.
+    pub theoretical_source: String,
+    /// measured peak / theoretical.
+    pub ratio: Option<f64>,
+    /// Multiply-adds verified (every one compared between two runs).
+    pub verified_ops: u64,
+    /// Wrong results found (should be none).
+    pub faults: u64,
+}
+
+/// The CPU's theoretical fp32 FMA rate for a CPU Vulkan device:
+/// cores x SIMD lanes x 2 (an FMA is two operations) x clock. The lane count comes from
+/// the device name (`llvmpipe (..., 256 bits)`), the clock from `/proc/cpuinfo`.
+pub fn cpu_theoretical_gflops(
+    device_name: &str,
+    cpuinfo: &str,
+    cores: usize,
+) -> Option<(f64, String)> {
+    let before_bits = &device_name[..device_name.find(" bits")?];
+    let bits: f64 = before_bits
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let mhz: f64 = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("cpu MHz"))
+        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+        .fold(None, |best: Option<f64>, v| {
+            Some(best.map_or(v, |b| b.max(v)))
+        })?;
+    let lanes = bits / 32.0;
+    let gflops = cores as f64 * lanes * 2.0 * mhz / 1e3;
+    Some((
+        gflops,
+        format!(
+            "{cores} cores x {lanes} fp32 lanes ({bits} bits) x 2 x {mhz:.0} MHz (one FMA unit per core assumed)"
+        ),
+    ))
+}
+
+/// Spec-sheet fp32 rates of GPUs kiln knows, in 10^9 operations per second.
+fn gpu_theoretical_gflops(name: &str) -> Option<(f64, String)> {
+    let table = [
+        ("H200", 67_000.0),
+        ("H100 80GB HBM3", 67_000.0),
+        ("H100 PCIe", 51_200.0),
+        ("A100", 19_500.0),
+        ("RTX 4090", 82_600.0),
+        ("RTX 3090", 35_600.0),
+    ];
+    table
+        .iter()
+        .find(|(key, _)| name.contains(key))
+        .map(|(key, g)| (*g, format!("{key} spec sheet fp32 rate")))
+}
+
+/// Runs the compute benchmark.
+pub fn bench_compute(opts: &ComputeBenchOptions) -> Result<ComputeBenchReport, AppError> {
+    use crate::workload::compute::{ComputeConfig, ComputeKind, ComputeTest};
+    let vulkan = Vulkan::new()?;
+    let selectors: Vec<String> = opts.device.iter().cloned().collect();
+    let (devices, notes) = select_devices(&vulkan, &selectors)?;
+    let info = devices
+        .first()
+        .ok_or_else(|| AppError::Usage("no device to benchmark".into()))?
+        .clone();
+    let mut ctx = DeviceContext::open(&vulkan, &info)?;
+    ctx.set_fence_timeout(opts.fence_timeout);
+    let mut sink = crate::evidence::MemorySink::default();
+    let report = ComputeTest {
+        config: ComputeConfig::default(),
+    }
+    .run_report(
+        &mut ctx,
+        &crate::workload::RunControl::new(Some(opts.duration)),
+        &mut sink,
+    )
+    .map_err(AppError::from)?;
+    if let Some(e) = report.device_error {
+        return Err(AppError::Gpu(crate::gpu::GpuError::Unsupported(e)));
+    }
+    let kind = |k: ComputeKind| report.kinds.iter().find(|r| r.kind == k);
+    let fp32 = kind(ComputeKind::Fp32);
+    let theoretical = if info.kind.is_gpu() {
+        gpu_theoretical_gflops(&info.name)
+    } else {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        cpu_theoretical_gflops(&info.name, &cpuinfo, cores)
+    };
+    let best = fp32.map_or(0.0, |k| k.best_gops);
+    Ok(ComputeBenchReport {
+        device: format!("{} {}", info.index, info.name),
+        notes,
+        fp32_gflops: fp32.map_or(0.0, |k| k.gops),
+        fp32_best_gflops: best,
+        int32_gops: kind(ComputeKind::Int32).map_or(0.0, |k| k.gops),
+        theoretical_gflops: theoretical.as_ref().map(|t| t.0),
+        theoretical_source: theoretical.as_ref().map_or_else(
+            || "unknown for this device: only the measured peak is given".into(),
+            |t| t.1.clone(),
+        ),
+        ratio: theoretical.map(|t| best / t.0),
+        verified_ops: report.kinds.iter().map(|k| k.verified_ops).sum(),
+        faults: report.faults(),
+    })
+}
+
+/// The compute benchmark for people.
+pub fn compute_summary(r: &ComputeBenchReport) -> String {
+    let mut out = String::new();
+    for n in &r.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out.push_str(&format!("device {}\n", r.device));
+    out.push_str(&format!(
+        "  fp32 FMA chains      {:10.1} G flop/s (best round {:.1})\n",
+        r.fp32_gflops, r.fp32_best_gflops
+    ));
+    out.push_str(&format!(
+        "  int32 multiply-add   {:10.1} G op/s\n",
+        r.int32_gops
+    ));
+    match (r.theoretical_gflops, r.ratio) {
+        (Some(t), Some(ratio)) => out.push_str(&format!(
+            "  theoretical fp32     {t:10.1} G flop/s ({})\n  measured peak / theoretical: {ratio:.3}\n",
+            r.theoretical_source
+        )),
+        _ => out.push_str(&format!("  theoretical fp32: {}\n", r.theoretical_source)),
+    }
+    out.push_str(&format!(
+        "  verified {} multiply-adds, {} wrong\n",
+        r.verified_ops, r.faults
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_rate_comes_from_lanes_cores_and_clock() {
+        let cpuinfo =
+            "processor : 0\ncpu MHz\t\t: 2445.428\nprocessor : 1\ncpu MHz\t\t: 2500.000\n";
+        let (g, how) =
+            cpu_theoretical_gflops("llvmpipe (LLVM 15.0.6, 256 bits)", cpuinfo, 2).unwrap();
+        assert!((g - 2.0 * 8.0 * 2.0 * 2.5).abs() < 1e-9, "{g}");
+        assert!(how.contains("8 fp32 lanes"));
+        assert!(cpu_theoretical_gflops("SwiftShader Device", cpuinfo, 2).is_none());
+        assert!(cpu_theoretical_gflops("llvmpipe (LLVM 15.0.6, 256 bits)", "", 2).is_none());
+    }
+}

@@ -152,9 +152,12 @@ pub struct SelftestArgs {
 /// `kiln bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// What to measure.
-    #[arg(value_parser = ["vram"])]
+    /// What to measure: vram or compute.
+    #[arg(value_parser = ["vram", "compute"])]
     pub what: String,
+    /// How long to load the device (compute).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
+    pub duration: Duration,
     /// Device, by index, UUID or PCI address (default: the first GPU).
     #[arg(long = "device", value_name = "DEVICE")]
     pub device: Option<String>,

@@ -155,6 +155,26 @@ fn selftest(args: SelftestArgs) -> Result<i32, AppError> {
 }
 
 fn bench(args: BenchArgs) -> Result<i32, AppError> {
+    if args.what == "compute" {
+        let report = kiln::bench::bench_compute(&kiln::bench::ComputeBenchOptions {
+            device: args.device,
+            duration: args.duration,
+            fence_timeout: std::time::Duration::from_secs(10),
+        })?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            );
+        } else {
+            print!("{}", kiln::bench::compute_summary(&report));
+        }
+        return Ok(if report.faults == 0 {
+            exit_code::HEALTHY
+        } else {
+            exit_code::HARDWARE
+        });
+    }
     let opts = kiln::bench::BenchOptions {
         device: args.device,
         bytes: args.bytes,

@@ -48,7 +48,10 @@ fn bad_flags_get_one_sentence_and_exit_64() {
         &["run", "--device", "GPU-ffffffff-0000"],
         "no Vulkan device matches",
     );
-    one_line_usage_error(&["run", "--workloads", "vram,pcie9"], "unknown workload `pcie9`");
+    one_line_usage_error(
+        &["run", "--workloads", "vram,pcie9"],
+        "unknown workload `pcie9`",
+    );
     one_line_usage_error(&["run", "--load", "wobbly"], "wobbly");
     one_line_usage_error(&["selftest", "--faults", "0"], "0");
     one_line_usage_error(&["bench", "flops"], "flops");

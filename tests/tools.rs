@@ -63,6 +63,34 @@ fn bench_reports_rates_and_ratios_against_copy_and_fill() {
 }
 
 #[test]
+fn compute_bench_reports_the_rate_against_the_theoretical_peak() {
+    let out = kiln()
+        .args(["bench", "compute", "--duration", "1s", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["faults"], 0);
+    let measured = r["fp32_best_gflops"].as_f64().unwrap();
+    assert!(measured > 0.0);
+    if let (Some(t), Some(ratio)) = (r["theoretical_gflops"].as_f64(), r["ratio"].as_f64()) {
+        assert!((ratio - measured / t).abs() < 1e-9);
+    } else {
+        assert!(
+            r["theoretical_source"]
+                .as_str()
+                .unwrap()
+                .contains("unknown")
+        );
+    }
+}
+
+#[test]
 fn committed_spirv_matches_its_source() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let shaders = root.join("shaders");

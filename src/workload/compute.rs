@@ -142,6 +142,8 @@ pub struct KindResult {
     pub gpu_s: f64,
     /// Operations (2 per multiply-add) per GPU second, in 10^9.
     pub gops: f64,
+    /// The best single round's rate: the measured peak of this device.
+    pub best_gops: f64,
 }
 
 /// A load level of a sweep.
@@ -433,6 +435,7 @@ impl ComputeTest {
                     nonfinite: 0,
                     gpu_s: 0.0,
                     gops: 0.0,
+                    best_gops: 0.0,
                 })
                 .collect(),
             levels: Vec::new(),
@@ -721,6 +724,7 @@ fn one_round(
     kr.cpu_checked += samples.len() as u64;
     kr.cpu_mismatches += cpu_mismatches;
     kr.gpu_s += (t1 + t2) as f64 / 1e9;
+    kr.best_gops = kr.best_gops.max(ops as f64 * 4.0 / (t1 + t2).max(1) as f64);
     for m in found {
         events.emit(
             device,
