@@ -456,3 +456,106 @@ mod tests {
         assert!(cpu_theoretical_gflops("llvmpipe (LLVM 15.0.6, 256 bits)", "", 2).is_none());
     }
 }
+
+/// PCIe rates next to plain host memcpy, measured in one run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PcieBenchReport {
+    /// Device name.
+    pub device: String,
+    /// Notes (CPU device only).
+    pub notes: Vec<String>,
+    /// The probe's full result.
+    pub probe: crate::workload::pcie::PcieReport,
+    /// Host memcpy of the largest transfer size, GB/s (bytes copied per second).
+    pub memcpy_gbps: f64,
+    /// Host-to-device at the largest size / memcpy of that size.
+    pub h2d_over_memcpy: f64,
+    /// Device-to-host at the largest size / memcpy of that size.
+    pub d2h_over_memcpy: f64,
+    /// Corrupted transfers (should be none).
+    pub corrupted: usize,
+}
+
+/// Runs the PCIe probe and a host memcpy of the same size.
+pub fn bench_pcie(
+    device: Option<String>,
+    fence_timeout: Duration,
+) -> Result<PcieBenchReport, AppError> {
+    use crate::workload::pcie::{PcieConfig, PcieTest};
+    let vulkan = Vulkan::new()?;
+    let selectors: Vec<String> = device.iter().cloned().collect();
+    let (devices, notes) = select_devices(&vulkan, &selectors)?;
+    let info = devices
+        .first()
+        .ok_or_else(|| AppError::Usage("no device to benchmark".into()))?
+        .clone();
+    let mut ctx = DeviceContext::open(&vulkan, &info)?;
+    ctx.set_fence_timeout(fence_timeout);
+    let mut sink = crate::evidence::MemorySink::default();
+    let probe = PcieTest {
+        config: PcieConfig::default(),
+    }
+    .run_report(&mut ctx, &crate::workload::RunControl::new(None), &mut sink)
+    .map_err(AppError::from)?;
+    let max = probe.largest_bytes as usize;
+    let largest = probe.sizes.last().cloned();
+    // Plain memcpy between two host buffers of the largest size, best of three.
+    let src = vec![0x5Au8; max];
+    let mut dst = vec![0u8; max];
+    dst.copy_from_slice(&src);
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        dst.copy_from_slice(std::hint::black_box(&src));
+        best = best.min(t.elapsed());
+    }
+    std::hint::black_box(&dst);
+    let memcpy_gbps = max as f64 / best.as_nanos().max(1) as f64;
+    let ratio = |a: f64| {
+        if memcpy_gbps > 0.0 {
+            a / memcpy_gbps
+        } else {
+            0.0
+        }
+    };
+    Ok(PcieBenchReport {
+        device: format!("{} {}", info.index, info.name),
+        notes,
+        h2d_over_memcpy: ratio(largest.as_ref().map_or(0.0, |s| s.h2d_gbps)),
+        d2h_over_memcpy: ratio(largest.as_ref().map_or(0.0, |s| s.d2h_gbps)),
+        corrupted: probe.corruption.len(),
+        probe,
+        memcpy_gbps,
+    })
+}
+
+/// The PCIe benchmark for people.
+pub fn pcie_summary(r: &PcieBenchReport) -> String {
+    let mut out = String::new();
+    for n in &r.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    let p = &r.probe;
+    out.push_str(&format!(
+        "device {} (upload staging: {}; readback staging: {})\n",
+        r.device,
+        p.upload_memory.join("+"),
+        p.readback_memory.join("+")
+    ));
+    out.push_str("  bytes          H2D GB/s  D2H GB/s  both GB/s  H2D us  D2H us\n");
+    for s in &p.sizes {
+        out.push_str(&format!(
+            "  {:<12} {:9.2} {:9.2} {:10.2} {:7.1} {:7.1}\n",
+            s.bytes, s.h2d_gbps, s.d2h_gbps, s.bidir_gbps, s.h2d_latency_us, s.d2h_latency_us
+        ));
+    }
+    out.push_str(&format!(
+        "  host memcpy of {} bytes {:.2} GB/s; at that size H2D/memcpy {:.2}, D2H/memcpy {:.2}; {} transfers verified, {} corrupted\n",
+        p.largest_bytes,
+        r.memcpy_gbps, r.h2d_over_memcpy, r.d2h_over_memcpy, p.transfers_verified, r.corrupted
+    ));
+    for f in &p.findings {
+        out.push_str(&format!("  finding: {f}\n"));
+    }
+    out
+}

@@ -19,8 +19,8 @@ pub struct Cli {
 pub enum Command {
     /// List the Vulkan devices with identity, memory and limits.
     List(ListArgs),
-    /// Test devices and keep the evidence (default: every GPU, VRAM and compute, about a
-    /// minute).
+    /// Test devices and keep the evidence (default: every GPU, VRAM, compute and PCIe,
+    /// about a minute).
     Run(Box<RunArgs>),
     /// Plant known faults and check that every one is found exactly, and nothing else.
     Selftest(SelftestArgs),
@@ -90,10 +90,13 @@ pub struct RunArgs {
     /// Run exactly this many passes of the algorithms.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub passes: Option<u32>,
-    /// Workloads, comma-separated: vram, compute (default: both; the time budget is
-    /// shared three parts memory to one part compute).
-    #[arg(long, value_name = "LIST", default_value = "vram,compute")]
+    /// Workloads, comma-separated: vram, compute, pcie (default: all three; the time
+    /// budget is shared three parts memory to one part each for compute and PCIe).
+    #[arg(long, value_name = "LIST", default_value = "vram,compute,pcie")]
     pub workloads: String,
+    /// Largest PCIe transfer (from 4 KiB up in steps of 4x).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256MiB")]
+    pub pcie_max_bytes: u64,
     /// Compute load shape: steady, pulsed (100 ms on / 100 ms off) or sweep (10%..100%).
     #[arg(long, value_name = "SHAPE", value_parser = ["steady", "pulsed", "sweep"], default_value = "steady")]
     pub load: String,
@@ -152,8 +155,8 @@ pub struct SelftestArgs {
 /// `kiln bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// What to measure: vram or compute.
-    #[arg(value_parser = ["vram", "compute"])]
+    /// What to measure: vram, compute or pcie.
+    #[arg(value_parser = ["vram", "compute", "pcie"])]
     pub what: String,
     /// How long to load the device (compute).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]

@@ -108,6 +108,10 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
         workloads,
         vram,
         compute,
+        pcie: kiln::workload::pcie::PcieConfig {
+            max_bytes: args.pcie_max_bytes,
+            ..Default::default()
+        },
         out: args.out,
         fence_timeout: args.vram.fence_timeout,
         progress: std::io::stderr().is_terminal(),
@@ -155,6 +159,22 @@ fn selftest(args: SelftestArgs) -> Result<i32, AppError> {
 }
 
 fn bench(args: BenchArgs) -> Result<i32, AppError> {
+    if args.what == "pcie" {
+        let report = kiln::bench::bench_pcie(args.device, std::time::Duration::from_secs(10))?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            );
+        } else {
+            print!("{}", kiln::bench::pcie_summary(&report));
+        }
+        return Ok(if report.corrupted == 0 {
+            exit_code::HEALTHY
+        } else {
+            exit_code::HARDWARE
+        });
+    }
     if args.what == "compute" {
         let report = kiln::bench::bench_compute(&kiln::bench::ComputeBenchOptions {
             device: args.device,

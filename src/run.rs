@@ -16,6 +16,7 @@ use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::telemetry::summary::summarize;
 use crate::workload::compute::{ComputeConfig, ComputeTest};
+use crate::workload::pcie::{PcieConfig, PcieTest};
 use crate::workload::vram::{VramConfig, VramTest};
 use crate::workload::{RunControl, Workload, WorkloadError};
 
@@ -32,6 +33,8 @@ pub struct RunOptions {
     pub vram: VramConfig,
     /// Compute test settings.
     pub compute: ComputeConfig,
+    /// PCIe probe settings.
+    pub pcie: PcieConfig,
     /// Run directory.
     pub out: Option<PathBuf>,
     /// Bound on every wait for the device.
@@ -50,6 +53,8 @@ pub enum WorkloadName {
     Vram,
     /// Verified compute saturation.
     Compute,
+    /// PCIe bandwidth and transfer integrity.
+    Pcie,
 }
 
 impl WorkloadName {
@@ -60,7 +65,12 @@ impl WorkloadName {
             let w = match name {
                 "vram" => WorkloadName::Vram,
                 "compute" => WorkloadName::Compute,
-                other => return Err(format!("unknown workload `{other}` (known: vram, compute)")),
+                "pcie" => WorkloadName::Pcie,
+                other => {
+                    return Err(format!(
+                        "unknown workload `{other}` (known: vram, compute, pcie)"
+                    ));
+                }
             };
             if !out.contains(&w) {
                 out.push(w);
@@ -173,6 +183,7 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         "workloads": &opts.workloads,
         "vram": &opts.vram,
         "compute": &opts.compute,
+        "pcie": &opts.pcie,
     });
     run_dir.write_manifest(&Manifest::new(devices.clone(), settings))?;
     let mut events = run_dir.events(started)?;
@@ -289,9 +300,15 @@ fn test_device(
                 }),
                 1,
             )),
+            WorkloadName::Pcie => workloads.push((
+                Box::new(PcieTest {
+                    config: opts.pcie.clone(),
+                }),
+                1,
+            )),
         }
     }
-    // The time budget is shared by weight: memory gets three parts, compute one.
+    // The time budget is shared by weight: memory gets three parts, compute and PCIe one each.
     let total_weight: u32 = workloads.iter().map(|(_, w)| w).sum::<u32>().max(1);
     let mut outcomes = Vec::new();
     let mut failure = None;

@@ -53,6 +53,18 @@ fn bad_flags_get_one_sentence_and_exit_64() {
         "unknown workload `pcie9`",
     );
     one_line_usage_error(&["run", "--load", "wobbly"], "wobbly");
+    one_line_usage_error(
+        &[
+            "run",
+            "--pcie-max-bytes",
+            "1GiB",
+            "--vram-bytes",
+            "16MiB",
+            "--pcie-max-bytes",
+            "2",
+        ],
+        "--pcie-max-bytes",
+    );
     one_line_usage_error(&["selftest", "--faults", "0"], "0");
     one_line_usage_error(&["bench", "flops"], "flops");
     one_line_usage_error(
@@ -129,6 +141,8 @@ fn run_writes_a_complete_run_directory_and_exits_0_on_clean_memory() {
             "128MiB",
             "--passes",
             "1",
+            "--pcie-max-bytes",
+            "4MiB",
             "--json",
             "--out",
         ])
@@ -195,6 +209,8 @@ fn kill_9_leaves_events_readable_up_to_the_last_complete_line() {
             "64MiB",
             "--duration",
             "120s",
+            "--workloads",
+            "vram",
             "--out",
         ])
         .arg(&out_dir)
@@ -311,7 +327,7 @@ fn without_nvml_the_run_says_so_once_and_keeps_its_exit_code() {
     let names: Vec<&str> = phases.iter().filter_map(|p| p["phase"].as_str()).collect();
     assert_eq!(
         names,
-        vec!["vram", "compute"],
+        vec!["vram", "compute", "pcie"],
         "every workload phase is marked, even with no counters"
     );
     for p in phases {

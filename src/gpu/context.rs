@@ -78,8 +78,12 @@ impl Drop for Shared {
 pub enum BufferKind {
     /// Device-local memory under test; never assumed to be mappable.
     Device,
-    /// Host-visible, coherent memory that the host reads back (results, word lists).
+    /// Host-visible, coherent memory that the host reads back (results, word lists);
+    /// host-cached where the device has it.
     Readback,
+    /// Host-visible, coherent memory the host writes for the device to read (uploads);
+    /// device-local where the device has such a type (resizable BAR).
+    Upload,
 }
 
 /// A buffer with its memory. Freed on drop.
@@ -95,6 +99,41 @@ impl GpuBuffer {
     /// Size in bytes.
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes
+    }
+
+    /// Property flags of the memory behind the buffer, by name (`host_cached`, ...).
+    pub fn memory_flags(&self) -> Vec<&'static str> {
+        let Some(a) = self.allocation.as_ref() else {
+            return Vec::new();
+        };
+        let flags = a.memory_properties();
+        [
+            (vk::MemoryPropertyFlags::DEVICE_LOCAL, "device_local"),
+            (vk::MemoryPropertyFlags::HOST_VISIBLE, "host_visible"),
+            (vk::MemoryPropertyFlags::HOST_COHERENT, "host_coherent"),
+            (vk::MemoryPropertyFlags::HOST_CACHED, "host_cached"),
+        ]
+        .iter()
+        .filter(|(f, _)| flags.contains(*f))
+        .map(|(_, n)| *n)
+        .collect()
+    }
+
+    /// The buffer's bytes, when its memory is mapped (readback and upload buffers are).
+    pub fn bytes(&self) -> Option<&[u8]> {
+        self.allocation
+            .as_ref()?
+            .mapped_slice()
+            .map(|s| &s[..self.size_bytes as usize])
+    }
+
+    /// The buffer's bytes for writing, when its memory is mapped.
+    pub fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        let size = self.size_bytes as usize;
+        self.allocation
+            .as_mut()?
+            .mapped_slice_mut()
+            .map(|s| &mut s[..size])
     }
 
     /// The buffer's words, when its memory is mapped (readback buffers always are).
@@ -401,6 +440,10 @@ impl DeviceContext {
                 MemoryLocation::GpuToCpu,
                 AllocationScheme::GpuAllocatorManaged,
             ),
+            BufferKind::Upload => (
+                MemoryLocation::CpuToGpu,
+                AllocationScheme::DedicatedBuffer(buffer),
+            ),
         };
         let allocation = {
             let mut guard = self.shared.allocator.lock().map_err(|_| {
@@ -446,7 +489,7 @@ impl DeviceContext {
         let mapped = allocation.mapped_ptr().is_some();
         out.allocation = Some(allocation);
         bound.map_err(|r| GpuError::from_vk("vkBindBufferMemory", r, &running))?;
-        if kind == BufferKind::Readback && !(coherent && mapped) {
+        if kind != BufferKind::Device && !(coherent && mapped) {
             return Err(GpuError::Unsupported(
                 "no host-visible, host-coherent memory type for result buffers".into(),
             ));

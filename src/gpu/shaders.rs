@@ -23,6 +23,8 @@ pub enum Shader {
     ComputeFma,
     /// Compares two runs of the same work items.
     ComputeCompare,
+    /// Checksums a transferred buffer on the device.
+    PcieChecksum,
 }
 
 impl Shader {
@@ -47,6 +49,7 @@ impl Shader {
             Shader::ComputeCompare => {
                 include_bytes!(concat!(env!("OUT_DIR"), "/compute_compare.spv"))
             }
+            Shader::PcieChecksum => include_bytes!(concat!(env!("OUT_DIR"), "/pcie_checksum.spv")),
         }
     }
 
@@ -63,6 +66,7 @@ impl Shader {
             Shader::VramEvict => "vram_evict",
             Shader::ComputeFma => "compute_fma",
             Shader::ComputeCompare => "compute_compare",
+            Shader::PcieChecksum => "pcie_checksum",
         }
     }
 }

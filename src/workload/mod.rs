@@ -2,6 +2,7 @@
 //! same trait so that orchestration and reporting never depend on which one ran.
 
 pub mod compute;
+pub mod pcie;
 pub mod vram;
 
 use std::sync::Arc;

@@ -68,7 +68,8 @@ pub fn kiln() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
 }
 
-/// `kiln run` of 16 MiB, one pass of own-address, into `out`, plus `extra` flags.
+/// `kiln run` of 16 MiB, one pass of own-address, PCIe up to 1 MiB, into `out`, plus
+/// `extra` flags.
 pub fn quick_run(extra: &[&str], out: &std::path::Path) -> std::process::Output {
     kiln()
         .args([
@@ -79,6 +80,8 @@ pub fn quick_run(extra: &[&str], out: &std::path::Path) -> std::process::Output 
             "1",
             "--algorithms",
             "own-address",
+            "--pcie-max-bytes",
+            "1MiB",
         ])
         .args(extra)
         .arg("--out")
