@@ -28,6 +28,8 @@ pub fn summary(report: &Report) -> String {
                 vram_lines(&mut out, &v);
             } else if let Ok(c) = serde_json::from_value::<ComputeReport>(w.summary.clone()) {
                 compute_lines(&mut out, &c, &w.headline);
+            } else {
+                let _ = writeln!(out, "  {}: {}", w.workload, w.headline);
             }
         }
         for p in &d.telemetry {
