@@ -94,3 +94,35 @@ fn bad_sizes_are_refused() {
         assert!(err.to_string().contains("PCIe"), "{err}");
     }
 }
+
+#[test]
+fn the_probe_stops_within_one_size_of_its_budget() {
+    let (vulkan, info) = device();
+    let mut ctx = DeviceContext::open(&vulkan, &info).unwrap();
+    let mut sink = MemorySink::default();
+    let report = PcieTest {
+        config: PcieConfig {
+            max_bytes: 16 * MIB,
+            ..PcieConfig::default()
+        },
+    }
+    .run_report(
+        &mut ctx,
+        &RunControl::new(Some(std::time::Duration::ZERO)),
+        &mut sink,
+    )
+    .unwrap();
+    assert_eq!(
+        report.sizes.len(),
+        1,
+        "one size, then the spent budget stops it"
+    );
+    assert!(
+        report
+            .stopped_early
+            .as_deref()
+            .unwrap()
+            .contains("time budget")
+    );
+    assert_eq!(report.status(), WorkloadStatus::Incomplete);
+}
