@@ -90,8 +90,8 @@ pub struct RunArgs {
     /// Run exactly this many passes of the algorithms.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub passes: Option<u32>,
-    /// Workloads, comma-separated: vram, compute, pcie (default: all three; the time
-    /// budget is shared three parts memory to one part each for compute and PCIe).
+    /// Workloads, comma-separated: vram, compute, pcie, fragment (default: the first
+    /// three; the time budget is shared three parts memory to one part for each other).
     #[arg(long, value_name = "LIST", default_value = "vram,compute,pcie")]
     pub workloads: String,
     /// Largest PCIe transfer (from 4 KiB up in steps of 4x).

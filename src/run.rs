@@ -16,6 +16,7 @@ use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::telemetry::summary::summarize;
 use crate::workload::compute::{ComputeConfig, ComputeTest};
+use crate::workload::fragment::{FragmentConfig, FragmentTest};
 use crate::workload::pcie::{PcieConfig, PcieTest};
 use crate::workload::vram::{VramConfig, VramTest};
 use crate::workload::{RunControl, Workload, WorkloadError};
@@ -55,6 +56,8 @@ pub enum WorkloadName {
     Compute,
     /// PCIe bandwidth and transfer integrity.
     Pcie,
+    /// Allocator fragmentation and leak torture.
+    Fragment,
 }
 
 impl WorkloadName {
@@ -66,9 +69,10 @@ impl WorkloadName {
                 "vram" => WorkloadName::Vram,
                 "compute" => WorkloadName::Compute,
                 "pcie" => WorkloadName::Pcie,
+                "fragment" => WorkloadName::Fragment,
                 other => {
                     return Err(format!(
-                        "unknown workload `{other}` (known: vram, compute, pcie)"
+                        "unknown workload `{other}` (known: vram, compute, pcie, fragment)"
                     ));
                 }
             };
@@ -303,6 +307,12 @@ fn test_device(
             WorkloadName::Pcie => workloads.push((
                 Box::new(PcieTest {
                     config: opts.pcie.clone(),
+                }),
+                1,
+            )),
+            WorkloadName::Fragment => workloads.push((
+                Box::new(FragmentTest {
+                    config: FragmentConfig::default(),
                 }),
                 1,
             )),

@@ -394,3 +394,31 @@ fn monitor_refuses_a_zero_interval() {
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--interval"));
 }
+
+#[test]
+fn the_fragment_workload_runs_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kiln()
+        .args([
+            "run",
+            "--workloads",
+            "fragment",
+            "--duration",
+            "1s",
+            "--json",
+            "--out",
+        ])
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let w = &report["devices"][0]["workloads"][0];
+    assert_eq!(w["workload"], "fragment");
+    assert_eq!(w["summary"]["returned_to_baseline"], true);
+}

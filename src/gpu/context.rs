@@ -28,7 +28,7 @@ pub const TEXEL_BINDING: u32 = 3;
 /// The device, the allocator and the submission fence, shared with every buffer so that
 /// they outlive all buffers, and so that a buffer is never freed under pending work.
 struct Shared {
-    _vulkan: Arc<Vulkan>,
+    vulkan: Arc<Vulkan>,
     device: ash::Device,
     allocator: Mutex<Option<Allocator>>,
     fence: vk::Fence,
@@ -84,6 +84,64 @@ pub enum BufferKind {
     /// Host-visible, coherent memory the host writes for the device to read (uploads);
     /// device-local where the device has such a type (resizable BAR).
     Upload,
+    /// Device-local memory sub-allocated from the allocator's shared blocks (the
+    /// allocator's own behaviour is what is tested).
+    DeviceShared,
+}
+
+/// A raw device-local `VkDeviceMemory`, freed on drop.
+pub struct RawMemory {
+    shared: Arc<Shared>,
+    memory: vk::DeviceMemory,
+    size_bytes: u64,
+}
+
+impl RawMemory {
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+}
+
+impl Drop for RawMemory {
+    fn drop(&mut self) {
+        if self.shared.settle() {
+            // SAFETY: the memory was allocated on this device and nothing is pending.
+            unsafe { self.shared.device.free_memory(self.memory, None) };
+        }
+    }
+}
+
+/// The allocator's bookkeeping: blocks and the live sub-allocations in each.
+#[derive(Debug, Clone, Default)]
+pub struct AllocatorStats {
+    /// Per memory block: its size and its live (offset, size) sub-allocations.
+    pub blocks: Vec<(u64, Vec<(u64, u64)>)>,
+    /// Bytes in live sub-allocations.
+    pub allocated_bytes: u64,
+    /// Bytes in all blocks.
+    pub capacity_bytes: u64,
+}
+
+impl AllocatorStats {
+    /// The largest free span in any block.
+    pub fn largest_free_span(&self) -> u64 {
+        self.blocks
+            .iter()
+            .map(|(size, allocs)| {
+                let mut spans = allocs.clone();
+                spans.sort_unstable();
+                let mut at = 0u64;
+                let mut largest = 0u64;
+                for (offset, len) in spans {
+                    largest = largest.max(offset.saturating_sub(at));
+                    at = at.max(offset + len);
+                }
+                largest.max(size.saturating_sub(at))
+            })
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// A buffer with its memory. Freed on drop.
@@ -226,6 +284,7 @@ pub struct DeviceContext {
     pipelines: HashMap<(Shader, Vec<u32>), vk::Pipeline>,
     /// Work submitted but not seen to finish (after a timeout).
     in_flight: Option<String>,
+    physical: vk::PhysicalDevice,
     /// Set once the device is lost; every later call fails with it.
     lost: Option<String>,
     simulate_loss: bool,
@@ -291,7 +350,7 @@ impl DeviceContext {
             }
         };
         let shared = Arc::new(Shared {
-            _vulkan: vulkan.clone(),
+            vulkan: vulkan.clone(),
             device,
             allocator: Mutex::new(Some(allocator)),
             fence,
@@ -317,6 +376,7 @@ impl DeviceContext {
             modules: HashMap::new(),
             pipelines: HashMap::new(),
             in_flight: None,
+            physical,
             lost: None,
             simulate_loss: false,
             fence_timeout: Duration::from_secs(10),
@@ -444,6 +504,10 @@ impl DeviceContext {
                 MemoryLocation::CpuToGpu,
                 AllocationScheme::DedicatedBuffer(buffer),
             ),
+            BufferKind::DeviceShared => (
+                MemoryLocation::GpuOnly,
+                AllocationScheme::GpuAllocatorManaged,
+            ),
         };
         let allocation = {
             let mut guard = self.shared.allocator.lock().map_err(|_| {
@@ -489,12 +553,89 @@ impl DeviceContext {
         let mapped = allocation.mapped_ptr().is_some();
         out.allocation = Some(allocation);
         bound.map_err(|r| GpuError::from_vk("vkBindBufferMemory", r, &running))?;
-        if kind != BufferKind::Device && !(coherent && mapped) {
+        let host = matches!(kind, BufferKind::Readback | BufferKind::Upload);
+        if host && !(coherent && mapped) {
             return Err(GpuError::Unsupported(
                 "no host-visible, host-coherent memory type for result buffers".into(),
             ));
         }
         Ok(out)
+    }
+
+    /// Allocates raw device-local memory with `vkAllocateMemory`, bypassing the allocator.
+    pub fn raw_memory(&mut self, size_bytes: u64) -> GpuResult<RawMemory> {
+        self.check_alive()?;
+        let running = format!("allocating {size_bytes} bytes of raw device memory");
+        let type_index = self
+            .info
+            .memory_types
+            .iter()
+            .find(|t| t.flags.iter().any(|f| f == "device_local"))
+            .map(|t| t.index)
+            .ok_or_else(|| GpuError::Unsupported("no device-local memory type".into()))?;
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(size_bytes)
+            .memory_type_index(type_index);
+        // SAFETY: a plain allocation on a live device.
+        let memory = unsafe { self.shared.device.allocate_memory(&info, None) }
+            .map_err(|r| GpuError::from_vk("vkAllocateMemory", r, &running))?;
+        Ok(RawMemory {
+            shared: self.shared.clone(),
+            memory,
+            size_bytes,
+        })
+    }
+
+    /// The allocator's blocks and live sub-allocations.
+    pub fn allocator_stats(&self) -> AllocatorStats {
+        let Ok(guard) = self.shared.allocator.lock() else {
+            return AllocatorStats::default();
+        };
+        let Some(allocator) = guard.as_ref() else {
+            return AllocatorStats::default();
+        };
+        let report = allocator.generate_report();
+        AllocatorStats {
+            blocks: report
+                .blocks
+                .iter()
+                .map(|b| {
+                    let allocs = report.allocations[b.allocations.clone()]
+                        .iter()
+                        .map(|a| (a.offset, a.size))
+                        .collect();
+                    (b.size, allocs)
+                })
+                .collect(),
+            allocated_bytes: report.total_allocated_bytes,
+            capacity_bytes: report.total_capacity_bytes,
+        }
+    }
+
+    /// What the driver says this process uses of the largest device-local heap
+    /// (`VK_EXT_memory_budget`); None without the extension.
+    pub fn device_local_usage(&self) -> Option<u64> {
+        if !self.info.memory_budget_supported {
+            return None;
+        }
+        let heap = self
+            .info
+            .heaps
+            .iter()
+            .filter(|h| h.device_local)
+            .max_by_key(|h| h.size_bytes)?
+            .index as usize;
+        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+        let mut props = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+        // SAFETY: the physical device belongs to the instance; the device supports the
+        // budget extension (checked above).
+        unsafe {
+            self.shared
+                .vulkan
+                .instance
+                .get_physical_device_memory_properties2(self.physical, &mut props)
+        };
+        Some(budget.heap_usage[heap])
     }
 
     /// Binds three buffers (each whole) to bindings 0, 1 and 2 of a new descriptor set,

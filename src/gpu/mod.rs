@@ -8,7 +8,8 @@ mod instance;
 mod shaders;
 
 pub use context::{
-    BINDINGS, Binding, BufferKind, DeviceContext, GpuBuffer, Pipeline, Recording, Timing,
+    AllocatorStats, BINDINGS, Binding, BufferKind, DeviceContext, GpuBuffer, Pipeline, RawMemory,
+    Recording, Timing,
 };
 pub use error::{GpuError, GpuResult};
 pub use info::{DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MemoryTypeInfo, format_uuid};

@@ -32,8 +32,10 @@ pub mod exit_code {
 pub enum DeviceResult {
     /// Everything ran and nothing was wrong.
     Pass,
-    /// Faults found.
+    /// Hardware faults found.
     Fail,
+    /// A software problem found (fragmentation, leaks); no hardware fault.
+    Software,
     /// Not enough could run to judge.
     Inconclusive,
 }
@@ -44,6 +46,7 @@ impl DeviceResult {
         match self {
             DeviceResult::Pass => "PASS",
             DeviceResult::Fail => "FAIL",
+            DeviceResult::Software => "SOFTWARE",
             DeviceResult::Inconclusive => "INCONCLUSIVE",
         }
     }
@@ -53,6 +56,7 @@ impl DeviceResult {
         match self {
             DeviceResult::Pass => exit_code::HEALTHY,
             DeviceResult::Fail => exit_code::HARDWARE,
+            DeviceResult::Software => exit_code::SOFTWARE,
             DeviceResult::Inconclusive => exit_code::INCONCLUSIVE,
         }
     }
@@ -94,6 +98,11 @@ impl DeviceReport {
     ) -> DeviceReport {
         let result = if workloads.iter().any(|w| w.status == WorkloadStatus::Failed) {
             DeviceResult::Fail
+        } else if workloads
+            .iter()
+            .any(|w| w.status == WorkloadStatus::SoftwareFault)
+        {
+            DeviceResult::Software
         } else if failure.is_none()
             && !workloads.is_empty()
             && workloads.iter().all(|w| w.status == WorkloadStatus::Passed)
@@ -176,6 +185,8 @@ impl Report {
     ) -> Report {
         let result = if devices.iter().any(|d| d.result == DeviceResult::Fail) {
             DeviceResult::Fail
+        } else if devices.iter().any(|d| d.result == DeviceResult::Software) {
+            DeviceResult::Software
         } else if devices.is_empty()
             || devices
                 .iter()

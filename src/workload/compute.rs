@@ -210,7 +210,7 @@ impl ComputeReport {
             .map(|k| format!("{:?} {:.1} G ops/s", k.kind, k.gops).to_lowercase())
             .collect();
         match self.status() {
-            WorkloadStatus::Failed => format!(
+            WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => format!(
                 "{} wrong results (silent data corruption) in {verified} verified multiply-adds",
                 self.faults()
             ),

@@ -2,6 +2,7 @@
 //! same trait so that orchestration and reporting never depend on which one ran.
 
 pub mod compute;
+pub mod fragment;
 pub mod pcie;
 pub mod vram;
 
@@ -56,8 +57,10 @@ impl RunControl {
 pub enum WorkloadStatus {
     /// Ran and found nothing wrong.
     Passed,
-    /// Found faults.
+    /// Found hardware faults.
     Failed,
+    /// Found a software problem (fragmentation, a leak): the card may be fine.
+    SoftwareFault,
     /// Ran only partly (time, stop request or device failure) and found nothing wrong in
     /// what ran.
     Incomplete,
@@ -71,6 +74,7 @@ impl WorkloadStatus {
         match self {
             WorkloadStatus::Passed => "passed",
             WorkloadStatus::Failed => "failed",
+            WorkloadStatus::SoftwareFault => "software_fault",
             WorkloadStatus::Incomplete => "incomplete",
             WorkloadStatus::NotRun => "not_run",
         }

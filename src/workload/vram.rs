@@ -293,7 +293,7 @@ impl VramReport {
     pub fn headline(&self) -> String {
         let tested = self.coverage.tested_bytes as f64 / GIB;
         match self.status() {
-            WorkloadStatus::Failed => format!(
+            WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => format!(
                 "{} wrong words in {tested:.2} GiB tested ({} recorded)",
                 self.errors_total,
                 self.records.len()

@@ -1,0 +1,565 @@
+//! Allocator torture: random size classes (power-law, 4 KiB up), random free order, and
+//! large contiguous requests in between, through the allocator and through raw
+//! `vkAllocateMemory`. It watches for requests refused while enough memory is free
+//! (fragmentation) and for usage that does not return to its baseline after every free
+//! (a leak), and always leaves the device as it found it.
+//!
+//! The test runs within a memory cap of its own: a request the allocator can only serve
+//! by growing past the cap counts as refused. That makes fragmentation visible on devices
+//! whose driver would rather over-commit than fail.
+
+use std::time::Instant;
+
+use rand::{Rng, RngExt, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use super::{RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus};
+use crate::evidence::{Event, EventSink};
+use crate::gpu::{BufferKind, DeviceContext, GpuBuffer, GpuError, RawMemory};
+
+const MIB: u64 = 1 << 20;
+const KIB: u64 = 1 << 10;
+
+/// Settings of the fragmentation torture.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FragmentConfig {
+    /// Rounds to run when there is no time budget.
+    pub rounds: Option<u32>,
+    /// The test's memory cap (default: 512 MiB on CPU devices, else a quarter of the free
+    /// memory up to 1 GiB); a multiple of 256 MiB.
+    pub cap_bytes: Option<u64>,
+    /// Allocate-or-free operations per round.
+    pub ops_per_round: u32,
+    /// Seed of sizes and order.
+    pub seed: u64,
+    /// Keep one allocation alive at the end of every round (detector tests).
+    pub plant_leak: bool,
+    /// Fill the cap with small blocks, free every other one, then ask for a large one
+    /// (detector tests).
+    pub plant_fragmentation: bool,
+}
+
+impl Default for FragmentConfig {
+    fn default() -> Self {
+        FragmentConfig {
+            rounds: None,
+            cap_bytes: None,
+            ops_per_round: 300,
+            seed: 0x6B69_6C6E,
+            plant_leak: false,
+            plant_fragmentation: false,
+        }
+    }
+}
+
+/// Latency percentiles of allocations, in microseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Latency {
+    /// Allocations measured.
+    pub count: usize,
+    /// Median.
+    pub p50_us: f64,
+    /// 90th percentile.
+    pub p90_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Slowest.
+    pub max_us: f64,
+}
+
+fn latency(mut samples: Vec<f64>) -> Latency {
+    if samples.is_empty() {
+        return Latency::default();
+    }
+    samples.sort_by(f64::total_cmp);
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    Latency {
+        count: samples.len(),
+        p50_us: at(0.5),
+        p90_us: at(0.9),
+        p99_us: at(0.99),
+        max_us: at(1.0),
+    }
+}
+
+/// A request refused while enough memory was free.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Refusal {
+    /// Round.
+    pub round: u32,
+    /// Bytes asked for.
+    pub request_bytes: u64,
+    /// Bytes free under the cap when it was refused.
+    pub free_bytes: u64,
+    /// The largest free span in the allocator's blocks.
+    pub largest_free_span_bytes: u64,
+}
+
+/// Usage after every allocation of a round was freed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Residual {
+    /// Round.
+    pub round: u32,
+    /// Bytes the allocator still reports allocated.
+    pub allocator_bytes: u64,
+    /// Raw allocations still alive.
+    pub raw_allocations: usize,
+    /// The driver's usage of the heap (`VK_EXT_memory_budget`), when it reports it.
+    pub usage_bytes: Option<u64>,
+}
+
+/// Everything the torture found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FragmentReport {
+    /// The memory cap.
+    pub cap_bytes: u64,
+    /// Rounds completed.
+    pub rounds: u32,
+    /// Allocations through the allocator.
+    pub allocator_allocations: u64,
+    /// Allocations through `vkAllocateMemory`.
+    pub raw_allocations: u64,
+    /// Allocator latency.
+    pub allocator_latency: Latency,
+    /// Raw allocation latency.
+    pub raw_latency: Latency,
+    /// Large contiguous requests tried.
+    pub large_requests: u64,
+    /// Requests refused while enough memory was free.
+    pub refused_while_free: Vec<Refusal>,
+    /// Usage at the start.
+    pub baseline: Residual,
+    /// Usage after each round's frees.
+    pub residuals: Vec<Residual>,
+    /// Usage after the workload released everything.
+    pub end: Residual,
+    /// True when the end state matches the baseline.
+    pub returned_to_baseline: bool,
+    /// `alloc_fail_fragmented`, `leak`: evidence for the verdict.
+    pub findings: Vec<String>,
+    /// Why it stopped early, if it did.
+    pub stopped_early: Option<String>,
+    /// The device failure that ended it, if any.
+    pub device_error: Option<String>,
+}
+
+impl FragmentReport {
+    /// Software fault on findings; else passed (or not run / incomplete).
+    pub fn status(&self) -> WorkloadStatus {
+        if !self.findings.is_empty() {
+            WorkloadStatus::SoftwareFault
+        } else if self.rounds == 0 {
+            WorkloadStatus::NotRun
+        } else if self.device_error.is_some() || self.stopped_early.is_some() {
+            WorkloadStatus::Incomplete
+        } else {
+            WorkloadStatus::Passed
+        }
+    }
+
+    /// One sentence for people.
+    pub fn headline(&self) -> String {
+        if self.findings.is_empty() {
+            format!(
+                "{} rounds, {} allocations, no refusal with memory free, usage back to baseline (allocator p99 {:.0} us)",
+                self.rounds,
+                self.allocator_allocations + self.raw_allocations,
+                self.allocator_latency.p99_us
+            )
+        } else {
+            self.findings.join("; ")
+        }
+    }
+}
+
+/// The torture as a workload.
+pub struct FragmentTest {
+    /// Its settings.
+    pub config: FragmentConfig,
+}
+
+impl Workload for FragmentTest {
+    fn name(&self) -> &'static str {
+        "fragment"
+    }
+
+    fn run(
+        &mut self,
+        ctx: &mut DeviceContext,
+        control: &RunControl,
+        events: &mut dyn EventSink,
+    ) -> Result<WorkloadOutcome, WorkloadError> {
+        let report = self.run_report(ctx, control, events)?;
+        Ok(WorkloadOutcome {
+            workload: self.name().into(),
+            status: report.status(),
+            headline: report.headline(),
+            summary: serde_json::to_value(&report).unwrap_or_default(),
+        })
+    }
+}
+
+fn residual(ctx: &DeviceContext, round: u32, raw_alive: usize) -> Residual {
+    Residual {
+        round,
+        allocator_bytes: ctx.allocator_stats().allocated_bytes,
+        raw_allocations: raw_alive,
+        usage_bytes: ctx.device_local_usage(),
+    }
+}
+
+/// Power-law sizes: most small, a few up to `max`, in 4 KiB steps.
+fn size(rng: &mut impl Rng, max: u64) -> u64 {
+    let u: f64 = rng.random();
+    let span = (max as f64 / (4 * KIB) as f64).ln();
+    let bytes = (4 * KIB) as f64 * (span * u.powi(3)).exp();
+    ((bytes as u64) / (4 * KIB)).max(1) * 4 * KIB
+}
+
+struct State {
+    buffers: Vec<GpuBuffer>,
+    raw: Vec<RawMemory>,
+    live_bytes: u64,
+    allocator_lat: Vec<f64>,
+    raw_lat: Vec<f64>,
+}
+
+impl FragmentTest {
+    /// Runs the torture and returns its typed report.
+    pub fn run_report(
+        &mut self,
+        ctx: &mut DeviceContext,
+        control: &RunControl,
+        events: &mut dyn EventSink,
+    ) -> Result<FragmentReport, WorkloadError> {
+        let cfg = self.config.clone();
+        let block = 256 * MIB;
+        let cap = match cfg.cap_bytes {
+            Some(c) => c,
+            None if !ctx.info().kind.is_gpu() => 2 * block,
+            None => {
+                (ctx.info().device_local_free_bytes() / 4).clamp(block, 4 * block) / block * block
+            }
+        };
+        if cap < block || cap % block != 0 {
+            return Err(WorkloadError::Config(format!(
+                "the fragmentation cap must be a multiple of 256 MiB, not {cap} bytes"
+            )));
+        }
+        if cfg.ops_per_round == 0 {
+            return Err(WorkloadError::Config(
+                "the fragmentation test needs at least one operation per round".into(),
+            ));
+        }
+        let device = Some(ctx.info().index);
+        events.emit(
+            device,
+            Event::WorkloadStart {
+                workload: "fragment".into(),
+                settings: serde_json::json!({ "config": &cfg, "cap_bytes": cap }),
+            },
+        );
+        let baseline = residual(ctx, 0, 0);
+        let mut report = FragmentReport {
+            cap_bytes: cap,
+            rounds: 0,
+            allocator_allocations: 0,
+            raw_allocations: 0,
+            allocator_latency: Latency::default(),
+            raw_latency: Latency::default(),
+            large_requests: 0,
+            refused_while_free: Vec::new(),
+            baseline: baseline.clone(),
+            residuals: Vec::new(),
+            end: baseline.clone(),
+            returned_to_baseline: true,
+            findings: Vec::new(),
+            stopped_early: None,
+            device_error: None,
+        };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
+        let mut leaked: Vec<GpuBuffer> = Vec::new();
+        let mut st = State {
+            buffers: Vec::new(),
+            raw: Vec::new(),
+            live_bytes: 0,
+            allocator_lat: Vec::new(),
+            raw_lat: Vec::new(),
+        };
+        let mut round = 0u32;
+        let outcome: Result<(), GpuError> = (|| {
+            loop {
+                if cfg.rounds.is_some_and(|n| round >= n)
+                    || (cfg.rounds.is_none() && round > 0 && control.out_of_time())
+                {
+                    break;
+                }
+                if control.stopped() {
+                    report.stopped_early = Some("stopped on request".into());
+                    break;
+                }
+                if cfg.plant_fragmentation && round == 0 {
+                    fragmenting_pattern(ctx, &mut st, cap, round, &mut report)?;
+                } else {
+                    churn(
+                        ctx,
+                        &mut st,
+                        &mut rng,
+                        cap,
+                        cfg.ops_per_round,
+                        round,
+                        &mut report,
+                    )?;
+                }
+                if cfg.plant_leak {
+                    leaked.push(ctx.buffer(
+                        BufferKind::DeviceShared,
+                        cap / 64,
+                        "kiln fragment planted leak",
+                    )?);
+                }
+                report.allocator_allocations += st.allocator_lat.len() as u64;
+                report.raw_allocations += st.raw_lat.len() as u64;
+                st.buffers.clear();
+                st.raw.clear();
+                st.live_bytes = 0;
+                let r = residual(ctx, round, st.raw.len());
+                report.residuals.push(r);
+                round += 1;
+                report.rounds = round;
+            }
+            Ok(())
+        })();
+        if let Err(e) = outcome {
+            events.emit(
+                device,
+                Event::DeviceError {
+                    error: if e.is_device_fatal() {
+                        "device_lost_or_hung"
+                    } else {
+                        "other"
+                    }
+                    .into(),
+                    message: e.to_string(),
+                },
+            );
+            report.device_error = Some(e.to_string());
+        }
+        report.allocator_latency = latency(std::mem::take(&mut st.allocator_lat));
+        report.raw_latency = latency(std::mem::take(&mut st.raw_lat));
+        judge_leak(&mut report);
+        // Leave the device as it was found.
+        drop(st);
+        leaked.clear();
+        report.end = residual(ctx, round, 0);
+        let tolerance = cap / 100;
+        report.returned_to_baseline = report.end.allocator_bytes <= report.baseline.allocator_bytes
+            && match (report.end.usage_bytes, report.baseline.usage_bytes) {
+                (Some(end), Some(base)) => end <= base + tolerance,
+                _ => true,
+            };
+        if !report.returned_to_baseline {
+            report.findings.push(format!(
+                "leak: usage did not return to its baseline after the workload released everything ({:?} vs {:?} bytes)",
+                report.end.usage_bytes, report.baseline.usage_bytes
+            ));
+        }
+        for f in &report.findings {
+            events.emit(
+                device,
+                Event::Note {
+                    message: format!("fragment finding: {f}"),
+                },
+            );
+        }
+        Ok(report)
+    }
+}
+
+/// Random allocations and frees with a large request every 50 operations.
+fn churn(
+    ctx: &mut DeviceContext,
+    st: &mut State,
+    rng: &mut impl Rng,
+    cap: u64,
+    ops: u32,
+    round: u32,
+    report: &mut FragmentReport,
+) -> Result<(), GpuError> {
+    // Keep live memory at a quarter of the cap and requests at a sixteenth: a healthy
+    // allocator serves every one of them without growing past the cap.
+    let max_size = cap / 16;
+    for op in 0..ops {
+        if op % 50 == 49 {
+            large_request(ctx, st, cap, max_size, round, report)?;
+            continue;
+        }
+        let allocate = rng.random_bool(0.6) || (st.buffers.is_empty() && st.raw.is_empty());
+        if allocate {
+            let bytes = size(rng, max_size);
+            if st.live_bytes + bytes > cap / 4 {
+                continue;
+            }
+            let t = Instant::now();
+            if rng.random_bool(0.7) {
+                let b = ctx.buffer(BufferKind::DeviceShared, bytes, "kiln fragment churn")?;
+                st.allocator_lat.push(t.elapsed().as_secs_f64() * 1e6);
+                st.buffers.push(b);
+            } else {
+                let m = ctx.raw_memory(bytes)?;
+                st.raw_lat.push(t.elapsed().as_secs_f64() * 1e6);
+                st.raw.push(m);
+            }
+            st.live_bytes += bytes;
+        } else if rng.random_bool(0.7) && !st.buffers.is_empty() {
+            let i = rng.random_range(0..st.buffers.len());
+            st.live_bytes -= st.buffers.swap_remove(i).size_bytes();
+        } else if !st.raw.is_empty() {
+            let i = rng.random_range(0..st.raw.len());
+            st.live_bytes -= st.raw.swap_remove(i).size_bytes();
+        }
+    }
+    Ok(())
+}
+
+/// Asks the allocator for `bytes` in one piece; refused if serving it grows the
+/// allocator past the cap while the cap still has room for it.
+fn large_request(
+    ctx: &mut DeviceContext,
+    st: &mut State,
+    cap: u64,
+    bytes: u64,
+    round: u32,
+    report: &mut FragmentReport,
+) -> Result<(), GpuError> {
+    report.large_requests += 1;
+    let before = ctx.allocator_stats();
+    let free = cap.saturating_sub(before.allocated_bytes);
+    let t = Instant::now();
+    let refused = match ctx.buffer(
+        BufferKind::DeviceShared,
+        bytes,
+        "kiln fragment large request",
+    ) {
+        Ok(b) => {
+            st.allocator_lat.push(t.elapsed().as_secs_f64() * 1e6);
+            let grew_past_cap = ctx.allocator_stats().capacity_bytes > cap;
+            drop(b);
+            grew_past_cap
+        }
+        Err(GpuError::OutOfMemory { .. }) => true,
+        Err(e) => return Err(e),
+    };
+    if refused && free >= bytes {
+        report.refused_while_free.push(Refusal {
+            round,
+            request_bytes: bytes,
+            free_bytes: free,
+            largest_free_span_bytes: before.largest_free_span(),
+        });
+        if !report
+            .findings
+            .iter()
+            .any(|f| f.starts_with("alloc_fail_fragmented"))
+        {
+            report.findings.push(format!(
+                "alloc_fail_fragmented: a {bytes}-byte request was refused with {free} bytes free under the cap (largest free span {} bytes)",
+                before.largest_free_span()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Fills the cap with 64 KiB blocks, frees every other one, then asks for a large block:
+/// half the memory is free, but in pieces too small to serve it.
+fn fragmenting_pattern(
+    ctx: &mut DeviceContext,
+    st: &mut State,
+    cap: u64,
+    round: u32,
+    report: &mut FragmentReport,
+) -> Result<(), GpuError> {
+    let small = 64 * KIB;
+    while st.live_bytes + 2 * small <= cap {
+        let t = Instant::now();
+        st.buffers.push(ctx.buffer(
+            BufferKind::DeviceShared,
+            small,
+            "kiln fragment planted pattern",
+        )?);
+        st.allocator_lat.push(t.elapsed().as_secs_f64() * 1e6);
+        st.live_bytes += small;
+    }
+    let mut keep = Vec::with_capacity(st.buffers.len() / 2);
+    for (i, b) in std::mem::take(&mut st.buffers).into_iter().enumerate() {
+        if i % 2 == 0 {
+            keep.push(b);
+        } else {
+            st.live_bytes -= small;
+        }
+    }
+    st.buffers = keep;
+    large_request(ctx, st, cap, cap / 16, round, report)
+}
+
+/// A leak: the allocator still reports our allocations after every free, growing round by
+/// round; or the driver's usage grows round by round beyond the allocator's blocks.
+fn judge_leak(report: &mut FragmentReport) {
+    let residual: Vec<u64> = report
+        .residuals
+        .iter()
+        .map(|r| {
+            r.allocator_bytes
+                .saturating_sub(report.baseline.allocator_bytes)
+        })
+        .collect();
+    if let Some(&last) = residual.last()
+        && last > 0
+    {
+        report.findings.push(format!(
+            "leak: {last} bytes stay allocated after every free, over {} rounds",
+            residual.len()
+        ));
+    }
+    let usage: Vec<u64> = report
+        .residuals
+        .iter()
+        .filter_map(|r| r.usage_bytes)
+        .collect();
+    if let (Some(&first), Some(&last)) = (usage.first(), usage.last())
+        && usage.len() >= 3
+        && usage.windows(2).all(|w| w[1] >= w[0])
+        && last > first + report.cap_bytes / 100
+    {
+        report.findings.push(format!(
+            "leak: the driver's usage grew from {first} to {last} bytes across rounds with nothing allocated"
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_follow_a_power_law_in_4_kib_steps() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let sizes: Vec<u64> = (0..2000).map(|_| size(&mut rng, 64 * MIB)).collect();
+        assert!(
+            sizes
+                .iter()
+                .all(|s| s % (4 * KIB) == 0 && *s >= 4 * KIB && *s <= 64 * MIB)
+        );
+        let small = sizes.iter().filter(|&&s| s < MIB).count();
+        assert!(small > sizes.len() / 2, "mostly small: {small}");
+        assert!(sizes.iter().any(|&s| s > 16 * MIB), "a few large");
+    }
+
+    #[test]
+    fn percentiles_are_ordered() {
+        let l = latency((1..=100).map(f64::from).collect());
+        assert_eq!((l.count, l.p50_us, l.max_us), (100, 51.0, 100.0));
+        assert!(l.p90_us <= l.p99_us);
+    }
+}
