@@ -36,6 +36,14 @@ fn a_clean_run_flags_nothing_and_returns_to_its_baseline() {
     assert!(report.refused_while_free.is_empty());
     assert!(report.large_requests >= 3 * 5);
     assert!(report.allocator_allocations > 100 && report.raw_allocations > 20);
+    assert_eq!(
+        report.allocator_allocations as usize, report.allocator_latency.count,
+        "each allocation counted once"
+    );
+    assert!(
+        report.allocator_allocations < 3 * 300,
+        "at most one allocation per operation"
+    );
     assert!(
         report.allocator_latency.count > 0
             && report.allocator_latency.p50_us <= report.allocator_latency.p99_us

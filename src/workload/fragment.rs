@@ -119,7 +119,7 @@ pub struct FragmentReport {
     pub allocator_allocations: u64,
     /// Allocations through `vkAllocateMemory`.
     pub raw_allocations: u64,
-    /// Allocator latency.
+    /// Allocator latency (over a bounded, unbiased sample of the allocations).
     pub allocator_latency: Latency,
     /// Raw allocation latency.
     pub raw_latency: Latency,
@@ -129,7 +129,7 @@ pub struct FragmentReport {
     pub refused_while_free: Vec<Refusal>,
     /// Usage at the start.
     pub baseline: Residual,
-    /// Usage after each round's frees.
+    /// Usage after each round's frees (the most recent rounds).
     pub residuals: Vec<Residual>,
     /// Usage after the workload released everything.
     pub end: Residual,
@@ -220,8 +220,35 @@ struct State {
     buffers: Vec<GpuBuffer>,
     raw: Vec<RawMemory>,
     live_bytes: u64,
-    allocator_lat: Vec<f64>,
-    raw_lat: Vec<f64>,
+    allocator_lat: Samples,
+    raw_lat: Samples,
+}
+
+/// Latency samples, bounded: past the limit each new sample replaces a random kept one
+/// (reservoir sampling), so hours of churn keep an unbiased sample in bounded memory.
+#[derive(Default)]
+struct Samples {
+    kept: Vec<f64>,
+    seen: u64,
+}
+
+const MAX_SAMPLES: usize = 100_000;
+/// Rounds whose residual usage is kept (the most recent).
+const MAX_RESIDUALS: usize = 256;
+
+impl Samples {
+    fn push(&mut self, value: f64) {
+        self.seen += 1;
+        if self.kept.len() < MAX_SAMPLES {
+            self.kept.push(value);
+        } else {
+            // A cheap deterministic index spread over the reservoir.
+            let slot = (self.seen.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % self.seen;
+            if (slot as usize) < MAX_SAMPLES {
+                self.kept[slot as usize] = value;
+            }
+        }
+    }
 }
 
 impl FragmentTest {
@@ -283,8 +310,8 @@ impl FragmentTest {
             buffers: Vec::new(),
             raw: Vec::new(),
             live_bytes: 0,
-            allocator_lat: Vec::new(),
-            raw_lat: Vec::new(),
+            allocator_lat: Samples::default(),
+            raw_lat: Samples::default(),
         };
         let mut round = 0u32;
         let outcome: Result<(), GpuError> = (|| {
@@ -318,12 +345,13 @@ impl FragmentTest {
                         "kiln fragment planted leak",
                     )?);
                 }
-                report.allocator_allocations += st.allocator_lat.len() as u64;
-                report.raw_allocations += st.raw_lat.len() as u64;
                 st.buffers.clear();
                 st.raw.clear();
                 st.live_bytes = 0;
                 let r = residual(ctx, round, st.raw.len());
+                if report.residuals.len() == MAX_RESIDUALS {
+                    report.residuals.remove(0);
+                }
                 report.residuals.push(r);
                 round += 1;
                 report.rounds = round;
@@ -345,8 +373,10 @@ impl FragmentTest {
             );
             report.device_error = Some(e.to_string());
         }
-        report.allocator_latency = latency(std::mem::take(&mut st.allocator_lat));
-        report.raw_latency = latency(std::mem::take(&mut st.raw_lat));
+        report.allocator_allocations = st.allocator_lat.seen;
+        report.raw_allocations = st.raw_lat.seen;
+        report.allocator_latency = latency(std::mem::take(&mut st.allocator_lat.kept));
+        report.raw_latency = latency(std::mem::take(&mut st.raw_lat.kept));
         judge_leak(&mut report);
         // Leave the device as it was found.
         drop(st);
