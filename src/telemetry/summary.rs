@@ -9,7 +9,7 @@ use super::record::{Reading, Readings, TelemetryData, TelemetryRecord, XidEvent}
 use super::throttle;
 
 /// Gauges summarised by min/median/max.
-pub const GAUGES: [&str; 12] = [
+pub const GAUGES: [&str; 13] = [
     "gpu_temp_c",
     "hbm_temp_c",
     "power_w",
@@ -22,6 +22,7 @@ pub const GAUGES: [&str; 12] = [
     "pcie_gen_max",
     "pcie_width",
     "pcie_width_max",
+    "mem_used_bytes",
 ];
 
 /// Min, median and max of a gauge over a phase.
