@@ -298,6 +298,8 @@ pub struct ComputeBenchReport {
     pub fp32_best_gflops: f64,
     /// int32 multiply-add operations per GPU second, in 10^9.
     pub int32_gops: f64,
+    /// fp16 operations per GPU second, in 10^9, where the device has fp16 arithmetic.
+    pub fp16_gflops: Option<f64>,
     /// Theoretical fp32 rate, when known.
     pub theoretical_gflops: Option<f64>,
     /// Where the theoretical rate comes from.
@@ -400,6 +402,7 @@ pub fn bench_compute(opts: &ComputeBenchOptions) -> Result<ComputeBenchReport, A
         fp32_gflops: fp32.map_or(0.0, |k| k.gops),
         fp32_best_gflops: best,
         int32_gops: kind(ComputeKind::Int32).map_or(0.0, |k| k.gops),
+        fp16_gflops: kind(ComputeKind::Fp16).map(|k| k.gops),
         theoretical_gflops: theoretical.as_ref().map(|t| t.0),
         theoretical_source: theoretical.as_ref().map_or_else(
             || "unknown for this device: only the measured peak is given".into(),
@@ -426,6 +429,10 @@ pub fn compute_summary(r: &ComputeBenchReport) -> String {
         "  int32 multiply-add   {:10.1} G op/s\n",
         r.int32_gops
     ));
+    match r.fp16_gflops {
+        Some(g) => out.push_str(&format!("  fp16 FMA chains      {g:10.1} G flop/s\n")),
+        None => out.push_str("  fp16: the device has no fp16 arithmetic\n"),
+    }
     match (r.theoretical_gflops, r.ratio) {
         (Some(t), Some(ratio)) => out.push_str(&format!(
             "  theoretical fp32     {t:10.1} G flop/s ({})\n  measured peak / theoretical: {ratio:.3}\n",

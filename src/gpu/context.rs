@@ -316,9 +316,17 @@ impl DeviceContext {
         let supported = unsafe { vulkan.instance.get_physical_device_features(physical) };
         let features =
             vk::PhysicalDeviceFeatures::default().shader_int64(supported.shader_int64 == vk::TRUE);
-        let create = vk::DeviceCreateInfo::default()
+        // 16-bit float arithmetic where the device has it (the fp16 compute pass).
+        let mut f16 = vk::PhysicalDeviceShaderFloat16Int8Features::default().shader_float16(true);
+        let f16_extension = [ash::khr::shader_float16_int8::NAME.as_ptr()];
+        let mut create = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queue_info)
             .enabled_features(&features);
+        if info.shader_float16 {
+            create = create
+                .enabled_extension_names(&f16_extension)
+                .push_next(&mut f16);
+        }
         let vk_err = |call, r| GpuError::from_vk(call, r, &running);
         // SAFETY: physical belongs to the instance; create points at live data.
         let device = unsafe { vulkan.instance.create_device(physical, &create, None) }

@@ -117,6 +117,9 @@ pub struct DeviceInfo {
     pub limits: DeviceLimits,
     /// True when shaders may use 64-bit integers (`shaderInt64`).
     pub shader_int64: bool,
+    /// True when shaders may compute in 16-bit floats (`shaderFloat16`).
+    #[serde(default)]
+    pub shader_float16: bool,
     /// Queue family used for compute.
     pub compute_queue_family: Option<u32>,
 }

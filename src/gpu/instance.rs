@@ -257,6 +257,16 @@ impl Vulkan {
             // SAFETY: pd belongs to this instance.
             shader_int64: unsafe { self.instance.get_physical_device_features(pd) }.shader_int64
                 == vk::TRUE,
+            shader_float16: has(ash::khr::shader_float16_int8::NAME) && {
+                let mut f16 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
+                let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut f16);
+                // SAFETY: the device reports the extension whose struct is chained.
+                unsafe {
+                    self.instance
+                        .get_physical_device_features2(pd, &mut features)
+                };
+                f16.shader_float16 == vk::TRUE
+            },
             compute_queue_family: compute_family,
         })
     }

@@ -21,6 +21,8 @@ pub enum Shader {
     VramEvict,
     /// Long dependent multiply-add chains, one result per work item.
     ComputeFma,
+    /// The same in fp16 (a separate module: it needs the Float16 capability).
+    ComputeFma16,
     /// Compares two runs of the same work items.
     ComputeCompare,
     /// Checksums a transferred buffer on the device.
@@ -46,6 +48,7 @@ impl Shader {
             Shader::VramProbe => include_bytes!(concat!(env!("OUT_DIR"), "/vram_probe.spv")),
             Shader::VramEvict => include_bytes!(concat!(env!("OUT_DIR"), "/vram_evict.spv")),
             Shader::ComputeFma => include_bytes!(concat!(env!("OUT_DIR"), "/compute_fma.spv")),
+            Shader::ComputeFma16 => include_bytes!(concat!(env!("OUT_DIR"), "/compute_fma16.spv")),
             Shader::ComputeCompare => {
                 include_bytes!(concat!(env!("OUT_DIR"), "/compute_compare.spv"))
             }
@@ -65,6 +68,7 @@ impl Shader {
             Shader::VramProbe => "vram_probe",
             Shader::VramEvict => "vram_evict",
             Shader::ComputeFma => "compute_fma",
+            Shader::ComputeFma16 => "compute_fma16",
             Shader::ComputeCompare => "compute_compare",
             Shader::PcieChecksum => "pcie_checksum",
         }

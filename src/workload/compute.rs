@@ -30,13 +30,23 @@ pub enum ComputeKind {
     Fp32,
     /// 32-bit integer multiply-add (wrapping).
     Int32,
+    /// 16-bit float fused multiply-add, where the device has it (checked by the
+    /// redundant run; the CPU has no half-precision arithmetic to check it against).
+    Fp16,
 }
 
 impl ComputeKind {
     fn spec(self) -> u32 {
         match self {
-            ComputeKind::Fp32 => 0,
+            ComputeKind::Fp32 | ComputeKind::Fp16 => 0,
             ComputeKind::Int32 => 1,
+        }
+    }
+
+    fn shader(self) -> Shader {
+        match self {
+            ComputeKind::Fp16 => Shader::ComputeFma16,
+            _ => Shader::ComputeFma,
         }
     }
 }
@@ -61,7 +71,8 @@ pub enum LoadShape {
 /// Settings of the compute test.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ComputeConfig {
-    /// Arithmetic kinds, alternated round by round.
+    /// Arithmetic kinds, alternated round by round; fp16 is skipped (and said) where the
+    /// device lacks it.
     pub kinds: Vec<ComputeKind>,
     /// Load shape.
     pub shape: LoadShape,
@@ -85,7 +96,7 @@ pub struct ComputeConfig {
 impl Default for ComputeConfig {
     fn default() -> Self {
         ComputeConfig {
-            kinds: vec![ComputeKind::Fp32, ComputeKind::Int32],
+            kinds: vec![ComputeKind::Fp32, ComputeKind::Int32, ComputeKind::Fp16],
             shape: LoadShape::Steady,
             items: None,
             dispatch_target: Duration::from_millis(20),
@@ -303,7 +314,7 @@ fn hash(mut x: u32) -> u32 {
 pub fn reference(kind: ComputeKind, item: u32, seed: u32, iterations: u32) -> [u32; 4] {
     let h = hash(item ^ seed);
     match kind {
-        ComputeKind::Fp32 => {
+        ComputeKind::Fp32 | ComputeKind::Fp16 => {
             let mut x = [
                 (h & 0xFFFF) as f32 / 65536.0,
                 (h >> 16) as f32 / 65536.0,
@@ -349,7 +360,7 @@ pub fn reference(kind: ComputeKind, item: u32, seed: u32, iterations: u32) -> [u
 fn agrees(kind: ComputeKind, cpu: [u32; 4], gpu: [u32; 4]) -> bool {
     match kind {
         ComputeKind::Int32 => cpu == gpu,
-        ComputeKind::Fp32 => cpu.iter().zip(gpu).all(|(&c, g)| {
+        ComputeKind::Fp32 | ComputeKind::Fp16 => cpu.iter().zip(gpu).all(|(&c, g)| {
             let (c, g) = (f32::from_bits(c), f32::from_bits(g));
             g.is_finite() && (c - g).abs() <= 1e-5 * c.abs().max(1e-3)
         }),
@@ -387,6 +398,22 @@ impl ComputeTest {
             )));
         }
         let device = Some(ctx.info().index);
+        let mut cfg = cfg;
+        if !ctx.info().shader_float16 && cfg.kinds.contains(&ComputeKind::Fp16) {
+            cfg.kinds.retain(|&k| k != ComputeKind::Fp16);
+            events.emit(
+                device,
+                Event::Note {
+                    message: "the device has no fp16 arithmetic (shaderFloat16): the fp16 compute pass is skipped".into(),
+                },
+            );
+            if cfg.kinds.is_empty() {
+                return Err(WorkloadError::Config(
+                    "the device has no fp16 arithmetic and no other compute kind was selected"
+                        .into(),
+                ));
+            }
+        }
         let started = Instant::now();
         let bytes = u64::from(items) * 16;
         let results_bytes = ((RECORDS_AT
@@ -483,14 +510,13 @@ fn drive(
     device: Option<usize>,
     report: &mut ComputeReport,
 ) -> GpuResult<()> {
-    let fma = |gpu: &mut Gpu, kind: ComputeKind| {
-        gpu.ctx
-            .pipeline(Shader::ComputeFma, &[WORKGROUP, kind.spec()])
-    };
-    // Calibrate: time a short chain, then size chains so one dispatch takes the target.
-    // Short chains are dominated by dispatch overhead, so grow the probe until it takes
-    // a good part of the target before scaling.
-    let pipeline = fma(gpu, ComputeKind::Fp32)?;
+    // Calibrate on fp32: time a short chain, then size chains so one dispatch takes the
+    // target. Short chains are dominated by dispatch overhead, so grow the probe until it
+    // takes a good part of the target before scaling.
+    let pipeline = gpu.ctx.pipeline(
+        ComputeKind::Fp32.shader(),
+        &[WORKGROUP, ComputeKind::Fp32.spec()],
+    )?;
     let target_ns = cfg.dispatch_target.as_nanos() as f64;
     let mut probe = 16u32;
     let mut took = run_pass(gpu, pipeline, probe, cfg.seed, None, None)? as f64;
@@ -623,9 +649,7 @@ fn one_round(
 ) -> GpuResult<u64> {
     let items = gpu.items;
     let seed = cfg.seed ^ round.wrapping_mul(0x9E37_79B9);
-    let fma = gpu
-        .ctx
-        .pipeline(Shader::ComputeFma, &[WORKGROUP, kind.spec()])?;
+    let fma = gpu.ctx.pipeline(kind.shader(), &[WORKGROUP, kind.spec()])?;
     let compare = gpu
         .ctx
         .pipeline(Shader::ComputeCompare, &[0, kind.spec()])?;
@@ -641,7 +665,12 @@ fn one_round(
     let capacity = cfg
         .record_capacity
         .saturating_sub(report.records.len() as u32);
-    let samples: Vec<u32> = (0..cfg.cpu_samples.min(items))
+    let cpu_checked = if kind == ComputeKind::Fp16 {
+        0
+    } else {
+        cfg.cpu_samples
+    };
+    let samples: Vec<u32> = (0..cpu_checked.min(items))
         .map(|i| hash(seed ^ i.wrapping_mul(0x85EB_CA6B)) & (items - 1))
         .collect();
     {
