@@ -9,7 +9,7 @@ use common::*;
 use kiln::evidence::MemorySink;
 use kiln::gpu::DeviceContext;
 use kiln::workload::compute::{ComputeConfig, ComputeKind, ComputeReport, ComputeTest, LoadShape};
-use kiln::workload::{RunControl, WorkloadStatus};
+use kiln::workload::{Report, RunControl, WorkloadStatus};
 
 fn run(config: ComputeConfig, budget: Option<Duration>) -> ComputeReport {
     let (vulkan, info) = device();

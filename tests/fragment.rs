@@ -9,7 +9,7 @@ use common::*;
 use kiln::evidence::MemorySink;
 use kiln::gpu::DeviceContext;
 use kiln::workload::fragment::{FragmentConfig, FragmentReport, FragmentTest};
-use kiln::workload::{RunControl, WorkloadStatus};
+use kiln::workload::{Report, RunControl, WorkloadStatus};
 
 fn run(config: FragmentConfig, budget: Option<Duration>) -> (FragmentReport, u64, u64) {
     let (vulkan, info) = device();

@@ -7,7 +7,7 @@ use common::*;
 use kiln::evidence::MemorySink;
 use kiln::gpu::DeviceContext;
 use kiln::workload::pcie::{PcieConfig, PcieReport, PcieTest};
-use kiln::workload::{RunControl, WorkloadStatus};
+use kiln::workload::{Report, RunControl, WorkloadStatus};
 
 fn run(config: PcieConfig) -> PcieReport {
     let (vulkan, info) = device();

@@ -5,10 +5,10 @@ mod common;
 
 use common::*;
 use kiln::evidence::Event;
-use kiln::workload::WorkloadStatus;
 use kiln::workload::vram::algorithm::{ALL, Algorithm};
 use kiln::workload::vram::classify::{ErrorShape, RetestClass};
 use kiln::workload::vram::engine::{AccessLayout, PlantedFault};
+use kiln::workload::{Report, WorkloadStatus};
 
 #[test]
 fn every_algorithm_on_clean_memory_finds_nothing_in_both_layouts() {

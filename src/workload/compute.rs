@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::{RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus};
+use super::{
+    Report, RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus,
+    record_device_error,
+};
 use crate::evidence::{Event, EventSink};
 use crate::gpu::{
     Binding, BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Pipeline, Shader,
@@ -197,9 +200,11 @@ impl ComputeReport {
             .map(|k| k.mismatches + k.cpu_mismatches + k.nonfinite)
             .sum()
     }
+}
 
+impl Report for ComputeReport {
     /// Passed, failed, incomplete or not run.
-    pub fn status(&self) -> WorkloadStatus {
+    fn status(&self) -> WorkloadStatus {
         let rounds: u32 = self.kinds.iter().map(|k| k.rounds).sum();
         if self.faults() > 0 {
             WorkloadStatus::Failed
@@ -213,7 +218,7 @@ impl ComputeReport {
     }
 
     /// One sentence for people.
-    pub fn headline(&self) -> String {
+    fn headline(&self) -> String {
         let verified: u64 = self.kinds.iter().map(|k| k.verified_ops).sum();
         let rates: Vec<String> = self
             .kinds
@@ -261,13 +266,7 @@ impl Workload for ComputeTest {
         control: &RunControl,
         events: &mut dyn EventSink,
     ) -> Result<WorkloadOutcome, WorkloadError> {
-        let report = self.run_report(ctx, control, events)?;
-        Ok(WorkloadOutcome {
-            workload: self.name().into(),
-            status: report.status(),
-            headline: report.headline(),
-            summary: serde_json::to_value(&report).unwrap_or_default(),
-        })
+        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
     }
 }
 
@@ -471,23 +470,8 @@ impl ComputeTest {
             device_error: None,
             wall_s: 0.0,
         };
-        match drive(&mut gpu, &cfg, control, events, device, &mut report) {
-            Ok(()) => {}
-            Err(e) => {
-                events.emit(
-                    device,
-                    Event::DeviceError {
-                        error: if e.is_device_fatal() {
-                            "device_lost_or_hung"
-                        } else {
-                            "other"
-                        }
-                        .into(),
-                        message: e.to_string(),
-                    },
-                );
-                report.device_error = Some(e.to_string());
-            }
+        if let Err(e) = drive(&mut gpu, &cfg, control, events, device, &mut report) {
+            report.device_error = Some(record_device_error(events, device, &e));
         }
         for k in &mut report.kinds {
             k.gops = if k.gpu_s > 0.0 {

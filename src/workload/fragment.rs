@@ -13,7 +13,10 @@ use std::time::Instant;
 use rand::{Rng, RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::{RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus};
+use super::{
+    Report, RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus,
+    record_device_error,
+};
 use crate::evidence::{Event, EventSink};
 use crate::gpu::{BufferKind, DeviceContext, GpuBuffer, GpuError, RawMemory};
 
@@ -143,9 +146,9 @@ pub struct FragmentReport {
     pub device_error: Option<String>,
 }
 
-impl FragmentReport {
+impl Report for FragmentReport {
     /// Software fault on findings; else passed (or not run / incomplete).
-    pub fn status(&self) -> WorkloadStatus {
+    fn status(&self) -> WorkloadStatus {
         if !self.findings.is_empty() {
             WorkloadStatus::SoftwareFault
         } else if self.rounds == 0 {
@@ -158,7 +161,7 @@ impl FragmentReport {
     }
 
     /// One sentence for people.
-    pub fn headline(&self) -> String {
+    fn headline(&self) -> String {
         if self.findings.is_empty() {
             format!(
                 "{} rounds, {} allocations, no refusal with memory free, usage back to baseline (allocator p99 {:.0} us)",
@@ -189,13 +192,7 @@ impl Workload for FragmentTest {
         control: &RunControl,
         events: &mut dyn EventSink,
     ) -> Result<WorkloadOutcome, WorkloadError> {
-        let report = self.run_report(ctx, control, events)?;
-        Ok(WorkloadOutcome {
-            workload: self.name().into(),
-            status: report.status(),
-            headline: report.headline(),
-            summary: serde_json::to_value(&report).unwrap_or_default(),
-        })
+        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
     }
 }
 
@@ -359,19 +356,7 @@ impl FragmentTest {
             Ok(())
         })();
         if let Err(e) = outcome {
-            events.emit(
-                device,
-                Event::DeviceError {
-                    error: if e.is_device_fatal() {
-                        "device_lost_or_hung"
-                    } else {
-                        "other"
-                    }
-                    .into(),
-                    message: e.to_string(),
-                },
-            );
-            report.device_error = Some(e.to_string());
+            report.device_error = Some(record_device_error(events, device, &e));
         }
         report.allocator_allocations = st.allocator_lat.seen;
         report.raw_allocations = st.raw_lat.seen;

@@ -105,6 +105,50 @@ pub enum WorkloadError {
     Config(String),
 }
 
+/// A workload's typed report, as far as the shared outcome needs it.
+pub trait Report: Serialize {
+    /// How the workload ended.
+    fn status(&self) -> WorkloadStatus;
+    /// One sentence for people.
+    fn headline(&self) -> String;
+
+    /// The shared outcome: status, headline, and the full report as JSON.
+    fn outcome(&self, workload: &str) -> WorkloadOutcome {
+        WorkloadOutcome {
+            workload: workload.into(),
+            status: self.status(),
+            headline: self.headline(),
+            summary: serde_json::to_value(self).unwrap_or_default(),
+        }
+    }
+}
+
+/// Names a device failure for the evidence (`device_lost`, `timeout`, ...).
+pub fn error_kind(e: &GpuError) -> &'static str {
+    match e {
+        GpuError::DeviceLost { .. } => "device_lost",
+        GpuError::Timeout { .. } => "timeout",
+        GpuError::OutOfMemory { .. } => "out_of_memory",
+        _ => "other",
+    }
+}
+
+/// Records a device failure that ended a workload; returns the sentence for its report.
+pub fn record_device_error(
+    events: &mut dyn EventSink,
+    device: Option<usize>,
+    e: &GpuError,
+) -> String {
+    events.emit(
+        device,
+        crate::evidence::Event::DeviceError {
+            error: error_kind(e).into(),
+            message: e.to_string(),
+        },
+    );
+    e.to_string()
+}
+
 /// A workload: loads one part of a device and reports what it found.
 pub trait Workload {
     /// Stable name used in evidence and reports.

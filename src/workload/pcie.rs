@@ -5,7 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus};
+use super::{
+    Report, RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus,
+    record_device_error,
+};
 use crate::evidence::{Event, EventSink};
 use crate::gpu::{BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Shader};
 use crate::telemetry::record::Reading;
@@ -124,10 +127,24 @@ pub struct PcieReport {
     pub device_error: Option<String>,
 }
 
-impl PcieReport {
+/// Theoretical bandwidth per direction of a link, GB/s: per-lane rate after line coding.
+pub fn theoretical_gbps(generation: u32, width: u32) -> Option<f64> {
+    let per_lane = match generation {
+        1 => 2.5 * 0.8 / 8.0,
+        2 => 5.0 * 0.8 / 8.0,
+        3 => 8.0 * 128.0 / 130.0 / 8.0,
+        4 => 16.0 * 128.0 / 130.0 / 8.0,
+        5 => 32.0 * 128.0 / 130.0 / 8.0,
+        6 => 64.0 * 242.0 / 256.0 / 8.0,
+        _ => return None,
+    };
+    Some(per_lane * f64::from(width))
+}
+
+impl Report for PcieReport {
     /// Failed on corruption; incomplete when cut short; else passed (bandwidth findings
     /// are evidence for the verdict, not failures of the card by themselves).
-    pub fn status(&self) -> WorkloadStatus {
+    fn status(&self) -> WorkloadStatus {
         if !self.corruption.is_empty() {
             WorkloadStatus::Failed
         } else if self.sizes.is_empty() {
@@ -140,7 +157,7 @@ impl PcieReport {
     }
 
     /// One sentence for people.
-    pub fn headline(&self) -> String {
+    fn headline(&self) -> String {
         let rates = format!(
             "H2D {:.1} GB/s, D2H {:.1} GB/s, both {:.1} GB/s",
             self.peak_h2d_gbps, self.peak_d2h_gbps, self.peak_bidir_gbps
@@ -157,20 +174,6 @@ impl PcieReport {
             _ => format!("{} transfers verified, {rates}", self.transfers_verified),
         }
     }
-}
-
-/// Theoretical bandwidth per direction of a link, GB/s: per-lane rate after line coding.
-pub fn theoretical_gbps(generation: u32, width: u32) -> Option<f64> {
-    let per_lane = match generation {
-        1 => 2.5 * 0.8 / 8.0,
-        2 => 5.0 * 0.8 / 8.0,
-        3 => 8.0 * 128.0 / 130.0 / 8.0,
-        4 => 16.0 * 128.0 / 130.0 / 8.0,
-        5 => 32.0 * 128.0 / 130.0 / 8.0,
-        6 => 64.0 * 242.0 / 256.0 / 8.0,
-        _ => return None,
-    };
-    Some(per_lane * f64::from(width))
 }
 
 /// The probe as a workload.
@@ -190,13 +193,7 @@ impl Workload for PcieTest {
         control: &RunControl,
         events: &mut dyn EventSink,
     ) -> Result<WorkloadOutcome, WorkloadError> {
-        let report = self.run_report(ctx, control, events)?;
-        Ok(WorkloadOutcome {
-            workload: self.name().into(),
-            status: report.status(),
-            headline: report.headline(),
-            summary: serde_json::to_value(&report).unwrap_or_default(),
-        })
+        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
     }
 }
 
@@ -343,19 +340,7 @@ impl PcieTest {
             Ok(())
         })();
         if let Err(e) = result {
-            events.emit(
-                device,
-                Event::DeviceError {
-                    error: if e.is_device_fatal() {
-                        "device_lost_or_hung"
-                    } else {
-                        "other"
-                    }
-                    .into(),
-                    message: e.to_string(),
-                },
-            );
-            report.device_error = Some(e.to_string());
+            report.device_error = Some(record_device_error(events, device, &e));
         }
         judge_link(&mut report);
         Ok(report)

@@ -19,7 +19,10 @@ use self::classify::{ErrorShape, RetestClass, Trial};
 use self::engine::{AccessLayout, Engine, EngineConfig, Op, PlantedFault, Sweep};
 use self::layout::{BatchCounters, FLAG_TRANSIENT};
 use self::pattern::Pattern;
-use super::{RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus};
+use super::{
+    Report, RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus,
+    record_device_error,
+};
 use crate::evidence::{Event, EventSink};
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
 
@@ -275,55 +278,6 @@ pub struct VramReport {
     pub wall_s: f64,
 }
 
-impl VramReport {
-    /// Passed, failed, or incomplete.
-    pub fn status(&self) -> WorkloadStatus {
-        if self.errors_total > 0 {
-            WorkloadStatus::Failed
-        } else if self.coverage.tested_bytes == 0 {
-            WorkloadStatus::NotRun
-        } else if self.stopped_early.is_some() || self.device_error.is_some() {
-            WorkloadStatus::Incomplete
-        } else {
-            WorkloadStatus::Passed
-        }
-    }
-
-    /// One sentence for people.
-    pub fn headline(&self) -> String {
-        let tested = self.coverage.tested_bytes as f64 / GIB;
-        match self.status() {
-            WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => format!(
-                "{} wrong words in {tested:.2} GiB tested ({} recorded)",
-                self.errors_total,
-                self.records.len()
-            ),
-            WorkloadStatus::Passed => format!(
-                "no errors in {tested:.2} GiB ({:.0}% of free memory), {} algorithm passes",
-                self.coverage.of_free * 100.0,
-                self.algorithms
-                    .iter()
-                    .map(|a| a.passes_completed)
-                    .sum::<u32>()
-            ),
-            WorkloadStatus::Incomplete => format!(
-                "no errors in what ran ({tested:.2} GiB), but the test stopped early: {}",
-                self.device_error
-                    .as_deref()
-                    .or(self.stopped_early.as_deref())
-                    .unwrap_or("unknown")
-            ),
-            WorkloadStatus::NotRun => format!(
-                "nothing was tested: {}",
-                self.device_error
-                    .as_deref()
-                    .or(self.stopped_early.as_deref())
-                    .unwrap_or("no memory could be allocated")
-            ),
-        }
-    }
-}
-
 /// A failing word to retest: where, what it should hold, what was read, and what to
 /// leave in it afterwards.
 #[derive(Debug, Clone, Copy)]
@@ -396,6 +350,55 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
     })
 }
 
+impl Report for VramReport {
+    /// Passed, failed, or incomplete.
+    fn status(&self) -> WorkloadStatus {
+        if self.errors_total > 0 {
+            WorkloadStatus::Failed
+        } else if self.coverage.tested_bytes == 0 {
+            WorkloadStatus::NotRun
+        } else if self.stopped_early.is_some() || self.device_error.is_some() {
+            WorkloadStatus::Incomplete
+        } else {
+            WorkloadStatus::Passed
+        }
+    }
+
+    /// One sentence for people.
+    fn headline(&self) -> String {
+        let tested = self.coverage.tested_bytes as f64 / GIB;
+        match self.status() {
+            WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => format!(
+                "{} wrong words in {tested:.2} GiB tested ({} recorded)",
+                self.errors_total,
+                self.records.len()
+            ),
+            WorkloadStatus::Passed => format!(
+                "no errors in {tested:.2} GiB ({:.0}% of free memory), {} algorithm passes",
+                self.coverage.of_free * 100.0,
+                self.algorithms
+                    .iter()
+                    .map(|a| a.passes_completed)
+                    .sum::<u32>()
+            ),
+            WorkloadStatus::Incomplete => format!(
+                "no errors in what ran ({tested:.2} GiB), but the test stopped early: {}",
+                self.device_error
+                    .as_deref()
+                    .or(self.stopped_early.as_deref())
+                    .unwrap_or("unknown")
+            ),
+            WorkloadStatus::NotRun => format!(
+                "nothing was tested: {}",
+                self.device_error
+                    .as_deref()
+                    .or(self.stopped_early.as_deref())
+                    .unwrap_or("no memory could be allocated")
+            ),
+        }
+    }
+}
+
 /// The VRAM test as a workload.
 pub struct VramTest {
     /// Its settings.
@@ -413,13 +416,7 @@ impl Workload for VramTest {
         control: &RunControl,
         events: &mut dyn EventSink,
     ) -> Result<WorkloadOutcome, WorkloadError> {
-        let report = self.run_report(ctx, control, events)?;
-        Ok(WorkloadOutcome {
-            workload: self.name().into(),
-            status: report.status(),
-            headline: report.headline(),
-            summary: serde_json::to_value(&report).unwrap_or_default(),
-        })
+        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
     }
 }
 
@@ -532,14 +529,7 @@ impl VramTest {
                         break 'passes;
                     }
                     Err(e) => {
-                        events.emit(
-                            device,
-                            Event::DeviceError {
-                                error: error_kind(&e).into(),
-                                message: e.to_string(),
-                            },
-                        );
-                        device_error = Some(e.to_string());
+                        device_error = Some(record_device_error(events, device, &e));
                         break 'passes;
                     }
                 }
@@ -584,15 +574,6 @@ impl VramTest {
             device_error,
             wall_s: started.elapsed().as_secs_f64(),
         })
-    }
-}
-
-fn error_kind(e: &GpuError) -> &'static str {
-    match e {
-        GpuError::DeviceLost { .. } => "device_lost",
-        GpuError::Timeout { .. } => "timeout",
-        GpuError::OutOfMemory { .. } => "out_of_memory",
-        _ => "other",
     }
 }
 
