@@ -76,15 +76,7 @@ pub struct BenchReport {
 
 /// Runs the benchmark.
 pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
-    let vulkan = Vulkan::new()?;
-    let selectors: Vec<String> = opts.device.iter().cloned().collect();
-    let (devices, notes) = select_devices(&vulkan, &selectors)?;
-    let info = devices
-        .first()
-        .ok_or_else(|| AppError::Usage("no device to benchmark".into()))?
-        .clone();
-    let mut ctx = DeviceContext::open(&vulkan, &info)?;
-    ctx.set_fence_timeout(opts.fence_timeout);
+    let (info, mut ctx, notes) = open_device(opts.device.as_deref(), opts.fence_timeout)?;
     let mut cfg = EngineConfig::for_device(info.kind.is_gpu());
     if let Some(layout) = opts.layout {
         cfg.layout = layout;
@@ -226,6 +218,24 @@ fn sidecar_overhead(
     Ok((median(&mut with), median(&mut without), share))
 }
 
+/// Opens the device a benchmark runs on: the one selected, or the first of the
+/// default selection.
+fn open_device(
+    selector: Option<&str>,
+    fence_timeout: Duration,
+) -> Result<(DeviceInfo, DeviceContext, Vec<String>), AppError> {
+    let vulkan = Vulkan::new()?;
+    let selectors: Vec<String> = selector.iter().map(|s| (*s).to_owned()).collect();
+    let (devices, notes) = select_devices(&vulkan, &selectors)?;
+    let info = devices
+        .first()
+        .ok_or_else(|| AppError::Usage("no device to benchmark".into()))?
+        .clone();
+    let mut ctx = DeviceContext::open(&vulkan, &info)?;
+    ctx.set_fence_timeout(fence_timeout);
+    Ok((info, ctx, notes))
+}
+
 /// The median: the machine may be shared, and one slow repetition should not decide.
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -362,15 +372,7 @@ fn gpu_theoretical_gflops(name: &str) -> Option<(f64, String)> {
 /// Runs the compute benchmark.
 pub fn bench_compute(opts: &ComputeBenchOptions) -> Result<ComputeBenchReport, AppError> {
     use crate::workload::compute::{ComputeConfig, ComputeKind, ComputeTest};
-    let vulkan = Vulkan::new()?;
-    let selectors: Vec<String> = opts.device.iter().cloned().collect();
-    let (devices, notes) = select_devices(&vulkan, &selectors)?;
-    let info = devices
-        .first()
-        .ok_or_else(|| AppError::Usage("no device to benchmark".into()))?
-        .clone();
-    let mut ctx = DeviceContext::open(&vulkan, &info)?;
-    ctx.set_fence_timeout(opts.fence_timeout);
+    let (info, mut ctx, notes) = open_device(opts.device.as_deref(), opts.fence_timeout)?;
     let mut sink = crate::evidence::MemorySink::default();
     let report = ComputeTest {
         config: ComputeConfig::default(),
@@ -489,15 +491,7 @@ pub fn bench_pcie(
     fence_timeout: Duration,
 ) -> Result<PcieBenchReport, AppError> {
     use crate::workload::pcie::{PcieConfig, PcieTest};
-    let vulkan = Vulkan::new()?;
-    let selectors: Vec<String> = device.iter().cloned().collect();
-    let (devices, notes) = select_devices(&vulkan, &selectors)?;
-    let info = devices
-        .first()
-        .ok_or_else(|| AppError::Usage("no device to benchmark".into()))?
-        .clone();
-    let mut ctx = DeviceContext::open(&vulkan, &info)?;
-    ctx.set_fence_timeout(fence_timeout);
+    let (info, mut ctx, notes) = open_device(device.as_deref(), fence_timeout)?;
     let mut sink = crate::evidence::MemorySink::default();
     let probe = PcieTest {
         config: PcieConfig::default(),
