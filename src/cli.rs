@@ -28,6 +28,19 @@ pub enum Command {
     Bench(BenchArgs),
     /// Watch every device's telemetry live (a refreshing table, or JSON lines).
     Monitor(MonitorArgs),
+    /// Rebuild the verdict and report of a recorded run from its run directory alone
+    /// (also one cut short by a crash or a kill).
+    Verdict(VerdictArgs),
+}
+
+/// `kiln verdict`.
+#[derive(Debug, Args)]
+pub struct VerdictArgs {
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Print the report as JSON on stdout (the summary goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `kiln monitor`.

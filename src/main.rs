@@ -4,7 +4,9 @@
 use std::io::IsTerminal;
 
 use clap::Parser;
-use kiln::cli::{BenchArgs, Cli, Command, ListArgs, MonitorArgs, RunArgs, SelftestArgs};
+use kiln::cli::{
+    BenchArgs, Cli, Command, ListArgs, MonitorArgs, RunArgs, SelftestArgs, VerdictArgs,
+};
 use kiln::report::exit_code;
 use kiln::run::AppError;
 use kiln::workload::vram::VramConfig;
@@ -44,6 +46,7 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
         Command::Selftest(args) => selftest(args),
         Command::Bench(args) => bench(args),
         Command::Monitor(args) => monitor(args),
+        Command::Verdict(args) => verdict(args),
     }
 }
 
@@ -227,4 +230,26 @@ fn monitor(args: MonitorArgs) -> Result<i32, AppError> {
         json: args.json,
         redraw: std::io::stdout().is_terminal(),
     })
+}
+
+fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
+    let mut report =
+        kiln::verdict::rebuild(&args.run_dir).map_err(|e| AppError::Usage(e.to_string()))?;
+    // The rebuilt report joins the evidence (atomically); a read-only directory keeps its own.
+    if let Err(e) = kiln::evidence::write_json_atomic(&args.run_dir.join("report.json"), &report) {
+        report
+            .notes
+            .push(format!("the rebuilt report could not be saved: {e}"));
+    }
+    let text = kiln::report::text::summary(&report);
+    if args.json {
+        eprint!("{text}");
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+    } else {
+        print!("{text}");
+    }
+    Ok(report.exit_code)
 }

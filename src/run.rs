@@ -338,6 +338,7 @@ fn test_device(
                     Event::WorkloadEnd {
                         workload: outcome.workload.clone(),
                         status: outcome.status.name().into(),
+                        headline: outcome.headline.clone(),
                         summary: outcome.summary.clone(),
                     },
                 );

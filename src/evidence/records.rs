@@ -93,8 +93,11 @@ pub enum Event {
     WorkloadEnd {
         /// Workload name.
         workload: String,
-        /// `passed`, `failed`, `incomplete` or `not_run`.
+        /// `passed`, `failed`, `software_fault`, `incomplete` or `not_run`.
         status: String,
+        /// One sentence for people.
+        #[serde(default)]
+        headline: String,
         /// The workload's full result.
         summary: serde_json::Value,
     },

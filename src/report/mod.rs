@@ -171,6 +171,10 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Per device.
     pub devices: Vec<DeviceReport>,
+    /// True when the report was rebuilt from a run that did not finish (a crash, a kill):
+    /// the verdict rests on partial evidence.
+    #[serde(default)]
+    pub incomplete: bool,
 }
 
 impl Report {
@@ -209,6 +213,7 @@ impl Report {
             exit_code: result.exit_code(),
             notes,
             devices,
+            incomplete: false,
         }
     }
 }

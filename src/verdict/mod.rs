@@ -1,0 +1,188 @@
+//! The verdict as a pure function of the run directory: `kiln verdict RUN_DIR` rebuilds
+//! the report from the manifest, the events and the telemetry alone, also for a run that
+//! never finished (a crash, a hang, a kill), which it marks incomplete.
+
+use std::path::Path;
+
+use crate::evidence::{Event, EvidenceError, Manifest, read_events, read_jsonl, utc_timestamp};
+use crate::gpu::DeviceInfo;
+use crate::report::{DeviceReport, Report};
+use crate::telemetry::record::{TelemetryData, TelemetryRecord};
+use crate::telemetry::summary::summarize;
+use crate::workload::{WorkloadOutcome, WorkloadStatus};
+
+/// Why a run directory could not be judged.
+#[derive(Debug, thiserror::Error)]
+pub enum VerdictError {
+    /// The directory is not a kiln run directory.
+    #[error("{0} is not a kiln run directory (no manifest.json)")]
+    NotARunDir(String),
+    /// A file is unreadable or not what kiln wrote.
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+}
+
+fn status_from(name: &str) -> WorkloadStatus {
+    match name {
+        "passed" => WorkloadStatus::Passed,
+        "failed" => WorkloadStatus::Failed,
+        "software_fault" => WorkloadStatus::SoftwareFault,
+        "incomplete" => WorkloadStatus::Incomplete,
+        _ => WorkloadStatus::NotRun,
+    }
+}
+
+/// What the events say about one device.
+struct DeviceEvidence {
+    info: DeviceInfo,
+    outcomes: Vec<WorkloadOutcome>,
+    /// Workloads that started but never ended.
+    unfinished: Vec<String>,
+    /// The first device failure recorded.
+    error: Option<String>,
+}
+
+/// Rebuilds the report of the run in `dir`.
+pub fn rebuild(dir: &Path) -> Result<Report, VerdictError> {
+    let manifest_path = dir.join("manifest.json");
+    if !manifest_path.is_file() {
+        return Err(VerdictError::NotARunDir(dir.display().to_string()));
+    }
+    let manifest: Manifest = {
+        let bytes = std::fs::read(&manifest_path).map_err(|e| EvidenceError::Io {
+            path: manifest_path.clone(),
+            message: e.to_string(),
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| EvidenceError::Corrupt {
+            path: manifest_path.clone(),
+            line: e.line(),
+            message: e.to_string(),
+        })?
+    };
+    let log = read_events(&dir.join("events.jsonl"))?;
+    let mut notes = Vec::new();
+    let mut devices: Vec<DeviceEvidence> = Vec::new();
+    let mut finished = false;
+    let mut last_ms = 0.0;
+    for r in &log.records {
+        last_ms = r.t_ms;
+        match (&r.event, r.device) {
+            (Event::Note { message }, None) => notes.push(message.clone()),
+            (Event::DeviceStart { info }, _) => devices.push(DeviceEvidence {
+                info: (**info).clone(),
+                outcomes: Vec::new(),
+                unfinished: Vec::new(),
+                error: None,
+            }),
+            (Event::WorkloadStart { workload, .. }, Some(d)) => {
+                if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
+                    entry.unfinished.push(workload.clone());
+                }
+            }
+            (
+                Event::WorkloadEnd {
+                    workload,
+                    status,
+                    headline,
+                    summary,
+                },
+                Some(d),
+            ) => {
+                if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
+                    entry.unfinished.retain(|w| w != workload);
+                    entry.outcomes.push(WorkloadOutcome {
+                        workload: workload.clone(),
+                        status: status_from(status),
+                        headline: if headline.is_empty() {
+                            format!("{workload} {status}")
+                        } else {
+                            headline.clone()
+                        },
+                        summary: summary.clone(),
+                    });
+                }
+            }
+            (Event::DeviceError { message, .. }, Some(d)) => {
+                if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
+                    entry.error.get_or_insert_with(|| message.clone());
+                }
+            }
+            (Event::RunEnd { .. }, _) => finished = true,
+            _ => {}
+        }
+    }
+    let incomplete = !finished || log.truncated_tail;
+    if incomplete {
+        notes.push(
+            "the run did not finish (no run_end record): this verdict rests on the evidence written before it stopped"
+                .into(),
+        );
+    }
+    let mut reports: Vec<DeviceReport> = devices
+        .into_iter()
+        .map(
+            |DeviceEvidence {
+                 info,
+                 outcomes,
+                 unfinished,
+                 error,
+             }| {
+                let failure = if unfinished.is_empty() {
+                    error
+                } else {
+                    Some(format!(
+                        "the run ended before {} finished{}",
+                        unfinished.join(", "),
+                        error.map(|e| format!(" ({e})")).unwrap_or_default()
+                    ))
+                };
+                DeviceReport::new(&info, outcomes, failure)
+            },
+        )
+        .collect();
+    // Devices the manifest selected but the events never started: not tested.
+    for info in &manifest.devices {
+        if !reports.iter().any(|d| d.index == info.index) {
+            reports.push(DeviceReport::new(
+                info,
+                Vec::new(),
+                Some("never started before the run stopped".into()),
+            ));
+        }
+    }
+    let telemetry = dir.join("telemetry.jsonl");
+    if telemetry.is_file() {
+        match read_jsonl::<TelemetryRecord>(&telemetry) {
+            Ok((records, _)) => {
+                for r in &records {
+                    if let TelemetryData::Unavailable { message, .. } = &r.data
+                        && !notes.contains(message)
+                    {
+                        notes.push(message.clone());
+                    }
+                }
+                for phase in summarize(&records) {
+                    if let Some(d) = reports.iter_mut().find(|d| d.index == phase.device) {
+                        d.telemetry.push(phase);
+                    }
+                }
+            }
+            Err(e) => notes.push(format!("telemetry could not be read: {e}")),
+        }
+    }
+    let run_id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut report = Report::new(
+        run_id,
+        dir.display().to_string(),
+        manifest.started_utc,
+        last_ms / 1e3,
+        notes,
+        reports,
+    );
+    report.incomplete = incomplete;
+    report.finished_utc = utc_timestamp(std::time::SystemTime::now());
+    Ok(report)
+}

@@ -1,0 +1,187 @@
+//! `kiln verdict RUN_DIR`: the report rebuilt from the evidence alone matches the run's
+//! own; a killed run still gets a verdict, marked incomplete; bad run directories get one
+//! clear sentence, never a panic.
+
+mod common;
+
+use common::*;
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).expect("a report on stdout")
+}
+
+#[test]
+fn a_rebuilt_report_matches_the_runs_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = quick_run(&["--json"], &run_dir);
+    assert_eq!(out.status.code(), Some(0));
+    let original = json(&out);
+    let out = kiln()
+        .args(["verdict", "--json"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rebuilt = json(&out);
+    for key in ["result", "exit_code", "schema", "run_id", "started_utc"] {
+        assert_eq!(rebuilt[key], original[key], "{key}");
+    }
+    assert_eq!(rebuilt["incomplete"], false);
+    let devices = |r: &serde_json::Value| -> Vec<(
+        serde_json::Value,
+        Vec<(serde_json::Value, serde_json::Value)>,
+    )> {
+        r["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                let w = d["workloads"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|w| (w["status"].clone(), w["headline"].clone()))
+                    .collect();
+                (d["result"].clone(), w)
+            })
+            .collect()
+    };
+    assert_eq!(devices(&rebuilt), devices(&original));
+    assert_eq!(
+        rebuilt["devices"][0]["telemetry"],
+        original["devices"][0]["telemetry"]
+    );
+}
+
+#[test]
+fn a_killed_run_gets_a_verdict_marked_incomplete() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let mut child = kiln()
+        .args([
+            "run",
+            "--vram-bytes",
+            "64MiB",
+            "--duration",
+            "120s",
+            "--workloads",
+            "vram",
+            "--out",
+        ])
+        .arg(&run_dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let events = run_dir.join("events.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read(&events)
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+        .unwrap_or(0)
+        < 20
+    {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = kiln()
+        .args(["verdict", "--json"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "could not test enough: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    assert_eq!(report["incomplete"], true);
+    assert_eq!(report["result"], "inconclusive");
+    assert!(
+        report["devices"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("ended before vram finished")
+    );
+    assert!(
+        report["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("did not finish"))
+    );
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(
+        saved["incomplete"], true,
+        "the rebuilt report joins the evidence"
+    );
+}
+
+#[test]
+fn bad_run_directories_get_one_sentence_and_exit_64() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    assert_eq!(quick_run(&[], &run_dir).status.code(), Some(0));
+    let check = |path: &std::path::Path, needle: &str| {
+        let out = kiln().arg("verdict").arg(path).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle), "`{needle}` not in {stderr}");
+    };
+    check(&dir.path().join("nowhere"), "not a kiln run directory");
+    check(dir.path(), "not a kiln run directory");
+
+    let events = run_dir.join("events.jsonl");
+    let text = std::fs::read_to_string(&events).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(3, "{\"this is\": not json");
+    std::fs::write(&events, lines.join("\n") + "\n").unwrap();
+    check(&run_dir, "line 4");
+
+    std::fs::write(run_dir.join("manifest.json"), "{ truncated").unwrap();
+    check(&run_dir, "manifest.json");
+}
+
+#[test]
+fn a_truncated_tail_and_broken_telemetry_still_give_a_partial_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    assert_eq!(quick_run(&[], &run_dir).status.code(), Some(0));
+    let events = run_dir.join("events.jsonl");
+    let mut text = std::fs::read_to_string(&events).unwrap();
+    // Drop the run_end record and leave half a line, as a kill mid-write would.
+    let last = text.trim_end().rfind('\n').unwrap();
+    text.truncate(last + 1);
+    text.push_str("{\"t_ms\":1.0,\"kind\":\"no");
+    std::fs::write(&events, text).unwrap();
+    std::fs::write(run_dir.join("telemetry.jsonl"), "garbage\n").unwrap();
+    let out = kiln()
+        .args(["verdict", "--json"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let report = json(&out);
+    assert_eq!(report["incomplete"], true);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "every workload had ended: the verdict stands, marked incomplete"
+    );
+    assert!(
+        report["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("telemetry could not be read"))
+    );
+}
