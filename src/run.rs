@@ -15,6 +15,7 @@ use crate::telemetry;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::telemetry::summary::summarize;
+use crate::verdict::thresholds::Thresholds;
 use crate::workload::compute::{ComputeConfig, ComputeTest};
 use crate::workload::fragment::{FragmentConfig, FragmentTest};
 use crate::workload::pcie::{PcieConfig, PcieTest};
@@ -224,6 +225,10 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     if let Some(s) = sidecar {
         s.stop();
         attach_telemetry(&run_dir, &mut reports, &mut notes);
+    }
+    let thresholds = Thresholds::default();
+    for d in &mut reports {
+        d.judge(&thresholds);
     }
     let run_id = dir_path
         .file_name()

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::evidence::REPORT_SCHEMA;
 use crate::gpu::{DeviceInfo, DeviceKind};
 use crate::telemetry::summary::PhaseTelemetry;
+use crate::verdict::findings::{Class, Confidence, Finding, Severity};
+use crate::verdict::rules;
+use crate::verdict::thresholds::Thresholds;
 use crate::workload::{WorkloadOutcome, WorkloadStatus};
 
 /// Exit codes: the contract fleets build on (see the README).
@@ -27,17 +30,20 @@ pub mod exit_code {
 }
 
 /// A device's result in one word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Ordered from most to least serious.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceResult {
-    /// Everything ran and nothing was wrong.
-    Pass,
     /// Hardware faults found.
     Fail,
+    /// The environment is at fault (cooling, power, slot, configuration); no hardware fault.
+    Environment,
     /// A software problem found (fragmentation, leaks); no hardware fault.
     Software,
     /// Not enough could run to judge.
     Inconclusive,
+    /// Everything ran and nothing was wrong.
+    Pass,
 }
 
 impl DeviceResult {
@@ -46,6 +52,7 @@ impl DeviceResult {
         match self {
             DeviceResult::Pass => "PASS",
             DeviceResult::Fail => "FAIL",
+            DeviceResult::Environment => "ENVIRONMENT",
             DeviceResult::Software => "SOFTWARE",
             DeviceResult::Inconclusive => "INCONCLUSIVE",
         }
@@ -56,6 +63,7 @@ impl DeviceResult {
         match self {
             DeviceResult::Pass => exit_code::HEALTHY,
             DeviceResult::Fail => exit_code::HARDWARE,
+            DeviceResult::Environment => exit_code::ENVIRONMENT,
             DeviceResult::Software => exit_code::SOFTWARE,
             DeviceResult::Inconclusive => exit_code::INCONCLUSIVE,
         }
@@ -86,6 +94,9 @@ pub struct DeviceReport {
     /// Telemetry per phase: gauge statistics, throttle time shares, counter deltas, Xids.
     #[serde(default)]
     pub telemetry: Vec<PhaseTelemetry>,
+    /// What the evidence says, rule by rule.
+    #[serde(default)]
+    pub findings: Vec<Finding>,
 }
 
 impl DeviceReport {
@@ -140,6 +151,34 @@ impl DeviceReport {
             reason,
             workloads,
             telemetry: Vec::new(),
+            findings: Vec::new(),
+        }
+    }
+
+    /// Applies the verdict rules to this device's evidence. The result becomes the most
+    /// serious class found (hardware, then environment, then software) when a finding of
+    /// that class is major or critical and at least of medium confidence.
+    pub fn judge(&mut self, thresholds: &Thresholds) {
+        self.findings = rules::judge(self, thresholds);
+        let weighty = |class: Class| {
+            self.findings.iter().find(|f| {
+                f.class == class
+                    && f.severity <= Severity::Major
+                    && f.confidence <= Confidence::Medium
+            })
+        };
+        let upgrade = [
+            (Class::Hardware, DeviceResult::Fail),
+            (Class::Environment, DeviceResult::Environment),
+            (Class::Software, DeviceResult::Software),
+        ]
+        .into_iter()
+        .find_map(|(class, result)| weighty(class).map(|f| (result, f.summary.clone())));
+        if let Some((result, summary)) = upgrade
+            && result < self.result
+        {
+            self.result = result;
+            self.reason = summary;
         }
     }
 }
@@ -187,19 +226,12 @@ impl Report {
         notes: Vec<String>,
         devices: Vec<DeviceReport>,
     ) -> Report {
-        let result = if devices.iter().any(|d| d.result == DeviceResult::Fail) {
-            DeviceResult::Fail
-        } else if devices.iter().any(|d| d.result == DeviceResult::Software) {
-            DeviceResult::Software
-        } else if devices.is_empty()
-            || devices
-                .iter()
-                .any(|d| d.result == DeviceResult::Inconclusive)
-        {
-            DeviceResult::Inconclusive
-        } else {
-            DeviceResult::Pass
-        };
+        // The most serious device result; no device at all is inconclusive.
+        let result = devices
+            .iter()
+            .map(|d| d.result)
+            .min()
+            .unwrap_or(DeviceResult::Inconclusive);
         Report {
             schema: REPORT_SCHEMA.into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),

@@ -35,6 +35,13 @@ pub fn summary(report: &Report) -> String {
         for p in &d.telemetry {
             telemetry_line(&mut out, p);
         }
+        for f in &d.findings {
+            let _ = writeln!(
+                out,
+                "  finding {} ({:?}, {:?}, {:?} confidence): {}; {}",
+                f.code, f.class, f.severity, f.confidence, f.summary, f.action
+            );
+        }
     }
     let _ = writeln!(
         out,

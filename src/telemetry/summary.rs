@@ -9,7 +9,7 @@ use super::record::{Reading, Readings, TelemetryData, TelemetryRecord, XidEvent}
 use super::throttle;
 
 /// Gauges summarised by min/median/max.
-pub const GAUGES: [&str; 13] = [
+pub const GAUGES: [&str; 14] = [
     "gpu_temp_c",
     "hbm_temp_c",
     "power_w",
@@ -23,6 +23,7 @@ pub const GAUGES: [&str; 13] = [
     "pcie_width",
     "pcie_width_max",
     "mem_used_bytes",
+    "util_gpu_pct",
 ];
 
 /// Min, median and max of a gauge over a phase.

@@ -2,6 +2,10 @@
 //! the report from the manifest, the events and the telemetry alone, also for a run that
 //! never finished (a crash, a hang, a kill), which it marks incomplete.
 
+pub mod findings;
+pub mod rules;
+pub mod thresholds;
+
 use std::path::Path;
 
 use crate::evidence::{Event, EvidenceError, Manifest, read_events, read_jsonl, utc_timestamp};
@@ -169,6 +173,10 @@ pub fn rebuild(dir: &Path) -> Result<Report, VerdictError> {
             }
             Err(e) => notes.push(format!("telemetry could not be read: {e}")),
         }
+    }
+    let thresholds = thresholds::Thresholds::default();
+    for d in &mut reports {
+        d.judge(&thresholds);
     }
     let run_id = dir
         .file_name()

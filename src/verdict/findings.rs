@@ -1,0 +1,63 @@
+//! Findings: what the evidence says, with a stable code, a class (hardware, environment,
+//! software), a severity, a confidence, the evidence itself, and what to do about it.
+
+use serde::{Deserialize, Serialize};
+
+/// Whose problem a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// The card itself: RMA it.
+    Hardware,
+    /// Its surroundings: cooling, power, slot, configuration.
+    Environment,
+    /// Driver, application, allocator: the card is fine.
+    Software,
+    /// A fact worth knowing that judges nothing.
+    Info,
+}
+
+/// How much a finding matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Take the device out of service.
+    Critical,
+    /// Fix before trusting the device with work.
+    Major,
+    /// Watch it.
+    Minor,
+    /// For the record.
+    Note,
+}
+
+/// How sure the rule is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    /// Reproduced, or backed by the device's own counters.
+    High,
+    /// One line of evidence.
+    Medium,
+    /// Seen once, never repeated.
+    Low,
+}
+
+/// One finding about one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable code (`VRAM_STUCK_BIT`, `THERMAL_THROTTLE`, ...).
+    pub code: String,
+    /// Whose problem it is.
+    pub class: Class,
+    /// How much it matters.
+    pub severity: Severity,
+    /// How sure the rule is.
+    pub confidence: Confidence,
+    /// One sentence.
+    pub summary: String,
+    /// The numbers and records it rests on.
+    pub evidence: serde_json::Value,
+    /// What to do.
+    pub action: String,
+}

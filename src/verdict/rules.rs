@@ -1,0 +1,500 @@
+//! The rules: from one device's evidence (workload results, telemetry per phase) to
+//! findings. Pure functions of the evidence: no rule reads a device.
+
+use serde_json::json;
+
+use super::findings::{Class, Confidence, Finding, Severity};
+use super::thresholds::Thresholds;
+use crate::report::DeviceReport;
+use crate::telemetry::summary::PhaseTelemetry;
+use crate::workload::compute::ComputeReport;
+use crate::workload::fragment::FragmentReport;
+use crate::workload::pcie::PcieReport;
+use crate::workload::vram::VramReport;
+use crate::workload::vram::classify::{ErrorShape, RetestClass};
+
+fn finding(
+    code: &str,
+    class: Class,
+    severity: Severity,
+    confidence: Confidence,
+    summary: String,
+    evidence: serde_json::Value,
+    action: &str,
+) -> Finding {
+    Finding {
+        code: code.into(),
+        class,
+        severity,
+        confidence,
+        summary,
+        evidence,
+        action: action.into(),
+    }
+}
+
+/// Every finding about one device.
+pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for w in &device.workloads {
+        match w.workload.as_str() {
+            "vram" => {
+                if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
+                    vram(&v, &mut out);
+                }
+            }
+            "compute" => {
+                if let Ok(c) = serde_json::from_value::<ComputeReport>(w.summary.clone()) {
+                    compute(&c, &mut out);
+                }
+            }
+            "pcie" => {
+                if let Ok(p) = serde_json::from_value::<PcieReport>(w.summary.clone()) {
+                    pcie(&p, &mut out);
+                }
+            }
+            "fragment" => {
+                if let Ok(f) = serde_json::from_value::<FragmentReport>(w.summary.clone()) {
+                    fragment(&f, &mut out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let xid_codes: Vec<u32> = device
+        .telemetry
+        .iter()
+        .flat_map(|p| p.xids.iter().filter_map(|x| x.code))
+        .collect();
+    for phase in &device.telemetry {
+        throttling(phase, t, &mut out);
+        link_under_load(phase, &mut out);
+        counters(phase, &mut out);
+        xids(phase, &mut out);
+    }
+    device_failure(device, &xid_codes, &mut out);
+    out
+}
+
+fn vram(v: &VramReport, out: &mut Vec<Finding>) {
+    if v.errors_total == 0 {
+        return;
+    }
+    let count = |class: RetestClass| v.retests.iter().filter(|r| r.class == class).count();
+    let stuck = count(RetestClass::StuckAt0)
+        + count(RetestClass::StuckAt1)
+        + count(RetestClass::StuckMixed);
+    let marginal = count(RetestClass::Intermittent) + count(RetestClass::PatternSensitive);
+    let transfer = count(RetestClass::Transfer)
+        + v.records
+            .iter()
+            .filter(|r| r.shape == ErrorShape::TransientRead)
+            .count();
+    let address = v
+        .records
+        .iter()
+        .filter(|r| matches!(r.shape, ErrorShape::Address { .. }))
+        .count();
+    let evidence = json!({
+        "errors": v.errors_total,
+        "stuck": stuck,
+        "marginal": marginal,
+        "transfer": transfer,
+        "address": address,
+        "first_offsets": v.records.iter().take(8).map(|r| r.offset_bytes).collect::<Vec<_>>(),
+    });
+    let rma = "RMA the card with this report; the offsets and retest results reproduce the fault";
+    if stuck > 0 {
+        out.push(finding(
+            "VRAM_STUCK_BIT",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!(
+                "{stuck} memory cells hold a bit stuck whatever is written ({} wrong words in all)",
+                v.errors_total
+            ),
+            evidence.clone(),
+            rma,
+        ));
+    }
+    if address > 0 {
+        out.push(finding(
+            "VRAM_ADDRESS_FAULT",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!("{address} reads returned another address's data: the address path is faulty"),
+            evidence.clone(),
+            rma,
+        ));
+    }
+    if marginal > 0 {
+        out.push(finding(
+            "VRAM_MARGINAL",
+            Class::Hardware,
+            Severity::Major,
+            Confidence::Medium,
+            format!(
+                "{marginal} cells fail only sometimes or only for some patterns: a marginal part"
+            ),
+            evidence.clone(),
+            "rerun at the rma profile; check for memory overclocks; RMA if it repeats",
+        ));
+    }
+    if transfer > 0 {
+        out.push(finding("VRAM_TRANSFER_ERROR", Class::Hardware, Severity::Major, Confidence::Medium,
+            format!("{transfer} reads were wrong but the cell held the right value: the transfer, not the cell"), evidence.clone(),
+            "check for memory overclocks and rerun; RMA if it repeats at stock clocks"));
+    }
+    if stuck + address + marginal + transfer == 0 {
+        let (severity, confidence, code) = if v.errors_total == 1 {
+            (Severity::Minor, Confidence::Low, "VRAM_TRANSIENT_ERROR")
+        } else {
+            (Severity::Major, Confidence::Medium, "VRAM_ERRORS")
+        };
+        out.push(finding(
+            code,
+            Class::Hardware,
+            severity,
+            confidence,
+            format!(
+                "{} wrong words that did not come back on retest",
+                v.errors_total
+            ),
+            evidence,
+            "rerun with more passes: one flip that never repeats is not yet a hardware call",
+        ));
+    }
+}
+
+fn compute(c: &ComputeReport, out: &mut Vec<Finding>) {
+    let mismatches: u64 = c
+        .kinds
+        .iter()
+        .map(|k| k.mismatches + k.cpu_mismatches)
+        .sum();
+    let nonfinite: u64 = c.kinds.iter().map(|k| k.nonfinite).sum();
+    if mismatches > 0 {
+        out.push(finding("COMPUTE_MISMATCH", Class::Hardware, Severity::Critical, Confidence::High,
+            format!("{mismatches} work items computed differently on two compute units: silent data corruption"),
+            json!({"mismatches": mismatches, "records": c.records.iter().take(8).collect::<Vec<_>>()}),
+            "take the GPU out of service and RMA it with this report"));
+    }
+    if nonfinite > 0 {
+        out.push(finding(
+            "COMPUTE_NONFINITE",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!(
+                "{nonfinite} results were NaN or infinite where the arithmetic cannot produce them"
+            ),
+            json!({"nonfinite": nonfinite}),
+            "take the GPU out of service and RMA it with this report",
+        ));
+    }
+}
+
+fn pcie(p: &PcieReport, out: &mut Vec<Finding>) {
+    if !p.corruption.is_empty() {
+        out.push(finding(
+            "PCIE_CORRUPTION",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!("{} transfers arrived corrupted", p.corruption.len()),
+            json!({"corruption": p.corruption}),
+            "reseat the card, try another slot or riser; RMA if it follows the card",
+        ));
+    }
+    for f in &p.findings {
+        let code = if f.starts_with("pcie_link_degraded") {
+            "PCIE_LINK_DEGRADED"
+        } else {
+            "PCIE_BANDWIDTH_LOW"
+        };
+        out.push(finding(code, Class::Environment, Severity::Major, Confidence::Medium, f.clone(),
+            json!({"link": p.link, "peak_h2d_gbps": p.peak_h2d_gbps, "peak_d2h_gbps": p.peak_d2h_gbps}),
+            "check the slot, riser and BIOS link settings; reseat the card"));
+    }
+}
+
+fn fragment(f: &FragmentReport, out: &mut Vec<Finding>) {
+    for text in &f.findings {
+        let code = if text.starts_with("alloc_fail_fragmented") {
+            "ALLOC_FAIL_FRAGMENTED"
+        } else {
+            "MEMORY_LEAK"
+        };
+        out.push(finding(code, Class::Software, Severity::Major, Confidence::High, text.clone(),
+            json!({"refusals": f.refused_while_free, "residuals": f.residuals.iter().rev().take(4).collect::<Vec<_>>()}),
+            "the card is fine: look at the driver or the allocator"));
+    }
+}
+
+fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
+    let share = |r: &str| p.throttle_share.get(r).copied().unwrap_or(0.0);
+    let max_temp = p.gauges.get("gpu_temp_c").map(|s| s.max);
+    let evidence = json!({"phase": p.phase, "throttle_share": p.throttle_share, "gpu_temp_c": p.gauges.get("gpu_temp_c")});
+    let thermal = share("hw_thermal_slowdown").max(share("sw_thermal_slowdown"));
+    if thermal > t.throttle_share {
+        out.push(finding(
+            "THERMAL_THROTTLE",
+            Class::Environment,
+            Severity::Major,
+            Confidence::High,
+            format!(
+                "thermal slowdown {:.0}% of the {} phase (hottest {:.0} °C)",
+                thermal * 100.0,
+                p.phase,
+                max_temp.unwrap_or(f64::NAN)
+            ),
+            evidence.clone(),
+            "improve cooling: airflow, fans, dust, thermal paste",
+        ));
+    }
+    if share("hw_power_brake_slowdown") > t.throttle_share {
+        out.push(finding(
+            "POWER_BRAKE",
+            Class::Environment,
+            Severity::Major,
+            Confidence::High,
+            format!(
+                "the hardware power brake held the clocks {:.0}% of the {} phase",
+                share("hw_power_brake_slowdown") * 100.0,
+                p.phase
+            ),
+            evidence.clone(),
+            "check the PSU and the power cables to the card",
+        ));
+    } else if share("hw_slowdown") > t.throttle_share && thermal <= t.throttle_share {
+        out.push(finding(
+            "POWER_DELIVERY",
+            Class::Environment,
+            Severity::Major,
+            Confidence::Medium,
+            format!(
+                "HW slowdown {:.0}% of the {} phase while the card was not hot",
+                share("hw_slowdown") * 100.0,
+                p.phase
+            ),
+            evidence.clone(),
+            "check the PSU and the power cables to the card",
+        ));
+    }
+    let capped = match (
+        p.gauges.get("power_limit_enforced_w"),
+        p.gauges.get("power_limit_default_w"),
+    ) {
+        (Some(e), Some(d)) => e.max < d.min,
+        _ => false,
+    };
+    if share("sw_power_cap") > t.throttle_share && capped {
+        out.push(finding("ADMIN_POWER_CAP", Class::Environment, Severity::Minor, Confidence::High,
+            format!("an enforced power limit below the default capped the clocks {:.0}% of the {} phase", share("sw_power_cap") * 100.0, p.phase),
+            json!({"power_limit_enforced_w": p.gauges.get("power_limit_enforced_w"), "power_limit_default_w": p.gauges.get("power_limit_default_w")}),
+            "restore the default power limit (nvidia-smi -pl) if the cap is not intended"));
+    }
+}
+
+/// A link below its maximum while the GPU is busy (links drop their generation at idle,
+/// so only a loaded phase counts; REFERENCE.md §4).
+fn link_under_load(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
+    let busy = p
+        .gauges
+        .get("util_gpu_pct")
+        .is_some_and(|u| u.median >= 50.0);
+    if !busy {
+        return;
+    }
+    let below = |now: &str, max: &str| match (p.gauges.get(now), p.gauges.get(max)) {
+        (Some(n), Some(m)) => (n.max < m.min).then_some((n.max, m.min)),
+        _ => None,
+    };
+    for (what, now, max) in [
+        ("generation", "pcie_gen", "pcie_gen_max"),
+        ("width", "pcie_width", "pcie_width_max"),
+    ] {
+        if let Some((n, m)) = below(now, max) {
+            out.push(finding(
+                "PCIE_LINK_DEGRADED",
+                Class::Environment,
+                Severity::Major,
+                Confidence::High,
+                format!(
+                    "PCIe {what} {n} of {m} while the GPU was busy in the {} phase",
+                    p.phase
+                ),
+                json!({"phase": p.phase, now: p.gauges.get(now), max: p.gauges.get(max)}),
+                "check the slot, riser and BIOS link settings; reseat the card",
+            ));
+        }
+    }
+}
+
+fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
+    let delta = |k: &str| p.counter_deltas.get(k).copied().unwrap_or(0.0);
+    let ecc = delta("ecc_uncorrected_volatile").max(delta("ecc_uncorrected_aggregate"));
+    if ecc > 0.0 {
+        out.push(finding(
+            "ECC_UNCORRECTABLE",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!(
+                "{ecc} uncorrectable ECC errors during the {} phase",
+                p.phase
+            ),
+            json!({"counter_deltas": p.counter_deltas}),
+            "RMA candidate: reset the GPU, retest, and send this report",
+        ));
+    }
+    if delta("remap_failure") > 0.0 {
+        out.push(finding(
+            "ROW_REMAP_FAILURE",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!("row remapping failed during the {} phase", p.phase),
+            json!({"counter_deltas": p.counter_deltas}),
+            "RMA the card",
+        ));
+    } else if delta("remap_pending") > 0.0 {
+        out.push(finding(
+            "ROW_REMAP_PENDING",
+            Class::Hardware,
+            Severity::Major,
+            Confidence::High,
+            format!("a row remap is pending after the {} phase", p.phase),
+            json!({"counter_deltas": p.counter_deltas}),
+            "reset the GPU to apply the remap, then retest",
+        ));
+    }
+    if delta("aer_fatal") + delta("aer_nonfatal") > 0.0 {
+        out.push(finding(
+            "PCIE_AER_ERRORS",
+            Class::Environment,
+            Severity::Major,
+            Confidence::High,
+            format!("PCIe AER errors during the {} phase", p.phase),
+            json!({"counter_deltas": p.counter_deltas}),
+            "reseat the card, try another slot or riser",
+        ));
+    }
+}
+
+fn xids(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
+    let codes: Vec<u32> = p.xids.iter().filter_map(|x| x.code).collect();
+    let has = |set: &[u32]| codes.iter().filter(|c| set.contains(c)).count();
+    let evidence = json!({"phase": p.phase, "xids": p.xids.iter().take(16).collect::<Vec<_>>()});
+    if has(&[48, 64, 94, 95, 140]) > 0 {
+        out.push(finding(
+            "XID_MEMORY_HARDWARE",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!("ECC or remapping Xids during the {} phase", p.phase),
+            evidence.clone(),
+            "RMA candidate: send this report",
+        ));
+    }
+    if has(&[79]) > 0
+        || p.xids
+            .iter()
+            .any(|x| x.code.is_none() && x.message.contains("fallen off the bus"))
+    {
+        out.push(finding(
+            "XID_FALLEN_OFF_BUS",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::Medium,
+            format!("the GPU fell off the bus during the {} phase", p.phase),
+            evidence.clone(),
+            "check slot, riser, PSU and temperature; RMA if it follows the card",
+        ));
+    }
+    let app = has(&[13, 31, 43, 45, 69]);
+    if app > 0 {
+        out.push(finding(
+            "XID_APPLICATION",
+            Class::Software,
+            Severity::Major,
+            Confidence::Medium,
+            format!(
+                "{app} application-class Xids (13/31/43/45/69) during the {} phase",
+                p.phase
+            ),
+            evidence.clone(),
+            "the card is likely fine: look at the workload or the driver",
+        ));
+    }
+    if has(&[54]) > 0 {
+        out.push(finding(
+            "AUX_POWER_MISSING",
+            Class::Environment,
+            Severity::Critical,
+            Confidence::High,
+            "Xid 54: auxiliary power is not connected".into(),
+            evidence.clone(),
+            "connect the card's power cables",
+        ));
+    }
+    if has(&[38, 119, 120]) > 0 {
+        out.push(finding(
+            "XID_FIRMWARE",
+            Class::Software,
+            Severity::Major,
+            Confidence::Medium,
+            format!("firmware or GSP Xids during the {} phase", p.phase),
+            evidence,
+            "update the driver; RMA if it persists across drivers",
+        ));
+    }
+}
+
+fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Finding>) {
+    let errors: Vec<String> = device
+        .workloads
+        .iter()
+        .filter_map(|w| {
+            w.summary
+                .get("device_error")
+                .and_then(|e| e.as_str())
+                .map(str::to_owned)
+        })
+        .collect();
+    let Some(error) = errors.first() else {
+        return;
+    };
+    let hardware_xid = xid_codes.iter().any(|c| [48, 79, 94, 95].contains(c));
+    let app_xid = xid_codes.iter().any(|c| [13, 31, 43].contains(c));
+    let (code, class, action) = if hardware_xid {
+        (
+            "DEVICE_LOST_HARDWARE",
+            Class::Hardware,
+            "RMA candidate: the loss came with hardware Xids",
+        )
+    } else if app_xid {
+        (
+            "DEVICE_LOST_APPLICATION",
+            Class::Software,
+            "a shader or application fault: the card is likely fine",
+        )
+    } else {
+        (
+            "DEVICE_LOST_TIMEOUT",
+            Class::Software,
+            "a watchdog or driver timeout with no hardware evidence: check the driver",
+        )
+    };
+    out.push(finding(
+        code,
+        class,
+        Severity::Major,
+        Confidence::Medium,
+        format!("the device failed mid-test: {error}"),
+        json!({"errors": errors, "xids": xid_codes}),
+        action,
+    ));
+}

@@ -1,0 +1,271 @@
+//! The verdict rules on recorded scenarios: each fixture's cause becomes the right finding,
+//! class and device result; a healthy card gets none.
+
+use std::sync::mpsc::channel;
+use std::time::Duration;
+
+use kiln::gpu::{DeviceInfo, DeviceKind, DeviceLimits};
+use kiln::report::{DeviceReport, DeviceResult};
+use kiln::telemetry::Source;
+use kiln::telemetry::replay::ReplaySource;
+use kiln::telemetry::sidecar::{Command, ScriptedClock, run_loop};
+use kiln::telemetry::summary::summarize;
+use kiln::verdict::findings::{Class, Confidence};
+use kiln::verdict::thresholds::Thresholds;
+
+fn info() -> DeviceInfo {
+    DeviceInfo {
+        index: 0,
+        name: "NVIDIA H200".into(),
+        vendor_id: 0x10de,
+        vendor_name: "NVIDIA".into(),
+        device_id: 0x2335,
+        kind: DeviceKind::DiscreteGpu,
+        driver_name: "NVIDIA".into(),
+        driver_info: "550.54.15".into(),
+        driver_version: "550.54.15.0".into(),
+        driver_version_raw: 0,
+        api_version: "1.3.277".into(),
+        device_uuid: "6c4f3a5e-1b2c-4d5e-8f90-123456789abc".into(),
+        pci_address: Some("0000:05:00.0".into()),
+        heaps: vec![],
+        memory_types: vec![],
+        memory_budget_supported: true,
+        limits: DeviceLimits {
+            max_storage_buffer_range_bytes: 1 << 32,
+            max_memory_allocation_size_bytes: 1 << 34,
+            max_buffer_size_bytes: None,
+            max_texel_buffer_elements: 1 << 27,
+            max_compute_work_group_count: [1 << 31, 65535, 65535],
+            max_compute_work_group_invocations: 1024,
+            timestamp_period_ns: 1.0,
+            timestamp_valid_bits: 64,
+            max_push_constants_size_bytes: 256,
+        },
+        shader_int64: true,
+        shader_float16: true,
+        compute_queue_family: Some(0),
+    }
+}
+
+/// A device report with one passed workload and the fixture's telemetry, judged.
+fn judged(fixture: &str) -> DeviceReport {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/telemetry/{fixture}.jsonl"));
+    let source = ReplaySource::open(&path).unwrap();
+    let ticks = source.ticks_left() as u32;
+    let interval = Duration::from_millis(200);
+    let snap = |when: &str| {
+        let (done, _) = channel();
+        Command::Snapshot {
+            device: None,
+            phase: "vram".into(),
+            when: when.into(),
+            done,
+        }
+    };
+    let clock = ScriptedClock::new(
+        interval * (ticks + 1),
+        vec![
+            (Duration::from_millis(1), snap("before")),
+            (interval * ticks - Duration::from_millis(1), snap("after")),
+        ],
+    );
+    let mut sources: Vec<Box<dyn Source>> = vec![Box::new(source)];
+    let (_tx, rx) = channel();
+    let mut records = Vec::new();
+    run_loop(&mut sources, interval, &clock, &rx, &mut |r| {
+        records.push(r)
+    });
+    let outcome = kiln::workload::WorkloadOutcome {
+        workload: "vram".into(),
+        status: kiln::workload::WorkloadStatus::Passed,
+        headline: "no errors".into(),
+        summary: serde_json::json!({}),
+    };
+    let mut d = DeviceReport::new(&info(), vec![outcome], None);
+    d.telemetry = summarize(&records);
+    d.judge(&Thresholds::default());
+    d
+}
+
+fn codes(d: &DeviceReport) -> Vec<&str> {
+    d.findings.iter().map(|f| f.code.as_str()).collect()
+}
+
+#[test]
+fn healthy_cards_get_no_finding_and_pass() {
+    for fixture in ["healthy_load", "healthy_idle"] {
+        let d = judged(fixture);
+        assert!(d.findings.is_empty(), "{fixture}: {:?}", codes(&d));
+        assert_eq!(d.result, DeviceResult::Pass);
+    }
+}
+
+#[test]
+fn heat_and_power_are_the_environment() {
+    let d = judged("thermal_throttle");
+    assert_eq!(codes(&d), vec!["THERMAL_THROTTLE"]);
+    assert_eq!(
+        (d.result, d.result.exit_code()),
+        (DeviceResult::Environment, 2)
+    );
+    let d = judged("hw_power_brake");
+    assert_eq!(codes(&d), vec!["POWER_BRAKE"]);
+    assert_eq!(d.result, DeviceResult::Environment);
+    let d = judged("sw_power_cap");
+    assert_eq!(codes(&d), vec!["ADMIN_POWER_CAP"]);
+    assert_eq!(d.findings[0].class, Class::Environment);
+    assert_eq!(
+        d.result,
+        DeviceResult::Pass,
+        "an intended cap is minor: noted, not failed"
+    );
+    let d = judged("pcie_downtrained");
+    assert_eq!(codes(&d), vec!["PCIE_LINK_DEGRADED", "PCIE_LINK_DEGRADED"]);
+    assert_eq!(d.result, DeviceResult::Environment);
+}
+
+#[test]
+fn ecc_remaps_and_a_lost_bus_are_hardware() {
+    let d = judged("ecc_uncorrectable_remap_pending");
+    let c = codes(&d);
+    for code in [
+        "ECC_UNCORRECTABLE",
+        "ROW_REMAP_PENDING",
+        "XID_MEMORY_HARDWARE",
+    ] {
+        assert!(c.contains(&code), "{code} in {c:?}");
+    }
+    assert_eq!((d.result, d.result.exit_code()), (DeviceResult::Fail, 1));
+    assert!(
+        d.findings
+            .iter()
+            .all(|f| f.class == Class::Hardware && f.confidence == Confidence::High)
+    );
+    let d = judged("xid79");
+    assert!(codes(&d).contains(&"XID_FALLEN_OFF_BUS"));
+    assert_eq!(d.result, DeviceResult::Fail);
+}
+
+#[test]
+fn an_xid_13_storm_is_software_not_hardware() {
+    let d = judged("xid13_storm");
+    assert_eq!(codes(&d), vec!["XID_APPLICATION"]);
+    assert_eq!(
+        (d.result, d.result.exit_code()),
+        (DeviceResult::Software, 3)
+    );
+}
+
+/// Judges a device on the real driver after running `workload` (a typed report).
+fn judge_outcome(outcome: kiln::workload::WorkloadOutcome) -> DeviceReport {
+    let mut d = DeviceReport::new(&info(), vec![outcome], None);
+    d.judge(&Thresholds::default());
+    d
+}
+
+fn lavapipe() -> (std::sync::Arc<kiln::gpu::Vulkan>, kiln::gpu::DeviceContext) {
+    let vulkan = kiln::gpu::Vulkan::new().unwrap();
+    let info = vulkan.devices().unwrap()[0].clone();
+    let ctx = kiln::gpu::DeviceContext::open(&vulkan, &info).unwrap();
+    (vulkan, ctx)
+}
+
+#[test]
+fn workload_results_become_findings_of_the_right_class() {
+    use kiln::workload::Report;
+    use kiln::workload::vram::engine::PlantedFault;
+    let (_vk, mut ctx) = lavapipe();
+    let control = kiln::workload::RunControl::new(None);
+    let mut sink = kiln::evidence::MemorySink::default();
+    let vram = |planted: Vec<PlantedFault>,
+                ctx: &mut kiln::gpu::DeviceContext,
+                sink: &mut kiln::evidence::MemorySink| {
+        kiln::workload::vram::VramTest {
+            config: kiln::workload::vram::VramConfig {
+                algorithms: vec![kiln::workload::vram::algorithm::Algorithm::OwnAddress],
+                bytes: Some(16 << 20),
+                passes: Some(1),
+                planted,
+                ..Default::default()
+            },
+        }
+        .run_report(ctx, &control, sink)
+        .unwrap()
+        .outcome("vram")
+    };
+    let stuck = PlantedFault {
+        word: 1000,
+        and_mask: u32::MAX,
+        or_mask: 0,
+        xor_mask: 0,
+        source: 1000,
+        persistent: true,
+    };
+    let flip = PlantedFault {
+        xor_mask: 1 << 5,
+        persistent: false,
+        ..stuck
+    };
+    let d = judge_outcome(vram(vec![flip], &mut ctx, &mut sink));
+    assert_eq!(codes(&d), vec!["VRAM_TRANSIENT_ERROR"]);
+    assert_eq!(
+        d.findings[0].confidence,
+        Confidence::Low,
+        "one flip never repeated is not a high-confidence call"
+    );
+    let stuck_both = PlantedFault {
+        and_mask: !(1 << 3),
+        or_mask: 1 << 9,
+        ..stuck
+    };
+    let d = judge_outcome(vram(vec![stuck_both], &mut ctx, &mut sink));
+    assert!(codes(&d).contains(&"VRAM_STUCK_BIT"), "{:?}", codes(&d));
+    assert_eq!(d.result, DeviceResult::Fail);
+
+    let compute = kiln::workload::compute::ComputeTest {
+        config: kiln::workload::compute::ComputeConfig {
+            rounds: Some(1),
+            inject: Some((7, 1)),
+            ..Default::default()
+        },
+    }
+    .run_report(&mut ctx, &control, &mut sink)
+    .unwrap()
+    .outcome("compute");
+    let d = judge_outcome(compute);
+    assert_eq!(codes(&d), vec!["COMPUTE_MISMATCH"]);
+    assert_eq!(d.result, DeviceResult::Fail);
+
+    let fragment = kiln::workload::fragment::FragmentTest {
+        config: kiln::workload::fragment::FragmentConfig {
+            rounds: Some(1),
+            plant_fragmentation: true,
+            ..Default::default()
+        },
+    }
+    .run_report(&mut ctx, &control, &mut sink)
+    .unwrap()
+    .outcome("fragment");
+    let d = judge_outcome(fragment);
+    assert_eq!(codes(&d), vec!["ALLOC_FAIL_FRAGMENTED"]);
+    assert_eq!(
+        (d.result, d.result.exit_code()),
+        (DeviceResult::Software, 3)
+    );
+
+    let pcie = kiln::workload::pcie::PcieTest {
+        config: kiln::workload::pcie::PcieConfig {
+            max_bytes: 1 << 20,
+            repeats: 1,
+            inject_offset: Some(77),
+            ..Default::default()
+        },
+    }
+    .run_report(&mut ctx, &control, &mut sink)
+    .unwrap()
+    .outcome("pcie");
+    let d = judge_outcome(pcie);
+    assert_eq!(codes(&d), vec!["PCIE_CORRUPTION"]);
+}
