@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Installs what kiln and its tests need on Debian or Ubuntu: the Vulkan loader, Mesa's
-# CPU Vulkan driver (lavapipe, so kiln runs even without a GPU) and glslc (to rebuild
-# shaders). Installs nothing that is already there.
+# Installs what kiln needs on Debian or Ubuntu: the Vulkan loader, Mesa's CPU Vulkan
+# driver (lavapipe, so kiln runs even without a GPU) and glslc (to rebuild shaders).
+# With --test, also what the tests check kiln's outputs against: promtool and
+# node_exporter. Installs nothing that is already there.
 set -euo pipefail
 need=()
 ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' || need+=(libvulkan1)
 ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || need+=(mesa-vulkan-drivers)
 command -v glslc >/dev/null 2>&1 || need+=(glslc)
+if [ "${1:-}" = "--test" ]; then
+  command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+  command -v prometheus-node-exporter >/dev/null 2>&1 || need+=(prometheus-node-exporter)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo=sudo

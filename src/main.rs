@@ -235,8 +235,8 @@ fn monitor(args: MonitorArgs) -> Result<i32, AppError> {
 fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
     let mut report =
         kiln::verdict::rebuild(&args.run_dir).map_err(|e| AppError::Usage(e.to_string()))?;
-    // The rebuilt report joins the evidence (atomically); a read-only directory keeps its own.
-    if let Err(e) = kiln::evidence::write_json_atomic(&args.run_dir.join("report.json"), &report) {
+    // The rebuilt reports join the evidence (atomically); a read-only directory keeps its own.
+    if let Err(e) = kiln::report::write_all(&args.run_dir, &report) {
         report
             .notes
             .push(format!("the rebuilt report could not be saved: {e}"));

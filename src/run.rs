@@ -252,7 +252,12 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
             result: report.result.word().to_lowercase(),
         },
     );
-    run_dir.write_report(&report)?;
+    crate::report::write_all(run_dir.path(), &report).map_err(|e| {
+        AppError::Evidence(EvidenceError::Io {
+            path: run_dir.path().to_owned(),
+            message: e.to_string(),
+        })
+    })?;
     Ok(report)
 }
 

@@ -1,6 +1,8 @@
 //! The result model every output is built from: `report.json`, the terminal summary
 //! and the exit code.
 
+pub mod junit;
+pub mod prometheus;
 pub mod text;
 
 use serde::{Deserialize, Serialize};
@@ -248,4 +250,19 @@ impl Report {
             incomplete: false,
         }
     }
+}
+
+/// Writes every report file into the run directory: `report.json`, `junit.xml` and
+/// `kiln.prom` (for node_exporter's textfile collector). Returns the first failure.
+pub fn write_all(dir: &std::path::Path, report: &Report) -> std::io::Result<()> {
+    crate::evidence::write_json_atomic(&dir.join("report.json"), report)
+        .map_err(std::io::Error::other)?;
+    let junit = junit::render(report);
+    std::fs::write(dir.join("junit.xml.tmp"), junit)?;
+    std::fs::rename(dir.join("junit.xml.tmp"), dir.join("junit.xml"))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    prometheus::write_atomic(&dir.join("kiln.prom"), &prometheus::render(report, now))
 }

@@ -223,6 +223,7 @@ impl Report for ComputeReport {
         let rates: Vec<String> = self
             .kinds
             .iter()
+            .filter(|k| k.rounds > 0)
             .map(|k| format!("{:?} {:.1} G ops/s", k.kind, k.gops).to_lowercase())
             .collect();
         match self.status() {
