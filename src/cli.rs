@@ -38,6 +38,9 @@ pub enum Command {
 pub struct VerdictArgs {
     /// The run directory.
     pub run_dir: PathBuf,
+    /// Verdict thresholds to override (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub thresholds: Option<PathBuf>,
     /// Print the report as JSON on stdout (the summary goes to stderr).
     #[arg(long)]
     pub json: bool,
@@ -131,6 +134,9 @@ pub struct RunArgs {
     /// Telemetry sampling interval (0 turns telemetry off).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "200ms")]
     pub telemetry_interval: Duration,
+    /// Verdict thresholds to override (JSON; see src/verdict/thresholds.rs).
+    #[arg(long, value_name = "FILE")]
+    pub thresholds: Option<PathBuf>,
     /// Run directory (default: ./kiln-runs/<time>-<host>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

@@ -119,6 +119,7 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
         fence_timeout: args.vram.fence_timeout,
         progress: std::io::stderr().is_terminal(),
         telemetry_interval: (!args.telemetry_interval.is_zero()).then_some(args.telemetry_interval),
+        thresholds: thresholds(&args.thresholds)?,
     };
     let report = kiln::run::run(&opts)?;
     let text = kiln::report::text::summary(&report);
@@ -233,8 +234,8 @@ fn monitor(args: MonitorArgs) -> Result<i32, AppError> {
 }
 
 fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
-    let mut report =
-        kiln::verdict::rebuild(&args.run_dir).map_err(|e| AppError::Usage(e.to_string()))?;
+    let mut report = kiln::verdict::rebuild(&args.run_dir, &thresholds(&args.thresholds)?)
+        .map_err(|e| AppError::Usage(e.to_string()))?;
     // The rebuilt reports join the evidence (atomically); a read-only directory keeps its own.
     if let Err(e) = kiln::report::write_all(&args.run_dir, &report) {
         report
@@ -252,4 +253,13 @@ fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
         print!("{text}");
     }
     Ok(report.exit_code)
+}
+
+fn thresholds(
+    path: &Option<std::path::PathBuf>,
+) -> Result<kiln::verdict::thresholds::Thresholds, AppError> {
+    match path {
+        Some(p) => kiln::verdict::thresholds::Thresholds::load(p).map_err(AppError::Usage),
+        None => Ok(Default::default()),
+    }
 }

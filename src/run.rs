@@ -45,6 +45,8 @@ pub struct RunOptions {
     pub progress: bool,
     /// Telemetry sampling interval; None turns the sidecar off.
     pub telemetry_interval: Option<Duration>,
+    /// Thresholds of the verdict rules.
+    pub thresholds: Thresholds,
 }
 
 /// The workloads `kiln run` can run.
@@ -226,9 +228,8 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         s.stop();
         attach_telemetry(&run_dir, &mut reports, &mut notes);
     }
-    let thresholds = Thresholds::default();
     for d in &mut reports {
-        d.judge(&thresholds);
+        d.judge(&opts.thresholds);
     }
     let run_id = dir_path
         .file_name()

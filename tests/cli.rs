@@ -53,6 +53,22 @@ fn bad_flags_get_one_sentence_and_exit_64() {
         "unknown workload `pcie9`",
     );
     one_line_usage_error(&["run", "--load", "wobbly"], "wobbly");
+    let bad = std::env::temp_dir().join(format!("kiln-bad-thresholds-{}.json", std::process::id()));
+    std::fs::write(&bad, r#"{"throttle_share": 7}"#).unwrap();
+    one_line_usage_error(
+        &["run", "--thresholds", bad.to_str().unwrap()],
+        "between 0 and 1",
+    );
+    one_line_usage_error(
+        &[
+            "verdict",
+            "/nonexistent",
+            "--thresholds",
+            bad.to_str().unwrap(),
+        ],
+        "between 0 and 1",
+    );
+    std::fs::remove_file(&bad).unwrap();
     one_line_usage_error(
         &[
             "run",

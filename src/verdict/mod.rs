@@ -47,7 +47,7 @@ struct DeviceEvidence {
 }
 
 /// Rebuilds the report of the run in `dir`.
-pub fn rebuild(dir: &Path) -> Result<Report, VerdictError> {
+pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report, VerdictError> {
     let manifest_path = dir.join("manifest.json");
     if !manifest_path.is_file() {
         return Err(VerdictError::NotARunDir(dir.display().to_string()));
@@ -174,9 +174,8 @@ pub fn rebuild(dir: &Path) -> Result<Report, VerdictError> {
             Err(e) => notes.push(format!("telemetry could not be read: {e}")),
         }
     }
-    let thresholds = thresholds::Thresholds::default();
     for d in &mut reports {
-        d.judge(&thresholds);
+        d.judge(thresholds);
     }
     let run_id = dir
         .file_name()

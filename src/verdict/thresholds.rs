@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// The thresholds of the verdict rules.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Thresholds {
     /// Share of a phase's samples under a throttle reason above which it is a finding.
     pub throttle_share: f64,
@@ -52,4 +53,77 @@ pub fn table(t: &Thresholds) -> Vec<(&'static str, f64, &'static str)> {
             "REFERENCE.md §4: replays above ceil(1e-12 x GT/s x 60 x lanes) per minute",
         ),
     ]
+}
+
+impl Thresholds {
+    /// Loads overrides from a JSON file (any subset of the fields); validates every value.
+    pub fn load(path: &std::path::Path) -> Result<Thresholds, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let t: Thresholds =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let share = |name: &str, v: f64| {
+            if (0.0..=1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{}: {name} must be between 0 and 1, not {v}",
+                    path.display()
+                ))
+            }
+        };
+        share("throttle_share", t.throttle_share)?;
+        share("pcie_low_share", t.pcie_low_share)?;
+        for (name, v) in [
+            ("thermal_margin_c", t.thermal_margin_c),
+            ("replays_per_gts_lane_minute", t.replays_per_gts_lane_minute),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!(
+                    "{}: {name} must be a number of at least 0, not {v}",
+                    path.display()
+                ));
+            }
+        }
+        Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Thresholds, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        std::fs::write(&path, text).unwrap();
+        Thresholds::load(&path)
+    }
+
+    #[test]
+    fn overrides_are_validated() {
+        let t = load(r#"{"throttle_share": 0.2}"#).unwrap();
+        assert_eq!(t.throttle_share, 0.2);
+        assert_eq!(
+            t.pcie_low_share,
+            Thresholds::default().pcie_low_share,
+            "the rest keep their defaults"
+        );
+        assert!(
+            load(r#"{"throttle_share": 2}"#)
+                .unwrap_err()
+                .contains("between 0 and 1")
+        );
+        assert!(
+            load(r#"{"thermal_margin_c": -1}"#)
+                .unwrap_err()
+                .contains("at least 0")
+        );
+        assert!(
+            load(r#"{"trottle_share": 0.1}"#)
+                .unwrap_err()
+                .contains("unknown field")
+        );
+        assert!(load("{ not json").is_err());
+        assert!(Thresholds::load(std::path::Path::new("/nonexistent/t.json")).is_err());
+    }
 }
