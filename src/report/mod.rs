@@ -1,6 +1,7 @@
 //! The result model every output is built from: `report.json`, the terminal summary
 //! and the exit code.
 
+pub mod html;
 pub mod junit;
 pub mod prometheus;
 pub mod text;
@@ -252,11 +253,22 @@ impl Report {
     }
 }
 
-/// Writes every report file into the run directory: `report.json`, `junit.xml` and
-/// `kiln.prom` (for node_exporter's textfile collector). Returns the first failure.
+/// Writes every report file into the run directory: `report.json`, `report.html`,
+/// `junit.xml` and `kiln.prom` (for node_exporter's textfile collector), each atomically.
+/// Returns the first failure.
 pub fn write_all(dir: &std::path::Path, report: &Report) -> std::io::Result<()> {
     crate::evidence::write_json_atomic(&dir.join("report.json"), report)
         .map_err(std::io::Error::other)?;
+    let telemetry = crate::evidence::read_jsonl::<crate::telemetry::record::TelemetryRecord>(
+        &dir.join("telemetry.jsonl"),
+    )
+    .map(|(records, _)| records)
+    .unwrap_or_default();
+    std::fs::write(
+        dir.join("report.html.tmp"),
+        html::render(report, &telemetry),
+    )?;
+    std::fs::rename(dir.join("report.html.tmp"), dir.join("report.html"))?;
     let junit = junit::render(report);
     std::fs::write(dir.join("junit.xml.tmp"), junit)?;
     std::fs::rename(dir.join("junit.xml.tmp"), dir.join("junit.xml"))?;

@@ -1,0 +1,374 @@
+//! `report.html`: one self-contained page (inline CSS and SVG, no network) for people and
+//! support desks: identity, the verdict banner, findings with their evidence, telemetry
+//! over time with the phases shaded, the VRAM error map and bit histogram, and rates.
+
+use std::fmt::Write as _;
+
+use super::{DeviceReport, DeviceResult, Report};
+use crate::telemetry::record::{TelemetryData, TelemetryRecord};
+use crate::workload::compute::ComputeReport;
+use crate::workload::pcie::PcieReport;
+use crate::workload::vram::VramReport;
+
+fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const W: f64 = 720.0;
+const H: f64 = 180.0;
+const PAD: f64 = 40.0;
+
+/// A line chart of `series` over time, with `phases` shaded.
+fn line_chart(
+    title: &str,
+    unit: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    phases: &[(String, f64, f64)],
+) -> String {
+    let points: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
+    let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
+    if points.is_empty() {
+        svg.push_str("<p class=\"none\">no readings</p></figure>");
+        return svg;
+    }
+    let (t0, t1) = points
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let (v0, v1) = points
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    let (t1, v1) = (
+        if t1 > t0 { t1 } else { t0 + 1.0 },
+        if v1 > v0 { v1 } else { v0 + 1.0 },
+    );
+    let x = |t: f64| PAD + (t - t0) / (t1 - t0) * (W - 2.0 * PAD);
+    let y = |v: f64| H - PAD / 2.0 - (v - v0) / (v1 - v0) * (H - PAD);
+    let _ = write!(
+        svg,
+        "<svg viewBox=\"0 0 {W} {H}\" role=\"img\" class=\"chart\">"
+    );
+    for (name, start, end) in phases {
+        let _ = write!(
+            svg,
+            "<rect class=\"phase\" x=\"{:.1}\" y=\"0\" width=\"{:.1}\" height=\"{H}\"/><text x=\"{:.1}\" y=\"12\" class=\"phase-label\">{}</text>",
+            x(*start),
+            (x(*end) - x(*start)).max(1.0),
+            x(*start) + 2.0,
+            esc(name)
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"2\" y=\"{:.1}\" class=\"axis\">{v1:.0} {unit}</text><text x=\"2\" y=\"{:.1}\" class=\"axis\">{v0:.0}</text>",
+        y(v1) + 4.0,
+        y(v0)
+    );
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let path: Vec<String> = pts
+            .iter()
+            .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v)))
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline class=\"s{}\" points=\"{}\"><title>{}</title></polyline>",
+            i % 4,
+            path.join(" "),
+            esc(name)
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{H}\" class=\"axis\">{:.0} s</text></svg>",
+        W - PAD,
+        t1 / 1e3
+    );
+    svg.push_str("</figure>");
+    svg
+}
+
+/// Horizontal bars with an optional reference mark.
+fn bars(title: &str, unit: &str, items: &[(String, f64, Option<f64>)]) -> String {
+    let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
+    let max = items
+        .iter()
+        .map(|(_, v, r)| v.max(r.unwrap_or(0.0)))
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let h = 22.0 * items.len() as f64 + 10.0;
+    let _ = write!(
+        svg,
+        "<svg viewBox=\"0 0 {W} {h}\" role=\"img\" class=\"chart\">"
+    );
+    for (i, (label, value, reference)) in items.iter().enumerate() {
+        let y = 5.0 + 22.0 * i as f64;
+        let width = value / max * (W - 260.0);
+        let _ = write!(
+            svg,
+            "<text x=\"0\" y=\"{:.1}\" class=\"axis\">{}</text><rect class=\"bar\" x=\"200\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"16\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\">{value:.2} {unit}</text>",
+            y + 12.0,
+            esc(label),
+            205.0 + width,
+            y + 12.0
+        );
+        if let Some(r) = reference {
+            let rx = 200.0 + r / max * (W - 260.0);
+            let _ = write!(
+                svg,
+                "<line class=\"ref\" x1=\"{rx:.1}\" x2=\"{rx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>",
+                y - 2.0,
+                y + 18.0
+            );
+        }
+    }
+    svg.push_str("</svg></figure>");
+    svg
+}
+
+/// Wrong words: offset (x) against the step of the run (y).
+fn error_map(v: &VramReport) -> String {
+    let mut svg = String::from(
+        "<figure><figcaption>VRAM error map: offset in the tested memory (x) against pass and step (y)</figcaption>",
+    );
+    if v.records.is_empty() {
+        svg.push_str("<p class=\"none\">no wrong words</p></figure>");
+        return svg;
+    }
+    let total = v.sizing.allocated_bytes.max(1) as f64;
+    let steps: Vec<(u32, u32)> = {
+        let mut s: Vec<(u32, u32)> = v.records.iter().map(|r| (r.pass, r.step)).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    };
+    let _ = write!(
+        svg,
+        "<svg viewBox=\"0 0 {W} {H}\" role=\"img\" class=\"chart\">"
+    );
+    for r in &v.records {
+        let row = steps
+            .iter()
+            .position(|s| *s == (r.pass, r.step))
+            .unwrap_or(0) as f64;
+        let x = PAD + r.offset_bytes as f64 / total * (W - 2.0 * PAD);
+        let y = PAD / 2.0 + row / steps.len().max(1) as f64 * (H - PAD);
+        let _ = write!(
+            svg,
+            "<circle class=\"err\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\"><title>0x{:x}: expected 0x{:08x}, read 0x{:08x}</title></circle>",
+            r.offset_bytes, r.expected, r.actual
+        );
+    }
+    svg.push_str("</svg></figure>");
+    svg
+}
+
+fn series(records: &[TelemetryRecord], device: usize, key: &str) -> Vec<(f64, f64)> {
+    records
+        .iter()
+        .filter(|r| r.device == Some(device))
+        .filter_map(|r| match &r.data {
+            TelemetryData::Sample { readings } => readings
+                .get(key)
+                .and_then(|v| v.number())
+                .map(|v| (r.t_ms, v)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryRecord]) {
+    let class = match d.result {
+        DeviceResult::Pass => "pass",
+        DeviceResult::Fail => "fail",
+        DeviceResult::Environment | DeviceResult::Software => "warn",
+        DeviceResult::Inconclusive => "unknown",
+    };
+    let _ = write!(
+        out,
+        "<section><h2>GPU{} {}</h2><div class=\"banner {class}\" id=\"verdict-{}\">{}: {}</div>",
+        d.index,
+        esc(&d.name),
+        d.index,
+        d.result.word(),
+        esc(&d.reason)
+    );
+    let _ = write!(
+        out,
+        "<table class=\"identity\"><tr><th>UUID</th><td>{}</td></tr><tr><th>PCI address</th><td>{}</td></tr><tr><th>Driver</th><td>{}</td></tr>",
+        esc(&d.uuid),
+        esc(d.pci_address.as_deref().unwrap_or("unknown")),
+        esc(&d.driver)
+    );
+    for r in telemetry.iter().filter(|r| r.device == Some(d.index)) {
+        if let TelemetryData::Identity { fields } = &r.data {
+            for key in [
+                "serial",
+                "vbios",
+                "board_part_number",
+                "inforom_image",
+                "driver_version",
+            ] {
+                if let Some(crate::telemetry::record::Reading::Text(v)) = fields.get(key) {
+                    let _ = write!(out, "<tr><th>{key}</th><td>{}</td></tr>", esc(v));
+                }
+            }
+        }
+    }
+    out.push_str("</table>");
+    if d.findings.is_empty() {
+        out.push_str("<p>No findings.</p>");
+    } else {
+        out.push_str("<table class=\"findings\"><tr><th>Code</th><th>Class</th><th>Severity</th><th>Confidence</th><th>What</th><th>Action</th></tr>");
+        for f in &d.findings {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{:?}</td><td>{:?}</td><td>{:?}</td><td>{}<details><summary>evidence</summary><pre>{}</pre></details></td><td>{}</td></tr>",
+                esc(&f.code),
+                f.class,
+                f.severity,
+                f.confidence,
+                esc(&f.summary),
+                esc(&serde_json::to_string_pretty(&f.evidence).unwrap_or_default()),
+                esc(&f.action)
+            );
+        }
+        out.push_str("</table>");
+    }
+    let phases: Vec<(String, f64, f64)> = d
+        .telemetry
+        .iter()
+        .map(|p| (p.phase.clone(), p.start_ms, p.end_ms))
+        .collect();
+    for (title, unit, keys) in [
+        ("Temperature", "°C", vec!["gpu_temp_c", "hbm_temp_c"]),
+        ("Power", "W", vec!["power_w", "power_limit_enforced_w"]),
+        ("Clocks", "MHz", vec!["clock_sm_mhz", "clock_mem_mhz"]),
+        (
+            "Throttle reasons (bit mask)",
+            "",
+            vec!["throttle_reasons_mask"],
+        ),
+    ] {
+        let s: Vec<(String, Vec<(f64, f64)>)> = keys
+            .iter()
+            .map(|k| ((*k).to_owned(), series(telemetry, d.index, k)))
+            .collect();
+        out.push_str(&line_chart(title, unit, &s, &phases));
+    }
+    for w in &d.workloads {
+        let _ = write!(
+            out,
+            "<h3>{}: {:?}</h3><p>{}</p>",
+            esc(&w.workload),
+            w.status,
+            esc(&w.headline)
+        );
+        if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
+            out.push_str(&error_map(&v));
+            let bits: Vec<(String, f64, Option<f64>)> = v
+                .histograms
+                .bit_position
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(b, n)| (format!("bit {b}"), *n as f64, None))
+                .collect();
+            if !bits.is_empty() {
+                out.push_str(&bars("Failing bit positions", "words", &bits));
+            }
+            let t = &v.throughput;
+            out.push_str(&bars(
+                "VRAM test throughput",
+                "GiB/s",
+                &[
+                    ("write".into(), t.write.gib_per_s, None),
+                    ("verify".into(), t.verify.gib_per_s, None),
+                    (
+                        "combined per wall second".into(),
+                        t.combined_gib_per_wall_s,
+                        None,
+                    ),
+                ],
+            ));
+        } else if let Ok(c) = serde_json::from_value::<ComputeReport>(w.summary.clone()) {
+            let items: Vec<(String, f64, Option<f64>)> = c
+                .kinds
+                .iter()
+                .map(|k| (format!("{:?}", k.kind), k.gops, Some(k.best_gops)))
+                .collect();
+            out.push_str(&bars("Compute rate (mark: best round)", "G ops/s", &items));
+        } else if let Ok(p) = serde_json::from_value::<PcieReport>(w.summary.clone()) {
+            let theory = p.link.as_ref().and_then(|l| l.theoretical_gbps);
+            out.push_str(&bars(
+                "PCIe bandwidth (mark: the link's theory, where known)",
+                "GB/s",
+                &[
+                    ("host to device".into(), p.peak_h2d_gbps, theory),
+                    ("device to host".into(), p.peak_d2h_gbps, theory),
+                    ("both at once".into(), p.peak_bidir_gbps, None),
+                ],
+            ));
+        }
+    }
+    out.push_str("</section>");
+}
+
+const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}\
+.banner{padding:10px 14px;border-radius:6px;font-weight:600;margin:8px 0}.pass{background:#d9f2dc}\
+.fail{background:#f7d4d4}.warn{background:#fcebc5}.unknown{background:#e2e2e2}\
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}\
+figure{margin:10px 0}figcaption{font-weight:600}.chart{width:100%;max-width:720px;background:#fafafa;border:1px solid #ddd}\
+polyline{fill:none;stroke-width:1.5}.s0{stroke:#c0392b}.s1{stroke:#2471a3}.s2{stroke:#239b56}.s3{stroke:#7d3c98}\
+.phase{fill:#eef3fb;stroke:#c9d6ea}.phase-label,.axis{font-size:10px;fill:#555}.bar{fill:#5d8fc9}\
+.ref{stroke:#c0392b;stroke-width:2}.err{fill:#c0392b}.none{color:#777}pre{white-space:pre-wrap;font-size:11px}\
+@media print{section{page-break-inside:avoid}}";
+
+/// Renders the page.
+pub fn render(report: &Report, telemetry: &[TelemetryRecord]) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kiln report {}</title><style>{CSS}</style></head><body>",
+        esc(&report.run_id)
+    );
+    let _ = write!(
+        out,
+        "<h1>kiln report {}</h1><div class=\"banner {}\" id=\"verdict\">Result: {} (exit {}){}</div>",
+        esc(&report.run_id),
+        match report.result {
+            DeviceResult::Pass => "pass",
+            DeviceResult::Fail => "fail",
+            DeviceResult::Inconclusive => "unknown",
+            _ => "warn",
+        },
+        report.result.word(),
+        report.exit_code,
+        if report.incomplete {
+            " — incomplete evidence"
+        } else {
+            ""
+        }
+    );
+    let _ = write!(
+        out,
+        "<p>Host {}, started {}, finished {}, kiln {}.</p>",
+        esc(&report.host),
+        esc(&report.started_utc),
+        esc(&report.finished_utc),
+        esc(&report.tool_version)
+    );
+    if !report.notes.is_empty() {
+        out.push_str("<ul class=\"notes\">");
+        for n in &report.notes {
+            let _ = write!(out, "<li>{}</li>", esc(n));
+        }
+        out.push_str("</ul>");
+    }
+    for d in &report.devices {
+        device_section(&mut out, d, telemetry);
+    }
+    out.push_str("<p>To reproduce: <code>kiln verdict RUN_DIR</code> rebuilds this page from the run directory; the manifest holds the exact command line and seeds.</p></body></html>\n");
+    out
+}

@@ -1,0 +1,67 @@
+//! `report.html` from a run directory whose telemetry shows thermal throttling: the banner,
+//! the finding and the charts (phases shaded) are on the page.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn the_page_shows_the_verdict_the_findings_and_the_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    assert_eq!(
+        quick_run(&["--workloads", "vram"], &run_dir).status.code(),
+        Some(0)
+    );
+    // Replace the run's telemetry by a recording of a card that overheats during the phase.
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/telemetry/thermal_throttle.jsonl");
+    std::fs::copy(fixture, run_dir.join("telemetry.jsonl")).unwrap();
+    let out = kiln()
+        .args(["verdict", "--json"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "environment: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["devices"][0]["findings"][0]["code"],
+        "THERMAL_THROTTLE"
+    );
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(
+        html.contains("id=\"verdict\">Result: ENVIRONMENT (exit 2)"),
+        "the run's banner"
+    );
+    assert!(
+        html.contains("class=\"banner warn\" id=\"verdict-0\">ENVIRONMENT: thermal slowdown"),
+        "the device's banner"
+    );
+    assert!(html.contains("<td>THERMAL_THROTTLE</td>"));
+    for chart in ["Temperature", "Power", "Clocks", "Throttle reasons"] {
+        assert!(
+            html.contains(&format!("<figcaption>{chart}")),
+            "{chart} chart"
+        );
+    }
+    assert!(
+        html.matches("<polyline").count() >= 4,
+        "the series are drawn"
+    );
+    assert!(html.contains("class=\"phase\""), "the phase is shaded");
+    assert!(html.contains("VRAM error map"));
+    assert!(
+        html.contains("<th>serial</th><td>1654923012345</td>"),
+        "the identity a support desk asks for"
+    );
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "self-contained: nothing fetched"
+    );
+}
