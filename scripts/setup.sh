@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what kiln needs on Debian or Ubuntu: the Vulkan loader, Mesa's CPU Vulkan
 # driver (lavapipe, so kiln runs even without a GPU) and glslc (to rebuild shaders).
-# With --test, also what the tests check kiln's outputs against: promtool and
-# node_exporter. Installs nothing that is already there.
+# With --test, also what the tests check kiln's outputs against: promtool,
+# node_exporter and headless Chromium. Installs nothing that is already there.
 set -euo pipefail
 need=()
 ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' || need+=(libvulkan1)
@@ -11,6 +11,7 @@ command -v glslc >/dev/null 2>&1 || need+=(glslc)
 if [ "${1:-}" = "--test" ]; then
   command -v promtool >/dev/null 2>&1 || need+=(prometheus)
   command -v prometheus-node-exporter >/dev/null 2>&1 || need+=(prometheus-node-exporter)
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

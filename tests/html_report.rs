@@ -65,3 +65,69 @@ fn the_page_shows_the_verdict_the_findings_and_the_charts() {
         "self-contained: nothing fetched"
     );
 }
+
+#[test]
+fn headless_chromium_renders_the_page_with_its_banner_and_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    assert_eq!(
+        quick_run(&["--workloads", "vram"], &run_dir).status.code(),
+        Some(0)
+    );
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/telemetry/thermal_throttle.jsonl");
+    std::fs::copy(fixture, run_dir.join("telemetry.jsonl")).unwrap();
+    assert_eq!(
+        kiln()
+            .arg("verdict")
+            .arg(&run_dir)
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+    let page = format!("file://{}", run_dir.join("report.html").display());
+    let shot = dir.path().join("report.png");
+    let chromium = |extra: &[String]| {
+        std::process::Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--window-size=900,1800",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                dir.path().join("profile").display()
+            ))
+            .args(extra)
+            .arg(&page)
+            .output()
+            .expect("chromium is needed: run scripts/setup.sh --test")
+    };
+    let dom = chromium(&["--dump-dom".into()]);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains("Result: ENVIRONMENT (exit 2)"),
+        "the banner renders"
+    );
+    assert!(dom.matches("<svg").count() >= 5, "the charts render");
+    let out = chromium(&[format!("--screenshot={}", shot.display())]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "a real screenshot, {} bytes",
+        png.len()
+    );
+}

@@ -29,7 +29,17 @@ fn line_chart(
     phases: &[(String, f64, f64)],
 ) -> String {
     let points: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
-    let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
+    let legend: Vec<String> = series
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, p))| !p.is_empty())
+        .map(|(i, (name, _))| format!("<span class=\"k{}\">&#9632; {}</span>", i % 4, esc(name)))
+        .collect();
+    let mut svg = format!(
+        "<figure><figcaption>{} {}</figcaption>",
+        esc(title),
+        legend.join(" ")
+    );
     if points.is_empty() {
         svg.push_str("<p class=\"none\">no readings</p></figure>");
         return svg;
@@ -322,6 +332,7 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:
 figure{margin:10px 0}figcaption{font-weight:600}.chart{width:100%;max-width:720px;background:#fafafa;border:1px solid #ddd}\
 polyline{fill:none;stroke-width:1.5}.s0{stroke:#c0392b}.s1{stroke:#2471a3}.s2{stroke:#239b56}.s3{stroke:#7d3c98}\
 .phase{fill:#eef3fb;stroke:#c9d6ea}.phase-label,.axis{font-size:10px;fill:#555}.bar{fill:#5d8fc9}\
+.k0{color:#c0392b}.k1{color:#2471a3}.k2{color:#239b56}.k3{color:#7d3c98}\
 .ref{stroke:#c0392b;stroke-width:2}.err{fill:#c0392b}.none{color:#777}pre{white-space:pre-wrap;font-size:11px}\
 @media print{section{page-break-inside:avoid}}";
 
