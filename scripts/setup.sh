@@ -2,7 +2,8 @@
 # Installs what kiln needs on Debian or Ubuntu: the Vulkan loader, Mesa's CPU Vulkan
 # driver (lavapipe, so kiln runs even without a GPU) and glslc (to rebuild shaders).
 # With --test, also what the tests check kiln's outputs against: promtool,
-# node_exporter and headless Chromium. Installs nothing that is already there.
+# node_exporter, headless Chromium and Python's jsonschema. Installs nothing that is
+# already there.
 set -euo pipefail
 need=()
 ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' || need+=(libvulkan1)
@@ -12,6 +13,9 @@ if [ "${1:-}" = "--test" ]; then
   command -v promtool >/dev/null 2>&1 || need+=(prometheus)
   command -v prometheus-node-exporter >/dev/null 2>&1 || need+=(prometheus-node-exporter)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+fi
+if [ "${1:-}" = "--test" ] && ! python3 -c 'import jsonschema' >/dev/null 2>&1; then
+  python3 -m pip install --quiet jsonschema
 fi
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

@@ -185,3 +185,72 @@ fn a_truncated_tail_and_broken_telemetry_still_give_a_partial_verdict() {
             .any(|n| n.as_str().unwrap().contains("telemetry could not be read"))
     );
 }
+
+/// Validates a report against the published schema with Python's jsonschema.
+fn validate(report: &std::path::Path) {
+    let schema =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/report.schema.json");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, jsonschema; jsonschema.Draft202012Validator(json.load(open(sys.argv[1]))).validate(json.load(open(sys.argv[2])))",
+        ])
+        .arg(&schema)
+        .arg(report)
+        .output()
+        .expect("python3 is needed");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        report.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn reports_validate_against_the_published_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    // A clean run, a failing one, and a rebuilt report of a run with findings.
+    let clean = dir.path().join("clean");
+    assert_eq!(quick_run(&[], &clean).status.code(), Some(0));
+    validate(&clean.join("report.json"));
+    let throttled = dir.path().join("throttled");
+    assert_eq!(
+        quick_run(&["--workloads", "vram"], &throttled)
+            .status
+            .code(),
+        Some(0)
+    );
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/telemetry/ecc_uncorrectable_remap_pending.jsonl");
+    std::fs::copy(fixture, throttled.join("telemetry.jsonl")).unwrap();
+    assert_eq!(
+        kiln()
+            .arg("verdict")
+            .arg(&throttled)
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(1)
+    );
+    validate(&throttled.join("report.json"));
+    // And a broken one is refused, so the check is real.
+    let broken = dir.path().join("broken.json");
+    let mut report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(clean.join("report.json")).unwrap()).unwrap();
+    report["devices"][0]["result"] = "fine".into();
+    std::fs::write(&broken, serde_json::to_vec(&report).unwrap()).unwrap();
+    let schema =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/report.schema.json");
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import json, sys, jsonschema; jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))"])
+        .arg(&schema)
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "the schema rejects an unknown result"
+    );
+}
