@@ -31,6 +31,22 @@ pub enum Command {
     /// Rebuild the verdict and report of a recorded run from its run directory alone
     /// (also one cut short by a crash or a kill).
     Verdict(VerdictArgs),
+    /// Rebuild a run's reports; with --rma, bundle them with the raw evidence for a
+    /// vendor's support desk.
+    Report(ReportArgs),
+}
+
+/// `kiln report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Write `<run>-rma.tar`: report.html, report.json, the raw evidence and SHA256SUMS.
+    #[arg(long)]
+    pub rma: bool,
+    /// Where to write the bundle (default: beside the run directory).
+    #[arg(long, value_name = "FILE", requires = "rma")]
+    pub bundle: Option<PathBuf>,
 }
 
 /// `kiln verdict`.

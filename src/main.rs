@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 
 use clap::Parser;
 use kiln::cli::{
-    BenchArgs, Cli, Command, ListArgs, MonitorArgs, RunArgs, SelftestArgs, VerdictArgs,
+    BenchArgs, Cli, Command, ListArgs, MonitorArgs, ReportArgs, RunArgs, SelftestArgs, VerdictArgs,
 };
 use kiln::report::exit_code;
 use kiln::run::AppError;
@@ -47,6 +47,7 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
         Command::Bench(args) => bench(args),
         Command::Monitor(args) => monitor(args),
         Command::Verdict(args) => verdict(args),
+        Command::Report(args) => report(args),
     }
 }
 
@@ -262,4 +263,23 @@ fn thresholds(
         Some(p) => kiln::verdict::thresholds::Thresholds::load(p).map_err(AppError::Usage),
         None => Ok(Default::default()),
     }
+}
+
+fn report(args: ReportArgs) -> Result<i32, AppError> {
+    let report = kiln::verdict::rebuild(&args.run_dir, &Default::default())
+        .map_err(|e| AppError::Usage(e.to_string()))?;
+    kiln::report::write_all(&args.run_dir, &report).map_err(|e| {
+        AppError::Usage(format!(
+            "{}: the reports could not be written: {e}",
+            args.run_dir.display()
+        ))
+    })?;
+    if args.rma {
+        let path = kiln::report::rma::bundle(&args.run_dir, args.bundle.as_deref())
+            .map_err(|e| AppError::Usage(format!("the RMA bundle could not be written: {e}")))?;
+        println!("RMA bundle: {}", path.display());
+    } else {
+        println!("reports rebuilt in {}", args.run_dir.display());
+    }
+    Ok(report.exit_code)
 }

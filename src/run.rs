@@ -192,7 +192,11 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         "compute": &opts.compute,
         "pcie": &opts.pcie,
     });
-    run_dir.write_manifest(&Manifest::new(devices.clone(), settings, started_utc.clone()))?;
+    run_dir.write_manifest(&Manifest::new(
+        devices.clone(),
+        settings,
+        started_utc.clone(),
+    ))?;
     let mut events = run_dir.events(started)?;
     let sidecar = match opts.telemetry_interval {
         Some(interval) => {

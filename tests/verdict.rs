@@ -254,3 +254,66 @@ fn reports_validate_against_the_published_schema() {
         "the schema rejects an unknown result"
     );
 }
+
+#[test]
+fn the_rma_bundle_carries_the_evidence_with_checksums() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    assert_eq!(quick_run(&[], &run_dir).status.code(), Some(0));
+    let bundle = dir.path().join("ticket.tar");
+    let out = kiln()
+        .args(["report", "--rma", "--bundle"])
+        .arg(&bundle)
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unpacked = dir.path().join("unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    let tar = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&unpacked)
+        .arg("-xf")
+        .arg(&bundle)
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    for file in [
+        "report.html",
+        "report.json",
+        "manifest.json",
+        "events.jsonl",
+        "telemetry.jsonl",
+        "SHA256SUMS",
+    ] {
+        assert!(
+            unpacked.join("run").join(file).is_file(),
+            "{file} in the bundle"
+        );
+    }
+    let check = std::process::Command::new("sha256sum")
+        .args(["-c", "run/SHA256SUMS"])
+        .current_dir(&unpacked)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let html = std::fs::read_to_string(unpacked.join("run/report.html")).unwrap();
+    for needed in ["UUID", "PCI address", "Driver", "To reproduce"] {
+        assert!(html.contains(needed), "{needed}");
+    }
+    let out = kiln()
+        .args(["report", "--rma"])
+        .arg(dir.path().join("nowhere"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+}

@@ -32,7 +32,11 @@ pub struct Manifest {
 impl Manifest {
     /// A manifest for this process, started at `started_utc` (the run's own start, so
     /// that the manifest and the report agree).
-    pub fn new(devices: Vec<DeviceInfo>, settings: serde_json::Value, started_utc: String) -> Manifest {
+    pub fn new(
+        devices: Vec<DeviceInfo>,
+        settings: serde_json::Value,
+        started_utc: String,
+    ) -> Manifest {
         Manifest {
             schema: MANIFEST_SCHEMA.into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),

@@ -4,6 +4,7 @@
 pub mod html;
 pub mod junit;
 pub mod prometheus;
+pub mod rma;
 pub mod text;
 
 use serde::{Deserialize, Serialize};
