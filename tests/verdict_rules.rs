@@ -269,3 +269,49 @@ fn workload_results_become_findings_of_the_right_class() {
     let d = judge_outcome(pcie);
     assert_eq!(codes(&d), vec!["PCIE_CORRUPTION"]);
 }
+
+#[test]
+fn history_before_the_run_is_not_evidence_against_the_card() {
+    use kiln::telemetry::record::{Reading, TelemetryData, TelemetryRecord, XidEvent};
+    // A card that logged a double-bit ECC Xid and 3 uncorrectable errors long before this
+    // run, and nothing during it.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/telemetry/healthy_load.jsonl");
+    let (mut records, _) = kiln::evidence::read_jsonl::<TelemetryRecord>(&path).unwrap();
+    for r in &mut records {
+        if let TelemetryData::Snapshot { counters, .. } = &mut r.data {
+            counters.insert("ecc_uncorrected_aggregate".into(), Reading::Number(3.0));
+        }
+    }
+    records.insert(
+        3,
+        TelemetryRecord {
+            t_ms: 50.0,
+            device: Some(0),
+            source: "kmsg".into(),
+            data: TelemetryData::Xid {
+                xid: XidEvent {
+                    bus_id: Some("0000:05:00".into()),
+                    code: Some(48),
+                    pid: None,
+                    process: None,
+                    message: "An uncorrectable double bit error".into(),
+                    kernel_us: Some(1_000),
+                    before_run: true,
+                },
+            },
+        },
+    );
+    let mut d = DeviceReport::new(&info(), vec![], None);
+    d.telemetry = summarize(&records);
+    assert!(
+        d.telemetry[0].xids.is_empty(),
+        "history is kept apart from the phase"
+    );
+    assert_eq!(
+        d.telemetry[0].counter_deltas["ecc_uncorrected_aggregate"],
+        0.0
+    );
+    d.judge(&Thresholds::default());
+    assert!(d.findings.is_empty(), "{:?}", codes(&d));
+}
