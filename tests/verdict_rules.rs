@@ -315,3 +315,28 @@ fn history_before_the_run_is_not_evidence_against_the_card() {
     d.judge(&Thresholds::default());
     assert!(d.findings.is_empty(), "{:?}", codes(&d));
 }
+
+#[test]
+fn a_device_without_telemetry_says_what_could_not_be_checked() {
+    let mut d = DeviceReport::new(&info(), vec![], None);
+    d.telemetry = vec![kiln::telemetry::summary::PhaseTelemetry {
+        device: 0,
+        phase: "vram".into(),
+        start_ms: 0.0,
+        end_ms: 10.0,
+        samples: 0,
+        gauges: Default::default(),
+        throttle_share: Default::default(),
+        counter_deltas: Default::default(),
+        counters_unavailable: vec![],
+        xids: vec![],
+    }];
+    d.judge(&Thresholds::default());
+    assert_eq!(codes(&d), vec!["TELEMETRY_MISSING"]);
+    assert_eq!(d.findings[0].class, Class::Info);
+    assert_ne!(
+        d.result,
+        DeviceResult::Fail,
+        "a missing signal is no fault of the card"
+    );
+}

@@ -73,6 +73,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
         xids(phase, &mut out);
     }
     device_failure(device, &xid_codes, &mut out);
+    telemetry_missing(device, &mut out);
     out
 }
 
@@ -496,5 +497,23 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
         format!("the device failed mid-test: {error}"),
         json!({"errors": errors, "xids": xid_codes}),
         action,
+    ));
+}
+
+/// No telemetry sample in any phase: the checks that rest on it (heat, power, clocks,
+/// ECC and remap counters, Xids) could not run, and the report must not read as if they
+/// passed.
+fn telemetry_missing(device: &DeviceReport, out: &mut Vec<Finding>) {
+    if device.telemetry.is_empty() || device.telemetry.iter().any(|p| p.samples > 0) {
+        return;
+    }
+    out.push(finding(
+        "TELEMETRY_MISSING",
+        Class::Info,
+        Severity::Note,
+        Confidence::High,
+        "no telemetry was read for this device: thermal, power, clock, ECC, remap and Xid checks could not run".into(),
+        json!({"phases": device.telemetry.iter().map(|p| &p.phase).collect::<Vec<_>>()}),
+        "install the vendor's driver tools (NVML for NVIDIA) or grant access to sysfs and the kernel log, then rerun",
     ));
 }
