@@ -124,15 +124,7 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
     };
     let report = kiln::run::run(&opts)?;
     let text = kiln::report::text::summary(&report);
-    if args.json {
-        eprint!("{text}");
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
-    } else {
-        print!("{text}");
-    }
+    print_result(args.json, &report, &text);
     Ok(report.exit_code)
 }
 
@@ -147,15 +139,7 @@ fn selftest(args: SelftestArgs) -> Result<i32, AppError> {
     };
     let report = kiln::selftest::selftest(&opts)?;
     let text = kiln::selftest::summary(&report);
-    if args.json {
-        eprint!("{text}");
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
-    } else {
-        print!("{text}");
-    }
+    print_result(args.json, &report, &text);
     Ok(if report.passed {
         exit_code::HEALTHY
     } else {
@@ -166,14 +150,7 @@ fn selftest(args: SelftestArgs) -> Result<i32, AppError> {
 fn bench(args: BenchArgs) -> Result<i32, AppError> {
     if args.what == "pcie" {
         let report = kiln::bench::bench_pcie(args.device, std::time::Duration::from_secs(10))?;
-        if args.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&report).unwrap_or_default()
-            );
-        } else {
-            print!("{}", kiln::bench::pcie_summary(&report));
-        }
+        print_result(args.json, &report, &kiln::bench::pcie_summary(&report));
         return Ok(if report.corrupted == 0 {
             exit_code::HEALTHY
         } else {
@@ -186,14 +163,7 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
             duration: args.duration,
             fence_timeout: std::time::Duration::from_secs(10),
         })?;
-        if args.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&report).unwrap_or_default()
-            );
-        } else {
-            print!("{}", kiln::bench::compute_summary(&report));
-        }
+        print_result(args.json, &report, &kiln::bench::compute_summary(&report));
         return Ok(if report.faults == 0 {
             exit_code::HEALTHY
         } else {
@@ -208,14 +178,7 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
         fence_timeout: std::time::Duration::from_secs(10),
     };
     let report = kiln::bench::bench_vram(&opts)?;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
-    } else {
-        print!("{}", kiln::bench::summary(&report));
-    }
+    print_result(args.json, &report, &kiln::bench::summary(&report));
     Ok(exit_code::HEALTHY)
 }
 
@@ -244,15 +207,7 @@ fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
             .push(format!("the rebuilt report could not be saved: {e}"));
     }
     let text = kiln::report::text::summary(&report);
-    if args.json {
-        eprint!("{text}");
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
-    } else {
-        print!("{text}");
-    }
+    print_result(args.json, &report, &text);
     Ok(report.exit_code)
 }
 
@@ -282,4 +237,18 @@ fn report(args: ReportArgs) -> Result<i32, AppError> {
         println!("reports rebuilt in {}", args.run_dir.display());
     }
     Ok(report.exit_code)
+}
+
+/// Prints a command's result: with `--json` the JSON on stdout and the summary on stderr,
+/// else the summary on stdout.
+fn print_result<T: serde::Serialize>(json: bool, value: &T, summary: &str) {
+    if json {
+        eprint!("{summary}");
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        );
+    } else {
+        print!("{summary}");
+    }
 }

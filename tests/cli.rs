@@ -218,39 +218,8 @@ fn run_writes_a_complete_run_directory_and_exits_0_on_clean_memory() {
 fn kill_9_leaves_events_readable_up_to_the_last_complete_line() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
-    let mut child = kiln()
-        .args([
-            "run",
-            "--vram-bytes",
-            "64MiB",
-            "--duration",
-            "120s",
-            "--workloads",
-            "vram",
-            "--out",
-        ])
-        .arg(&out_dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    killed_run(&out_dir, 40);
     let events = out_dir.join("events.jsonl");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let lines = std::fs::read(&events)
-            .map(|b| b.iter().filter(|&&c| c == b'\n').count())
-            .unwrap_or(0);
-        if lines >= 40 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run wrote too few events"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
     let log = read_events(&events).expect("every complete line parses");
     assert!(log.records.len() >= 40);
     assert!(

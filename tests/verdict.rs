@@ -63,34 +63,7 @@ fn a_rebuilt_report_matches_the_runs_own() {
 fn a_killed_run_gets_a_verdict_marked_incomplete() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let mut child = kiln()
-        .args([
-            "run",
-            "--vram-bytes",
-            "64MiB",
-            "--duration",
-            "120s",
-            "--workloads",
-            "vram",
-            "--out",
-        ])
-        .arg(&run_dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let events = run_dir.join("events.jsonl");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::fs::read(&events)
-        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
-        .unwrap_or(0)
-        < 20
-    {
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    killed_run(&run_dir, 20);
     let out = kiln()
         .args(["verdict", "--json"])
         .arg(&run_dir)

@@ -89,3 +89,39 @@ pub fn quick_run(extra: &[&str], out: &std::path::Path) -> std::process::Output 
         .output()
         .unwrap()
 }
+
+/// Starts a long `kiln run` into `out`, waits until its events hold `lines` lines, and
+/// kills it with SIGKILL, as a crash or an impatient operator would.
+pub fn killed_run(out: &std::path::Path, lines: usize) {
+    let mut child = kiln()
+        .args([
+            "run",
+            "--vram-bytes",
+            "64MiB",
+            "--duration",
+            "120s",
+            "--workloads",
+            "vram",
+            "--out",
+        ])
+        .arg(out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let events = out.join("events.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read(&events)
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+        .unwrap_or(0)
+        < lines
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run wrote too few events"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
