@@ -1,0 +1,140 @@
+//! The scenario corpus: recorded run directories, each with the verdict a person who knows the
+//! hardware expects (`tests/scenarios/<name>/expected.json`), rebuilt by `kiln verdict` from the
+//! files alone. A scenario is the shared base run (`_base`) with its own files laid over it and,
+//! where it names one, a recorded telemetry fixture as its telemetry.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// What a scenario expects of the verdict on device 0.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expected {
+    /// The story of the scenario, shown when it fails.
+    about: String,
+    /// A fixture under `tests/fixtures/telemetry/` used as the run's telemetry.
+    telemetry_fixture: Option<String>,
+    exit_code: i32,
+    result: String,
+    /// Finding codes in the order the report lists them.
+    codes: Vec<String>,
+    incomplete: bool,
+}
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
+}
+
+fn copy_files(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap();
+        if name != "expected.json" && name != "thresholds.json" {
+            std::fs::copy(&path, to.join(name)).unwrap();
+        }
+    }
+}
+
+/// Lays out one scenario's run directory, judges it, and says how it differs from what was
+/// expected (`None` when it matches).
+fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
+    let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
+    let expected: Expected =
+        serde_json::from_slice(&std::fs::read(scenario.join("expected.json")).unwrap())
+            .unwrap_or_else(|e| panic!("{name}/expected.json: {e}"));
+    let run_dir = work.join(&name);
+    std::fs::create_dir(&run_dir).unwrap();
+    copy_files(&corpus().join("_base"), &run_dir);
+    if let Some(fixture) = &expected.telemetry_fixture {
+        let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/telemetry/{fixture}.jsonl"));
+        std::fs::copy(from, run_dir.join("telemetry.jsonl")).unwrap();
+    }
+    copy_files(scenario, &run_dir);
+
+    let mut cmd = common::kiln();
+    cmd.arg("verdict").arg(&run_dir).arg("--json");
+    let thresholds = scenario.join("thresholds.json");
+    if thresholds.is_file() {
+        cmd.arg("--thresholds").arg(thresholds);
+    }
+    let out = cmd.output().unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    let report: serde_json::Value = match serde_json::from_slice(&out.stdout) {
+        Ok(r) => r,
+        Err(e) => {
+            return (
+                code,
+                Some(format!(
+                    "{name}: no JSON report ({e}); stderr: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )),
+            );
+        }
+    };
+    let device = &report["devices"][0];
+    let codes: Vec<String> = device["findings"]
+        .as_array()
+        .map(|f| {
+            f.iter()
+                .filter_map(|f| f["code"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let got = (
+        code,
+        device["result"].as_str().unwrap_or("").to_string(),
+        codes,
+        report["incomplete"].as_bool().unwrap_or(false),
+    );
+    let want = (
+        expected.exit_code,
+        expected.result.clone(),
+        expected.codes.clone(),
+        expected.incomplete,
+    );
+    if got == want {
+        (code, None)
+    } else {
+        (
+            code,
+            Some(format!(
+                "{name} ({}): expected (exit, result, codes, incomplete) {want:?}, got {got:?}",
+                expected.about
+            )),
+        )
+    }
+}
+
+#[test]
+fn every_scenario_gets_the_expected_verdict() {
+    let work = tempfile::tempdir().unwrap();
+    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(corpus())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.ends_with("_base"))
+        .collect();
+    scenarios.sort();
+    assert!(scenarios.len() >= 12, "the corpus lost scenarios");
+
+    let mut failures = Vec::new();
+    let mut exit_codes = BTreeSet::new();
+    for scenario in &scenarios {
+        let (code, failure) = check(scenario, work.path());
+        exit_codes.insert(code);
+        failures.extend(failure);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} scenarios differ:\n{}",
+        failures.len(),
+        scenarios.len(),
+        failures.join("\n")
+    );
+    // Every verdict a fleet acts on is exercised: pass, fail, environment, software, inconclusive.
+    assert_eq!(exit_codes, BTreeSet::from([0, 1, 2, 3, 4]));
+}
