@@ -116,6 +116,7 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
             max_bytes: args.pcie_max_bytes,
             ..Default::default()
         },
+        fragment: Default::default(),
         out: args.out,
         fence_timeout: args.vram.fence_timeout,
         progress: std::io::stderr().is_terminal(),

@@ -37,6 +37,8 @@ pub struct RunOptions {
     pub compute: ComputeConfig,
     /// PCIe probe settings.
     pub pcie: PcieConfig,
+    /// Allocator torture settings.
+    pub fragment: FragmentConfig,
     /// Run directory.
     pub out: Option<PathBuf>,
     /// Bound on every wait for the device.
@@ -327,7 +329,7 @@ fn test_device(
             )),
             WorkloadName::Fragment => workloads.push((
                 Box::new(FragmentTest {
-                    config: FragmentConfig::default(),
+                    config: opts.fragment.clone(),
                 }),
                 1,
             )),

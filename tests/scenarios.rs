@@ -1,7 +1,8 @@
 //! The scenario corpus: recorded run directories, each with the verdict a person who knows the
 //! hardware expects (`tests/scenarios/<name>/expected.json`), rebuilt by `kiln verdict` from the
-//! files alone. A scenario is the shared base run (`_base`) with its own files laid over it and,
-//! where it names one, a recorded telemetry fixture as its telemetry.
+//! files alone. A scenario is a base run (`_base`, or the scenario it names in `run_from`) with
+//! its own files laid over it and, where it names one, a recorded telemetry fixture as its
+//! telemetry. The faulty runs were recorded with `cargo run --example plant_run`.
 
 mod common;
 
@@ -16,6 +17,8 @@ use serde::Deserialize;
 struct Expected {
     /// The story of the scenario, shown when it fails.
     about: String,
+    /// Another scenario whose files this one starts from (default `_base`).
+    run_from: Option<String>,
     /// A fixture under `tests/fixtures/telemetry/` used as the run's telemetry.
     telemetry_fixture: Option<String>,
     exit_code: i32,
@@ -48,7 +51,8 @@ fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
             .unwrap_or_else(|e| panic!("{name}/expected.json: {e}"));
     let run_dir = work.join(&name);
     std::fs::create_dir(&run_dir).unwrap();
-    copy_files(&corpus().join("_base"), &run_dir);
+    let base = expected.run_from.as_deref().unwrap_or("_base");
+    copy_files(&corpus().join(base), &run_dir);
     if let Some(fixture) = &expected.telemetry_fixture {
         let from = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join(format!("tests/fixtures/telemetry/{fixture}.jsonl"));
@@ -119,7 +123,7 @@ fn every_scenario_gets_the_expected_verdict() {
         .filter(|p| p.is_dir() && !p.ends_with("_base"))
         .collect();
     scenarios.sort();
-    assert!(scenarios.len() >= 12, "the corpus lost scenarios");
+    assert!(scenarios.len() >= 25, "the corpus lost scenarios");
 
     let mut failures = Vec::new();
     let mut exit_codes = BTreeSet::new();

@@ -1,0 +1,123 @@
+//! Records a real run directory with one planted fault, for the verdict scenario corpus in
+//! `tests/scenarios/`: `cargo run --example plant_run -- <fault> <out-dir>`.
+//!
+//! Faults: `none`, `vram-stuck`, `vram-flip`, `vram-coupling`, `vram-many`, `compute-lane`,
+//! `pcie-byte`, `fragment`, `leak`. The run is small (16 MiB of VRAM, one pass of the
+//! own-address algorithm, PCIe up to 1 MiB) so that it records in seconds on a CPU device.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kiln::run::{RunOptions, WorkloadName};
+use kiln::workload::compute::ComputeConfig;
+use kiln::workload::fragment::FragmentConfig;
+use kiln::workload::pcie::PcieConfig;
+use kiln::workload::vram::VramConfig;
+use kiln::workload::vram::algorithm::Algorithm;
+use kiln::workload::vram::engine::PlantedFault;
+
+const FAULTS: &str = "none, vram-stuck, vram-flip, vram-coupling, vram-many, compute-lane, pcie-byte, fragment, leak";
+
+fn stuck(word: u64) -> PlantedFault {
+    PlantedFault {
+        word,
+        and_mask: !(1 << 3),
+        or_mask: 1 << 9,
+        xor_mask: 0,
+        source: word,
+        persistent: true,
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [fault, out] = args.as_slice() else {
+        eprintln!("usage: plant_run <fault> <out-dir> (faults: {FAULTS})");
+        return ExitCode::from(64);
+    };
+    let mut vram = VramConfig {
+        algorithms: vec![Algorithm::OwnAddress],
+        bytes: Some(16 << 20),
+        passes: Some(1),
+        ..Default::default()
+    };
+    let mut compute = ComputeConfig {
+        rounds: Some(1),
+        ..Default::default()
+    };
+    let mut pcie = PcieConfig {
+        max_bytes: 1 << 20,
+        ..Default::default()
+    };
+    let mut fragment = FragmentConfig {
+        rounds: Some(1),
+        ..Default::default()
+    };
+    let mut workloads = vec![
+        WorkloadName::Vram,
+        WorkloadName::Compute,
+        WorkloadName::Pcie,
+    ];
+    match fault.as_str() {
+        "none" => {}
+        "vram-stuck" => vram.planted = vec![stuck(1000)],
+        "vram-flip" => {
+            vram.planted = vec![PlantedFault {
+                xor_mask: 1 << 5,
+                and_mask: u32::MAX,
+                or_mask: 0,
+                persistent: false,
+                ..stuck(1000)
+            }]
+        }
+        "vram-coupling" => {
+            // The victim takes its value from an aggressor word: a coupling fault.
+            vram.planted = vec![PlantedFault {
+                and_mask: u32::MAX,
+                or_mask: 0,
+                source: 5000,
+                ..stuck(1000)
+            }]
+        }
+        "vram-many" => vram.planted = (0..64).map(|i| stuck(4096 * i + 17)).collect(),
+        "compute-lane" => compute.inject = Some((7, 1)),
+        "pcie-byte" => pcie.inject_offset = Some(4099),
+        "fragment" => {
+            fragment.plant_fragmentation = true;
+            workloads = vec![WorkloadName::Fragment];
+        }
+        "leak" => {
+            fragment.plant_leak = true;
+            workloads = vec![WorkloadName::Fragment];
+        }
+        other => {
+            eprintln!("unknown fault `{other}` (faults: {FAULTS})");
+            return ExitCode::from(64);
+        }
+    }
+    let opts = RunOptions {
+        devices: Vec::new(),
+        duration: None,
+        workloads,
+        vram,
+        compute,
+        pcie,
+        fragment,
+        out: Some(PathBuf::from(out)),
+        fence_timeout: Duration::from_secs(10),
+        progress: false,
+        telemetry_interval: Some(Duration::from_millis(200)),
+        thresholds: Default::default(),
+    };
+    match kiln::run::run(&opts) {
+        Ok(report) => {
+            println!("{}", kiln::report::text::summary(&report));
+            ExitCode::from(report.exit_code as u8)
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(70)
+        }
+    }
+}
