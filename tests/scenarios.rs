@@ -42,23 +42,42 @@ fn copy_files(from: &Path, to: &Path) {
     }
 }
 
-/// Lays out one scenario's run directory, judges it, and says how it differs from what was
-/// expected (`None` when it matches).
-fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
-    let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
-    let expected: Expected =
-        serde_json::from_slice(&std::fs::read(scenario.join("expected.json")).unwrap())
-            .unwrap_or_else(|e| panic!("{name}/expected.json: {e}"));
-    let run_dir = work.join(&name);
-    std::fs::create_dir(&run_dir).unwrap();
-    let base = expected.run_from.as_deref().unwrap_or("_base");
-    copy_files(&corpus().join(base), &run_dir);
+fn expected_of(name: &str) -> Expected {
+    let path = corpus().join(name).join("expected.json");
+    serde_json::from_slice(&std::fs::read(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Writes scenario `name`'s run directory into `run_dir`: its base first (itself laid out
+/// the same way), then the telemetry fixture it names, then its own files.
+fn lay_out(name: &str, run_dir: &Path, depth: usize) {
+    assert!(depth < 8, "{name}: run_from goes round in a circle");
+    if name == "_base" {
+        copy_files(&corpus().join(name), run_dir);
+        return;
+    }
+    let expected = expected_of(name);
+    lay_out(
+        expected.run_from.as_deref().unwrap_or("_base"),
+        run_dir,
+        depth + 1,
+    );
     if let Some(fixture) = &expected.telemetry_fixture {
         let from = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join(format!("tests/fixtures/telemetry/{fixture}.jsonl"));
         std::fs::copy(from, run_dir.join("telemetry.jsonl")).unwrap();
     }
-    copy_files(scenario, &run_dir);
+    copy_files(&corpus().join(name), run_dir);
+}
+
+/// Lays out one scenario's run directory, judges it, and says how it differs from what was
+/// expected (`None` when it matches).
+fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
+    let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
+    let expected = expected_of(&name);
+    let run_dir = work.join(&name);
+    std::fs::create_dir(&run_dir).unwrap();
+    lay_out(&name, &run_dir, 0);
 
     let mut cmd = common::kiln();
     cmd.arg("verdict").arg(&run_dir).arg("--json");

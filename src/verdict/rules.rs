@@ -489,12 +489,23 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
             "a watchdog or driver timeout with no hardware evidence: check the driver",
         )
     };
+    // Without telemetry no Xid could be seen, so "no hardware evidence" proves nothing: the
+    // loss is reported but does not decide the device, which stays inconclusive.
+    let blind = !device.telemetry.iter().any(|p| p.samples > 0);
+    let (confidence, blind_note) = if blind && !hardware_xid && !app_xid {
+        (
+            Confidence::Low,
+            " (no telemetry was read, so a hardware cause cannot be ruled out)",
+        )
+    } else {
+        (Confidence::Medium, "")
+    };
     out.push(finding(
         code,
         class,
         Severity::Major,
-        Confidence::Medium,
-        format!("the device failed mid-test: {error}"),
+        confidence,
+        format!("the device failed mid-test: {error}{blind_note}"),
         json!({"errors": errors, "xids": xid_codes}),
         action,
     ));
