@@ -124,6 +124,22 @@ def main():
     write("xid13_storm", lambda t: sample(t),
           xids=[(300.0 + 390.0 * i, 13, "Graphics SM Warp Exception on (GPC 1, TPC 0, SM 0): Out Of Range Address")
                 for i in range(50)])
+    # The remapper ran out of spare rows: the memory can no longer heal itself.
+    write("remap_failure", lambda t: sample(t),
+          after=counters(remapped_uncorrectable=1, remap_failure=1,
+                         energy_mj=1_000_000 + 12_000_000),
+          xids=[(7000.0, 64, "Row Remapper: Failed to remap a row.")])
+    # Cool and unbraked, yet the board's HW slowdown fires: power delivery to the board.
+    write("power_delivery", lambda t: sample(
+        t, temp=50, mask=0x8 if int(t) % 3 == 0 else 0, sm=1100 if int(t) % 3 == 0 else 1980))
+    write("aux_power_missing", lambda t: sample(t, power=140, sm=900, mask=0x8),
+          xids=[(400.0, 54, "Auxiliary power is not connected to the GPU board")])
+    write("gsp_firmware_xid119", lambda t: sample(t),
+          xids=[(6000.0, 119, "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL).")])
+    write("pcie_aer_errors", lambda t: sample(t),
+          before=counters(aer_fatal=0, aer_nonfatal=0, aer_correctable=0),
+          after=counters(aer_fatal=0, aer_nonfatal=3, aer_correctable=40,
+                         energy_mj=1_000_000 + 12_000_000))
 
 
 if __name__ == "__main__":

@@ -161,3 +161,41 @@ fn every_scenario_gets_the_expected_verdict() {
     // Every verdict a fleet acts on is exercised: pass, fail, environment, software, inconclusive.
     assert_eq!(exit_codes, BTreeSet::from([0, 1, 2, 3, 4]));
 }
+
+/// Finding codes no scenario shows yet, each for a reason: they need a fault the recorder
+/// cannot plant on a CPU device (non-finite results, a marginal or transfer-only VRAM error,
+/// an uncategorised error) or a real link to fall short of (low PCIe bandwidth).
+const NOT_YET_IN_CORPUS: &[&str] = &[
+    "COMPUTE_NONFINITE",
+    "PCIE_BANDWIDTH_LOW",
+    "VRAM_ERRORS",
+    "VRAM_MARGINAL",
+    "VRAM_TRANSFER_ERROR",
+];
+
+#[test]
+fn every_finding_code_has_a_scenario_or_is_named_as_missing() {
+    let rules =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/verdict/rules.rs"))
+            .unwrap();
+    let code = regex::Regex::new(r#""([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)""#).unwrap();
+    let in_rules: BTreeSet<String> = code
+        .captures_iter(&rules)
+        .map(|c| c[1].to_string())
+        .collect();
+    assert!(in_rules.len() >= 25, "the code scan found too few codes");
+    let mut in_corpus = BTreeSet::new();
+    for entry in std::fs::read_dir(corpus()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() && !path.ends_with("_base") {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            in_corpus.extend(expected_of(&name).codes);
+        }
+    }
+    let uncovered: BTreeSet<String> = in_rules.difference(&in_corpus).cloned().collect();
+    let named: BTreeSet<String> = NOT_YET_IN_CORPUS.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        uncovered, named,
+        "codes without a scenario must be exactly those named in NOT_YET_IN_CORPUS"
+    );
+}
