@@ -140,6 +140,16 @@ def main():
           before=counters(aer_fatal=0, aer_nonfatal=0, aer_correctable=0),
           after=counters(aer_fatal=0, aer_nonfatal=3, aer_correctable=40,
                          energy_mj=1_000_000 + 12_000_000))
+    # 20 s at Gen5 x16, judged as a minute: 31 replays are allowed, 200 are far over.
+    write("pcie_replays_high", lambda t: sample(t),
+          after=counters(pcie_replays=200, energy_mj=1_000_000 + 12_000_000))
+    write("pcie_replays_within_ber", lambda t: sample(t),
+          after=counters(pcie_replays=30, energy_mj=1_000_000 + 12_000_000))
+    # A card from before row remapping retires pages instead.
+    write("retired_pages_dbe", lambda t: sample(t),
+          before=counters(retired_pages_sbe=3, retired_pages_dbe=0, retired_pages_pending=0),
+          after=counters(retired_pages_sbe=3, retired_pages_dbe=2, retired_pages_pending=1,
+                         energy_mj=1_000_000 + 12_000_000))
 
 
 if __name__ == "__main__":

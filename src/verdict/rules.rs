@@ -70,6 +70,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
         throttling(phase, t, &mut out);
         link_under_load(phase, &mut out);
         counters(phase, &mut out);
+        pcie_replays(phase, t, &mut out);
         xids(phase, &mut out);
     }
     device_failure(device, &xid_codes, &mut out);
@@ -334,8 +335,77 @@ fn link_under_load(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     }
 }
 
+/// Transfer rate of a PCIe generation, GT/s.
+fn pcie_gts(generation: f64) -> Option<f64> {
+    match generation.round() as u32 {
+        1 => Some(2.5),
+        2 => Some(5.0),
+        3 => Some(8.0),
+        4 => Some(16.0),
+        5 => Some(32.0),
+        6 => Some(64.0),
+        _ => None,
+    }
+}
+
+/// PCIe replays above what a bit error rate of 1e-12 allows on the link the phase ran at.
+fn pcie_replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
+    let replays = p.counter_deltas.get("pcie_replays").copied().unwrap_or(0.0);
+    let generation = p.gauges.get("pcie_gen").map(|s| s.median);
+    let lanes = p.gauges.get("pcie_width").map(|s| s.median);
+    let (Some(gts), Some(lanes)) = (generation.and_then(pcie_gts), lanes) else {
+        return;
+    };
+    if replays <= 0.0 || lanes <= 0.0 {
+        return;
+    }
+    let allowed_per_minute = (t.replays_per_gts_lane_minute * gts * lanes).ceil();
+    // A phase shorter than a minute is judged as a whole minute: a handful of replays in a
+    // few seconds is not yet a rate.
+    let minutes = ((p.end_ms - p.start_ms) / 60_000.0).max(1.0);
+    let per_minute = replays / minutes;
+    if per_minute > allowed_per_minute {
+        out.push(finding(
+            "PCIE_REPLAYS_HIGH",
+            Class::Environment,
+            Severity::Major,
+            Confidence::Medium,
+            format!(
+                "{replays} PCIe replays in the {} phase ({per_minute:.0} per minute; a Gen{} x{} link at a bit error rate of 1e-12 allows {allowed_per_minute})",
+                p.phase,
+                generation.unwrap_or(0.0).round(),
+                lanes.round()
+            ),
+            json!({"phase": p.phase, "pcie_replays": replays, "minutes": minutes,
+                   "allowed_per_minute": allowed_per_minute, "pcie_gen": generation, "pcie_width": lanes}),
+            "signal integrity: reseat the card, try another slot or riser; RMA if it follows the card",
+        ));
+    }
+}
+
 fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     let delta = |k: &str| p.counter_deltas.get(k).copied().unwrap_or(0.0);
+    // Page retirement is how cards before row remapping take bad memory out of use.
+    let dbe = delta("retired_pages_dbe");
+    let sbe = delta("retired_pages_sbe");
+    if dbe + sbe > 0.0 || delta("retired_pages_pending") > 0.0 {
+        out.push(finding(
+            "RETIRED_PAGES",
+            Class::Hardware,
+            if dbe > 0.0 {
+                Severity::Critical
+            } else {
+                Severity::Major
+            },
+            Confidence::High,
+            format!(
+                "{dbe} pages retired for double-bit and {sbe} for single-bit errors during the {} phase",
+                p.phase
+            ),
+            json!({"counter_deltas": p.counter_deltas}),
+            "RMA candidate: reset the GPU to apply pending retirements, retest, and send this report",
+        ));
+    }
     let ecc = delta("ecc_uncorrected_volatile").max(delta("ecc_uncorrected_aggregate"));
     if ecc > 0.0 {
         out.push(finding(
