@@ -14,21 +14,15 @@ fn the_page_shows_the_verdict_the_findings_and_the_charts() {
         Some(0)
     );
     // Replace the run's telemetry by a recording of a card that overheats during the phase.
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/telemetry/thermal_throttle.jsonl");
-    std::fs::copy(fixture, run_dir.join("telemetry.jsonl")).unwrap();
-    let out = kiln()
-        .args(["verdict", "--json"])
-        .arg(&run_dir)
-        .output()
-        .unwrap();
+    use_telemetry_fixture(&run_dir, "thermal_throttle");
+    let out = verdict(&run_dir, &[]);
     assert_eq!(
         out.status.code(),
         Some(2),
         "environment: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = json(&out);
     assert_eq!(
         report["devices"][0]["findings"][0]["code"],
         "THERMAL_THROTTLE"
@@ -74,9 +68,7 @@ fn headless_chromium_renders_the_page_with_its_banner_and_charts() {
         quick_run(&["--workloads", "vram"], &run_dir).status.code(),
         Some(0)
     );
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/telemetry/thermal_throttle.jsonl");
-    std::fs::copy(fixture, run_dir.join("telemetry.jsonl")).unwrap();
+    use_telemetry_fixture(&run_dir, "thermal_throttle");
     assert_eq!(
         kiln()
             .arg("verdict")

@@ -63,9 +63,7 @@ fn lay_out(name: &str, run_dir: &Path, depth: usize) {
         depth + 1,
     );
     if let Some(fixture) = &expected.telemetry_fixture {
-        let from = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("tests/fixtures/telemetry/{fixture}.jsonl"));
-        std::fs::copy(from, run_dir.join("telemetry.jsonl")).unwrap();
+        common::use_telemetry_fixture(run_dir, fixture);
     }
     copy_files(&corpus().join(name), run_dir);
 }
@@ -79,13 +77,13 @@ fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
     std::fs::create_dir(&run_dir).unwrap();
     lay_out(&name, &run_dir, 0);
 
-    let mut cmd = common::kiln();
-    cmd.arg("verdict").arg(&run_dir).arg("--json");
     let thresholds = scenario.join("thresholds.json");
-    if thresholds.is_file() {
-        cmd.arg("--thresholds").arg(thresholds);
-    }
-    let out = cmd.output().unwrap();
+    let extra: Vec<&std::ffi::OsStr> = if thresholds.is_file() {
+        vec!["--thresholds".as_ref(), thresholds.as_os_str()]
+    } else {
+        Vec::new()
+    };
+    let out = common::verdict(&run_dir, &extra);
     let code = out.status.code().unwrap_or(-1);
     let report: serde_json::Value = match serde_json::from_slice(&out.stdout) {
         Ok(r) => r,

@@ -1,6 +1,8 @@
 //! Recorded telemetry replayed through the sidecar's own loop, then summarised per
 //! phase as `report.json` carries it: every fixture's cause shows in the summary.
 
+mod common;
+
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
@@ -12,8 +14,7 @@ use kiln::telemetry::summary::{PhaseTelemetry, summarize};
 
 /// Replays a fixture with `before`/`after` snapshots around all its ticks.
 fn replay(name: &str) -> (Vec<TelemetryRecord>, PhaseTelemetry) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("tests/fixtures/telemetry/{name}.jsonl"));
+    let path = common::telemetry_fixture(name);
     let source = ReplaySource::open(&path).expect("fixture loads");
     let ticks = source.ticks_left() as u64;
     let interval = Duration::from_millis(200);

@@ -6,10 +6,6 @@ mod common;
 
 use common::*;
 
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).expect("a report on stdout")
-}
-
 #[test]
 fn a_rebuilt_report_matches_the_runs_own() {
     let dir = tempfile::tempdir().unwrap();
@@ -17,11 +13,7 @@ fn a_rebuilt_report_matches_the_runs_own() {
     let out = quick_run(&["--json"], &run_dir);
     assert_eq!(out.status.code(), Some(0));
     let original = json(&out);
-    let out = kiln()
-        .args(["verdict", "--json"])
-        .arg(&run_dir)
-        .output()
-        .unwrap();
+    let out = verdict(&run_dir, &[]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -64,11 +56,7 @@ fn a_killed_run_gets_a_verdict_marked_incomplete() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     killed_run(&run_dir, 20);
-    let out = kiln()
-        .args(["verdict", "--json"])
-        .arg(&run_dir)
-        .output()
-        .unwrap();
+    let out = verdict(&run_dir, &[]);
     assert_eq!(
         out.status.code(),
         Some(4),
@@ -138,11 +126,7 @@ fn a_truncated_tail_and_broken_telemetry_still_give_a_partial_verdict() {
     text.push_str("{\"t_ms\":1.0,\"kind\":\"no");
     std::fs::write(&events, text).unwrap();
     std::fs::write(run_dir.join("telemetry.jsonl"), "garbage\n").unwrap();
-    let out = kiln()
-        .args(["verdict", "--json"])
-        .arg(&run_dir)
-        .output()
-        .unwrap();
+    let out = verdict(&run_dir, &[]);
     let report = json(&out);
     assert_eq!(report["incomplete"], true);
     assert_eq!(
@@ -194,9 +178,7 @@ fn reports_validate_against_the_published_schema() {
             .code(),
         Some(0)
     );
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/telemetry/ecc_uncorrectable_remap_pending.jsonl");
-    std::fs::copy(fixture, throttled.join("telemetry.jsonl")).unwrap();
+    use_telemetry_fixture(&throttled, "ecc_uncorrectable_remap_pending");
     assert_eq!(
         kiln()
             .arg("verdict")

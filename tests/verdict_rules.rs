@@ -1,6 +1,8 @@
 //! The verdict rules on recorded scenarios: each fixture's cause becomes the right finding,
 //! class and device result; a healthy card gets none.
 
+mod common;
+
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
@@ -50,8 +52,7 @@ fn info() -> DeviceInfo {
 
 /// A device report with one passed workload and the fixture's telemetry, judged.
 fn judged(fixture: &str) -> DeviceReport {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("tests/fixtures/telemetry/{fixture}.jsonl"));
+    let path = common::telemetry_fixture(fixture);
     let source = ReplaySource::open(&path).unwrap();
     let ticks = source.ticks_left() as u32;
     let interval = Duration::from_millis(200);
@@ -166,8 +167,7 @@ fn judge_outcome(outcome: kiln::workload::WorkloadOutcome) -> DeviceReport {
 }
 
 fn lavapipe() -> (std::sync::Arc<kiln::gpu::Vulkan>, kiln::gpu::DeviceContext) {
-    let vulkan = kiln::gpu::Vulkan::new().unwrap();
-    let info = vulkan.devices().unwrap()[0].clone();
+    let (vulkan, info) = common::device();
     let ctx = kiln::gpu::DeviceContext::open(&vulkan, &info).unwrap();
     (vulkan, ctx)
 }
@@ -275,8 +275,7 @@ fn history_before_the_run_is_not_evidence_against_the_card() {
     use kiln::telemetry::record::{Reading, TelemetryData, TelemetryRecord, XidEvent};
     // A card that logged a double-bit ECC Xid and 3 uncorrectable errors long before this
     // run, and nothing during it.
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/telemetry/healthy_load.jsonl");
+    let path = common::telemetry_fixture("healthy_load");
     let (mut records, _) = kiln::evidence::read_jsonl::<TelemetryRecord>(&path).unwrap();
     for r in &mut records {
         if let TelemetryData::Snapshot { counters, .. } = &mut r.data {

@@ -68,6 +68,32 @@ pub fn kiln() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
 }
 
+/// `kiln verdict --json RUN_DIR`, plus `extra` flags.
+pub fn verdict(run_dir: &std::path::Path, extra: &[&std::ffi::OsStr]) -> std::process::Output {
+    kiln()
+        .args(["verdict", "--json"])
+        .arg(run_dir)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// The report a `--json` command printed on stdout.
+pub fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).expect("a report on stdout")
+}
+
+/// A recorded telemetry fixture, `tests/fixtures/telemetry/<name>.jsonl`.
+pub fn telemetry_fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/telemetry/{name}.jsonl"))
+}
+
+/// Replaces a run directory's telemetry by a recorded fixture.
+pub fn use_telemetry_fixture(run_dir: &std::path::Path, name: &str) {
+    std::fs::copy(telemetry_fixture(name), run_dir.join("telemetry.jsonl")).unwrap();
+}
+
 /// `kiln run` of 16 MiB, one pass of own-address, PCIe up to 1 MiB, into `out`, plus
 /// `extra` flags.
 pub fn quick_run(extra: &[&str], out: &std::path::Path) -> std::process::Output {
