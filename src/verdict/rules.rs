@@ -335,25 +335,15 @@ fn link_under_load(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     }
 }
 
-/// Transfer rate of a PCIe generation, GT/s.
-fn pcie_gts(generation: f64) -> Option<f64> {
-    match generation.round() as u32 {
-        1 => Some(2.5),
-        2 => Some(5.0),
-        3 => Some(8.0),
-        4 => Some(16.0),
-        5 => Some(32.0),
-        6 => Some(64.0),
-        _ => None,
-    }
-}
-
 /// PCIe replays above what a bit error rate of 1e-12 allows on the link the phase ran at.
 fn pcie_replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
     let replays = p.counter_deltas.get("pcie_replays").copied().unwrap_or(0.0);
     let generation = p.gauges.get("pcie_gen").map(|s| s.median);
     let lanes = p.gauges.get("pcie_width").map(|s| s.median);
-    let (Some(gts), Some(lanes)) = (generation.and_then(pcie_gts), lanes) else {
+    let (Some(gts), Some(lanes)) = (
+        generation.and_then(|g| crate::workload::pcie::transfer_rate_gts(g.round() as u32)),
+        lanes,
+    ) else {
         return;
     };
     if replays <= 0.0 || lanes <= 0.0 {

@@ -206,15 +206,11 @@ impl Report for ComputeReport {
     /// Passed, failed, incomplete or not run.
     fn status(&self) -> WorkloadStatus {
         let rounds: u32 = self.kinds.iter().map(|k| k.rounds).sum();
-        if self.faults() > 0 {
-            WorkloadStatus::Failed
-        } else if rounds == 0 {
-            WorkloadStatus::NotRun
-        } else if self.device_error.is_some() || self.stopped_early.is_some() {
-            WorkloadStatus::Incomplete
-        } else {
-            WorkloadStatus::Passed
-        }
+        WorkloadStatus::from_evidence(
+            (self.faults() > 0).then_some(WorkloadStatus::Failed),
+            rounds > 0,
+            self.device_error.is_some() || self.stopped_early.is_some(),
+        )
     }
 
     /// One sentence for people.

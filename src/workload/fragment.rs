@@ -149,15 +149,11 @@ pub struct FragmentReport {
 impl Report for FragmentReport {
     /// Software fault on findings; else passed (or not run / incomplete).
     fn status(&self) -> WorkloadStatus {
-        if !self.findings.is_empty() {
-            WorkloadStatus::SoftwareFault
-        } else if self.rounds == 0 {
-            WorkloadStatus::NotRun
-        } else if self.device_error.is_some() || self.stopped_early.is_some() {
-            WorkloadStatus::Incomplete
-        } else {
-            WorkloadStatus::Passed
-        }
+        WorkloadStatus::from_evidence(
+            (!self.findings.is_empty()).then_some(WorkloadStatus::SoftwareFault),
+            self.rounds > 0,
+            self.device_error.is_some() || self.stopped_early.is_some(),
+        )
     }
 
     /// One sentence for people.

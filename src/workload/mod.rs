@@ -79,6 +79,18 @@ impl WorkloadStatus {
             WorkloadStatus::NotRun => "not_run",
         }
     }
+
+    /// The order every workload judges itself in: what it found outranks how far it got, and
+    /// a run cut short (the budget, a stop, a device failure) that found nothing is not a pass.
+    /// `found` is the workload's fault status when it found one.
+    pub fn from_evidence(found: Option<WorkloadStatus>, ran: bool, cut_short: bool) -> Self {
+        match found {
+            Some(status) => status,
+            None if !ran => WorkloadStatus::NotRun,
+            None if cut_short => WorkloadStatus::Incomplete,
+            None => WorkloadStatus::Passed,
+        }
+    }
 }
 
 /// A workload's result: its status and its full, workload-specific summary.

@@ -127,33 +127,40 @@ pub struct PcieReport {
     pub device_error: Option<String>,
 }
 
+/// Raw transfer rate of a PCIe generation per lane, GT/s.
+pub fn transfer_rate_gts(generation: u32) -> Option<f64> {
+    match generation {
+        1 => Some(2.5),
+        2 => Some(5.0),
+        3 => Some(8.0),
+        4 => Some(16.0),
+        5 => Some(32.0),
+        6 => Some(64.0),
+        _ => None,
+    }
+}
+
 /// Theoretical bandwidth per direction of a link, GB/s: per-lane rate after line coding.
 pub fn theoretical_gbps(generation: u32, width: u32) -> Option<f64> {
-    let per_lane = match generation {
-        1 => 2.5 * 0.8 / 8.0,
-        2 => 5.0 * 0.8 / 8.0,
-        3 => 8.0 * 128.0 / 130.0 / 8.0,
-        4 => 16.0 * 128.0 / 130.0 / 8.0,
-        5 => 32.0 * 128.0 / 130.0 / 8.0,
-        6 => 64.0 * 242.0 / 256.0 / 8.0,
-        _ => return None,
+    let gts = transfer_rate_gts(generation)?;
+    // Payload bits per line bits: 8b/10b, 128b/130b, then FLIT mode from Gen6.
+    let (payload, line) = match generation {
+        1 | 2 => (8.0, 10.0),
+        3..=5 => (128.0, 130.0),
+        _ => (242.0, 256.0),
     };
-    Some(per_lane * f64::from(width))
+    Some(gts * payload / line / 8.0 * f64::from(width))
 }
 
 impl Report for PcieReport {
     /// Failed on corruption; incomplete when cut short; else passed (bandwidth findings
     /// are evidence for the verdict, not failures of the card by themselves).
     fn status(&self) -> WorkloadStatus {
-        if !self.corruption.is_empty() {
-            WorkloadStatus::Failed
-        } else if self.sizes.is_empty() {
-            WorkloadStatus::NotRun
-        } else if self.device_error.is_some() || self.stopped_early.is_some() {
-            WorkloadStatus::Incomplete
-        } else {
-            WorkloadStatus::Passed
-        }
+        WorkloadStatus::from_evidence(
+            (!self.corruption.is_empty()).then_some(WorkloadStatus::Failed),
+            !self.sizes.is_empty(),
+            self.device_error.is_some() || self.stopped_early.is_some(),
+        )
     }
 
     /// One sentence for people.

@@ -353,15 +353,11 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
 impl Report for VramReport {
     /// Passed, failed, or incomplete.
     fn status(&self) -> WorkloadStatus {
-        if self.errors_total > 0 {
-            WorkloadStatus::Failed
-        } else if self.coverage.tested_bytes == 0 {
-            WorkloadStatus::NotRun
-        } else if self.stopped_early.is_some() || self.device_error.is_some() {
-            WorkloadStatus::Incomplete
-        } else {
-            WorkloadStatus::Passed
-        }
+        WorkloadStatus::from_evidence(
+            (self.errors_total > 0).then_some(WorkloadStatus::Failed),
+            self.coverage.tested_bytes > 0,
+            self.stopped_early.is_some() || self.device_error.is_some(),
+        )
     }
 
     /// One sentence for people.
