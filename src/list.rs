@@ -11,7 +11,7 @@ use crate::workload::vram::format_bytes;
 /// NVML device each is matched to.
 pub fn table(devices: &[DeviceInfo], nvml: &NvmlSource) -> String {
     let mut out = String::new();
-    if let NvmlStatus::Missing(message) = nvml.status() {
+    if let NvmlStatus::Missing { message, .. } = nvml.status() {
         let _ = writeln!(out, "note: {message}");
     }
     for d in devices {
@@ -102,7 +102,7 @@ pub fn json(devices: &[DeviceInfo], nvml: &NvmlSource) -> String {
                 "matched_by": m.map(|m| m.by.clone()),
                 "identity": nvml.identity_of(d.index),
                 "unavailable": match nvml.status() {
-                    NvmlStatus::Missing(message) => Some(message.clone()),
+                    NvmlStatus::Missing { message, .. } => Some(message.clone()),
                     NvmlStatus::Available => None,
                 },
             });

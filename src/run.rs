@@ -12,9 +12,8 @@ use crate::evidence::{
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError, Vulkan};
 use crate::report::{DeviceReport, Report, exit_code};
 use crate::telemetry;
-use crate::telemetry::record::{TelemetryData, TelemetryRecord};
+use crate::telemetry::record::TelemetryRecord;
 use crate::telemetry::sidecar::{RealClock, Sidecar};
-use crate::telemetry::summary::summarize;
 use crate::verdict::thresholds::Thresholds;
 use crate::workload::compute::{ComputeConfig, ComputeTest};
 use crate::workload::fragment::{FragmentConfig, FragmentTest};
@@ -401,24 +400,9 @@ fn start_telemetry(
 /// notes, each once.
 fn attach_telemetry(run_dir: &RunDir, reports: &mut [DeviceReport], notes: &mut Vec<String>) {
     let path = run_dir.path().join("telemetry.jsonl");
-    let records = match read_jsonl::<TelemetryRecord>(&path) {
-        Ok((records, _)) => records,
-        Err(e) => {
-            notes.push(format!("telemetry could not be read back: {e}"));
-            return;
-        }
-    };
-    for r in &records {
-        if let TelemetryData::Unavailable { message, .. } = &r.data
-            && !notes.contains(message)
-        {
-            notes.push(message.clone());
-        }
-    }
-    for phase in summarize(&records) {
-        if let Some(d) = reports.iter_mut().find(|d| d.index == phase.device) {
-            d.telemetry.push(phase);
-        }
+    match read_jsonl::<TelemetryRecord>(&path) {
+        Ok((records, _)) => crate::verdict::attach_telemetry(&records, reports, notes),
+        Err(e) => notes.push(format!("telemetry could not be read back: {e}")),
     }
 }
 

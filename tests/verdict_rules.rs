@@ -159,9 +159,9 @@ fn an_xid_13_storm_is_software_not_hardware() {
     );
 }
 
-/// Judges a device on the real driver after running `workload` (a typed report).
-fn judge_outcome(outcome: kiln::workload::WorkloadOutcome) -> DeviceReport {
-    let mut d = DeviceReport::new(&info(), vec![outcome], None);
+/// Judges the device that ran `outcome` (the real driver) on that outcome.
+fn judge_outcome(ran_on: &DeviceInfo, outcome: kiln::workload::WorkloadOutcome) -> DeviceReport {
+    let mut d = DeviceReport::new(ran_on, vec![outcome], None);
     d.judge(&Thresholds::default());
     d
 }
@@ -177,6 +177,7 @@ fn workload_results_become_findings_of_the_right_class() {
     use kiln::workload::Report;
     use kiln::workload::vram::engine::PlantedFault;
     let (_vk, mut ctx) = lavapipe();
+    let ran_on = ctx.info().clone();
     let control = kiln::workload::RunControl::new(None);
     let mut sink = kiln::evidence::MemorySink::default();
     let vram = |planted: Vec<PlantedFault>,
@@ -208,7 +209,7 @@ fn workload_results_become_findings_of_the_right_class() {
         persistent: false,
         ..stuck
     };
-    let d = judge_outcome(vram(vec![flip], &mut ctx, &mut sink));
+    let d = judge_outcome(&ran_on, vram(vec![flip], &mut ctx, &mut sink));
     assert_eq!(codes(&d), vec!["VRAM_TRANSIENT_ERROR"]);
     assert_eq!(
         d.findings[0].confidence,
@@ -220,7 +221,7 @@ fn workload_results_become_findings_of_the_right_class() {
         or_mask: 1 << 9,
         ..stuck
     };
-    let d = judge_outcome(vram(vec![stuck_both], &mut ctx, &mut sink));
+    let d = judge_outcome(&ran_on, vram(vec![stuck_both], &mut ctx, &mut sink));
     assert!(codes(&d).contains(&"VRAM_STUCK_BIT"), "{:?}", codes(&d));
     assert_eq!(d.result, DeviceResult::Fail);
 
@@ -234,7 +235,7 @@ fn workload_results_become_findings_of_the_right_class() {
     .run_report(&mut ctx, &control, &mut sink)
     .unwrap()
     .outcome("compute");
-    let d = judge_outcome(compute);
+    let d = judge_outcome(&ran_on, compute);
     assert_eq!(codes(&d), vec!["COMPUTE_MISMATCH"]);
     assert_eq!(d.result, DeviceResult::Fail);
 
@@ -248,7 +249,7 @@ fn workload_results_become_findings_of_the_right_class() {
     .run_report(&mut ctx, &control, &mut sink)
     .unwrap()
     .outcome("fragment");
-    let d = judge_outcome(fragment);
+    let d = judge_outcome(&ran_on, fragment);
     assert_eq!(codes(&d), vec!["ALLOC_FAIL_FRAGMENTED"]);
     assert_eq!(
         (d.result, d.result.exit_code()),
@@ -266,7 +267,7 @@ fn workload_results_become_findings_of_the_right_class() {
     .run_report(&mut ctx, &control, &mut sink)
     .unwrap()
     .outcome("pcie");
-    let d = judge_outcome(pcie);
+    let d = judge_outcome(&ran_on, pcie);
     assert_eq!(codes(&d), vec!["PCIE_CORRUPTION"]);
 }
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::evidence::REPORT_SCHEMA;
 use crate::gpu::{DeviceInfo, DeviceKind};
+use crate::telemetry::record::Readings;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::verdict::findings::{Class, Confidence, Finding, Severity};
 use crate::verdict::rules;
@@ -101,6 +102,29 @@ pub struct DeviceReport {
     /// What the evidence says, rule by rule.
     #[serde(default)]
     pub findings: Vec<Finding>,
+    /// How the device is installed: driver versions, the vendor's identity, other tenants.
+    #[serde(default)]
+    pub setup: Setup,
+}
+
+/// How a device is installed, as the Vulkan driver and the telemetry sources saw it at the
+/// start: what the setup rules (driver mismatch, other tenants, a driver not loaded) read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    /// PCI vendor id from Vulkan.
+    #[serde(default)]
+    pub vendor_id: u32,
+    /// The Vulkan driver's version, decoded per vendor.
+    #[serde(default)]
+    pub vulkan_driver_version: String,
+    /// The vendor source's identity fields (serial, VBIOS, driver version, other
+    /// processes), when one was read.
+    #[serde(default)]
+    pub identity: Readings,
+    /// Why a telemetry source could not be read here, as stable causes
+    /// (`driver_not_loaded`, `version_mismatch`, `nvml_missing`, ...).
+    #[serde(default)]
+    pub source_problems: Vec<String>,
 }
 
 impl DeviceReport {
@@ -156,6 +180,11 @@ impl DeviceReport {
             workloads,
             telemetry: Vec::new(),
             findings: Vec::new(),
+            setup: Setup {
+                vendor_id: info.vendor_id,
+                vulkan_driver_version: info.driver_version.clone(),
+                ..Setup::default()
+            },
         }
     }
 

@@ -218,6 +218,7 @@ impl Source for KmsgSource {
                             TelemetryData::Unavailable {
                                 message,
                                 missing: vec!["xid".into()],
+                                cause: Some("no_permission".into()),
                             },
                         ));
                     }

@@ -36,7 +36,7 @@ pub trait Source: Send {
 pub fn live_sources(devices: &[crate::gpu::DeviceInfo]) -> (Vec<Box<dyn Source>>, Vec<String>) {
     let mut notes = Vec::new();
     let nvml = nvml::NvmlSource::new(devices);
-    if let nvml::NvmlStatus::Missing(message) = nvml.status() {
+    if let nvml::NvmlStatus::Missing { message, .. } = nvml.status() {
         notes.push(message.clone());
     }
     let with_pci: Vec<(usize, String)> = devices

@@ -34,8 +34,14 @@ const FIELD_REMAP_FAILURE: u32 = 145;
 pub enum NvmlStatus {
     /// NVML loaded and initialised.
     Available,
-    /// NVML cannot be used; the sentence says why and what is therefore missing.
-    Missing(String),
+    /// NVML cannot be used.
+    Missing {
+        /// Why, as a stable word: `nvml_missing`, `driver_not_loaded`,
+        /// `version_mismatch`, `no_permission` or `nvml_failed`.
+        cause: &'static str,
+        /// One sentence: why, and what is therefore missing.
+        message: String,
+    },
 }
 
 /// How a Vulkan device was matched to its NVML device.
@@ -54,20 +60,31 @@ pub const NVML_SIGNALS: &str = "GPU and HBM temperature, power and power limits,
      ECC and row-remapping counters, retired pages, PCIe link and replays, and Xid events from NVML";
 
 /// Explains an NVML initialisation failure as a fact of the environment.
-pub fn explain(e: &NvmlError) -> String {
-    let why = match e {
-        NvmlError::LibloadingError(_) => {
-            "NVML is not available (libnvidia-ml.so.1 not found: no NVIDIA driver)".to_owned()
-        }
-        NvmlError::DriverNotLoaded => "the NVIDIA kernel driver is not loaded".to_owned(),
-        NvmlError::LibRmVersionMismatch => {
+pub fn explain(e: &NvmlError) -> NvmlStatus {
+    let (cause, why) = match e {
+        NvmlError::LibloadingError(_) => (
+            "nvml_missing",
+            "NVML is not available (libnvidia-ml.so.1 not found: no NVIDIA driver)".to_owned(),
+        ),
+        NvmlError::DriverNotLoaded => (
+            "driver_not_loaded",
+            "the NVIDIA kernel driver is not loaded".to_owned(),
+        ),
+        NvmlError::LibRmVersionMismatch => (
+            "version_mismatch",
             "NVML and the NVIDIA kernel driver differ in version (driver upgraded without a reboot)"
-                .to_owned()
-        }
-        NvmlError::NoPermission => "NVML refused access (no permission)".to_owned(),
-        e => format!("NVML failed to start ({e})"),
+                .to_owned(),
+        ),
+        NvmlError::NoPermission => (
+            "no_permission",
+            "NVML refused access (no permission)".to_owned(),
+        ),
+        e => ("nvml_failed", format!("NVML failed to start ({e})")),
     };
-    format!("{why}: no {NVML_SIGNALS}")
+    NvmlStatus::Missing {
+        cause,
+        message: format!("{why}: no {NVML_SIGNALS}"),
+    }
 }
 
 /// NVML as a telemetry source.
@@ -116,7 +133,7 @@ impl NvmlSource {
         let nvml = Nvml::init();
         let (nvml, status) = match nvml {
             Ok(n) => (Some(n), NvmlStatus::Available),
-            Err(e) => (None, NvmlStatus::Missing(explain(&e))),
+            Err(e) => (None, explain(&e)),
         };
         let matches = devices
             .iter()
@@ -294,7 +311,8 @@ impl NvmlSource {
         .into_iter()
         .flatten()
         {
-            for p in list {
+            // kiln's own context is not another tenant.
+            for p in list.into_iter().filter(|p| p.pid != std::process::id()) {
                 let used = match p.used_gpu_memory {
                     UsedGpuMemory::Used(b) => b.to_string(),
                     UsedGpuMemory::Unavailable => "unknown".into(),
@@ -571,12 +589,13 @@ impl Source for NvmlSource {
         // Events are only wanted while sampling: `kiln list` matches without them.
         self.events = self.spawn_events();
         let mut out = Vec::new();
-        if let NvmlStatus::Missing(message) = &self.status {
+        if let NvmlStatus::Missing { cause, message } = &self.status {
             out.push((
                 None,
                 TelemetryData::Unavailable {
                     message: message.clone(),
                     missing: vec!["nvml".into()],
+                    cause: Some((*cause).into()),
                 },
             ));
             return out;
@@ -596,6 +615,7 @@ impl Source for NvmlSource {
                     TelemetryData::Unavailable {
                         message: format!("device {} has no NVML device ({})", m.device, m.by),
                         missing: vec!["nvml".into()],
+                        cause: Some("no_nvml_device".into()),
                     },
                 )),
             }
@@ -680,13 +700,20 @@ mod tests {
 
     #[test]
     fn a_missing_nvml_is_a_fact_that_names_the_missing_signals() {
-        let e = NvmlError::DriverNotLoaded;
-        let text = explain(&e);
+        let NvmlStatus::Missing { cause, message } = explain(&NvmlError::DriverNotLoaded) else {
+            panic!("a failure explains as missing");
+        };
+        assert_eq!(cause, "driver_not_loaded");
         assert!(
-            text.contains("not loaded")
-                && text.contains("throttle reasons")
-                && text.contains("Xid")
+            message.contains("not loaded")
+                && message.contains("throttle reasons")
+                && message.contains("Xid")
         );
-        assert!(explain(&NvmlError::LibRmVersionMismatch).contains("without a reboot"));
+        let NvmlStatus::Missing { cause, message } = explain(&NvmlError::LibRmVersionMismatch)
+        else {
+            panic!("a failure explains as missing");
+        };
+        assert_eq!(cause, "version_mismatch");
+        assert!(message.contains("without a reboot"));
     }
 }

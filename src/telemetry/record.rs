@@ -119,6 +119,10 @@ pub enum TelemetryData {
         message: String,
         /// The signals therefore missing.
         missing: Vec<String>,
+        /// Why, as a stable word the verdict can act on (`driver_not_loaded`,
+        /// `version_mismatch`, ...), where the source knows.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
     },
     /// Ticks the sidecar could not keep (sampling took longer than the interval).
     Missed {

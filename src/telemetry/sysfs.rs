@@ -197,6 +197,7 @@ impl Source for SysfsSource {
                     TelemetryData::Unavailable {
                         message: format!("no sysfs entry for PCI device {pci}: no PCIe link, AER or hwmon readings"),
                         missing: vec!["pcie_link".into(), "aer".into(), "hwmon".into()],
+                        cause: None,
                     },
                 )
             })

@@ -157,20 +157,7 @@ pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report
     let telemetry = dir.join("telemetry.jsonl");
     if telemetry.is_file() {
         match read_jsonl::<TelemetryRecord>(&telemetry) {
-            Ok((records, _)) => {
-                for r in &records {
-                    if let TelemetryData::Unavailable { message, .. } = &r.data
-                        && !notes.contains(message)
-                    {
-                        notes.push(message.clone());
-                    }
-                }
-                for phase in summarize(&records) {
-                    if let Some(d) = reports.iter_mut().find(|d| d.index == phase.device) {
-                        d.telemetry.push(phase);
-                    }
-                }
-            }
+            Ok((records, _)) => attach_telemetry(&records, &mut reports, &mut notes),
             Err(e) => notes.push(format!("telemetry could not be read: {e}")),
         }
     }
@@ -192,4 +179,43 @@ pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report
     report.incomplete = incomplete;
     report.finished_utc = utc_timestamp(std::time::SystemTime::now());
     Ok(report)
+}
+
+/// Lays the telemetry onto the devices' reports: each phase's summary, the vendor's
+/// identity, and why a source could not be read (said once in the run's notes, and kept as
+/// a cause on every device it concerns). The live run and `kiln verdict` both use it, so a
+/// rebuilt verdict sees exactly what the live one saw.
+pub fn attach_telemetry(
+    records: &[TelemetryRecord],
+    reports: &mut [DeviceReport],
+    notes: &mut Vec<String>,
+) {
+    for r in records {
+        let concerns = |d: &DeviceReport| r.device.is_none_or(|i| i == d.index);
+        match &r.data {
+            TelemetryData::Unavailable { message, cause, .. } => {
+                if !notes.contains(message) {
+                    notes.push(message.clone());
+                }
+                if let Some(cause) = cause {
+                    for d in reports.iter_mut().filter(|d| concerns(d)) {
+                        if !d.setup.source_problems.contains(cause) {
+                            d.setup.source_problems.push(cause.clone());
+                        }
+                    }
+                }
+            }
+            TelemetryData::Identity { fields } => {
+                for d in reports.iter_mut().filter(|d| concerns(d)) {
+                    d.setup.identity.extend(fields.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    for phase in summarize(records) {
+        if let Some(d) = reports.iter_mut().find(|d| d.index == phase.device) {
+            d.telemetry.push(phase);
+        }
+    }
 }

@@ -4,8 +4,10 @@
 use serde_json::json;
 
 use super::findings::{Class, Confidence, Finding, Severity};
-use super::thresholds::Thresholds;
+use super::thresholds::{Thresholds, vram_reference_gbps};
+use crate::gpu::DeviceKind;
 use crate::report::DeviceReport;
+use crate::telemetry::record::Reading;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::workload::compute::ComputeReport;
 use crate::workload::fragment::FragmentReport;
@@ -41,6 +43,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
             "vram" => {
                 if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
                     vram(&v, &mut out);
+                    vram_bandwidth(device, &v, t, &mut out);
                 }
             }
             "compute" => {
@@ -50,7 +53,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
             }
             "pcie" => {
                 if let Ok(p) = serde_json::from_value::<PcieReport>(w.summary.clone()) {
-                    pcie(&p, &mut out);
+                    pcie(&p, t, &mut out);
                 }
             }
             "fragment" => {
@@ -74,6 +77,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
         xids(phase, &mut out);
     }
     device_failure(device, &xid_codes, &mut out);
+    setup(device, &mut out);
     telemetry_missing(device, &mut out);
     out
 }
@@ -198,7 +202,7 @@ fn compute(c: &ComputeReport, out: &mut Vec<Finding>) {
     }
 }
 
-fn pcie(p: &PcieReport, out: &mut Vec<Finding>) {
+fn pcie(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
     if !p.corruption.is_empty() {
         out.push(finding(
             "PCIE_CORRUPTION",
@@ -210,15 +214,161 @@ fn pcie(p: &PcieReport, out: &mut Vec<Finding>) {
             "reseat the card, try another slot or riser; RMA if it follows the card",
         ));
     }
-    for f in &p.findings {
-        let code = if f.starts_with("pcie_link_degraded") {
-            "PCIE_LINK_DEGRADED"
-        } else {
-            "PCIE_BANDWIDTH_LOW"
-        };
-        out.push(finding(code, Class::Environment, Severity::Major, Confidence::Medium, f.clone(),
-            json!({"link": p.link, "peak_h2d_gbps": p.peak_h2d_gbps, "peak_d2h_gbps": p.peak_d2h_gbps}),
-            "check the slot, riser and BIOS link settings; reseat the card"));
+    let evidence = json!({"link": p.link, "peak_h2d_gbps": p.peak_h2d_gbps, "peak_d2h_gbps": p.peak_d2h_gbps, "pcie_low_share": t.pcie_low_share});
+    let reseat = "check the slot, riser and BIOS link settings; reseat the card";
+    for f in p
+        .findings
+        .iter()
+        .filter(|f| f.starts_with("pcie_link_degraded"))
+    {
+        out.push(finding(
+            "PCIE_LINK_DEGRADED",
+            Class::Environment,
+            Severity::Major,
+            Confidence::Medium,
+            f.clone(),
+            evidence.clone(),
+            reseat,
+        ));
+    }
+    // Rates against the link the transfers actually ran on (REFERENCE.md §5); a probe
+    // cut short measured too little to judge.
+    let Some(theory) = p.link.as_ref().and_then(|l| l.theoretical_gbps) else {
+        return;
+    };
+    if p.sizes.is_empty() || p.stopped_early.is_some() || p.device_error.is_some() {
+        return;
+    }
+    let low: Vec<String> = [("H2D", p.peak_h2d_gbps), ("D2H", p.peak_d2h_gbps)]
+        .into_iter()
+        .filter(|(_, rate)| *rate < t.pcie_low_share * theory)
+        .map(|(name, rate)| format!("{name} {rate:.1} GB/s ({:.0}%)", 100.0 * rate / theory))
+        .collect();
+    if !low.is_empty() {
+        out.push(finding(
+            "PCIE_BANDWIDTH_LOW",
+            Class::Environment,
+            Severity::Major,
+            Confidence::Medium,
+            format!(
+                "{} of the link's {theory:.1} GB/s, below {:.0}%",
+                low.join(" and "),
+                100.0 * t.pcie_low_share
+            ),
+            evidence,
+            "check the slot, riser, BIOS link settings and IOMMU; rerun the pcie workload alone",
+        ));
+    }
+}
+
+/// Throttle reasons that slow the clocks for heat or power, any of which explains a
+/// workload running below its floor.
+const SLOWING_REASONS: [&str; 5] = [
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "sw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sw_power_cap",
+];
+
+/// What in a phase's telemetry explains a slow workload: clocks throttled for heat or
+/// power, or a memory clock held below its maximum.
+fn slowdown_explanation(p: &PhaseTelemetry, t: &Thresholds) -> Vec<String> {
+    let mut why: Vec<String> = SLOWING_REASONS
+        .iter()
+        .filter_map(|r| {
+            let share = p.throttle_share.get(*r).copied().unwrap_or(0.0);
+            (share > t.throttle_share).then(|| format!("{r} {:.0}% of the phase", share * 100.0))
+        })
+        .collect();
+    if let (Some(now), Some(max)) = (
+        p.gauges.get("clock_mem_mhz"),
+        p.gauges.get("clock_mem_max_mhz"),
+    ) && now.median < 0.9 * max.median
+    {
+        why.push(format!(
+            "memory clock {:.0} of {:.0} MHz",
+            now.median, max.median
+        ));
+    }
+    why
+}
+
+/// VRAM streaming rate against the product's floor (REFERENCE.md §5): below it with the
+/// clocks throttled is the environment; below it with nothing to explain it is the card,
+/// at medium confidence against a site's own floor and low against the built-in reference
+/// (which was measured by other tools' kernels, not kiln's).
+fn vram_bandwidth(device: &DeviceReport, v: &VramReport, t: &Thresholds, out: &mut Vec<Finding>) {
+    if v.stopped_early.is_some() || v.device_error.is_some() || v.throughput.sweep_wall_s <= 0.0 {
+        return;
+    }
+    let (floor_gbps, source, confidence) = if t.vram_floor_gbps > 0.0 {
+        (
+            t.vram_floor_gbps,
+            "the site's floor (vram_floor_gbps)",
+            Confidence::Medium,
+        )
+    } else if let Some((reference, source)) = vram_reference_gbps(&device.name) {
+        (t.vram_floor_share * reference, source, Confidence::Low)
+    } else {
+        if matches!(
+            device.kind,
+            DeviceKind::DiscreteGpu | DeviceKind::IntegratedGpu
+        ) {
+            out.push(finding(
+                "VRAM_BANDWIDTH_UNJUDGED",
+                Class::Info,
+                Severity::Note,
+                Confidence::High,
+                format!("kiln has no bandwidth reference for {}: its memory was checked for errors, not for speed", device.name),
+                json!({"name": device.name}),
+                "set vram_floor_gbps in a thresholds file from this product's healthy cards",
+            ));
+        }
+        return;
+    };
+    let gib = (1u64 << 30) as f64 / 1e9;
+    let rate_gbps = v
+        .throughput
+        .write
+        .gib_per_s
+        .max(v.throughput.verify.gib_per_s)
+        * gib;
+    if rate_gbps >= floor_gbps {
+        return;
+    }
+    let phase = device.telemetry.iter().find(|p| p.phase == "vram");
+    let why = phase
+        .map(|p| slowdown_explanation(p, t))
+        .unwrap_or_default();
+    let evidence = json!({
+        "rate_gbps": rate_gbps,
+        "floor_gbps": floor_gbps,
+        "floor_source": source,
+        "write_gib_per_s": v.throughput.write.gib_per_s,
+        "verify_gib_per_s": v.throughput.verify.gib_per_s,
+        "explained_by": why,
+    });
+    if why.is_empty() {
+        out.push(finding(
+            "VRAM_BANDWIDTH_LOW",
+            Class::Hardware,
+            Severity::Major,
+            confidence,
+            format!("VRAM streamed at {rate_gbps:.0} GB/s, below the floor of {floor_gbps:.0} GB/s, with no throttling to explain it"),
+            evidence,
+            "rerun with the GPU alone, cool and at default clocks; RMA if it stays below the floor",
+        ));
+    } else {
+        out.push(finding(
+            "BANDWIDTH_LOW_THROTTLED",
+            Class::Environment,
+            Severity::Minor,
+            Confidence::High,
+            format!("VRAM streamed at {rate_gbps:.0} GB/s, below the floor of {floor_gbps:.0} GB/s, explained by {}", why.join(", ")),
+            evidence,
+            "fix what throttled the clocks, then rerun: the card is not shown slow by itself",
+        ));
     }
 }
 
@@ -569,6 +719,79 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
         json!({"errors": errors, "xids": xid_codes}),
         action,
     ));
+}
+
+/// The installation, as the driver and the vendor's source saw it at the start
+/// (REFERENCE.md §4): a driver not loaded or at odds with its libraries (software), and
+/// other processes on the GPU (the environment: they take memory and time from the test).
+fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
+    let s = &device.setup;
+    let problem = |cause: &str| s.source_problems.iter().any(|c| c == cause);
+    let reinstall = "reinstall the driver or reboot into the installed one, then rerun";
+    if problem("driver_not_loaded") {
+        out.push(finding(
+            "DRIVER_NOT_LOADED",
+            Class::Software,
+            Severity::Major,
+            Confidence::High,
+            "the NVIDIA libraries are installed but the kernel driver is not loaded: its GPUs cannot be tested".into(),
+            json!({"source_problems": s.source_problems}),
+            "load the driver (modprobe nvidia) or reinstall it, then rerun",
+        ));
+    }
+    let text = |key: &str| match s.identity.get(key) {
+        Some(Reading::Text(v)) => Some(v.as_str()),
+        _ => None,
+    };
+    let nvml_version = text("driver_version");
+    let differ = s.vendor_id == NVIDIA_VENDOR_ID
+        && nvml_version.is_some_and(|n| !same_version(n, &s.vulkan_driver_version));
+    if problem("version_mismatch") || differ {
+        out.push(finding(
+            "DRIVER_VERSION_MISMATCH",
+            Class::Software,
+            Severity::Major,
+            Confidence::High,
+            match nvml_version {
+                Some(n) if differ => format!("the Vulkan driver is version {} but NVML reports {n}: a half-finished driver upgrade", s.vulkan_driver_version),
+                _ => "NVML and the kernel driver differ in version: the driver was upgraded without a reboot".into(),
+            },
+            json!({"vulkan_driver_version": s.vulkan_driver_version, "nvml_driver_version": nvml_version, "source_problems": s.source_problems}),
+            reinstall,
+        ));
+    }
+    let tenants: Vec<&str> = text("other_processes")
+        .unwrap_or("")
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .collect();
+    if !tenants.is_empty() {
+        out.push(finding(
+            "OTHER_TENANTS",
+            Class::Environment,
+            Severity::Major,
+            Confidence::High,
+            format!(
+                "{} other processes were using the GPU when the test started (pid:bytes {})",
+                tenants.len(),
+                tenants.join(", ")
+            ),
+            json!({"other_processes": tenants}),
+            "rerun when the GPU is idle (drain the node, or --wait-idle)",
+        ));
+    }
+}
+
+const NVIDIA_VENDOR_ID: u32 = 0x10de;
+
+/// True when two dotted driver versions agree in the parts both give (Vulkan packs
+/// NVIDIA's version as major.minor.patch.build; NVML writes major.minor[.patch], and
+/// `550.54.01` is `550.54.1`).
+fn same_version(a: &str, b: &str) -> bool {
+    let parts =
+        |v: &str| -> Vec<Option<u32>> { v.split('.').map(|p| p.trim().parse().ok()).collect() };
+    let (a, b) = (parts(a), parts(b));
+    a.iter().zip(&b).take(3).all(|(x, y)| x == y)
 }
 
 /// No telemetry sample in any phase: the checks that rest on it (heat, power, clocks,

@@ -16,6 +16,45 @@ pub struct Thresholds {
     /// PCIe replays per minute per GT/s per lane allowed: ceil(1e-12 x GT/s x 60 x lanes)
     /// per minute (REFERENCE.md §4).
     pub replays_per_gts_lane_minute: f64,
+    /// VRAM streaming rate below this share of the product's reference is low (DCGM sets
+    /// its floors at 0.75 of what the product measures).
+    pub vram_floor_share: f64,
+    /// A site's own VRAM floor in GB/s, measured on its cards; 0 uses the product's
+    /// reference ([`VRAM_REFERENCE_GBPS`]) times `vram_floor_share`.
+    pub vram_floor_gbps: f64,
+}
+
+/// What tools measure as VRAM bandwidth on known products, in GB/s (REFERENCE.md §5): the
+/// base of the built-in floors. A device matches when its name holds every word of a row.
+pub const VRAM_REFERENCE_GBPS: &[(&[&str], f64, &str)] = &[
+    (
+        &["H200"],
+        4300.0,
+        "REFERENCE.md §5: H200 device-to-device copy about 4.3 TB/s",
+    ),
+    (
+        &["H100", "HBM3"],
+        2500.0,
+        "REFERENCE.md §5: H100 SXM about 2.5 TB/s",
+    ),
+    (
+        &["A100", "80GB"],
+        1564.0,
+        "REFERENCE.md §5: A100 80 GB about 1564 GB/s",
+    ),
+    (
+        &["RTX 3090"],
+        742.0,
+        "REFERENCE.md §5: RTX 3090 memtest_vulkan 742-757 GB/s",
+    ),
+];
+
+/// The reference VRAM bandwidth of the product called `name`, if kiln knows it.
+pub fn vram_reference_gbps(name: &str) -> Option<(f64, &'static str)> {
+    VRAM_REFERENCE_GBPS
+        .iter()
+        .find(|(words, _, _)| words.iter().all(|w| name.contains(w)))
+        .map(|(_, gbps, source)| (*gbps, *source))
 }
 
 impl Default for Thresholds {
@@ -25,6 +64,8 @@ impl Default for Thresholds {
             thermal_margin_c: 5.0,
             pcie_low_share: 0.70,
             replays_per_gts_lane_minute: 60e-12 * 1e9,
+            vram_floor_share: 0.75,
+            vram_floor_gbps: 0.0,
         }
     }
 }
@@ -52,6 +93,16 @@ pub fn table(t: &Thresholds) -> Vec<(&'static str, f64, &'static str)> {
             t.replays_per_gts_lane_minute,
             "REFERENCE.md §4: replays above ceil(1e-12 x GT/s x 60 x lanes) per minute",
         ),
+        (
+            "vram_floor_share",
+            t.vram_floor_share,
+            "REFERENCE.md §5: DCGM sets its floors at 0.75 of what a product measures",
+        ),
+        (
+            "vram_floor_gbps",
+            t.vram_floor_gbps,
+            "the site's own floor from its cards (0: the product's reference x vram_floor_share)",
+        ),
     ]
 }
 
@@ -73,9 +124,11 @@ impl Thresholds {
         };
         share("throttle_share", t.throttle_share)?;
         share("pcie_low_share", t.pcie_low_share)?;
+        share("vram_floor_share", t.vram_floor_share)?;
         for (name, v) in [
             ("thermal_margin_c", t.thermal_margin_c),
             ("replays_per_gts_lane_minute", t.replays_per_gts_lane_minute),
+            ("vram_floor_gbps", t.vram_floor_gbps),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!(
@@ -124,6 +177,20 @@ mod tests {
                 .contains("unknown field")
         );
         assert!(load("{ not json").is_err());
+        assert!(
+            load(r#"{"vram_floor_gbps": -5}"#)
+                .unwrap_err()
+                .contains("at least 0")
+        );
+        assert_eq!(
+            vram_reference_gbps("NVIDIA H100 80GB HBM3").map(|r| r.0),
+            Some(2500.0)
+        );
+        assert_eq!(
+            vram_reference_gbps("NVIDIA H100 PCIe"),
+            None,
+            "the PCIe H100 has slower memory than the SXM part's reference"
+        );
         assert!(Thresholds::load(std::path::Path::new("/nonexistent/t.json")).is_err());
     }
 }
