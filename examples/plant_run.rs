@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kiln::run::{RunOptions, WorkloadName};
+use kiln::run::{PlannedWorkload, RunOptions, WorkloadConfig, WorkloadName};
 use kiln::workload::compute::ComputeConfig;
 use kiln::workload::fragment::FragmentConfig;
 use kiln::workload::pcie::PcieConfig;
@@ -96,14 +96,24 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     }
+    let plan = workloads
+        .into_iter()
+        .map(|name| PlannedWorkload {
+            weight: 1,
+            config: match name {
+                WorkloadName::Vram => WorkloadConfig::Vram(vram.clone()),
+                WorkloadName::Compute => WorkloadConfig::Compute(compute.clone()),
+                WorkloadName::Pcie => WorkloadConfig::Pcie(pcie.clone()),
+                WorkloadName::Fragment => WorkloadConfig::Fragment(fragment.clone()),
+            },
+        })
+        .collect();
     let opts = RunOptions {
+        profile: format!("plant_run {fault}"),
         devices: Vec::new(),
         duration: None,
-        workloads,
-        vram,
-        compute,
-        pcie,
-        fragment,
+        plan,
+        stop_on_first_failure: false,
         out: Some(PathBuf::from(out)),
         fence_timeout: Duration::from_secs(10),
         progress: false,

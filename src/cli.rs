@@ -105,51 +105,62 @@ pub struct VramArgs {
     /// Access layout: contiguous (CPU devices) or coalesced (GPUs); default by device.
     #[arg(long, value_name = "LAYOUT", value_parser = ["contiguous", "coalesced"])]
     pub layout: Option<String>,
-    /// Bound on every wait for the device (a hung device is reported after this).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
-    pub fence_timeout: Duration,
+    /// Bound on every wait for the device (a hung device is reported after this;
+    /// default 10s, or the profile's).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub fence_timeout: Option<Duration>,
 }
 
 /// `kiln run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// The job: a bundled profile (quick, fleet, burn-in, rma) or a path to a profile
+    /// file; the flags below override it.
+    #[arg(long, value_name = "NAME|FILE", default_value = "quick")]
+    pub profile: String,
+    /// Print the plan (devices, workloads, estimated time, memory to test) and exit.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Device to test, by index, UUID or PCI address; repeat for several (default: every GPU).
     #[arg(long = "device", value_name = "DEVICE")]
     pub devices: Vec<String>,
-    /// Time budget per device (e.g. 60s, 5m, 2h).
+    /// Time budget per device (e.g. 60s, 5m, 2h; default: the profile's).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Run exactly this many passes of the algorithms.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub passes: Option<u32>,
-    /// Workloads, comma-separated: vram, compute, pcie, fragment (default: the first
-    /// three; the time budget is shared three parts memory to one part for each other).
-    #[arg(long, value_name = "LIST", default_value = "vram,compute,pcie")]
-    pub workloads: String,
-    /// Largest PCIe transfer (from 4 KiB up in steps of 4x).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256MiB")]
-    pub pcie_max_bytes: u64,
-    /// Compute load shape: steady, pulsed (100 ms on / 100 ms off) or sweep (10%..100%).
-    #[arg(long, value_name = "SHAPE", value_parser = ["steady", "pulsed", "sweep"], default_value = "steady")]
-    pub load: String,
-    /// VRAM algorithms, comma-separated, or `all` (default: all but retention).
+    /// Workloads, comma-separated: vram, compute, pcie, fragment (default: the
+    /// profile's; a workload the profile lacks runs with its defaults).
+    #[arg(long, value_name = "LIST")]
+    pub workloads: Option<String>,
+    /// Largest PCIe transfer (from 4 KiB up in steps of 4x; default: the profile's).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub pcie_max_bytes: Option<u64>,
+    /// Compute load shape: steady, pulsed (100 ms on / 100 ms off) or sweep (10%..100%)
+    /// (default: the profile's).
+    #[arg(long, value_name = "SHAPE", value_parser = ["steady", "pulsed", "sweep"])]
+    pub load: Option<String>,
+    /// VRAM algorithms, comma-separated, `default` (all but retention) or `all`
+    /// (default: the profile's).
     #[arg(long, value_name = "LIST")]
     pub algorithms: Option<String>,
-    /// Error records kept per device (the error count is never capped).
-    #[arg(long, value_name = "N", default_value_t = 4096)]
-    pub records: u32,
-    /// Failing words retested in place, per device.
-    #[arg(long, value_name = "N", default_value_t = 64)]
-    pub retest_cap: u32,
-    /// Idle time of the retention algorithm.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
-    pub retention_delay: Duration,
+    /// Error records kept per device (the error count is never capped; default 4096).
+    #[arg(long, value_name = "N")]
+    pub records: Option<u32>,
+    /// Failing words retested in place, per device (default 64, or the profile's).
+    #[arg(long, value_name = "N")]
+    pub retest_cap: Option<u32>,
+    /// Idle time of the retention algorithm (default 30s, or the profile's).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub retention_delay: Option<Duration>,
     /// Seed of the test patterns (the same seed repeats them exactly).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-    /// Telemetry sampling interval (0 turns telemetry off).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "200ms")]
-    pub telemetry_interval: Duration,
+    /// Telemetry sampling interval (0 turns telemetry off; default 200ms, or the
+    /// profile's).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub telemetry_interval: Option<Duration>,
     /// Verdict thresholds to override (JSON; see src/verdict/thresholds.rs).
     #[arg(long, value_name = "FILE")]
     pub thresholds: Option<PathBuf>,

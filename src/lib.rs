@@ -12,6 +12,7 @@ pub mod evidence;
 pub mod gpu;
 pub mod list;
 pub mod monitor;
+pub mod profile;
 pub mod report;
 pub mod run;
 pub mod selftest;

@@ -9,8 +9,7 @@ use kiln::cli::{
 };
 use kiln::report::exit_code;
 use kiln::run::AppError;
-use kiln::workload::vram::VramConfig;
-use kiln::workload::vram::algorithm::{self, Algorithm};
+use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::AccessLayout;
 
 fn main() {
@@ -68,65 +67,109 @@ fn layout(name: &Option<String>) -> Option<AccessLayout> {
 }
 
 fn run(args: RunArgs) -> Result<i32, AppError> {
-    let algorithms = match &args.algorithms {
-        Some(list) => Algorithm::parse_list(list).map_err(AppError::Usage)?,
-        None => algorithm::DEFAULT.to_vec(),
-    };
-    // A pass count alone means "exactly that many passes"; otherwise about a minute.
-    let duration = match (args.duration, args.passes) {
-        (Some(d), _) => Some(d),
-        (None, Some(_)) => None,
-        (None, None) => Some(std::time::Duration::from_secs(60)),
-    };
-    let vram = VramConfig {
-        algorithms,
-        bytes: args.vram.vram_bytes,
-        percent: args.vram.vram_percent,
-        reserve_bytes: args.vram.reserve,
-        passes: args.passes,
-        record_capacity: args.records,
-        retest_cap: args.retest_cap,
-        retention_delay: args.retention_delay,
-        seed: args.seed.unwrap_or_else(|| VramConfig::default().seed),
-        layout: layout(&args.vram.layout),
-        max_buffer_bytes: args.vram.max_buffer,
-        ..VramConfig::default()
-    };
-    let workloads =
-        kiln::run::WorkloadName::parse_list(&args.workloads).map_err(AppError::Usage)?;
-    let compute = kiln::workload::compute::ComputeConfig {
-        shape: match args.load.as_str() {
-            "pulsed" => kiln::workload::compute::LoadShape::Pulsed {
-                on_ms: 100,
-                off_ms: 100,
-            },
-            "sweep" => kiln::workload::compute::LoadShape::Sweep,
-            _ => kiln::workload::compute::LoadShape::Steady,
-        },
-        rounds: args.passes.map(|p| p * 2),
-        ..Default::default()
-    };
-    let opts = kiln::run::RunOptions {
-        devices: args.devices,
-        duration,
-        workloads,
-        vram,
-        compute,
-        pcie: kiln::workload::pcie::PcieConfig {
-            max_bytes: args.pcie_max_bytes,
-            ..Default::default()
-        },
-        fragment: Default::default(),
-        out: args.out,
-        fence_timeout: args.vram.fence_timeout,
-        progress: std::io::stderr().is_terminal(),
-        telemetry_interval: (!args.telemetry_interval.is_zero()).then_some(args.telemetry_interval),
-        thresholds: thresholds(&args.thresholds)?,
-    };
+    let profile = kiln::profile::load(&args.profile).map_err(|e| AppError::Usage(e.to_string()))?;
+    let opts = run_options(&args, profile)?;
+    if args.dry_run {
+        let plan = kiln::run::dry_run(&opts)?;
+        print_result(args.json, &plan, &kiln::run::plan_summary(&plan));
+        return Ok(exit_code::HEALTHY);
+    }
     let report = kiln::run::run(&opts)?;
     let text = kiln::report::text::summary(&report);
     print_result(args.json, &report, &text);
     Ok(report.exit_code)
+}
+
+/// The profile's plan with the command line's overrides laid over it.
+fn run_options(
+    args: &RunArgs,
+    profile: kiln::profile::Profile,
+) -> Result<kiln::run::RunOptions, AppError> {
+    use kiln::run::{PlannedWorkload, WorkloadConfig, WorkloadName};
+    let mut plan = profile.workloads;
+    if let Some(list) = &args.workloads {
+        let names = WorkloadName::parse_list(list).map_err(AppError::Usage)?;
+        plan.retain(|p| names.contains(&p.config.name()));
+        for name in names {
+            if !plan.iter().any(|p| p.config.name() == name) {
+                plan.push(PlannedWorkload {
+                    weight: if name == WorkloadName::Vram { 3 } else { 1 },
+                    config: WorkloadConfig::default_of(name),
+                });
+            }
+        }
+    }
+    let algorithms = match &args.algorithms {
+        Some(list) => Some(Algorithm::parse_list(list).map_err(AppError::Usage)?),
+        None => None,
+    };
+    let retest_cap = args.retest_cap.or(profile.confirm.map(|c| c.retest_cap));
+    for p in &mut plan {
+        match &mut p.config {
+            WorkloadConfig::Vram(v) => {
+                if let Some(a) = &algorithms {
+                    v.algorithms = a.clone();
+                }
+                v.bytes = args.vram.vram_bytes.or(v.bytes);
+                if args.vram.vram_bytes.is_some() {
+                    v.percent = None;
+                }
+                v.percent = args.vram.vram_percent.or(v.percent);
+                v.reserve_bytes = args.vram.reserve.or(v.reserve_bytes);
+                v.passes = args.passes.or(v.passes);
+                v.record_capacity = args.records.unwrap_or(v.record_capacity);
+                v.retest_cap = retest_cap.unwrap_or(v.retest_cap);
+                v.retention_delay = args.retention_delay.unwrap_or(v.retention_delay);
+                v.seed = args.seed.unwrap_or(v.seed);
+                v.layout = layout(&args.vram.layout).or(v.layout);
+                v.max_buffer_bytes = args.vram.max_buffer.or(v.max_buffer_bytes);
+            }
+            WorkloadConfig::Compute(c) => {
+                if let Some(shape) = &args.load {
+                    c.shape = match shape.as_str() {
+                        "pulsed" => kiln::workload::compute::LoadShape::Pulsed {
+                            on_ms: 100,
+                            off_ms: 100,
+                        },
+                        "sweep" => kiln::workload::compute::LoadShape::Sweep,
+                        _ => kiln::workload::compute::LoadShape::Steady,
+                    };
+                }
+                c.rounds = args.passes.map(|p| p * 2).or(c.rounds);
+            }
+            WorkloadConfig::Pcie(c) => c.max_bytes = args.pcie_max_bytes.unwrap_or(c.max_bytes),
+            WorkloadConfig::Fragment(_) => {}
+        }
+    }
+    // A pass count alone means "exactly that many passes", with no time budget.
+    let duration = match (args.duration, args.passes) {
+        (Some(d), _) => Some(d),
+        (None, Some(_)) => None,
+        (None, None) => profile.duration,
+    };
+    let telemetry_interval = args
+        .telemetry_interval
+        .or(profile.telemetry_interval)
+        .unwrap_or(std::time::Duration::from_millis(200));
+    Ok(kiln::run::RunOptions {
+        profile: profile.name,
+        devices: args.devices.clone(),
+        duration,
+        plan,
+        stop_on_first_failure: profile.stop_on_first_failure,
+        out: args.out.clone(),
+        fence_timeout: args
+            .vram
+            .fence_timeout
+            .or(profile.fence_timeout)
+            .unwrap_or(std::time::Duration::from_secs(10)),
+        progress: std::io::stderr().is_terminal(),
+        telemetry_interval: (!telemetry_interval.is_zero()).then_some(telemetry_interval),
+        thresholds: match &args.thresholds {
+            Some(_) => thresholds(&args.thresholds)?,
+            None => profile.thresholds,
+        },
+    })
 }
 
 fn selftest(args: SelftestArgs) -> Result<i32, AppError> {

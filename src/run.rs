@@ -19,25 +19,21 @@ use crate::workload::compute::{ComputeConfig, ComputeTest};
 use crate::workload::fragment::{FragmentConfig, FragmentTest};
 use crate::workload::pcie::{PcieConfig, PcieTest};
 use crate::workload::vram::{VramConfig, VramTest};
-use crate::workload::{RunControl, Workload, WorkloadError};
+use crate::workload::{RunControl, Workload, WorkloadError, WorkloadStatus};
 
 /// Everything `kiln run` was asked to do.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The profile the plan came from (bundled name or path), for the manifest.
+    pub profile: String,
     /// Device selectors (index, UUID, PCI address); empty: every GPU.
     pub devices: Vec<String>,
-    /// Time budget per device.
+    /// Time budget per device, shared by the workloads by weight.
     pub duration: Option<Duration>,
-    /// Workloads to run on every device, in order.
-    pub workloads: Vec<WorkloadName>,
-    /// VRAM test settings.
-    pub vram: VramConfig,
-    /// Compute test settings.
-    pub compute: ComputeConfig,
-    /// PCIe probe settings.
-    pub pcie: PcieConfig,
-    /// Allocator torture settings.
-    pub fragment: FragmentConfig,
+    /// The workloads to run on every device, in order.
+    pub plan: Vec<PlannedWorkload>,
+    /// Stop a device's remaining workloads after the first that fails.
+    pub stop_on_first_failure: bool,
     /// Run directory.
     pub out: Option<PathBuf>,
     /// Bound on every wait for the device.
@@ -48,6 +44,60 @@ pub struct RunOptions {
     pub telemetry_interval: Option<Duration>,
     /// Thresholds of the verdict rules.
     pub thresholds: Thresholds,
+}
+
+/// One workload of a plan and its share of the device's time budget.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PlannedWorkload {
+    /// Parts of the budget (memory usually three to one for each other workload).
+    pub weight: u32,
+    /// What to run.
+    pub config: WorkloadConfig,
+}
+
+/// A workload and its settings.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "workload", rename_all = "snake_case")]
+pub enum WorkloadConfig {
+    /// The VRAM pattern test.
+    Vram(VramConfig),
+    /// Verified compute saturation.
+    Compute(ComputeConfig),
+    /// PCIe bandwidth and transfer integrity.
+    Pcie(PcieConfig),
+    /// Allocator fragmentation and leak torture.
+    Fragment(FragmentConfig),
+}
+
+impl WorkloadConfig {
+    /// Which workload this is.
+    pub fn name(&self) -> WorkloadName {
+        match self {
+            WorkloadConfig::Vram(_) => WorkloadName::Vram,
+            WorkloadConfig::Compute(_) => WorkloadName::Compute,
+            WorkloadConfig::Pcie(_) => WorkloadName::Pcie,
+            WorkloadConfig::Fragment(_) => WorkloadName::Fragment,
+        }
+    }
+
+    /// The workload with default settings.
+    pub fn default_of(name: WorkloadName) -> WorkloadConfig {
+        match name {
+            WorkloadName::Vram => WorkloadConfig::Vram(VramConfig::default()),
+            WorkloadName::Compute => WorkloadConfig::Compute(ComputeConfig::default()),
+            WorkloadName::Pcie => WorkloadConfig::Pcie(PcieConfig::default()),
+            WorkloadName::Fragment => WorkloadConfig::Fragment(FragmentConfig::default()),
+        }
+    }
+
+    fn build(&self) -> Box<dyn Workload> {
+        match self {
+            WorkloadConfig::Vram(c) => Box::new(VramTest { config: c.clone() }),
+            WorkloadConfig::Compute(c) => Box::new(ComputeTest { config: c.clone() }),
+            WorkloadConfig::Pcie(c) => Box::new(PcieTest { config: c.clone() }),
+            WorkloadConfig::Fragment(c) => Box::new(FragmentTest { config: c.clone() }),
+        }
+    }
 }
 
 /// The workloads `kiln run` can run.
@@ -185,13 +235,12 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     // A run directory that cannot be made is the user's choice to fix: a usage error.
     let run_dir = RunDir::create(&dir_path).map_err(|e| AppError::Usage(e.to_string()))?;
     let settings = serde_json::json!({
+        "profile": &opts.profile,
         "duration_s": opts.duration.map(|d| d.as_secs_f64()),
         "fence_timeout_s": opts.fence_timeout.as_secs_f64(),
         "telemetry_interval_s": opts.telemetry_interval.map(|d| d.as_secs_f64()),
-        "workloads": &opts.workloads,
-        "vram": &opts.vram,
-        "compute": &opts.compute,
-        "pcie": &opts.pcie,
+        "stop_on_first_failure": opts.stop_on_first_failure,
+        "plan": &opts.plan,
     });
     run_dir.write_manifest(&Manifest::new(
         devices.clone(),
@@ -305,41 +354,23 @@ fn test_device(
         }
     };
     ctx.set_fence_timeout(opts.fence_timeout);
-    let mut workloads: Vec<(Box<dyn Workload>, u32)> = Vec::new();
-    for name in &opts.workloads {
-        match name {
-            WorkloadName::Vram => workloads.push((
-                Box::new(VramTest {
-                    config: opts.vram.clone(),
-                }),
-                3,
-            )),
-            WorkloadName::Compute => workloads.push((
-                Box::new(ComputeTest {
-                    config: opts.compute.clone(),
-                }),
-                1,
-            )),
-            WorkloadName::Pcie => workloads.push((
-                Box::new(PcieTest {
-                    config: opts.pcie.clone(),
-                }),
-                1,
-            )),
-            WorkloadName::Fragment => workloads.push((
-                Box::new(FragmentTest {
-                    config: opts.fragment.clone(),
-                }),
-                1,
-            )),
-        }
-    }
-    // The time budget is shared by weight: memory gets three parts, compute and PCIe one each.
-    let total_weight: u32 = workloads.iter().map(|(_, w)| w).sum::<u32>().max(1);
+    let mut workloads: Vec<(Box<dyn Workload>, u32)> = opts
+        .plan
+        .iter()
+        .map(|p| (p.config.build(), p.weight))
+        .collect();
+    // The time left is shared by the weights left, so what one workload does not use
+    // goes to the ones after it.
+    let device_deadline = opts.duration.map(|d| Instant::now() + d);
+    let mut weight_left: u32 = workloads.iter().map(|(_, w)| w).sum::<u32>().max(1);
     let mut outcomes = Vec::new();
     let mut failure = None;
     for (w, weight) in workloads.iter_mut() {
-        let mut control = RunControl::new(opts.duration.map(|d| d * *weight / total_weight));
+        let budget = device_deadline.map(|end| {
+            end.saturating_duration_since(Instant::now()) * *weight / weight_left.max(1)
+        });
+        weight_left = weight_left.saturating_sub(*weight);
+        let mut control = RunControl::new(budget);
         if opts.progress {
             control.progress = progress_bar(&info.name);
         }
@@ -358,7 +389,20 @@ fn test_device(
                         summary: outcome.summary.clone(),
                     },
                 );
+                let failed = outcome.status == WorkloadStatus::Failed;
                 outcomes.push(outcome);
+                if failed && opts.stop_on_first_failure {
+                    events.emit(
+                        device,
+                        Event::Note {
+                            message: format!(
+                                "{} failed: the profile stops this device at its first failure",
+                                w.name()
+                            ),
+                        },
+                    );
+                    break;
+                }
             }
             Err(e) => {
                 events.emit(
@@ -416,4 +460,176 @@ fn progress_bar(name: &str) -> indicatif::ProgressBar {
     bar.set_style(style);
     bar.set_prefix(name.to_owned());
     bar
+}
+
+/// What `kiln run` would do, without doing it (`--dry-run`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Plan {
+    /// The profile.
+    pub profile: String,
+    /// Time budget per device; devices run in parallel, so this is also the run's.
+    pub duration_s: Option<f64>,
+    /// Facts about the selection (a CPU device only).
+    pub notes: Vec<String>,
+    /// Per device.
+    pub devices: Vec<DevicePlan>,
+}
+
+/// One device's part of the plan.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DevicePlan {
+    /// Vulkan index.
+    pub index: usize,
+    /// Name.
+    pub name: String,
+    /// `deviceUUID`.
+    pub uuid: String,
+    /// PCI address, when known.
+    pub pci_address: Option<String>,
+    /// VRAM each VRAM workload will test (the largest, when several differ).
+    pub vram_bytes: Option<u64>,
+    /// Size of the device-local heap.
+    pub heap_bytes: Option<u64>,
+    /// The workloads, in order, with their share of the budget.
+    pub workloads: Vec<PlannedStep>,
+}
+
+/// One workload in a device's plan.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PlannedStep {
+    /// Which workload.
+    pub workload: WorkloadName,
+    /// Its weight.
+    pub weight: u32,
+    /// Its first share of the budget (what earlier workloads leave goes to later ones).
+    pub budget_s: Option<f64>,
+    /// What it will do.
+    pub detail: String,
+}
+
+/// Discovers and selects the devices and plans the run, starting nothing.
+pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
+    let vulkan = Vulkan::new()?;
+    let (devices, notes) = select_devices(&vulkan, &opts.devices)?;
+    let total_weight: u32 = opts.plan.iter().map(|p| p.weight).sum::<u32>().max(1);
+    let mut plans = Vec::new();
+    for info in &devices {
+        let mut vram_bytes = None;
+        let mut heap_bytes = None;
+        let mut steps = Vec::new();
+        for p in &opts.plan {
+            let detail = match &p.config {
+                WorkloadConfig::Vram(c) => {
+                    let sizing = crate::workload::vram::plan_size(info, c)?;
+                    vram_bytes = vram_bytes.max(Some(sizing.sized_bytes));
+                    heap_bytes = Some(sizing.heap_bytes);
+                    format!(
+                        "{} GiB with {}, {}",
+                        gib(sizing.sized_bytes),
+                        c.algorithms
+                            .iter()
+                            .map(|a| a.name())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        match c.passes {
+                            Some(1) => "1 pass".into(),
+                            Some(n) => format!("{n} passes"),
+                            None => "passes until the budget ends".into(),
+                        }
+                    )
+                }
+                WorkloadConfig::Compute(c) => format!(
+                    "{} load, fp32/int32/fp16 verified{}",
+                    match c.shape {
+                        crate::workload::compute::LoadShape::Steady => "steady".to_owned(),
+                        crate::workload::compute::LoadShape::Pulsed { on_ms, off_ms } =>
+                            format!("pulsed ({on_ms} ms on / {off_ms} ms off)"),
+                        crate::workload::compute::LoadShape::Sweep => "swept 10%..100%".to_owned(),
+                    },
+                    c.rounds
+                        .map(|r| format!(", {r} rounds"))
+                        .unwrap_or_default()
+                ),
+                WorkloadConfig::Pcie(c) => format!(
+                    "transfers from {} KiB to {} MiB, each way and both, verified",
+                    c.min_bytes >> 10,
+                    c.max_bytes >> 20
+                ),
+                WorkloadConfig::Fragment(_) => {
+                    "allocate and free under a memory cap; fragmentation and leaks".into()
+                }
+            };
+            steps.push(PlannedStep {
+                workload: p.config.name(),
+                weight: p.weight,
+                budget_s: opts
+                    .duration
+                    .map(|d| d.as_secs_f64() * f64::from(p.weight) / f64::from(total_weight)),
+                detail,
+            });
+        }
+        plans.push(DevicePlan {
+            index: info.index,
+            name: info.name.clone(),
+            uuid: info.device_uuid.clone(),
+            pci_address: info.pci_address.clone(),
+            vram_bytes,
+            heap_bytes,
+            workloads: steps,
+        });
+    }
+    Ok(Plan {
+        profile: opts.profile.clone(),
+        duration_s: opts.duration.map(|d| d.as_secs_f64()),
+        notes,
+        devices: plans,
+    })
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.2}", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// The plan for people.
+pub fn plan_summary(plan: &Plan) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "plan: profile {}, {} device(s) in parallel, {}",
+        plan.profile,
+        plan.devices.len(),
+        match plan.duration_s {
+            Some(s) => format!("about {s:.0} s per device plus start-up"),
+            None => "no time budget: each workload runs its passes".into(),
+        }
+    );
+    for note in &plan.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    for d in &plan.devices {
+        let _ = writeln!(
+            out,
+            "GPU{} {} ({}){}",
+            d.index,
+            d.name,
+            d.pci_address.as_deref().unwrap_or("no PCI address"),
+            match (d.vram_bytes, d.heap_bytes) {
+                (Some(v), Some(h)) => format!(": {} of {} GiB of VRAM to test", gib(v), gib(h)),
+                _ => String::new(),
+            }
+        );
+        for s in &d.workloads {
+            let _ = writeln!(
+                out,
+                "  {:<9} {}{}",
+                format!("{:?}", s.workload).to_lowercase(),
+                s.budget_s
+                    .map(|b| format!("~{b:.0} s: "))
+                    .unwrap_or_default(),
+                s.detail
+            );
+        }
+    }
+    out
 }

@@ -112,32 +112,35 @@ impl Thresholds {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let t: Thresholds =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        let share = |name: &str, v: f64| {
-            if (0.0..=1.0).contains(&v) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{}: {name} must be between 0 and 1, not {v}",
-                    path.display()
-                ))
-            }
-        };
-        share("throttle_share", t.throttle_share)?;
-        share("pcie_low_share", t.pcie_low_share)?;
-        share("vram_floor_share", t.vram_floor_share)?;
+        t.validate()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(t)
+    }
+
+    /// Checks that every value is possible; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
         for (name, v) in [
-            ("thermal_margin_c", t.thermal_margin_c),
-            ("replays_per_gts_lane_minute", t.replays_per_gts_lane_minute),
-            ("vram_floor_gbps", t.vram_floor_gbps),
+            ("throttle_share", self.throttle_share),
+            ("pcie_low_share", self.pcie_low_share),
+            ("vram_floor_share", self.vram_floor_share),
         ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(format!(
-                    "{}: {name} must be a number of at least 0, not {v}",
-                    path.display()
-                ));
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("{name} must be between 0 and 1, not {v}"));
             }
         }
-        Ok(t)
+        for (name, v) in [
+            ("thermal_margin_c", self.thermal_margin_c),
+            (
+                "replays_per_gts_lane_minute",
+                self.replays_per_gts_lane_minute,
+            ),
+            ("vram_floor_gbps", self.vram_floor_gbps),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{name} must be a number of at least 0, not {v}"));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -122,6 +122,8 @@ pub fn killed_run(out: &std::path::Path, lines: usize) {
     let mut child = kiln()
         .args([
             "run",
+            "--profile",
+            "fleet",
             "--vram-bytes",
             "64MiB",
             "--duration",

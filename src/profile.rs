@@ -1,0 +1,543 @@
+//! Profiles: a job, not a list of flags. `profiles/*.toml` are bundled into the binary
+//! (`quick`, `fleet`, `burn-in`, `rma`) and any file in the same format loads from a path.
+//! Validation is strict: an unknown key, a wrong type or an impossible value is one
+//! sentence naming the file, the line and the key.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::cli::{parse_duration, parse_size};
+use crate::run::{PlannedWorkload, WorkloadConfig};
+use crate::verdict::thresholds::Thresholds;
+use crate::workload::compute::{ComputeConfig, LoadShape};
+use crate::workload::fragment::FragmentConfig;
+use crate::workload::pcie::PcieConfig;
+use crate::workload::vram::VramConfig;
+use crate::workload::vram::algorithm::Algorithm;
+
+/// The profiles built into kiln: name and text.
+pub const BUNDLED: [(&str, &str); 4] = [
+    ("quick", include_str!("../profiles/quick.toml")),
+    ("fleet", include_str!("../profiles/fleet.toml")),
+    ("burn-in", include_str!("../profiles/burn-in.toml")),
+    ("rma", include_str!("../profiles/rma.toml")),
+];
+
+/// The profile `kiln run` uses when none is named.
+pub const DEFAULT_PROFILE: &str = "quick";
+
+/// What to do on a finding, to confirm it (the `rma` profile).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Confirm {
+    /// Reruns of a workload that found something.
+    pub repeat: u32,
+    /// Failing words retested in place per VRAM run.
+    pub retest_cap: u32,
+}
+
+/// A validated profile.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// Bundled name, or the file's path.
+    pub name: String,
+    /// One sentence for people.
+    pub description: String,
+    /// Time budget per device for the workloads (None: each runs its own plan once).
+    pub duration: Option<Duration>,
+    /// Stop a device's remaining workloads after the first that fails.
+    pub stop_on_first_failure: bool,
+    /// Telemetry sampling interval, when the profile sets one.
+    pub telemetry_interval: Option<Duration>,
+    /// Bound on every wait for the device, when the profile sets one.
+    pub fence_timeout: Option<Duration>,
+    /// The watchdog: a device that reports no progress for this long is hung.
+    pub step_timeout: Duration,
+    /// Wait for an idle, cool GPU before starting and between workloads.
+    pub wait_idle: bool,
+    /// Verdict thresholds (the defaults with the profile's overrides).
+    pub thresholds: Thresholds,
+    /// Confirmation of findings by repetition.
+    pub confirm: Option<Confirm>,
+    /// The workloads, in order.
+    pub workloads: Vec<PlannedWorkload>,
+}
+
+/// Why a profile could not be used: one sentence naming the file, line and key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", self.sentence())]
+pub struct ProfileError {
+    /// The file (or bundled name).
+    pub file: String,
+    /// 1-based line, when the problem has one.
+    pub line: Option<usize>,
+    /// The key at fault, when there is one.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ProfileError {
+    fn sentence(&self) -> String {
+        let mut s = self.file.clone();
+        if let Some(line) = self.line {
+            s.push_str(&format!(":{line}"));
+        }
+        if let Some(key) = &self.key {
+            s.push_str(&format!(": `{key}`"));
+        }
+        format!("{s}: {}", self.message)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    description: Spanned<String>,
+    duration: Option<Spanned<String>>,
+    #[serde(default)]
+    stop_on_first_failure: bool,
+    telemetry_interval: Option<Spanned<String>>,
+    fence_timeout: Option<Spanned<String>>,
+    step_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    wait_idle: bool,
+    thresholds: Option<Spanned<Thresholds>>,
+    confirm: Option<Spanned<RawConfirm>>,
+    #[serde(default)]
+    workload: Vec<Spanned<RawWorkload>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfirm {
+    repeat: Spanned<i64>,
+    retest_cap: Option<Spanned<i64>>,
+}
+
+/// One `[[workload]]` table; which keys apply depends on `kind`, checked after parsing
+/// (serde's tagged enums would lose the line numbers).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkload {
+    kind: Spanned<String>,
+    weight: Option<Spanned<i64>>,
+    algorithms: Option<Spanned<Vec<String>>>,
+    passes: Option<Spanned<i64>>,
+    percent: Option<Spanned<f64>>,
+    retention_delay: Option<Spanned<String>>,
+    shape: Option<Spanned<String>>,
+    on_ms: Option<Spanned<i64>>,
+    off_ms: Option<Spanned<i64>>,
+    rounds: Option<Spanned<i64>>,
+    max_bytes: Option<Spanned<String>>,
+}
+
+/// Keys each workload kind takes (besides `kind` and `weight`).
+const KEYS: [(&str, &[&str]); 4] = [
+    (
+        "vram",
+        &["algorithms", "passes", "percent", "retention_delay"],
+    ),
+    ("compute", &["shape", "on_ms", "off_ms", "rounds"]),
+    ("pcie", &["max_bytes"]),
+    ("fragment", &["rounds"]),
+];
+
+/// Reads profile text; `file` names it in errors.
+struct Reader<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Reader<'_> {
+    fn line_of(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())]
+            .bytes()
+            .filter(|&b| b == b'\n')
+            .count()
+            + 1
+    }
+
+    fn error(&self, offset: Option<usize>, key: &str, message: impl Into<String>) -> ProfileError {
+        ProfileError {
+            file: self.file.to_owned(),
+            line: offset.map(|o| self.line_of(o)),
+            key: (!key.is_empty()).then(|| key.to_owned()),
+            message: message.into(),
+        }
+    }
+
+    fn at<T>(&self, value: &Spanned<T>, key: &str, message: impl Into<String>) -> ProfileError {
+        self.error(Some(value.span().start), key, message)
+    }
+
+    /// The key a parse error is about: the key on the error's line (`key = ...`), or the
+    /// word the span covers (an unknown key's own name).
+    fn key_of(&self, span: &std::ops::Range<usize>) -> String {
+        let start = span.start.min(self.text.len());
+        let line_start = self.text[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line = self.text[line_start..].lines().next().unwrap_or("");
+        match line.split_once('=') {
+            Some((key, _)) => key.trim().trim_matches('"').to_owned(),
+            None => self.text[start..span.end.min(self.text.len())]
+                .trim()
+                .to_owned(),
+        }
+    }
+
+    fn parse(&self) -> Result<RawProfile, ProfileError> {
+        toml::from_str(self.text).map_err(|e| {
+            let message = e.message().trim().replace('\n', " ");
+            match e.span() {
+                Some(span) => {
+                    let key = self.key_of(&span);
+                    self.error(Some(span.start), &key, message)
+                }
+                None => self.error(None, "", message),
+            }
+        })
+    }
+
+    fn duration(
+        &self,
+        value: &Spanned<String>,
+        key: &str,
+        min: Duration,
+        max: Duration,
+    ) -> Result<Duration, ProfileError> {
+        let d = parse_duration(value.get_ref()).map_err(|e| self.at(value, key, e))?;
+        if d < min || d > max {
+            return Err(self.at(
+                value,
+                key,
+                format!(
+                    "{} is outside {}..{}",
+                    value.get_ref(),
+                    show(min),
+                    show(max)
+                ),
+            ));
+        }
+        Ok(d)
+    }
+
+    fn count(
+        &self,
+        value: &Spanned<i64>,
+        key: &str,
+        min: i64,
+        max: i64,
+    ) -> Result<u32, ProfileError> {
+        let v = *value.get_ref();
+        if v < min || v > max {
+            return Err(self.at(value, key, format!("{v} is outside {min}..={max}")));
+        }
+        u32::try_from(v).map_err(|_| self.at(value, key, format!("{v} is too large")))
+    }
+}
+
+fn show(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 3600.0 {
+        format!("{}h", s / 3600.0)
+    } else if s >= 1.0 {
+        format!("{s}s")
+    } else {
+        format!("{}ms", s * 1e3)
+    }
+}
+
+/// The longest budget a profile may set: a week.
+const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Parses and validates profile `text`; `file` names it in errors.
+pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
+    let r = Reader { file, text };
+    let raw = r.parse()?;
+    let description = raw.description.get_ref().trim().to_owned();
+    if description.is_empty() {
+        return Err(r.at(&raw.description, "description", "must not be empty"));
+    }
+    let duration = raw
+        .duration
+        .as_ref()
+        .map(|d| r.duration(d, "duration", Duration::from_secs(1), MAX_DURATION))
+        .transpose()?;
+    let telemetry_interval = raw
+        .telemetry_interval
+        .as_ref()
+        .map(|d| {
+            r.duration(
+                d,
+                "telemetry_interval",
+                Duration::from_millis(10),
+                Duration::from_secs(60),
+            )
+        })
+        .transpose()?;
+    let fence_timeout = raw
+        .fence_timeout
+        .as_ref()
+        .map(|d| {
+            r.duration(
+                d,
+                "fence_timeout",
+                Duration::from_millis(100),
+                Duration::from_secs(600),
+            )
+        })
+        .transpose()?;
+    let step_timeout = raw
+        .step_timeout
+        .as_ref()
+        .map(|d| {
+            r.duration(
+                d,
+                "step_timeout",
+                Duration::from_secs(1),
+                Duration::from_secs(3600),
+            )
+        })
+        .transpose()?
+        .unwrap_or(Duration::from_secs(120));
+    let thresholds = match &raw.thresholds {
+        Some(t) => {
+            if let Err(e) = t.get_ref().validate() {
+                // The message starts with the field's name: point at its line.
+                let field = e.split_whitespace().next().unwrap_or_default();
+                let start = t.span().start;
+                let offset = r.text[start..].find(field).map_or(start, |i| start + i);
+                return Err(r.error(Some(offset), &format!("thresholds.{field}"), e));
+            }
+            t.get_ref().clone()
+        }
+        None => Thresholds::default(),
+    };
+    let confirm = raw
+        .confirm
+        .as_ref()
+        .map(|c| -> Result<Confirm, ProfileError> {
+            let c = c.get_ref();
+            Ok(Confirm {
+                repeat: r.count(&c.repeat, "confirm.repeat", 1, 20)?,
+                retest_cap: c
+                    .retest_cap
+                    .as_ref()
+                    .map(|v| r.count(v, "confirm.retest_cap", 1, 1 << 20))
+                    .transpose()?
+                    .unwrap_or(4096),
+            })
+        })
+        .transpose()?;
+    if raw.workload.is_empty() {
+        return Err(r.error(
+            None,
+            "workload",
+            "a profile needs at least one [[workload]] table",
+        ));
+    }
+    let workloads = raw
+        .workload
+        .iter()
+        .map(|w| workload(&r, w))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Profile {
+        name: file.to_owned(),
+        description,
+        duration,
+        stop_on_first_failure: raw.stop_on_first_failure,
+        telemetry_interval,
+        fence_timeout,
+        step_timeout,
+        wait_idle: raw.wait_idle,
+        thresholds,
+        confirm,
+        workloads,
+    })
+}
+
+fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkload, ProfileError> {
+    let w = spanned.get_ref();
+    let kind = w.kind.get_ref().as_str();
+    let Some((_, allowed)) = KEYS.iter().find(|(k, _)| *k == kind) else {
+        return Err(r.at(
+            &w.kind,
+            "kind",
+            format!("unknown workload `{kind}` (known: vram, compute, pcie, fragment)"),
+        ));
+    };
+    // A key set for another kind is a mistake, not something to ignore.
+    let given: [(&str, Option<usize>); 9] = [
+        ("algorithms", w.algorithms.as_ref().map(|v| v.span().start)),
+        ("passes", w.passes.as_ref().map(|v| v.span().start)),
+        ("percent", w.percent.as_ref().map(|v| v.span().start)),
+        (
+            "retention_delay",
+            w.retention_delay.as_ref().map(|v| v.span().start),
+        ),
+        ("shape", w.shape.as_ref().map(|v| v.span().start)),
+        ("on_ms", w.on_ms.as_ref().map(|v| v.span().start)),
+        ("off_ms", w.off_ms.as_ref().map(|v| v.span().start)),
+        ("rounds", w.rounds.as_ref().map(|v| v.span().start)),
+        ("max_bytes", w.max_bytes.as_ref().map(|v| v.span().start)),
+    ];
+    if let Some((key, offset)) = given
+        .iter()
+        .find(|(key, offset)| offset.is_some() && !allowed.contains(key))
+    {
+        return Err(r.error(*offset, key, format!("does not apply to a {kind} workload")));
+    }
+    let weight = w
+        .weight
+        .as_ref()
+        .map(|v| r.count(v, "weight", 1, 100))
+        .transpose()?
+        .unwrap_or(if kind == "vram" { 3 } else { 1 });
+    let rounds = w
+        .rounds
+        .as_ref()
+        .map(|v| r.count(v, "rounds", 1, 1_000_000))
+        .transpose()?;
+    let config = match kind {
+        "vram" => {
+            let mut c = VramConfig::default();
+            if let Some(list) = &w.algorithms {
+                if list.get_ref().is_empty() {
+                    return Err(r.at(list, "algorithms", "must name at least one algorithm"));
+                }
+                c.algorithms = Algorithm::parse_list(&list.get_ref().join(","))
+                    .map_err(|e| r.at(list, "algorithms", e))?;
+            }
+            c.passes = w
+                .passes
+                .as_ref()
+                .map(|v| r.count(v, "passes", 1, 100_000))
+                .transpose()?;
+            if let Some(p) = &w.percent {
+                let v = *p.get_ref();
+                if !(v > 0.0 && v <= 100.0) {
+                    return Err(r.at(p, "percent", format!("{v} is not between 0 and 100")));
+                }
+                c.percent = Some(v);
+            }
+            if let Some(d) = &w.retention_delay {
+                c.retention_delay = r.duration(
+                    d,
+                    "retention_delay",
+                    Duration::from_millis(1),
+                    Duration::from_secs(24 * 3600),
+                )?;
+            }
+            WorkloadConfig::Vram(c)
+        }
+        "compute" => {
+            let shape = w.shape.as_ref().map(|s| s.get_ref().as_str());
+            let pulse = |v: &Option<Spanned<i64>>, key: &str| {
+                v.as_ref()
+                    .map(|v| r.count(v, key, 1, 60_000).map(u64::from))
+                    .transpose()
+            };
+            let (on_ms, off_ms) = (pulse(&w.on_ms, "on_ms")?, pulse(&w.off_ms, "off_ms")?);
+            if shape != Some("pulsed")
+                && let Some((key, v)) = [("on_ms", &w.on_ms), ("off_ms", &w.off_ms)]
+                    .into_iter()
+                    .find_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+            {
+                return Err(r.at(v, key, "applies only to shape = \"pulsed\""));
+            }
+            let shape = match shape {
+                None | Some("steady") => LoadShape::Steady,
+                Some("pulsed") => LoadShape::Pulsed {
+                    on_ms: on_ms.unwrap_or(100),
+                    off_ms: off_ms.unwrap_or(100),
+                },
+                Some("sweep") => LoadShape::Sweep,
+                Some(other) => {
+                    return Err(r.at(
+                        w.shape.as_ref().unwrap_or(&w.kind),
+                        "shape",
+                        format!("unknown load shape `{other}` (known: steady, pulsed, sweep)"),
+                    ));
+                }
+            };
+            WorkloadConfig::Compute(ComputeConfig {
+                shape,
+                rounds,
+                ..ComputeConfig::default()
+            })
+        }
+        "pcie" => {
+            let mut c = PcieConfig::default();
+            if let Some(m) = &w.max_bytes {
+                let bytes = parse_size(m.get_ref()).map_err(|e| r.at(m, "max_bytes", e))?;
+                if !(c.min_bytes..=16 << 30).contains(&bytes) {
+                    return Err(r.at(
+                        m,
+                        "max_bytes",
+                        format!("{} is outside 4KiB..16GiB", m.get_ref()),
+                    ));
+                }
+                c.max_bytes = bytes;
+            }
+            WorkloadConfig::Pcie(c)
+        }
+        _ => WorkloadConfig::Fragment(FragmentConfig {
+            rounds,
+            ..FragmentConfig::default()
+        }),
+    };
+    Ok(PlannedWorkload { weight, config })
+}
+
+/// Loads a profile by bundled name or from a path (anything with a `/` or ending in
+/// `.toml`).
+pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
+    if let Some((name, text)) = BUNDLED.iter().find(|(n, _)| *n == name_or_path) {
+        return parse(name, text);
+    }
+    if !(name_or_path.contains('/') || name_or_path.ends_with(".toml")) {
+        return Err(ProfileError {
+            file: name_or_path.to_owned(),
+            line: None,
+            key: None,
+            message: format!(
+                "no such profile (bundled: {}; or a path to a .toml file)",
+                BUNDLED.map(|(n, _)| n).join(", ")
+            ),
+        });
+    }
+    let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|e| ProfileError {
+        file: name_or_path.to_owned(),
+        line: None,
+        key: None,
+        message: format!("cannot be read ({e})"),
+    })?;
+    parse(name_or_path, &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bundled_profile_parses() {
+        for (name, text) in BUNDLED {
+            let p = parse(name, text).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!p.workloads.is_empty(), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_error_names_the_line_and_key() {
+        let e = parse(
+            "p.toml",
+            "description = \"x\"\n\n[[workload]]\nkind = \"vram\"\npasses = 0\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(5), Some("passes")));
+        assert_eq!(e.to_string(), "p.toml:5: `passes`: 0 is outside 1..=100000");
+    }
+}
