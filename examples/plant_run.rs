@@ -31,6 +31,7 @@ fn stuck(word: u64) -> PlantedFault {
 }
 
 fn main() -> ExitCode {
+    kiln::worker::main_if_worker();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [fault, out] = args.as_slice() else {
         eprintln!("usage: plant_run <fault> <out-dir> (faults: {FAULTS})");
@@ -119,6 +120,8 @@ fn main() -> ExitCode {
         progress: false,
         telemetry_interval: Some(Duration::from_millis(200)),
         thresholds: Default::default(),
+        step_timeout: Duration::from_secs(60),
+        test_hooks: Default::default(),
     };
     match kiln::run::run(&opts) {
         Ok(report) => {

@@ -209,6 +209,21 @@ def main():
         telemetry=nvml_failed("driver_not_loaded",
                               "the NVIDIA kernel driver is not loaded: no telemetry from NVML"))
 
+    # A device's worker: abandoned as hung on a card whose telemetry is healthy, and dead.
+    scenario("device_hung_quiet_card", {
+        "about": "the watchdog abandoned a device whose telemetry shows no Xid and no fault: a driver hang (software)",
+        "run_from": "device_hung_blind", "telemetry_fixture": "healthy_load", "exit_code": 3,
+        "result": "software", "codes": ["DEVICE_HANG"], "incomplete": False})
+    events = copy.deepcopy(events_of("device_hung_blind"))
+    for e in events:
+        if e["kind"] == "device_error":
+            e["error"] = "crash"
+            e["message"] = "the device's worker process ended before its test did (signal: 11 (SIGSEGV))"
+    scenario("worker_crashed", {
+        "about": "the device's worker process died of SIGSEGV inside the driver, on a card whose telemetry is healthy: software",
+        "run_from": "device_hung_blind", "telemetry_fixture": "healthy_load", "exit_code": 3,
+        "result": "software", "codes": ["WORKER_CRASHED"], "incomplete": False}, events=events)
+
     # A GPU kiln has no bandwidth reference for.
     events = h200_events(800.0, 700.0)
     for e in events:

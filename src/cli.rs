@@ -121,6 +121,16 @@ pub struct RunArgs {
     /// Print the plan (devices, workloads, estimated time, memory to test) and exit.
     #[arg(long)]
     pub dry_run: bool,
+    /// The watchdog: a device with no progress for this long is abandoned as hung
+    /// (default: the profile's).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub step_timeout: Option<Duration>,
+    /// Test only: open every selected device this many times, each a device of its own.
+    #[arg(long, value_name = "N", hide = true, value_parser = clap::value_parser!(u16).range(1..=16))]
+    pub replicate: Option<u16>,
+    /// Test only: the device (by its place in the run) whose worker stops responding.
+    #[arg(long, value_name = "N", hide = true)]
+    pub test_hang_device: Option<usize>,
     /// Device to test, by index, UUID or PCI address; repeat for several (default: every GPU).
     #[arg(long = "device", value_name = "DEVICE")]
     pub devices: Vec<String>,

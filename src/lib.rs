@@ -18,4 +18,5 @@ pub mod run;
 pub mod selftest;
 pub mod telemetry;
 pub mod verdict;
+pub mod worker;
 pub mod workload;

@@ -13,6 +13,7 @@ use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::AccessLayout;
 
 fn main() {
+    kiln::worker::main_if_worker();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -168,6 +169,11 @@ fn run_options(
         thresholds: match &args.thresholds {
             Some(_) => thresholds(&args.thresholds)?,
             None => profile.thresholds,
+        },
+        step_timeout: args.step_timeout.unwrap_or(profile.step_timeout),
+        test_hooks: kiln::run::TestHooks {
+            replicate: args.replicate.map_or(1, usize::from),
+            hang_slot: args.test_hang_device,
         },
     })
 }

@@ -1,25 +1,28 @@
 //! `kiln run`: discover, select, test every device, keep the evidence, report.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
-use std::sync::Arc;
-
 use crate::evidence::{
-    Event, EventSink, EvidenceError, JsonlWriter, Manifest, RunDir, default_run_dir, read_jsonl,
+    Event, EventSink, EventWriter, EvidenceError, JsonlWriter, Manifest, RunDir, default_run_dir,
     utc_timestamp,
 };
-use crate::gpu::{DeviceContext, DeviceInfo, GpuError, Vulkan};
-use crate::report::{DeviceReport, Report, exit_code};
+use crate::gpu::{DeviceInfo, GpuError, Vulkan};
+use crate::report::{Report, exit_code};
 use crate::telemetry;
-use crate::telemetry::record::TelemetryRecord;
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::verdict::thresholds::Thresholds;
+use crate::worker::{WORKER_ARG, WorkerJob, WorkerMessage};
 use crate::workload::compute::{ComputeConfig, ComputeTest};
 use crate::workload::fragment::{FragmentConfig, FragmentTest};
 use crate::workload::pcie::{PcieConfig, PcieTest};
 use crate::workload::vram::{VramConfig, VramTest};
-use crate::workload::{RunControl, Workload, WorkloadError, WorkloadStatus};
+use crate::workload::{Workload, WorkloadError};
 
 /// Everything `kiln run` was asked to do.
 #[derive(Debug, Clone)]
@@ -44,10 +47,24 @@ pub struct RunOptions {
     pub telemetry_interval: Option<Duration>,
     /// Thresholds of the verdict rules.
     pub thresholds: Thresholds,
+    /// The watchdog: a device with no progress for this long is abandoned as hung.
+    pub step_timeout: Duration,
+    /// Hooks for tests of the orchestration.
+    pub test_hooks: TestHooks,
+}
+
+/// Hooks that only tests use: several contexts on one device, and a planted hang.
+#[derive(Debug, Clone, Default)]
+pub struct TestHooks {
+    /// Open every selected device this many times, each as a device of its own (0 or 1:
+    /// once).
+    pub replicate: usize,
+    /// The device (by its place in the run) whose worker stops responding.
+    pub hang_slot: Option<usize>,
 }
 
 /// One workload of a plan and its share of the device's time budget.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PlannedWorkload {
     /// Parts of the budget (memory usually three to one for each other workload).
     pub weight: u32,
@@ -56,7 +73,7 @@ pub struct PlannedWorkload {
 }
 
 /// A workload and its settings.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "workload", rename_all = "snake_case")]
 pub enum WorkloadConfig {
     /// The VRAM pattern test.
@@ -90,7 +107,8 @@ impl WorkloadConfig {
         }
     }
 
-    fn build(&self) -> Box<dyn Workload> {
+    /// The workload, ready to run.
+    pub fn build(&self) -> Box<dyn Workload> {
         match self {
             WorkloadConfig::Vram(c) => Box::new(VramTest { config: c.clone() }),
             WorkloadConfig::Compute(c) => Box::new(ComputeTest { config: c.clone() }),
@@ -225,12 +243,47 @@ pub fn select_devices(
     Ok((chosen, notes))
 }
 
-/// Runs the test on every selected device and writes the run directory.
+/// Signals received during a run: the first stops the workloads at their next step, the
+/// second ends the run at once.
+static SIGNALS: AtomicUsize = AtomicUsize::new(0);
+
+fn install_signal_handler() {
+    SIGNALS.store(0, Ordering::SeqCst);
+    // One handler per process: a second run in the same process keeps the first.
+    let _ = ctrlc::set_handler(|| {
+        SIGNALS.fetch_add(1, Ordering::SeqCst);
+    });
+}
+
+/// The devices of a run: each with its place in the run (`info.index`, the name every
+/// record uses) and its index in Vulkan's enumeration.
+fn slots(devices: Vec<DeviceInfo>, replicate: usize) -> Vec<(usize, DeviceInfo)> {
+    if replicate <= 1 {
+        return devices.into_iter().map(|d| (d.index, d)).collect();
+    }
+    // Test only: the same device opened by several workers, each its own context.
+    let mut out = Vec::new();
+    for d in devices {
+        for copy in 0..replicate {
+            let mut info = d.clone();
+            info.index = out.len();
+            info.name = format!("{} (context {copy})", d.name);
+            out.push((d.index, info));
+        }
+    }
+    out
+}
+
+/// Runs the test on every selected device, all at once, each in its own worker process,
+/// and writes the run directory.
 pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     let started = Instant::now();
     let started_utc = utc_timestamp(SystemTime::now());
     let vulkan = Vulkan::new()?;
     let (devices, mut notes) = select_devices(&vulkan, &opts.devices)?;
+    drop(vulkan);
+    let slots = slots(devices, opts.test_hooks.replicate);
+    let infos: Vec<DeviceInfo> = slots.iter().map(|(_, info)| info.clone()).collect();
     let dir_path = opts.out.clone().unwrap_or_else(default_run_dir);
     // A run directory that cannot be made is the user's choice to fix: a usage error.
     let run_dir = RunDir::create(&dir_path).map_err(|e| AppError::Usage(e.to_string()))?;
@@ -238,20 +291,16 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         "profile": &opts.profile,
         "duration_s": opts.duration.map(|d| d.as_secs_f64()),
         "fence_timeout_s": opts.fence_timeout.as_secs_f64(),
+        "step_timeout_s": opts.step_timeout.as_secs_f64(),
         "telemetry_interval_s": opts.telemetry_interval.map(|d| d.as_secs_f64()),
         "stop_on_first_failure": opts.stop_on_first_failure,
         "plan": &opts.plan,
     });
-    run_dir.write_manifest(&Manifest::new(
-        devices.clone(),
-        settings,
-        started_utc.clone(),
-    ))?;
+    run_dir.write_manifest(&Manifest::new(infos.clone(), settings, started_utc))?;
     let mut events = run_dir.events(started)?;
     let sidecar = match opts.telemetry_interval {
         Some(interval) => {
-            let (sidecar, telemetry_notes) =
-                start_telemetry(&run_dir, &devices, interval, started)?;
+            let (sidecar, telemetry_notes) = start_telemetry(&run_dir, &infos, interval, started)?;
             notes.extend(telemetry_notes);
             Some(sidecar)
         }
@@ -268,38 +317,19 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
             },
         );
     }
-    let mut reports = Vec::new();
-    for info in &devices {
-        reports.push(test_device(
-            &vulkan,
-            info,
-            opts,
-            &mut events,
-            sidecar.as_ref(),
-        ));
-    }
+    install_signal_handler();
+    supervise(opts, &slots, &mut events, sidecar.as_ref())?;
     if let Some(s) = sidecar {
         s.stop();
-        attach_telemetry(&run_dir, &mut reports, &mut notes);
     }
-    for d in &mut reports {
-        d.judge(&opts.thresholds);
-    }
-    let run_id = dir_path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let mut report = crate::verdict::judge_dir(run_dir.path(), &opts.thresholds, true)
+        .map_err(|e| AppError::Usage(e.to_string()))?;
+    report.wall_s = started.elapsed().as_secs_f64();
     if let Err(e) = events.check() {
-        notes.push(format!("some evidence could not be written: {e}"));
+        report
+            .notes
+            .push(format!("some evidence could not be written: {e}"));
     }
-    let report = Report::new(
-        run_id,
-        dir_path.display().to_string(),
-        started_utc,
-        started.elapsed().as_secs_f64(),
-        notes,
-        reports,
-    );
     events.emit(
         None,
         Event::RunEnd {
@@ -316,107 +346,252 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     Ok(report)
 }
 
-fn test_device(
-    vulkan: &std::sync::Arc<Vulkan>,
-    info: &DeviceInfo,
+/// A device's worker, as the parent sees it.
+struct WorkerHandle {
+    slot: usize,
+    child: Child,
+    /// Open while the worker may go on; closed to ask it to stop.
+    stdin: Option<ChildStdin>,
+    last_alive: Instant,
+    /// The workload running now, for the hang's record.
+    running: Option<String>,
+    done: bool,
+    finished: bool,
+    bar: indicatif::ProgressBar,
+}
+
+/// Starts a worker per device and relays their evidence into the run's events until
+/// every one has finished, been abandoned as hung, or died; answers signals.
+fn supervise(
     opts: &RunOptions,
-    events: &mut dyn EventSink,
+    slots: &[(usize, DeviceInfo)],
+    events: &mut EventWriter,
     sidecar: Option<&Sidecar>,
-) -> DeviceReport {
-    let device = Some(info.index);
-    // Counters are snapshotted around every workload phase, per device.
-    let snapshot = |phase: &str, when: &str| {
-        if let Some(s) = sidecar {
-            s.snapshot(Some(info.index), phase, when);
+) -> Result<(), AppError> {
+    let exe = std::env::current_exe().map_err(|e| {
+        AppError::Usage(format!(
+            "cannot find kiln's own executable to start workers: {e}"
+        ))
+    })?;
+    let bars = indicatif::MultiProgress::with_draw_target(if opts.progress {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    });
+    let (tx, rx) = mpsc::channel::<(usize, Option<String>)>();
+    let mut workers = Vec::new();
+    for (vulkan_index, info) in slots {
+        let job = WorkerJob {
+            vulkan_index: *vulkan_index,
+            info: info.clone(),
+            duration: opts.duration,
+            plan: opts.plan.clone(),
+            stop_on_first_failure: opts.stop_on_first_failure,
+            fence_timeout: opts.fence_timeout,
+            hang_for_test: opts.test_hooks.hang_slot == Some(info.index),
+        };
+        let mut child = Command::new(&exe)
+            .arg(WORKER_ARG)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| AppError::Usage(format!("cannot start a device worker: {e}")))?;
+        let mut stdin = child.stdin.take();
+        if let Some(pipe) = stdin.as_mut() {
+            let line = serde_json::to_string(&job).unwrap_or_default() + "\n";
+            // A worker that cannot read its job ends at once and is recorded as such.
+            let _ = pipe.write_all(line.as_bytes());
+            let _ = pipe.flush();
         }
-    };
-    events.emit(
-        device,
-        Event::DeviceStart {
-            info: Box::new(info.clone()),
-        },
-    );
-    let mut ctx = match DeviceContext::open(vulkan, info) {
-        Ok(ctx) => ctx,
-        Err(e) => {
-            events.emit(
-                device,
-                Event::DeviceError {
-                    error: "open".into(),
-                    message: e.to_string(),
-                },
-            );
-            return DeviceReport::new(
-                info,
-                Vec::new(),
-                Some(format!("could not open the device: {e}")),
-            );
+        if let Some(out) = child.stdout.take() {
+            let tx = tx.clone();
+            let slot = info.index;
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines() {
+                    match line {
+                        Ok(line) => {
+                            if tx.send((slot, Some(line))).is_err() {
+                                return;
+                            }
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let _ = tx.send((slot, None));
+            });
         }
-    };
-    ctx.set_fence_timeout(opts.fence_timeout);
-    let mut workloads: Vec<(Box<dyn Workload>, u32)> = opts
+        let bar = bars.add(indicatif::ProgressBar::new_spinner());
+        bar.set_prefix(format!("GPU{} {}", info.index, info.name));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{prefix} {spinner} {elapsed} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        workers.push(WorkerHandle {
+            slot: info.index,
+            child,
+            stdin,
+            last_alive: Instant::now(),
+            running: None,
+            done: false,
+            finished: false,
+            bar,
+        });
+    }
+    drop(tx);
+    // Some steps idle on purpose (the retention test): the watchdog allows for them.
+    let idle_allowance = opts
         .plan
         .iter()
-        .map(|p| (p.config.build(), p.weight))
-        .collect();
-    // The time left is shared by the weights left, so what one workload does not use
-    // goes to the ones after it.
-    let device_deadline = opts.duration.map(|d| Instant::now() + d);
-    let mut weight_left: u32 = workloads.iter().map(|(_, w)| w).sum::<u32>().max(1);
-    let mut outcomes = Vec::new();
-    let mut failure = None;
-    for (w, weight) in workloads.iter_mut() {
-        let budget = device_deadline.map(|end| {
-            end.saturating_duration_since(Instant::now()) * *weight / weight_left.max(1)
-        });
-        weight_left = weight_left.saturating_sub(*weight);
-        let mut control = RunControl::new(budget);
-        if opts.progress {
-            control.progress = progress_bar(&info.name);
+        .filter_map(|p| match &p.config {
+            WorkloadConfig::Vram(v)
+                if v.algorithms
+                    .contains(&crate::workload::vram::algorithm::Algorithm::Retention) =>
+            {
+                Some(v.retention_delay)
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or_default();
+    let patience = opts.step_timeout + opts.fence_timeout + idle_allowance;
+    let mut stopping = false;
+    while workers.iter().any(|w| !w.finished) {
+        let signals = SIGNALS.load(Ordering::SeqCst);
+        if signals >= 1 && !stopping {
+            stopping = true;
+            events.emit(
+                None,
+                Event::Interrupted {
+                    message: "interrupted by a signal: the workloads stopped at their next step, and this verdict covers what ran before".into(),
+                },
+            );
+            for w in &mut workers {
+                w.stdin = None;
+            }
         }
-        snapshot(w.name(), "before");
-        let result = w.run(&mut ctx, &control, events);
-        control.progress.finish_and_clear();
-        snapshot(w.name(), "after");
-        match result {
-            Ok(outcome) => {
-                events.emit(
-                    device,
-                    Event::WorkloadEnd {
-                        workload: outcome.workload.clone(),
-                        status: outcome.status.name().into(),
-                        headline: outcome.headline.clone(),
-                        summary: outcome.summary.clone(),
-                    },
-                );
-                let failed = outcome.status == WorkloadStatus::Failed;
-                outcomes.push(outcome);
-                if failed && opts.stop_on_first_failure {
-                    events.emit(
-                        device,
-                        Event::Note {
-                            message: format!(
-                                "{} failed: the profile stops this device at its first failure",
-                                w.name()
-                            ),
-                        },
-                    );
-                    break;
+        if signals >= 2 {
+            for w in workers.iter_mut().filter(|w| !w.finished) {
+                let _ = w.child.kill();
+            }
+            events.emit(
+                None,
+                Event::Note {
+                    message: "a second signal ended the run at once: `kiln verdict` rebuilds the report from this directory".into(),
+                },
+            );
+            let _ = events.check();
+            std::process::exit(exit_code::INCONCLUSIVE);
+        }
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok((slot, Some(line))) => {
+                if let Some(w) = workers.iter_mut().find(|w| w.slot == slot && !w.finished) {
+                    w.last_alive = Instant::now();
+                    relay(w, &line, events, sidecar);
                 }
             }
-            Err(e) => {
+            Ok((slot, None)) => {
+                if let Some(w) = workers.iter_mut().find(|w| w.slot == slot && !w.finished) {
+                    let status = w.child.wait();
+                    if !w.done {
+                        events.emit(
+                            Some(slot),
+                            Event::DeviceError {
+                                error: "crash".into(),
+                                message: format!(
+                                    "the device's worker process ended before its test did ({}){}",
+                                    status
+                                        .map(|s| s.to_string())
+                                        .unwrap_or_else(|e| e.to_string()),
+                                    w.running
+                                        .as_deref()
+                                        .map(|r| format!(" during {r}"))
+                                        .unwrap_or_default()
+                                ),
+                            },
+                        );
+                    }
+                    w.finished = true;
+                    w.bar.finish_and_clear();
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        for w in workers.iter_mut().filter(|w| !w.finished) {
+            if w.last_alive.elapsed() > patience {
+                // Abandoned: killed so that it frees the device if it ever returns, and
+                // not waited for, since a process stuck in the driver may never exit.
+                let _ = w.child.kill();
+                let _ = w.child.try_wait();
                 events.emit(
-                    device,
+                    Some(w.slot),
                     Event::DeviceError {
-                        error: "workload".into(),
-                        message: e.to_string(),
+                        error: "hang".into(),
+                        message: format!(
+                            "no progress for {:.0} s{}: the watchdog abandoned the device",
+                            patience.as_secs_f64(),
+                            w.running
+                                .as_deref()
+                                .map(|r| format!(" during {r}"))
+                                .unwrap_or_default()
+                        ),
                     },
                 );
-                failure = Some(format!("{}: {e}", w.name()));
+                w.finished = true;
+                w.bar.finish_and_clear();
             }
         }
     }
-    DeviceReport::new(info, outcomes, failure)
+    Ok(())
+}
+
+/// One message from a worker: evidence into the events, a snapshot request to the
+/// sidecar, progress to the display.
+fn relay(w: &mut WorkerHandle, line: &str, events: &mut EventWriter, sidecar: Option<&Sidecar>) {
+    let Ok(message) = serde_json::from_str::<WorkerMessage>(line) else {
+        // Not a message: a library printing on stdout. Kept, not trusted.
+        events.emit(
+            Some(w.slot),
+            Event::Note {
+                message: format!(
+                    "worker output: {}",
+                    line.chars().take(200).collect::<String>()
+                ),
+            },
+        );
+        return;
+    };
+    match message {
+        WorkerMessage::Event(record) => {
+            match &record.event {
+                Event::WorkloadStart { workload, .. } => {
+                    w.running = Some(workload.clone());
+                    w.bar.set_message(workload.clone());
+                }
+                Event::Step {
+                    workload,
+                    algorithm,
+                    pass,
+                    op,
+                    ..
+                } => w
+                    .bar
+                    .set_message(format!("{workload} {algorithm} pass {pass} {op}")),
+                Event::WorkloadEnd { .. } => w.running = None,
+                _ => {}
+            }
+            w.bar.tick();
+            events.emit(record.device, record.event);
+        }
+        WorkerMessage::Snapshot { phase, when } => {
+            if let Some(s) = sidecar {
+                s.snapshot(Some(w.slot), &phase, &when);
+            }
+        }
+        WorkerMessage::Alive => w.bar.tick(),
+        WorkerMessage::Done => w.done = true,
+    }
 }
 
 /// Starts the sidecar writing `telemetry.jsonl`; returns it and the facts about what
@@ -437,29 +612,6 @@ fn start_telemetry(
     )
     .map_err(|e| AppError::Usage(format!("could not start the telemetry thread: {e}")))?;
     Ok((sidecar, notes))
-}
-
-/// Reads `telemetry.jsonl` back (the report is built from evidence, not memory) and
-/// gives each device its per-phase summary; facts that sources found unreadable become
-/// notes, each once.
-fn attach_telemetry(run_dir: &RunDir, reports: &mut [DeviceReport], notes: &mut Vec<String>) {
-    let path = run_dir.path().join("telemetry.jsonl");
-    match read_jsonl::<TelemetryRecord>(&path) {
-        Ok((records, _)) => crate::verdict::attach_telemetry(&records, reports, notes),
-        Err(e) => notes.push(format!("telemetry could not be read back: {e}")),
-    }
-}
-
-fn progress_bar(name: &str) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(0);
-    let style = indicatif::ProgressStyle::with_template(
-        "{prefix} {msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}",
-    )
-    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-    .progress_chars("=> ");
-    bar.set_style(style);
-    bar.set_prefix(name.to_owned());
-    bar
 }
 
 /// What `kiln run` would do, without doing it (`--dry-run`).

@@ -103,9 +103,16 @@ pub enum Event {
     },
     /// The device failed (lost, hung, out of memory) while working.
     DeviceError {
-        /// `device_lost`, `timeout`, `out_of_memory` or `other`.
+        /// `device_lost`, `timeout`, `out_of_memory`, `open`, `workload`, `hang` (the
+        /// watchdog abandoned it), `crash` (its worker process died) or `other`.
         error: String,
         /// The error in words.
+        message: String,
+    },
+    /// A signal (Ctrl+C, SIGTERM) asked the run to stop: what follows is what the
+    /// workloads finished before stopping.
+    Interrupted {
+        /// What happened, in words.
         message: String,
     },
     /// The run ended.

@@ -289,6 +289,8 @@ pub struct DeviceContext {
     lost: Option<String>,
     simulate_loss: bool,
     fence_timeout: Duration,
+    /// Submissions seen to finish: the watchdog's evidence that the device moves.
+    completed: Arc<AtomicU64>,
 }
 
 const SETS_PER_POOL: u32 = 256;
@@ -388,6 +390,7 @@ impl DeviceContext {
             lost: None,
             simulate_loss: false,
             fence_timeout: Duration::from_secs(10),
+            completed: Arc::new(AtomicU64::new(0)),
         };
         // SAFETY (this block): plain object creation on a live device with live infos.
         unsafe {
@@ -455,6 +458,12 @@ impl DeviceContext {
                 .map_err(|r| vk_err("vkCreatePipelineLayout", r))?;
         }
         Ok(ctx)
+    }
+
+    /// A counter of submissions seen to finish, to read from another thread: while it
+    /// grows the device is working, and when it stops a watchdog can tell.
+    pub fn completed_counter(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.completed)
     }
 
     /// The device this context drives.
@@ -868,7 +877,10 @@ impl DeviceContext {
         let d = &self.shared.device;
         // SAFETY: the fence is alive.
         match unsafe { d.wait_for_fences(&[self.fence], true, timeout.as_nanos() as u64) } {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.completed.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
             Err(vk::Result::TIMEOUT) => {
                 self.in_flight = Some(running.to_owned());
                 self.shared.in_flight.store(true, Ordering::Release);

@@ -356,10 +356,10 @@ pub fn render(report: &Report, telemetry: &[TelemetryRecord]) -> String {
         },
         report.result.word(),
         report.exit_code,
-        if report.incomplete {
-            " — incomplete evidence"
-        } else {
-            ""
+        match (report.interrupted, report.incomplete) {
+            (true, _) => " — interrupted: covers what ran before the signal",
+            (false, true) => " — incomplete evidence",
+            _ => "",
         }
     );
     let _ = write!(

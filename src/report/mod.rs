@@ -105,6 +105,18 @@ pub struct DeviceReport {
     /// How the device is installed: driver versions, the vendor's identity, other tenants.
     #[serde(default)]
     pub setup: Setup,
+    /// Failures of the device or its worker that ended its test (a loss, a hang, a crash).
+    #[serde(default)]
+    pub failures: Vec<DeviceFailure>,
+}
+
+/// A failure that ended (part of) a device's test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceFailure {
+    /// `device_lost`, `timeout`, `hang`, `crash`, `open`, `workload`, ...
+    pub error: String,
+    /// In words.
+    pub message: String,
 }
 
 /// How a device is installed, as the Vulkan driver and the telemetry sources saw it at the
@@ -180,6 +192,7 @@ impl DeviceReport {
             workloads,
             telemetry: Vec::new(),
             findings: Vec::new(),
+            failures: Vec::new(),
             setup: Setup {
                 vendor_id: info.vendor_id,
                 vulkan_driver_version: info.driver_version.clone(),
@@ -247,6 +260,9 @@ pub struct Report {
     /// the verdict rests on partial evidence.
     #[serde(default)]
     pub incomplete: bool,
+    /// True when a signal stopped the run: the verdict covers what ran before it.
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 impl Report {
@@ -279,6 +295,7 @@ impl Report {
             notes,
             devices,
             incomplete: false,
+            interrupted: false,
         }
     }
 }

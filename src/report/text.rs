@@ -45,8 +45,13 @@ pub fn summary(report: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "result: {} (exit {}), evidence in {}",
+        "result: {}{} (exit {}), evidence in {}",
         report.result.word(),
+        match (report.interrupted, report.incomplete) {
+            (true, _) => ", interrupted: covers what ran before the signal",
+            (false, true) => ", incomplete evidence",
+            _ => "",
+        },
         report.exit_code,
         report.run_dir
     );

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::evidence::{Event, EvidenceError, Manifest, read_events, read_jsonl, utc_timestamp};
 use crate::gpu::DeviceInfo;
-use crate::report::{DeviceReport, Report};
+use crate::report::{DeviceFailure, DeviceReport, Report};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::summary::summarize;
 use crate::workload::{WorkloadOutcome, WorkloadStatus};
@@ -42,12 +42,23 @@ struct DeviceEvidence {
     outcomes: Vec<WorkloadOutcome>,
     /// Workloads that started but never ended.
     unfinished: Vec<String>,
-    /// The first device failure recorded.
-    error: Option<String>,
+    /// The device failures recorded, in order.
+    errors: Vec<DeviceFailure>,
 }
 
 /// Rebuilds the report of the run in `dir`.
 pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report, VerdictError> {
+    judge_dir(dir, thresholds, false)
+}
+
+/// Judges the run in `dir`. `live` is for the run itself, which judges its evidence
+/// before it writes the `run_end` record; a rebuild without that record is of a run
+/// that never finished.
+pub fn judge_dir(
+    dir: &Path,
+    thresholds: &thresholds::Thresholds,
+    live: bool,
+) -> Result<Report, VerdictError> {
     let manifest_path = dir.join("manifest.json");
     if !manifest_path.is_file() {
         return Err(VerdictError::NotARunDir(dir.display().to_string()));
@@ -66,7 +77,8 @@ pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report
     let log = read_events(&dir.join("events.jsonl"))?;
     let mut notes = Vec::new();
     let mut devices: Vec<DeviceEvidence> = Vec::new();
-    let mut finished = false;
+    let mut finished = live;
+    let mut interrupted = false;
     let mut last_ms = 0.0;
     for r in &log.records {
         last_ms = r.t_ms;
@@ -76,7 +88,7 @@ pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report
                 info: (**info).clone(),
                 outcomes: Vec::new(),
                 unfinished: Vec::new(),
-                error: None,
+                errors: Vec::new(),
             }),
             (Event::WorkloadStart { workload, .. }, Some(d)) => {
                 if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
@@ -106,10 +118,17 @@ pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report
                     });
                 }
             }
-            (Event::DeviceError { message, .. }, Some(d)) => {
+            (Event::DeviceError { error, message }, Some(d)) => {
                 if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
-                    entry.error.get_or_insert_with(|| message.clone());
+                    entry.errors.push(DeviceFailure {
+                        error: error.clone(),
+                        message: message.clone(),
+                    });
                 }
+            }
+            (Event::Interrupted { message }, _) => {
+                interrupted = true;
+                notes.push(message.clone());
             }
             (Event::RunEnd { .. }, _) => finished = true,
             _ => {}
@@ -129,8 +148,9 @@ pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report
                  info,
                  outcomes,
                  unfinished,
-                 error,
+                 errors,
              }| {
+                let error = errors.first().map(|e| e.message.clone());
                 let failure = if unfinished.is_empty() {
                     error
                 } else {
@@ -140,7 +160,9 @@ pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report
                         error.map(|e| format!(" ({e})")).unwrap_or_default()
                     ))
                 };
-                DeviceReport::new(&info, outcomes, failure)
+                let mut report = DeviceReport::new(&info, outcomes, failure);
+                report.failures = errors;
+                report
             },
         )
         .collect();
@@ -161,6 +183,8 @@ pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report
             Err(e) => notes.push(format!("telemetry could not be read: {e}")),
         }
     }
+    // Workers start together, so their records interleave: report in device order.
+    reports.sort_by_key(|d| d.index);
     for d in &mut reports {
         d.judge(thresholds);
     }
@@ -177,6 +201,7 @@ pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report
         reports,
     );
     report.incomplete = incomplete;
+    report.interrupted = interrupted;
     report.finished_utc = utc_timestamp(std::time::SystemTime::now());
     Ok(report)
 }

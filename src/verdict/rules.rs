@@ -665,7 +665,7 @@ fn xids(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
 }
 
 fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Finding>) {
-    let errors: Vec<String> = device
+    let mut errors: Vec<String> = device
         .workloads
         .iter()
         .filter_map(|w| {
@@ -675,11 +675,18 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
                 .map(str::to_owned)
         })
         .collect();
+    // A worker the watchdog abandoned, or one that died, ended its test as a loss does.
+    let stopped = device
+        .failures
+        .iter()
+        .find(|f| f.error == "hang" || f.error == "crash");
+    errors.extend(stopped.map(|f| f.message.clone()));
     let Some(error) = errors.first() else {
         return;
     };
     let hardware_xid = xid_codes.iter().any(|c| [48, 79, 94, 95].contains(c));
     let app_xid = xid_codes.iter().any(|c| [13, 31, 43].contains(c));
+    let lost = errors.len() > usize::from(stopped.is_some());
     let (code, class, action) = if hardware_xid {
         (
             "DEVICE_LOST_HARDWARE",
@@ -692,11 +699,23 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
             Class::Software,
             "a shader or application fault: the card is likely fine",
         )
-    } else {
+    } else if lost {
         (
             "DEVICE_LOST_TIMEOUT",
             Class::Software,
             "a watchdog or driver timeout with no hardware evidence: check the driver",
+        )
+    } else if stopped.is_some_and(|f| f.error == "hang") {
+        (
+            "DEVICE_HANG",
+            Class::Software,
+            "the device stopped answering with no hardware evidence: check the driver and the kernel log, then rerun it alone",
+        )
+    } else {
+        (
+            "WORKER_CRASHED",
+            Class::Software,
+            "the device's worker process died (a driver crash is the usual cause): check the driver and the kernel log, then rerun",
         )
     };
     // Without telemetry no Xid could be seen, so "no hardware evidence" proves nothing: the

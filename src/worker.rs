@@ -1,0 +1,266 @@
+//! One device's test, in a process of its own. `kiln run` starts one worker per device
+//! (the same binary, with [`WORKER_ARG`]) so that a driver crash or a hang in one device's
+//! process cannot take the others, or their evidence, with it: the parent owns the run
+//! directory and the telemetry, and a worker only sends messages on its stdout.
+//!
+//! The parent writes the job as one JSON line on the worker's stdin and keeps the pipe
+//! open; closing it (or dying) asks the worker to stop at the next step, as SIGINT and
+//! SIGTERM do.
+
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::evidence::{Event, EventRecord, EventSink};
+use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
+use crate::run::PlannedWorkload;
+use crate::workload::{RunControl, WorkloadStatus};
+
+/// The first argument that makes a kiln binary a device worker.
+pub const WORKER_ARG: &str = "__kiln-device-worker";
+
+/// What one worker is to do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerJob {
+    /// The device's index in Vulkan's enumeration.
+    pub vulkan_index: usize,
+    /// The device as the run names it (`index` is its place in the run).
+    pub info: DeviceInfo,
+    /// Time budget, shared by the workloads by weight.
+    pub duration: Option<Duration>,
+    /// The workloads, in order.
+    pub plan: Vec<PlannedWorkload>,
+    /// Stop after the first workload that fails.
+    pub stop_on_first_failure: bool,
+    /// Bound on every wait for the device.
+    pub fence_timeout: Duration,
+    /// Test only: stop responding when the first workload starts, as a hung driver call
+    /// would (the watchdog's test).
+    #[serde(default)]
+    pub hang_for_test: bool,
+}
+
+/// What a worker tells the parent, one JSON line each.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum WorkerMessage {
+    /// Evidence to append to the run's events.
+    Event(EventRecord),
+    /// Snapshot the device's counters now (`phase`, `before` or `after`).
+    Snapshot {
+        /// The workload phase.
+        phase: String,
+        /// `before` or `after`.
+        when: String,
+    },
+    /// The device finished work since the last message: it is not hung.
+    Alive,
+    /// Every workload has ended.
+    Done,
+}
+
+/// The worker's stdout, shared by the test and the heartbeat.
+#[derive(Clone)]
+struct Pipe(Arc<Mutex<std::io::Stdout>>);
+
+impl Pipe {
+    fn send(&self, message: &WorkerMessage) {
+        let Ok(mut line) = serde_json::to_string(message) else {
+            return;
+        };
+        line.push('\n');
+        // A parent that is gone cannot be told; the stdin watcher stops the work.
+        if let Ok(mut out) = self.0.lock() {
+            let _ = out.write_all(line.as_bytes());
+            let _ = out.flush();
+        }
+    }
+}
+
+/// Sends events to the parent, naming the device by its place in the run.
+struct PipeSink {
+    pipe: Pipe,
+    slot: usize,
+    started: Instant,
+}
+
+impl EventSink for PipeSink {
+    fn emit(&mut self, device: Option<usize>, event: Event) {
+        self.pipe.send(&WorkerMessage::Event(EventRecord {
+            t_ms: self.started.elapsed().as_secs_f64() * 1e3,
+            device: device.map(|_| self.slot),
+            event,
+        }));
+    }
+}
+
+/// Runs as a worker when the first argument is [`WORKER_ARG`], and exits; otherwise
+/// returns. Every binary that calls [`crate::run::run`] calls this first.
+pub fn main_if_worker() {
+    if std::env::args().nth(1).as_deref() == Some(WORKER_ARG) {
+        std::process::exit(worker_main());
+    }
+}
+
+fn worker_main() -> i32 {
+    let mut line = String::new();
+    let job: WorkerJob = match std::io::stdin().lock().read_line(&mut line) {
+        Ok(_) => match serde_json::from_str(&line) {
+            Ok(job) => job,
+            Err(e) => {
+                eprintln!("kiln worker: the job is not valid ({e})");
+                return crate::report::exit_code::USAGE;
+            }
+        },
+        Err(e) => {
+            eprintln!("kiln worker: no job on stdin ({e})");
+            return crate::report::exit_code::USAGE;
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    // The parent closes stdin to ask for a stop, and a parent that dies closes it too:
+    // no worker keeps loading a GPU for nobody.
+    let watcher = Arc::clone(&stop);
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        while std::io::stdin()
+            .lock()
+            .read_line(&mut rest)
+            .is_ok_and(|n| n > 0)
+        {
+            rest.clear();
+        }
+        watcher.store(true, Ordering::Relaxed);
+    });
+    let on_signal = Arc::clone(&stop);
+    let _ = ctrlc::set_handler(move || on_signal.store(true, Ordering::Relaxed));
+    let pipe = Pipe(Arc::new(Mutex::new(std::io::stdout())));
+    let mut sink = PipeSink {
+        pipe: pipe.clone(),
+        slot: job.info.index,
+        started: Instant::now(),
+    };
+    test_device(&job, &stop, &pipe, &mut sink);
+    pipe.send(&WorkerMessage::Done);
+    0
+}
+
+/// Sends [`WorkerMessage::Alive`] each time the device has finished more work, until the
+/// test ends.
+fn heartbeat(pipe: Pipe, completed: Arc<AtomicU64>, ended: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        let mut seen = completed.load(Ordering::Relaxed);
+        while !ended.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(250));
+            let now = completed.load(Ordering::Relaxed);
+            if now != seen {
+                seen = now;
+                pipe.send(&WorkerMessage::Alive);
+            }
+        }
+    });
+}
+
+fn test_device(job: &WorkerJob, stop: &Arc<AtomicBool>, pipe: &Pipe, events: &mut PipeSink) {
+    let device = Some(job.info.index);
+    events.emit(
+        device,
+        Event::DeviceStart {
+            info: Box::new(job.info.clone()),
+        },
+    );
+    let opened = Vulkan::new().and_then(|vulkan| {
+        let physical = vulkan
+            .devices()?
+            .into_iter()
+            .find(|d| d.index == job.vulkan_index)
+            .ok_or_else(|| crate::gpu::GpuError::NoSuchDevice {
+                selector: job.vulkan_index.to_string(),
+            })?;
+        let ctx = DeviceContext::open(&vulkan, &physical)?;
+        Ok((vulkan, ctx))
+    });
+    let (_vulkan, mut ctx) = match opened {
+        Ok(v) => v,
+        Err(e) => {
+            events.emit(
+                device,
+                Event::DeviceError {
+                    error: "open".into(),
+                    message: format!("could not open the device: {e}"),
+                },
+            );
+            return;
+        }
+    };
+    ctx.set_fence_timeout(job.fence_timeout);
+    let ended = Arc::new(AtomicBool::new(false));
+    heartbeat(pipe.clone(), ctx.completed_counter(), Arc::clone(&ended));
+    // The time left is shared by the weights left, so what one workload does not use
+    // goes to the ones after it.
+    let device_deadline = job.duration.map(|d| Instant::now() + d);
+    let mut weight_left: u32 = job.plan.iter().map(|p| p.weight).sum::<u32>().max(1);
+    for planned in &job.plan {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if job.hang_for_test {
+            // As a driver call that never returns: deaf to stdin and signals alike.
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        let budget = device_deadline.map(|end| {
+            end.saturating_duration_since(Instant::now()) * planned.weight / weight_left.max(1)
+        });
+        weight_left = weight_left.saturating_sub(planned.weight);
+        let mut control = RunControl::new(budget);
+        control.stop = Arc::clone(stop);
+        let mut workload = planned.config.build();
+        let phase = workload.name();
+        let snapshot = |when: &str| {
+            pipe.send(&WorkerMessage::Snapshot {
+                phase: phase.into(),
+                when: when.into(),
+            })
+        };
+        snapshot("before");
+        let result = workload.run(&mut ctx, &control, events);
+        snapshot("after");
+        match result {
+            Ok(outcome) => {
+                events.emit(
+                    device,
+                    Event::WorkloadEnd {
+                        workload: outcome.workload.clone(),
+                        status: outcome.status.name().into(),
+                        headline: outcome.headline.clone(),
+                        summary: outcome.summary.clone(),
+                    },
+                );
+                if outcome.status == WorkloadStatus::Failed && job.stop_on_first_failure {
+                    events.emit(
+                        device,
+                        Event::Note {
+                            message: format!(
+                                "{} failed: the profile stops this device at its first failure",
+                                outcome.workload
+                            ),
+                        },
+                    );
+                    break;
+                }
+            }
+            Err(e) => events.emit(
+                device,
+                Event::DeviceError {
+                    error: "workload".into(),
+                    message: format!("{}: {e}", workload.name()),
+                },
+            ),
+        }
+    }
+    ended.store(true, Ordering::Relaxed);
+}

@@ -1,0 +1,218 @@
+//! Orchestration: devices in parallel, each in its own worker process; a hung device
+//! abandoned by the watchdog while the others finish; Ctrl+C and SIGTERM stopping the
+//! run with a verdict marked interrupted; a second signal ending it at once.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{json, kiln};
+
+/// A short run of every standard workload, on `replicate` contexts of the CPU device.
+fn parallel_run(out: &Path, extra: &[&str]) -> std::process::Output {
+    kiln()
+        .args([
+            "run",
+            "--replicate",
+            "2",
+            "--vram-bytes",
+            "16MiB",
+            "--passes",
+            "1",
+            "--algorithms",
+            "own-address",
+            "--pcie-max-bytes",
+            "1MiB",
+            "--json",
+        ])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+fn events(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn codes(device: &serde_json::Value) -> Vec<&str> {
+    device["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn two_devices_run_in_parallel_each_with_its_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = parallel_run(&dir.path().join("run"), &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    let devices = report["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2);
+    for (i, d) in devices.iter().enumerate() {
+        assert_eq!(d["index"], i);
+        assert_eq!(d["result"], "pass", "{d}");
+        assert_eq!(d["workloads"].as_array().unwrap().len(), 3);
+    }
+}
+
+#[test]
+fn a_hung_device_is_abandoned_and_the_other_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let started = Instant::now();
+    let out = parallel_run(
+        &run_dir,
+        &[
+            "--test-hang-device",
+            "1",
+            "--step-timeout",
+            "3s",
+            "--fence-timeout",
+            "1s",
+        ],
+    );
+    let wall = started.elapsed();
+    let report = json(&out);
+    assert_eq!(out.status.code(), Some(4), "a hung device is not a pass");
+    let devices = report["devices"].as_array().unwrap();
+    assert_eq!(devices[0]["result"], "pass", "{}", devices[0]);
+    assert_eq!(devices[0]["workloads"].as_array().unwrap().len(), 3);
+    assert_eq!(devices[1]["result"], "inconclusive");
+    assert_eq!(codes(&devices[1]), vec!["DEVICE_HANG"]);
+    assert_eq!(devices[1]["failures"][0]["error"], "hang");
+    let log = events(&run_dir);
+    let position = |pred: &dyn Fn(&serde_json::Value) -> bool| log.iter().position(pred).unwrap();
+    // Both started before the healthy one finished: they ran side by side.
+    let hung_start = position(&|e| e["kind"] == "device_start" && e["device"] == 1);
+    let healthy_end = log
+        .iter()
+        .rposition(|e| e["kind"] == "workload_end" && e["device"] == 0)
+        .unwrap();
+    assert!(
+        hung_start < healthy_end,
+        "the devices ran one after the other"
+    );
+    let hang = position(&|e| e["kind"] == "device_error" && e["error"] == "hang");
+    assert!(
+        hang < log.len() - 1,
+        "the run went on to its end after the hang"
+    );
+    assert_eq!(log.last().unwrap()["kind"], "run_end");
+    // The watchdog waited its patience (3 s step + 1 s fence), not forever.
+    assert!(wall < Duration::from_secs(60), "{wall:?}");
+}
+
+fn long_run(out: &Path) -> Child {
+    kiln()
+        .args([
+            "run",
+            "--profile",
+            "fleet",
+            "--vram-bytes",
+            "64MiB",
+            "--duration",
+            "120s",
+            "--workloads",
+            "vram,compute",
+            "--out",
+        ])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for_events(dir: &Path, lines: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read(dir.join("events.jsonl"))
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+        .unwrap_or(0)
+        < lines
+    {
+        assert!(Instant::now() < deadline, "the run wrote too few events");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{name}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait_with_limit(child: &mut Child, limit: Duration) -> (Option<i32>, Duration) {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status.code(), started.elapsed());
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the run did not stop within {limit:?} of the signal");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_signal_stops_the_run_with_an_interrupted_verdict_and_every_report() {
+    for name in ["INT", "TERM"] {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run");
+        let mut child = long_run(&run_dir);
+        wait_for_events(&run_dir, 12);
+        signal(&child, name);
+        let (code, took) = wait_with_limit(&mut child, Duration::from_secs(20));
+        eprintln!("SIG{name}: the run stopped {took:?} after the signal");
+        assert_eq!(code, Some(4), "SIG{name}: cut short is inconclusive");
+        for file in ["report.json", "report.html", "junit.xml", "kiln.prom"] {
+            assert!(run_dir.join(file).is_file(), "SIG{name}: {file} missing");
+        }
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run_dir.join("report.json")).unwrap()).unwrap();
+        assert_eq!(report["interrupted"], true);
+        assert_eq!(report["incomplete"], false, "the run ended in order");
+        let vram = &report["devices"][0]["workloads"][0];
+        assert_eq!(vram["workload"], "vram");
+        assert_eq!(vram["status"], "incomplete", "{vram}");
+        let log = events(&run_dir);
+        assert!(log.iter().any(|e| e["kind"] == "interrupted"));
+        assert_eq!(log.last().unwrap()["kind"], "run_end");
+    }
+}
+
+#[test]
+fn a_second_signal_ends_the_run_at_once_and_the_evidence_stays_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let mut child = long_run(&run_dir);
+    wait_for_events(&run_dir, 12);
+    signal(&child, "INT");
+    signal(&child, "INT");
+    let (code, _) = wait_with_limit(&mut child, Duration::from_secs(20));
+    assert_eq!(code, Some(4));
+    let out = common::verdict(&run_dir, &[]);
+    assert_eq!(out.status.code(), Some(4));
+    let report = json(&out);
+    assert_eq!(report["interrupted"], true);
+    assert_eq!(report["incomplete"], true, "no run_end was written");
+}
