@@ -109,6 +109,25 @@ def h200_events(verify_gbps, write_gbps):
     return events
 
 
+def pair(fp32_gops):
+    """The healthy H200 run as two H200s side by side, with these fp32 rates."""
+    base = h200_events(4100.0, 3900.0)
+    events = []
+    for e in base:
+        events.append(e)
+        if e.get("device") == 0:
+            twin = copy.deepcopy(e)
+            twin["device"] = 1
+            if twin["kind"] == "device_start":
+                twin["info"].update({"index": 1, "device_uuid": "7d5e4b6f-2c3d-4e6f-9a01-23456789abcd",
+                                     "pci_address": "0000:06:00.0"})
+            events.append(twin)
+    for e in events:
+        if e["kind"] == "workload_end" and e["workload"] == "compute":
+            e["summary"]["kinds"][0]["gops"] = fp32_gops[e["device"]]
+    return events
+
+
 def identity_changed(fixture, **fields):
     telemetry = read_jsonl(FIXTURES / f"{fixture}.jsonl")
     for r in telemetry:
@@ -223,6 +242,20 @@ def main():
         "about": "the device's worker process died of SIGSEGV inside the driver, on a card whose telemetry is healthy: software",
         "run_from": "device_hung_blind", "telemetry_fixture": "healthy_load", "exit_code": 3,
         "result": "software", "codes": ["WORKER_CRASHED"], "incomplete": False}, events=events)
+
+    # Two H200s in one run, the first with 20% less fp32 compute than the second.
+    scenario("h200_slower_than_its_peer", {
+        "about": "two H200s in one run; the first computes fp32 20% slower than its twin with nothing in its environment to explain it",
+        "run_from": "h200_healthy", "exit_code": 1, "result": "fail", "codes": ["PEER_SLOWER"],
+        "incomplete": False}, events=pair(fp32_gops=(40000.0, 50000.0)))
+    scenario("h200_slower_than_its_peer_while_throttled", {
+        "about": "the same pair, the slow one thermally throttled: its cooling explains it (environment)",
+        "run_from": "h200_slower_than_its_peer", "telemetry_fixture": "thermal_throttle", "exit_code": 2,
+        "result": "environment", "codes": ["THERMAL_THROTTLE", "PEER_SLOWER"], "incomplete": False})
+    scenario("h200_pair_within_tolerance", {
+        "about": "two H200s 5% apart in fp32 compute: within the 10% peers may differ by",
+        "run_from": "h200_healthy", "exit_code": 0, "result": "pass", "codes": [],
+        "incomplete": False}, events=pair(fp32_gops=(47500.0, 50000.0)))
 
     # A GPU kiln has no bandwidth reference for.
     events = h200_events(800.0, 700.0)

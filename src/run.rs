@@ -317,6 +317,9 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
             },
         );
     }
+    if let Some(s) = &sidecar {
+        preflight(s, &infos, opts.telemetry_interval.unwrap_or_default());
+    }
     install_signal_handler();
     supervise(opts, &slots, &mut events, sidecar.as_ref())?;
     if let Some(s) = sidecar {
@@ -345,6 +348,24 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     })?;
     Ok(report)
 }
+
+/// Before any load: the counters (ECC, remaps, retired pages, replays, AER) and a second of
+/// idle samples (throttle reasons, clocks, temperature, power at rest) as a phase of its
+/// own, `preflight`, so that what was wrong before kiln touched the card is told apart from
+/// what its load did. The identity (driver, other processes) and the Xid history were read
+/// when the sidecar started.
+fn preflight(sidecar: &Sidecar, devices: &[DeviceInfo], interval: Duration) {
+    for d in devices {
+        sidecar.snapshot(Some(d.index), PREFLIGHT, "before");
+    }
+    std::thread::sleep((interval * 3).max(Duration::from_secs(1)));
+    for d in devices {
+        sidecar.snapshot(Some(d.index), PREFLIGHT, "after");
+    }
+}
+
+/// The phase of idle evidence taken before any load.
+pub const PREFLIGHT: &str = "preflight";
 
 /// A device's worker, as the parent sees it.
 struct WorkerHandle {

@@ -312,8 +312,8 @@ fn without_nvml_the_run_says_so_once_and_keeps_its_exit_code() {
     let names: Vec<&str> = phases.iter().filter_map(|p| p["phase"].as_str()).collect();
     assert_eq!(
         names,
-        vec!["vram", "compute", "pcie"],
-        "every workload phase is marked, even with no counters"
+        vec!["preflight", "vram", "compute", "pcie"],
+        "the idle preflight and every workload phase are marked, even with no counters"
     );
     for p in phases {
         assert!(p["end_ms"].as_f64().unwrap() > p["start_ms"].as_f64().unwrap());

@@ -206,6 +206,17 @@ impl DeviceReport {
     /// that class is major or critical and at least of medium confidence.
     pub fn judge(&mut self, thresholds: &Thresholds) {
         self.findings = rules::judge(self, thresholds);
+        self.settle();
+    }
+
+    /// Adds findings that need more than this device's evidence (a comparison with its
+    /// peers) and settles the result again.
+    pub fn add_findings(&mut self, more: Vec<Finding>) {
+        self.findings.extend(more);
+        self.settle();
+    }
+
+    fn settle(&mut self) {
         let weighty = |class: Class| {
             self.findings.iter().find(|f| {
                 f.class == class

@@ -188,6 +188,10 @@ pub fn judge_dir(
     for d in &mut reports {
         d.judge(thresholds);
     }
+    let from_peers = rules::peers(&reports, thresholds);
+    for (d, more) in reports.iter_mut().zip(from_peers) {
+        d.add_findings(more);
+    }
     let run_id = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -830,3 +830,105 @@ fn telemetry_missing(device: &DeviceReport, out: &mut Vec<Finding>) {
         "install the vendor's driver tools (NVML for NVIDIA) or grant access to sysfs and the kernel log, then rerun",
     ));
 }
+
+/// The rates a device can be compared with its peers on: VRAM streaming (GiB/s), fp32
+/// compute (G ops/s) and PCIe each way (GB/s), from workloads that ran to their end.
+fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
+    let mut out = Vec::new();
+    for w in device.workloads.iter().filter(|w| {
+        w.status == crate::workload::WorkloadStatus::Passed
+            || w.status == crate::workload::WorkloadStatus::Failed
+    }) {
+        match w.workload.as_str() {
+            "vram" => {
+                if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
+                    out.push((
+                        "vram_gib_per_s",
+                        v.throughput
+                            .write
+                            .gib_per_s
+                            .max(v.throughput.verify.gib_per_s),
+                    ));
+                }
+            }
+            "compute" => {
+                if let Ok(c) = serde_json::from_value::<ComputeReport>(w.summary.clone()) {
+                    out.extend(
+                        c.kinds
+                            .iter()
+                            .filter(|k| k.rounds > 0)
+                            .map(|k| (k.kind.rate_name(), k.gops)),
+                    );
+                }
+            }
+            "pcie" => {
+                if let Ok(p) = serde_json::from_value::<PcieReport>(w.summary.clone()) {
+                    out.push(("pcie_h2d_gbps", p.peak_h2d_gbps));
+                    out.push(("pcie_d2h_gbps", p.peak_d2h_gbps));
+                }
+            }
+            _ => {}
+        }
+    }
+    out.retain(|(_, v)| v.is_finite() && *v > 0.0);
+    out
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    })
+}
+
+/// Devices of the same model in one run, each against the median of the others: one
+/// `peer_slow_share` below them in any rate is slower than its model should be. Its own
+/// environment findings (heat, power, the slot) explain it; without them it is the card.
+/// CPU devices share the host's cores, so they are never compared.
+pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
+    let all: Vec<Vec<(&str, f64)>> = devices.iter().map(rates).collect();
+    devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            if !d.kind.is_gpu() {
+                return Vec::new();
+            }
+            let peers: Vec<usize> = (0..devices.len())
+                .filter(|&j| j != i && devices[j].name == d.name && devices[j].kind.is_gpu())
+                .collect();
+            let slow: Vec<serde_json::Value> = all[i]
+                .iter()
+                .filter_map(|(name, value)| {
+                    let others: Vec<f64> = peers
+                        .iter()
+                        .filter_map(|&j| all[j].iter().find(|(n, _)| n == name).map(|(_, v)| *v))
+                        .collect();
+                    let m = median(others)?;
+                    (*value < (1.0 - t.peer_slow_share) * m).then(|| json!({"rate": name, "value": value, "peer_median": m, "share_below": 1.0 - value / m}))
+                })
+                .collect();
+            if slow.is_empty() {
+                return Vec::new();
+            }
+            let explained = d.findings.iter().any(|f| f.class == Class::Environment);
+            let what = slow
+                .iter()
+                .map(|s| format!("{} {:.0}% below", s["rate"].as_str().unwrap_or(""), 100.0 * s["share_below"].as_f64().unwrap_or(0.0)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let (class, summary, action) = if explained {
+                (Class::Environment, format!("slower than the {} other {} in this run ({what}), explained by its environment findings", peers.len(), d.name), "fix the environment findings, then compare again")
+            } else {
+                (Class::Hardware, format!("slower than the {} other {} in this run ({what}) with nothing in its environment to explain it", peers.len(), d.name), "rerun it alone and cool; RMA if it stays behind its peers")
+            };
+            vec![finding("PEER_SLOWER", class, Severity::Major, Confidence::Medium, summary, json!({"slow": slow, "peers": peers.iter().map(|&j| devices[j].index).collect::<Vec<_>>()}), action)]
+        })
+        .collect()
+}

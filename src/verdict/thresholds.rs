@@ -22,6 +22,9 @@ pub struct Thresholds {
     /// A site's own VRAM floor in GB/s, measured on its cards; 0 uses the product's
     /// reference ([`VRAM_REFERENCE_GBPS`]) times `vram_floor_share`.
     pub vram_floor_gbps: f64,
+    /// A device this share below the median of its peers (devices of the same model in
+    /// the same run) in a rate is a finding.
+    pub peer_slow_share: f64,
 }
 
 /// What tools measure as VRAM bandwidth on known products, in GB/s (REFERENCE.md §5): the
@@ -66,6 +69,7 @@ impl Default for Thresholds {
             replays_per_gts_lane_minute: 60e-12 * 1e9,
             vram_floor_share: 0.75,
             vram_floor_gbps: 0.0,
+            peer_slow_share: 0.10,
         }
     }
 }
@@ -103,6 +107,11 @@ pub fn table(t: &Thresholds) -> Vec<(&'static str, f64, &'static str)> {
             t.vram_floor_gbps,
             "the site's own floor from its cards (0: the product's reference x vram_floor_share)",
         ),
+        (
+            "peer_slow_share",
+            t.peer_slow_share,
+            "kiln default: 10% below the median of the same model's devices in the run",
+        ),
     ]
 }
 
@@ -123,6 +132,7 @@ impl Thresholds {
             ("throttle_share", self.throttle_share),
             ("pcie_low_share", self.pcie_low_share),
             ("vram_floor_share", self.vram_floor_share),
+            ("peer_slow_share", self.peer_slow_share),
         ] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("{name} must be between 0 and 1, not {v}"));

@@ -39,6 +39,15 @@ pub enum ComputeKind {
 }
 
 impl ComputeKind {
+    /// The name of this kind's rate in comparisons (`compute_fp32_gops`).
+    pub fn rate_name(self) -> &'static str {
+        match self {
+            ComputeKind::Fp32 => "compute_fp32_gops",
+            ComputeKind::Int32 => "compute_int32_gops",
+            ComputeKind::Fp16 => "compute_fp16_gops",
+        }
+    }
+
     fn spec(self) -> u32 {
         match self {
             ComputeKind::Fp32 | ComputeKind::Fp16 => 0,
