@@ -106,6 +106,7 @@ fn main() -> ExitCode {
                 WorkloadName::Compute => WorkloadConfig::Compute(compute.clone()),
                 WorkloadName::Pcie => WorkloadConfig::Pcie(pcie.clone()),
                 WorkloadName::Fragment => WorkloadConfig::Fragment(fragment.clone()),
+                other => WorkloadConfig::default_of(other),
             },
         })
         .collect();
@@ -115,6 +116,7 @@ fn main() -> ExitCode {
         duration: None,
         plan,
         stop_on_first_failure: false,
+        confirm: None,
         out: Some(PathBuf::from(out)),
         fence_timeout: Duration::from_secs(10),
         progress: false,

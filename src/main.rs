@@ -94,7 +94,11 @@ fn run_options(
         for name in names {
             if !plan.iter().any(|p| p.config.name() == name) {
                 plan.push(PlannedWorkload {
-                    weight: if name == WorkloadName::Vram { 3 } else { 1 },
+                    weight: if matches!(name, WorkloadName::Vram | WorkloadName::Heat) {
+                        3
+                    } else {
+                        1
+                    },
                     config: WorkloadConfig::default_of(name),
                 });
             }
@@ -105,38 +109,54 @@ fn run_options(
         None => None,
     };
     let retest_cap = args.retest_cap.or(profile.confirm.map(|c| c.retest_cap));
+    let vram_overrides = |v: &mut kiln::workload::vram::VramConfig| {
+        if let Some(a) = &algorithms {
+            v.algorithms = a.clone();
+        }
+        if args.vram.vram_bytes.is_some() {
+            v.percent = None;
+        }
+        v.bytes = args.vram.vram_bytes.or(v.bytes);
+        v.percent = args.vram.vram_percent.or(v.percent);
+        v.reserve_bytes = args.vram.reserve.or(v.reserve_bytes);
+        v.passes = args.passes.or(v.passes);
+        v.record_capacity = args.records.unwrap_or(v.record_capacity);
+        v.retest_cap = retest_cap.unwrap_or(v.retest_cap);
+        v.retention_delay = args.retention_delay.unwrap_or(v.retention_delay);
+        v.seed = args.seed.unwrap_or(v.seed);
+        v.layout = layout(&args.vram.layout).or(v.layout);
+        v.max_buffer_bytes = args.vram.max_buffer.or(v.max_buffer_bytes);
+        if let Some(word) = args.test_stuck_word {
+            v.planted = vec![kiln::workload::vram::engine::PlantedFault {
+                word,
+                and_mask: !(1 << 3),
+                or_mask: 1 << 9,
+                xor_mask: 0,
+                source: word,
+                persistent: true,
+            }];
+        }
+    };
+    let compute_overrides = |c: &mut kiln::workload::compute::ComputeConfig| {
+        if let Some(shape) = &args.load {
+            c.shape = match shape.as_str() {
+                "pulsed" => kiln::workload::compute::LoadShape::Pulsed {
+                    on_ms: 100,
+                    off_ms: 100,
+                },
+                "sweep" => kiln::workload::compute::LoadShape::Sweep,
+                _ => kiln::workload::compute::LoadShape::Steady,
+            };
+        }
+        c.rounds = args.passes.map(|p| p * 2).or(c.rounds);
+    };
     for p in &mut plan {
         match &mut p.config {
-            WorkloadConfig::Vram(v) => {
-                if let Some(a) = &algorithms {
-                    v.algorithms = a.clone();
-                }
-                v.bytes = args.vram.vram_bytes.or(v.bytes);
-                if args.vram.vram_bytes.is_some() {
-                    v.percent = None;
-                }
-                v.percent = args.vram.vram_percent.or(v.percent);
-                v.reserve_bytes = args.vram.reserve.or(v.reserve_bytes);
-                v.passes = args.passes.or(v.passes);
-                v.record_capacity = args.records.unwrap_or(v.record_capacity);
-                v.retest_cap = retest_cap.unwrap_or(v.retest_cap);
-                v.retention_delay = args.retention_delay.unwrap_or(v.retention_delay);
-                v.seed = args.seed.unwrap_or(v.seed);
-                v.layout = layout(&args.vram.layout).or(v.layout);
-                v.max_buffer_bytes = args.vram.max_buffer.or(v.max_buffer_bytes);
-            }
-            WorkloadConfig::Compute(c) => {
-                if let Some(shape) = &args.load {
-                    c.shape = match shape.as_str() {
-                        "pulsed" => kiln::workload::compute::LoadShape::Pulsed {
-                            on_ms: 100,
-                            off_ms: 100,
-                        },
-                        "sweep" => kiln::workload::compute::LoadShape::Sweep,
-                        _ => kiln::workload::compute::LoadShape::Steady,
-                    };
-                }
-                c.rounds = args.passes.map(|p| p * 2).or(c.rounds);
+            WorkloadConfig::Vram(v) => vram_overrides(v),
+            WorkloadConfig::Compute(c) => compute_overrides(c),
+            WorkloadConfig::Heat { vram, compute } => {
+                vram_overrides(vram);
+                compute_overrides(compute);
             }
             WorkloadConfig::Pcie(c) => c.max_bytes = args.pcie_max_bytes.unwrap_or(c.max_bytes),
             WorkloadConfig::Fragment(_) => {}
@@ -158,6 +178,7 @@ fn run_options(
         duration,
         plan,
         stop_on_first_failure: profile.stop_on_first_failure,
+        confirm: profile.confirm,
         out: args.out.clone(),
         fence_timeout: args
             .vram

@@ -30,7 +30,7 @@ pub const BUNDLED: [(&str, &str); 4] = [
 pub const DEFAULT_PROFILE: &str = "quick";
 
 /// What to do on a finding, to confirm it (the `rma` profile).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Confirm {
     /// Reruns of a workload that found something.
     pub repeat: u32,
@@ -136,12 +136,25 @@ struct RawWorkload {
 }
 
 /// Keys each workload kind takes (besides `kind` and `weight`).
-const KEYS: [(&str, &[&str]); 4] = [
+const KEYS: [(&str, &[&str]); 5] = [
     (
         "vram",
         &["algorithms", "passes", "percent", "retention_delay"],
     ),
     ("compute", &["shape", "on_ms", "off_ms", "rounds"]),
+    (
+        "heat",
+        &[
+            "algorithms",
+            "passes",
+            "percent",
+            "retention_delay",
+            "shape",
+            "on_ms",
+            "off_ms",
+            "rounds",
+        ],
+    ),
     ("pcie", &["max_bytes"]),
     ("fragment", &["rounds"]),
 ];
@@ -366,7 +379,7 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
         return Err(r.at(
             &w.kind,
             "kind",
-            format!("unknown workload `{kind}` (known: vram, compute, pcie, fragment)"),
+            format!("unknown workload `{kind}` (known: vram, compute, pcie, fragment, heat)"),
         ));
     };
     // A key set for another kind is a mistake, not something to ignore.
@@ -402,73 +415,12 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
         .map(|v| r.count(v, "rounds", 1, 1_000_000))
         .transpose()?;
     let config = match kind {
-        "vram" => {
-            let mut c = VramConfig::default();
-            if let Some(list) = &w.algorithms {
-                if list.get_ref().is_empty() {
-                    return Err(r.at(list, "algorithms", "must name at least one algorithm"));
-                }
-                c.algorithms = Algorithm::parse_list(&list.get_ref().join(","))
-                    .map_err(|e| r.at(list, "algorithms", e))?;
-            }
-            c.passes = w
-                .passes
-                .as_ref()
-                .map(|v| r.count(v, "passes", 1, 100_000))
-                .transpose()?;
-            if let Some(p) = &w.percent {
-                let v = *p.get_ref();
-                if !(v > 0.0 && v <= 100.0) {
-                    return Err(r.at(p, "percent", format!("{v} is not between 0 and 100")));
-                }
-                c.percent = Some(v);
-            }
-            if let Some(d) = &w.retention_delay {
-                c.retention_delay = r.duration(
-                    d,
-                    "retention_delay",
-                    Duration::from_millis(1),
-                    Duration::from_secs(24 * 3600),
-                )?;
-            }
-            WorkloadConfig::Vram(c)
-        }
-        "compute" => {
-            let shape = w.shape.as_ref().map(|s| s.get_ref().as_str());
-            let pulse = |v: &Option<Spanned<i64>>, key: &str| {
-                v.as_ref()
-                    .map(|v| r.count(v, key, 1, 60_000).map(u64::from))
-                    .transpose()
-            };
-            let (on_ms, off_ms) = (pulse(&w.on_ms, "on_ms")?, pulse(&w.off_ms, "off_ms")?);
-            if shape != Some("pulsed")
-                && let Some((key, v)) = [("on_ms", &w.on_ms), ("off_ms", &w.off_ms)]
-                    .into_iter()
-                    .find_map(|(k, v)| v.as_ref().map(|v| (k, v)))
-            {
-                return Err(r.at(v, key, "applies only to shape = \"pulsed\""));
-            }
-            let shape = match shape {
-                None | Some("steady") => LoadShape::Steady,
-                Some("pulsed") => LoadShape::Pulsed {
-                    on_ms: on_ms.unwrap_or(100),
-                    off_ms: off_ms.unwrap_or(100),
-                },
-                Some("sweep") => LoadShape::Sweep,
-                Some(other) => {
-                    return Err(r.at(
-                        w.shape.as_ref().unwrap_or(&w.kind),
-                        "shape",
-                        format!("unknown load shape `{other}` (known: steady, pulsed, sweep)"),
-                    ));
-                }
-            };
-            WorkloadConfig::Compute(ComputeConfig {
-                shape,
-                rounds,
-                ..ComputeConfig::default()
-            })
-        }
+        "vram" => WorkloadConfig::Vram(vram_config(r, w)?),
+        "compute" => WorkloadConfig::Compute(compute_config(r, w, rounds)?),
+        "heat" => WorkloadConfig::Heat {
+            vram: vram_config(r, w)?,
+            compute: compute_config(r, w, rounds)?,
+        },
         "pcie" => {
             let mut c = PcieConfig::default();
             if let Some(m) = &w.max_bytes {
@@ -490,6 +442,79 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
         }),
     };
     Ok(PlannedWorkload { weight, config })
+}
+
+fn vram_config(r: &Reader, w: &RawWorkload) -> Result<VramConfig, ProfileError> {
+    let mut c = VramConfig::default();
+    if let Some(list) = &w.algorithms {
+        if list.get_ref().is_empty() {
+            return Err(r.at(list, "algorithms", "must name at least one algorithm"));
+        }
+        c.algorithms = Algorithm::parse_list(&list.get_ref().join(","))
+            .map_err(|e| r.at(list, "algorithms", e))?;
+    }
+    c.passes = w
+        .passes
+        .as_ref()
+        .map(|v| r.count(v, "passes", 1, 100_000))
+        .transpose()?;
+    if let Some(p) = &w.percent {
+        let v = *p.get_ref();
+        if !(v > 0.0 && v <= 100.0) {
+            return Err(r.at(p, "percent", format!("{v} is not between 0 and 100")));
+        }
+        c.percent = Some(v);
+    }
+    if let Some(d) = &w.retention_delay {
+        c.retention_delay = r.duration(
+            d,
+            "retention_delay",
+            Duration::from_millis(1),
+            Duration::from_secs(24 * 3600),
+        )?;
+    }
+    Ok(c)
+}
+
+fn compute_config(
+    r: &Reader,
+    w: &RawWorkload,
+    rounds: Option<u32>,
+) -> Result<ComputeConfig, ProfileError> {
+    let shape = w.shape.as_ref().map(|s| s.get_ref().as_str());
+    let pulse = |v: &Option<Spanned<i64>>, key: &str| {
+        v.as_ref()
+            .map(|v| r.count(v, key, 1, 60_000).map(u64::from))
+            .transpose()
+    };
+    let (on_ms, off_ms) = (pulse(&w.on_ms, "on_ms")?, pulse(&w.off_ms, "off_ms")?);
+    if shape != Some("pulsed")
+        && let Some((key, v)) = [("on_ms", &w.on_ms), ("off_ms", &w.off_ms)]
+            .into_iter()
+            .find_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+    {
+        return Err(r.at(v, key, "applies only to shape = \"pulsed\""));
+    }
+    let shape = match shape {
+        None | Some("steady") => LoadShape::Steady,
+        Some("pulsed") => LoadShape::Pulsed {
+            on_ms: on_ms.unwrap_or(100),
+            off_ms: off_ms.unwrap_or(100),
+        },
+        Some("sweep") => LoadShape::Sweep,
+        Some(other) => {
+            return Err(r.at(
+                w.shape.as_ref().unwrap_or(&w.kind),
+                "shape",
+                format!("unknown load shape `{other}` (known: steady, pulsed, sweep)"),
+            ));
+        }
+    };
+    Ok(ComputeConfig {
+        shape,
+        rounds,
+        ..ComputeConfig::default()
+    })
 }
 
 /// Loads a profile by bundled name or from a path (anything with a `/` or ending in

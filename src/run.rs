@@ -37,6 +37,8 @@ pub struct RunOptions {
     pub plan: Vec<PlannedWorkload>,
     /// Stop a device's remaining workloads after the first that fails.
     pub stop_on_first_failure: bool,
+    /// Rerun a workload that found something, to confirm it.
+    pub confirm: Option<crate::profile::Confirm>,
     /// Run directory.
     pub out: Option<PathBuf>,
     /// Bound on every wait for the device.
@@ -84,6 +86,14 @@ pub enum WorkloadConfig {
     Pcie(PcieConfig),
     /// Allocator fragmentation and leak torture.
     Fragment(FragmentConfig),
+    /// The VRAM test and the compute load at once, on two contexts of the device: the
+    /// most heat and power it can be made to take.
+    Heat {
+        /// The VRAM test's settings.
+        vram: VramConfig,
+        /// The compute load's settings.
+        compute: ComputeConfig,
+    },
 }
 
 impl WorkloadConfig {
@@ -94,6 +104,7 @@ impl WorkloadConfig {
             WorkloadConfig::Compute(_) => WorkloadName::Compute,
             WorkloadConfig::Pcie(_) => WorkloadName::Pcie,
             WorkloadConfig::Fragment(_) => WorkloadName::Fragment,
+            WorkloadConfig::Heat { .. } => WorkloadName::Heat,
         }
     }
 
@@ -104,16 +115,28 @@ impl WorkloadConfig {
             WorkloadName::Compute => WorkloadConfig::Compute(ComputeConfig::default()),
             WorkloadName::Pcie => WorkloadConfig::Pcie(PcieConfig::default()),
             WorkloadName::Fragment => WorkloadConfig::Fragment(FragmentConfig::default()),
+            WorkloadName::Heat => WorkloadConfig::Heat {
+                vram: VramConfig::default(),
+                compute: ComputeConfig::default(),
+            },
         }
     }
 
-    /// The workload, ready to run.
-    pub fn build(&self) -> Box<dyn Workload> {
+    /// The workloads to run at once (one, or two for `heat`), ready to run.
+    pub fn build(&self) -> Vec<Box<dyn Workload + Send>> {
         match self {
-            WorkloadConfig::Vram(c) => Box::new(VramTest { config: c.clone() }),
-            WorkloadConfig::Compute(c) => Box::new(ComputeTest { config: c.clone() }),
-            WorkloadConfig::Pcie(c) => Box::new(PcieTest { config: c.clone() }),
-            WorkloadConfig::Fragment(c) => Box::new(FragmentTest { config: c.clone() }),
+            WorkloadConfig::Vram(c) => vec![Box::new(VramTest { config: c.clone() })],
+            WorkloadConfig::Compute(c) => vec![Box::new(ComputeTest { config: c.clone() })],
+            WorkloadConfig::Pcie(c) => vec![Box::new(PcieTest { config: c.clone() })],
+            WorkloadConfig::Fragment(c) => vec![Box::new(FragmentTest { config: c.clone() })],
+            WorkloadConfig::Heat { vram, compute } => vec![
+                Box::new(VramTest {
+                    config: vram.clone(),
+                }),
+                Box::new(ComputeTest {
+                    config: compute.clone(),
+                }),
+            ],
         }
     }
 }
@@ -130,9 +153,22 @@ pub enum WorkloadName {
     Pcie,
     /// Allocator fragmentation and leak torture.
     Fragment,
+    /// VRAM and compute at once, for heat.
+    Heat,
 }
 
 impl WorkloadName {
+    /// The name in evidence and reports (`vram`, `heat`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadName::Vram => "vram",
+            WorkloadName::Compute => "compute",
+            WorkloadName::Pcie => "pcie",
+            WorkloadName::Fragment => "fragment",
+            WorkloadName::Heat => "heat",
+        }
+    }
+
     /// Parses a comma-separated list (`vram,compute`).
     pub fn parse_list(list: &str) -> Result<Vec<WorkloadName>, String> {
         let mut out = Vec::new();
@@ -142,9 +178,10 @@ impl WorkloadName {
                 "compute" => WorkloadName::Compute,
                 "pcie" => WorkloadName::Pcie,
                 "fragment" => WorkloadName::Fragment,
+                "heat" => WorkloadName::Heat,
                 other => {
                     return Err(format!(
-                        "unknown workload `{other}` (known: vram, compute, pcie, fragment)"
+                        "unknown workload `{other}` (known: vram, compute, pcie, fragment, heat)"
                     ));
                 }
             };
@@ -409,6 +446,7 @@ fn supervise(
             plan: opts.plan.clone(),
             stop_on_first_failure: opts.stop_on_first_failure,
             fence_timeout: opts.fence_timeout,
+            confirm: opts.confirm,
             hang_for_test: opts.test_hooks.hang_slot == Some(info.index),
         };
         let mut child = Command::new(&exe)
@@ -713,12 +751,7 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
                 }
                 WorkloadConfig::Compute(c) => format!(
                     "{} load, fp32/int32/fp16 verified{}",
-                    match c.shape {
-                        crate::workload::compute::LoadShape::Steady => "steady".to_owned(),
-                        crate::workload::compute::LoadShape::Pulsed { on_ms, off_ms } =>
-                            format!("pulsed ({on_ms} ms on / {off_ms} ms off)"),
-                        crate::workload::compute::LoadShape::Sweep => "swept 10%..100%".to_owned(),
-                    },
+                    shape_name(&c.shape),
                     c.rounds
                         .map(|r| format!(", {r} rounds"))
                         .unwrap_or_default()
@@ -730,6 +763,16 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
                 ),
                 WorkloadConfig::Fragment(_) => {
                     "allocate and free under a memory cap; fragmentation and leaks".into()
+                }
+                WorkloadConfig::Heat { vram, compute } => {
+                    let sizing = crate::workload::vram::plan_size(info, vram)?;
+                    vram_bytes = vram_bytes.max(Some(sizing.sized_bytes));
+                    heap_bytes = Some(sizing.heap_bytes);
+                    format!(
+                        "{} GiB of VRAM patterns and {} compute at once, for heat",
+                        gib(sizing.sized_bytes),
+                        shape_name(&compute.shape)
+                    )
                 }
             };
             steps.push(PlannedStep {
@@ -757,6 +800,16 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
         notes,
         devices: plans,
     })
+}
+
+fn shape_name(shape: &crate::workload::compute::LoadShape) -> String {
+    match shape {
+        crate::workload::compute::LoadShape::Steady => "steady".to_owned(),
+        crate::workload::compute::LoadShape::Pulsed { on_ms, off_ms } => {
+            format!("pulsed ({on_ms} ms on / {off_ms} ms off)")
+        }
+        crate::workload::compute::LoadShape::Sweep => "swept 10%..100%".to_owned(),
+    }
 }
 
 fn gib(bytes: u64) -> String {

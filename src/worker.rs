@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::evidence::{Event, EventRecord, EventSink};
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
+use crate::profile::Confirm;
 use crate::run::PlannedWorkload;
 use crate::workload::{RunControl, WorkloadStatus};
 
@@ -37,6 +38,9 @@ pub struct WorkerJob {
     pub stop_on_first_failure: bool,
     /// Bound on every wait for the device.
     pub fence_timeout: Duration,
+    /// Rerun a workload that found something, to confirm it.
+    #[serde(default)]
+    pub confirm: Option<Confirm>,
     /// Test only: stop responding when the first workload starts, as a hung driver call
     /// would (the watchdog's test).
     #[serde(default)]
@@ -180,9 +184,9 @@ fn test_device(job: &WorkerJob, stop: &Arc<AtomicBool>, pipe: &Pipe, events: &mu
                 selector: job.vulkan_index.to_string(),
             })?;
         let ctx = DeviceContext::open(&vulkan, &physical)?;
-        Ok((vulkan, ctx))
+        Ok((vulkan, physical, ctx))
     });
-    let (_vulkan, mut ctx) = match opened {
+    let (vulkan, physical, ctx) = match opened {
         Ok(v) => v,
         Err(e) => {
             events.emit(
@@ -195,9 +199,20 @@ fn test_device(job: &WorkerJob, stop: &Arc<AtomicBool>, pipe: &Pipe, events: &mu
             return;
         }
     };
-    ctx.set_fence_timeout(job.fence_timeout);
+    let mut device_ctx = Contexts {
+        vulkan,
+        physical,
+        main: ctx,
+        second: None,
+        fence_timeout: job.fence_timeout,
+    };
+    device_ctx.main.set_fence_timeout(job.fence_timeout);
     let ended = Arc::new(AtomicBool::new(false));
-    heartbeat(pipe.clone(), ctx.completed_counter(), Arc::clone(&ended));
+    heartbeat(
+        pipe.clone(),
+        device_ctx.main.completed_counter(),
+        Arc::clone(&ended),
+    );
     // The time left is shared by the weights left, so what one workload does not use
     // goes to the ones after it.
     let device_deadline = job.duration.map(|d| Instant::now() + d);
@@ -216,21 +231,138 @@ fn test_device(job: &WorkerJob, stop: &Arc<AtomicBool>, pipe: &Pipe, events: &mu
             end.saturating_duration_since(Instant::now()) * planned.weight / weight_left.max(1)
         });
         weight_left = weight_left.saturating_sub(planned.weight);
-        let mut control = RunControl::new(budget);
-        control.stop = Arc::clone(stop);
-        let mut workload = planned.config.build();
-        let phase = workload.name();
-        let snapshot = |when: &str| {
-            pipe.send(&WorkerMessage::Snapshot {
-                phase: phase.into(),
-                when: when.into(),
-            })
-        };
-        snapshot("before");
-        let result = workload.run(&mut ctx, &control, events);
-        snapshot("after");
+        let mut failed = run_planned(planned, budget, &mut device_ctx, stop, pipe, events);
+        // To confirm: a workload that found something runs again, with the same seeds, so
+        // the report can say whether it reproduces.
+        if failed && let Some(confirm) = job.confirm {
+            for rerun in 1..=confirm.repeat {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                events.emit(
+                    device,
+                    Event::Note {
+                        message: format!(
+                            "confirming {}: run {} of {}",
+                            planned.config.name().as_str(),
+                            rerun + 1,
+                            confirm.repeat + 1
+                        ),
+                    },
+                );
+                failed |= run_planned(planned, budget, &mut device_ctx, stop, pipe, events);
+            }
+        }
+        if failed && job.stop_on_first_failure {
+            events.emit(
+                device,
+                Event::Note {
+                    message: format!(
+                        "{} failed: the profile stops this device at its first failure",
+                        planned.config.name().as_str()
+                    ),
+                },
+            );
+            break;
+        }
+    }
+    ended.store(true, Ordering::Relaxed);
+}
+
+/// The device's contexts: the main one, and a second opened on first need for workloads
+/// that run at once.
+struct Contexts {
+    vulkan: Arc<Vulkan>,
+    physical: DeviceInfo,
+    main: DeviceContext,
+    second: Option<DeviceContext>,
+    fence_timeout: Duration,
+}
+
+/// Runs one planned workload (two at once for `heat`) between counter snapshots and
+/// records how each ended; true when one failed.
+fn run_planned(
+    planned: &PlannedWorkload,
+    budget: Option<Duration>,
+    contexts: &mut Contexts,
+    stop: &Arc<AtomicBool>,
+    pipe: &Pipe,
+    events: &mut PipeSink,
+) -> bool {
+    let device = Some(events.slot);
+    let control = || {
+        let mut c = RunControl::new(budget);
+        c.stop = Arc::clone(stop);
+        c
+    };
+    let mut workloads = planned.config.build();
+    let phase = planned.config.name().as_str();
+    let snapshot = |when: &str| {
+        pipe.send(&WorkerMessage::Snapshot {
+            phase: phase.into(),
+            when: when.into(),
+        })
+    };
+    snapshot("before");
+    let mut results = Vec::new();
+    if let [first, second] = workloads.as_mut_slice() {
+        if contexts.second.is_none() {
+            match DeviceContext::open(&contexts.vulkan, &contexts.physical) {
+                Ok(mut c) => {
+                    c.set_fence_timeout(contexts.fence_timeout);
+                    contexts.second = Some(c);
+                }
+                Err(e) => events.emit(
+                    device,
+                    Event::DeviceError {
+                        error: "open".into(),
+                        message: format!("could not open a second context for {phase}: {e}"),
+                    },
+                ),
+            }
+        }
+        if let Some(ctx2) = contexts.second.as_mut() {
+            let mut sink2 = PipeSink {
+                pipe: events.pipe.clone(),
+                slot: events.slot,
+                started: events.started,
+            };
+            let (c1, c2) = (control(), control());
+            let main = &mut contexts.main;
+            let (r1, r2) = std::thread::scope(|s| {
+                let other = s.spawn(|| second.run(ctx2, &c2, &mut sink2));
+                let r1 = first.run(main, &c1, events);
+                (r1, other.join())
+            });
+            results.push((first.name(), r1));
+            match r2 {
+                Ok(r) => results.push((second.name(), r)),
+                Err(_) => events.emit(
+                    device,
+                    Event::DeviceError {
+                        error: "workload".into(),
+                        message: format!("{}: the thread running it panicked", second.name()),
+                    },
+                ),
+            }
+        }
+    } else {
+        for w in workloads.iter_mut() {
+            let r = w.run(&mut contexts.main, &control(), events);
+            results.push((w.name(), r));
+        }
+    }
+    snapshot("after");
+    let together = results.len() > 1;
+    let mut failed = false;
+    for (name, result) in results {
         match result {
-            Ok(outcome) => {
+            Ok(mut outcome) => {
+                failed |= outcome.status == WorkloadStatus::Failed;
+                if together && let Some(map) = outcome.summary.as_object_mut() {
+                    // Rates measured beside another load are not the device's alone.
+                    map.insert("together_with".into(), phase.into());
+                }
                 events.emit(
                     device,
                     Event::WorkloadEnd {
@@ -240,27 +372,15 @@ fn test_device(job: &WorkerJob, stop: &Arc<AtomicBool>, pipe: &Pipe, events: &mu
                         summary: outcome.summary.clone(),
                     },
                 );
-                if outcome.status == WorkloadStatus::Failed && job.stop_on_first_failure {
-                    events.emit(
-                        device,
-                        Event::Note {
-                            message: format!(
-                                "{} failed: the profile stops this device at its first failure",
-                                outcome.workload
-                            ),
-                        },
-                    );
-                    break;
-                }
             }
             Err(e) => events.emit(
                 device,
                 Event::DeviceError {
                     error: "workload".into(),
-                    message: format!("{}: {e}", workload.name()),
+                    message: format!("{name}: {e}"),
                 },
             ),
         }
     }
-    ended.store(true, Ordering::Relaxed);
+    failed
 }

@@ -220,3 +220,142 @@ fn a_second_signal_ends_the_run_at_once_and_the_evidence_stays_readable() {
     assert_eq!(report["interrupted"], true);
     assert_eq!(report["incomplete"], true, "no run_end was written");
 }
+
+fn run_with(out: &Path, args: &[&str]) -> std::process::Output {
+    kiln()
+        .arg("run")
+        .args(args)
+        .args(["--json", "--out"])
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_finding_is_confirmed_by_rerunning_its_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("confirm.toml");
+    std::fs::write(
+        &profile,
+        "description = \"confirm\"\n[confirm]\nrepeat = 2\n[[workload]]\nkind = \"vram\"\nalgorithms = [\"own-address\"]\npasses = 1\n[[workload]]\nkind = \"pcie\"\nmax_bytes = \"1MiB\"\n",
+    )
+    .unwrap();
+    let run_dir = dir.path().join("run");
+    let out = run_with(
+        &run_dir,
+        &[
+            "--profile",
+            profile.to_str().unwrap(),
+            "--vram-bytes",
+            "16MiB",
+            "--test-stuck-word",
+            "1000",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&out);
+    let device = &report["devices"][0];
+    let stuck: Vec<&serde_json::Value> = device["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "VRAM_STUCK_BIT")
+        .collect();
+    assert_eq!(stuck.len(), 1, "one finding for the three runs");
+    assert_eq!(stuck[0]["evidence"]["found_in_runs"], 3);
+    assert_eq!(stuck[0]["evidence"]["runs"], 3);
+    let runs: Vec<&str> = device["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        runs,
+        vec!["vram", "vram", "vram", "pcie"],
+        "only the failing workload reruns"
+    );
+}
+
+#[test]
+fn the_first_failure_ends_a_device_when_the_profile_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_with(
+        &dir.path().join("run"),
+        &[
+            "--profile",
+            "fleet",
+            "--vram-bytes",
+            "16MiB",
+            "--passes",
+            "1",
+            "--algorithms",
+            "own-address",
+            "--test-stuck-word",
+            "1000",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&out);
+    let workloads = report["devices"][0]["workloads"].as_array().unwrap();
+    assert_eq!(workloads.len(), 1, "compute and PCIe never started");
+    assert_eq!(workloads[0]["status"], "failed");
+}
+
+#[test]
+fn heat_runs_vram_and_compute_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = run_with(
+        &run_dir,
+        &[
+            "--workloads",
+            "heat",
+            "--vram-bytes",
+            "16MiB",
+            "--algorithms",
+            "own-address,random",
+            "--passes",
+            "2",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    let workloads = report["devices"][0]["workloads"].as_array().unwrap();
+    let names: Vec<&str> = workloads
+        .iter()
+        .map(|w| w["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["vram", "compute"]);
+    for w in workloads {
+        assert_eq!(w["summary"]["together_with"], "heat");
+        assert_eq!(w["status"], "passed");
+    }
+    let phases: Vec<&str> = report["devices"][0]["telemetry"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, vec!["preflight", "heat"]);
+    let log = events(&run_dir);
+    let started = |name: &str| {
+        log.iter()
+            .position(|e| e["kind"] == "workload_start" && e["workload"] == name)
+            .unwrap()
+    };
+    let ended = |name: &str| {
+        log.iter()
+            .position(|e| e["kind"] == "workload_end" && e["workload"] == name)
+            .unwrap()
+    };
+    assert!(
+        started("compute") < ended("vram") && started("vram") < ended("compute"),
+        "the two ran side by side"
+    );
+}

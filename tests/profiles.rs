@@ -416,7 +416,7 @@ fn a_dry_run_prints_the_plan_and_runs_nothing() {
     assert_eq!(plan["duration_s"], 4.0 * 3600.0);
     let device = &plan["devices"][0];
     assert!(device["vram_bytes"].as_u64().unwrap() > 0);
-    assert_eq!(device["workloads"].as_array().unwrap().len(), 7);
+    assert_eq!(device["workloads"].as_array().unwrap().len(), 8);
     assert!(
         !dir.path().join("run").exists(),
         "a dry run writes no run directory"

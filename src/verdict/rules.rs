@@ -38,12 +38,19 @@ fn finding(
 /// Every finding about one device.
 pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
+    // Findings from each run of a workload: a workload rerun to confirm (the rma
+    // profile) gives one finding per code, saying in how many of its runs it was found.
+    let mut from_runs: Vec<(&str, Vec<Finding>)> = Vec::new();
     for w in &device.workloads {
+        let mut out = Vec::new();
         match w.workload.as_str() {
             "vram" => {
                 if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
                     vram(&v, &mut out);
-                    vram_bandwidth(device, &v, t, &mut out);
+                    // Rates measured beside another load are not the device's alone.
+                    if w.summary.get("together_with").is_none() {
+                        vram_bandwidth(device, &v, t, &mut out);
+                    }
                 }
             }
             "compute" => {
@@ -63,7 +70,9 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
             }
             _ => {}
         }
+        from_runs.push((w.workload.as_str(), out));
     }
+    out.extend(merge_runs(from_runs));
     let xid_codes: Vec<u32> = device
         .telemetry
         .iter()
@@ -80,6 +89,48 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     setup(device, &mut out);
     telemetry_missing(device, &mut out);
     out
+}
+
+/// One finding per workload and code: the first run's, with the count of runs that found
+/// it when the workload ran more than once.
+fn merge_runs(runs: Vec<(&str, Vec<Finding>)>) -> Vec<Finding> {
+    let mut merged: Vec<(&str, Finding, usize)> = Vec::new();
+    for (workload, findings) in &runs {
+        let mut seen_here: Vec<&str> = Vec::new();
+        for f in findings {
+            if seen_here.contains(&f.code.as_str()) {
+                // The same code twice from one run (a degraded link's width and
+                // generation) stays as it is.
+                merged.push((workload, f.clone(), 1));
+                continue;
+            }
+            seen_here.push(&f.code);
+            match merged
+                .iter_mut()
+                .find(|(w, m, _)| w == workload && m.code == f.code)
+            {
+                Some((_, _, found)) => *found += 1,
+                None => merged.push((workload, f.clone(), 1)),
+            }
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(workload, mut f, found)| {
+            let ran = runs.iter().filter(|(w, _)| *w == workload).count();
+            if ran > 1 {
+                f.summary = format!(
+                    "{} (found in {found} of {ran} runs of {workload})",
+                    f.summary
+                );
+                if let Some(map) = f.evidence.as_object_mut() {
+                    map.insert("found_in_runs".into(), found.into());
+                    map.insert("runs".into(), ran.into());
+                }
+            }
+            f
+        })
+        .collect()
 }
 
 fn vram(v: &VramReport, out: &mut Vec<Finding>) {
@@ -835,10 +886,13 @@ fn telemetry_missing(device: &DeviceReport, out: &mut Vec<Finding>) {
 /// compute (G ops/s) and PCIe each way (GB/s), from workloads that ran to their end.
 fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
     let mut out = Vec::new();
-    for w in device.workloads.iter().filter(|w| {
-        w.status == crate::workload::WorkloadStatus::Passed
-            || w.status == crate::workload::WorkloadStatus::Failed
-    }) {
+    let finished = |w: &&crate::workload::WorkloadOutcome| {
+        matches!(
+            w.status,
+            crate::workload::WorkloadStatus::Passed | crate::workload::WorkloadStatus::Failed
+        ) && w.summary.get("together_with").is_none()
+    };
+    for w in device.workloads.iter().filter(finished) {
         match w.workload.as_str() {
             "vram" => {
                 if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
