@@ -117,6 +117,7 @@ fn main() -> ExitCode {
         plan,
         stop_on_first_failure: false,
         confirm: None,
+        wait_idle: false,
         out: Some(PathBuf::from(out)),
         fence_timeout: Duration::from_secs(10),
         progress: false,

@@ -121,6 +121,10 @@ pub struct RunArgs {
     /// Print the plan (devices, workloads, estimated time, memory to test) and exit.
     #[arg(long)]
     pub dry_run: bool,
+    /// Wait for each GPU to be idle and cool (under 10% busy, under 50 °C; at most 10
+    /// minutes) before starting and between workloads (default: the profile's).
+    #[arg(long)]
+    pub wait_idle: bool,
     /// The watchdog: a device with no progress for this long is abandoned as hung
     /// (default: the profile's).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]

@@ -179,6 +179,7 @@ fn run_options(
         plan,
         stop_on_first_failure: profile.stop_on_first_failure,
         confirm: profile.confirm,
+        wait_idle: args.wait_idle || profile.wait_idle,
         out: args.out.clone(),
         fence_timeout: args
             .vram

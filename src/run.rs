@@ -1,11 +1,12 @@
 //! `kiln run`: discover, select, test every device, keep the evidence, report.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::evidence::{
@@ -15,9 +16,10 @@ use crate::evidence::{
 use crate::gpu::{DeviceInfo, GpuError, Vulkan};
 use crate::report::{Report, exit_code};
 use crate::telemetry;
+use crate::telemetry::record::{Reading, Readings, TelemetryData};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::verdict::thresholds::Thresholds;
-use crate::worker::{WORKER_ARG, WorkerJob, WorkerMessage};
+use crate::worker::{GO, WORKER_ARG, WorkerJob, WorkerMessage};
 use crate::workload::compute::{ComputeConfig, ComputeTest};
 use crate::workload::fragment::{FragmentConfig, FragmentTest};
 use crate::workload::pcie::{PcieConfig, PcieTest};
@@ -39,6 +41,8 @@ pub struct RunOptions {
     pub stop_on_first_failure: bool,
     /// Rerun a workload that found something, to confirm it.
     pub confirm: Option<crate::profile::Confirm>,
+    /// Wait for an idle, cool GPU before starting and between workloads.
+    pub wait_idle: bool,
     /// Run directory.
     pub out: Option<PathBuf>,
     /// Bound on every wait for the device.
@@ -335,10 +339,14 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     });
     run_dir.write_manifest(&Manifest::new(infos.clone(), settings, started_utc))?;
     let mut events = run_dir.events(started)?;
+    let latest = Latest::default();
+    let mut latest_from = None;
     let sidecar = match opts.telemetry_interval {
         Some(interval) => {
-            let (sidecar, telemetry_notes) = start_telemetry(&run_dir, &infos, interval, started)?;
+            let (sidecar, readings, telemetry_notes) =
+                start_telemetry(&run_dir, &infos, interval, started)?;
             notes.extend(telemetry_notes);
+            latest_from = Some(readings);
             Some(sidecar)
         }
         None => {
@@ -358,7 +366,11 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         preflight(s, &infos, opts.telemetry_interval.unwrap_or_default());
     }
     install_signal_handler();
-    supervise(opts, &slots, &mut events, sidecar.as_ref())?;
+    let latest = latest_from.unwrap_or(latest);
+    if opts.wait_idle {
+        wait_until_idle(&infos, &latest, &mut events);
+    }
+    supervise(opts, &slots, &mut events, sidecar.as_ref(), &latest)?;
     if let Some(s) = sidecar {
         s.stop();
     }
@@ -413,6 +425,8 @@ struct WorkerHandle {
     last_alive: Instant,
     /// The workload running now, for the hang's record.
     running: Option<String>,
+    /// Since when the worker waits for its device to be idle.
+    waiting_since: Option<Instant>,
     done: bool,
     finished: bool,
     bar: indicatif::ProgressBar,
@@ -425,6 +439,7 @@ fn supervise(
     slots: &[(usize, DeviceInfo)],
     events: &mut EventWriter,
     sidecar: Option<&Sidecar>,
+    latest: &Latest,
 ) -> Result<(), AppError> {
     let exe = std::env::current_exe().map_err(|e| {
         AppError::Usage(format!(
@@ -447,6 +462,7 @@ fn supervise(
             stop_on_first_failure: opts.stop_on_first_failure,
             fence_timeout: opts.fence_timeout,
             confirm: opts.confirm,
+            wait_idle: opts.wait_idle,
             hang_for_test: opts.test_hooks.hang_slot == Some(info.index),
         };
         let mut child = Command::new(&exe)
@@ -492,6 +508,7 @@ fn supervise(
             stdin,
             last_alive: Instant::now(),
             running: None,
+            waiting_since: None,
             done: false,
             finished: false,
             bar,
@@ -577,6 +594,7 @@ fn supervise(
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
+        answer_waits(&mut workers, latest, events);
         for w in workers.iter_mut().filter(|w| !w.finished) {
             if w.last_alive.elapsed() > patience {
                 // Abandoned: killed so that it frees the device if it ever returns, and
@@ -603,6 +621,103 @@ fn supervise(
         }
     }
     Ok(())
+}
+
+/// Lets each waiting worker go once its device is idle and cool, when that cannot be
+/// told, or when it has waited [`WAIT_IDLE_MAX`]. A waiting worker is not hung.
+fn answer_waits(workers: &mut [WorkerHandle], latest: &Latest, events: &mut EventWriter) {
+    for w in workers.iter_mut().filter(|w| !w.finished) {
+        let Some(since) = w.waiting_since else {
+            continue;
+        };
+        w.last_alive = Instant::now();
+        let state = latest
+            .lock()
+            .map(|m| idleness(m.get(&w.slot)))
+            .unwrap_or(Idleness::Unknown);
+        let go = match state {
+            Idleness::Idle | Idleness::Unknown => true,
+            Idleness::Busy(why) if since.elapsed() > WAIT_IDLE_MAX => {
+                events.emit(
+                    Some(w.slot),
+                    Event::Note {
+                        message: format!(
+                            "still not idle and cool after {:.0} s ({why}): the next workload starts anyway",
+                            WAIT_IDLE_MAX.as_secs_f64()
+                        ),
+                    },
+                );
+                true
+            }
+            Idleness::Busy(_) => false,
+        };
+        if go {
+            w.waiting_since = None;
+            if let Some(pipe) = w.stdin.as_mut() {
+                let _ = pipe.write_all(format!("{GO}\n").as_bytes());
+                let _ = pipe.flush();
+            }
+        }
+    }
+}
+
+/// Before any load, waits (up to [`WAIT_IDLE_MAX`]) until every device is idle and cool,
+/// and says what it waited for.
+fn wait_until_idle(devices: &[DeviceInfo], latest: &Latest, events: &mut EventWriter) {
+    let started = Instant::now();
+    loop {
+        let states: Vec<(usize, Idleness)> = devices
+            .iter()
+            .map(|d| {
+                let state = latest
+                    .lock()
+                    .map(|m| idleness(m.get(&d.index)))
+                    .unwrap_or(Idleness::Unknown);
+                (d.index, state)
+            })
+            .collect();
+        let busy: Vec<String> = states
+            .iter()
+            .filter_map(|(i, s)| match s {
+                Idleness::Busy(why) => Some(format!("GPU{i} {why}")),
+                _ => None,
+            })
+            .collect();
+        let unknown: Vec<String> = states
+            .iter()
+            .filter(|(_, s)| *s == Idleness::Unknown)
+            .map(|(i, _)| format!("GPU{i}"))
+            .collect();
+        let message = if busy.is_empty() {
+            (!unknown.is_empty()).then(|| {
+                format!(
+                    "--wait-idle: no utilisation or temperature reading for {}, so whether it is idle cannot be told: not waiting",
+                    unknown.join(", ")
+                )
+            })
+            .or_else(|| {
+                (started.elapsed() > Duration::from_secs(1)).then(|| {
+                    format!(
+                        "--wait-idle: waited {:.0} s for every GPU to be idle and cool",
+                        started.elapsed().as_secs_f64()
+                    )
+                })
+            })
+        } else if started.elapsed() > WAIT_IDLE_MAX || SIGNALS.load(Ordering::SeqCst) > 0 {
+            Some(format!(
+                "--wait-idle: still not idle and cool after {:.0} s ({}): starting anyway",
+                started.elapsed().as_secs_f64(),
+                busy.join("; ")
+            ))
+        } else {
+            std::thread::sleep(Duration::from_millis(500));
+            continue;
+        };
+        if let Some(message) = message {
+            events.emit(None, Event::Note { message });
+        }
+        return;
+    }
 }
 
 /// One message from a worker: evidence into the events, a snapshot request to the
@@ -649,6 +764,10 @@ fn relay(w: &mut WorkerHandle, line: &str, events: &mut EventWriter, sidecar: Op
             }
         }
         WorkerMessage::Alive => w.bar.tick(),
+        WorkerMessage::WaitIdle => {
+            w.waiting_since = Some(Instant::now());
+            w.bar.set_message("waiting for the GPU to be idle and cool");
+        }
         WorkerMessage::Done => w.done = true,
     }
 }
@@ -660,17 +779,69 @@ fn start_telemetry(
     devices: &[DeviceInfo],
     interval: Duration,
     started: Instant,
-) -> Result<(Sidecar, Vec<String>), AppError> {
+) -> Result<(Sidecar, Latest, Vec<String>), AppError> {
     let (sources, notes) = telemetry::live_sources(devices);
     let mut out = JsonlWriter::create(&run_dir.path().join("telemetry.jsonl"))?;
+    let latest = Latest::default();
+    let keep = Arc::clone(&latest);
     let sidecar = Sidecar::spawn(
         sources,
         interval,
         Arc::new(RealClock::new(started)),
-        Box::new(move |record| out.append(&record)),
+        Box::new(move |record| {
+            if let (Some(d), TelemetryData::Sample { readings }) = (record.device, &record.data)
+                && let Ok(mut map) = keep.lock()
+            {
+                map.insert(d, readings.clone());
+            }
+            out.append(&record)
+        }),
     )
     .map_err(|e| AppError::Usage(format!("could not start the telemetry thread: {e}")))?;
-    Ok((sidecar, notes))
+    Ok((sidecar, latest, notes))
+}
+
+/// Each device's latest telemetry sample, for deciding when it is idle.
+type Latest = Arc<Mutex<BTreeMap<usize, Readings>>>;
+
+/// Busier than this (GPU utilisation, %) is not idle.
+pub const IDLE_UTIL_PCT: f64 = 10.0;
+/// Hotter than this (GPU temperature, °C) is not cool: datacenter GPUs idle at 30-45 °C
+/// and run at 60-85 °C.
+pub const COOL_TEMP_C: f64 = 50.0;
+/// The longest `--wait-idle` waits for one device before starting anyway (and saying so).
+pub const WAIT_IDLE_MAX: Duration = Duration::from_secs(600);
+
+/// Whether a device is idle and cool, from its latest telemetry.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Idleness {
+    /// Idle and cool: start.
+    Idle,
+    /// Busy or hot, and why.
+    Busy(String),
+    /// No utilisation or temperature reading: it cannot be told.
+    Unknown,
+}
+
+/// Judges idleness from a device's latest readings (utilisation and temperature).
+pub fn idleness(readings: Option<&Readings>) -> Idleness {
+    let value = |key: &str| readings.and_then(|r| r.get(key)).and_then(Reading::number);
+    let (util, temp) = (value("util_gpu_pct"), value("gpu_temp_c"));
+    if util.is_none() && temp.is_none() {
+        return Idleness::Unknown;
+    }
+    let mut why = Vec::new();
+    if let Some(u) = util.filter(|u| *u > IDLE_UTIL_PCT) {
+        why.push(format!("{u:.0}% busy"));
+    }
+    if let Some(t) = temp.filter(|t| *t > COOL_TEMP_C) {
+        why.push(format!("{t:.0} °C"));
+    }
+    if why.is_empty() {
+        Idleness::Idle
+    } else {
+        Idleness::Busy(why.join(", "))
+    }
 }
 
 /// What `kiln run` would do, without doing it (`--dry-run`).
@@ -858,4 +1029,41 @@ pub fn plan_summary(plan: &Plan) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn readings(util: Option<f64>, temp: Option<f64>) -> Readings {
+        let mut r = Readings::new();
+        if let Some(u) = util {
+            r.insert("util_gpu_pct".into(), Reading::Number(u));
+        }
+        if let Some(t) = temp {
+            r.insert("gpu_temp_c".into(), Reading::Number(t));
+        }
+        r.insert("power_w".into(), Reading::Number(300.0));
+        r
+    }
+
+    #[test]
+    fn idleness_reads_utilisation_and_temperature() {
+        assert_eq!(idleness(None), Idleness::Unknown);
+        assert_eq!(idleness(Some(&readings(None, None))), Idleness::Unknown);
+        assert_eq!(
+            idleness(Some(&readings(Some(0.0), Some(34.0)))),
+            Idleness::Idle
+        );
+        assert_eq!(idleness(Some(&readings(None, Some(40.0)))), Idleness::Idle);
+        assert_eq!(
+            idleness(Some(&readings(Some(97.0), Some(71.0)))),
+            Idleness::Busy("97% busy, 71 °C".into())
+        );
+        assert_eq!(
+            idleness(Some(&readings(Some(2.0), Some(63.0)))),
+            Idleness::Busy("63 °C".into()),
+            "an idle card still hot from the last workload is not ready"
+        );
+    }
 }

@@ -9,6 +9,7 @@
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,9 @@ pub struct WorkerJob {
     /// Rerun a workload that found something, to confirm it.
     #[serde(default)]
     pub confirm: Option<Confirm>,
+    /// Wait for the device to be idle and cool between workloads.
+    #[serde(default)]
+    pub wait_idle: bool,
     /// Test only: stop responding when the first workload starts, as a hung driver call
     /// would (the watchdog's test).
     #[serde(default)]
@@ -61,9 +65,15 @@ pub enum WorkerMessage {
     },
     /// The device finished work since the last message: it is not hung.
     Alive,
+    /// Waiting to start the next workload until the parent sees the device idle and
+    /// cool and answers [`GO`] on stdin.
+    WaitIdle,
     /// Every workload has ended.
     Done,
 }
+
+/// The parent's answer to [`WorkerMessage::WaitIdle`].
+pub const GO: &str = "go";
 
 /// The worker's stdout, shared by the test and the heartbeat.
 #[derive(Clone)]
@@ -126,15 +136,20 @@ fn worker_main() -> i32 {
     let stop = Arc::new(AtomicBool::new(false));
     // The parent closes stdin to ask for a stop, and a parent that dies closes it too:
     // no worker keeps loading a GPU for nobody.
+    // Each `go` line answers a wait for an idle device.
+    let (resume, resumed) = std::sync::mpsc::channel::<()>();
     let watcher = Arc::clone(&stop);
     std::thread::spawn(move || {
-        let mut rest = String::new();
+        let mut line = String::new();
         while std::io::stdin()
             .lock()
-            .read_line(&mut rest)
+            .read_line(&mut line)
             .is_ok_and(|n| n > 0)
         {
-            rest.clear();
+            if line.trim() == GO && resume.send(()).is_err() {
+                break;
+            }
+            line.clear();
         }
         watcher.store(true, Ordering::Relaxed);
     });
@@ -146,9 +161,21 @@ fn worker_main() -> i32 {
         slot: job.info.index,
         started: Instant::now(),
     };
-    test_device(&job, &stop, &pipe, &mut sink);
+    test_device(&job, &stop, &resumed, &pipe, &mut sink);
     pipe.send(&WorkerMessage::Done);
     0
+}
+
+/// Asks the parent to say when the device is idle and cool again, and waits for its `go`
+/// (or a stop).
+fn wait_for_idle(stop: &AtomicBool, resumed: &Receiver<()>, pipe: &Pipe) {
+    pipe.send(&WorkerMessage::WaitIdle);
+    while !stop.load(Ordering::Relaxed) {
+        match resumed.recv_timeout(Duration::from_millis(100)) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
 }
 
 /// Sends [`WorkerMessage::Alive`] each time the device has finished more work, until the
@@ -167,7 +194,13 @@ fn heartbeat(pipe: Pipe, completed: Arc<AtomicU64>, ended: Arc<AtomicBool>) {
     });
 }
 
-fn test_device(job: &WorkerJob, stop: &Arc<AtomicBool>, pipe: &Pipe, events: &mut PipeSink) {
+fn test_device(
+    job: &WorkerJob,
+    stop: &Arc<AtomicBool>,
+    resumed: &Receiver<()>,
+    pipe: &Pipe,
+    events: &mut PipeSink,
+) {
     let device = Some(job.info.index);
     events.emit(
         device,
@@ -217,7 +250,10 @@ fn test_device(job: &WorkerJob, stop: &Arc<AtomicBool>, pipe: &Pipe, events: &mu
     // goes to the ones after it.
     let device_deadline = job.duration.map(|d| Instant::now() + d);
     let mut weight_left: u32 = job.plan.iter().map(|p| p.weight).sum::<u32>().max(1);
-    for planned in &job.plan {
+    for (i, planned) in job.plan.iter().enumerate() {
+        if job.wait_idle && i > 0 {
+            wait_for_idle(stop, resumed, pipe);
+        }
         if stop.load(Ordering::Relaxed) {
             break;
         }

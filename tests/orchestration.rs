@@ -359,3 +359,39 @@ fn heat_runs_vram_and_compute_at_once() {
         "the two ran side by side"
     );
 }
+
+#[test]
+fn wait_idle_without_telemetry_says_it_cannot_tell_and_runs_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = run_with(
+        &run_dir,
+        &[
+            "--wait-idle",
+            "--vram-bytes",
+            "16MiB",
+            "--passes",
+            "1",
+            "--algorithms",
+            "own-address",
+            "--pcie-max-bytes",
+            "1MiB",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let report = json(&out);
+    assert!(
+        report["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("cannot be told")),
+        "{}",
+        report["notes"]
+    );
+    // Between workloads the worker asked and was answered: all three ran.
+    assert_eq!(
+        report["devices"][0]["workloads"].as_array().unwrap().len(),
+        3
+    );
+}
