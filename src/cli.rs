@@ -34,6 +34,35 @@ pub enum Command {
     /// Rebuild a run's reports; with --rma, bundle them with the raw evidence for a
     /// vendor's support desk.
     Report(ReportArgs),
+    /// A node check for schedulers in seconds, with no load: ECC, remaps, retired pages,
+    /// new Xids, the PCIe link, the GPU count, the driver, and the last full run. The
+    /// first line of stdout is one message with a stable fault code.
+    Health(HealthArgs),
+}
+
+/// `kiln health`.
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// The number of GPUs this node should have.
+    #[arg(long, value_name = "N")]
+    pub expect_gpus: Option<usize>,
+    /// Keep the last check's Xid position and counters here, so that only what is new
+    /// since then counts (without it, every Xid since boot counts).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Where full runs are kept (default ./kiln-runs).
+    #[arg(long, value_name = "DIR")]
+    pub runs: Option<PathBuf>,
+    /// The last full run must be younger than this (e.g. 7d is not a unit: use 168h) and
+    /// a pass.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub max_age: Option<Duration>,
+    /// After the first line, print the check as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Read a recorded telemetry file instead of the live sources.
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub telemetry_replay: Option<PathBuf>,
 }
 
 /// `kiln report`.

@@ -10,6 +10,7 @@ pub mod bench;
 pub mod cli;
 pub mod evidence;
 pub mod gpu;
+pub mod health;
 pub mod list;
 pub mod monitor;
 pub mod profile;

@@ -5,7 +5,8 @@ use std::io::IsTerminal;
 
 use clap::Parser;
 use kiln::cli::{
-    BenchArgs, Cli, Command, ListArgs, MonitorArgs, ReportArgs, RunArgs, SelftestArgs, VerdictArgs,
+    BenchArgs, Cli, Command, HealthArgs, ListArgs, MonitorArgs, ReportArgs, RunArgs, SelftestArgs,
+    VerdictArgs,
 };
 use kiln::report::exit_code;
 use kiln::run::AppError;
@@ -48,6 +49,7 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
         Command::Monitor(args) => monitor(args),
         Command::Verdict(args) => verdict(args),
         Command::Report(args) => report(args),
+        Command::Health(args) => Ok(health(args)),
     }
 }
 
@@ -198,6 +200,23 @@ fn run_options(
             hang_slot: args.test_hang_device,
         },
     })
+}
+
+fn health(args: HealthArgs) -> i32 {
+    let h = kiln::health::check(&kiln::health::HealthOptions {
+        expect_gpus: args.expect_gpus,
+        state: args.state,
+        runs: args.runs,
+        max_age: args.max_age,
+        replay: args.telemetry_replay,
+    });
+    if args.json {
+        println!("{}", h.line);
+        println!("{}", serde_json::to_string_pretty(&h).unwrap_or_default());
+    } else {
+        print!("{}", kiln::health::summary(&h));
+    }
+    h.exit_code
 }
 
 fn selftest(args: SelftestArgs) -> Result<i32, AppError> {

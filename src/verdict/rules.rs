@@ -646,6 +646,19 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     }
 }
 
+/// What an Xid says, per the catalog (REFERENCE.md §2): its class and a few words; None
+/// for codes kiln does not judge.
+pub fn xid_class(code: u32) -> Option<(Class, &'static str)> {
+    match code {
+        48 | 64 | 94 | 95 | 140 => Some((Class::Hardware, "ECC or row remapping")),
+        79 => Some((Class::Hardware, "fallen off the bus")),
+        54 => Some((Class::Environment, "auxiliary power not connected")),
+        13 | 31 | 43 | 45 | 69 => Some((Class::Software, "application fault")),
+        38 | 119 | 120 => Some((Class::Software, "firmware or GSP")),
+        _ => None,
+    }
+}
+
 fn xids(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     let codes: Vec<u32> = p.xids.iter().filter_map(|x| x.code).collect();
     let has = |set: &[u32]| codes.iter().filter(|c| set.contains(c)).count();
