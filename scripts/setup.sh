@@ -2,8 +2,9 @@
 # Installs what kiln needs on Debian or Ubuntu: the Vulkan loader, Mesa's CPU Vulkan
 # driver (lavapipe, so kiln runs even without a GPU) and glslc (to rebuild shaders).
 # With --test, also what the tests check kiln's outputs against: promtool,
-# node_exporter, headless Chromium and Python's jsonschema. Installs nothing that is
-# already there.
+# node_exporter, headless Chromium, Python's jsonschema, a single-node Slurm (slurmctld,
+# slurmd, munge) and, in a virtual environment (KILN_TEST_VENV, default
+# /opt/kiln-test-venv), kubernetes-validate. Installs nothing that is already there.
 set -euo pipefail
 need=()
 ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' || need+=(libvulkan1)
@@ -13,6 +14,12 @@ if [ "${1:-}" = "--test" ]; then
   command -v promtool >/dev/null 2>&1 || need+=(prometheus)
   command -v prometheus-node-exporter >/dev/null 2>&1 || need+=(prometheus-node-exporter)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  # A real single-node Slurm for the contrib/slurm hooks' test.
+  command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld)
+  command -v slurmd >/dev/null 2>&1 || need+=(slurmd)
+  command -v scontrol >/dev/null 2>&1 || need+=(slurm-client)
+  command -v munged >/dev/null 2>&1 || need+=(munge)
+  python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 fi
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import jsonschema' >/dev/null 2>&1; then
   python3 -m pip install --quiet jsonschema
@@ -23,4 +30,12 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [ "${1:-}" = "--test" ]; then
+  venv="${KILN_TEST_VENV:-/opt/kiln-test-venv}"
+  if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+    echo "installing: kubernetes-validate into $venv" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet kubernetes-validate
+  fi
 fi

@@ -57,6 +57,10 @@ pub struct HealthArgs {
     /// a pass.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub max_age: Option<Duration>,
+    /// Only these GPUs, by NVML index, comma-separated (a Slurm job's SLURM_JOB_GPUS);
+    /// faults of the node as a whole still count.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub gpus: Option<Vec<u32>>,
     /// After the first line, print the check as JSON.
     #[arg(long)]
     pub json: bool,

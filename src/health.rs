@@ -31,6 +31,9 @@ pub struct HealthOptions {
     /// A recorded telemetry file to read instead of the live sources (tests, and checking
     /// a recording).
     pub replay: Option<PathBuf>,
+    /// Only these GPUs, by NVML index (a Slurm job's `SLURM_JOB_GPUS`); faults of the
+    /// node as a whole are kept.
+    pub only_nvml: Option<Vec<u32>>,
 }
 
 /// One problem found.
@@ -488,6 +491,20 @@ pub fn check(opts: &HealthOptions) -> Health {
     {
         // The next check then reports these Xids again: better than missing new ones.
         checked.push(format!("state not saved ({e})"));
+    }
+    if let Some(only) = &opts.only_nvml {
+        let chosen = |g: usize| {
+            number(seen.identity.get(&g), "nvml_index")
+                .is_some_and(|i| only.iter().any(|o| f64::from(*o) == i))
+        };
+        faults.retain(|f| f.gpu.is_none_or(chosen));
+        checked.push(format!(
+            "only GPUs {}",
+            only.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
     }
     // Most serious first: hardware, environment, software, could not check.
     faults.sort_by_key(|f| f.exit_code);

@@ -209,6 +209,7 @@ fn health(args: HealthArgs) -> i32 {
         runs: args.runs,
         max_age: args.max_age,
         replay: args.telemetry_replay,
+        only_nvml: args.gpus,
     });
     if args.json {
         println!("{}", h.line);

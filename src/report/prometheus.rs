@@ -84,16 +84,15 @@ pub fn render(report: &Report, run_unix_seconds: u64) -> String {
         .flat_map(|d| {
             d.findings.iter().map(move |f| {
                 (
+                    // Only the class and severity words are lowercased: the identity
+                    // labels must match the other families' for joins.
                     format!(
-                        "{},code=\"{}\",class=\"{:?}\",severity=\"{:?}\"",
+                        "{},code=\"{}\",class=\"{}\",severity=\"{}\"",
                         labels(d),
                         escape(&f.code),
-                        f.class,
-                        f.severity
-                    )
-                    .to_lowercase()
-                    .replace("uuid=", "UUID=")
-                    .replace("modelname=", "modelName="),
+                        format!("{:?}", f.class).to_lowercase(),
+                        format!("{:?}", f.severity).to_lowercase()
+                    ),
                     1.0,
                 )
             })

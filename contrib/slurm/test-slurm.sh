@@ -1,0 +1,140 @@
+#!/bin/bash
+# Tests the Slurm hooks against a real single-node Slurm: munged, slurmctld and slurmd
+# started as root in a temporary directory (no cgroups, no systemd), then:
+#   a failing check drains the node with kiln's reason; a passing one resumes it;
+#   an administrator's drain is left alone, passing check or failing;
+#   the epilog checks only the job's GPUs.
+# Usage: test-slurm.sh KILN_BINARY FIXTURE_DIR   (as root; needs slurmctld, slurmd,
+# slurm-client and munge)
+set -euo pipefail
+kiln=$(readlink -f "$1")
+fixtures=$(readlink -f "$2")
+here=$(dirname "$(readlink -f "$0")")
+for tool in munged slurmctld slurmd scontrol sinfo; do
+    command -v "$tool" >/dev/null || { echo "missing $tool: run scripts/setup.sh --test" >&2; exit 2; }
+done
+[ "$(id -u)" -eq 0 ] || { echo "needs root (slurmd)" >&2; exit 2; }
+
+t=$(mktemp -d /tmp/kiln-slurm.XXXXXX)
+pids=()
+stop() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do
+        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$p" 2>/dev/null || true
+    done
+    if [ "${keep:-0}" != 1 ]; then rm -rf "$t"; fi
+}
+trap stop EXIT
+fail() {
+    echo "FAIL: $*" >&2
+    echo "--- slurmctld.log" >&2; tail -n 20 "$t/slurmctld.log" >&2 || true
+    echo "--- slurmd.log" >&2; tail -n 20 "$t/slurmd.log" >&2 || true
+    keep=1
+    exit 1
+}
+
+node=$(hostname -s)
+# Ports from the pid, so parallel or leftover runs do not collide.
+port=$((20000 + ($$ % 20000)))
+mkdir -p "$t/state" "$t/spool" "$t/munge"
+chmod 700 "$t/munge"
+dd if=/dev/urandom of="$t/munge/munge.key" bs=1024 count=1 status=none
+chmod 400 "$t/munge/munge.key"
+munged --force --key-file="$t/munge/munge.key" --socket="$t/munge/munge.sock" \
+    --pid-file="$t/munge/munged.pid" --log-file="$t/munge/munged.log" \
+    --seed-file="$t/munge/munged.seed" --foreground >>"$t/munged.out" 2>&1 &
+pids+=($!)
+
+cat >"$t/slurm.conf" <<CONF
+ClusterName=kilntest
+SlurmctldHost=$node(127.0.0.1)
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$t/munge/munge.sock
+CredType=cred/munge
+StateSaveLocation=$t/state
+SlurmdSpoolDir=$t/spool
+SlurmctldPidFile=$t/slurmctld.pid
+SlurmdPidFile=$t/slurmd.pid
+SlurmctldLogFile=$t/slurmctld.log
+SlurmdLogFile=$t/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=1
+SelectType=select/linear
+ReturnToService=2
+MpiDefault=none
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+NodeName=$node NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES State=UP
+CONF
+export SLURM_CONF="$t/slurm.conf"
+for _ in $(seq 50); do [ -S "$t/munge/munge.sock" ] && break; sleep 0.1; done
+slurmctld -D -i -f "$SLURM_CONF" >>"$t/slurmctld.out" 2>&1 &
+pids+=($!)
+slurmd -D -f "$SLURM_CONF" >>"$t/slurmd.out" 2>&1 &
+pids+=($!)
+
+state() { sinfo -h -N -n "$node" -o '%t' 2>/dev/null | head -n 1; }
+reason() { sinfo -h -N -n "$node" -o '%E' 2>/dev/null | head -n 1; }
+wait_state() {
+    for _ in $(seq 100); do
+        case "$(state)" in $1) return 0 ;; esac
+        sleep 0.1
+    done
+    fail "node state $(state), wanted $1"
+}
+wait_state 'idle*'
+
+# The hook as slurmd runs it: an almost empty environment.
+hook() {
+    local script=$1 fixture=$2
+    shift 2
+    env -i SLURM_CONF="$SLURM_CONF" KILN_BIN="$kiln" KILN_STATE="$t/kiln-state-$RANDOM.json" \
+        KILN_HEALTH_ARGS="--telemetry-replay $fixtures/$fixture.jsonl" "$@" \
+        /bin/bash "$here/$script"
+}
+
+# 1. A failing check drains the node with kiln's reason.
+hook kiln-healthcheck.sh xid79 >/dev/null
+wait_state 'drain*'
+case "$(reason)" in
+    "kiln: GPU0 GPU-6c4f3a5e...: Xid 79 (fallen off the bus) [KILN-XID-079]"*) ;;
+    *) fail "drain reason: $(reason)" ;;
+esac
+echo "ok: a failing check drained the node: $(reason)"
+
+# 2. A passing check resumes a node kiln drained.
+hook kiln-healthcheck.sh healthy_idle >/dev/null
+wait_state 'idle*'
+echo "ok: a passing check resumed it"
+
+# 3. An administrator's drain is left alone by a passing check and by a failing one.
+scontrol update nodename="$node" state=drain reason="maintenance: new PSU"
+wait_state 'drain*'
+hook kiln-healthcheck.sh healthy_idle >/dev/null
+sleep 0.5
+[ "$(reason)" = "maintenance: new PSU" ] && case "$(state)" in drain*) true ;; *) false ;; esac \
+    || fail "a passing check touched the administrator's drain: $(state) $(reason)"
+hook kiln-healthcheck.sh remap_failure >/dev/null
+sleep 0.5
+[ "$(reason)" = "maintenance: new PSU" ] || fail "a failing check overwrote the administrator's reason: $(reason)"
+echo "ok: the administrator's drain was left alone"
+scontrol update nodename="$node" state=resume
+wait_state 'idle*'
+
+# 4. The epilog checks only the job's GPUs: GPU 1's job is not GPU 0's fault.
+hook kiln-epilog.sh xid79 SLURM_JOB_GPUS=1 >/dev/null
+sleep 0.5
+case "$(state)" in idle*) ;; *) fail "the epilog drained for a GPU the job did not use: $(reason)" ;; esac
+hook kiln-epilog.sh xid79 SLURM_JOB_GPUS=0 >/dev/null
+wait_state 'drain*'
+case "$(reason)" in "kiln: GPU0"*"[KILN-XID-079]"*) ;; *) fail "epilog reason: $(reason)" ;; esac
+echo "ok: the epilog drained for the job's GPU only"
+echo "PASS"

@@ -1,0 +1,141 @@
+//! The fleet hooks in `contrib/`, each against the real engine where this machine can run
+//! it: promtool for the alert rules, a real single-node Slurm for the drain and resume
+//! hooks, NHC's calling convention with a stub `die`, kubernetes-validate for the
+//! manifests and node-problem-detector's custom plugin contract. `scripts/setup.sh
+//! --test` installs every tool; a missing one fails the test with that advice.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixtures() -> PathBuf {
+    root().join("tests/fixtures/telemetry")
+}
+
+fn tool(name: &str) -> String {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        found,
+        "{name} is missing: run `bash scripts/setup.sh --test`"
+    );
+    name.to_owned()
+}
+
+/// The Python environment with kubernetes-validate (and PyYAML) that setup.sh makes.
+fn test_venv() -> PathBuf {
+    let venv = std::env::var_os("KILN_TEST_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/kiln-test-venv"));
+    assert!(
+        venv.join("bin/kubernetes-validate").is_file(),
+        "{} has no kubernetes-validate: run `bash scripts/setup.sh --test`",
+        venv.display()
+    );
+    venv
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
+    text
+}
+
+#[test]
+fn alert_rules_pass_promtool_and_their_unit_tests() {
+    let dir = root().join("contrib/prometheus");
+    let promtool = tool("promtool");
+    let out = run(Command::new(&promtool)
+        .args(["check", "rules", "kiln-alerts.yml"])
+        .current_dir(&dir));
+    assert!(out.contains("SUCCESS: 5 rules found"), "{out}");
+    let out = run(Command::new(&promtool)
+        .args(["test", "rules", "kiln-alerts.test.yml"])
+        .current_dir(&dir));
+    assert!(out.contains("SUCCESS"), "{out}");
+}
+
+#[test]
+fn the_nhc_check_dies_with_kilns_message() {
+    let out = run(Command::new("bash")
+        .arg(root().join("contrib/nhc/test-nhc.sh"))
+        .arg(env!("CARGO_BIN_EXE_kiln"))
+        .arg(fixtures()));
+    assert!(out.contains("PASS"), "{out}");
+}
+
+#[test]
+fn slurm_hooks_drain_and_resume_a_real_node() {
+    for t in ["munged", "slurmctld", "slurmd", "scontrol", "sinfo"] {
+        tool(t);
+    }
+    let out = run(Command::new("bash")
+        .arg(root().join("contrib/slurm/test-slurm.sh"))
+        .arg(env!("CARGO_BIN_EXE_kiln"))
+        .arg(fixtures()));
+    for step in [
+        "ok: a failing check drained the node: kiln: GPU0",
+        "ok: a passing check resumed it",
+        "ok: the administrator's drain was left alone",
+        "ok: the epilog drained for the job's GPU only",
+        "PASS",
+    ] {
+        assert!(out.contains(step), "missing `{step}`:\n{out}");
+    }
+}
+
+#[test]
+fn kubernetes_manifests_validate_strictly() {
+    let venv = test_venv();
+    let dir = root().join("contrib/k8s");
+    let out = run(Command::new(venv.join("bin/kubernetes-validate"))
+        .args(["--strict", "kiln-cronjob.yaml", "kiln-npd.yaml"])
+        .current_dir(&dir));
+    for resource in [
+        "cronjob/kiln-fleet",
+        "daemonset/kiln-npd",
+        "configmap/kiln-npd-config",
+        "clusterrole/kiln-npd",
+    ] {
+        assert!(
+            out.contains(&format!("passed for resource {resource}")),
+            "{out}"
+        );
+    }
+    assert!(!out.contains("ERROR"), "{out}");
+}
+
+#[test]
+fn the_npd_plugin_keeps_the_custom_plugin_contract() {
+    let venv = test_venv();
+    let out = run(Command::new("bash")
+        .arg(root().join("contrib/k8s/test-npd.sh"))
+        .arg(env!("CARGO_BIN_EXE_kiln"))
+        .arg(fixtures())
+        .arg(venv.join("bin/python")));
+    assert!(out.contains("PASS"), "{out}");
+}
+
+#[test]
+fn every_contrib_script_parses() {
+    for dir in ["slurm", "nhc", "k8s"] {
+        for entry in std::fs::read_dir(root().join("contrib").join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".sh") || name.ends_with(".nhc") || name.ends_with(".sbatch") {
+                run(Command::new("bash").arg("-n").arg(&path));
+            }
+        }
+    }
+}
