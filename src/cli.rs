@@ -38,6 +38,24 @@ pub enum Command {
     /// new Xids, the PCIe link, the GPU count, the driver, and the last full run. The
     /// first line of stdout is one message with a stable fault code.
     Health(HealthArgs),
+    /// What changed between two runs of the same cards: new findings, rates that
+    /// drifted, lifetime error counters that grew (devices matched by UUID or serial).
+    Compare(CompareArgs),
+}
+
+/// `kiln compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The earlier run directory (a burn-in).
+    pub before: PathBuf,
+    /// The later run directory.
+    pub after: PathBuf,
+    /// A rate may move this much before it counts, in percent.
+    #[arg(long, value_name = "PERCENT", default_value = "10", value_parser = parse_percent)]
+    pub tolerance: f64,
+    /// Print the comparison as JSON on stdout (the summary goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `kiln health`.
@@ -154,6 +172,10 @@ pub struct RunArgs {
     /// Print the plan (devices, workloads, estimated time, memory to test) and exit.
     #[arg(long)]
     pub dry_run: bool,
+    /// Compare with this earlier run directory afterwards (new findings, drift, counter
+    /// growth); a regression makes a passing run exit with the comparison's code.
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
     /// Wait for each GPU to be idle and cool (under 10% busy, under 50 °C; at most 10
     /// minutes) before starting and between workloads (default: the profile's).
     #[arg(long)]

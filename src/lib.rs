@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod compare;
 pub mod evidence;
 pub mod gpu;
 pub mod health;

@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 
 use clap::Parser;
 use kiln::cli::{
-    BenchArgs, Cli, Command, HealthArgs, ListArgs, MonitorArgs, ReportArgs, RunArgs, SelftestArgs,
-    VerdictArgs,
+    BenchArgs, Cli, Command, CompareArgs, HealthArgs, ListArgs, MonitorArgs, ReportArgs, RunArgs,
+    SelftestArgs, VerdictArgs,
 };
 use kiln::report::exit_code;
 use kiln::run::AppError;
@@ -50,6 +50,7 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
         Command::Verdict(args) => verdict(args),
         Command::Report(args) => report(args),
         Command::Health(args) => Ok(health(args)),
+        Command::Compare(args) => compare(args),
     }
 }
 
@@ -77,10 +78,36 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
         print_result(args.json, &plan, &kiln::run::plan_summary(&plan));
         return Ok(exit_code::HEALTHY);
     }
+    if let Some(base) = &args.baseline
+        && !base.join("manifest.json").is_file()
+    {
+        return Err(AppError::Usage(format!(
+            "--baseline {}: not a kiln run directory (no manifest.json)",
+            base.display()
+        )));
+    }
     let report = kiln::run::run(&opts)?;
-    let text = kiln::report::text::summary(&report);
+    let mut text = kiln::report::text::summary(&report);
+    let mut code = report.exit_code;
+    if let Some(base) = &args.baseline {
+        let run_dir = std::path::Path::new(&report.run_dir);
+        match kiln::compare::compare(base, run_dir, 0.10) {
+            Ok(c) => {
+                text.push_str(&kiln::compare::summary(&c));
+                if let Err(e) = kiln::evidence::write_json_atomic(&run_dir.join("compare.json"), &c)
+                {
+                    text.push_str(&format!("compare.json not written: {e}\n"));
+                }
+                // The verdict stands; a regression against the baseline fails a pass.
+                if code == exit_code::HEALTHY {
+                    code = c.exit_code;
+                }
+            }
+            Err(e) => text.push_str(&format!("baseline not compared: {e}\n")),
+        }
+    }
     print_result(args.json, &report, &text);
-    Ok(report.exit_code)
+    Ok(code)
 }
 
 /// The profile's plan with the command line's overrides laid over it.
@@ -200,6 +227,13 @@ fn run_options(
             hang_slot: args.test_hang_device,
         },
     })
+}
+
+fn compare(args: CompareArgs) -> Result<i32, AppError> {
+    let c = kiln::compare::compare(&args.before, &args.after, args.tolerance / 100.0)
+        .map_err(|e| AppError::Usage(e.to_string()))?;
+    print_result(args.json, &c, &kiln::compare::summary(&c));
+    Ok(c.exit_code)
 }
 
 fn health(args: HealthArgs) -> i32 {

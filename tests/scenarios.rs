@@ -18,9 +18,13 @@ use serde::Deserialize;
 struct Expected {
     /// The story of the scenario, shown when it fails.
     about: String,
-    /// Another scenario whose files this one starts from (default `_base`).
+    /// Another scenario whose files this one starts from (default `_base`; read by
+    /// `common::lay_out_scenario`).
+    #[allow(dead_code)]
     run_from: Option<String>,
-    /// A fixture under `tests/fixtures/telemetry/` used as the run's telemetry.
+    /// A fixture under `tests/fixtures/telemetry/` used as the run's telemetry (read by
+    /// `common::lay_out_scenario`).
+    #[allow(dead_code)]
     telemetry_fixture: Option<String>,
     exit_code: i32,
     result: String,
@@ -30,43 +34,13 @@ struct Expected {
 }
 
 fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
-}
-
-fn copy_files(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap();
-        if name != "expected.json" && name != "thresholds.json" {
-            std::fs::copy(&path, to.join(name)).unwrap();
-        }
-    }
+    common::scenarios()
 }
 
 fn expected_of(name: &str) -> Expected {
     let path = corpus().join(name).join("expected.json");
     serde_json::from_slice(&std::fs::read(&path).unwrap())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// Writes scenario `name`'s run directory into `run_dir`: its base first (itself laid out
-/// the same way), then the telemetry fixture it names, then its own files.
-fn lay_out(name: &str, run_dir: &Path, depth: usize) {
-    assert!(depth < 8, "{name}: run_from goes round in a circle");
-    if name == "_base" {
-        copy_files(&corpus().join(name), run_dir);
-        return;
-    }
-    let expected = expected_of(name);
-    lay_out(
-        expected.run_from.as_deref().unwrap_or("_base"),
-        run_dir,
-        depth + 1,
-    );
-    if let Some(fixture) = &expected.telemetry_fixture {
-        common::use_telemetry_fixture(run_dir, fixture);
-    }
-    copy_files(&corpus().join(name), run_dir);
 }
 
 /// Lays out one scenario's run directory, judges it, and says how it differs from what was
@@ -76,7 +50,7 @@ fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
     let expected = expected_of(&name);
     let run_dir = work.join(&name);
     std::fs::create_dir(&run_dir).unwrap();
-    lay_out(&name, &run_dir, 0);
+    common::lay_out_scenario(&name, &run_dir);
 
     let thresholds = scenario.join("thresholds.json");
     let extra: Vec<&std::ffi::OsStr> = if thresholds.is_file() {

@@ -897,7 +897,7 @@ fn telemetry_missing(device: &DeviceReport, out: &mut Vec<Finding>) {
 
 /// The rates a device can be compared with its peers on: VRAM streaming (GiB/s), fp32
 /// compute (G ops/s) and PCIe each way (GB/s), from workloads that ran to their end.
-fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
+pub fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
     let mut out = Vec::new();
     let finished = |w: &&crate::workload::WorkloadOutcome| {
         matches!(

@@ -153,3 +153,46 @@ pub fn killed_run(out: &std::path::Path, lines: usize) {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 }
+
+/// The scenario corpus.
+pub fn scenarios() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
+}
+
+fn copy_scenario_files(from: &std::path::Path, to: &std::path::Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap();
+        if name != "expected.json" && name != "thresholds.json" {
+            std::fs::copy(&path, to.join(name)).unwrap();
+        }
+    }
+}
+
+/// Writes scenario `name`'s run directory into `run_dir`: its base first (`_base`, or the
+/// scenario its `expected.json` names in `run_from`, laid out the same way), then the
+/// telemetry fixture it names, then its own files.
+pub fn lay_out_scenario(name: &str, run_dir: &std::path::Path) {
+    fn lay(name: &str, run_dir: &std::path::Path, depth: usize) {
+        assert!(depth < 8, "{name}: run_from goes round in a circle");
+        let dir = scenarios().join(name);
+        if name == "_base" {
+            copy_scenario_files(&dir, run_dir);
+            return;
+        }
+        let path = dir.join("expected.json");
+        let expected: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        lay(
+            expected["run_from"].as_str().unwrap_or("_base"),
+            run_dir,
+            depth + 1,
+        );
+        if let Some(fixture) = expected["telemetry_fixture"].as_str() {
+            use_telemetry_fixture(run_dir, fixture);
+        }
+        copy_scenario_files(&dir, run_dir);
+    }
+    std::fs::create_dir_all(run_dir).unwrap();
+    lay(name, run_dir, 0);
+}

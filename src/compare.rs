@@ -1,0 +1,337 @@
+//! `kiln compare RUN_A RUN_B` (and `kiln run --baseline DIR`): the burn-in-then-months-
+//! later view. Devices are matched by UUID, or by serial number where the UUID differs
+//! (a card moved to another host); for each: findings that are new, rates that drifted
+//! beyond a tolerance, and the lifetime counters (ECC, retired pages, remapped rows) that
+//! grew in between.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::evidence::read_jsonl;
+use crate::report::{DeviceReport, Report, exit_code};
+use crate::telemetry::record::{TelemetryData, TelemetryRecord};
+use crate::verdict::findings::Class;
+use crate::verdict::rules::rates;
+use crate::verdict::thresholds::Thresholds;
+use crate::verdict::{VerdictError, rebuild};
+
+/// Counters that only grow over a card's life (they survive reboots): growth between two
+/// runs is wear.
+const LIFETIME_COUNTERS: [&str; 7] = [
+    "ecc_uncorrected_aggregate",
+    "ecc_corrected_aggregate",
+    "retired_pages_sbe",
+    "retired_pages_dbe",
+    "remapped_correctable",
+    "remapped_uncorrectable",
+    "remap_failure",
+];
+
+/// A finding in the later run that the earlier did not have.
+#[derive(Debug, Clone, Serialize)]
+pub struct NewFinding {
+    /// Its code.
+    pub code: String,
+    /// Its class.
+    pub class: Class,
+    /// Its sentence.
+    pub summary: String,
+}
+
+/// A rate that moved.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drift {
+    /// Which rate (`vram_gib_per_s`, `compute_fp32_gops`, `pcie_h2d_gbps`, ...).
+    pub rate: String,
+    /// Earlier.
+    pub before: f64,
+    /// Later.
+    pub after: f64,
+    /// (after - before) / before.
+    pub change: f64,
+}
+
+/// A lifetime counter that grew.
+#[derive(Debug, Clone, Serialize)]
+pub struct Growth {
+    /// Which counter.
+    pub counter: String,
+    /// Earlier.
+    pub before: f64,
+    /// Later.
+    pub after: f64,
+}
+
+/// What changed for one device.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceChange {
+    /// The device's name.
+    pub name: String,
+    /// Its UUID in the later run.
+    pub uuid: String,
+    /// `uuid` or `serial`.
+    pub matched_by: String,
+    /// Results, earlier and later.
+    pub result_before: String,
+    /// The later result.
+    pub result_after: String,
+    /// Findings the later run has and the earlier had not (information aside).
+    pub new_findings: Vec<NewFinding>,
+    /// Codes the earlier run had and the later has not.
+    pub gone_findings: Vec<String>,
+    /// Rates slower by more than the tolerance.
+    pub slower: Vec<Drift>,
+    /// Rates faster by more than the tolerance (for the record).
+    pub faster: Vec<Drift>,
+    /// Lifetime counters that grew.
+    pub counters_grown: Vec<Growth>,
+}
+
+/// The comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// The earlier run's directory.
+    pub before: String,
+    /// The later run's directory.
+    pub after: String,
+    /// A rate may move this share before it counts.
+    pub tolerance: f64,
+    /// Matched devices.
+    pub devices: Vec<DeviceChange>,
+    /// Devices of the earlier run the later does not have.
+    pub missing: Vec<String>,
+    /// Devices of the later run the earlier did not have.
+    pub added: Vec<String>,
+    /// 0 nothing worse; 1 new hardware findings, slower rates or grown error counters; 2
+    /// new environment findings; 3 new software findings; 4 a device is missing.
+    pub exit_code: i32,
+}
+
+/// Each device's last snapshot of counters, from a run's telemetry.
+fn last_counters(dir: &Path) -> BTreeMap<usize, BTreeMap<String, f64>> {
+    let mut out: BTreeMap<usize, BTreeMap<String, f64>> = BTreeMap::new();
+    let Ok((records, _)) = read_jsonl::<TelemetryRecord>(&dir.join("telemetry.jsonl")) else {
+        return out;
+    };
+    for r in records {
+        if let (Some(d), TelemetryData::Snapshot { counters, .. }) = (r.device, &r.data) {
+            let entry = out.entry(d).or_default();
+            for (k, v) in counters {
+                if let Some(n) = v.number() {
+                    entry.insert(k.clone(), n);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn serial(d: &DeviceReport) -> Option<&str> {
+    match d.setup.identity.get("serial") {
+        Some(crate::telemetry::record::Reading::Text(s)) if !s.is_empty() => Some(s),
+        _ => None,
+    }
+}
+
+fn label(d: &DeviceReport) -> String {
+    format!("GPU{} {} [{}]", d.index, d.name, d.uuid)
+}
+
+/// Compares two run directories.
+pub fn compare(before: &Path, after: &Path, tolerance: f64) -> Result<Comparison, VerdictError> {
+    let thresholds = Thresholds::default();
+    let (a, b) = (rebuild(before, &thresholds)?, rebuild(after, &thresholds)?);
+    Ok(compare_reports(
+        &a,
+        &b,
+        &last_counters(before),
+        &last_counters(after),
+        tolerance,
+    ))
+}
+
+/// Compares two reports, given each device's last counters.
+pub fn compare_reports(
+    a: &Report,
+    b: &Report,
+    counters_a: &BTreeMap<usize, BTreeMap<String, f64>>,
+    counters_b: &BTreeMap<usize, BTreeMap<String, f64>>,
+    tolerance: f64,
+) -> Comparison {
+    let mut devices = Vec::new();
+    let mut matched_a = Vec::new();
+    let mut added = Vec::new();
+    for db in &b.devices {
+        let by_uuid = a.devices.iter().find(|da| da.uuid == db.uuid);
+        let by_serial =
+            || serial(db).and_then(|s| a.devices.iter().find(|da| serial(da) == Some(s)));
+        let (da, how) = match (by_uuid, by_serial()) {
+            (Some(d), _) => (d, "uuid"),
+            (None, Some(d)) => (d, "serial"),
+            (None, None) => {
+                added.push(label(db));
+                continue;
+            }
+        };
+        matched_a.push(da.index);
+        let codes_a: Vec<&str> = da.findings.iter().map(|f| f.code.as_str()).collect();
+        let codes_b: Vec<&str> = db.findings.iter().map(|f| f.code.as_str()).collect();
+        let new_findings = db
+            .findings
+            .iter()
+            .filter(|f| f.class != Class::Info && !codes_a.contains(&f.code.as_str()))
+            .map(|f| NewFinding {
+                code: f.code.clone(),
+                class: f.class,
+                summary: f.summary.clone(),
+            })
+            .collect();
+        let mut gone_findings: Vec<String> = codes_a
+            .iter()
+            .filter(|c| !codes_b.contains(c))
+            .map(|c| c.to_string())
+            .collect();
+        gone_findings.dedup();
+        let (ra, rb) = (rates(da), rates(db));
+        let mut slower = Vec::new();
+        let mut faster = Vec::new();
+        for (name, after) in &rb {
+            let Some((_, before)) = ra.iter().find(|(n, _)| n == name) else {
+                continue;
+            };
+            let change = (after - before) / before;
+            let drift = Drift {
+                rate: name.to_string(),
+                before: *before,
+                after: *after,
+                change,
+            };
+            if change < -tolerance {
+                slower.push(drift);
+            } else if change > tolerance {
+                faster.push(drift);
+            }
+        }
+        let empty = BTreeMap::new();
+        let (ca, cb) = (
+            counters_a.get(&da.index).unwrap_or(&empty),
+            counters_b.get(&db.index).unwrap_or(&empty),
+        );
+        let counters_grown = LIFETIME_COUNTERS
+            .iter()
+            .filter_map(|k| {
+                let (x, y) = (ca.get(*k)?, cb.get(*k)?);
+                (y > x).then(|| Growth {
+                    counter: k.to_string(),
+                    before: *x,
+                    after: *y,
+                })
+            })
+            .collect();
+        devices.push(DeviceChange {
+            name: db.name.clone(),
+            uuid: db.uuid.clone(),
+            matched_by: how.into(),
+            result_before: da.result.word().to_lowercase(),
+            result_after: db.result.word().to_lowercase(),
+            new_findings,
+            gone_findings,
+            slower,
+            faster,
+            counters_grown,
+        });
+    }
+    let missing: Vec<String> = a
+        .devices
+        .iter()
+        .filter(|d| !matched_a.contains(&d.index))
+        .map(label)
+        .collect();
+    let worse = |d: &DeviceChange| -> Option<i32> {
+        let class_code = |c: Class| match c {
+            Class::Hardware => exit_code::HARDWARE,
+            Class::Environment => exit_code::ENVIRONMENT,
+            _ => exit_code::SOFTWARE,
+        };
+        let mut codes: Vec<i32> = d.new_findings.iter().map(|f| class_code(f.class)).collect();
+        if !d.slower.is_empty() || !d.counters_grown.is_empty() {
+            codes.push(exit_code::HARDWARE);
+        }
+        codes.into_iter().min()
+    };
+    let mut exit = devices.iter().filter_map(worse).min();
+    if !missing.is_empty() {
+        exit = Some(exit.map_or(exit_code::INCONCLUSIVE, |e| e.min(exit_code::INCONCLUSIVE)));
+    }
+    Comparison {
+        before: a.run_dir.clone(),
+        after: b.run_dir.clone(),
+        tolerance,
+        devices,
+        missing,
+        added,
+        exit_code: exit.unwrap_or(exit_code::HEALTHY),
+    }
+}
+
+/// The comparison for people.
+pub fn summary(c: &Comparison) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "compare: {} -> {} (rates may move {:.0}%)",
+        c.before,
+        c.after,
+        c.tolerance * 100.0
+    );
+    for d in &c.devices {
+        let _ = writeln!(
+            out,
+            "{} [{}] (matched by {}): {} -> {}",
+            d.name, d.uuid, d.matched_by, d.result_before, d.result_after
+        );
+        for f in &d.new_findings {
+            let _ = writeln!(out, "  new {} ({:?}): {}", f.code, f.class, f.summary);
+        }
+        for code in &d.gone_findings {
+            let _ = writeln!(out, "  gone {code}");
+        }
+        for s in &d.slower {
+            let _ = writeln!(
+                out,
+                "  slower {}: {:.1} -> {:.1} ({:+.0}%)",
+                s.rate,
+                s.before,
+                s.after,
+                s.change * 100.0
+            );
+        }
+        for s in &d.faster {
+            let _ = writeln!(
+                out,
+                "  faster {}: {:.1} -> {:.1} ({:+.0}%)",
+                s.rate,
+                s.before,
+                s.after,
+                s.change * 100.0
+            );
+        }
+        for g in &d.counters_grown {
+            let _ = writeln!(out, "  grew {}: {} -> {}", g.counter, g.before, g.after);
+        }
+        if d.new_findings.is_empty() && d.slower.is_empty() && d.counters_grown.is_empty() {
+            let _ = writeln!(out, "  nothing worse");
+        }
+    }
+    for m in &c.missing {
+        let _ = writeln!(out, "missing: {m} is not in the later run");
+    }
+    for a in &c.added {
+        let _ = writeln!(out, "added: {a} was not in the earlier run");
+    }
+    let _ = writeln!(out, "exit {}", c.exit_code);
+    out
+}
