@@ -116,10 +116,10 @@ pub fn quick_run(extra: &[&str], out: &std::path::Path) -> std::process::Output 
         .unwrap()
 }
 
-/// Starts a long `kiln run` into `out`, waits until its events hold `lines` lines, and
-/// kills it with SIGKILL, as a crash or an impatient operator would.
-pub fn killed_run(out: &std::path::Path, lines: usize) {
-    let mut child = kiln()
+/// Starts a long `kiln run` of `workloads` (the fleet profile, 64 MiB of VRAM, two
+/// minutes) into `out`, its output discarded.
+pub fn long_run(out: &std::path::Path, workloads: &str) -> std::process::Child {
+    kiln()
         .args([
             "run",
             "--profile",
@@ -129,15 +129,19 @@ pub fn killed_run(out: &std::path::Path, lines: usize) {
             "--duration",
             "120s",
             "--workloads",
-            "vram",
+            workloads,
             "--out",
         ])
         .arg(out)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap();
-    let events = out.join("events.jsonl");
+        .unwrap()
+}
+
+/// Waits (up to a minute) until the run in `dir` has written `lines` event lines.
+pub fn wait_for_events(dir: &std::path::Path, lines: usize) {
+    let events = dir.join("events.jsonl");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while std::fs::read(&events)
         .map(|b| b.iter().filter(|&&c| c == b'\n').count())
@@ -150,6 +154,13 @@ pub fn killed_run(out: &std::path::Path, lines: usize) {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// Starts a long `kiln run` into `out`, waits until its events hold `lines` lines, and
+/// kills it with SIGKILL, as a crash or an impatient operator would.
+pub fn killed_run(out: &std::path::Path, lines: usize) {
+    let mut child = long_run(out, "vram");
+    wait_for_events(out, lines);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 }
