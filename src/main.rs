@@ -218,7 +218,7 @@ fn run_options(
         progress: std::io::stderr().is_terminal(),
         telemetry_interval: (!telemetry_interval.is_zero()).then_some(telemetry_interval),
         thresholds: match &args.thresholds {
-            Some(_) => thresholds(&args.thresholds)?,
+            Some(path) => profile.thresholds.overlay(path).map_err(AppError::Usage)?,
             None => profile.thresholds,
         },
         step_timeout: args.step_timeout.unwrap_or(profile.step_timeout),

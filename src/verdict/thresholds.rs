@@ -116,13 +116,28 @@ pub fn table(t: &Thresholds) -> Vec<(&'static str, f64, &'static str)> {
 }
 
 impl Thresholds {
-    /// Loads overrides from a JSON file (any subset of the fields); validates every value.
+    /// Loads overrides from a JSON file (any subset of the fields) over the defaults;
+    /// validates every value.
     pub fn load(path: &std::path::Path) -> Result<Thresholds, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let t: Thresholds =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        t.validate()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Thresholds::default().overlay(path)
+    }
+
+    /// These thresholds with a JSON file's fields (any subset) laid over them, so that a
+    /// site's file refines a profile's thresholds rather than resetting the rest.
+    pub fn overlay(&self, path: &std::path::Path) -> Result<Thresholds, String> {
+        let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+        // Unknown fields and wrong types are refused by parsing the file alone first.
+        let own: serde_json::Value = serde_json::from_str(&text).map_err(|e| at(&e))?;
+        serde_json::from_value::<Thresholds>(own.clone()).map_err(|e| at(&e))?;
+        let mut merged = serde_json::to_value(self).map_err(|e| at(&e))?;
+        if let (Some(base), Some(over)) = (merged.as_object_mut(), own.as_object()) {
+            for (k, v) in over {
+                base.insert(k.clone(), v.clone());
+            }
+        }
+        let t: Thresholds = serde_json::from_value(merged).map_err(|e| at(&e))?;
+        t.validate().map_err(|e| at(&e))?;
         Ok(t)
     }
 
@@ -190,6 +205,19 @@ mod tests {
                 .contains("unknown field")
         );
         assert!(load("{ not json").is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("site.json");
+        std::fs::write(&path, r#"{"pcie_low_share": 0.5}"#).unwrap();
+        let profile = Thresholds {
+            throttle_share: 0.2,
+            ..Thresholds::default()
+        };
+        let t = profile.overlay(&path).unwrap();
+        assert_eq!(
+            (t.throttle_share, t.pcie_low_share),
+            (0.2, 0.5),
+            "the file refines the profile's thresholds"
+        );
         assert!(
             load(r#"{"vram_floor_gbps": -5}"#)
                 .unwrap_err()
