@@ -190,6 +190,9 @@ pub struct RunArgs {
     /// Test only: the device (by its place in the run) whose worker stops responding.
     #[arg(long, value_name = "N", hide = true)]
     pub test_hang_device: Option<usize>,
+    /// Test only: the device (by its place in the run) whose worker dies.
+    #[arg(long, value_name = "N", hide = true)]
+    pub test_crash_device: Option<usize>,
     /// Test only: plant a stuck bit at this word of every VRAM test.
     #[arg(long, value_name = "WORD", hide = true)]
     pub test_stuck_word: Option<u64>,

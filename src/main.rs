@@ -225,6 +225,7 @@ fn run_options(
         test_hooks: kiln::run::TestHooks {
             replicate: args.replicate.map_or(1, usize::from),
             hang_slot: args.test_hang_device,
+            crash_slot: args.test_crash_device,
         },
     })
 }

@@ -67,6 +67,9 @@ pub struct TestHooks {
     pub replicate: usize,
     /// The device (by its place in the run) whose worker stops responding.
     pub hang_slot: Option<usize>,
+    /// The device (by its place in the run) whose worker dies, as a driver crash would
+    /// kill it.
+    pub crash_slot: Option<usize>,
 }
 
 /// One workload of a plan and its share of the device's time budget.
@@ -427,6 +430,8 @@ struct WorkerHandle {
     running: Option<String>,
     /// Since when the worker waits for its device to be idle.
     waiting_since: Option<Instant>,
+    /// When its output closed: it is ending.
+    closed_at: Option<Instant>,
     done: bool,
     finished: bool,
     bar: indicatif::ProgressBar,
@@ -464,6 +469,7 @@ fn supervise(
             confirm: opts.confirm,
             wait_idle: opts.wait_idle,
             hang_for_test: opts.test_hooks.hang_slot == Some(info.index),
+            crash_for_test: opts.test_hooks.crash_slot == Some(info.index),
         };
         let mut child = Command::new(&exe)
             .arg(WORKER_ARG)
@@ -509,6 +515,7 @@ fn supervise(
             last_alive: Instant::now(),
             running: None,
             waiting_since: None,
+            closed_at: None,
             done: false,
             finished: false,
             bar,
@@ -568,34 +575,21 @@ fn supervise(
             }
             Ok((slot, None)) => {
                 if let Some(w) = workers.iter_mut().find(|w| w.slot == slot && !w.finished) {
-                    let status = w.child.wait();
-                    if !w.done {
-                        events.emit(
-                            Some(slot),
-                            Event::DeviceError {
-                                error: "crash".into(),
-                                message: format!(
-                                    "the device's worker process ended before its test did ({}){}",
-                                    status
-                                        .map(|s| s.to_string())
-                                        .unwrap_or_else(|e| e.to_string()),
-                                    w.running
-                                        .as_deref()
-                                        .map(|r| format!(" during {r}"))
-                                        .unwrap_or_default()
-                                ),
-                            },
-                        );
-                    }
-                    w.finished = true;
-                    w.bar.finish_and_clear();
+                    w.closed_at.get_or_insert_with(Instant::now);
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            // Every output has closed: what is left is reaping them.
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
         }
         answer_waits(&mut workers, latest, events);
-        for w in workers.iter_mut().filter(|w| !w.finished) {
+        reap(&mut workers, events);
+        for w in workers
+            .iter_mut()
+            .filter(|w| !w.finished && w.closed_at.is_none())
+        {
             if w.last_alive.elapsed() > patience {
                 // Abandoned: killed so that it frees the device if it ever returns, and
                 // not waited for, since a process stuck in the driver may never exit.
@@ -621,6 +615,50 @@ fn supervise(
         }
     }
     Ok(())
+}
+
+/// How long a worker whose output has closed may take to exit (freeing its device)
+/// before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(10);
+
+/// Collects the workers whose output has closed, without blocking on any: one stuck in
+/// the driver while tearing down must not stall the others' watchdog. A worker that
+/// ends before saying it is done has crashed.
+fn reap(workers: &mut [WorkerHandle], events: &mut EventWriter) {
+    for w in workers.iter_mut().filter(|w| !w.finished) {
+        let Some(closed) = w.closed_at else {
+            continue;
+        };
+        let status = match w.child.try_wait() {
+            Ok(Some(status)) => status.to_string(),
+            Ok(None) if closed.elapsed() < EXIT_GRACE => continue,
+            Ok(None) => {
+                let _ = w.child.kill();
+                format!(
+                    "it did not exit {} s after its output closed and was killed",
+                    EXIT_GRACE.as_secs()
+                )
+            }
+            Err(e) => e.to_string(),
+        };
+        if !w.done {
+            events.emit(
+                Some(w.slot),
+                Event::DeviceError {
+                    error: "crash".into(),
+                    message: format!(
+                        "the device's worker process ended before its test did ({status}){}",
+                        w.running
+                            .as_deref()
+                            .map(|r| format!(" during {r}"))
+                            .unwrap_or_default()
+                    ),
+                },
+            );
+        }
+        w.finished = true;
+        w.bar.finish_and_clear();
+    }
 }
 
 /// Lets each waiting worker go once its device is idle and cool, when that cannot be

@@ -49,6 +49,9 @@ pub struct WorkerJob {
     /// would (the watchdog's test).
     #[serde(default)]
     pub hang_for_test: bool,
+    /// Test only: die when the first workload starts, as a driver crash would.
+    #[serde(default)]
+    pub crash_for_test: bool,
 }
 
 /// What a worker tells the parent, one JSON line each.
@@ -256,6 +259,9 @@ fn test_device(
         }
         if stop.load(Ordering::Relaxed) {
             break;
+        }
+        if job.crash_for_test {
+            std::process::abort();
         }
         if job.hang_for_test {
             // As a driver call that never returns: deaf to stdin and signals alike.

@@ -122,6 +122,31 @@ fn a_hung_device_is_abandoned_and_the_other_finishes() {
     assert!(wall < Duration::from_secs(60), "{wall:?}");
 }
 
+#[test]
+fn a_crashed_worker_is_recorded_and_the_other_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = parallel_run(&run_dir, &["--test-crash-device", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "a crash with no telemetry is not judged"
+    );
+    let report = json(&out);
+    let devices = report["devices"].as_array().unwrap();
+    assert_eq!(devices[0]["result"], "pass", "{}", devices[0]);
+    assert_eq!(devices[1]["failures"][0]["error"], "crash");
+    let message = devices[1]["failures"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("SIGABRT") || message.contains("signal"),
+        "{message}"
+    );
+    assert_eq!(
+        codes(&devices[1]),
+        vec!["WORKER_CRASHED", "TELEMETRY_MISSING"]
+    );
+}
+
 fn signal(child: &Child, name: &str) {
     let status = Command::new("kill")
         .args([format!("-{name}"), child.id().to_string()])
