@@ -23,6 +23,7 @@ pub fn summary(report: &Report) -> String {
             d.result.word(),
             d.reason
         );
+        setup_line(&mut out, &d.setup);
         for w in &d.workloads {
             if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
                 vram_lines(&mut out, &v);
@@ -56,6 +57,33 @@ pub fn summary(report: &Report) -> String {
         report.run_dir
     );
     out
+}
+
+/// What preflight read of the installation: driver versions, the board, other tenants.
+fn setup_line(out: &mut String, setup: &super::Setup) {
+    use crate::telemetry::record::Reading;
+    if setup.identity.is_empty() {
+        return;
+    }
+    let text = |key: &str| match setup.identity.get(key) {
+        Some(Reading::Text(t)) if !t.is_empty() => Some(t.as_str()),
+        _ => None,
+    };
+    let mut parts = vec![format!(
+        "driver {} (Vulkan {})",
+        text("driver_version").unwrap_or("unknown"),
+        setup.vulkan_driver_version
+    )];
+    for (key, label) in [("serial", "serial"), ("vbios", "VBIOS")] {
+        if let Some(v) = text(key) {
+            parts.push(format!("{label} {v}"));
+        }
+    }
+    parts.push(format!(
+        "other processes: {}",
+        text("other_processes").unwrap_or("none")
+    ));
+    let _ = writeln!(out, "  setup: {}", parts.join(", "));
 }
 
 fn telemetry_line(out: &mut String, p: &PhaseTelemetry) {
