@@ -127,9 +127,10 @@ fn the_junit_file_parses_with_a_case_per_device_and_check() {
         .filter(|n| n.has_tag_name("testcase"))
         .collect();
     let names: Vec<&str> = cases.iter().filter_map(|c| c.attribute("name")).collect();
-    assert_eq!(names, vec!["vram", "compute", "pcie"]);
-    assert_eq!(root.attribute("tests"), Some("3"));
+    assert_eq!(names, vec!["vram", "compute", "pcie", "verdict"]);
+    assert_eq!(root.attribute("tests"), Some("4"));
     assert_eq!(root.attribute("failures"), Some("0"));
+    assert_eq!(root.attribute("errors"), Some("0"));
     assert!(
         cases
             .iter()

@@ -278,7 +278,11 @@ fn the_summary_says_how_each_device_is_installed() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     common::lay_out_scenario("other_tenants", &run_dir);
-    let out = common::kiln().arg("verdict").arg(&run_dir).output().unwrap();
+    let out = common::kiln()
+        .arg("verdict")
+        .arg(&run_dir)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("  setup: driver 550.54.15 (Vulkan 550.54.15.0), serial 1654923012345")

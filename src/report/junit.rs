@@ -1,8 +1,9 @@
-//! JUnit XML for CI dashboards: one test suite per device, one test case per check.
+//! JUnit XML for CI dashboards: one test suite per device, one test case per check and
+//! one for the device's verdict.
 
 use std::fmt::Write as _;
 
-use super::Report;
+use super::{DeviceResult, Report};
 use crate::workload::WorkloadStatus;
 
 fn xml(text: &str) -> String {
@@ -13,83 +14,123 @@ fn xml(text: &str) -> String {
         .replace('\'', "&apos;")
 }
 
+/// How one test case ended.
+enum Case {
+    Passed(String),
+    Failed {
+        message: String,
+        kind: String,
+        body: String,
+    },
+    Errored {
+        message: String,
+        kind: String,
+    },
+    Skipped(String),
+}
+
+/// A device's cases: one per workload, then `verdict`, the device's result, which fails
+/// on environment or software findings too and errs when the device could not be judged
+/// (a hang, a crash, a run cut short) even if no workload ever reported.
+fn cases(d: &super::DeviceReport) -> Vec<(String, Case)> {
+    let findings = || {
+        d.findings
+            .iter()
+            .map(|f| format!("{} ({:?}): {}", f.code, f.class, f.summary))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mut out: Vec<(String, Case)> = d
+        .workloads
+        .iter()
+        .map(|w| {
+            let case = match w.status {
+                WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => Case::Failed {
+                    message: w.headline.clone(),
+                    kind: w.status.name().into(),
+                    body: findings(),
+                },
+                WorkloadStatus::Incomplete | WorkloadStatus::NotRun => {
+                    Case::Skipped(w.headline.clone())
+                }
+                WorkloadStatus::Passed => Case::Passed(w.headline.clone()),
+            };
+            (w.workload.clone(), case)
+        })
+        .collect();
+    let kind = d.result.word().to_lowercase();
+    let verdict = match d.result {
+        DeviceResult::Pass => Case::Passed(d.reason.clone()),
+        DeviceResult::Inconclusive => Case::Errored {
+            message: d.reason.clone(),
+            kind,
+        },
+        _ => Case::Failed {
+            message: d.reason.clone(),
+            kind,
+            body: findings(),
+        },
+    };
+    out.push(("verdict".into(), verdict));
+    out
+}
+
 /// Renders the report as JUnit XML.
 pub fn render(report: &Report) -> String {
+    let all: Vec<Vec<(String, Case)>> = report.devices.iter().map(cases).collect();
+    let count =
+        |cases: &[(String, Case)], f: fn(&Case) -> bool| cases.iter().filter(|(_, c)| f(c)).count();
+    let failed = |c: &Case| matches!(c, Case::Failed { .. });
+    let errored = |c: &Case| matches!(c, Case::Errored { .. });
+    let skipped = |c: &Case| matches!(c, Case::Skipped(_));
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let cases: usize = report.devices.iter().map(|d| d.workloads.len()).sum();
-    let failures: usize = report
-        .devices
-        .iter()
-        .flat_map(|d| &d.workloads)
-        .filter(|w| {
-            matches!(
-                w.status,
-                WorkloadStatus::Failed | WorkloadStatus::SoftwareFault
-            )
-        })
-        .count();
     let _ = writeln!(
         out,
-        "<testsuites name=\"kiln\" tests=\"{cases}\" failures=\"{failures}\" time=\"{:.3}\">",
+        "<testsuites name=\"kiln\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3}\">",
+        all.iter().map(Vec::len).sum::<usize>(),
+        all.iter().map(|c| count(c, failed)).sum::<usize>(),
+        all.iter().map(|c| count(c, errored)).sum::<usize>(),
         report.wall_s
     );
-    for d in &report.devices {
-        let suite_failures = d
-            .workloads
-            .iter()
-            .filter(|w| {
-                matches!(
-                    w.status,
-                    WorkloadStatus::Failed | WorkloadStatus::SoftwareFault
-                )
-            })
-            .count();
-        let skipped = d
-            .workloads
-            .iter()
-            .filter(|w| {
-                matches!(
-                    w.status,
-                    WorkloadStatus::Incomplete | WorkloadStatus::NotRun
-                )
-            })
-            .count();
+    for (d, cases) in report.devices.iter().zip(&all) {
         let _ = writeln!(
             out,
-            "  <testsuite name=\"GPU{} {}\" tests=\"{}\" failures=\"{suite_failures}\" skipped=\"{skipped}\">",
+            "  <testsuite name=\"GPU{} {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
             d.index,
             xml(&d.name),
-            d.workloads.len()
+            cases.len(),
+            count(cases, failed),
+            count(cases, errored),
+            count(cases, skipped)
         );
-        for w in &d.workloads {
+        for (name, case) in cases {
             let _ = write!(
                 out,
                 "    <testcase classname=\"kiln.{}\" name=\"{}\">",
                 xml(&d.uuid),
-                xml(&w.workload)
+                xml(name)
             );
-            match w.status {
-                WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => {
-                    let findings: Vec<String> = d
-                        .findings
-                        .iter()
-                        .map(|f| format!("{} ({:?}): {}", f.code, f.class, f.summary))
-                        .collect();
-                    let _ = write!(
-                        out,
-                        "<failure message=\"{}\" type=\"{}\">{}</failure>",
-                        xml(&w.headline),
-                        w.status.name(),
-                        xml(&findings.join("\n"))
-                    );
-                }
-                WorkloadStatus::Incomplete | WorkloadStatus::NotRun => {
-                    let _ = write!(out, "<skipped message=\"{}\"/>", xml(&w.headline));
-                }
-                WorkloadStatus::Passed => {
-                    let _ = write!(out, "<system-out>{}</system-out>", xml(&w.headline));
-                }
-            }
+            let _ = match case {
+                Case::Failed {
+                    message,
+                    kind,
+                    body,
+                } => write!(
+                    out,
+                    "<failure message=\"{}\" type=\"{}\">{}</failure>",
+                    xml(message),
+                    xml(kind),
+                    xml(body)
+                ),
+                Case::Errored { message, kind } => write!(
+                    out,
+                    "<error message=\"{}\" type=\"{}\"/>",
+                    xml(message),
+                    xml(kind)
+                ),
+                Case::Skipped(message) => write!(out, "<skipped message=\"{}\"/>", xml(message)),
+                Case::Passed(text) => write!(out, "<system-out>{}</system-out>", xml(text)),
+            };
             out.push_str("</testcase>\n");
         }
         out.push_str("  </testsuite>\n");
@@ -138,6 +179,28 @@ mod tests {
         assert!(text.contains("GPU0 GPU &lt;&quot;&amp;&apos;&gt;"));
         assert!(text.contains("<failure message=\"a &lt; b &amp; c\" type=\"failed\">"));
         assert!(text.contains("<skipped message=\"a &lt; b &amp; c\"/>"));
-        assert!(text.contains("failures=\"1\" skipped=\"1\""));
+        assert!(text.contains("failures=\"2\" errors=\"0\" skipped=\"1\""));
+        assert!(
+            text.contains(
+                "name=\"verdict\"><failure message=\"vram: a &lt; b &amp; c\" type=\"fail\">"
+            ),
+            "the device's verdict is a case of its own: {text}"
+        );
+        // A device that never reported (hung before its first workload) is an error,
+        // not an empty suite that reads as green.
+        report.devices.push(crate::report::DeviceReport::new(
+            &info,
+            vec![],
+            Some("no progress for 4 s: the watchdog abandoned the device".into()),
+        ));
+        let text = render(&report);
+        assert!(
+            text.contains("<error message=\"no progress for 4 s: the watchdog abandoned the device\" type=\"inconclusive\"/>"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tests=\"4\" failures=\"2\" errors=\"1\""),
+            "{text}"
+        );
     }
 }
