@@ -66,7 +66,7 @@ impl Fault {
 
 fn short_uuid(uuid: &str) -> String {
     let bare = uuid.trim_start_matches("GPU-");
-    format!("GPU-{}...", &bare[..bare.len().min(8)])
+    format!("GPU-{}...", bare.chars().take(8).collect::<String>())
 }
 
 /// The result of a health check.
@@ -226,12 +226,19 @@ pub fn check(opts: &HealthOptions) -> Health {
     for (d, fields) in &seen.identity {
         gpus.insert(*d, text(Some(fields), "uuid").map(str::to_owned));
     }
-    let mut state = opts
-        .state
-        .as_deref()
-        .and_then(|p| std::fs::read(p).ok())
-        .and_then(|b| serde_json::from_slice::<State>(&b).ok())
-        .unwrap_or_default();
+    // No state file yet is a first check; a damaged one is said, then replaced.
+    let mut state = State::default();
+    if let Some(path) = opts.state.as_deref()
+        && let Ok(bytes) = std::fs::read(path)
+    {
+        match serde_json::from_slice::<State>(&bytes) {
+            Ok(s) => state = s,
+            Err(e) => checked.push(format!(
+                "state file {} unreadable ({e}): starting afresh",
+                path.display()
+            )),
+        }
+    }
     let first_check = state.counters.is_empty() && state.xid_kernel_us == 0;
     let mut faults = Vec::new();
     let mut fault = |gpu: Option<usize>, code: &str, exit: i32, message: String| {

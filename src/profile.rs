@@ -166,10 +166,12 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    // Spans are byte offsets: count bytes, so that an offset inside a multi-byte
+    // character (from a damaged file) cannot panic.
     fn line_of(&self, offset: usize) -> usize {
-        self.text[..offset.min(self.text.len())]
-            .bytes()
-            .filter(|&b| b == b'\n')
+        self.text.as_bytes()[..offset.min(self.text.len())]
+            .iter()
+            .filter(|&&b| b == b'\n')
             .count()
             + 1
     }
@@ -190,12 +192,17 @@ impl Reader<'_> {
     /// The key a parse error is about: the key on the error's line (`key = ...`), or the
     /// word the span covers (an unknown key's own name).
     fn key_of(&self, span: &std::ops::Range<usize>) -> String {
-        let start = span.start.min(self.text.len());
-        let line_start = self.text[..start].rfind('\n').map_or(0, |i| i + 1);
-        let line = self.text[line_start..].lines().next().unwrap_or("");
+        let bytes = self.text.as_bytes();
+        let start = span.start.min(bytes.len());
+        let line_start = bytes[..start]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let line = String::from_utf8_lossy(&bytes[line_start..]);
+        let line = line.lines().next().unwrap_or("");
         match line.split_once('=') {
             Some((key, _)) => key.trim().trim_matches('"').to_owned(),
-            None => self.text[start..span.end.min(self.text.len())]
+            None => String::from_utf8_lossy(&bytes[start..span.end.clamp(start, bytes.len())])
                 .trim()
                 .to_owned(),
         }
@@ -322,7 +329,11 @@ pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
                 // The message starts with the field's name: point at its line.
                 let field = e.split_whitespace().next().unwrap_or_default();
                 let start = t.span().start;
-                let offset = r.text[start..].find(field).map_or(start, |i| start + i);
+                let offset = r
+                    .text
+                    .get(start..)
+                    .and_then(|rest| rest.find(field))
+                    .map_or(start, |i| start + i);
                 return Err(r.error(Some(offset), &format!("thresholds.{field}"), e));
             }
             t.get_ref().clone()

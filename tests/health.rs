@@ -83,6 +83,16 @@ fn with_a_state_file_an_xid_is_reported_once() {
     assert_eq!((code, first.contains("KILN-XID-079")), (1, true), "{first}");
     let (code, first, _) = health(&args);
     assert_eq!(code, 0, "nothing new since the last check: {first}");
+    // A damaged state file is said and replaced, never a crash.
+    std::fs::write(state, "{ half a state").unwrap();
+    let (code, _, all) = health(&args);
+    assert_eq!(code, 1, "afresh, the Xid counts again");
+    assert!(
+        all.contains("unreadable") && all.contains("starting afresh"),
+        "{all}"
+    );
+    let (code, _, _) = health(&args);
+    assert_eq!(code, 0, "and the state is whole again");
 }
 
 #[test]

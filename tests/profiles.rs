@@ -331,7 +331,8 @@ fn malformed_profiles_get_one_sentence_naming_line_and_key() {
 #[test]
 fn random_damage_never_panics_the_loader() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x6b696c6e);
-    let alphabet = b"=[]\"'#.,-_ \n0123456789abcdefghijklmnopqrstuvwxyz{}";
+    // Multi-byte characters too: a damaged file may split one.
+    let alphabet = "=[]\"'#.,-_ \n0123456789abcdefghijklmnopqrstuvwxyz{}é°€\u{1F525}".as_bytes();
     let mut refused = 0;
     for round in 0..3000 {
         let (_, text) = BUNDLED[round % BUNDLED.len()];
