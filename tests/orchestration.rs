@@ -317,6 +317,14 @@ fn the_first_failure_ends_a_device_when_the_profile_says_so() {
     let workloads = report["devices"][0]["workloads"].as_array().unwrap();
     assert_eq!(workloads.len(), 1, "compute and PCIe never started");
     assert_eq!(workloads[0]["status"], "failed");
+    assert!(
+        report["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .starts_with("GPU0: vram failed: the profile stops this device")),
+        "{}",
+        report["notes"]
+    );
 }
 
 #[test]

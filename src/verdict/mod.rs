@@ -84,6 +84,8 @@ pub fn judge_dir(
         last_ms = r.t_ms;
         match (&r.event, r.device) {
             (Event::Note { message }, None) => notes.push(message.clone()),
+            // A device's own facts (a confirmation rerun, a stop at the first failure).
+            (Event::Note { message }, Some(d)) => notes.push(format!("GPU{d}: {message}")),
             (Event::DeviceStart { info }, _) => devices.push(DeviceEvidence {
                 info: (**info).clone(),
                 outcomes: Vec::new(),
