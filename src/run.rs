@@ -527,7 +527,7 @@ fn supervise(
         .plan
         .iter()
         .filter_map(|p| match &p.config {
-            WorkloadConfig::Vram(v)
+            WorkloadConfig::Vram(v) | WorkloadConfig::Heat { vram: v, .. }
                 if v.algorithms
                     .contains(&crate::workload::vram::algorithm::Algorithm::Retention) =>
             {
