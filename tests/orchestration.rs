@@ -410,3 +410,36 @@ fn wait_idle_without_telemetry_says_it_cannot_tell_and_runs_everything() {
         3
     );
 }
+
+#[test]
+fn a_long_allocator_phase_is_not_taken_for_a_hang() {
+    // The allocator torture submits no GPU work for seconds on end: its allocations are
+    // the progress the watchdog sees.
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_with(
+        &dir.path().join("run"),
+        &[
+            "--workloads",
+            "fragment",
+            "--duration",
+            "4s",
+            "--step-timeout",
+            "1s",
+            "--fence-timeout",
+            "1s",
+        ],
+    );
+    let report = json(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        report["devices"][0]["reason"]
+    );
+    assert!(
+        report["devices"][0]["failures"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -289,7 +289,8 @@ pub struct DeviceContext {
     lost: Option<String>,
     simulate_loss: bool,
     fence_timeout: Duration,
-    /// Submissions seen to finish: the watchdog's evidence that the device moves.
+    /// Device calls begun and submissions seen to finish: the watchdog's evidence that
+    /// the device moves.
     completed: Arc<AtomicU64>,
 }
 
@@ -460,8 +461,9 @@ impl DeviceContext {
         Ok(ctx)
     }
 
-    /// A counter of submissions seen to finish, to read from another thread: while it
-    /// grows the device is working, and when it stops a watchdog can tell.
+    /// A counter of device calls begun and submissions seen to finish, to read from
+    /// another thread: while it grows the device is working, and when it stops a watchdog
+    /// can tell.
     pub fn completed_counter(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.completed)
     }
@@ -858,7 +860,12 @@ impl DeviceContext {
             Some(running) => Err(GpuError::DeviceLost {
                 running: running.clone(),
             }),
-            None => Ok(()),
+            None => {
+                // Every call starts only after the one before returned: a new call is
+                // progress (allocations count, not only submissions).
+                self.completed.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
         }
     }
 
