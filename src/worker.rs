@@ -352,6 +352,8 @@ fn run_planned(
             match DeviceContext::open(&contexts.vulkan, &contexts.physical) {
                 Ok(mut c) => {
                     c.set_fence_timeout(contexts.fence_timeout);
+                    // One heartbeat for both: either context working is the device alive.
+                    c.share_completed_counter(contexts.main.completed_counter());
                     contexts.second = Some(c);
                 }
                 Err(e) => events.emit(

@@ -443,3 +443,32 @@ fn a_long_allocator_phase_is_not_taken_for_a_hang() {
             .is_empty()
     );
 }
+
+#[test]
+fn heat_whose_memory_side_ends_first_is_not_taken_for_a_hang() {
+    // One VRAM pass ends in a moment; the compute side goes on for seconds on the second
+    // context, whose progress the watchdog must see too.
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("heat.toml");
+    std::fs::write(
+        &profile,
+        "description = \"heat\"\nduration = \"5s\"\nstep_timeout = \"1s\"\nfence_timeout = \"1s\"\n[[workload]]\nkind = \"heat\"\nalgorithms = [\"own-address\"]\npasses = 1\n",
+    )
+    .unwrap();
+    let out = run_with(
+        &dir.path().join("run"),
+        &[
+            "--profile",
+            profile.to_str().unwrap(),
+            "--vram-bytes",
+            "16MiB",
+        ],
+    );
+    let report = json(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        report["devices"][0]["reason"]
+    );
+}
