@@ -458,6 +458,8 @@ fn supervise(
     });
     let (tx, rx) = mpsc::channel::<(usize, Option<String>)>();
     let mut workers = Vec::new();
+    let pcie_lock = (slots.len() > 1)
+        .then(|| std::env::temp_dir().join(format!("kiln-pcie-{}.lock", std::process::id())));
     for (vulkan_index, info) in slots {
         let job = WorkerJob {
             vulkan_index: *vulkan_index,
@@ -468,6 +470,7 @@ fn supervise(
             fence_timeout: opts.fence_timeout,
             confirm: opts.confirm,
             wait_idle: opts.wait_idle,
+            pcie_lock: pcie_lock.clone(),
             hang_for_test: opts.test_hooks.hang_slot == Some(info.index),
             crash_for_test: opts.test_hooks.crash_slot == Some(info.index),
         };
@@ -613,6 +616,9 @@ fn supervise(
                 w.bar.finish_and_clear();
             }
         }
+    }
+    if let Some(lock) = pcie_lock {
+        let _ = std::fs::remove_file(lock);
     }
     Ok(())
 }

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::evidence::{Event, EventRecord, EventSink};
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
 use crate::profile::Confirm;
-use crate::run::PlannedWorkload;
+use crate::run::{PlannedWorkload, WorkloadConfig};
 use crate::workload::{RunControl, WorkloadStatus};
 
 /// The first argument that makes a kiln binary a device worker.
@@ -45,6 +45,10 @@ pub struct WorkerJob {
     /// Wait for the device to be idle and cool between workloads.
     #[serde(default)]
     pub wait_idle: bool,
+    /// A lock file that devices take in turn for the PCIe probe (several devices share
+    /// the host's links); none with one device.
+    #[serde(default)]
+    pub pcie_lock: Option<std::path::PathBuf>,
     /// Test only: stop responding when the first workload starts, as a hung driver call
     /// would (the watchdog's test).
     #[serde(default)]
@@ -169,6 +173,28 @@ fn worker_main() -> i32 {
     0
 }
 
+/// Waits for this worker's turn at the lock file `lock` (held until the returned file is
+/// dropped), telling the parent it is alive meanwhile. None when the lock cannot be
+/// taken here (the workload then runs without it) or a stop came first.
+fn take_turn(lock: &std::path::Path, stop: &AtomicBool, pipe: &Pipe) -> Option<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock)
+        .ok()?;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Some(file),
+            Err(std::fs::TryLockError::WouldBlock) if !stop.load(Ordering::Relaxed) => {
+                pipe.send(&WorkerMessage::Alive);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
 /// Asks the parent to say when the device is idle and cool again, and waits for its `go`
 /// (or a stop).
 fn wait_for_idle(stop: &AtomicBool, resumed: &Receiver<()>, pipe: &Pipe) {
@@ -269,6 +295,12 @@ fn test_device(
                 std::thread::sleep(Duration::from_secs(3600));
             }
         }
+        // One device at a time on the host's PCIe links: devices behind one switch
+        // share its uplink, and a probe measured beside another would read as a slow slot.
+        let _turn = match (&planned.config, &job.pcie_lock) {
+            (WorkloadConfig::Pcie(_), Some(lock)) => take_turn(lock, stop, pipe),
+            _ => None,
+        };
         let budget = device_deadline.map(|end| {
             end.saturating_duration_since(Instant::now()) * planned.weight / weight_left.max(1)
         });

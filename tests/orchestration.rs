@@ -69,6 +69,23 @@ fn two_devices_run_in_parallel_each_with_its_verdict() {
         assert_eq!(d["result"], "pass", "{d}");
         assert_eq!(d["workloads"].as_array().unwrap().len(), 3);
     }
+    // The PCIe probes took turns: a probe beside another would measure a shared link.
+    let log = events(&dir.path().join("run"));
+    let at = |kind: &str, device: u64| {
+        log.iter()
+            .position(|e| e["kind"] == kind && e["workload"] == "pcie" && e["device"] == device)
+            .unwrap()
+    };
+    let (start0, end0, start1, end1) = (
+        at("workload_start", 0),
+        at("workload_end", 0),
+        at("workload_start", 1),
+        at("workload_end", 1),
+    );
+    assert!(
+        end0 < start1 || end1 < start0,
+        "the PCIe probes overlapped: {start0}..{end0} and {start1}..{end1}"
+    );
 }
 
 #[test]
