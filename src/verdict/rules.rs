@@ -955,11 +955,20 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 }
 
 /// Devices of the same model in one run, each against the median of the others: one
-/// `peer_slow_share` below them in any rate is slower than its model should be. Its own
+/// `peer_slow_share` below them in VRAM or compute rate is slower than its model should be. Its own
 /// environment findings (heat, power, the slot) explain it; without them it is the card.
 /// CPU devices share the host's cores, so they are never compared.
 pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
-    let all: Vec<Vec<(&str, f64)>> = devices.iter().map(rates).collect();
+    // PCIe rates depend on where a GPU sits (its socket, its switch), not only on the
+    // card: they are judged against the link's theory instead.
+    let all: Vec<Vec<(&str, f64)>> = devices
+        .iter()
+        .map(|d| {
+            let mut r = rates(d);
+            r.retain(|(name, _)| !name.starts_with("pcie_"));
+            r
+        })
+        .collect();
     devices
         .iter()
         .enumerate()
