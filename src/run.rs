@@ -215,6 +215,9 @@ pub enum AppError {
     /// Evidence could not be written or read.
     #[error(transparent)]
     Evidence(#[from] EvidenceError),
+    /// The machine would not let kiln start what a run needs (a worker process, a thread).
+    #[error("{0}")]
+    Start(String),
 }
 
 impl AppError {
@@ -223,7 +226,9 @@ impl AppError {
         match self {
             AppError::Usage(_) => exit_code::USAGE,
             AppError::Gpu(GpuError::NoSuchDevice { .. }) => exit_code::USAGE,
-            AppError::Gpu(_) | AppError::Evidence(_) => exit_code::INCONCLUSIVE,
+            AppError::Gpu(_) | AppError::Evidence(_) | AppError::Start(_) => {
+                exit_code::INCONCLUSIVE
+            }
         }
     }
 }
@@ -377,8 +382,9 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     if let Some(s) = sidecar {
         s.stop();
     }
+    // The run's own evidence unreadable is a run that could not be judged, not a usage error.
     let mut report = crate::verdict::judge_dir(run_dir.path(), &opts.thresholds, true)
-        .map_err(|e| AppError::Usage(e.to_string()))?;
+        .map_err(|e| AppError::Start(format!("the run's evidence could not be read back: {e}")))?;
     report.wall_s = started.elapsed().as_secs_f64();
     if let Err(e) = events.check() {
         report
@@ -447,7 +453,7 @@ fn supervise(
     latest: &Latest,
 ) -> Result<(), AppError> {
     let exe = std::env::current_exe().map_err(|e| {
-        AppError::Usage(format!(
+        AppError::Start(format!(
             "cannot find kiln's own executable to start workers: {e}"
         ))
     })?;
@@ -480,7 +486,7 @@ fn supervise(
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| AppError::Usage(format!("cannot start a device worker: {e}")))?;
+            .map_err(|e| AppError::Start(format!("cannot start a device worker: {e}")))?;
         let mut stdin = child.stdin.take();
         if let Some(pipe) = stdin.as_mut() {
             let line = serde_json::to_string(&job).unwrap_or_default() + "\n";
@@ -841,7 +847,7 @@ fn start_telemetry(
             out.append(&record)
         }),
     )
-    .map_err(|e| AppError::Usage(format!("could not start the telemetry thread: {e}")))?;
+    .map_err(|e| AppError::Start(format!("could not start the telemetry thread: {e}")))?;
     Ok((sidecar, latest, notes))
 }
 
