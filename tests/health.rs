@@ -142,24 +142,10 @@ fn the_last_full_run_must_be_recent_and_a_pass() {
         "{first}"
     );
 
-    let out = kiln()
-        .args([
-            "run",
-            "--vram-bytes",
-            "16MiB",
-            "--passes",
-            "1",
-            "--algorithms",
-            "own-address",
-            "--workloads",
-            "vram",
-            "--test-stuck-word",
-            "1000",
-            "--out",
-        ])
-        .arg(runs.join("fail"))
-        .output()
-        .unwrap();
+    let out = common::quick_run(
+        &["--workloads", "vram", "--test-stuck-word", "1000"],
+        &runs.join("fail"),
+    );
     assert_eq!(out.status.code(), Some(1));
     let (code, first, _) = check("24h");
     assert_eq!(code, 1, "{first}");

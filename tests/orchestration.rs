@@ -12,26 +12,7 @@ use common::{json, kiln};
 
 /// A short run of every standard workload, on `replicate` contexts of the CPU device.
 fn parallel_run(out: &Path, extra: &[&str]) -> std::process::Output {
-    kiln()
-        .args([
-            "run",
-            "--replicate",
-            "2",
-            "--vram-bytes",
-            "16MiB",
-            "--passes",
-            "1",
-            "--algorithms",
-            "own-address",
-            "--pcie-max-bytes",
-            "1MiB",
-            "--json",
-        ])
-        .args(extra)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .unwrap()
+    common::quick_run(&[&["--replicate", "2", "--json"][..], extra].concat(), out)
 }
 
 fn events(dir: &Path) -> Vec<serde_json::Value> {
@@ -252,16 +233,6 @@ fn a_second_signal_ends_the_run_at_once_and_the_evidence_stays_readable() {
     assert_eq!(report["incomplete"], true, "no run_end was written");
 }
 
-/// One pass of one algorithm over 16 MiB: the smallest real run.
-const SMALL: [&str; 6] = [
-    "--vram-bytes",
-    "16MiB",
-    "--passes",
-    "1",
-    "--algorithms",
-    "own-address",
-];
-
 fn run_with(out: &Path, args: &[&str]) -> std::process::Output {
     kiln()
         .arg("run")
@@ -321,13 +292,9 @@ fn a_finding_is_confirmed_by_rerunning_its_workload() {
 #[test]
 fn the_first_failure_ends_a_device_when_the_profile_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run_with(
+    let out = common::quick_run(
+        &["--profile", "fleet", "--test-stuck-word", "1000", "--json"],
         &dir.path().join("run"),
-        &[
-            &["--profile", "fleet", "--test-stuck-word", "1000"][..],
-            &SMALL,
-        ]
-        .concat(),
     );
     assert_eq!(out.status.code(), Some(1));
     let report = json(&out);
@@ -406,10 +373,7 @@ fn heat_runs_vram_and_compute_at_once() {
 fn wait_idle_without_telemetry_says_it_cannot_tell_and_runs_everything() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let out = run_with(
-        &run_dir,
-        &[&["--wait-idle", "--pcie-max-bytes", "1MiB"][..], &SMALL].concat(),
-    );
+    let out = common::quick_run(&["--wait-idle", "--json"], &run_dir);
     assert_eq!(out.status.code(), Some(0));
     let report = json(&out);
     assert!(
