@@ -352,6 +352,11 @@ fn heat_runs_vram_and_compute_at_once() {
         .map(|p| p["phase"].as_str().unwrap())
         .collect();
     assert_eq!(phases, vec!["preflight", "heat"]);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains("compute ran inside heat, beside another load"),
+        "{summary}"
+    );
     let log = events(&run_dir);
     let started = |name: &str| {
         log.iter()

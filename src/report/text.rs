@@ -25,6 +25,13 @@ pub fn summary(report: &Report) -> String {
         );
         setup_line(&mut out, &d.setup);
         for w in &d.workloads {
+            if let Some(with) = w.summary.get("together_with").and_then(|t| t.as_str()) {
+                let _ = writeln!(
+                    out,
+                    "  {} ran inside {with}, beside another load: its rates are not the device's alone",
+                    w.workload
+                );
+            }
             if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
                 vram_lines(&mut out, &v);
             } else if let Ok(c) = serde_json::from_value::<ComputeReport>(w.summary.clone()) {
