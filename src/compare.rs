@@ -129,10 +129,11 @@ fn last_counters(dir: &Path) -> BTreeMap<usize, BTreeMap<String, f64>> {
 }
 
 fn serial(d: &DeviceReport) -> Option<&str> {
-    match d.setup.identity.get("serial") {
-        Some(crate::telemetry::record::Reading::Text(s)) if !s.is_empty() => Some(s),
-        _ => None,
-    }
+    d.setup
+        .identity
+        .get("serial")
+        .and_then(crate::telemetry::record::Reading::text)
+        .filter(|s| !s.is_empty())
 }
 
 fn label(d: &DeviceReport) -> String {

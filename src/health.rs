@@ -162,10 +162,7 @@ fn number(r: Option<&Readings>, key: &str) -> Option<f64> {
 }
 
 fn text<'a>(r: Option<&'a Readings>, key: &str) -> Option<&'a str> {
-    match r.and_then(|r| r.get(key)) {
-        Some(Reading::Text(t)) => Some(t),
-        _ => None,
-    }
+    r.and_then(|r| r.get(key)).and_then(Reading::text)
 }
 
 /// The sources to read, the GPUs Vulkan found (index, UUID), and what cannot be read.

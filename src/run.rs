@@ -115,6 +115,14 @@ impl WorkloadConfig {
         }
     }
 
+    /// The VRAM test's settings, where this workload has a VRAM test (`vram`, `heat`).
+    pub fn vram(&self) -> Option<&VramConfig> {
+        match self {
+            WorkloadConfig::Vram(v) | WorkloadConfig::Heat { vram: v, .. } => Some(v),
+            _ => None,
+        }
+    }
+
     /// The workload with default settings.
     pub fn default_of(name: WorkloadName) -> WorkloadConfig {
         match name {
@@ -165,6 +173,15 @@ pub enum WorkloadName {
 }
 
 impl WorkloadName {
+    /// Every workload, in the order they are listed.
+    pub const ALL: [WorkloadName; 5] = [
+        WorkloadName::Vram,
+        WorkloadName::Compute,
+        WorkloadName::Pcie,
+        WorkloadName::Fragment,
+        WorkloadName::Heat,
+    ];
+
     /// The name in evidence and reports (`vram`, `heat`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -180,18 +197,15 @@ impl WorkloadName {
     pub fn parse_list(list: &str) -> Result<Vec<WorkloadName>, String> {
         let mut out = Vec::new();
         for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let w = match name {
-                "vram" => WorkloadName::Vram,
-                "compute" => WorkloadName::Compute,
-                "pcie" => WorkloadName::Pcie,
-                "fragment" => WorkloadName::Fragment,
-                "heat" => WorkloadName::Heat,
-                other => {
-                    return Err(format!(
-                        "unknown workload `{other}` (known: vram, compute, pcie, fragment, heat)"
-                    ));
-                }
-            };
+            let w = WorkloadName::ALL
+                .into_iter()
+                .find(|w| w.as_str() == name)
+                .ok_or_else(|| {
+                    format!(
+                        "unknown workload `{name}` (known: {})",
+                        WorkloadName::ALL.map(WorkloadName::as_str).join(", ")
+                    )
+                })?;
             if !out.contains(&w) {
                 out.push(w);
             }
@@ -443,6 +457,16 @@ struct WorkerHandle {
     bar: indicatif::ProgressBar,
 }
 
+impl WorkerHandle {
+    /// ` during <workload>` when one was running, for the record of how it ended.
+    fn during(&self) -> String {
+        self.running
+            .as_deref()
+            .map(|r| format!(" during {r}"))
+            .unwrap_or_default()
+    }
+}
+
 /// Starts a worker per device and relays their evidence into the run's events until
 /// every one has finished, been abandoned as hung, or died; answers signals.
 fn supervise(
@@ -535,15 +559,12 @@ fn supervise(
     let idle_allowance = opts
         .plan
         .iter()
-        .filter_map(|p| match &p.config {
-            WorkloadConfig::Vram(v) | WorkloadConfig::Heat { vram: v, .. }
-                if v.algorithms
-                    .contains(&crate::workload::vram::algorithm::Algorithm::Retention) =>
-            {
-                Some(v.retention_delay)
-            }
-            _ => None,
+        .filter_map(|p| p.config.vram())
+        .filter(|v| {
+            v.algorithms
+                .contains(&crate::workload::vram::algorithm::Algorithm::Retention)
         })
+        .map(|v| v.retention_delay)
         .max()
         .unwrap_or_default();
     let patience = opts.step_timeout + opts.fence_timeout + idle_allowance;
@@ -611,10 +632,7 @@ fn supervise(
                         message: format!(
                             "no progress for {:.0} s{}: the watchdog abandoned the device",
                             patience.as_secs_f64(),
-                            w.running
-                                .as_deref()
-                                .map(|r| format!(" during {r}"))
-                                .unwrap_or_default()
+                            w.during()
                         ),
                     },
                 );
@@ -660,10 +678,7 @@ fn reap(workers: &mut [WorkerHandle], events: &mut EventWriter) {
                     error: "crash".into(),
                     message: format!(
                         "the device's worker process ended before its test did ({status}){}",
-                        w.running
-                            .as_deref()
-                            .map(|r| format!(" during {r}"))
-                            .unwrap_or_default()
+                        w.during()
                     ),
                 },
             );
@@ -950,14 +965,19 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
         let mut heap_bytes = None;
         let mut steps = Vec::new();
         for p in &opts.plan {
-            let detail = match &p.config {
-                WorkloadConfig::Vram(c) => {
-                    let sizing = crate::workload::vram::plan_size(info, c)?;
+            let sized = match p.config.vram() {
+                Some(v) => {
+                    let sizing = crate::workload::vram::plan_size(info, v)?;
                     vram_bytes = vram_bytes.max(Some(sizing.sized_bytes));
                     heap_bytes = Some(sizing.heap_bytes);
+                    gib(sizing.sized_bytes)
+                }
+                None => String::new(),
+            };
+            let detail = match &p.config {
+                WorkloadConfig::Vram(c) => {
                     format!(
-                        "{} GiB with {}, {}",
-                        gib(sizing.sized_bytes),
+                        "{sized} GiB with {}, {}",
                         c.algorithms
                             .iter()
                             .map(|a| a.name())
@@ -985,16 +1005,10 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
                 WorkloadConfig::Fragment(_) => {
                     "allocate and free under a memory cap; fragmentation and leaks".into()
                 }
-                WorkloadConfig::Heat { vram, compute } => {
-                    let sizing = crate::workload::vram::plan_size(info, vram)?;
-                    vram_bytes = vram_bytes.max(Some(sizing.sized_bytes));
-                    heap_bytes = Some(sizing.heap_bytes);
-                    format!(
-                        "{} GiB of VRAM patterns and {} compute at once, for heat",
-                        gib(sizing.sized_bytes),
-                        shape_name(&compute.shape)
-                    )
-                }
+                WorkloadConfig::Heat { compute, .. } => format!(
+                    "{sized} GiB of VRAM patterns and {} compute at once, for heat",
+                    shape_name(&compute.shape)
+                ),
             };
             steps.push(PlannedStep {
                 workload: p.config.name(),
@@ -1070,7 +1084,7 @@ pub fn plan_summary(plan: &Plan) -> String {
             let _ = writeln!(
                 out,
                 "  {:<9} {}{}",
-                format!("{:?}", s.workload).to_lowercase(),
+                s.workload.as_str(),
                 s.budget_s
                     .map(|b| format!("~{b:.0} s: "))
                     .unwrap_or_default(),

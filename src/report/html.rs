@@ -220,7 +220,10 @@ fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryReco
                 "inforom_image",
                 "driver_version",
             ] {
-                if let Some(crate::telemetry::record::Reading::Text(v)) = fields.get(key) {
+                if let Some(v) = fields
+                    .get(key)
+                    .and_then(crate::telemetry::record::Reading::text)
+                {
                     let _ = write!(out, "<tr><th>{key}</th><td>{}</td></tr>", esc(v));
                 }
             }

@@ -72,9 +72,12 @@ fn setup_line(out: &mut String, setup: &super::Setup) {
     if setup.identity.is_empty() {
         return;
     }
-    let text = |key: &str| match setup.identity.get(key) {
-        Some(Reading::Text(t)) if !t.is_empty() => Some(t.as_str()),
-        _ => None,
+    let text = |key: &str| {
+        setup
+            .identity
+            .get(key)
+            .and_then(Reading::text)
+            .filter(|t| !t.is_empty())
     };
     let mut parts = vec![format!(
         "driver {} (Vulkan {})",

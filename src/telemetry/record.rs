@@ -39,6 +39,14 @@ impl Reading {
             _ => None,
         }
     }
+
+    /// The word, if this is one.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Reading::Text(t) => Some(t),
+            _ => None,
+        }
+    }
 }
 
 /// Readings by stable name (the unit is part of the name: `gpu_temp_c`, `power_w`).

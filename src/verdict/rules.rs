@@ -822,10 +822,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
             "load the driver (modprobe nvidia) or reinstall it, then rerun",
         ));
     }
-    let text = |key: &str| match s.identity.get(key) {
-        Some(Reading::Text(v)) => Some(v.as_str()),
-        _ => None,
-    };
+    let text = |key: &str| s.identity.get(key).and_then(Reading::text);
     let nvml_version = text("driver_version");
     let differ = s.vendor_id == NVIDIA_VENDOR_ID
         && nvml_version.is_some_and(|n| !same_version(n, &s.vulkan_driver_version));
