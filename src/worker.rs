@@ -435,9 +435,8 @@ fn run_planned(
         match result {
             Ok(mut outcome) => {
                 failed |= outcome.status == WorkloadStatus::Failed;
-                if together && let Some(map) = outcome.summary.as_object_mut() {
-                    // Rates measured beside another load are not the device's alone.
-                    map.insert("together_with".into(), phase.into());
+                if together {
+                    outcome.mark_together_with(phase);
                 }
                 events.emit(
                     device,

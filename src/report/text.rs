@@ -25,7 +25,7 @@ pub fn summary(report: &Report) -> String {
         );
         setup_line(&mut out, &d.setup);
         for w in &d.workloads {
-            if let Some(with) = w.summary.get("together_with").and_then(|t| t.as_str()) {
+            if let Some(with) = w.together_with() {
                 let _ = writeln!(
                     out,
                     "  {} ran inside {with}, beside another load: its rates are not the device's alone",

@@ -48,7 +48,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
                 if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
                     vram(&v, &mut out);
                     // Rates measured beside another load are not the device's alone.
-                    if w.summary.get("together_with").is_none() {
+                    if w.together_with().is_none() {
                         vram_bandwidth(device, &v, t, &mut out);
                     }
                 }
@@ -900,7 +900,7 @@ pub fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
         matches!(
             w.status,
             crate::workload::WorkloadStatus::Passed | crate::workload::WorkloadStatus::Failed
-        ) && w.summary.get("together_with").is_none()
+        ) && w.together_with().is_none()
     };
     for w in device.workloads.iter().filter(finished) {
         match w.workload.as_str() {

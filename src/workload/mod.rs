@@ -106,6 +106,24 @@ pub struct WorkloadOutcome {
     pub summary: serde_json::Value,
 }
 
+/// The summary key that marks a workload run beside another load (the `heat` workload):
+/// its rates are not the device's alone.
+pub const TOGETHER_WITH: &str = "together_with";
+
+impl WorkloadOutcome {
+    /// The load this workload ran inside of (`heat`), if it did not run alone.
+    pub fn together_with(&self) -> Option<&str> {
+        self.summary.get(TOGETHER_WITH).and_then(|t| t.as_str())
+    }
+
+    /// Marks this outcome as run inside `load`, beside another workload.
+    pub fn mark_together_with(&mut self, load: &str) {
+        if let Some(map) = self.summary.as_object_mut() {
+            map.insert(TOGETHER_WITH.into(), load.into());
+        }
+    }
+}
+
 /// Failures that stop a workload before it produced a result.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
