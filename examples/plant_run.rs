@@ -112,7 +112,8 @@ fn main() -> ExitCode {
         .collect();
     let opts = RunOptions {
         profile: format!("plant_run {fault}"),
-        devices: Vec::new(),
+        // The CPU device is the device under test: the scenarios are recordings of it.
+        devices: vec!["cpu".into()],
         duration: None,
         plan,
         stop_on_first_failure: false,

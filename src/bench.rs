@@ -77,6 +77,15 @@ pub struct BenchReport {
 /// Runs the benchmark.
 pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
     let (info, mut ctx, notes) = open_device(opts.device.as_deref(), opts.fence_timeout)?;
+    let free = info.device_local_free_bytes();
+    if opts.bytes > free {
+        return Err(AppError::Usage(format!(
+            "--bytes {} is more than the {} of device memory free on {}",
+            crate::workload::vram::format_bytes(opts.bytes),
+            crate::workload::vram::format_bytes(free),
+            info.name
+        )));
+    }
     let mut cfg = EngineConfig::for_device(info.kind.is_gpu());
     if let Some(layout) = opts.layout {
         cfg.layout = layout;
@@ -88,7 +97,7 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
         .max_storage_buffer_range_bytes
         .min(limits.max_memory_allocation_size_bytes)
         .min(opts.bytes / 8);
-    let (mut engine, stopped) = Engine::allocate(&mut ctx, cfg, opts.bytes, max_buffer)?;
+    let (mut engine, stopped) = Engine::allocate(&mut ctx, cfg, opts.bytes, max_buffer, &|| false)?;
     if let Some(e) = stopped {
         return Err(AppError::Gpu(e));
     }

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::profile::{Bounds, bounds};
+
 /// kiln: prove a GPU good or bad.
 #[derive(Debug, Parser)]
 #[command(name = "kiln", version, about = "GPU stress and health diagnostics", long_about = None)]
@@ -62,7 +64,7 @@ pub struct CompareArgs {
 #[derive(Debug, Args)]
 pub struct HealthArgs {
     /// The number of GPUs this node should have.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = gpu_count)]
     pub expect_gpus: Option<usize>,
     /// Keep the last check's Xid position and counters here, so that only what is new
     /// since then counts (without it, every Xid since boot counts).
@@ -73,7 +75,7 @@ pub struct HealthArgs {
     pub runs: Option<PathBuf>,
     /// The last full run must be younger than this (e.g. 7d is not a unit: use 168h) and
     /// a pass.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = max_age)]
     pub max_age: Option<Duration>,
     /// Only these GPUs, by NVML index, comma-separated (a Slurm job's SLURM_JOB_GPUS);
     /// faults of the node as a whole still count.
@@ -120,10 +122,10 @@ pub struct MonitorArgs {
     #[arg(long = "device", value_name = "DEVICE")]
     pub devices: Vec<String>,
     /// Sampling interval.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_name = "DURATION", value_parser = sample_interval, default_value = "1s")]
     pub interval: Duration,
     /// Stop after this long (default: until Ctrl+C).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = monitor_duration)]
     pub duration: Option<Duration>,
     /// Print every telemetry record as a JSON line on stdout.
     #[arg(long)]
@@ -151,14 +153,14 @@ pub struct VramArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub reserve: Option<u64>,
     /// Largest single test buffer (default: the device's limits).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, hide = true)]
+    #[arg(long, value_name = "SIZE", value_parser = max_buffer, hide = true)]
     pub max_buffer: Option<u64>,
     /// Access layout: contiguous (CPU devices) or coalesced (GPUs); default by device.
     #[arg(long, value_name = "LAYOUT", value_parser = ["contiguous", "coalesced"])]
     pub layout: Option<String>,
     /// Bound on every wait for the device (a hung device is reported after this;
     /// default 10s, or the profile's).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = fence_timeout)]
     pub fence_timeout: Option<Duration>,
 }
 
@@ -182,7 +184,7 @@ pub struct RunArgs {
     pub wait_idle: bool,
     /// The watchdog: a device with no progress for this long is abandoned as hung
     /// (default: the profile's).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = step_timeout)]
     pub step_timeout: Option<Duration>,
     /// Test only: open every selected device this many times, each a device of its own.
     #[arg(long, value_name = "N", hide = true, value_parser = clap::value_parser!(u16).range(1..=16))]
@@ -193,6 +195,10 @@ pub struct RunArgs {
     /// Test only: the device (by its place in the run) whose worker dies.
     #[arg(long, value_name = "N", hide = true)]
     pub test_crash_device: Option<usize>,
+    /// Test only: the device (by its place in the run) whose worker busies itself with
+    /// host-side work that keeps showing progress and never answers a stop.
+    #[arg(long, value_name = "N", hide = true)]
+    pub test_busy_device: Option<usize>,
     /// Test only: plant a stuck bit at this word of every VRAM test.
     #[arg(long, value_name = "WORD", hide = true)]
     pub test_stuck_word: Option<u64>,
@@ -200,17 +206,17 @@ pub struct RunArgs {
     #[arg(long = "device", value_name = "DEVICE")]
     pub devices: Vec<String>,
     /// Time budget per device (e.g. 60s, 5m, 2h; default: the profile's).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = run_duration)]
     pub duration: Option<Duration>,
     /// Run exactly this many passes of the algorithms.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = passes)]
     pub passes: Option<u32>,
     /// Workloads, comma-separated: vram, compute, pcie, fragment (default: the
     /// profile's; a workload the profile lacks runs with its defaults).
     #[arg(long, value_name = "LIST")]
     pub workloads: Option<String>,
     /// Largest PCIe transfer (from 4 KiB up in steps of 4x; default: the profile's).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = pcie_max_bytes)]
     pub pcie_max_bytes: Option<u64>,
     /// Compute load shape: steady, pulsed (100 ms on / 100 ms off) or sweep (10%..100%)
     /// (default: the profile's).
@@ -221,20 +227,20 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST")]
     pub algorithms: Option<String>,
     /// Error records kept per device (the error count is never capped; default 4096).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = records)]
     pub records: Option<u32>,
     /// Failing words retested in place, per device (default 64, or the profile's).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = retest_cap)]
     pub retest_cap: Option<u32>,
     /// Idle time of the retention algorithm (default 30s, or the profile's).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = retention_delay)]
     pub retention_delay: Option<Duration>,
     /// Seed of the test patterns (the same seed repeats them exactly).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Telemetry sampling interval (0 turns telemetry off; default 200ms, or the
     /// profile's).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = telemetry_interval)]
     pub telemetry_interval: Option<Duration>,
     /// Verdict thresholds to override (JSON; see src/verdict/thresholds.rs).
     #[arg(long, value_name = "FILE")]
@@ -257,13 +263,13 @@ pub struct SelftestArgs {
     #[arg(long = "device", value_name = "DEVICE")]
     pub devices: Vec<String>,
     /// Faults planted per run.
-    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=16384))]
+    #[arg(long, value_name = "N", default_value = "256", value_parser = faults)]
     pub faults: u32,
     /// Runs, each with fresh faults and patterns.
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value = "4", value_parser = runs)]
     pub runs: u32,
     /// Bytes tested per run.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "64MiB")]
+    #[arg(long, value_name = "SIZE", value_parser = selftest_bytes, default_value = "64MiB")]
     pub vram_bytes: u64,
     /// Seed of the planted faults and patterns.
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -280,16 +286,16 @@ pub struct BenchArgs {
     #[arg(value_parser = ["vram", "compute", "pcie"])]
     pub what: String,
     /// How long to load the device (compute).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_name = "DURATION", value_parser = bench_duration, default_value = "5s")]
     pub duration: Duration,
     /// Device, by index, UUID or PCI address (default: the first GPU).
     #[arg(long = "device", value_name = "DEVICE")]
     pub device: Option<String>,
     /// Bytes to sweep.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "1GiB")]
+    #[arg(long, value_name = "SIZE", value_parser = bench_bytes, default_value = "1GiB")]
     pub bytes: u64,
     /// Timed repetitions, reported as medians (after one untimed first-touch pass).
-    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value = "5", value_parser = repeat)]
     pub repeat: u32,
     /// Access layout (default: by device kind).
     #[arg(long, value_name = "LAYOUT", value_parser = ["contiguous", "coalesced"])]
@@ -299,17 +305,35 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
+/// Quotes a value a user gave inside a message, cut to a sane length: a 100 kB
+/// argument must not be echoed whole.
+pub fn quote(text: &str) -> String {
+    const SHOWN: usize = 48;
+    let count = text.chars().count();
+    if count <= SHOWN {
+        format!("`{text}`")
+    } else {
+        let head: String = text.chars().take(SHOWN).collect();
+        format!("`{head}...` ({count} characters)")
+    }
+}
+
+/// Splits `512MiB` into its number and its unit.
+fn number_and_unit(text: &str) -> (&str, &str) {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    (number, unit.trim())
+}
+
 /// Parses `1024`, `512MiB`, `8GiB`, `2GB`, `64KiB` (binary units for *iB, decimal for *B).
+/// Whole numbers are exact; a size that does not fit in 64 bits is refused, never
+/// saturated.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size (try 512MiB or 8GiB)"))?;
-    let scale: u64 = match unit.trim() {
+    let (number, unit) = number_and_unit(t);
+    let scale: u64 = match unit {
         "" | "B" => 1,
         "KiB" => 1 << 10,
         "MiB" => 1 << 20,
@@ -321,42 +345,161 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "TB" => 1_000_000_000_000,
         other => {
             return Err(format!(
-                "unknown size unit `{other}` (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)"
+                "unknown size unit {} (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)",
+                quote(other)
             ));
         }
     };
-    let bytes = value * scale as f64;
-    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
-        return Err(format!("`{text}` is not a usable size"));
+    let not_a_size = || format!("{} is not a size (try 512MiB or 8GiB)", quote(text));
+    let too_large = || format!("{} is too large (sizes stop at 16 EiB)", quote(text));
+    let bytes = if number.contains('.') {
+        let value: f64 = number.parse().map_err(|_| not_a_size())?;
+        let bytes = value * scale as f64;
+        // 2^64 is exactly representable: anything at or above it does not fit.
+        if !bytes.is_finite() || bytes >= 18_446_744_073_709_551_616.0 {
+            return Err(too_large());
+        }
+        bytes as u64
+    } else {
+        if number.is_empty() {
+            return Err(not_a_size());
+        }
+        // Digits only: too many of them is too large, not "not a size".
+        let value: u64 = number.parse().map_err(|_| too_large())?;
+        value.checked_mul(scale).ok_or_else(too_large)?
+    };
+    if bytes == 0 {
+        return Err(format!("{} is not a usable size", quote(text)));
     }
-    Ok(bytes as u64)
+    Ok(bytes)
 }
 
 /// Parses `90`, `500ms`, `30s`, `5m`, `2h` (a bare number is seconds).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
+    let (number, unit) = number_and_unit(t);
     let value: f64 = number
         .parse()
-        .map_err(|_| format!("`{text}` is not a duration (try 90s, 5m or 2h)"))?;
-    let seconds = match unit.trim() {
+        .map_err(|_| format!("{} is not a duration (try 90s, 5m or 2h)", quote(text)))?;
+    let seconds = match unit {
         "" | "s" => value,
         "ms" => value / 1e3,
         "m" | "min" => value * 60.0,
         "h" => value * 3600.0,
         other => {
             return Err(format!(
-                "unknown duration unit `{other}` (use ms, s, m or h)"
+                "unknown duration unit {} (use ms, s, m or h)",
+                quote(other)
             ));
         }
     };
     if !seconds.is_finite() || !(0.0..=1e9).contains(&seconds) {
-        return Err(format!("`{text}` is not a usable duration"));
+        return Err(format!("{} is not a usable duration", quote(text)));
     }
     Ok(Duration::from_secs_f64(seconds))
+}
+
+/// A duration that must lie within `range` (the same bounds as the profile key the flag
+/// overrides, and the same words).
+fn bounded_duration(text: &str, range: &Bounds<Duration>) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    range.check(d, text)
+}
+
+fn run_duration(text: &str) -> Result<Duration, String> {
+    bounded_duration(text, &bounds::DURATION)
+}
+
+fn fence_timeout(text: &str) -> Result<Duration, String> {
+    bounded_duration(text, &bounds::FENCE_TIMEOUT)
+}
+
+fn step_timeout(text: &str) -> Result<Duration, String> {
+    bounded_duration(text, &bounds::STEP_TIMEOUT)
+}
+
+fn retention_delay(text: &str) -> Result<Duration, String> {
+    bounded_duration(text, &bounds::RETENTION_DELAY)
+}
+
+fn sample_interval(text: &str) -> Result<Duration, String> {
+    bounded_duration(text, &bounds::TELEMETRY_INTERVAL)
+}
+
+fn bench_duration(text: &str) -> Result<Duration, String> {
+    bounded_duration(text, &bounds::BENCH_DURATION)
+}
+
+fn monitor_duration(text: &str) -> Result<Duration, String> {
+    bounded_duration(text, &bounds::MONITOR_DURATION)
+}
+
+fn max_age(text: &str) -> Result<Duration, String> {
+    bounded_duration(text, &bounds::MAX_AGE)
+}
+
+/// `0` turns telemetry off; anything else within the profile key's bounds.
+fn telemetry_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Ok(d);
+    }
+    bounds::TELEMETRY_INTERVAL
+        .check(d, text)
+        .map_err(|e| format!("{e} (or 0 to turn telemetry off)"))
+}
+
+fn pcie_max_bytes(text: &str) -> Result<u64, String> {
+    bounds::PCIE_MAX_BYTES.check(parse_size(text)?, text)
+}
+
+fn max_buffer(text: &str) -> Result<u64, String> {
+    bounds::MAX_BUFFER_BYTES.check(parse_size(text)?, text)
+}
+
+fn bench_bytes(text: &str) -> Result<u64, String> {
+    bounds::BENCH_BYTES.check(parse_size(text)?, text)
+}
+
+fn selftest_bytes(text: &str) -> Result<u64, String> {
+    bounds::SELFTEST_BYTES.check(parse_size(text)?, text)
+}
+
+/// A whole number within `range`.
+fn bounded_count(text: &str, range: &Bounds<u64>) -> Result<u64, String> {
+    let v: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{} is not a whole number", quote(text)))?;
+    range.check(v, text)
+}
+
+fn passes(text: &str) -> Result<u32, String> {
+    bounded_count(text, &bounds::PASSES).map(|v| v as u32)
+}
+
+fn records(text: &str) -> Result<u32, String> {
+    bounded_count(text, &bounds::RECORDS).map(|v| v as u32)
+}
+
+fn retest_cap(text: &str) -> Result<u32, String> {
+    bounded_count(text, &bounds::RETEST_CAP).map(|v| v as u32)
+}
+
+fn repeat(text: &str) -> Result<u32, String> {
+    bounded_count(text, &bounds::REPEAT).map(|v| v as u32)
+}
+
+fn runs(text: &str) -> Result<u32, String> {
+    bounded_count(text, &bounds::RUNS).map(|v| v as u32)
+}
+
+fn faults(text: &str) -> Result<u32, String> {
+    bounded_count(text, &bounds::FAULTS).map(|v| v as u32)
+}
+
+fn gpu_count(text: &str) -> Result<usize, String> {
+    bounded_count(text, &bounds::GPU_COUNT).map(|v| v as usize)
 }
 
 fn parse_percent(text: &str) -> Result<f64, String> {
@@ -364,7 +507,7 @@ fn parse_percent(text: &str) -> Result<f64, String> {
         .trim()
         .trim_end_matches('%')
         .parse()
-        .map_err(|_| format!("`{text}` is not a percentage"))?;
+        .map_err(|_| format!("{} is not a percentage", quote(text)))?;
     if p > 0.0 && p <= 100.0 {
         Ok(p)
     } else {
@@ -385,6 +528,51 @@ mod tests {
         assert!(parse_size("12 parsecs").is_err());
         assert!(parse_size("MiB").is_err());
         assert!(parse_size("0").is_err());
+        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
+        for too_large in [
+            "18446744073709551616",
+            "16777216TiB",
+            "18446744073709551616.0",
+            "99999999999999999999999999999999",
+            "17179869184GiB",
+        ] {
+            let e = parse_size(too_large).unwrap_err();
+            assert!(e.contains("too large"), "{too_large}: {e}");
+        }
+    }
+
+    #[test]
+    fn flags_share_the_profile_keys_bounds() {
+        assert!(run_duration("0").unwrap_err().contains("outside 1s..168h"));
+        assert!(
+            fence_timeout("0")
+                .unwrap_err()
+                .contains("outside 100ms..600s")
+        );
+        assert!(step_timeout("0").unwrap_err().contains("outside 1s..1h"));
+        assert!(
+            pcie_max_bytes("1")
+                .unwrap_err()
+                .contains("outside 4KiB..16GiB")
+        );
+        let e = telemetry_interval("1ms").unwrap_err();
+        assert!(
+            e.contains("outside 10ms..60s") && e.contains("0 to turn"),
+            "{e}"
+        );
+        assert_eq!(telemetry_interval("0"), Ok(Duration::ZERO));
+        assert!(passes("0").unwrap_err().contains("outside 1..=100000"));
+        assert!(bench_bytes("1").unwrap_err().contains("outside 8MiB.."));
+        assert_eq!(run_duration("40s"), Ok(Duration::from_secs(40)));
+    }
+
+    #[test]
+    fn long_values_are_quoted_cut_short() {
+        let long = "x".repeat(100_000);
+        let e = parse_size(&long).unwrap_err();
+        assert!(e.len() < 200, "{} characters", e.len());
+        assert!(e.contains("100000 characters"), "{e}");
+        assert_eq!(quote("vram"), "`vram`");
     }
 
     #[test]

@@ -254,6 +254,7 @@ pub fn compare_reports(
         let class_code = |c: Class| match c {
             Class::Hardware => exit_code::HARDWARE,
             Class::Environment => exit_code::ENVIRONMENT,
+            Class::CouldNotTest => exit_code::INCONCLUSIVE,
             _ => exit_code::SOFTWARE,
         };
         let mut codes: Vec<i32> = d.new_findings.iter().map(|f| class_code(f.class)).collect();

@@ -10,9 +10,10 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use crate::inventory::InventoryGpu;
 use crate::report::exit_code;
-use crate::telemetry::Source;
 use crate::telemetry::record::{Reading, Readings, TelemetryData, XidEvent};
+use crate::telemetry::{Source, Target};
 use crate::verdict::findings::Class;
 use crate::verdict::rules::xid_class;
 
@@ -165,10 +166,13 @@ fn text<'a>(r: Option<&'a Readings>, key: &str) -> Option<&'a str> {
     r.and_then(|r| r.get(key)).and_then(Reading::text)
 }
 
-/// The sources to read, the GPUs Vulkan found (index, UUID), and what cannot be read.
+/// The sources to read, the machine's GPUs (index, UUID when known), and what cannot be
+/// read.
 struct Opened {
     sources: Vec<Box<dyn Source>>,
-    gpus: Vec<(usize, String)>,
+    gpus: Vec<(usize, Option<String>)>,
+    /// The inventory the GPUs come from (empty for a recording).
+    inventory: Vec<InventoryGpu>,
     notes: Vec<String>,
 }
 
@@ -178,31 +182,63 @@ fn open(opts: &HealthOptions) -> Opened {
             Ok(r) => Opened {
                 sources: vec![Box::new(r)],
                 gpus: Vec::new(),
+                inventory: Vec::new(),
                 notes: Vec::new(),
             },
             Err(e) => Opened {
                 sources: Vec::new(),
                 gpus: Vec::new(),
+                inventory: Vec::new(),
                 notes: vec![e.to_string()],
             },
         },
         None => {
-            let devices = crate::gpu::Vulkan::new()
-                .and_then(|v| v.devices())
-                .unwrap_or_default();
-            let gpus = devices
+            // The GPUs the machine has (NVML, sysfs), whether or not Vulkan can see them:
+            // a node whose GPUs only Vulkan misses still has them, and still has counters.
+            let inventory = crate::inventory::read(&crate::inventory::System::from_env());
+            let targets: Vec<Target> = inventory
+                .gpus
                 .iter()
-                .filter(|d| d.kind.is_gpu())
-                .map(|d| (d.index, d.device_uuid.clone()))
+                .enumerate()
+                .map(|(index, g)| Target {
+                    index,
+                    name: g.name.clone(),
+                    uuid: g
+                        .uuid
+                        .as_deref()
+                        .map(|u| u.trim_start_matches("GPU-").to_ascii_lowercase()),
+                    pci_address: g.pci_address.clone(),
+                })
                 .collect();
-            let (sources, notes) = crate::telemetry::live_sources(&devices);
+            let gpus = targets.iter().map(|t| (t.index, t.uuid.clone())).collect();
+            let (sources, mut notes) = crate::telemetry::live_sources_for(&targets);
+            notes.extend(inventory.notes.iter().cloned());
             Opened {
                 sources,
                 gpus,
+                inventory: inventory.gpus,
                 notes,
             }
         }
     }
+}
+
+/// The inventory's NVIDIA GPUs that the nvidia driver holds on the PCI bus but a working
+/// NVML does not list: fallen off the bus, or failed to initialise.
+fn unreachable(inventory: &[InventoryGpu], nvml_works: bool) -> Vec<usize> {
+    if !nvml_works {
+        return Vec::new();
+    }
+    inventory
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| {
+            g.vendor_id == 0x10de
+                && g.kernel_driver.as_deref() == Some("nvidia")
+                && !g.seen_by.iter().any(|s| s == "nvml")
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Runs the check.
@@ -211,14 +247,15 @@ pub fn check(opts: &HealthOptions) -> Health {
     let Opened {
         mut sources,
         gpus: gpu_devices,
+        inventory,
         mut notes,
     } = open(opts);
     let seen = read_sources(&mut sources, opts.replay.is_some());
     notes.extend(seen.notes.iter().cloned());
-    // GPUs: those Vulkan found, or in a recording those it names.
+    // GPUs: the machine's inventory, or in a recording those it names.
     let mut gpus: BTreeMap<usize, Option<String>> = gpu_devices
         .iter()
-        .map(|(i, u)| (*i, Some(format!("GPU-{u}"))))
+        .map(|(i, u)| (*i, u.as_ref().map(|u| format!("GPU-{u}"))))
         .collect();
     for (d, fields) in &seen.identity {
         gpus.insert(*d, text(Some(fields), "uuid").map(str::to_owned));
@@ -264,6 +301,29 @@ pub fn check(opts: &HealthOptions) -> Health {
             "KILN-DRV-002",
             exit_code::SOFTWARE,
             "NVML and kernel driver versions differ (reboot after the upgrade)".into(),
+        );
+    }
+    // An NVIDIA GPU on the PCI bus that a working NVML does not list has fallen off the
+    // bus or failed to initialise: present for the count, but not a working GPU.
+    let nvml_works = !seen.causes.iter().any(|c| {
+        matches!(
+            c.as_str(),
+            "nvml_missing"
+                | "driver_not_loaded"
+                | "version_mismatch"
+                | "no_permission"
+                | "nvml_failed"
+        )
+    });
+    for i in unreachable(&inventory, nvml_works) {
+        fault(
+            Some(i),
+            "KILN-CNT-002",
+            exit_code::HARDWARE,
+            format!(
+                "{} is on the PCI bus but NVML cannot reach it (fallen off the bus or failed to initialise: see the kernel log)",
+                inventory[i].pci_address.as_deref().unwrap_or("a GPU")
+            ),
         );
     }
     checked.push("driver".to_owned());
@@ -568,4 +628,37 @@ pub fn summary(h: &Health) -> String {
         h.checked.join("; ")
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(address: &str, driver: &str, seen_by: &[&str]) -> InventoryGpu {
+        InventoryGpu {
+            pci_address: Some(address.into()),
+            vendor_id: 0x10de,
+            device_id: Some(0x2335),
+            name: "NVIDIA H200".into(),
+            uuid: None,
+            nvml_index: None,
+            kernel_driver: Some(driver.into()),
+            mig_enabled: None,
+            seen_by: seen_by.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_gpu_the_driver_holds_but_nvml_cannot_reach_is_named() {
+        let node = vec![
+            gpu("0000:19:00.0", "nvidia", &["sysfs", "nvml"]),
+            gpu("0000:3b:00.0", "nvidia", &["sysfs"]),
+            gpu("0000:4c:00.0", "vfio-pci", &["sysfs"]),
+        ];
+        assert_eq!(unreachable(&node, true), vec![1]);
+        assert!(
+            unreachable(&node, false).is_empty(),
+            "without a working NVML nothing can be said"
+        );
+    }
 }

@@ -12,6 +12,7 @@ pub mod compare;
 pub mod evidence;
 pub mod gpu;
 pub mod health;
+pub mod inventory;
 pub mod list;
 pub mod monitor;
 pub mod profile;

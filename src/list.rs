@@ -111,3 +111,25 @@ pub fn json(devices: &[DeviceInfo], nvml: &NvmlSource) -> String {
         .collect();
     serde_json::to_string_pretty(&list).unwrap_or_default()
 }
+
+/// The machine's GPUs that Vulkan cannot see, a line each with the cause: they cannot be
+/// tested until that is fixed.
+pub fn not_visible(missing: &[crate::evidence::NotTested]) -> String {
+    let mut out = String::new();
+    for n in missing {
+        let _ = writeln!(
+            out,
+            "not visible to Vulkan: {} at {} ({}, seen by {}): {} [{}]",
+            n.gpu.name,
+            n.gpu.pci_address.as_deref().unwrap_or("an unknown address"),
+            n.gpu
+                .kernel_driver
+                .as_deref()
+                .map_or_else(|| "no kernel driver".to_owned(), |d| format!("driver {d}")),
+            n.gpu.seen_by.join(" and "),
+            n.cause.message,
+            n.cause.cause
+        );
+    }
+    out
+}

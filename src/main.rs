@@ -26,18 +26,60 @@ fn main() {
             let rendered = e.render().to_string();
             let first = rendered.lines().next().unwrap_or("invalid command line");
             let sentence = first.trim_start_matches("error: ");
-            eprintln!("kiln: {sentence} (see `kiln --help`)");
+            say_error(&format!("{sentence} (see `kiln --help`)"));
             std::process::exit(exit_code::USAGE);
         }
     };
     let code = match dispatch(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("kiln: {e}");
+            let sentence = match &e {
+                AppError::Gpu(g) => kiln::run::explain_for_gpus(g).unwrap_or_else(|| e.to_string()),
+                e => e.to_string(),
+            };
+            say_error(&sentence);
             e.exit_code()
         }
     };
     std::process::exit(code);
+}
+
+/// Writes to stdout. A reader that has gone away (`kiln list --json | head -1`) is not
+/// an error of kiln's: the rest of the output is dropped and the command ends with its
+/// own exit code, without a panic.
+fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+}
+
+/// Writes to stderr, quietly dropping what a closed stderr cannot take.
+fn err(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// The one sentence of a failed command, with any runaway word (a 100 kB argument echoed
+/// back by a parser) cut to a sane length.
+fn say_error(sentence: &str) {
+    const LONGEST: usize = 200;
+    let words: Vec<String> = sentence
+        .split(' ')
+        .map(|w| {
+            let n = w.chars().count();
+            if n > LONGEST {
+                format!(
+                    "{}... ({n} characters)",
+                    w.chars().take(60).collect::<String>()
+                )
+            } else {
+                w.to_owned()
+            }
+        })
+        .collect();
+    err(&format!("kiln: {}\n", words.join(" ")));
 }
 
 fn dispatch(command: Command) -> Result<i32, AppError> {
@@ -55,13 +97,35 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
 }
 
 fn list(args: ListArgs) -> Result<i32, AppError> {
-    let vulkan = kiln::gpu::Vulkan::new()?;
-    let devices = vulkan.devices()?;
+    use kiln::inventory::{System, VulkanState};
+    let system = System::from_env();
+    let inventory = kiln::inventory::read(&system);
+    let (devices, missing) = match kiln::gpu::Vulkan::new().and_then(|v| v.devices()) {
+        Ok(devices) => {
+            let missing =
+                kiln::run::not_visible(&system, &inventory, &devices, &VulkanState::Started);
+            (devices, missing)
+        }
+        // GPUs that Vulkan cannot reach at all: each is named with its cause, and the
+        // listing could not show what was asked (exit 4).
+        Err(e) if !inventory.gpus.is_empty() => {
+            let state = kiln::run::vulkan_state(&e);
+            let missing = kiln::run::not_visible(&system, &inventory, &[], &state);
+            err(&kiln::list::not_visible(&missing));
+            if args.json {
+                out("[]\n");
+            }
+            return Ok(exit_code::INCONCLUSIVE);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let nvml = kiln::telemetry::nvml::NvmlSource::new(&devices);
     if args.json {
-        println!("{}", kiln::list::json(&devices, &nvml));
+        out(&format!("{}\n", kiln::list::json(&devices, &nvml)));
+        err(&kiln::list::not_visible(&missing));
     } else {
-        print!("{}", kiln::list::table(&devices, &nvml));
+        out(&kiln::list::table(&devices, &nvml));
+        out(&kiln::list::not_visible(&missing));
     }
     Ok(exit_code::HEALTHY)
 }
@@ -78,13 +142,11 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
         print_result(args.json, &plan, &kiln::run::plan_summary(&plan));
         return Ok(exit_code::HEALTHY);
     }
-    if let Some(base) = &args.baseline
-        && !base.join("manifest.json").is_file()
-    {
-        return Err(AppError::Usage(format!(
-            "--baseline {}: not a kiln run directory (no manifest.json)",
-            base.display()
-        )));
+    // A baseline is judged before the test starts: one that cannot be compared is a usage
+    // error now, not a finished run that quietly skipped the comparison.
+    if let Some(base) = &args.baseline {
+        kiln::verdict::rebuild(base, &Default::default())
+            .map_err(|e| AppError::Usage(format!("--baseline {}: {e}", base.display())))?;
     }
     let report = kiln::run::run(&opts)?;
     let mut text = kiln::report::text::summary(&report);
@@ -103,7 +165,14 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
                     code = c.exit_code;
                 }
             }
-            Err(e) => text.push_str(&format!("baseline not compared: {e}\n")),
+            Err(e) => {
+                text.push_str(&format!(
+                    "baseline not compared: {e}; the run cannot pass what it was asked to check\n"
+                ));
+                if code == exit_code::HEALTHY {
+                    code = exit_code::INCONCLUSIVE;
+                }
+            }
         }
     }
     print_result(args.json, &report, &text);
@@ -226,6 +295,7 @@ fn run_options(
             replicate: args.replicate.map_or(1, usize::from),
             hang_slot: args.test_hang_device,
             crash_slot: args.test_crash_device,
+            busy_slot: args.test_busy_device,
         },
     })
 }
@@ -247,10 +317,13 @@ fn health(args: HealthArgs) -> i32 {
         only_nvml: args.gpus,
     });
     if args.json {
-        println!("{}", h.line);
-        println!("{}", serde_json::to_string_pretty(&h).unwrap_or_default());
+        out(&format!(
+            "{}\n{}\n",
+            h.line,
+            serde_json::to_string_pretty(&h).unwrap_or_default()
+        ));
     } else {
-        print!("{}", kiln::health::summary(&h));
+        out(&kiln::health::summary(&h));
     }
     h.exit_code
 }
@@ -359,9 +432,9 @@ fn report(args: ReportArgs) -> Result<i32, AppError> {
     if args.rma {
         let path = kiln::report::rma::bundle(&args.run_dir, args.bundle.as_deref())
             .map_err(|e| AppError::Usage(format!("the RMA bundle could not be written: {e}")))?;
-        println!("RMA bundle: {}", path.display());
+        out(&format!("RMA bundle: {}\n", path.display()));
     } else {
-        println!("reports rebuilt in {}", args.run_dir.display());
+        out(&format!("reports rebuilt in {}\n", args.run_dir.display()));
     }
     Ok(report.exit_code)
 }
@@ -370,12 +443,12 @@ fn report(args: ReportArgs) -> Result<i32, AppError> {
 /// else the summary on stdout.
 fn print_result<T: serde::Serialize>(json: bool, value: &T, summary: &str) {
     if json {
-        eprint!("{summary}");
-        println!(
-            "{}",
+        err(summary);
+        out(&format!(
+            "{}\n",
             serde_json::to_string_pretty(value).unwrap_or_default()
-        );
+        ));
     } else {
-        print!("{summary}");
+        out(summary);
     }
 }

@@ -96,12 +96,19 @@ pub fn monitor(opts: &MonitorOptions) -> Result<i32, AppError> {
     let latest: Arc<Mutex<BTreeMap<usize, Readings>>> = Arc::new(Mutex::new(BTreeMap::new()));
     let json = opts.json;
     let sink_latest = latest.clone();
+    // A reader that has gone away (`kiln monitor --json | head`) ends the watch quietly.
+    let closed = Arc::new(AtomicBool::new(false));
+    let reader_gone = Arc::clone(&closed);
     let out = move |record: TelemetryRecord| {
         if json {
             if let Ok(line) = serde_json::to_string(&record) {
                 let mut stdout = std::io::stdout().lock();
-                let _ = writeln!(stdout, "{line}");
-                let _ = stdout.flush();
+                if writeln!(stdout, "{line}")
+                    .and_then(|()| stdout.flush())
+                    .is_err()
+                {
+                    reader_gone.store(true, Ordering::SeqCst);
+                }
             }
         } else if let (Some(device), TelemetryData::Sample { readings }) =
             (record.device, record.data)
@@ -113,7 +120,7 @@ pub fn monitor(opts: &MonitorOptions) -> Result<i32, AppError> {
     // Facts are said once; a redrawn screen repeats them under the table.
     if !opts.redraw {
         for n in &notes {
-            eprintln!("note: {n}");
+            let _ = writeln!(std::io::stderr(), "note: {n}");
         }
     }
     let sidecar = Sidecar::spawn(
@@ -125,16 +132,26 @@ pub fn monitor(opts: &MonitorOptions) -> Result<i32, AppError> {
     .map_err(|e| AppError::Usage(format!("could not start the telemetry thread: {e}")))?;
     let started = Instant::now();
     let mut next_draw = Instant::now();
-    while !stop.load(Ordering::SeqCst) && opts.duration.is_none_or(|d| started.elapsed() < d) {
+    while !stop.load(Ordering::SeqCst)
+        && !closed.load(Ordering::SeqCst)
+        && opts.duration.is_none_or(|d| started.elapsed() < d)
+    {
         if !json && Instant::now() >= next_draw {
             let shown: &[String] = if opts.redraw { &notes } else { &[] };
             let text = latest.lock().map(|l| table(&l, shown)).unwrap_or_default();
-            if opts.redraw {
-                print!("\x1b[2J\x1b[H{text}");
+            let screen = if opts.redraw {
+                format!("\x1b[2J\x1b[H{text}")
             } else {
-                print!("{text}");
+                text
+            };
+            let mut stdout = std::io::stdout().lock();
+            if stdout
+                .write_all(screen.as_bytes())
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
+                break;
             }
-            let _ = std::io::stdout().flush();
             next_draw += opts.interval.max(Duration::from_millis(250));
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -29,6 +29,210 @@ pub const BUNDLED: [(&str, &str); 4] = [
 /// The profile `kiln run` uses when none is named.
 pub const DEFAULT_PROFILE: &str = "quick";
 
+/// The allowed range of a setting. A profile key and the flag that overrides it share one
+/// range and one message, so neither accepts what the other refuses.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds<T> {
+    /// Smallest allowed value.
+    pub min: T,
+    /// Largest allowed value.
+    pub max: T,
+}
+
+/// The value a user gave, cut to a sane length for a message.
+fn cut(text: &str) -> String {
+    let text = text.trim();
+    if text.chars().count() <= 48 {
+        text.to_owned()
+    } else {
+        format!("{}...", text.chars().take(48).collect::<String>())
+    }
+}
+
+impl Bounds<Duration> {
+    /// `d` (parsed from `text`) when within the range, else why not.
+    pub fn check(&self, d: Duration, text: &str) -> Result<Duration, String> {
+        if d < self.min || d > self.max {
+            return Err(format!(
+                "{} is outside {}..{}",
+                cut(text),
+                show(self.min),
+                show(self.max)
+            ));
+        }
+        Ok(d)
+    }
+}
+
+impl Bounds<u64> {
+    /// `v` (parsed from `text`) when within the range, else why not.
+    pub fn check(&self, v: u64, text: &str) -> Result<u64, String> {
+        if v < self.min || v > self.max {
+            return Err(format!(
+                "{} is outside {}..={}",
+                cut(text),
+                self.min,
+                self.max
+            ));
+        }
+        Ok(v)
+    }
+}
+
+/// The allowed range of a size in bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct SizeBounds {
+    /// Smallest allowed size.
+    pub min_bytes: u64,
+    /// Largest allowed size.
+    pub max_bytes: u64,
+}
+
+impl SizeBounds {
+    /// `bytes` (parsed from `text`) when within the range, else why not.
+    pub fn check(&self, bytes: u64, text: &str) -> Result<u64, String> {
+        if bytes < self.min_bytes || bytes > self.max_bytes {
+            return Err(format!(
+                "{} is outside {}..{}",
+                cut(text),
+                show_size(self.min_bytes),
+                show_size(self.max_bytes)
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+fn show_size(bytes: u64) -> String {
+    for (unit, scale) in [
+        ("TiB", 1u64 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ] {
+        if bytes >= scale && bytes.is_multiple_of(scale) {
+            return format!("{}{unit}", bytes / scale);
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// The ranges of every setting, shared by profiles and flags.
+pub mod bounds {
+    use super::{Bounds, SizeBounds};
+    use std::time::Duration;
+
+    const MIB: u64 = 1 << 20;
+
+    /// Bytes of tested memory each planted self-test fault needs at least, so that faults
+    /// (and the words address faults read from) stay sparse enough to be told apart.
+    pub const SELFTEST_BYTES_PER_FAULT: u64 = 1024;
+
+    /// `duration`, `--duration`: the budget per device, at most a week.
+    pub const DURATION: Bounds<Duration> = Bounds {
+        min: Duration::from_secs(1),
+        max: Duration::from_secs(7 * 24 * 3600),
+    };
+    /// `telemetry_interval`, `--telemetry-interval` (the flag also takes 0: off).
+    pub const TELEMETRY_INTERVAL: Bounds<Duration> = Bounds {
+        min: Duration::from_millis(10),
+        max: Duration::from_secs(60),
+    };
+    /// `fence_timeout`, `--fence-timeout`.
+    pub const FENCE_TIMEOUT: Bounds<Duration> = Bounds {
+        min: Duration::from_millis(100),
+        max: Duration::from_secs(600),
+    };
+    /// `step_timeout`, `--step-timeout`: the watchdog.
+    pub const STEP_TIMEOUT: Bounds<Duration> = Bounds {
+        min: Duration::from_secs(1),
+        max: Duration::from_secs(3600),
+    };
+    /// `retention_delay`, `--retention-delay`.
+    pub const RETENTION_DELAY: Bounds<Duration> = Bounds {
+        min: Duration::from_millis(1),
+        max: Duration::from_secs(24 * 3600),
+    };
+    /// `kiln bench compute --duration`.
+    pub const BENCH_DURATION: Bounds<Duration> = Bounds {
+        min: Duration::from_secs(1),
+        max: Duration::from_secs(3600),
+    };
+    /// `kiln monitor --duration`.
+    pub const MONITOR_DURATION: Bounds<Duration> = Bounds {
+        min: Duration::from_millis(100),
+        max: Duration::from_secs(7 * 24 * 3600),
+    };
+    /// `kiln health --max-age`.
+    pub const MAX_AGE: Bounds<Duration> = Bounds {
+        min: Duration::from_secs(1),
+        max: Duration::from_secs(3650 * 24 * 3600),
+    };
+    /// `passes`, `--passes`.
+    pub const PASSES: Bounds<u64> = Bounds {
+        min: 1,
+        max: 100_000,
+    };
+    /// `--records`: error records kept per VRAM test.
+    pub const RECORDS: Bounds<u64> = Bounds {
+        min: 1,
+        max: 1 << 20,
+    };
+    /// `confirm.retest_cap`, `--retest-cap`.
+    pub const RETEST_CAP: Bounds<u64> = Bounds {
+        min: 1,
+        max: 1 << 20,
+    };
+    /// `confirm.repeat`.
+    pub const CONFIRM_REPEAT: Bounds<u64> = Bounds { min: 1, max: 20 };
+    /// `weight` of a workload.
+    pub const WEIGHT: Bounds<u64> = Bounds { min: 1, max: 100 };
+    /// `rounds` of a compute or fragment workload.
+    pub const ROUNDS: Bounds<u64> = Bounds {
+        min: 1,
+        max: 1_000_000,
+    };
+    /// `on_ms`, `off_ms` of a pulsed load.
+    pub const PULSE_MS: Bounds<u64> = Bounds {
+        min: 1,
+        max: 60_000,
+    };
+    /// `kiln bench --repeat`.
+    pub const REPEAT: Bounds<u64> = Bounds { min: 1, max: 1000 };
+    /// `kiln selftest --runs`.
+    pub const RUNS: Bounds<u64> = Bounds { min: 1, max: 1000 };
+    /// `kiln selftest --faults`.
+    pub const FAULTS: Bounds<u64> = Bounds {
+        min: 1,
+        max: 16_384,
+    };
+    /// `kiln health --expect-gpus`.
+    pub const GPU_COUNT: Bounds<u64> = Bounds { min: 1, max: 4096 };
+    /// `max_bytes` of a PCIe workload, `--pcie-max-bytes`: from the smallest transfer
+    /// (4 KiB) up.
+    pub const PCIE_MAX_BYTES: SizeBounds = SizeBounds {
+        min_bytes: 4 << 10,
+        max_bytes: 16 << 30,
+    };
+    /// `--max-buffer`: test buffers are whole MiB.
+    pub const MAX_BUFFER_BYTES: SizeBounds = SizeBounds {
+        min_bytes: MIB,
+        max_bytes: 16 << 40,
+    };
+    /// `kiln bench vram --bytes`: at least eight buffers of a whole MiB (the copy moves
+    /// halves); the device's memory bounds it from above.
+    pub const BENCH_BYTES: SizeBounds = SizeBounds {
+        min_bytes: 8 * MIB,
+        max_bytes: 16 << 40,
+    };
+    /// `kiln selftest --vram-bytes`: at least four buffers of a whole MiB (so offsets past
+    /// the first buffer are checked); the faults and the device's memory bound it further.
+    pub const SELFTEST_BYTES: SizeBounds = SizeBounds {
+        min_bytes: 4 * MIB,
+        max_bytes: 16 << 40,
+    };
+}
+
 /// What to do on a finding, to confirm it (the `rma` profile).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Confirm {
@@ -225,37 +429,33 @@ impl Reader<'_> {
         &self,
         value: &Spanned<String>,
         key: &str,
-        min: Duration,
-        max: Duration,
+        range: &Bounds<Duration>,
     ) -> Result<Duration, ProfileError> {
         let d = parse_duration(value.get_ref()).map_err(|e| self.at(value, key, e))?;
-        if d < min || d > max {
-            return Err(self.at(
-                value,
-                key,
-                format!(
-                    "{} is outside {}..{}",
-                    value.get_ref(),
-                    show(min),
-                    show(max)
-                ),
-            ));
-        }
-        Ok(d)
+        range
+            .check(d, value.get_ref())
+            .map_err(|e| self.at(value, key, e))
     }
 
     fn count(
         &self,
         value: &Spanned<i64>,
         key: &str,
-        min: i64,
-        max: i64,
+        range: &Bounds<u64>,
     ) -> Result<u32, ProfileError> {
         let v = *value.get_ref();
-        if v < min || v > max {
-            return Err(self.at(value, key, format!("{v} is outside {min}..={max}")));
-        }
-        u32::try_from(v).map_err(|_| self.at(value, key, format!("{v} is too large")))
+        let out_of_range = || {
+            self.at(
+                value,
+                key,
+                format!("{v} is outside {}..={}", range.min, range.max),
+            )
+        };
+        let unsigned = u64::try_from(v).map_err(|_| out_of_range())?;
+        range
+            .check(unsigned, &v.to_string())
+            .map_err(|_| out_of_range())
+            .and_then(|v| u32::try_from(v).map_err(|_| out_of_range()))
     }
 }
 
@@ -270,9 +470,6 @@ fn show(d: Duration) -> String {
     }
 }
 
-/// The longest budget a profile may set: a week.
-const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
-
 /// Parses and validates profile `text`; `file` names it in errors.
 pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
     let r = Reader { file, text };
@@ -284,43 +481,22 @@ pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
     let duration = raw
         .duration
         .as_ref()
-        .map(|d| r.duration(d, "duration", Duration::from_secs(1), MAX_DURATION))
+        .map(|d| r.duration(d, "duration", &bounds::DURATION))
         .transpose()?;
     let telemetry_interval = raw
         .telemetry_interval
         .as_ref()
-        .map(|d| {
-            r.duration(
-                d,
-                "telemetry_interval",
-                Duration::from_millis(10),
-                Duration::from_secs(60),
-            )
-        })
+        .map(|d| r.duration(d, "telemetry_interval", &bounds::TELEMETRY_INTERVAL))
         .transpose()?;
     let fence_timeout = raw
         .fence_timeout
         .as_ref()
-        .map(|d| {
-            r.duration(
-                d,
-                "fence_timeout",
-                Duration::from_millis(100),
-                Duration::from_secs(600),
-            )
-        })
+        .map(|d| r.duration(d, "fence_timeout", &bounds::FENCE_TIMEOUT))
         .transpose()?;
     let step_timeout = raw
         .step_timeout
         .as_ref()
-        .map(|d| {
-            r.duration(
-                d,
-                "step_timeout",
-                Duration::from_secs(1),
-                Duration::from_secs(3600),
-            )
-        })
+        .map(|d| r.duration(d, "step_timeout", &bounds::STEP_TIMEOUT))
         .transpose()?
         .unwrap_or(Duration::from_secs(120));
     let thresholds = match &raw.thresholds {
@@ -346,11 +522,11 @@ pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
         .map(|c| -> Result<Confirm, ProfileError> {
             let c = c.get_ref();
             Ok(Confirm {
-                repeat: r.count(&c.repeat, "confirm.repeat", 1, 20)?,
+                repeat: r.count(&c.repeat, "confirm.repeat", &bounds::CONFIRM_REPEAT)?,
                 retest_cap: c
                     .retest_cap
                     .as_ref()
-                    .map(|v| r.count(v, "confirm.retest_cap", 1, 1 << 20))
+                    .map(|v| r.count(v, "confirm.retest_cap", &bounds::RETEST_CAP))
                     .transpose()?
                     .unwrap_or(4096),
             })
@@ -390,7 +566,10 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
         return Err(r.at(
             &w.kind,
             "kind",
-            format!("unknown workload `{kind}` (known: vram, compute, pcie, fragment, heat)"),
+            format!(
+                "unknown workload {} (known: vram, compute, pcie, fragment, heat)",
+                crate::cli::quote(kind)
+            ),
         ));
     };
     // A key set for another kind is a mistake, not something to ignore.
@@ -417,13 +596,13 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
     let weight = w
         .weight
         .as_ref()
-        .map(|v| r.count(v, "weight", 1, 100))
+        .map(|v| r.count(v, "weight", &bounds::WEIGHT))
         .transpose()?
         .unwrap_or(if kind == "vram" { 3 } else { 1 });
     let rounds = w
         .rounds
         .as_ref()
-        .map(|v| r.count(v, "rounds", 1, 1_000_000))
+        .map(|v| r.count(v, "rounds", &bounds::ROUNDS))
         .transpose()?;
     let config = match kind {
         "vram" => WorkloadConfig::Vram(vram_config(r, w)?),
@@ -435,14 +614,9 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
         "pcie" => {
             let mut c = PcieConfig::default();
             if let Some(m) = &w.max_bytes {
-                let bytes = parse_size(m.get_ref()).map_err(|e| r.at(m, "max_bytes", e))?;
-                if !(c.min_bytes..=16 << 30).contains(&bytes) {
-                    return Err(r.at(
-                        m,
-                        "max_bytes",
-                        format!("{} is outside 4KiB..16GiB", m.get_ref()),
-                    ));
-                }
+                let bytes = parse_size(m.get_ref())
+                    .and_then(|b| bounds::PCIE_MAX_BYTES.check(b, m.get_ref()))
+                    .map_err(|e| r.at(m, "max_bytes", e))?;
                 c.max_bytes = bytes;
             }
             WorkloadConfig::Pcie(c)
@@ -467,7 +641,7 @@ fn vram_config(r: &Reader, w: &RawWorkload) -> Result<VramConfig, ProfileError> 
     c.passes = w
         .passes
         .as_ref()
-        .map(|v| r.count(v, "passes", 1, 100_000))
+        .map(|v| r.count(v, "passes", &bounds::PASSES))
         .transpose()?;
     if let Some(p) = &w.percent {
         let v = *p.get_ref();
@@ -477,12 +651,7 @@ fn vram_config(r: &Reader, w: &RawWorkload) -> Result<VramConfig, ProfileError> 
         c.percent = Some(v);
     }
     if let Some(d) = &w.retention_delay {
-        c.retention_delay = r.duration(
-            d,
-            "retention_delay",
-            Duration::from_millis(1),
-            Duration::from_secs(24 * 3600),
-        )?;
+        c.retention_delay = r.duration(d, "retention_delay", &bounds::RETENTION_DELAY)?;
     }
     Ok(c)
 }
@@ -495,7 +664,7 @@ fn compute_config(
     let shape = w.shape.as_ref().map(|s| s.get_ref().as_str());
     let pulse = |v: &Option<Spanned<i64>>, key: &str| {
         v.as_ref()
-            .map(|v| r.count(v, key, 1, 60_000).map(u64::from))
+            .map(|v| r.count(v, key, &bounds::PULSE_MS).map(u64::from))
             .transpose()
     };
     let (on_ms, off_ms) = (pulse(&w.on_ms, "on_ms")?, pulse(&w.off_ms, "off_ms")?);
@@ -517,7 +686,10 @@ fn compute_config(
             return Err(r.at(
                 w.shape.as_ref().unwrap_or(&w.kind),
                 "shape",
-                format!("unknown load shape `{other}` (known: steady, pulsed, sweep)"),
+                format!(
+                    "unknown load shape {} (known: steady, pulsed, sweep)",
+                    crate::cli::quote(other)
+                ),
             ));
         }
     };

@@ -10,10 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::evidence::{
-    Event, EventSink, EventWriter, EvidenceError, JsonlWriter, Manifest, RunDir, default_run_dir,
-    utc_timestamp,
+    Event, EventSink, EventWriter, EvidenceError, JsonlWriter, Manifest, NotTested, RunDir,
+    default_run_dir, utc_timestamp,
 };
 use crate::gpu::{DeviceInfo, GpuError, Vulkan};
+use crate::inventory::{self, Inventory, InventoryGpu, System, VulkanState};
 use crate::report::{Report, exit_code};
 use crate::telemetry;
 use crate::telemetry::record::{Reading, Readings, TelemetryData};
@@ -70,6 +71,9 @@ pub struct TestHooks {
     /// The device (by its place in the run) whose worker dies, as a driver crash would
     /// kill it.
     pub crash_slot: Option<usize>,
+    /// The device (by its place in the run) whose worker loops in host-side work that
+    /// shows progress but never answers a stop.
+    pub busy_slot: Option<usize>,
 }
 
 /// One workload of a plan and its share of the device's time budget.
@@ -202,7 +206,8 @@ impl WorkloadName {
                 .find(|w| w.as_str() == name)
                 .ok_or_else(|| {
                     format!(
-                        "unknown workload `{name}` (known: {})",
+                        "unknown workload {} (known: {})",
+                        crate::cli::quote(name),
                         WorkloadName::ALL.map(WorkloadName::as_str).join(", ")
                     )
                 })?;
@@ -259,51 +264,301 @@ impl From<WorkloadError> for AppError {
 /// The sentence said when only CPU devices are tested.
 pub const CPU_ONLY_NOTE: &str = "this proves the tool, not a card";
 
-/// Picks the devices to test. With no selectors: every GPU, or, with none, the CPU
-/// Vulkan devices (and a note saying what that proves).
+/// Matches the selector `cpu`: every CPU Vulkan device, chosen as the device under test.
+fn is_cpu_selector(selector: &str) -> bool {
+    selector.trim().eq_ignore_ascii_case("cpu")
+}
+
+/// The Vulkan devices `selectors` name (`cpu` for the CPU Vulkan devices), in the order
+/// named, each once; the selectors that name none are returned apart.
+fn pick<'a>(all: &'a [DeviceInfo], selectors: &'a [String]) -> (Vec<DeviceInfo>, Vec<&'a String>) {
+    let mut chosen: Vec<DeviceInfo> = Vec::new();
+    let mut unmatched = Vec::new();
+    for s in selectors {
+        let found: Vec<&DeviceInfo> = all
+            .iter()
+            .filter(|d| {
+                if is_cpu_selector(s) {
+                    d.kind == crate::gpu::DeviceKind::Cpu
+                } else {
+                    d.matches(s)
+                }
+            })
+            .collect();
+        if found.is_empty() {
+            unmatched.push(s);
+        }
+        for d in found {
+            if !chosen.iter().any(|c| c.index == d.index) {
+                chosen.push(d.clone());
+            }
+        }
+    }
+    (chosen, unmatched)
+}
+
+/// Notes for CPU devices chosen by name: what their result proves.
+fn cpu_notes(chosen: &[DeviceInfo]) -> Vec<String> {
+    chosen
+        .iter()
+        .filter(|d| !d.kind.is_gpu())
+        .map(|d| {
+            format!(
+                "device {} ({}) is a CPU Vulkan device, tested as asked; {CPU_ONLY_NOTE}",
+                d.index, d.name
+            )
+        })
+        .collect()
+}
+
+/// Picks the devices to test for the commands that prove the tool on whatever is there
+/// (`selftest`, `bench`, `monitor`). With no selectors: every GPU, or, with none, the CPU
+/// Vulkan devices (and a note saying what that proves, and which GPUs Vulkan cannot see).
 pub fn select_devices(
     vulkan: &Vulkan,
     selectors: &[String],
 ) -> Result<(Vec<DeviceInfo>, Vec<String>), AppError> {
     let all = vulkan.devices()?;
-    let mut notes = Vec::new();
-    let chosen: Vec<DeviceInfo> = if selectors.is_empty() {
-        let gpus: Vec<DeviceInfo> = all.iter().filter(|d| d.kind.is_gpu()).cloned().collect();
-        if gpus.is_empty() {
-            let names: Vec<&str> = all.iter().map(|d| d.name.as_str()).collect();
-            notes.push(format!(
-                "no GPU found: testing the CPU Vulkan device ({}); {CPU_ONLY_NOTE}",
-                names.join(", ")
-            ));
-            all
-        } else {
-            gpus
+    if !selectors.is_empty() {
+        let (chosen, unmatched) = pick(&all, selectors);
+        if let Some(s) = unmatched.first() {
+            return Err(GpuError::NoSuchDevice {
+                selector: (*s).clone(),
+            }
+            .into());
         }
+        let notes = cpu_notes(&chosen);
+        return Ok((chosen, notes));
+    }
+    let gpus: Vec<DeviceInfo> = all.iter().filter(|d| d.kind.is_gpu()).cloned().collect();
+    if !gpus.is_empty() {
+        return Ok((gpus, Vec::new()));
+    }
+    let names: Vec<&str> = all.iter().map(|d| d.name.as_str()).collect();
+    let inventory = inventory::read(&System::from_env());
+    let note = if inventory.gpus.is_empty() {
+        format!(
+            "no GPU found: testing the CPU Vulkan device ({}); {CPU_ONLY_NOTE}",
+            names.join(", ")
+        )
     } else {
-        let mut chosen: Vec<DeviceInfo> = Vec::new();
-        for s in selectors {
-            let found: Vec<&DeviceInfo> = all.iter().filter(|d| d.matches(s)).collect();
-            if found.is_empty() {
-                return Err(GpuError::NoSuchDevice {
-                    selector: s.clone(),
+        format!(
+            "Vulkan sees none of this machine's {} GPU(s) ({}): testing the CPU Vulkan device ({}) instead; {CPU_ONLY_NOTE} (`kiln list` says why each GPU is not visible)",
+            inventory.gpus.len(),
+            gpu_names(&inventory.gpus),
+            names.join(", ")
+        )
+    };
+    Ok((all, vec![note]))
+}
+
+fn gpu_names(gpus: &[InventoryGpu]) -> String {
+    gpus.iter()
+        .map(|g| {
+            format!(
+                "{} at {}",
+                g.name,
+                g.pci_address.as_deref().unwrap_or("an unknown address")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What `kiln run` tests, and what it says of the machine's other GPUs.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// The devices to test.
+    pub devices: Vec<DeviceInfo>,
+    /// True when no GPU was found at all and the CPU Vulkan device runs the job in a GPU's
+    /// place: the run then proves the tool and ends "could not test" (exit 4).
+    pub stand_in: bool,
+    /// GPUs of the machine (or named by the selectors) that Vulkan cannot see, with causes.
+    pub not_tested: Vec<NotTested>,
+    /// Facts about the selection.
+    pub notes: Vec<String>,
+}
+
+/// How starting Vulkan went, in the inventory's terms.
+pub fn vulkan_state(e: &GpuError) -> VulkanState {
+    match e {
+        GpuError::LoaderMissing { detail } => VulkanState::LoaderMissing(detail.clone()),
+        GpuError::NoDriver => VulkanState::NoDriver,
+        GpuError::NoDevice => VulkanState::NoDevice,
+        e => VulkanState::Failed(e.to_string()),
+    }
+}
+
+/// What went wrong starting Vulkan, in a few neutral words (no advice: the cause per GPU
+/// is said where GPUs are present).
+fn vulkan_failure(e: &GpuError) -> String {
+    match e {
+        GpuError::LoaderMissing { .. } => {
+            "the Vulkan loader (libvulkan.so.1) is not installed".into()
+        }
+        GpuError::NoDriver => "the Vulkan loader found no driver".into(),
+        GpuError::NoDevice => "the Vulkan drivers found no device".into(),
+        e => e.to_string(),
+    }
+}
+
+/// A command's Vulkan failure, said for a machine that has GPUs: each GPU's cause instead
+/// of advice meant for a machine without one (installing Mesa's CPU driver would test the
+/// CPU, not the GPU). None when the machine has no GPU, or the error is not about starting.
+pub fn explain_for_gpus(e: &GpuError) -> Option<String> {
+    if !matches!(
+        e,
+        GpuError::LoaderMissing { .. } | GpuError::NoDriver | GpuError::NoDevice
+    ) {
+        return None;
+    }
+    let system = System::from_env();
+    let inventory = inventory::read(&system);
+    let first = not_visible(&system, &inventory, &[], &vulkan_state(e))
+        .into_iter()
+        .next()?;
+    Some(format!(
+        "{}, so none of this machine's {} GPU(s) can be tested: {} (`kiln list` names each GPU and its cause)",
+        vulkan_failure(e),
+        inventory.gpus.len(),
+        first.cause.message.trim_end_matches('.')
+    ))
+}
+
+/// The machine's GPUs Vulkan cannot see (given the devices it enumerated), each with its
+/// cause read from the machine.
+pub fn not_visible(
+    system: &System,
+    inventory: &Inventory,
+    devices: &[DeviceInfo],
+    vulkan: &VulkanState,
+) -> Vec<NotTested> {
+    let matched = inventory::match_vulkan(inventory, devices);
+    let (icds, searched) = inventory::icds(system);
+    inventory
+        .gpus
+        .iter()
+        .zip(matched)
+        .filter(|(_, m)| m.is_none())
+        .map(|(gpu, _)| NotTested {
+            gpu: gpu.clone(),
+            cause: inventory::diagnose(system, gpu, &icds, &searched, vulkan),
+        })
+        .collect()
+}
+
+/// True when `selector` names this inventory GPU by its UUID (`GPU-` prefix optional, at
+/// least 8 characters) or its PCI address.
+fn names_gpu(selector: &str, gpu: &InventoryGpu) -> bool {
+    let lower = selector.trim().to_ascii_lowercase();
+    let bare = lower.strip_prefix("gpu-").unwrap_or(&lower);
+    let by_uuid = gpu.uuid.as_deref().is_some_and(|u| {
+        let u = u.to_ascii_lowercase();
+        bare.len() >= 8 && u.trim_start_matches("gpu-").starts_with(bare)
+    });
+    let by_pci = gpu
+        .pci_address
+        .as_deref()
+        .is_some_and(|p| p == lower || p.strip_prefix("0000:") == Some(lower.as_str()));
+    by_uuid || by_pci
+}
+
+/// Picks what `kiln run` tests, from an inventory of the machine's GPUs independent of
+/// Vulkan. With no selectors: every GPU Vulkan sees; every GPU it cannot see is not tested,
+/// with its cause (the run cannot pass); with no GPU at all, the CPU Vulkan device runs the
+/// job in a GPU's place (proving the tool, exit 4). `--device cpu` makes the CPU device the
+/// device under test. A selector that names a GPU Vulkan cannot see makes it not tested.
+pub fn select_for_run(selectors: &[String]) -> Result<Selection, AppError> {
+    let system = System::from_env();
+    let inventory = inventory::read(&system);
+    let mut notes: Vec<String> = inventory
+        .ignored
+        .iter()
+        .map(|d| format!("not a GPU to test: {d}"))
+        .collect();
+    let all = match Vulkan::new().and_then(|v| v.devices()) {
+        Ok(all) => all,
+        // With GPUs on the machine, a Vulkan that cannot start is each GPU's cause, said
+        // per GPU (never the advice to install the CPU driver, which would test the CPU).
+        Err(e) if !inventory.gpus.is_empty() => {
+            let state = vulkan_state(&e);
+            let mut not_tested = not_visible(&system, &inventory, &[], &state);
+            if !selectors.is_empty() {
+                not_tested.retain(|n| selectors.iter().any(|s| names_gpu(s, &n.gpu)));
+                if not_tested.is_empty() {
+                    return Err(e.into());
                 }
-                .into());
             }
-            for d in found {
-                if !chosen.iter().any(|c| c.index == d.index) {
-                    chosen.push(d.clone());
+            // Said without the error's own advice, which is for machines with no GPU.
+            notes.push(format!("Vulkan could not start: {}", vulkan_failure(&e)));
+            return Ok(Selection {
+                devices: Vec::new(),
+                stand_in: false,
+                not_tested,
+                notes,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let missing = not_visible(&system, &inventory, &all, &VulkanState::Started);
+    if !selectors.is_empty() {
+        let (chosen, unmatched) = pick(&all, selectors);
+        let mut not_tested = Vec::new();
+        for s in unmatched {
+            match missing.iter().find(|n| names_gpu(s, &n.gpu)) {
+                Some(n) => {
+                    if !not_tested.contains(n) {
+                        not_tested.push(n.clone());
+                    }
+                }
+                None => {
+                    return Err(GpuError::NoSuchDevice {
+                        selector: s.clone(),
+                    }
+                    .into());
                 }
             }
         }
-        for d in chosen.iter().filter(|d| !d.kind.is_gpu()) {
+        notes.extend(cpu_notes(&chosen));
+        let unselected: Vec<InventoryGpu> = missing
+            .iter()
+            .filter(|n| !not_tested.contains(n))
+            .map(|n| n.gpu.clone())
+            .collect();
+        if !unselected.is_empty() {
             notes.push(format!(
-                "device {} ({}) is a CPU Vulkan device; {CPU_ONLY_NOTE}",
-                d.index, d.name
+                "not selected, and not visible to Vulkan either: {}",
+                gpu_names(&unselected)
             ));
         }
-        chosen
-    };
-    Ok((chosen, notes))
+        return Ok(Selection {
+            devices: chosen,
+            stand_in: false,
+            not_tested,
+            notes,
+        });
+    }
+    let gpus: Vec<DeviceInfo> = all.iter().filter(|d| d.kind.is_gpu()).cloned().collect();
+    if gpus.is_empty() && missing.is_empty() {
+        let cpus: Vec<DeviceInfo> = all.into_iter().filter(|d| !d.kind.is_gpu()).collect();
+        let names: Vec<&str> = cpus.iter().map(|d| d.name.as_str()).collect();
+        notes.push(format!(
+            "no GPU found: the CPU Vulkan device ({}) runs the whole job to prove the tool; no GPU is tested, so the run cannot pass (exit 4); `--device cpu` makes it the device under test",
+            names.join(", ")
+        ));
+        return Ok(Selection {
+            devices: cpus,
+            stand_in: true,
+            not_tested: Vec::new(),
+            notes,
+        });
+    }
+    Ok(Selection {
+        devices: gpus,
+        stand_in: false,
+        not_tested: missing,
+        notes,
+    })
 }
 
 /// Signals received during a run: the first stops the workloads at their next step, the
@@ -342,9 +597,14 @@ fn slots(devices: Vec<DeviceInfo>, replicate: usize) -> Vec<(usize, DeviceInfo)>
 pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     let started = Instant::now();
     let started_utc = utc_timestamp(SystemTime::now());
-    let vulkan = Vulkan::new()?;
-    let (devices, mut notes) = select_devices(&vulkan, &opts.devices)?;
-    drop(vulkan);
+    let Selection {
+        devices,
+        stand_in,
+        not_tested,
+        mut notes,
+    } = select_for_run(&opts.devices)?;
+    // What the user asked of each device must fit it: refused before anything starts.
+    check_sizes(&devices, &opts.plan)?;
     let slots = slots(devices, opts.test_hooks.replicate);
     let infos: Vec<DeviceInfo> = slots.iter().map(|(_, info)| info.clone()).collect();
     let dir_path = opts.out.clone().unwrap_or_else(default_run_dir);
@@ -359,11 +619,16 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         "stop_on_first_failure": opts.stop_on_first_failure,
         "plan": &opts.plan,
     });
-    run_dir.write_manifest(&Manifest::new(infos.clone(), settings, started_utc))?;
+    let mut manifest = Manifest::new(infos.clone(), settings, started_utc);
+    manifest.stand_in = stand_in;
+    manifest.not_tested = not_tested;
+    run_dir.write_manifest(&manifest)?;
     let mut events = run_dir.events(started)?;
     let latest = Latest::default();
     let mut latest_from = None;
     let sidecar = match opts.telemetry_interval {
+        // Nothing to watch when no device can be tested.
+        _ if infos.is_empty() => None,
         Some(interval) => {
             let (sidecar, readings, telemetry_notes) =
                 start_telemetry(&run_dir, &infos, interval, started)?;
@@ -389,10 +654,12 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     }
     install_signal_handler();
     let latest = latest_from.unwrap_or(latest);
-    if opts.wait_idle {
+    if opts.wait_idle && !infos.is_empty() {
         wait_until_idle(&infos, &latest, &mut events);
     }
-    supervise(opts, &slots, &mut events, sidecar.as_ref(), &latest)?;
+    if !slots.is_empty() {
+        supervise(opts, &slots, &mut events, sidecar.as_ref(), &latest)?;
+    }
     if let Some(s) = sidecar {
         s.stop();
     }
@@ -450,6 +717,12 @@ struct WorkerHandle {
     running: Option<String>,
     /// Since when the worker waits for its device to be idle.
     waiting_since: Option<Instant>,
+    /// Since when the worker waits for its turn at the PCIe probe.
+    turn_since: Option<Instant>,
+    /// Time spent waiting (for an idle device, for a turn): not counted against the budget.
+    waited: Duration,
+    /// When the worker was asked to stop (its stdin closed).
+    stop_asked: Option<Instant>,
     /// When its output closed: it is ending.
     closed_at: Option<Instant>,
     done: bool,
@@ -458,6 +731,19 @@ struct WorkerHandle {
 }
 
 impl WorkerHandle {
+    /// Asks the worker to stop at its next step (closing its stdin), once.
+    fn ask_to_stop(&mut self) {
+        self.stdin = None;
+        self.stop_asked.get_or_insert_with(Instant::now);
+    }
+
+    /// Time spent waiting so far, the current wait included.
+    fn waited_now(&self) -> Duration {
+        self.waited
+            + self.waiting_since.map_or(Duration::ZERO, |s| s.elapsed())
+            + self.turn_since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
     /// ` during <workload>` when one was running, for the record of how it ended.
     fn during(&self) -> String {
         self.running
@@ -503,6 +789,7 @@ fn supervise(
             pcie_lock: pcie_lock.clone(),
             hang_for_test: opts.test_hooks.hang_slot == Some(info.index),
             crash_for_test: opts.test_hooks.crash_slot == Some(info.index),
+            busy_for_test: opts.test_hooks.busy_slot == Some(info.index),
         };
         let mut child = Command::new(&exe)
             .arg(WORKER_ARG)
@@ -548,6 +835,9 @@ fn supervise(
             last_alive: Instant::now(),
             running: None,
             waiting_since: None,
+            turn_since: None,
+            waited: Duration::ZERO,
+            stop_asked: None,
             closed_at: None,
             done: false,
             finished: false,
@@ -555,6 +845,7 @@ fn supervise(
         });
     }
     drop(tx);
+    let workers_started = Instant::now();
     // Some steps idle on purpose (the retention test): the watchdog allows for them.
     let idle_allowance = opts
         .plan
@@ -580,7 +871,7 @@ fn supervise(
                 },
             );
             for w in &mut workers {
-                w.stdin = None;
+                w.ask_to_stop();
             }
         }
         if signals >= 2 {
@@ -616,6 +907,7 @@ fn supervise(
         }
         answer_waits(&mut workers, latest, events);
         reap(&mut workers, events);
+        bound_by_time(opts, &mut workers, workers_started, idle_allowance, events);
         for w in workers
             .iter_mut()
             .filter(|w| !w.finished && w.closed_at.is_none())
@@ -645,6 +937,62 @@ fn supervise(
         let _ = std::fs::remove_file(lock);
     }
     Ok(())
+}
+
+/// The bounds that hold whatever a worker is doing, host-side work included: a device
+/// still running a step timeout past its budget (waits for an idle device or a PCIe turn
+/// not counted) is asked to stop, and a worker that has not ended a step timeout after
+/// being asked is killed and recorded, so no input and no stuck loop outlives them.
+fn bound_by_time(
+    opts: &RunOptions,
+    workers: &mut [WorkerHandle],
+    started: Instant,
+    idle_allowance: Duration,
+    events: &mut EventWriter,
+) {
+    for w in workers
+        .iter_mut()
+        .filter(|w| !w.finished && w.closed_at.is_none())
+    {
+        if let Some(budget) = opts.duration
+            && w.stop_asked.is_none()
+        {
+            let allowed = budget + opts.step_timeout + idle_allowance + w.waited_now();
+            if started.elapsed() > allowed {
+                events.emit(
+                    Some(w.slot),
+                    Event::Note {
+                        message: format!(
+                            "still running {:.0} s past its {:.0} s budget{}: asked to stop",
+                            (started.elapsed() - budget - w.waited_now()).as_secs_f64(),
+                            budget.as_secs_f64(),
+                            w.during()
+                        ),
+                    },
+                );
+                w.ask_to_stop();
+            }
+        }
+        if let Some(asked) = w.stop_asked
+            && asked.elapsed() > opts.step_timeout
+        {
+            let _ = w.child.kill();
+            let _ = w.child.try_wait();
+            events.emit(
+                Some(w.slot),
+                Event::DeviceError {
+                    error: "hang".into(),
+                    message: format!(
+                        "did not stop within {:.0} s of being asked to{}: the worker was killed",
+                        opts.step_timeout.as_secs_f64(),
+                        w.during()
+                    ),
+                },
+            );
+            w.finished = true;
+            w.bar.finish_and_clear();
+        }
+    }
 }
 
 /// How long a worker whose output has closed may take to exit (freeing its device)
@@ -717,7 +1065,9 @@ fn answer_waits(workers: &mut [WorkerHandle], latest: &Latest, events: &mut Even
             Idleness::Busy(_) => false,
         };
         if go {
-            w.waiting_since = None;
+            if let Some(since) = w.waiting_since.take() {
+                w.waited += since.elapsed();
+            }
             if let Some(pipe) = w.stdin.as_mut() {
                 let _ = pipe.write_all(format!("{GO}\n").as_bytes());
                 let _ = pipe.flush();
@@ -803,6 +1153,10 @@ fn relay(w: &mut WorkerHandle, line: &str, events: &mut EventWriter, sidecar: Op
     };
     match message {
         WorkerMessage::Event(record) => {
+            // Any evidence after a wait for a turn means the turn came.
+            if let Some(since) = w.turn_since.take() {
+                w.waited += since.elapsed();
+            }
             match &record.event {
                 Event::WorkloadStart { workload, .. } => {
                     w.running = Some(workload.clone());
@@ -832,6 +1186,10 @@ fn relay(w: &mut WorkerHandle, line: &str, events: &mut EventWriter, sidecar: Op
         WorkerMessage::WaitIdle => {
             w.waiting_since = Some(Instant::now());
             w.bar.set_message("waiting for the GPU to be idle and cool");
+        }
+        WorkerMessage::WaitTurn => {
+            w.turn_since.get_or_insert_with(Instant::now);
+            w.bar.set_message("waiting for its turn at the PCIe probe");
         }
         WorkerMessage::Done => w.done = true,
     }
@@ -954,10 +1312,38 @@ pub struct PlannedStep {
     pub detail: String,
 }
 
+/// Checks what the plan asks of every device's memory against what the device has: a
+/// `--vram-bytes` larger than the free memory, or a `--reserve` that leaves nothing, is a
+/// usage error before the run starts (the device's own state is the workload's to record).
+pub fn check_sizes(devices: &[DeviceInfo], plan: &[PlannedWorkload]) -> Result<(), AppError> {
+    for info in devices {
+        for v in plan.iter().filter_map(|p| p.config.vram()) {
+            match crate::workload::vram::plan_size(info, v) {
+                Err(WorkloadError::Config(why)) => return Err(AppError::Usage(why)),
+                Ok(_) | Err(WorkloadError::Gpu(_)) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Discovers and selects the devices and plans the run, starting nothing.
 pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
-    let vulkan = Vulkan::new()?;
-    let (devices, notes) = select_devices(&vulkan, &opts.devices)?;
+    let Selection {
+        devices,
+        stand_in: _,
+        not_tested,
+        mut notes,
+    } = select_for_run(&opts.devices)?;
+    check_sizes(&devices, &opts.plan)?;
+    for n in &not_tested {
+        notes.push(format!(
+            "{} at {} will not be tested: {}",
+            n.gpu.name,
+            n.gpu.pci_address.as_deref().unwrap_or("an unknown address"),
+            n.cause.message
+        ));
+    }
     let total_weight: u32 = opts.plan.iter().map(|p| p.weight).sum::<u32>().max(1);
     let mut plans = Vec::new();
     for info in &devices {
@@ -965,19 +1351,24 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
         let mut heap_bytes = None;
         let mut steps = Vec::new();
         for p in &opts.plan {
-            let sized = match p.config.vram() {
-                Some(v) => {
-                    let sizing = crate::workload::vram::plan_size(info, v)?;
+            let sized = match p
+                .config
+                .vram()
+                .map(|v| crate::workload::vram::plan_size(info, v))
+            {
+                Some(Ok(sizing)) => {
                     vram_bytes = vram_bytes.max(Some(sizing.sized_bytes));
                     heap_bytes = Some(sizing.heap_bytes);
-                    gib(sizing.sized_bytes)
+                    format!("{} GiB", gib(sizing.sized_bytes))
                 }
+                // The device's state (no memory free): the run would record it.
+                Some(Err(e)) => format!("no memory ({e})"),
                 None => String::new(),
             };
             let detail = match &p.config {
                 WorkloadConfig::Vram(c) => {
                     format!(
-                        "{sized} GiB with {}, {}",
+                        "{sized} with {}, {}",
                         c.algorithms
                             .iter()
                             .map(|a| a.name())
@@ -1006,7 +1397,7 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
                     "allocate and free under a memory cap; fragmentation and leaks".into()
                 }
                 WorkloadConfig::Heat { compute, .. } => format!(
-                    "{sized} GiB of VRAM patterns and {} compute at once, for heat",
+                    "{sized} of VRAM patterns and {} compute at once, for heat",
                     shape_name(&compute.shape)
                 ),
             };

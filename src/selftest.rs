@@ -110,6 +110,16 @@ pub struct SelftestReport {
 
 /// Runs the self-test on every selected device.
 pub fn selftest(opts: &SelftestOptions) -> Result<SelftestReport, AppError> {
+    let per_fault = crate::profile::bounds::SELFTEST_BYTES_PER_FAULT;
+    let needed = u64::from(opts.faults) * per_fault;
+    if opts.bytes < needed {
+        return Err(AppError::Usage(format!(
+            "--vram-bytes {} cannot hold {} planted faults: they need at least {} ({per_fault} bytes each)",
+            crate::workload::vram::format_bytes(opts.bytes),
+            opts.faults,
+            crate::workload::vram::format_bytes(needed)
+        )));
+    }
     let vulkan = Vulkan::new()?;
     let (devices, notes) = select_devices(&vulkan, &opts.devices)?;
     let mut runs = Vec::new();
@@ -150,7 +160,8 @@ fn one_run(
         Algorithm::Random
     };
     let seed = opts.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(run);
-    let bytes = (opts.bytes / MIB).max(4) * MIB;
+    // Whole MiB, as the test cuts memory; the options already refused less than 4 MiB.
+    let bytes = opts.bytes / MIB * MIB;
     // Several buffers, so that absolute offsets past the first buffer are checked too.
     let buffer_bytes = (bytes / 4 / MIB).max(1) * MIB;
     let steps = algorithm.steps(0, seed, Duration::ZERO);

@@ -56,6 +56,10 @@ pub struct WorkerJob {
     /// Test only: die when the first workload starts, as a driver crash would.
     #[serde(default)]
     pub crash_for_test: bool,
+    /// Test only: when the first workload starts, loop in host-side work that shows
+    /// progress and never answers a stop (the parent's time bounds' test).
+    #[serde(default)]
+    pub busy_for_test: bool,
 }
 
 /// What a worker tells the parent, one JSON line each.
@@ -75,6 +79,9 @@ pub enum WorkerMessage {
     /// Waiting to start the next workload until the parent sees the device idle and
     /// cool and answers [`GO`] on stdin.
     WaitIdle,
+    /// Waiting for its turn at the PCIe probe (other devices share the host's links):
+    /// time not counted against the device's budget.
+    WaitTurn,
     /// Every workload has ended.
     Done,
 }
@@ -131,12 +138,12 @@ fn worker_main() -> i32 {
         Ok(_) => match serde_json::from_str(&line) {
             Ok(job) => job,
             Err(e) => {
-                eprintln!("kiln worker: the job is not valid ({e})");
+                let _ = writeln!(std::io::stderr(), "kiln worker: the job is not valid ({e})");
                 return crate::report::exit_code::USAGE;
             }
         },
         Err(e) => {
-            eprintln!("kiln worker: no job on stdin ({e})");
+            let _ = writeln!(std::io::stderr(), "kiln worker: no job on stdin ({e})");
             return crate::report::exit_code::USAGE;
         }
     };
@@ -183,10 +190,15 @@ fn take_turn(lock: &std::path::Path, stop: &AtomicBool, pipe: &Pipe) -> Option<s
         .write(true)
         .open(lock)
         .ok()?;
+    let mut said = false;
     loop {
         match file.try_lock() {
             Ok(()) => return Some(file),
             Err(std::fs::TryLockError::WouldBlock) if !stop.load(Ordering::Relaxed) => {
+                if !said {
+                    pipe.send(&WorkerMessage::WaitTurn);
+                    said = true;
+                }
                 pipe.send(&WorkerMessage::Alive);
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -288,6 +300,20 @@ fn test_device(
         }
         if job.crash_for_test {
             std::process::abort();
+        }
+        if job.busy_for_test {
+            // As host-side work stuck in a loop that keeps calling the device: progress
+            // every tick, deaf to stops.
+            events.emit(
+                device,
+                Event::Note {
+                    message: "test hook: host-side work that never answers a stop".into(),
+                },
+            );
+            loop {
+                pipe.send(&WorkerMessage::Alive);
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
         if job.hang_for_test {
             // As a driver call that never returns: deaf to stdin and signals alike.

@@ -235,7 +235,7 @@ fn a_second_signal_ends_the_run_at_once_and_the_evidence_stays_readable() {
 
 fn run_with(out: &Path, args: &[&str]) -> std::process::Output {
     kiln()
-        .arg("run")
+        .args(["run", "--device", "cpu"])
         .args(args)
         .args(["--json", "--out"])
         .arg(out)

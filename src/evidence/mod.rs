@@ -8,10 +8,13 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 
-pub use reader::{EventLog, read_events, read_jsonl};
+pub use reader::{EventLog, read_events, read_jsonl, read_manifest};
 pub use records::{EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA};
-pub use rundir::{Manifest, RunDir, default_run_dir, hostname, utc_timestamp};
-pub use writer::{EventSink, EventWriter, JsonlWriter, MemorySink, write_json_atomic};
+pub use rundir::{Manifest, NotTested, RunDir, default_run_dir, hostname, utc_timestamp};
+pub use writer::{
+    EventSink, EventWriter, JsonlWriter, MemorySink, write_atomic, write_atomic_with,
+    write_json_atomic,
+};
 
 /// Failures reading or writing evidence.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +36,20 @@ pub enum EvidenceError {
         line: usize,
         /// What is wrong.
         message: String,
+    },
+    /// A file was written by a newer kiln, in a schema this one does not know.
+    #[error(
+        "{}: written by a newer kiln ({found}); this kiln ({}) reads {known}: judge it with the kiln that wrote it",
+        path.display(),
+        env!("CARGO_PKG_VERSION")
+    )]
+    NewerSchema {
+        /// The file.
+        path: PathBuf,
+        /// The schema it declares.
+        found: String,
+        /// The schema this kiln reads.
+        known: &'static str,
     },
 }
 

@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use super::records::{EVENTS_SCHEMA, Event, EventRecord};
+use super::records::{EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA};
+use super::rundir::Manifest;
 use super::{EvidenceError, EvidenceResult};
 
 /// The events of a run, as far as they were written.
@@ -37,19 +38,72 @@ pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> EvidenceResult
     Ok((records, truncated_tail))
 }
 
+/// The version number of a schema name (`kiln.events/2` -> 2) when it is one of kiln's
+/// schemas of the same family as `known`.
+fn version_of(schema: &str, known: &str) -> Option<u64> {
+    let (family, _) = known.split_once('/')?;
+    schema.strip_prefix(family)?.strip_prefix('/')?.parse().ok()
+}
+
+/// Checks a file's declared schema: the known one passes, a newer version of it is refused
+/// with a sentence saying so, anything else is not a kiln file.
+fn check_schema(path: &Path, schema: &str, known: &'static str) -> EvidenceResult<()> {
+    if schema == known {
+        return Ok(());
+    }
+    let newer = match (version_of(schema, known), version_of(known, known)) {
+        (Some(found), Some(ours)) => found > ours,
+        _ => false,
+    };
+    if newer {
+        return Err(EvidenceError::NewerSchema {
+            path: path.to_owned(),
+            found: schema.chars().take(64).collect(),
+            known,
+        });
+    }
+    Err(EvidenceError::Corrupt {
+        path: path.to_owned(),
+        line: 1,
+        message: format!("schema {} is not {known}", crate::cli::quote(schema)),
+    })
+}
+
+/// Reads `manifest.json`, refusing a manifest of a newer kiln with a sentence that says so
+/// (before its fields are read, since a newer schema may have changed them).
+pub fn read_manifest(path: &Path) -> EvidenceResult<Manifest> {
+    let bytes = std::fs::read(path).map_err(|e| EvidenceError::io(path, e))?;
+    let corrupt = |e: serde_json::Error| EvidenceError::Corrupt {
+        path: path.to_owned(),
+        line: e.line(),
+        message: e.to_string(),
+    };
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+    check_schema(path, schema, MANIFEST_SCHEMA)?;
+    serde_json::from_value(value).map_err(corrupt)
+}
+
 /// Reads `events.jsonl`. A partial last line is tolerated and reported; a malformed
-/// complete line or a missing or foreign header is an error naming the line.
+/// complete line or a missing or foreign header is an error naming the line. A missing or
+/// empty file (a run killed right after it started) is an empty log.
 pub fn read_events(path: &Path) -> EvidenceResult<EventLog> {
+    if std::fs::metadata(path).map_or(true, |m| m.len() == 0) && !path.is_dir() {
+        return Ok(EventLog {
+            records: Vec::new(),
+            truncated_tail: false,
+        });
+    }
     let (records, truncated_tail) = read_jsonl::<EventRecord>(path)?;
+    if records.is_empty() && truncated_tail {
+        // Killed while writing the header itself.
+        return Ok(EventLog {
+            records,
+            truncated_tail,
+        });
+    }
     match records.first().map(|r| &r.event) {
-        Some(Event::Header { schema, .. }) if schema == EVENTS_SCHEMA => {}
-        Some(Event::Header { schema, .. }) => {
-            return Err(EvidenceError::Corrupt {
-                path: path.to_owned(),
-                line: 1,
-                message: format!("schema `{schema}` is not {EVENTS_SCHEMA}"),
-            });
-        }
+        Some(Event::Header { schema, .. }) => check_schema(path, schema, EVENTS_SCHEMA)?,
         _ => {
             return Err(EvidenceError::Corrupt {
                 path: path.to_owned(),
@@ -103,7 +157,40 @@ mod tests {
         let (_d, path) = write("{\"hello\":1}\n");
         let err = read_events(&path).unwrap_err().to_string();
         assert!(err.contains("line 1"), "{err}");
-        let (_d, path) = write(&HEADER.replace("kiln.events/1", "kiln.events/99"));
-        assert!(read_events(&path).is_err());
+        let (_d, path) = write(&format!(
+            "{}\n",
+            HEADER.replace("kiln.events/1", "kiln.events/99")
+        ));
+        let err = read_events(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("newer kiln") && err.contains("kiln.events/99"),
+            "{err}"
+        );
+        let (_d, path) = write(&format!("{}\n", HEADER.replace("kiln.events/1", "other/1")));
+        assert!(matches!(
+            read_events(&path),
+            Err(EvidenceError::Corrupt { line: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn a_missing_or_empty_events_file_is_an_empty_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = read_events(&dir.path().join("events.jsonl")).unwrap();
+        assert!(log.records.is_empty());
+        let (_d, path) = write("");
+        assert!(read_events(&path).unwrap().records.is_empty());
+        let (_d, path) = write(&HEADER[..20]);
+        assert!(read_events(&path).unwrap().truncated_tail);
+    }
+
+    #[test]
+    fn a_manifest_of_a_newer_kiln_is_refused_with_a_sentence() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("manifest.json");
+        std::fs::write(&path, r#"{"schema": "kiln.manifest/2", "renamed": true}"#).unwrap();
+        let err = read_manifest(&path).unwrap_err().to_string();
+        assert!(err.contains("newer kiln (kiln.manifest/2)"), "{err}");
+        assert!(err.contains("reads kiln.manifest/1"), "{err}");
     }
 }

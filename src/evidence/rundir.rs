@@ -27,6 +27,23 @@ pub struct Manifest {
     pub devices: Vec<DeviceInfo>,
     /// The settings the run used.
     pub settings: serde_json::Value,
+    /// True when no GPU was selected and the CPU Vulkan device ran the job in a GPU's
+    /// place: that proves the tool, not a card, and the run's result is "could not test".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stand_in: bool,
+    /// GPUs the machine has (NVML, sysfs) that Vulkan cannot see, each with the most likely
+    /// cause: not tested, and named so in every report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_tested: Vec<NotTested>,
+}
+
+/// A GPU of the machine that the run could not test, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotTested {
+    /// The GPU, as the inventory saw it.
+    pub gpu: crate::inventory::InventoryGpu,
+    /// Why Vulkan cannot see it, and what to do.
+    pub cause: crate::inventory::Cause,
 }
 
 impl Manifest {
@@ -45,6 +62,8 @@ impl Manifest {
             started_utc,
             devices,
             settings,
+            stand_in: false,
+            not_tested: Vec::new(),
         }
     }
 }

@@ -28,7 +28,10 @@ pub enum GpuError {
     )]
     NoDevice,
     /// A `--device` selector matched nothing.
-    #[error("no Vulkan device matches `{selector}` (run `kiln list` to see the devices)")]
+    #[error(
+        "no Vulkan device matches {} (run `kiln list` to see the devices)",
+        crate::cli::quote(selector)
+    )]
     NoSuchDevice {
         /// The selector as the user gave it.
         selector: String,

@@ -5,6 +5,7 @@ mod context;
 mod error;
 mod info;
 mod instance;
+mod library;
 mod shaders;
 
 pub use context::{
@@ -14,4 +15,5 @@ pub use context::{
 pub use error::{GpuError, GpuResult};
 pub use info::{DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MemoryTypeInfo, format_uuid};
 pub use instance::Vulkan;
+pub use library::library_loads;
 pub use shaders::Shader;

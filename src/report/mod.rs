@@ -108,6 +108,13 @@ pub struct DeviceReport {
     /// Failures of the device or its worker that ended its test (a loss, a hang, a crash).
     #[serde(default)]
     pub failures: Vec<DeviceFailure>,
+    /// True for the CPU Vulkan device run in a GPU's place (no GPU selected): it proves
+    /// the tool, not a card, so its result is "could not test" whatever its own was.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stand_in: bool,
+    /// True for a GPU of the machine that Vulkan cannot see: named, never tested.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_tested: bool,
 }
 
 /// A failure that ended (part of) a device's test.
@@ -162,16 +169,20 @@ impl DeviceReport {
         } else {
             DeviceResult::Inconclusive
         };
-        let reason = workloads
+        // What was found first, then what cut the test short (it names what never ran),
+        // then the first workload that did not pass.
+        let found = workloads
             .iter()
             .find(|w| w.status == WorkloadStatus::Failed)
+            .map(|w| format!("{}: {}", w.workload, w.headline));
+        let reason = found
+            .or(failure)
             .or_else(|| {
                 workloads
                     .iter()
                     .find(|w| w.status != WorkloadStatus::Passed)
+                    .map(|w| format!("{}: {}", w.workload, w.headline))
             })
-            .map(|w| format!("{}: {}", w.workload, w.headline))
-            .or(failure)
             .or_else(|| {
                 workloads
                     .first()
@@ -198,7 +209,65 @@ impl DeviceReport {
                 vulkan_driver_version: info.driver_version.clone(),
                 ..Setup::default()
             },
+            stand_in: false,
+            not_tested: false,
         }
+    }
+
+    /// The report of a GPU the machine has but Vulkan cannot see: not tested, with the
+    /// cause as its finding (`GPU_NOT_VISIBLE`), placed at `index` after the tested ones.
+    pub fn not_tested(index: usize, missing: &crate::evidence::NotTested) -> DeviceReport {
+        let gpu = &missing.gpu;
+        let integrated = gpu.vendor_id == 0x8086
+            && gpu
+                .pci_address
+                .as_deref()
+                .is_some_and(|a| a.ends_with(":00:02.0"));
+        let finding = rules::gpu_not_visible(gpu, &missing.cause);
+        DeviceReport {
+            index,
+            name: gpu.name.clone(),
+            uuid: gpu
+                .uuid
+                .as_deref()
+                .map(|u| u.trim_start_matches("GPU-").to_owned())
+                .unwrap_or_default(),
+            pci_address: gpu.pci_address.clone(),
+            kind: if integrated {
+                DeviceKind::IntegratedGpu
+            } else {
+                DeviceKind::DiscreteGpu
+            },
+            driver: gpu.kernel_driver.clone().unwrap_or_default(),
+            result: DeviceResult::Inconclusive,
+            reason: finding.summary.clone(),
+            workloads: Vec::new(),
+            telemetry: Vec::new(),
+            findings: vec![finding],
+            setup: Setup {
+                vendor_id: gpu.vendor_id,
+                ..Setup::default()
+            },
+            failures: Vec::new(),
+            stand_in: false,
+            not_tested: true,
+        }
+    }
+
+    /// Marks this device as the CPU Vulkan device run in a GPU's place: its result becomes
+    /// "could not test" (no GPU was tested), and its reason keeps what its own test found.
+    pub fn stand_in(&mut self) {
+        if self.stand_in {
+            return;
+        }
+        self.stand_in = true;
+        self.reason = format!(
+            "no GPU was tested: {} is the CPU Vulkan device, run in a GPU's place to prove the tool (its own result: {}, {})",
+            self.name,
+            self.result.word(),
+            self.reason
+        );
+        self.result = DeviceResult::Inconclusive;
     }
 
     /// Applies the verdict rules to this device's evidence. The result becomes the most
@@ -274,6 +343,10 @@ pub struct Report {
     /// True when a signal stopped the run: the verdict covers what ran before it.
     #[serde(default)]
     pub interrupted: bool,
+    /// True when no GPU was tested (none was found, or none Vulkan could see): the run
+    /// cannot pass, whatever the CPU Vulkan device's own test found.
+    #[serde(default)]
+    pub no_gpu_tested: bool,
 }
 
 impl Report {
@@ -307,6 +380,7 @@ impl Report {
             devices,
             incomplete: false,
             interrupted: false,
+            no_gpu_tested: false,
         }
     }
 }
@@ -322,14 +396,11 @@ pub fn write_all(dir: &std::path::Path, report: &Report) -> std::io::Result<()> 
     )
     .map(|(records, _)| records)
     .unwrap_or_default();
-    std::fs::write(
-        dir.join("report.html.tmp"),
-        html::render(report, &telemetry),
+    crate::evidence::write_atomic(
+        &dir.join("report.html"),
+        html::render(report, &telemetry).as_bytes(),
     )?;
-    std::fs::rename(dir.join("report.html.tmp"), dir.join("report.html"))?;
-    let junit = junit::render(report);
-    std::fs::write(dir.join("junit.xml.tmp"), junit)?;
-    std::fs::rename(dir.join("junit.xml.tmp"), dir.join("junit.xml"))?;
+    crate::evidence::write_atomic(&dir.join("junit.xml"), junit::render(report).as_bytes())?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -171,7 +171,5 @@ pub fn render(report: &Report, run_unix_seconds: u64) -> String {
 
 /// Writes `text` to `path` atomically: node_exporter never reads a half-written file.
 pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("prom.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    crate::evidence::write_atomic(path, text.as_bytes())
 }

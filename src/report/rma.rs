@@ -35,25 +35,25 @@ pub fn bundle(run_dir: &Path, out: Option<&Path>) -> std::io::Result<PathBuf> {
         Some(p) => p.to_owned(),
         None => run_dir.with_file_name(format!("{name}-rma.tar")),
     };
-    let tmp = path.with_extension("tar.tmp");
-    let mut builder = tar::Builder::new(std::fs::File::create(&tmp)?);
-    let mut sums = String::new();
-    for file in FILES {
-        let source = run_dir.join(file);
-        let Ok(bytes) = std::fs::read(&source) else {
-            continue;
-        };
-        sums.push_str(&format!("{}  {name}/{file}\n", sha256_hex(&bytes)));
-        append(&mut builder, &format!("{name}/{file}"), &bytes)?;
-    }
-    append(&mut builder, &format!("{name}/SHA256SUMS"), sums.as_bytes())?;
-    builder.into_inner()?.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
+    crate::evidence::write_atomic_with(&path, |file| {
+        let mut builder = tar::Builder::new(file);
+        let mut sums = String::new();
+        for file in FILES {
+            let source = run_dir.join(file);
+            let Ok(bytes) = std::fs::read(&source) else {
+                continue;
+            };
+            sums.push_str(&format!("{}  {name}/{file}\n", sha256_hex(&bytes)));
+            append(&mut builder, &format!("{name}/{file}"), &bytes)?;
+        }
+        append(&mut builder, &format!("{name}/SHA256SUMS"), sums.as_bytes())?;
+        builder.into_inner().map(|_| ())
+    })?;
     Ok(path)
 }
 
 fn append(
-    builder: &mut tar::Builder<std::fs::File>,
+    builder: &mut tar::Builder<&mut std::fs::File>,
     path: &str,
     bytes: &[u8],
 ) -> std::io::Result<()> {

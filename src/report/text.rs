@@ -53,8 +53,13 @@ pub fn summary(report: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "result: {}{} (exit {}), evidence in {}",
+        "result: {}{}{} (exit {}), evidence in {}",
         report.result.word(),
+        if report.no_gpu_tested {
+            ", no GPU was tested"
+        } else {
+            ""
+        },
         match (report.interrupted, report.incomplete) {
             (true, _) => ", interrupted: covers what ran before the signal",
             (false, true) => ", incomplete evidence",

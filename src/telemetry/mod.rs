@@ -31,11 +31,42 @@ pub trait Source: Send {
     }
 }
 
-/// The live sources for these devices, and the facts about what is missing (each said
-/// once, for the report's notes).
+/// A device the live sources watch: its place in the run and how to find it. A Vulkan
+/// device, or a GPU of the machine's inventory that Vulkan cannot see (`kiln health`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// The index every record names it by.
+    pub index: usize,
+    /// Its name, for notes.
+    pub name: String,
+    /// UUID body, lower case without `GPU-` (`deviceUUID` in Vulkan's terms), when known.
+    pub uuid: Option<String>,
+    /// PCI address `0000:05:00.0`, when known.
+    pub pci_address: Option<String>,
+}
+
+impl From<&crate::gpu::DeviceInfo> for Target {
+    fn from(d: &crate::gpu::DeviceInfo) -> Target {
+        Target {
+            index: d.index,
+            name: d.name.clone(),
+            uuid: Some(d.device_uuid.clone()),
+            pci_address: d.pci_address.clone(),
+        }
+    }
+}
+
+/// The live sources for these Vulkan devices, and the facts about what is missing (each
+/// said once, for the report's notes).
 pub fn live_sources(devices: &[crate::gpu::DeviceInfo]) -> (Vec<Box<dyn Source>>, Vec<String>) {
+    let targets: Vec<Target> = devices.iter().map(Target::from).collect();
+    live_sources_for(&targets)
+}
+
+/// The live sources for these targets, and the facts about what is missing.
+pub fn live_sources_for(devices: &[Target]) -> (Vec<Box<dyn Source>>, Vec<String>) {
     let mut notes = Vec::new();
-    let nvml = nvml::NvmlSource::new(devices);
+    let nvml = nvml::NvmlSource::for_targets(devices);
     if let nvml::NvmlStatus::Missing { message, .. } = nvml.status() {
         notes.push(message.clone());
     }

@@ -18,6 +18,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 
 use super::Source;
+use super::Target;
 use super::record::{Reading, Readings, TelemetryData, XidEvent};
 use super::throttle;
 use crate::gpu::DeviceInfo;
@@ -130,6 +131,13 @@ pub fn normalise_bus_id(id: &str) -> Option<String> {
 impl NvmlSource {
     /// Initialises NVML and matches every Vulkan device to its NVML device.
     pub fn new(devices: &[DeviceInfo]) -> NvmlSource {
+        let targets: Vec<Target> = devices.iter().map(Target::from).collect();
+        NvmlSource::for_targets(&targets)
+    }
+
+    /// Initialises NVML and matches every target (a Vulkan device, or a GPU of the
+    /// machine's inventory) to its NVML device.
+    pub fn for_targets(devices: &[Target]) -> NvmlSource {
         let nvml = Nvml::init();
         let (nvml, status) = match nvml {
             Ok(n) => (Some(n), NvmlStatus::Available),
@@ -543,7 +551,7 @@ fn field(d: &nvml_wrapper::Device, id: u32) -> Reading {
     }
 }
 
-fn match_device(nvml: &Nvml, info: &DeviceInfo) -> Match {
+fn match_device(nvml: &Nvml, info: &Target) -> Match {
     let count = nvml.device_count().unwrap_or(0);
     let mut by_pci = None;
     for i in 0..count {
@@ -552,7 +560,7 @@ fn match_device(nvml: &Nvml, info: &DeviceInfo) -> Match {
         };
         if let Ok(uuid) = d.uuid() {
             let body = uuid.trim_start_matches("GPU-").to_ascii_lowercase();
-            if body == info.device_uuid {
+            if info.uuid.as_deref() == Some(body.as_str()) {
                 return Match {
                     device: info.index,
                     nvml_index: Some(i),
@@ -679,6 +687,55 @@ impl Drop for NvmlSource {
     fn drop(&mut self) {
         self.stop_events.store(true, Ordering::Relaxed);
     }
+}
+
+/// One GPU as NVML lists it, for the machine's inventory of GPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NvmlGpu {
+    /// NVML's index of the GPU.
+    pub index: u32,
+    /// NVML's UUID (`GPU-xxxxxxxx-...`), when it answers.
+    pub uuid: Option<String>,
+    /// Marketing name, when it answers.
+    pub name: Option<String>,
+    /// PCI address in the form Vulkan gives (`0000:3b:00.0`), when it answers.
+    pub pci_address: Option<String>,
+    /// The 16-bit PCI device id, when it answers.
+    pub pci_device_id: Option<u32>,
+    /// Whether MIG mode is on now; None where the GPU has no MIG.
+    pub mig_enabled: Option<bool>,
+}
+
+/// Lists every GPU NVML counts. A GPU whose handle cannot be got (a GPU fallen off the bus
+/// shows this way) still yields an entry, with only its index known.
+pub fn inventory() -> Result<Vec<NvmlGpu>, NvmlStatus> {
+    let nvml = Nvml::init().map_err(|e| explain(&e))?;
+    let count = nvml.device_count().map_err(|e| explain(&e))?;
+    let gpus = (0..count)
+        .map(|index| {
+            let Ok(d) = nvml.device_by_index(index) else {
+                return NvmlGpu {
+                    index,
+                    uuid: None,
+                    name: None,
+                    pci_address: None,
+                    pci_device_id: None,
+                    mig_enabled: None,
+                };
+            };
+            let pci = d.pci_info().ok();
+            NvmlGpu {
+                index,
+                uuid: d.uuid().ok(),
+                name: d.name().ok(),
+                pci_address: pci.as_ref().and_then(|p| normalise_bus_id(&p.bus_id)),
+                // NVML packs the device id in the high half and the vendor id in the low.
+                pci_device_id: pci.map(|p| p.pci_device_id >> 16),
+                mig_enabled: d.mig_mode().ok().map(|m| m.current == 1),
+            }
+        })
+        .collect();
+    Ok(gpus)
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@ pub enum Class {
     Environment,
     /// Driver, application, allocator: the card is fine.
     Software,
+    /// The device could not be tested at all (Vulkan cannot see it): nothing is known of
+    /// its health, so the run cannot pass.
+    CouldNotTest,
     /// A fact worth knowing that judges nothing.
     Info,
 }

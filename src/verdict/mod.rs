@@ -8,7 +8,9 @@ pub mod thresholds;
 
 use std::path::Path;
 
-use crate::evidence::{Event, EvidenceError, Manifest, read_events, read_jsonl, utc_timestamp};
+use crate::evidence::{
+    Event, EvidenceError, Manifest, read_events, read_jsonl, read_manifest, utc_timestamp,
+};
 use crate::gpu::DeviceInfo;
 use crate::report::{DeviceFailure, DeviceReport, Report};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
@@ -63,18 +65,9 @@ pub fn judge_dir(
     if !manifest_path.is_file() {
         return Err(VerdictError::NotARunDir(dir.display().to_string()));
     }
-    let manifest: Manifest = {
-        let bytes = std::fs::read(&manifest_path).map_err(|e| EvidenceError::Io {
-            path: manifest_path.clone(),
-            message: e.to_string(),
-        })?;
-        serde_json::from_slice(&bytes).map_err(|e| EvidenceError::Corrupt {
-            path: manifest_path.clone(),
-            line: e.line(),
-            message: e.to_string(),
-        })?
-    };
+    let manifest: Manifest = read_manifest(&manifest_path)?;
     let log = read_events(&dir.join("events.jsonl"))?;
+    let plan = planned_outcomes(&manifest.settings);
     let mut notes = Vec::new();
     let mut devices: Vec<DeviceEvidence> = Vec::new();
     let mut finished = live;
@@ -153,12 +146,23 @@ pub fn judge_dir(
                  errors,
              }| {
                 let error = errors.first().map(|e| e.message.clone());
-                let failure = if unfinished.is_empty() {
+                let never_ran = plan
+                    .as_ref()
+                    .map(|p| not_run(p, &outcomes, &unfinished))
+                    .unwrap_or_default();
+                let failure = if unfinished.is_empty() && never_ran.is_empty() {
                     error
                 } else {
+                    let mut cut = Vec::new();
+                    if !unfinished.is_empty() {
+                        cut.push(format!("before {} finished", unfinished.join(", ")));
+                    }
+                    if !never_ran.is_empty() {
+                        cut.push(format!("before {} ran", never_ran.join(", ")));
+                    }
                     Some(format!(
-                        "the run ended before {} finished{}",
-                        unfinished.join(", "),
+                        "the device's test was cut short: it ended {}{}",
+                        cut.join(" and "),
                         error.map(|e| format!(" ({e})")).unwrap_or_default()
                     ))
                 };
@@ -178,12 +182,12 @@ pub fn judge_dir(
             ));
         }
     }
+    // A torn last line (a crash while writing) is expected and tolerated by the reader; a
+    // damaged line before it is a corrupt file, said with its line, never skipped.
     let telemetry = dir.join("telemetry.jsonl");
     if telemetry.is_file() {
-        match read_jsonl::<TelemetryRecord>(&telemetry) {
-            Ok((records, _)) => attach_telemetry(&records, &mut reports, &mut notes),
-            Err(e) => notes.push(format!("telemetry could not be read: {e}")),
-        }
+        let (records, _) = read_jsonl::<TelemetryRecord>(&telemetry)?;
+        attach_telemetry(&records, &mut reports, &mut notes);
     }
     // Workers start together, so their records interleave: report in device order.
     reports.sort_by_key(|d| d.index);
@@ -193,6 +197,16 @@ pub fn judge_dir(
     let from_peers = rules::peers(&reports, thresholds);
     for (d, more) in reports.iter_mut().zip(from_peers) {
         d.add_findings(more);
+    }
+    if manifest.stand_in {
+        for d in &mut reports {
+            d.stand_in();
+        }
+    }
+    // GPUs the machine has that Vulkan could not see: named, not tested, never a pass.
+    let first_free = reports.iter().map(|d| d.index + 1).max().unwrap_or(0);
+    for (i, missing) in manifest.not_tested.iter().enumerate() {
+        reports.push(DeviceReport::not_tested(first_free + i, missing));
     }
     let run_id = dir
         .file_name()
@@ -208,8 +222,63 @@ pub fn judge_dir(
     );
     report.incomplete = incomplete;
     report.interrupted = interrupted;
+    report.no_gpu_tested =
+        manifest.stand_in || (manifest.devices.is_empty() && !manifest.not_tested.is_empty());
     report.finished_utc = utc_timestamp(std::time::SystemTime::now());
     Ok(report)
+}
+
+/// One workload outcome the plan asks for: its name and the load it runs inside of
+/// (`heat` runs `vram` and `compute` together).
+type PlannedOutcome = (String, Option<String>);
+
+/// The outcomes the run's plan asks of every device, from the manifest's settings (the
+/// plan, or in older manifests the list of workload names); None when the manifest does
+/// not say, so that nothing is judged missing on a guess.
+fn planned_outcomes(settings: &serde_json::Value) -> Option<Vec<PlannedOutcome>> {
+    if let Some(plan) = settings.get("plan") {
+        let plan: Vec<crate::run::PlannedWorkload> = serde_json::from_value(plan.clone()).ok()?;
+        let mut out = Vec::new();
+        for p in plan {
+            match p.config.name() {
+                crate::run::WorkloadName::Heat => {
+                    out.push(("vram".to_owned(), Some("heat".to_owned())));
+                    out.push(("compute".to_owned(), Some("heat".to_owned())));
+                }
+                name => out.push((name.as_str().to_owned(), None)),
+            }
+        }
+        return Some(out);
+    }
+    let names = settings.get("workloads")?.as_array()?;
+    names
+        .iter()
+        .map(|n| n.as_str().map(|n| (n.to_owned(), None)))
+        .collect()
+}
+
+/// The planned workloads that never started on a device (those that started and never
+/// ended are `unfinished`). Reruns to confirm a finding add outcomes, never remove them.
+fn not_run(
+    plan: &[PlannedOutcome],
+    outcomes: &[WorkloadOutcome],
+    unfinished: &[String],
+) -> Vec<String> {
+    let mut left: Vec<PlannedOutcome> = plan.to_vec();
+    for o in outcomes {
+        let key = (o.workload.clone(), o.together_with().map(str::to_owned));
+        if let Some(i) = left.iter().position(|p| *p == key) {
+            left.remove(i);
+        }
+    }
+    let mut missing: Vec<String> = Vec::new();
+    for (name, with) in left {
+        let label = with.unwrap_or_else(|| name.clone());
+        if !unfinished.contains(&name) && !missing.contains(&label) {
+            missing.push(label);
+        }
+    }
+    missing
 }
 
 /// Lays the telemetry onto the devices' reports: each phase's summary, the vendor's

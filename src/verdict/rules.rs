@@ -35,6 +35,39 @@ fn finding(
     }
 }
 
+/// The finding of a GPU the machine has (NVML, sysfs) that Vulkan cannot see: not tested,
+/// so nothing is known of its health and the run cannot pass. The cause read from the
+/// machine is the action.
+pub fn gpu_not_visible(
+    gpu: &crate::inventory::InventoryGpu,
+    cause: &crate::inventory::Cause,
+) -> Finding {
+    finding(
+        "GPU_NOT_VISIBLE",
+        Class::CouldNotTest,
+        Severity::Major,
+        Confidence::High,
+        format!(
+            "{} at {} is not visible to Vulkan: not tested",
+            gpu.name,
+            gpu.pci_address
+                .as_deref()
+                .unwrap_or("an unknown PCI address")
+        ),
+        json!({
+            "cause": cause.cause,
+            "pci_address": gpu.pci_address,
+            "vendor_id": format!("0x{:04x}", gpu.vendor_id),
+            "device_id": gpu.device_id.map(|d| format!("0x{d:04x}")),
+            "uuid": gpu.uuid,
+            "kernel_driver": gpu.kernel_driver,
+            "mig_enabled": gpu.mig_enabled,
+            "seen_by": gpu.seen_by,
+        }),
+        &cause.message,
+    )
+}
+
 /// Every finding about one device.
 pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();

@@ -127,8 +127,11 @@ impl Thresholds {
     pub fn overlay(&self, path: &std::path::Path) -> Result<Thresholds, String> {
         let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
         let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+        // A JSON object of known keys, each once: an array would fill the fields by
+        // position, and a key given twice would silently keep one of its values.
+        let own: UniqueKeys = serde_json::from_str(&text).map_err(|e| at(&e))?;
+        let own = serde_json::Value::Object(own.0);
         // Unknown fields and wrong types are refused by parsing the file alone first.
-        let own: serde_json::Value = serde_json::from_str(&text).map_err(|e| at(&e))?;
         serde_json::from_value::<Thresholds>(own.clone()).map_err(|e| at(&e))?;
         let mut merged = serde_json::to_value(self).map_err(|e| at(&e))?;
         if let (Some(base), Some(over)) = (merged.as_object_mut(), own.as_object()) {
@@ -169,6 +172,37 @@ impl Thresholds {
     }
 }
 
+/// A JSON object whose keys each appear once.
+struct UniqueKeys(serde_json::Map<String, serde_json::Value>);
+
+impl<'de> Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = UniqueKeys;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object of thresholds, e.g. {\"throttle_share\": 0.2}")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<UniqueKeys, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some((key, value)) = map.next_entry::<String, serde_json::Value>()? {
+                    if out.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format!("`{key}` is given twice")));
+                    }
+                    out.insert(key, value);
+                }
+                Ok(UniqueKeys(out))
+            }
+        }
+        d.deserialize_map(Visitor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +239,10 @@ mod tests {
                 .contains("unknown field")
         );
         assert!(load("{ not json").is_err());
+        let array = load("[0.5, 0.5]").unwrap_err();
+        assert!(array.contains("a JSON object"), "{array}");
+        let twice = load(r#"{"throttle_share": 0.2, "throttle_share": 0.9}"#).unwrap_err();
+        assert!(twice.contains("`throttle_share` is given twice"), "{twice}");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("site.json");
         std::fs::write(&path, r#"{"pcie_low_share": 0.5}"#).unwrap();

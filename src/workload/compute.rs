@@ -530,11 +530,15 @@ fn drive(
         if cfg.rounds.is_some_and(|n| round >= n) {
             break;
         }
+        if control.stop_requested() {
+            report.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
+            break;
+        }
         if cfg.rounds.is_none() && control.out_of_time() && round > 0 {
             break;
         }
         if control.stopped() {
-            report.stopped_early = Some("stopped on request".into());
+            report.stopped_early = Some("stopped at the hard deadline".into());
             break;
         }
         // The load shape: the share of each period spent under load.

@@ -309,13 +309,18 @@ impl FragmentTest {
         let mut round = 0u32;
         let outcome: Result<(), GpuError> = (|| {
             loop {
-                if cfg.rounds.is_some_and(|n| round >= n)
-                    || (cfg.rounds.is_none() && round > 0 && control.out_of_time())
-                {
+                if cfg.rounds.is_some_and(|n| round >= n) {
+                    break;
+                }
+                if control.stop_requested() {
+                    report.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
+                    break;
+                }
+                if cfg.rounds.is_none() && round > 0 && control.out_of_time() {
                     break;
                 }
                 if control.stopped() {
-                    report.stopped_early = Some("stopped on request".into());
+                    report.stopped_early = Some("stopped at the hard deadline".into());
                     break;
                 }
                 if cfg.plant_fragmentation && round == 0 {

@@ -45,6 +45,12 @@ impl RunControl {
         self.stopped() || self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
+    /// True when a stop was asked for (a signal, or the run ending the device's test): a
+    /// workload that ends for this says so in `stopped_early`, never as a pass.
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
     /// True when work in progress must stop now.
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.hard_deadline.is_some_and(|d| Instant::now() >= d)
@@ -152,6 +158,10 @@ pub trait Report: Serialize {
         }
     }
 }
+
+/// What a workload says in `stopped_early` when a stop request ended it.
+pub const STOPPED_ON_REQUEST: &str =
+    "stopped on request (a signal, or the run ending the device's test) before its plan finished";
 
 /// Names a device failure for the evidence (`device_lost`, `timeout`, ...).
 pub fn error_kind(e: &GpuError) -> &'static str {

@@ -309,6 +309,10 @@ impl PcieTest {
         let mut size = cfg.min_bytes;
         let result: GpuResult<()> = (|| {
             while size <= max {
+                if control.stop_requested() {
+                    report.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
+                    break;
+                }
                 if control.out_of_time() && !report.sizes.is_empty() {
                     report.stopped_early =
                         Some(format!("time budget spent before {size}-byte transfers"));

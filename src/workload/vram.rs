@@ -312,6 +312,32 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
     let reserve = cfg
         .reserve_bytes
         .unwrap_or_else(|| (256 * MIB).max(heap.size_bytes / 50));
+    // What the user asked for must fit what the device has: refused (a usage error),
+    // never clamped or tried, since the allocation would fail or test less than was asked.
+    let free_text = format!(
+        "{} of device memory free on {} ({})",
+        format_bytes(free),
+        info.name,
+        free_source
+    );
+    if let Some(bytes) = cfg.bytes
+        && bytes > free
+    {
+        return Err(WorkloadError::Config(format!(
+            "--vram-bytes {} is more than the {free_text}",
+            format_bytes(bytes)
+        )));
+    }
+    if let Some(r) = cfg.reserve_bytes
+        && cfg.bytes.is_none()
+        && cfg.percent.is_none()
+        && r.saturating_add(MIB) > free
+    {
+        return Err(WorkloadError::Config(format!(
+            "--reserve {} leaves nothing of the {free_text} to test",
+            format_bytes(r)
+        )));
+    }
     let sized = match (cfg.bytes, cfg.percent) {
         (Some(bytes), _) => bytes,
         (None, Some(p)) => (free as f64 * p / 100.0) as u64,
@@ -319,11 +345,14 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
     } / MIB
         * MIB;
     if sized < MIB {
-        return Err(WorkloadError::Config(format!(
-            "only {} MiB of device memory is free after the {} MiB reserve: nothing to test",
-            free / MIB,
-            reserve / MIB
-        )));
+        // The device's state (other tenants, a small card), not the user's numbers.
+        return Err(WorkloadError::Gpu(GpuError::OutOfMemory {
+            running: format!(
+                "sizing the VRAM test: only {} MiB of device memory is free after the {} MiB reserve, nothing to test",
+                free / MIB,
+                reserve / MIB
+            ),
+        }));
     }
     let limits = &info.limits;
     let mut max_buffer = limits
@@ -448,8 +477,14 @@ impl VramTest {
             engine_cfg.layout = layout;
         }
         let layout = engine_cfg.layout;
-        let (mut engine, stopped_by) =
-            Engine::allocate(ctx, engine_cfg, sizing.sized_bytes, sizing.max_buffer_bytes)?;
+        let stop = || control.stopped();
+        let (mut engine, stopped_by) = Engine::allocate(
+            ctx,
+            engine_cfg,
+            sizing.sized_bytes,
+            sizing.max_buffer_bytes,
+            &stop,
+        )?;
         sizing.allocated_bytes = engine.tested_bytes();
         sizing.buffer_count = engine.buffer_count();
         sizing.allocation_stopped_by = stopped_by.map(|e| e.to_string());
@@ -493,10 +528,14 @@ impl VramTest {
                 let expected_end =
                     Instant::now() + last_took.get(&alg).copied().unwrap_or_default();
                 let would_overrun = control.deadline.is_some_and(|d| expected_end > d);
+                if control.stop_requested() {
+                    stopped_early = Some(crate::workload::STOPPED_ON_REQUEST.into());
+                    break 'passes;
+                }
                 if !first && (control.out_of_time() || would_overrun) {
                     if cfg.passes.is_some() || pass == 0 {
                         stopped_early = Some(if control.stopped() {
-                            "stopped on request".to_string()
+                            "stopped at the hard deadline".to_string()
                         } else {
                             format!("time budget spent before {} of pass {pass}", alg.name())
                         });
@@ -521,7 +560,11 @@ impl VramTest {
                 match outcome {
                     Ok(true) => tally.algorithms[ai].passes_completed += 1,
                     Ok(false) => {
-                        stopped_early = Some("stopped on request or at the hard deadline".into());
+                        stopped_early = Some(if control.stop_requested() {
+                            crate::workload::STOPPED_ON_REQUEST.into()
+                        } else {
+                            "stopped at the hard deadline".into()
+                        });
                         break 'passes;
                     }
                     Err(e) => {

@@ -97,6 +97,12 @@ pub fn use_telemetry_fixture(run_dir: &std::path::Path, name: &str) {
 /// `kiln run` of 16 MiB, one pass of own-address, PCIe up to 1 MiB, into `out`, plus
 /// `extra` flags.
 pub fn quick_run(extra: &[&str], out: &std::path::Path) -> std::process::Output {
+    // The CPU device is the device under test here, unless the test names one.
+    let device: &[&str] = if extra.contains(&"--device") {
+        &[]
+    } else {
+        &["--device", "cpu"]
+    };
     kiln()
         .args([
             "run",
@@ -109,6 +115,7 @@ pub fn quick_run(extra: &[&str], out: &std::path::Path) -> std::process::Output 
             "--pcie-max-bytes",
             "1MiB",
         ])
+        .args(device)
         .args(extra)
         .arg("--out")
         .arg(out)
@@ -130,6 +137,8 @@ pub fn long_run(out: &std::path::Path, workloads: &str) -> std::process::Child {
             "120s",
             "--workloads",
             workloads,
+            "--device",
+            "cpu",
             "--out",
         ])
         .arg(out)
@@ -206,4 +215,25 @@ pub fn lay_out_scenario(name: &str, run_dir: &std::path::Path) {
     }
     std::fs::create_dir_all(run_dir).unwrap();
     lay(name, run_dir, 0);
+}
+
+/// Validates a report against the published schema with Python's jsonschema.
+pub fn validate_report(report: &std::path::Path) {
+    let schema =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/report.schema.json");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, jsonschema; jsonschema.Draft202012Validator(json.load(open(sys.argv[1]))).validate(json.load(open(sys.argv[2])))",
+        ])
+        .arg(&schema)
+        .arg(report)
+        .output()
+        .expect("python3 is needed");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        report.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

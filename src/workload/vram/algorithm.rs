@@ -118,7 +118,8 @@ impl Algorithm {
                 "default" => out.extend(DEFAULT),
                 _ => out.push(Algorithm::parse(name).ok_or_else(|| {
                     format!(
-                        "unknown VRAM algorithm `{name}` (known: {}, all, default)",
+                        "unknown VRAM algorithm {} (known: {}, all, default)",
+                        crate::cli::quote(name),
                         ALL.map(Algorithm::name).join(", ")
                     )
                 })?),

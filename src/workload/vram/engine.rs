@@ -174,13 +174,15 @@ pub struct Engine<'c> {
 
 impl<'c> Engine<'c> {
     /// Allocates buffers of at most `max_buffer_bytes` each until `target_bytes` are
-    /// held or the device refuses more. Returns the engine and any allocation failure
-    /// that stopped it short.
+    /// held, the device refuses more, or `stop` says to stop (allocation is host-side
+    /// work that must answer a stop as a sweep does). Returns the engine and any
+    /// allocation failure that stopped it short.
     pub fn allocate(
         ctx: &'c mut DeviceContext,
         cfg: EngineConfig,
         target_bytes: u64,
         max_buffer_bytes: u64,
+        stop: &dyn Fn() -> bool,
     ) -> GpuResult<(Engine<'c>, Option<GpuError>)> {
         let results_bytes = ((R_RECORDS + BATCH_RECORDS as usize * REC_WORDS) * 4) as u64;
         let results = ctx.buffer(BufferKind::Readback, results_bytes, "kiln vram results")?;
@@ -199,7 +201,7 @@ impl<'c> Engine<'c> {
         let mut held = 0u64;
         let mut size = max_buffer;
         let mut stopped_by = None;
-        while target_bytes.saturating_sub(held) >= BUFFER_GRANULE_BYTES {
+        while target_bytes.saturating_sub(held) >= BUFFER_GRANULE_BYTES && !stop() {
             let want =
                 size.min((target_bytes - held) / BUFFER_GRANULE_BYTES * BUFFER_GRANULE_BYTES);
             match ctx.buffer(BufferKind::Device, want, "kiln vram test") {

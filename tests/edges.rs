@@ -1,0 +1,791 @@
+//! Honest results at the edges: no GPU tested is never a pass, a GPU Vulkan cannot see is
+//! named with its cause, a run cut short is "could not judge", bad input is one sentence
+//! and exit 64, corrupt evidence is said and never skipped, a closed pipe ends a command
+//! quietly, and no worker outlives the run's time bounds.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{json, kiln, verdict};
+
+/// A fixture machine root: PCI devices as sysfs shows them (address, class, vendor,
+/// device, bound driver), for `KILN_SYSTEM_ROOT`.
+fn machine(devices: &[(&str, &str, &str, &str, Option<&str>)]) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let pci = root.path().join("sys/bus/pci/devices");
+    std::fs::create_dir_all(&pci).unwrap();
+    for (address, class, vendor, device, driver) in devices {
+        let dir = pci.join(address);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("class"), format!("{class}\n")).unwrap();
+        std::fs::write(dir.join("vendor"), format!("{vendor}\n")).unwrap();
+        std::fs::write(dir.join("device"), format!("{device}\n")).unwrap();
+        if let Some(driver) = driver {
+            let target = root.path().join("sys/bus/pci/drivers").join(driver);
+            std::fs::create_dir_all(&target).unwrap();
+            std::os::unix::fs::symlink(&target, dir.join("driver")).unwrap();
+        }
+    }
+    root
+}
+
+/// An HGX-like node with one H200 (a 3D controller, bound to nvidia) and its ASPEED BMC.
+fn h200_node() -> tempfile::TempDir {
+    machine(&[
+        ("0000:03:00.0", "0x030000", "0x1a03", "0x2000", Some("ast")),
+        (
+            "0000:19:00.0",
+            "0x030200",
+            "0x10de",
+            "0x2335",
+            Some("nvidia"),
+        ),
+    ])
+}
+
+/// `kiln` with the machine read from `root` and none of the caller's NVIDIA or loader
+/// variables.
+fn kiln_on(root: &Path) -> Command {
+    let mut c = kiln();
+    c.env("KILN_SYSTEM_ROOT", root);
+    for var in [
+        "NVIDIA_DRIVER_CAPABILITIES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "VK_DRIVER_FILES",
+        "VK_ICD_FILENAMES",
+        "VK_ADD_DRIVER_FILES",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
+
+/// The CPU Vulkan driver's manifest, so that a test sees the CPU device alone.
+fn lavapipe_icd() -> PathBuf {
+    std::fs::read_dir("/usr/share/vulkan/icd.d")
+        .expect("Mesa's Vulkan drivers: run scripts/setup.sh")
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("lvp_icd"))
+        .expect("lavapipe's ICD manifest")
+}
+
+const SMALL_RUN: [&str; 9] = [
+    "run",
+    "--vram-bytes",
+    "16MiB",
+    "--passes",
+    "1",
+    "--algorithms",
+    "own-address",
+    "--pcie-max-bytes",
+    "1MiB",
+];
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn codes(device: &serde_json::Value) -> Vec<String> {
+    device["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_cpu_device_alone_proves_the_tool_says_no_gpu_was_tested_and_exits_4() {
+    let empty = machine(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = kiln_on(empty.path())
+        .env("VK_DRIVER_FILES", lavapipe_icd())
+        .args(SMALL_RUN)
+        .args(["--json", "--out"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(4), "{text}");
+    assert!(text.contains("no GPU was tested"), "{text}");
+    assert!(text.contains("`--device cpu`"), "{text}");
+    let report = json(&out);
+    assert_eq!(report["no_gpu_tested"], true);
+    assert_eq!(report["result"], "inconclusive");
+    let device = &report["devices"][0];
+    assert_eq!(device["stand_in"], true);
+    assert_eq!(device["result"], "inconclusive");
+    assert!(
+        device["reason"]
+            .as_str()
+            .unwrap()
+            .contains("its own result: PASS"),
+        "the CPU device's own test is kept: {device}"
+    );
+    // Every workload ran to its end on the CPU device: the whole job, end to end.
+    for w in device["workloads"].as_array().unwrap() {
+        assert_eq!(w["status"], "passed", "{w}");
+    }
+    // A fleet reading the metrics must not see a healthy node.
+    let prom = std::fs::read_to_string(run_dir.join("kiln.prom")).unwrap();
+    let healthy = prom
+        .lines()
+        .find(|l| l.starts_with("kiln_device_healthy{"))
+        .unwrap();
+    assert!(healthy.ends_with(" 0"), "{healthy}");
+    let junit = std::fs::read_to_string(run_dir.join("junit.xml")).unwrap();
+    assert!(junit.contains("<error"), "{junit}");
+    let rebuilt = verdict(&run_dir, &[]);
+    assert_eq!(rebuilt.status.code(), Some(4));
+    assert_eq!(json(&rebuilt)["no_gpu_tested"], true);
+    common::validate_report(&run_dir.join("report.json"));
+
+    // `--device cpu` makes the CPU device the device under test: its result is the run's.
+    let asked = kiln_on(empty.path())
+        .env("VK_DRIVER_FILES", lavapipe_icd())
+        .args(SMALL_RUN)
+        .args(["--device", "cpu", "--json", "--out"])
+        .arg(dir.path().join("asked"))
+        .output()
+        .unwrap();
+    assert_eq!(asked.status.code(), Some(0), "{}", stderr(&asked));
+    let report = json(&asked);
+    assert_eq!(report["no_gpu_tested"], false);
+    assert_eq!(report["devices"][0]["result"], "pass");
+}
+
+#[test]
+fn a_gpu_vulkan_cannot_see_is_named_with_its_cause_and_never_replaced_by_the_cpu() {
+    let node = h200_node();
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = kiln_on(node.path())
+        .args(SMALL_RUN)
+        .arg("--out")
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let (text, notes) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(4), "{text}{notes}");
+    assert!(
+        text.contains("0000:19:00.0") && text.contains("not visible to Vulkan"),
+        "{text}"
+    );
+    assert!(text.contains("nvidia_icd.json"), "the cause: {text}");
+    assert!(text.contains("no GPU was tested"), "{text}");
+    // The advice that leads straight to a CPU pass never reaches an NVIDIA user.
+    assert!(!text.contains("mesa-vulkan-drivers") && !notes.contains("mesa-vulkan-drivers"));
+    assert!(
+        text.contains("not a GPU to test: 0000:03:00.0"),
+        "the BMC display is set aside, said: {text}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("report.json")).unwrap()).unwrap();
+    let devices = report["devices"].as_array().unwrap();
+    assert_eq!(
+        devices.len(),
+        1,
+        "the CPU device did not stand in: {devices:?}"
+    );
+    assert_eq!(devices[0]["not_tested"], true);
+    assert_eq!(devices[0]["pci_address"], "0000:19:00.0");
+    assert_eq!(codes(&devices[0]), vec!["GPU_NOT_VISIBLE"]);
+    let finding = &devices[0]["findings"][0];
+    assert_eq!(finding["class"], "could_not_test");
+    assert_eq!(finding["evidence"]["cause"], "icd_missing");
+    assert!(
+        !run_dir.join("telemetry.jsonl").exists()
+            || std::fs::read(run_dir.join("telemetry.jsonl"))
+                .unwrap()
+                .is_empty()
+    );
+    common::validate_report(&run_dir.join("report.json"));
+    let rebuilt = verdict(&run_dir, &[]);
+    assert_eq!(rebuilt.status.code(), Some(4));
+    assert_eq!(
+        json(&rebuilt)["devices"][0]["findings"][0]["code"],
+        "GPU_NOT_VISIBLE"
+    );
+
+    // In a container started without the graphics capability, that is the cause.
+    let out = kiln_on(node.path())
+        .env("NVIDIA_VISIBLE_DEVICES", "all")
+        .env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")
+        .args(SMALL_RUN)
+        .args(["--json", "--out"])
+        .arg(dir.path().join("container"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let finding = &json(&out)["devices"][0]["findings"][0];
+    assert_eq!(finding["evidence"]["cause"], "container_no_graphics");
+    assert!(
+        finding["action"]
+            .as_str()
+            .unwrap()
+            .contains("NVIDIA_DRIVER_CAPABILITIES"),
+        "{finding}"
+    );
+
+    // Named beside the CPU device: the CPU passes, the GPU is not tested, the run is 4.
+    let out = kiln_on(node.path())
+        .args(SMALL_RUN)
+        .args([
+            "--device",
+            "cpu",
+            "--device",
+            "0000:19:00.0",
+            "--json",
+            "--out",
+        ])
+        .arg(dir.path().join("both"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let report = json(&out);
+    assert_eq!(report["devices"][0]["result"], "pass");
+    assert_eq!(
+        report["devices"][1]["findings"][0]["code"],
+        "GPU_NOT_VISIBLE"
+    );
+
+    // A Vulkan that finds no driver at all: every command says the GPU's cause, never
+    // the advice to install Mesa's CPU driver, which would test the CPU instead.
+    let no_driver = dir.path().join("none.json");
+    let nodriver_run = dir.path().join("nodriver");
+    let run_args: Vec<&str> = SMALL_RUN
+        .iter()
+        .copied()
+        .chain(["--out", nodriver_run.to_str().unwrap()])
+        .collect();
+    for args in [
+        &run_args[..],
+        &["list"],
+        &[
+            "selftest",
+            "--faults",
+            "4",
+            "--runs",
+            "1",
+            "--vram-bytes",
+            "4MiB",
+        ],
+        &["bench", "compute"],
+    ] {
+        let out = kiln_on(node.path())
+            .env("VK_DRIVER_FILES", &no_driver)
+            .args(args)
+            .output()
+            .unwrap();
+        let all = format!("{}{}", stdout(&out), stderr(&out));
+        assert_eq!(out.status.code(), Some(4), "{args:?}: {all}");
+        assert!(!all.contains("mesa"), "{args:?}: {all}");
+        assert!(
+            all.contains("0000:19:00.0") && all.contains("VK_DRIVER_FILES"),
+            "{args:?}: {all}"
+        );
+    }
+
+    // `kiln list` names it too.
+    let list = kiln_on(node.path()).arg("list").output().unwrap();
+    assert!(
+        stdout(&list).contains("not visible to Vulkan: ") && stdout(&list).contains("icd_missing"),
+        "{}",
+        stdout(&list)
+    );
+}
+
+#[test]
+fn health_counts_the_gpus_the_machine_has_not_the_ones_vulkan_sees() {
+    let gpus: Vec<String> = (0..8)
+        .map(|i| format!("0000:{:02x}:00.0", 0x19 + i * 0x10))
+        .collect();
+    let mut devices: Vec<(&str, &str, &str, &str, Option<&str>)> = gpus
+        .iter()
+        .map(|a| (a.as_str(), "0x030200", "0x10de", "0x2335", Some("nvidia")))
+        .collect();
+    devices.push(("0000:03:00.0", "0x030000", "0x1a03", "0x2000", Some("ast")));
+    let node = machine(&devices);
+    let out = kiln_on(node.path())
+        .args(["health", "--expect-gpus", "8", "--json"])
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(!text.contains("KILN-CNT-001"), "8 of 8 are there: {text}");
+    let body: serde_json::Value = serde_json::from_str(text.split_once('\n').unwrap().1).unwrap();
+    assert_eq!(body["gpus"], 8, "{text}");
+    // Without NVML on this machine their counters cannot be read: could not check.
+    assert_eq!(out.status.code(), Some(4), "{text}");
+    assert!(text.contains("KILN-NOT-002"), "{text}");
+    let fewer = kiln_on(node.path())
+        .args(["health", "--expect-gpus", "9"])
+        .output()
+        .unwrap();
+    assert!(stdout(&fewer).contains("8 of 9 GPUs found [KILN-CNT-001]"));
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{name}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait_with_limit(child: &mut Child, limit: Duration) -> Option<i32> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the run did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (up to a minute) until the run's events hold a line containing `needle`.
+fn wait_for(run_dir: &Path, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(run_dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .contains(needle)
+    {
+        assert!(Instant::now() < deadline, "no `{needle}` in the events");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A long run on the CPU device of `workloads`, each planned to take a while.
+fn long_run(run_dir: &Path, workloads: &str, extra: &[&str]) -> Child {
+    kiln()
+        .args([
+            "run",
+            "--device",
+            "cpu",
+            "--vram-bytes",
+            "32MiB",
+            "--duration",
+            "120s",
+            "--workloads",
+            workloads,
+        ])
+        .args(extra)
+        .arg("--out")
+        .arg(run_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_run_cut_short_by_a_signal_or_a_kill_is_never_a_pass() {
+    // Once during compute (the quick profile's one VRAM pass is over by then, and compute
+    // has most of the two minutes): PCIe never runs, so the device cannot be judged.
+    for name in ["INT", "TERM"] {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run");
+        let mut child = long_run(&run_dir, "vram,compute,pcie", &[]);
+        wait_for(
+            &run_dir,
+            "\"kind\":\"workload_start\",\"workload\":\"compute\"",
+        );
+        signal(&child, name);
+        assert_eq!(
+            wait_with_limit(&mut child, Duration::from_secs(30)),
+            Some(4)
+        );
+        let rebuilt = verdict(&run_dir, &[]);
+        assert_eq!(rebuilt.status.code(), Some(4), "SIG{name}");
+        let report = json(&rebuilt);
+        let device = &report["devices"][0];
+        assert_eq!(device["result"], "inconclusive", "SIG{name}: {device}");
+        assert!(
+            device["reason"].as_str().unwrap().contains("pcie"),
+            "the reason names what never ran: {device}"
+        );
+        let compute = &device["workloads"][1];
+        assert_eq!(compute["workload"], "compute");
+        assert_eq!(compute["status"], "incomplete", "SIG{name}: {compute}");
+        assert!(
+            compute["summary"]["stopped_early"]
+                .as_str()
+                .is_some_and(|s| s.contains("stopped on request")),
+            "SIG{name}: the stopped workload says why: {compute}"
+        );
+    }
+
+    // Killed (SIGKILL) once the first workload has ended: rebuilt as could not judge.
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let mut child = long_run(&run_dir, "vram,compute,pcie", &[]);
+    wait_for(&run_dir, "\"kind\":\"workload_end\",\"workload\":\"vram\"");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let rebuilt = verdict(&run_dir, &[]);
+    assert_eq!(rebuilt.status.code(), Some(4), "{}", stderr(&rebuilt));
+    let report = json(&rebuilt);
+    assert_eq!(report["incomplete"], true);
+    assert_eq!(report["devices"][0]["result"], "inconclusive");
+
+    // A hardware fault found before the signal stands: exit 1, live and rebuilt.
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let mut child = long_run(&run_dir, "vram,compute", &["--test-stuck-word", "4099"]);
+    wait_for(&run_dir, "\"kind\":\"vram_error\"");
+    signal(&child, "INT");
+    assert_eq!(
+        wait_with_limit(&mut child, Duration::from_secs(30)),
+        Some(1)
+    );
+    assert_eq!(verdict(&run_dir, &[]).status.code(), Some(1));
+}
+
+#[test]
+fn a_worker_that_never_answers_a_stop_is_killed_within_the_step_timeout() {
+    // Host-side work that keeps showing progress but never looks at the stop: the
+    // budget's end asks it to stop, and a step timeout later it is killed and recorded.
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let started = Instant::now();
+    let out = kiln()
+        .args([
+            "run",
+            "--device",
+            "cpu",
+            "--workloads",
+            "vram",
+            "--vram-bytes",
+            "16MiB",
+            "--duration",
+            "2s",
+            "--step-timeout",
+            "2s",
+            "--test-busy-device",
+            "0",
+            "--json",
+            "--out",
+        ])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let wall = started.elapsed();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    // Preflight (1 s), the budget (2 s), a step timeout to answer the budget's end and
+    // one to answer the stop, then a few seconds of start-up and reports.
+    assert!(wall < Duration::from_secs(15), "{wall:?}");
+    let report = json(&out);
+    let failure = &report["devices"][0]["failures"][0];
+    assert_eq!(failure["error"], "hang");
+    assert!(
+        failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not stop within 2 s of being asked"),
+        "{failure}"
+    );
+    assert!(codes(&report["devices"][0]).contains(&"DEVICE_HANG".to_owned()));
+
+    // The same worker under SIGTERM: killed a step timeout after the signal.
+    let run_dir = dir.path().join("signalled");
+    let mut child = kiln()
+        .args([
+            "run",
+            "--device",
+            "cpu",
+            "--workloads",
+            "vram",
+            "--vram-bytes",
+            "16MiB",
+            "--duration",
+            "600s",
+            "--step-timeout",
+            "2s",
+            "--test-busy-device",
+            "0",
+            "--out",
+        ])
+        .arg(&run_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&run_dir, "never answers a stop");
+    signal(&child, "TERM");
+    let signalled = Instant::now();
+    assert_eq!(
+        wait_with_limit(&mut child, Duration::from_secs(20)),
+        Some(4)
+    );
+    assert!(
+        signalled.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        signalled.elapsed()
+    );
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    assert!(events.contains("did not stop within 2 s of being asked"));
+}
+
+/// Runs `kiln args` and checks it is refused before anything starts: exit 64, one line
+/// starting `kiln: `, containing `needle`, no longer than a sane sentence.
+fn refused(args: &[&str], needle: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kiln().args(args).current_dir(dir.path()).output().unwrap();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{args:?}: {text}");
+    assert_eq!(text.trim().lines().count(), 1, "{args:?}: {text}");
+    assert!(text.starts_with("kiln: "), "{args:?}: {text}");
+    assert!(text.contains(needle), "{args:?}: `{needle}` not in {text}");
+    assert!(text.len() < 600, "{args:?}: {} characters", text.len());
+    assert!(!text.contains("panicked"));
+    assert!(
+        !dir.path().join("kiln-runs").exists(),
+        "{args:?}: a run started"
+    );
+}
+
+#[test]
+fn flags_get_the_bounds_of_the_profile_keys_they_override() {
+    refused(&["run", "--duration", "0"], "0 is outside 1s..168h");
+    refused(&["run", "--fence-timeout", "0"], "0 is outside 100ms..600s");
+    refused(&["run", "--step-timeout", "0"], "0 is outside 1s..1h");
+    refused(
+        &["run", "--pcie-max-bytes", "1"],
+        "1 is outside 4KiB..16GiB",
+    );
+    refused(
+        &["run", "--telemetry-interval", "1ms"],
+        "1ms is outside 10ms..60s (or 0 to turn telemetry off)",
+    );
+    refused(&["run", "--passes", "100001"], "outside 1..=100000");
+    refused(&["run", "--retest-cap", "0"], "outside 1..=1048576");
+    refused(&["run", "--records", "0"], "outside 1..=1048576");
+    refused(&["run", "--retention-delay", "0"], "outside 1ms..24h");
+    refused(
+        &["run", "--vram-bytes", "18446744073709551616"],
+        "is too large",
+    );
+    refused(&["run", "--vram-bytes", "17179869184GiB"], "is too large");
+    // More than the device has: refused up front, never clamped.
+    refused(
+        &["run", "--device", "cpu", "--vram-bytes", "1TiB"],
+        "is more than the",
+    );
+    refused(
+        &["run", "--device", "cpu", "--reserve", "1TiB"],
+        "leaves nothing",
+    );
+    refused(&["bench", "vram", "--bytes", "1"], "1 is outside 8MiB..");
+    refused(
+        &["bench", "vram", "--device", "cpu", "--bytes", "1TiB"],
+        "is more than the",
+    );
+    refused(&["selftest", "--vram-bytes", "1"], "1 is outside 4MiB..");
+    refused(
+        &["selftest", "--faults", "16384", "--vram-bytes", "8MiB"],
+        "cannot hold 16384 planted faults",
+    );
+    refused(&["health", "--expect-gpus", "0"], "outside 1..=4096");
+    refused(&["monitor", "--interval", "0"], "outside 10ms..60s");
+    // A runaway value is quoted cut short.
+    let long = format!("vram,{}", "x".repeat(100_000));
+    refused(&["run", "--workloads", &long], "100000 characters");
+    refused(
+        &["run", "--vram-bytes", &"9".repeat(100_000)],
+        "is too large",
+    );
+    refused(&["run", "--device", &"g".repeat(100_000)], "characters");
+}
+
+#[test]
+fn thresholds_and_baselines_are_checked_before_the_test_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let array = dir.path().join("array.json");
+    std::fs::write(&array, "[0.5, 0.5]").unwrap();
+    refused(
+        &["run", "--thresholds", array.to_str().unwrap()],
+        "a JSON object",
+    );
+    let twice = dir.path().join("twice.json");
+    std::fs::write(&twice, r#"{"throttle_share": 0.2, "throttle_share": 0.9}"#).unwrap();
+    refused(
+        &["run", "--thresholds", twice.to_str().unwrap()],
+        "`throttle_share` is given twice",
+    );
+    refused(
+        &[
+            "verdict",
+            "/nonexistent",
+            "--thresholds",
+            twice.to_str().unwrap(),
+        ],
+        "given twice",
+    );
+    // Not a run at all, and a run directory whose manifest is damaged.
+    refused(
+        &["run", "--baseline", dir.path().to_str().unwrap()],
+        "not a kiln run directory",
+    );
+    let fake = dir.path().join("fake");
+    std::fs::create_dir(&fake).unwrap();
+    std::fs::write(fake.join("manifest.json"), "{\"hello\": 1}").unwrap();
+    refused(&["run", "--baseline", fake.to_str().unwrap()], "--baseline");
+}
+
+/// A real run's directory to damage.
+fn recorded_run() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = common::quick_run(&["--workloads", "vram"], &run_dir);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    (dir, run_dir)
+}
+
+#[test]
+fn damaged_evidence_is_named_never_skipped() {
+    let (_dir, run_dir) = recorded_run();
+    let telemetry = std::fs::read_to_string(run_dir.join("telemetry.jsonl")).unwrap();
+    let lines: Vec<&str> = telemetry.lines().collect();
+    assert!(lines.len() > 3, "the run recorded telemetry");
+
+    // A torn last line (a crash while writing) is expected and tolerated.
+    std::fs::write(
+        run_dir.join("telemetry.jsonl"),
+        format!("{telemetry}{{\"t_ms\":12.5,\"sou"),
+    )
+    .unwrap();
+    assert_eq!(verdict(&run_dir, &[]).status.code(), Some(0));
+
+    // A garbage line in the middle is a corrupt file, named with its line.
+    let mut damaged = lines.clone();
+    damaged.insert(2, "GARBAGE \u{0}\u{7f} not json");
+    std::fs::write(run_dir.join("telemetry.jsonl"), damaged.join("\n") + "\n").unwrap();
+    let out = verdict(&run_dir, &[]);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{text}");
+    assert!(
+        text.contains("telemetry.jsonl, line 3"),
+        "names the file and line: {text}"
+    );
+    std::fs::write(run_dir.join("telemetry.jsonl"), &telemetry).unwrap();
+
+    // A manifest of a newer kiln is refused with a sentence that says so.
+    let manifest = std::fs::read_to_string(run_dir.join("manifest.json")).unwrap();
+    std::fs::write(
+        run_dir.join("manifest.json"),
+        manifest.replace("kiln.manifest/1", "kiln.manifest/2"),
+    )
+    .unwrap();
+    let out = verdict(&run_dir, &[]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        stderr(&out).contains("written by a newer kiln (kiln.manifest/2)"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(run_dir.join("manifest.json"), &manifest).unwrap();
+
+    // Killed right after it started: a manifest alone is an incomplete run, not 64.
+    let early = tempfile::tempdir().unwrap();
+    std::fs::write(early.path().join("manifest.json"), &manifest).unwrap();
+    let out = verdict(early.path(), &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let report = json(&out);
+    assert_eq!(report["incomplete"], true);
+    assert_eq!(report["devices"][0]["result"], "inconclusive");
+}
+
+#[test]
+fn a_closed_output_ends_every_command_quietly() {
+    let (_dir, run_dir) = recorded_run();
+    let run = run_dir.to_str().unwrap().to_owned();
+    let fixture = common::telemetry_fixture("healthy_idle");
+    let dry = tempfile::tempdir().unwrap();
+    let commands: Vec<Vec<String>> = [
+        vec!["list"],
+        vec!["list", "--json"],
+        vec!["verdict", "--json", &run],
+        vec!["verdict", &run],
+        vec!["report", &run],
+        vec!["compare", "--json", &run, &run],
+        vec![
+            "health",
+            "--json",
+            "--telemetry-replay",
+            fixture.to_str().unwrap(),
+        ],
+        vec!["run", "--device", "cpu", "--dry-run", "--json"],
+        vec![
+            "selftest",
+            "--json",
+            "--vram-bytes",
+            "4MiB",
+            "--faults",
+            "8",
+            "--runs",
+            "1",
+        ],
+        vec![
+            "monitor",
+            "--json",
+            "--interval",
+            "50ms",
+            "--duration",
+            "30s",
+        ],
+        vec!["--help"],
+    ]
+    .iter()
+    .map(|c| c.iter().map(|s| (*s).to_owned()).collect())
+    .collect();
+    for args in &commands {
+        // The reader goes away before kiln writes a byte (`kiln list --json | head -0`).
+        let mut child = kiln()
+            .args(args)
+            .current_dir(dry.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{args:?} did not end when its output closed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        use std::io::Read;
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(
+            !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+            "{args:?}: {err}"
+        );
+        assert_ne!(status.code(), Some(101), "{args:?}: {err}");
+        assert!(
+            status.code().is_some(),
+            "{args:?} died of a signal: {status}"
+        );
+    }
+}
