@@ -14,8 +14,8 @@ TICKS = 100  # 20 s at 200 ms
 NS = "not_supported"
 
 
-def identity():
-    return {
+def identity(second=False):
+    fields = {
         "name": "NVIDIA H200", "uuid": "GPU-6c4f3a5e-1b2c-4d5e-8f90-123456789abc",
         "serial": "1654923012345", "board_part_number": "692-2G520-0200-000",
         "vbios": "96.00.74.00.01", "inforom_image": "G520.0200.00.05",
@@ -24,6 +24,11 @@ def identity():
         "temp_shutdown_c": 92, "temp_gpu_max_c": 85, "temp_mem_max_c": 95,
         "other_processes": "", "matched_by": "uuid", "nvml_index": 0,
     }
+    if second:
+        fields.update({"uuid": "GPU-9a2b7c41-3d5e-4f60-a1b2-c3d4e5f60718",
+                       "serial": "1654923012399", "pci_bus_id": "00000000:06:00.0",
+                       "nvml_index": 1})
+    return fields
 
 
 def counters(**over):
@@ -70,18 +75,28 @@ REASONS = [(0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_po
            (0x100, "display_clock_setting")]
 
 
-def write(name, sample_at, before=None, after=None, xids=()):
+def write(name, sample_at, before=None, after=None, xids=(), healthy_peer=False):
+    """One device's recording; with `healthy_peer`, a second H200 (NVML index 1) beside
+    it, loaded and healthy throughout."""
     recs = [{"t_ms": 0.0, "source": "sidecar", "kind": "header",
              "schema": "kiln.telemetry/1", "interval_ms": 200.0},
             {"t_ms": 0.1, "device": 0, "source": "nvml", "kind": "identity",
              "fields": identity()},
             {"t_ms": 0.2, "device": 0, "source": "nvml", "kind": "snapshot",
              "phase": "vram", "when": "before", "counters": before or counters()}]
+    if healthy_peer:
+        recs += [{"t_ms": 0.1, "device": 1, "source": "nvml", "kind": "identity",
+                  "fields": identity(second=True)},
+                 {"t_ms": 0.2, "device": 1, "source": "nvml", "kind": "snapshot",
+                  "phase": "vram", "when": "before", "counters": counters()}]
     xids = sorted(xids)
     for k in range(TICKS):
         t_ms = 1.0 + 200.0 * k
         recs.append({"t_ms": t_ms, "device": 0, "source": "nvml", "kind": "sample",
                      "readings": sample_at(t_ms / 1000.0)})
+        if healthy_peer:
+            recs.append({"t_ms": t_ms, "device": 1, "source": "nvml", "kind": "sample",
+                         "readings": sample(t_ms / 1000.0)})
         for (xt, code, msg) in [x for x in xids if t_ms <= x[0] < t_ms + 200.0]:
             recs.append({"t_ms": t_ms, "device": 0, "source": "kmsg", "kind": "xid",
                          "xid": {"bus_id": "0000:05:00", "code": code, "pid": None,
@@ -91,6 +106,10 @@ def write(name, sample_at, before=None, after=None, xids=()):
     recs.append({"t_ms": 1.0 + 200.0 * TICKS, "device": 0, "source": "nvml",
                  "kind": "snapshot", "phase": "vram", "when": "after",
                  "counters": after or counters(energy_mj=1_000_000 + 12_000_000)})
+    if healthy_peer:
+        recs.append({"t_ms": 1.0 + 200.0 * TICKS, "device": 1, "source": "nvml",
+                     "kind": "snapshot", "phase": "vram", "when": "after",
+                     "counters": counters(energy_mj=1_000_000 + 12_000_000)})
     with open(os.path.join(OUT, name + ".jsonl"), "w") as f:
         for r in recs:
             f.write(json.dumps(r, separators=(",", ":")) + "\n")
@@ -121,6 +140,11 @@ def main():
     write("xid79", lambda t: sample(t) if t < 12 else {
         k: {"unavailable": "GPU is lost"} for k in sample(t)},
           xids=[(12000.0, 79, "GPU has fallen off the bus.")])
+    # The same fall off the bus on a two-GPU node whose other GPU stays healthy: a job on
+    # the other GPU is not this one's fault.
+    write("xid79_beside_a_healthy_gpu", lambda t: sample(t) if t < 12 else {
+        k: {"unavailable": "GPU is lost"} for k in sample(t)},
+          xids=[(12000.0, 79, "GPU has fallen off the bus.")], healthy_peer=True)
     write("xid13_storm", lambda t: sample(t),
           xids=[(300.0 + 390.0 * i, 13, "Graphics SM Warp Exception on (GPC 1, TPC 0, SM 0): Out Of Range Address")
                 for i in range(50)])

@@ -149,8 +149,9 @@ pub struct VramArgs {
     /// Percentage of the free VRAM to test per device.
     #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
     pub vram_percent: Option<f64>,
-    /// Free VRAM to leave untested (default: the larger of 256 MiB and 2% of the heap).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    /// Free VRAM to leave untested (default: the larger of 256 MiB and 2% of the heap);
+    /// for the default sizing only, so not with --vram-bytes or --vram-percent.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with_all = ["vram_bytes", "vram_percent"])]
     pub reserve: Option<u64>,
     /// Largest single test buffer (default: the device's limits).
     #[arg(long, value_name = "SIZE", value_parser = max_buffer, hide = true)]
@@ -285,19 +286,20 @@ pub struct BenchArgs {
     /// What to measure: vram, compute or pcie.
     #[arg(value_parser = ["vram", "compute", "pcie"])]
     pub what: String,
-    /// How long to load the device (compute).
-    #[arg(long, value_name = "DURATION", value_parser = bench_duration, default_value = "5s")]
-    pub duration: Duration,
+    /// How long to load the device (compute; default 5s).
+    #[arg(long, value_name = "DURATION", value_parser = bench_duration)]
+    pub duration: Option<Duration>,
     /// Device, by index, UUID or PCI address (default: the first GPU).
     #[arg(long = "device", value_name = "DEVICE")]
     pub device: Option<String>,
-    /// Bytes to sweep.
-    #[arg(long, value_name = "SIZE", value_parser = bench_bytes, default_value = "1GiB")]
-    pub bytes: u64,
-    /// Timed repetitions, reported as medians (after one untimed first-touch pass).
-    #[arg(long, value_name = "N", default_value = "5", value_parser = repeat)]
-    pub repeat: u32,
-    /// Access layout (default: by device kind).
+    /// Bytes to sweep (vram; default 1GiB).
+    #[arg(long, value_name = "SIZE", value_parser = bench_bytes)]
+    pub bytes: Option<u64>,
+    /// Timed repetitions, reported as medians after one untimed first-touch pass (vram;
+    /// default 5).
+    #[arg(long, value_name = "N", value_parser = repeat)]
+    pub repeat: Option<u32>,
+    /// Access layout (vram; default: by device kind).
     #[arg(long, value_name = "LAYOUT", value_parser = ["contiguous", "coalesced"])]
     pub layout: Option<String>,
     /// Print the result as JSON on stdout.

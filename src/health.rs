@@ -557,11 +557,37 @@ pub fn check(opts: &HealthOptions) -> Health {
         checked.push(format!("state not saved ({e})"));
     }
     if let Some(only) = &opts.only_nvml {
-        let chosen = |g: usize| {
+        let index_of = |g: usize| {
             number(seen.identity.get(&g), "nvml_index")
-                .is_some_and(|i| only.iter().any(|o| f64::from(*o) == i))
+                .map(|i| i as u32)
+                .or_else(|| inventory.get(g).and_then(|gpu| gpu.nvml_index))
         };
-        faults.retain(|f| f.gpu.is_none_or(chosen));
+        let known: Vec<u32> = gpus.keys().filter_map(|&g| index_of(g)).collect();
+        if known.is_empty() {
+            // Nothing can be chosen by NVML index: every GPU's faults stay, and that is said.
+            faults.push(Fault {
+                gpu: None,
+                uuid: None,
+                code: "KILN-NOT-003".into(),
+                exit_code: exit_code::INCONCLUSIVE,
+                message:
+                    "--gpus names NVML indices, and no GPU's could be read: every GPU was checked"
+                        .into(),
+            });
+        } else {
+            // A job's GPU the node no longer shows is a GPU gone, not a GPU to skip.
+            for missing in only.iter().filter(|o| !known.contains(o)) {
+                faults.push(Fault {
+                    gpu: None,
+                    uuid: None,
+                    code: "KILN-CNT-001".into(),
+                    exit_code: exit_code::HARDWARE,
+                    message: format!("GPU {missing} (NVML index, from --gpus) not found"),
+                });
+            }
+            let chosen = |g: usize| index_of(g).is_some_and(|i| only.contains(&i));
+            faults.retain(|f| f.gpu.is_none_or(chosen));
+        }
         checked.push(format!(
             "only GPUs {}",
             only.iter()

@@ -137,16 +137,16 @@ fn layout(name: &Option<String>) -> Option<AccessLayout> {
 fn run(args: RunArgs) -> Result<i32, AppError> {
     let profile = kiln::profile::load(&args.profile).map_err(|e| AppError::Usage(e.to_string()))?;
     let opts = run_options(&args, profile)?;
-    if args.dry_run {
-        let plan = kiln::run::dry_run(&opts)?;
-        print_result(args.json, &plan, &kiln::run::plan_summary(&plan));
-        return Ok(exit_code::HEALTHY);
-    }
     // A baseline is judged before the test starts: one that cannot be compared is a usage
     // error now, not a finished run that quietly skipped the comparison.
     if let Some(base) = &args.baseline {
         kiln::verdict::rebuild(base, &Default::default())
             .map_err(|e| AppError::Usage(format!("--baseline {}: {e}", base.display())))?;
+    }
+    if args.dry_run {
+        let plan = kiln::run::dry_run(&opts)?;
+        print_result(args.json, &plan, &kiln::run::plan_summary(&plan));
+        return Ok(exit_code::HEALTHY);
     }
     let report = kiln::run::run(&opts)?;
     let mut text = kiln::report::text::summary(&report);
@@ -247,6 +247,9 @@ fn run_options(
             };
         }
         c.rounds = args.passes.map(|p| p * 2).or(c.rounds);
+        c.record_capacity = args.records.unwrap_or(c.record_capacity);
+        // The compute inputs take the low half of the seed, as the patterns take all of it.
+        c.seed = args.seed.map_or(c.seed, |s| s as u32);
     };
     for p in &mut plan {
         match &mut p.config {
@@ -260,6 +263,7 @@ fn run_options(
             WorkloadConfig::Fragment(_) => {}
         }
     }
+    check_every_flag_applies(args, &plan)?;
     // A pass count alone means "exactly that many passes", with no time budget.
     let duration = match (args.duration, args.passes) {
         (Some(d), _) => Some(d),
@@ -298,6 +302,77 @@ fn run_options(
             busy_slot: args.test_busy_device,
         },
     })
+}
+
+/// Refuses a flag that no workload of the run would use: kiln never accepts an input it
+/// then ignores (`--load` on a VRAM-only run, `--retention-delay` without retention).
+fn check_every_flag_applies(
+    args: &RunArgs,
+    plan: &[kiln::run::PlannedWorkload],
+) -> Result<(), AppError> {
+    use kiln::run::WorkloadConfig;
+    use kiln::workload::vram::algorithm::Algorithm;
+    let has = |pred: &dyn Fn(&WorkloadConfig) -> bool| plan.iter().any(|p| pred(&p.config));
+    let vram = has(&|c| c.vram().is_some());
+    let compute = has(&|c| matches!(c, WorkloadConfig::Compute(_) | WorkloadConfig::Heat { .. }));
+    let pcie = has(&|c| matches!(c, WorkloadConfig::Pcie(_)));
+    let retention = plan
+        .iter()
+        .filter_map(|p| p.config.vram())
+        .any(|v| v.algorithms.contains(&Algorithm::Retention));
+    let given = |set: bool, flag: &str, applies: bool, to: &str| -> Result<(), AppError> {
+        if set && !applies {
+            let names: Vec<&str> = plan.iter().map(|p| p.config.name().as_str()).collect();
+            return Err(AppError::Usage(format!(
+                "{flag} applies to {to}, which this run does not have (workloads: {}): it would be ignored",
+                names.join(", ")
+            )));
+        }
+        Ok(())
+    };
+    let v = &args.vram;
+    let memory = "the vram and heat workloads";
+    given(v.vram_bytes.is_some(), "--vram-bytes", vram, memory)?;
+    given(v.vram_percent.is_some(), "--vram-percent", vram, memory)?;
+    given(v.reserve.is_some(), "--reserve", vram, memory)?;
+    given(v.layout.is_some(), "--layout", vram, memory)?;
+    given(v.max_buffer.is_some(), "--max-buffer", vram, memory)?;
+    given(args.algorithms.is_some(), "--algorithms", vram, memory)?;
+    given(args.retest_cap.is_some(), "--retest-cap", vram, memory)?;
+    given(
+        args.test_stuck_word.is_some(),
+        "--test-stuck-word",
+        vram,
+        memory,
+    )?;
+    given(
+        args.retention_delay.is_some(),
+        "--retention-delay",
+        retention,
+        "the retention algorithm",
+    )?;
+    let patterns = "the vram, compute and heat workloads";
+    given(args.passes.is_some(), "--passes", vram || compute, patterns)?;
+    given(
+        args.records.is_some(),
+        "--records",
+        vram || compute,
+        patterns,
+    )?;
+    given(args.seed.is_some(), "--seed", vram || compute, patterns)?;
+    given(
+        args.load.is_some(),
+        "--load",
+        compute,
+        "the compute and heat workloads",
+    )?;
+    given(
+        args.pcie_max_bytes.is_some(),
+        "--pcie-max-bytes",
+        pcie,
+        "the pcie workload",
+    )?;
+    Ok(())
 }
 
 fn compare(args: CompareArgs) -> Result<i32, AppError> {
@@ -348,6 +423,20 @@ fn selftest(args: SelftestArgs) -> Result<i32, AppError> {
 }
 
 fn bench(args: BenchArgs) -> Result<i32, AppError> {
+    // Each benchmark takes its own options; one given to another would be ignored.
+    for (set, flag, only) in [
+        (args.bytes.is_some(), "--bytes", "vram"),
+        (args.repeat.is_some(), "--repeat", "vram"),
+        (args.layout.is_some(), "--layout", "vram"),
+        (args.duration.is_some(), "--duration", "compute"),
+    ] {
+        if set && args.what != only {
+            return Err(AppError::Usage(format!(
+                "{flag} applies to `kiln bench {only}`, not `kiln bench {}`: it would be ignored",
+                args.what
+            )));
+        }
+    }
     if args.what == "pcie" {
         let report = kiln::bench::bench_pcie(args.device, std::time::Duration::from_secs(10))?;
         print_result(args.json, &report, &kiln::bench::pcie_summary(&report));
@@ -360,7 +449,7 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
     if args.what == "compute" {
         let report = kiln::bench::bench_compute(&kiln::bench::ComputeBenchOptions {
             device: args.device,
-            duration: args.duration,
+            duration: args.duration.unwrap_or(std::time::Duration::from_secs(5)),
             fence_timeout: std::time::Duration::from_secs(10),
         })?;
         print_result(args.json, &report, &kiln::bench::compute_summary(&report));
@@ -372,8 +461,8 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
     }
     let opts = kiln::bench::BenchOptions {
         device: args.device,
-        bytes: args.bytes,
-        repeat: args.repeat,
+        bytes: args.bytes.unwrap_or(1 << 30),
+        repeat: args.repeat.unwrap_or(5),
         layout: layout(&args.layout),
         fence_timeout: std::time::Duration::from_secs(10),
     };
@@ -383,11 +472,6 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
 }
 
 fn monitor(args: MonitorArgs) -> Result<i32, AppError> {
-    if args.interval.is_zero() {
-        return Err(AppError::Usage(
-            "--interval must be longer than zero".into(),
-        ));
-    }
     kiln::monitor::monitor(&kiln::monitor::MonitorOptions {
         devices: args.devices,
         interval: args.interval,

@@ -325,6 +325,14 @@ fn health_counts_the_gpus_the_machine_has_not_the_ones_vulkan_sees() {
     // Without NVML on this machine their counters cannot be read: could not check.
     assert_eq!(out.status.code(), Some(4), "{text}");
     assert!(text.contains("KILN-NOT-002"), "{text}");
+    // A job's GPUs by NVML index cannot be chosen without NVML: every GPU stays checked,
+    // and that is said, never an OK for GPUs nobody looked at.
+    let job = kiln_on(node.path())
+        .args(["health", "--gpus", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(job.status.code(), Some(4));
+    assert!(stdout(&job).contains("KILN-NOT-003"), "{}", stdout(&job));
     let fewer = kiln_on(node.path())
         .args(["health", "--expect-gpus", "9"])
         .output()
@@ -598,6 +606,43 @@ fn flags_get_the_bounds_of_the_profile_keys_they_override() {
     );
     refused(&["health", "--expect-gpus", "0"], "outside 1..=4096");
     refused(&["monitor", "--interval", "0"], "outside 10ms..60s");
+    // A flag no workload of the run would use is refused, never silently ignored.
+    refused(
+        &["run", "--workloads", "vram", "--load", "pulsed"],
+        "--load applies to the compute and heat workloads, which this run does not have (workloads: vram)",
+    );
+    refused(
+        &["run", "--workloads", "compute", "--algorithms", "random"],
+        "--algorithms applies to the vram and heat workloads",
+    );
+    refused(
+        &["run", "--workloads", "compute", "--vram-bytes", "64MiB"],
+        "--vram-bytes applies to",
+    );
+    refused(
+        &["run", "--retention-delay", "5s"],
+        "--retention-delay applies to the retention algorithm",
+    );
+    refused(
+        &["run", "--workloads", "vram", "--pcie-max-bytes", "1MiB"],
+        "--pcie-max-bytes applies to the pcie workload",
+    );
+    refused(
+        &["run", "--workloads", "fragment", "--passes", "2"],
+        "--passes applies to",
+    );
+    refused(
+        &["run", "--reserve", "1GiB", "--vram-percent", "50"],
+        "cannot be used with",
+    );
+    refused(
+        &["bench", "pcie", "--bytes", "1GiB"],
+        "--bytes applies to `kiln bench vram`, not `kiln bench pcie`",
+    );
+    refused(
+        &["bench", "vram", "--duration", "5s"],
+        "--duration applies to `kiln bench compute`",
+    );
     // A runaway value is quoted cut short.
     let long = format!("vram,{}", "x".repeat(100_000));
     refused(&["run", "--workloads", &long], "100000 characters");

@@ -164,3 +164,16 @@ fn json_follows_the_first_line() {
     assert_eq!(v["exit_code"], 1);
     assert_eq!(v["faults"][0]["code"], "KILN-XID-079");
 }
+
+#[test]
+fn a_job_gpu_the_node_does_not_show_is_a_fault_not_a_skip() {
+    let recorded = fixture("healthy_idle");
+    let (code, first, _) = health(&["--telemetry-replay", &recorded, "--gpus", "0,7"]);
+    assert_eq!(code, 1, "{first}");
+    assert!(
+        first.contains("GPU 7 (NVML index, from --gpus) not found [KILN-CNT-001]"),
+        "{first}"
+    );
+    let (code, first, _) = health(&["--telemetry-replay", &recorded, "--gpus", "0"]);
+    assert_eq!(code, 0, "{first}");
+}

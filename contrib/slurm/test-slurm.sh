@@ -130,10 +130,10 @@ scontrol update nodename="$node" state=resume
 wait_state 'idle*'
 
 # 4. The epilog checks only the job's GPUs: GPU 1's job is not GPU 0's fault.
-hook kiln-epilog.sh xid79 SLURM_JOB_GPUS=1 >/dev/null
+hook kiln-epilog.sh xid79_beside_a_healthy_gpu SLURM_JOB_GPUS=1 >/dev/null
 sleep 0.5
 case "$(state)" in idle*) ;; *) fail "the epilog drained for a GPU the job did not use: $(reason)" ;; esac
-hook kiln-epilog.sh xid79 SLURM_JOB_GPUS=0 >/dev/null
+hook kiln-epilog.sh xid79_beside_a_healthy_gpu SLURM_JOB_GPUS=0 >/dev/null
 wait_state 'drain*'
 case "$(reason)" in "kiln: GPU0"*"[KILN-XID-079]"*) ;; *) fail "epilog reason: $(reason)" ;; esac
 echo "ok: the epilog drained for the job's GPU only"

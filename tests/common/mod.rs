@@ -95,27 +95,31 @@ pub fn use_telemetry_fixture(run_dir: &std::path::Path, name: &str) {
 }
 
 /// `kiln run` of 16 MiB, one pass of own-address, PCIe up to 1 MiB, into `out`, plus
-/// `extra` flags.
+/// `extra` flags; the short-run flags go only to the workloads the run has (kiln refuses a
+/// flag that no workload would use).
 pub fn quick_run(extra: &[&str], out: &std::path::Path) -> std::process::Output {
+    let workloads = extra
+        .iter()
+        .position(|a| *a == "--workloads")
+        .and_then(|i| extra.get(i + 1))
+        .map_or("vram,compute,pcie", |w| w);
+    let has = |w: &str| workloads.split(',').any(|x| x == w);
+    let mut args = vec!["run"];
+    if has("vram") || has("heat") {
+        args.extend(["--vram-bytes", "16MiB", "--algorithms", "own-address"]);
+    }
+    if has("vram") || has("heat") || has("compute") {
+        args.extend(["--passes", "1"]);
+    }
+    if has("pcie") {
+        args.extend(["--pcie-max-bytes", "1MiB"]);
+    }
     // The CPU device is the device under test here, unless the test names one.
-    let device: &[&str] = if extra.contains(&"--device") {
-        &[]
-    } else {
-        &["--device", "cpu"]
-    };
+    if !extra.contains(&"--device") {
+        args.extend(["--device", "cpu"]);
+    }
     kiln()
-        .args([
-            "run",
-            "--vram-bytes",
-            "16MiB",
-            "--passes",
-            "1",
-            "--algorithms",
-            "own-address",
-            "--pcie-max-bytes",
-            "1MiB",
-        ])
-        .args(device)
+        .args(args)
         .args(extra)
         .arg("--out")
         .arg(out)
