@@ -744,6 +744,23 @@ impl WorkerHandle {
             + self.turn_since.map_or(Duration::ZERO, |s| s.elapsed())
     }
 
+    /// Abandons the worker as hung, with `message` as the record: killed so that it frees
+    /// the device if it ever returns, and not waited for, since a process stuck in the
+    /// driver may never exit.
+    fn abandon(&mut self, events: &mut EventWriter, message: String) {
+        let _ = self.child.kill();
+        let _ = self.child.try_wait();
+        events.emit(
+            Some(self.slot),
+            Event::DeviceError {
+                error: "hang".into(),
+                message,
+            },
+        );
+        self.finished = true;
+        self.bar.finish_and_clear();
+    }
+
     /// ` during <workload>` when one was running, for the record of how it ended.
     fn during(&self) -> String {
         self.running
@@ -913,23 +930,12 @@ fn supervise(
             .filter(|w| !w.finished && w.closed_at.is_none())
         {
             if w.last_alive.elapsed() > patience {
-                // Abandoned: killed so that it frees the device if it ever returns, and
-                // not waited for, since a process stuck in the driver may never exit.
-                let _ = w.child.kill();
-                let _ = w.child.try_wait();
-                events.emit(
-                    Some(w.slot),
-                    Event::DeviceError {
-                        error: "hang".into(),
-                        message: format!(
-                            "no progress for {:.0} s{}: the watchdog abandoned the device",
-                            patience.as_secs_f64(),
-                            w.during()
-                        ),
-                    },
+                let message = format!(
+                    "no progress for {:.0} s{}: the watchdog abandoned the device",
+                    patience.as_secs_f64(),
+                    w.during()
                 );
-                w.finished = true;
-                w.bar.finish_and_clear();
+                w.abandon(events, message);
             }
         }
     }
@@ -976,21 +982,12 @@ fn bound_by_time(
         if let Some(asked) = w.stop_asked
             && asked.elapsed() > opts.step_timeout
         {
-            let _ = w.child.kill();
-            let _ = w.child.try_wait();
-            events.emit(
-                Some(w.slot),
-                Event::DeviceError {
-                    error: "hang".into(),
-                    message: format!(
-                        "did not stop within {:.0} s of being asked to{}: the worker was killed",
-                        opts.step_timeout.as_secs_f64(),
-                        w.during()
-                    ),
-                },
+            let message = format!(
+                "did not stop within {:.0} s of being asked to{}: the worker was killed",
+                opts.step_timeout.as_secs_f64(),
+                w.during()
             );
-            w.finished = true;
-            w.bar.finish_and_clear();
+            w.abandon(events, message);
         }
     }
 }

@@ -6,60 +6,42 @@ mod common;
 use common::*;
 use kiln::evidence::{Event, read_events};
 
-fn one_line_usage_error(args: &[&str], needle: &str) {
-    let out = kiln().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{args:?}: {stderr}");
-    assert_eq!(
-        stderr.trim().lines().count(),
-        1,
-        "{args:?}: one sentence, got {stderr}"
-    );
-    assert!(stderr.starts_with("kiln: "), "{args:?}: {stderr}");
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: `{needle}` not in {stderr}"
-    );
-    assert!(!stderr.contains("panicked"));
-    assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
-}
-
 #[test]
 fn bad_flags_get_one_sentence_and_exit_64() {
-    one_line_usage_error(&["run", "--bogus"], "--bogus");
-    one_line_usage_error(&["frobnicate"], "frobnicate");
-    one_line_usage_error(&["run", "--vram-bytes", "12parsecs"], "unknown size unit");
-    one_line_usage_error(&["run", "--vram-bytes", "0"], "not a usable size");
-    one_line_usage_error(&["run", "--vram-percent", "150"], "between 0 and 100");
-    one_line_usage_error(
+    usage_error(&["run", "--bogus"], "--bogus");
+    usage_error(&["frobnicate"], "frobnicate");
+    usage_error(&["run", "--vram-bytes", "12parsecs"], "unknown size unit");
+    usage_error(&["run", "--vram-bytes", "0"], "not a usable size");
+    usage_error(&["run", "--vram-percent", "150"], "between 0 and 100");
+    usage_error(
         &["run", "--vram-bytes", "1GiB", "--vram-percent", "5"],
         "cannot be used with",
     );
-    one_line_usage_error(&["run", "--duration", "soon"], "not a duration");
-    one_line_usage_error(&["run", "--passes", "0"], "0");
-    one_line_usage_error(&["run", "--layout", "diagonal"], "diagonal");
-    one_line_usage_error(
+    usage_error(&["run", "--duration", "soon"], "not a duration");
+    usage_error(&["run", "--passes", "0"], "0");
+    usage_error(&["run", "--layout", "diagonal"], "diagonal");
+    usage_error(
         &["run", "--algorithms", "marchx"],
         "unknown VRAM algorithm `marchx`",
     );
-    one_line_usage_error(&["run", "--algorithms", ","], "no VRAM algorithm");
-    one_line_usage_error(&["run", "--device", "7"], "no Vulkan device matches `7`");
-    one_line_usage_error(
+    usage_error(&["run", "--algorithms", ","], "no VRAM algorithm");
+    usage_error(&["run", "--device", "7"], "no Vulkan device matches `7`");
+    usage_error(
         &["run", "--device", "GPU-ffffffff-0000"],
         "no Vulkan device matches",
     );
-    one_line_usage_error(
+    usage_error(
         &["run", "--workloads", "vram,pcie9"],
         "unknown workload `pcie9`",
     );
-    one_line_usage_error(&["run", "--load", "wobbly"], "wobbly");
+    usage_error(&["run", "--load", "wobbly"], "wobbly");
     let bad = std::env::temp_dir().join(format!("kiln-bad-thresholds-{}.json", std::process::id()));
     std::fs::write(&bad, r#"{"throttle_share": 7}"#).unwrap();
-    one_line_usage_error(
+    usage_error(
         &["run", "--thresholds", bad.to_str().unwrap()],
         "between 0 and 1",
     );
-    one_line_usage_error(
+    usage_error(
         &[
             "verdict",
             "/nonexistent",
@@ -69,7 +51,7 @@ fn bad_flags_get_one_sentence_and_exit_64() {
         "between 0 and 1",
     );
     std::fs::remove_file(&bad).unwrap();
-    one_line_usage_error(
+    usage_error(
         &[
             "run",
             "--pcie-max-bytes",
@@ -81,9 +63,9 @@ fn bad_flags_get_one_sentence_and_exit_64() {
         ],
         "--pcie-max-bytes",
     );
-    one_line_usage_error(&["selftest", "--faults", "0"], "0");
-    one_line_usage_error(&["bench", "flops"], "flops");
-    one_line_usage_error(
+    usage_error(&["selftest", "--faults", "0"], "0");
+    usage_error(&["bench", "flops"], "flops");
+    usage_error(
         &["run", "--vram-bytes", "64MiB", "--reserve", "x"],
         "unknown size unit",
     );

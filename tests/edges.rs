@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{json, kiln, verdict};
+use common::{json, kiln, signal, usage_error, verdict};
 
 /// A fixture machine root: PCI devices as sysfs shows them (address, class, vendor,
 /// device, bound driver), for `KILN_SYSTEM_ROOT`.
@@ -340,28 +340,6 @@ fn health_counts_the_gpus_the_machine_has_not_the_ones_vulkan_sees() {
     assert!(stdout(&fewer).contains("8 of 9 GPUs found [KILN-CNT-001]"));
 }
 
-fn signal(child: &Child, name: &str) {
-    let status = Command::new("kill")
-        .args([format!("-{name}"), child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-fn wait_with_limit(child: &mut Child, limit: Duration) -> Option<i32> {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            panic!("the run did not end within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Waits (up to a minute) until the run's events hold a line containing `needle`.
 fn wait_for(run_dir: &Path, needle: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -411,7 +389,7 @@ fn a_run_cut_short_by_a_signal_or_a_kill_is_never_a_pass() {
         );
         signal(&child, name);
         assert_eq!(
-            wait_with_limit(&mut child, Duration::from_secs(30)),
+            common::wait_with_limit(&mut child, Duration::from_secs(30)).0,
             Some(4)
         );
         let rebuilt = verdict(&run_dir, &[]);
@@ -454,7 +432,7 @@ fn a_run_cut_short_by_a_signal_or_a_kill_is_never_a_pass() {
     wait_for(&run_dir, "\"kind\":\"vram_error\"");
     signal(&child, "INT");
     assert_eq!(
-        wait_with_limit(&mut child, Duration::from_secs(30)),
+        common::wait_with_limit(&mut child, Duration::from_secs(30)).0,
         Some(1)
     );
     assert_eq!(verdict(&run_dir, &[]).status.code(), Some(1));
@@ -533,7 +511,7 @@ fn a_worker_that_never_answers_a_stop_is_killed_within_the_step_timeout() {
     signal(&child, "TERM");
     let signalled = Instant::now();
     assert_eq!(
-        wait_with_limit(&mut child, Duration::from_secs(20)),
+        common::wait_with_limit(&mut child, Duration::from_secs(20)).0,
         Some(4)
     );
     assert!(
@@ -545,112 +523,94 @@ fn a_worker_that_never_answers_a_stop_is_killed_within_the_step_timeout() {
     assert!(events.contains("did not stop within 2 s of being asked"));
 }
 
-/// Runs `kiln args` and checks it is refused before anything starts: exit 64, one line
-/// starting `kiln: `, containing `needle`, no longer than a sane sentence.
-fn refused(args: &[&str], needle: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = kiln().args(args).current_dir(dir.path()).output().unwrap();
-    let text = stderr(&out);
-    assert_eq!(out.status.code(), Some(64), "{args:?}: {text}");
-    assert_eq!(text.trim().lines().count(), 1, "{args:?}: {text}");
-    assert!(text.starts_with("kiln: "), "{args:?}: {text}");
-    assert!(text.contains(needle), "{args:?}: `{needle}` not in {text}");
-    assert!(text.len() < 600, "{args:?}: {} characters", text.len());
-    assert!(!text.contains("panicked"));
-    assert!(
-        !dir.path().join("kiln-runs").exists(),
-        "{args:?}: a run started"
-    );
-}
-
 #[test]
 fn flags_get_the_bounds_of_the_profile_keys_they_override() {
-    refused(&["run", "--duration", "0"], "0 is outside 1s..168h");
-    refused(&["run", "--fence-timeout", "0"], "0 is outside 100ms..600s");
-    refused(&["run", "--step-timeout", "0"], "0 is outside 1s..1h");
-    refused(
+    usage_error(&["run", "--duration", "0"], "0 is outside 1s..168h");
+    usage_error(&["run", "--fence-timeout", "0"], "0 is outside 100ms..600s");
+    usage_error(&["run", "--step-timeout", "0"], "0 is outside 1s..1h");
+    usage_error(
         &["run", "--pcie-max-bytes", "1"],
         "1 is outside 4KiB..16GiB",
     );
-    refused(
+    usage_error(
         &["run", "--telemetry-interval", "1ms"],
         "1ms is outside 10ms..60s (or 0 to turn telemetry off)",
     );
-    refused(&["run", "--passes", "100001"], "outside 1..=100000");
-    refused(&["run", "--retest-cap", "0"], "outside 1..=1048576");
-    refused(&["run", "--records", "0"], "outside 1..=1048576");
-    refused(&["run", "--retention-delay", "0"], "outside 1ms..24h");
-    refused(
+    usage_error(&["run", "--passes", "100001"], "outside 1..=100000");
+    usage_error(&["run", "--retest-cap", "0"], "outside 1..=1048576");
+    usage_error(&["run", "--records", "0"], "outside 1..=1048576");
+    usage_error(&["run", "--retention-delay", "0"], "outside 1ms..24h");
+    usage_error(
         &["run", "--vram-bytes", "18446744073709551616"],
         "is too large",
     );
-    refused(&["run", "--vram-bytes", "17179869184GiB"], "is too large");
+    usage_error(&["run", "--vram-bytes", "17179869184GiB"], "is too large");
     // More than the device has: refused up front, never clamped.
-    refused(
+    usage_error(
         &["run", "--device", "cpu", "--vram-bytes", "1TiB"],
         "is more than the",
     );
-    refused(
+    usage_error(
         &["run", "--device", "cpu", "--reserve", "1TiB"],
         "leaves nothing",
     );
-    refused(&["bench", "vram", "--bytes", "1"], "1 is outside 8MiB..");
-    refused(
+    usage_error(&["bench", "vram", "--bytes", "1"], "1 is outside 8MiB..");
+    usage_error(
         &["bench", "vram", "--device", "cpu", "--bytes", "1TiB"],
         "is more than the",
     );
-    refused(&["selftest", "--vram-bytes", "1"], "1 is outside 4MiB..");
-    refused(
+    usage_error(&["selftest", "--vram-bytes", "1"], "1 is outside 4MiB..");
+    usage_error(
         &["selftest", "--faults", "16384", "--vram-bytes", "8MiB"],
         "cannot hold 16384 planted faults",
     );
-    refused(&["health", "--expect-gpus", "0"], "outside 1..=4096");
-    refused(&["monitor", "--interval", "0"], "outside 10ms..60s");
+    usage_error(&["health", "--expect-gpus", "0"], "outside 1..=4096");
+    usage_error(&["monitor", "--interval", "0"], "outside 10ms..60s");
     // A flag no workload of the run would use is refused, never silently ignored.
-    refused(
+    usage_error(
         &["run", "--workloads", "vram", "--load", "pulsed"],
         "--load applies to the compute and heat workloads, which this run does not have (workloads: vram)",
     );
-    refused(
+    usage_error(
         &["run", "--workloads", "compute", "--algorithms", "random"],
         "--algorithms applies to the vram and heat workloads",
     );
-    refused(
+    usage_error(
         &["run", "--workloads", "compute", "--vram-bytes", "64MiB"],
         "--vram-bytes applies to",
     );
-    refused(
+    usage_error(
         &["run", "--retention-delay", "5s"],
         "--retention-delay applies to the retention algorithm",
     );
-    refused(
+    usage_error(
         &["run", "--workloads", "vram", "--pcie-max-bytes", "1MiB"],
         "--pcie-max-bytes applies to the pcie workload",
     );
-    refused(
+    usage_error(
         &["run", "--workloads", "fragment", "--passes", "2"],
         "--passes applies to",
     );
-    refused(
+    usage_error(
         &["run", "--reserve", "1GiB", "--vram-percent", "50"],
         "cannot be used with",
     );
-    refused(
+    usage_error(
         &["bench", "pcie", "--bytes", "1GiB"],
         "--bytes applies to `kiln bench vram`, not `kiln bench pcie`",
     );
-    refused(
+    usage_error(
         &["bench", "vram", "--duration", "5s"],
         "--duration applies to `kiln bench compute`",
     );
     // A runaway value is quoted cut short.
     let long = format!("vram,{}", "x".repeat(100_000));
-    refused(&["run", "--workloads", &long], "100000 characters");
-    refused(
+    usage_error(&["run", "--workloads", &long], "100000 characters");
+    usage_error(
         &["run", "--vram-bytes", &"9".repeat(100_000)],
         "is too large",
     );
-    refused(&["run", "--device", &"g".repeat(100_000)], "characters");
+    usage_error(&["run", "--device", &"g".repeat(100_000)], "characters");
 }
 
 #[test]
@@ -658,17 +618,17 @@ fn thresholds_and_baselines_are_checked_before_the_test_starts() {
     let dir = tempfile::tempdir().unwrap();
     let array = dir.path().join("array.json");
     std::fs::write(&array, "[0.5, 0.5]").unwrap();
-    refused(
+    usage_error(
         &["run", "--thresholds", array.to_str().unwrap()],
         "a JSON object",
     );
     let twice = dir.path().join("twice.json");
     std::fs::write(&twice, r#"{"throttle_share": 0.2, "throttle_share": 0.9}"#).unwrap();
-    refused(
+    usage_error(
         &["run", "--thresholds", twice.to_str().unwrap()],
         "`throttle_share` is given twice",
     );
-    refused(
+    usage_error(
         &[
             "verdict",
             "/nonexistent",
@@ -678,14 +638,14 @@ fn thresholds_and_baselines_are_checked_before_the_test_starts() {
         "given twice",
     );
     // Not a run at all, and a run directory whose manifest is damaged.
-    refused(
+    usage_error(
         &["run", "--baseline", dir.path().to_str().unwrap()],
         "not a kiln run directory",
     );
     let fake = dir.path().join("fake");
     std::fs::create_dir(&fake).unwrap();
     std::fs::write(fake.join("manifest.json"), "{\"hello\": 1}").unwrap();
-    refused(&["run", "--baseline", fake.to_str().unwrap()], "--baseline");
+    usage_error(&["run", "--baseline", fake.to_str().unwrap()], "--baseline");
 }
 
 /// A real run's directory to damage.

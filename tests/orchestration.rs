@@ -5,10 +5,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{json, kiln};
+use common::{json, kiln, signal, wait_with_limit};
 
 /// A short run of every standard workload, on `replicate` contexts of the CPU device.
 fn parallel_run(out: &Path, extra: &[&str]) -> std::process::Output {
@@ -143,28 +142,6 @@ fn a_crashed_worker_is_recorded_and_the_other_finishes() {
         codes(&devices[1]),
         vec!["WORKER_CRASHED", "TELEMETRY_MISSING"]
     );
-}
-
-fn signal(child: &Child, name: &str) {
-    let status = Command::new("kill")
-        .args([format!("-{name}"), child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-fn wait_with_limit(child: &mut Child, limit: Duration) -> (Option<i32>, Duration) {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return (status.code(), started.elapsed());
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            panic!("the run did not stop within {limit:?} of the signal");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]

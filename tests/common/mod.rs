@@ -241,3 +241,55 @@ pub fn validate_report(report: &std::path::Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Sends signal `name` (`INT`, `TERM`) to `child`, as an operator or a scheduler would.
+pub fn signal(child: &std::process::Child, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{name}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Waits for `child` to end, at most `limit` (then kills it and fails); returns its exit
+/// code and how long it took.
+pub fn wait_with_limit(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> (Option<i32>, std::time::Duration) {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status.code(), started.elapsed());
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the run did not end within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Runs `kiln args` in an empty directory and checks it is refused before anything
+/// starts: exit 64, one line on stderr starting `kiln: ` and holding `needle`, no longer
+/// than a sane sentence, nothing on stdout, no run directory made.
+pub fn usage_error(args: &[&str], needle: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kiln().args(args).current_dir(dir.path()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{args:?}: {text}");
+    assert_eq!(
+        text.trim().lines().count(),
+        1,
+        "{args:?}: one sentence, got {text}"
+    );
+    assert!(text.starts_with("kiln: "), "{args:?}: {text}");
+    assert!(text.contains(needle), "{args:?}: `{needle}` not in {text}");
+    assert!(text.len() < 600, "{args:?}: {} characters", text.len());
+    assert!(!text.contains("panicked"));
+    assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+    assert!(
+        !dir.path().join("kiln-runs").exists(),
+        "{args:?}: a run started"
+    );
+}
