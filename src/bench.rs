@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use crate::evidence::JsonlWriter;
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
-use crate::run::{AppError, select_devices};
+use crate::run::AppError;
+use crate::select::select_devices;
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::workload::vram::engine::{AccessLayout, Engine, EngineConfig};
 use crate::workload::vram::pattern::Pattern;

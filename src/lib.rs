@@ -18,6 +18,7 @@ pub mod monitor;
 pub mod profile;
 pub mod report;
 pub mod run;
+pub mod select;
 pub mod selftest;
 pub mod telemetry;
 pub mod verdict;

@@ -34,7 +34,9 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             let sentence = match &e {
-                AppError::Gpu(g) => kiln::run::explain_for_gpus(g).unwrap_or_else(|| e.to_string()),
+                AppError::Gpu(g) => {
+                    kiln::select::explain_for_gpus(g).unwrap_or_else(|| e.to_string())
+                }
                 e => e.to_string(),
             };
             say_error(&sentence);
@@ -103,14 +105,14 @@ fn list(args: ListArgs) -> Result<i32, AppError> {
     let (devices, missing) = match kiln::gpu::Vulkan::new().and_then(|v| v.devices()) {
         Ok(devices) => {
             let missing =
-                kiln::run::not_visible(&system, &inventory, &devices, &VulkanState::Started);
+                kiln::select::not_visible(&system, &inventory, &devices, &VulkanState::Started);
             (devices, missing)
         }
         // GPUs that Vulkan cannot reach at all: each is named with its cause, and the
         // listing could not show what was asked (exit 4).
         Err(e) if !inventory.gpus.is_empty() => {
-            let state = kiln::run::vulkan_state(&e);
-            let missing = kiln::run::not_visible(&system, &inventory, &[], &state);
+            let state = kiln::select::vulkan_state(&e);
+            let missing = kiln::select::not_visible(&system, &inventory, &[], &state);
             err(&kiln::list::not_visible(&missing));
             if args.json {
                 out("[]\n");

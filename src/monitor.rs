@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::gpu::Vulkan;
-use crate::run::{AppError, select_devices};
+use crate::run::AppError;
+use crate::select::select_devices;
 use crate::telemetry::live_sources;
 use crate::telemetry::record::{Reading, Readings, TelemetryData, TelemetryRecord};
 use crate::telemetry::sidecar::{RealClock, Sidecar};

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::evidence::MemorySink;
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
-use crate::run::{AppError, select_devices};
+use crate::run::AppError;
+use crate::select::select_devices;
 use crate::workload::RunControl;
 use crate::workload::vram::algorithm::{Algorithm, Step};
 use crate::workload::vram::classify::{ErrorShape, RetestClass};

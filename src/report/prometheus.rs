@@ -90,7 +90,7 @@ pub fn render(report: &Report, run_unix_seconds: u64) -> String {
                         "{},code=\"{}\",class=\"{}\",severity=\"{}\"",
                         labels(d),
                         escape(&f.code),
-                        format!("{:?}", f.class).to_lowercase(),
+                        f.class.name(),
                         format!("{:?}", f.severity).to_lowercase()
                     ),
                     1.0,

@@ -20,6 +20,19 @@ pub enum Class {
     Info,
 }
 
+impl Class {
+    /// The class as evidence and metrics spell it (`hardware`, `could_not_test`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Hardware => "hardware",
+            Class::Environment => "environment",
+            Class::Software => "software",
+            Class::CouldNotTest => "could_not_test",
+            Class::Info => "info",
+        }
+    }
+}
+
 /// How much a finding matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,4 +76,22 @@ pub struct Finding {
     pub evidence: serde_json::Value,
     /// What to do.
     pub action: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_class_is_named_as_the_evidence_spells_it() {
+        for class in [
+            Class::Hardware,
+            Class::Environment,
+            Class::Software,
+            Class::CouldNotTest,
+            Class::Info,
+        ] {
+            assert_eq!(serde_json::to_value(class).unwrap(), class.name());
+        }
+    }
 }
