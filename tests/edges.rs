@@ -749,6 +749,8 @@ fn a_closed_output_ends_every_command_quietly() {
             "--duration",
             "30s",
         ],
+        vec!["bench", "compute", "--json", "--duration", "1s"],
+        vec!["bench", "pcie"],
         vec!["--help"],
     ]
     .iter()
