@@ -15,7 +15,7 @@ use crate::report::exit_code;
 use crate::telemetry::record::{Reading, Readings, TelemetryData, XidEvent};
 use crate::telemetry::{Source, Target};
 use crate::verdict::findings::Class;
-use crate::verdict::rules::xid_class;
+use crate::verdict::xid;
 
 /// What `kiln health` is asked to check.
 #[derive(Debug, Clone, Default)]
@@ -469,17 +469,16 @@ pub fn check(opts: &HealthOptions) -> Health {
             continue;
         }
         newest = newest.max(at);
-        let code = xid
-            .code
-            .or_else(|| xid.message.contains("fallen off the bus").then_some(79));
-        if let Some(code) = code.filter(|c| xid_class(*c).is_some()) {
+        let code = xid::code_of(xid.code, &xid.message);
+        if let Some(code) = code.filter(|c| xid::lookup(*c).is_some()) {
             *counted.entry((*device, code)).or_default() += 1;
         }
     }
     for ((device, code), n) in counted {
-        let Some((class, what)) = xid_class(code) else {
+        let Some(row) = xid::lookup(code) else {
             continue;
         };
+        let (class, what) = (row.class, row.meaning);
         let exit = match class {
             Class::Hardware => exit_code::HARDWARE,
             Class::Environment => exit_code::ENVIRONMENT,

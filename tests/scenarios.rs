@@ -31,6 +31,9 @@ struct Expected {
     /// Finding codes in the order the report lists them.
     codes: Vec<String>,
     incomplete: bool,
+    /// Words the device's reason must hold: the finding that decided it.
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 fn corpus() -> PathBuf {
@@ -93,6 +96,18 @@ fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
         expected.codes.clone(),
         expected.incomplete,
     );
+    let reason = device["reason"].as_str().unwrap_or("");
+    if let Some(words) = &expected.reason
+        && !reason.contains(words.as_str())
+    {
+        return (
+            code,
+            Some(format!(
+                "{name} ({}): the reason should name `{words}`, got `{reason}`",
+                expected.about
+            )),
+        );
+    }
     if got == want {
         (code, None)
     } else {
@@ -137,9 +152,11 @@ fn every_scenario_gets_the_expected_verdict() {
 
 #[test]
 fn every_finding_code_has_a_scenario_and_every_scenario_code_a_rule() {
-    let rules =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/verdict/rules.rs"))
-            .unwrap();
+    // The rules and the Xid catalogue are where finding codes are made.
+    let rules: String = ["src/verdict/rules.rs", "src/verdict/xid.rs"]
+        .iter()
+        .map(|f| std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(f)).unwrap())
+        .collect();
     let code = regex::Regex::new(r#""([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)""#).unwrap();
     let in_rules: BTreeSet<String> = code
         .captures_iter(&rules)

@@ -167,14 +167,18 @@ mod tests {
             headline: "a < b & c".into(),
             summary: serde_json::Value::Null,
         };
-        report.devices.push(crate::report::DeviceReport::new(
+        let mut failed = crate::report::DeviceReport::new(
             &info,
             vec![
                 outcome("vram", WorkloadStatus::Failed),
                 outcome("pcie", WorkloadStatus::NotRun),
             ],
             None,
-        ));
+        );
+        // Rendering, not judging: the device's result as a verdict would have set it.
+        failed.result = DeviceResult::Fail;
+        failed.reason = "vram: a < b & c".into();
+        report.devices.push(failed);
         let text = render(&report);
         assert!(text.contains("GPU0 GPU &lt;&quot;&amp;&apos;&gt;"));
         assert!(text.contains("<failure message=\"a &lt; b &amp; c\" type=\"failed\">"));

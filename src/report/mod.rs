@@ -115,6 +115,10 @@ pub struct DeviceReport {
     /// True for a GPU of the machine that Vulkan cannot see: named, never tested.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_tested: bool,
+    /// The result and reason before any finding: where judging starts again when
+    /// findings are added.
+    #[serde(skip)]
+    start: Option<(DeviceResult, String)>,
 }
 
 /// A failure that ended (part of) a device's test.
@@ -154,17 +158,18 @@ impl DeviceReport {
         workloads: Vec<WorkloadOutcome>,
         failure: Option<String>,
     ) -> DeviceReport {
-        let result = if workloads.iter().any(|w| w.status == WorkloadStatus::Failed) {
-            DeviceResult::Fail
-        } else if workloads
-            .iter()
-            .any(|w| w.status == WorkloadStatus::SoftwareFault)
-        {
-            DeviceResult::Software
-        } else if failure.is_none()
+        // What ran decides only where judging starts: everything to its end is a pass
+        // until a finding says otherwise (the findings, not a workload's status, decide a
+        // fault); anything cut short cannot pass.
+        let ran_to_end = failure.is_none()
             && !workloads.is_empty()
-            && workloads.iter().all(|w| w.status == WorkloadStatus::Passed)
-        {
+            && workloads.iter().all(|w| {
+                matches!(
+                    w.status,
+                    WorkloadStatus::Passed | WorkloadStatus::Failed | WorkloadStatus::SoftwareFault
+                )
+            });
+        let result = if ran_to_end {
             DeviceResult::Pass
         } else {
             DeviceResult::Inconclusive
@@ -211,7 +216,15 @@ impl DeviceReport {
             },
             stand_in: false,
             not_tested: false,
+            start: None,
         }
+        .starting_here()
+    }
+
+    /// Keeps the result and reason before any finding, for [`DeviceReport::settle`].
+    fn starting_here(mut self) -> DeviceReport {
+        self.start = Some((self.result, self.reason.clone()));
+        self
     }
 
     /// The report of a GPU the machine has but Vulkan cannot see: not tested, with the
@@ -251,6 +264,7 @@ impl DeviceReport {
             failures: Vec::new(),
             stand_in: false,
             not_tested: true,
+            start: None,
         }
     }
 
@@ -285,26 +299,58 @@ impl DeviceReport {
         self.settle();
     }
 
+    /// The result from the findings: the most serious class among the major-or-worse
+    /// findings of at least medium confidence decides, and its most serious finding is the
+    /// reason. With none, a device that ran to its end and has only minor or low-confidence
+    /// findings is "could not judge yet" (recheck), never a fault and never a pass.
     fn settle(&mut self) {
-        let weighty = |class: Class| {
-            self.findings.iter().find(|f| {
-                f.class == class
-                    && f.severity <= Severity::Major
-                    && f.confidence <= Confidence::Medium
-            })
+        let (start, start_reason) = self
+            .start
+            .clone()
+            .unwrap_or_else(|| (self.result, self.reason.clone()));
+        let judged = |f: &&Finding| {
+            matches!(
+                f.class,
+                Class::Hardware | Class::Environment | Class::Software
+            )
         };
-        let upgrade = [
-            (Class::Hardware, DeviceResult::Fail),
-            (Class::Environment, DeviceResult::Environment),
-            (Class::Software, DeviceResult::Software),
-        ]
-        .into_iter()
-        .find_map(|(class, result)| weighty(class).map(|f| (result, f.summary.clone())));
-        if let Some((result, summary)) = upgrade
-            && result < self.result
-        {
-            self.result = result;
-            self.reason = summary;
+        let decisive = self
+            .findings
+            .iter()
+            .filter(judged)
+            .filter(|f| f.severity <= Severity::Major && f.confidence <= Confidence::Medium)
+            .min_by_key(|f| (f.class, f.severity, f.confidence));
+        if let Some(f) = decisive {
+            self.result = match f.class {
+                Class::Hardware => DeviceResult::Fail,
+                Class::Environment => DeviceResult::Environment,
+                _ => DeviceResult::Software,
+            };
+            self.reason = f.summary.clone();
+            return;
+        }
+        self.result = start;
+        self.reason = start_reason;
+        if start != DeviceResult::Pass {
+            return;
+        }
+        let tentative = self
+            .findings
+            .iter()
+            .filter(judged)
+            .min_by_key(|f| (f.class, f.severity, f.confidence));
+        if let Some(f) = tentative {
+            self.result = DeviceResult::Inconclusive;
+            self.reason = format!("not yet a call: {}; recheck: {}", f.summary, f.action);
+        } else if let Some(w) = self.workloads.iter().find(|w| {
+            matches!(
+                w.status,
+                WorkloadStatus::Failed | WorkloadStatus::SoftwareFault
+            )
+        }) {
+            // A workload that found something no rule could judge: said, not passed.
+            self.result = DeviceResult::Inconclusive;
+            self.reason = format!("{}: {} (no rule judged it)", w.workload, w.headline);
         }
     }
 }

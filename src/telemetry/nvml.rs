@@ -29,6 +29,9 @@ const FIELD_REMAPPED_COR: u32 = 142;
 const FIELD_REMAPPED_UNC: u32 = 143;
 const FIELD_REMAP_PENDING: u32 = 144;
 const FIELD_REMAP_FAILURE: u32 = 145;
+/// `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`: 0 none, 1 GPU reset, 2 node reboot, 3 drain
+/// peer-to-peer, 4 drain and reset.
+const FIELD_RECOVERY_ACTION: u32 = 230;
 
 /// What NVML offers on this machine.
 #[derive(Debug, Clone, PartialEq)]
@@ -300,6 +303,11 @@ impl NvmlSource {
                     .map(|e| format!("{}", e.currently_enabled)),
             ),
         );
+        // A mode change waiting for a reset: the card is tested in a mode it will leave.
+        f.insert(
+            "ecc_enabled_pending".into(),
+            text(d.is_ecc_enabled().map(|e| format!("{}", e.pending_enabled))),
+        );
         for (key, threshold) in [
             ("temp_slowdown_c", TemperatureThreshold::Slowdown),
             ("temp_shutdown_c", TemperatureThreshold::Shutdown),
@@ -518,6 +526,7 @@ impl NvmlSource {
             ("remapped_uncorrectable", FIELD_REMAPPED_UNC),
             ("remap_pending", FIELD_REMAP_PENDING),
             ("remap_failure", FIELD_REMAP_FAILURE),
+            ("recovery_action", FIELD_RECOVERY_ACTION),
         ] {
             c.insert(key.into(), field(&d, id));
         }

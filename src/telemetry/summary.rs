@@ -9,14 +9,16 @@ use super::record::{Reading, Readings, TelemetryData, TelemetryRecord, XidEvent}
 use super::throttle;
 
 /// Gauges summarised by min/median/max.
-pub const GAUGES: [&str; 14] = [
+pub const GAUGES: [&str; 17] = [
     "gpu_temp_c",
     "hbm_temp_c",
     "power_w",
     "power_limit_enforced_w",
     "power_limit_default_w",
     "clock_sm_mhz",
+    "clock_sm_max_mhz",
     "clock_mem_mhz",
+    "clock_mem_max_mhz",
     "clock_graphics_mhz",
     "pcie_gen",
     "pcie_gen_max",
@@ -24,7 +26,12 @@ pub const GAUGES: [&str; 14] = [
     "pcie_width_max",
     "mem_used_bytes",
     "util_gpu_pct",
+    "util_mem_pct",
 ];
+
+/// The pseudo-phase that holds what happened between two phases, or after the last one:
+/// Xids and counter growth that no phase's window covers still belong to the run.
+pub const BETWEEN_PHASES: &str = "between_phases";
 
 /// Min, median and max of a gauge over a phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +65,10 @@ pub struct PhaseTelemetry {
     pub throttle_share: BTreeMap<String, f64>,
     /// Counter after minus before, for counters numeric at both ends.
     pub counter_deltas: BTreeMap<String, f64>,
+    /// Counter values at the phase's end: standing states (a pending remap, a failed
+    /// one) are read here even when nothing moved during the phase.
+    #[serde(default)]
+    pub counters_after: BTreeMap<String, f64>,
     /// Counters not supported (or unreadable) at either end.
     pub counters_unavailable: Vec<String>,
     /// Xids during the phase.
@@ -88,6 +99,8 @@ fn stat(mut values: Vec<f64>) -> Option<Stat> {
 /// `when` (one per source); a later `before` opens a new phase.
 pub fn summarize(records: &[TelemetryRecord]) -> Vec<PhaseTelemetry> {
     let mut open: BTreeMap<(usize, String), (f64, Readings)> = BTreeMap::new();
+    // Every boundary's counters per device, in time order, for the gaps between phases.
+    let mut boundaries: BTreeMap<usize, Vec<(f64, Readings)>> = BTreeMap::new();
     let mut out = Vec::new();
     let mut i = 0;
     while i < records.len() {
@@ -115,9 +128,12 @@ pub fn summarize(records: &[TelemetryRecord]) -> Vec<PhaseTelemetry> {
         }
         for (device, counters) in boundary {
             let key = (device, phase.clone());
+            let trail = boundaries.entry(device).or_default();
             if when == "before" {
+                trail.push((t_ms, counters.clone()));
                 open.insert(key, (t_ms, counters));
             } else if let Some((start_ms, before)) = open.remove(&key) {
+                trail.push((t_ms, counters.clone()));
                 let mut p = window(records, device, phase, start_ms, t_ms);
                 add_deltas(&mut p, &before, &counters);
                 out.push(p);
@@ -127,11 +143,77 @@ pub fn summarize(records: &[TelemetryRecord]) -> Vec<PhaseTelemetry> {
             i += 1;
         }
     }
+    out.extend(between_phases(records, &out, &boundaries));
+    out
+}
+
+/// What no phase covers, per device: counter growth from one phase's closing snapshot to
+/// the next one's opening snapshot, and Xids outside every phase's window (between two
+/// phases, or after the last). Judged like a phase of its own, so that an event of the
+/// run is never lost for landing in a gap.
+fn between_phases(
+    records: &[TelemetryRecord],
+    phases: &[PhaseTelemetry],
+    boundaries: &BTreeMap<usize, Vec<(f64, Readings)>>,
+) -> Vec<PhaseTelemetry> {
+    let mut out = Vec::new();
+    for (&device, trail) in boundaries {
+        let own: Vec<&PhaseTelemetry> = phases.iter().filter(|p| p.device == device).collect();
+        let (Some(first), Some(last)) = (trail.first(), trail.last()) else {
+            continue;
+        };
+        let covered = |t: f64| own.iter().any(|p| t >= p.start_ms && t <= p.end_ms);
+        // Growth across each gap: a snapshot to the next, where no phase spans them.
+        let mut gaps: BTreeMap<String, f64> = BTreeMap::new();
+        for pair in trail.windows(2) {
+            let ((t0, c0), (t1, c1)) = (&pair[0], &pair[1]);
+            if own.iter().any(|p| p.start_ms <= *t0 && p.end_ms >= *t1) {
+                continue;
+            }
+            for (key, after) in c1 {
+                if let (Some(a), Some(b)) = (after.number(), c0.get(key).and_then(Reading::number))
+                    && a > b
+                {
+                    *gaps.entry(key.clone()).or_default() += a - b;
+                }
+            }
+        }
+        let xids: Vec<XidEvent> = records
+            .iter()
+            .filter(|r| r.device == Some(device) || r.device.is_none())
+            .filter_map(|r| match &r.data {
+                TelemetryData::Xid { xid } if !xid.before_run && !covered(r.t_ms) => {
+                    Some(xid.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        if gaps.values().all(|v| *v <= 0.0) && xids.is_empty() {
+            continue;
+        }
+        let end_ms = records.last().map_or(last.0, |r| r.t_ms.max(last.0));
+        out.push(PhaseTelemetry {
+            device,
+            phase: BETWEEN_PHASES.to_owned(),
+            start_ms: first.0,
+            end_ms,
+            samples: 0,
+            gauges: BTreeMap::new(),
+            throttle_share: BTreeMap::new(),
+            counter_deltas: gaps,
+            counters_after: BTreeMap::new(),
+            counters_unavailable: Vec::new(),
+            xids,
+        });
+    }
     out
 }
 
 fn add_deltas(p: &mut PhaseTelemetry, before: &Readings, after: &Readings) {
     for (key, a) in after {
+        if let Some(value) = a.number() {
+            p.counters_after.insert(key.clone(), value);
+        }
         match (before.get(key).and_then(Reading::number), a.number()) {
             (Some(b), Some(a)) => {
                 p.counter_deltas.insert(key.clone(), a - b);
@@ -151,6 +233,9 @@ fn window(
     let inside = |r: &&TelemetryRecord| r.t_ms >= start_ms && r.t_ms <= end_ms;
     let mut gauges: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut throttled: BTreeMap<String, usize> = BTreeMap::new();
+    // Shares are of the samples that carry a throttle mask: another source's samples of
+    // the same device (sysfs has no mask) must not dilute them.
+    let mut masked = 0usize;
     let mut samples = 0;
     let mut xids = Vec::new();
     for r in records.iter().filter(inside) {
@@ -166,6 +251,7 @@ fn window(
                     .get("throttle_reasons_mask")
                     .and_then(Reading::number)
                 {
+                    masked += 1;
                     for reason in throttle::decode(mask as u64) {
                         *throttled.entry(reason).or_default() += 1;
                     }
@@ -191,10 +277,108 @@ fn window(
             .collect(),
         throttle_share: throttled
             .into_iter()
-            .map(|(k, n)| (k, n as f64 / samples.max(1) as f64))
+            .map(|(k, n)| (k, n as f64 / masked.max(1) as f64))
             .collect(),
         counter_deltas: BTreeMap::new(),
+        counters_after: BTreeMap::new(),
         counters_unavailable: Vec::new(),
         xids,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(t_ms: f64, source: &str, data: serde_json::Value) -> TelemetryRecord {
+        let mut v = data;
+        v["t_ms"] = t_ms.into();
+        v["device"] = 0.into();
+        v["source"] = source.into();
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn snapshot(t_ms: f64, when: &str, counters: serde_json::Value) -> TelemetryRecord {
+        record(
+            t_ms,
+            "nvml",
+            serde_json::json!({"kind": "snapshot", "phase": "vram", "when": when, "counters": counters}),
+        )
+    }
+
+    #[test]
+    fn shares_are_of_the_samples_that_carry_the_signal() {
+        // NVML says capped on every sample; sysfs samples the same device between them
+        // with no throttle mask and its own link readings.
+        let mut records = vec![snapshot(0.0, "before", serde_json::json!({}))];
+        for i in 0..10 {
+            let t = 10.0 + 20.0 * f64::from(i);
+            records.push(record(
+                t,
+                "nvml",
+                serde_json::json!({"kind": "sample", "readings": {
+                "throttle_reasons_mask": 4, "gpu_temp_c": 60.0 + f64::from(i), "pcie_width": 16}}),
+            ));
+            records.push(record(
+                t + 1.0,
+                "sysfs",
+                serde_json::json!({"kind": "sample", "readings": {
+                "pcie_width": 8, "pcie_gen": 4}}),
+            ));
+        }
+        records.push(snapshot(300.0, "after", serde_json::json!({})));
+        let phase = &summarize(&records)[0];
+        assert_eq!(phase.samples, 20, "every sample record of the device");
+        assert_eq!(
+            phase.throttle_share.get("sw_power_cap"),
+            Some(&1.0),
+            "capped 100% of the time reads 100%, not 50%"
+        );
+        let temp = &phase.gauges["gpu_temp_c"];
+        assert_eq!((temp.samples, temp.min, temp.max), (10, 60.0, 69.0));
+        assert_eq!(phase.gauges["pcie_width"].samples, 20);
+        assert_eq!(phase.gauges["pcie_gen"].samples, 10);
+    }
+
+    #[test]
+    fn what_lands_between_phases_belongs_to_the_run() {
+        let xid = |t: f64, code: u32| {
+            record(
+                t,
+                "kmsg",
+                serde_json::json!({"kind": "xid", "xid": {"bus_id": null, "code": code, "pid": null,
+                    "process": null, "message": "x", "kernel_us": null, "before_run": false}}),
+            )
+        };
+        let boundary = |t: f64, phase: &str, when: &str, ecc: u32| {
+            record(
+                t,
+                "nvml",
+                serde_json::json!({"kind": "snapshot", "phase": phase, "when": when,
+                    "counters": {"ecc_uncorrected_volatile": ecc, "remap_pending": 1}}),
+            )
+        };
+        let records = vec![
+            boundary(0.0, "vram", "before", 0),
+            xid(50.0, 13),
+            boundary(100.0, "vram", "after", 0),
+            xid(120.0, 48),
+            boundary(150.0, "compute", "before", 1),
+            boundary(250.0, "compute", "after", 1),
+            xid(300.0, 79),
+        ];
+        let phases = summarize(&records);
+        let names: Vec<&str> = phases.iter().map(|p| p.phase.as_str()).collect();
+        assert_eq!(names, vec!["vram", "compute", BETWEEN_PHASES]);
+        assert_eq!(phases[0].xids.len(), 1);
+        let gap = &phases[2];
+        let codes: Vec<Option<u32>> = gap.xids.iter().map(|x| x.code).collect();
+        assert_eq!(codes, vec![Some(48), Some(79)]);
+        assert_eq!(
+            gap.counter_deltas.get("ecc_uncorrected_volatile"),
+            Some(&1.0)
+        );
+        // Standing values are kept at every phase's end.
+        assert_eq!(phases[1].counters_after.get("remap_pending"), Some(&1.0));
     }
 }

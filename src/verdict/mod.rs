@@ -5,6 +5,7 @@
 pub mod findings;
 pub mod rules;
 pub mod thresholds;
+pub mod xid;
 
 use std::path::Path;
 

@@ -5,9 +5,11 @@ use serde_json::json;
 
 use super::findings::{Class, Confidence, Finding, Severity};
 use super::thresholds::{Thresholds, vram_reference_gbps};
+use super::xid::{self, XidInfo};
 use crate::gpu::DeviceKind;
 use crate::report::DeviceReport;
 use crate::telemetry::record::Reading;
+use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::workload::compute::ComputeReport;
 use crate::workload::fragment::FragmentReport;
@@ -109,7 +111,11 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     let xid_codes: Vec<u32> = device
         .telemetry
         .iter()
-        .flat_map(|p| p.xids.iter().filter_map(|x| x.code))
+        .flat_map(|p| {
+            p.xids
+                .iter()
+                .filter_map(|x| xid::code_of(x.code, &x.message))
+        })
         .collect();
     for phase in &device.telemetry {
         throttling(phase, t, &mut out);
@@ -118,8 +124,11 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
         pcie_replays(phase, t, &mut out);
         xids(phase, &mut out);
     }
+    standing(device, &mut out);
     device_failure(device, &xid_codes, &mut out);
     setup(device, &mut out);
+    overclocked(device, &mut out);
+    one_admin_cap(&mut out);
     telemetry_missing(device, &mut out);
     out
 }
@@ -253,7 +262,7 @@ fn vram(v: &VramReport, out: &mut Vec<Finding>) {
                 v.errors_total
             ),
             evidence,
-            "rerun with more passes: one flip that never repeats is not yet a hardware call",
+            "recheck with more passes (kiln run --profile rma): one flip that never repeats is not yet a hardware call",
         ));
     }
 }
@@ -422,9 +431,30 @@ fn vram_bandwidth(device: &DeviceReport, v: &VramReport, t: &Thresholds, out: &m
         return;
     }
     let phase = device.telemetry.iter().find(|p| p.phase == "vram");
-    let why = phase
+    let mut why = phase
         .map(|p| slowdown_explanation(p, t))
         .unwrap_or_default();
+    // Other processes on the GPU share its memory bandwidth: they explain a slow rate,
+    // which is then not the card's.
+    let tenants = tenants(device);
+    if !tenants.is_empty() {
+        why.push(format!("{} other processes on the GPU", tenants.len()));
+    }
+    // An administrator's power cap that holds the card below its floor is the finding that
+    // matters: the configuration, not the card, and of weight (the node is not fit as set).
+    if let Some(p) = phase
+        && let Some((enforced, default)) = admin_cap(p, t)
+    {
+        out.push(finding(
+            "ADMIN_POWER_CAP",
+            Class::Environment,
+            Severity::Major,
+            Confidence::High,
+            format!("an administrator's power limit of {enforced:.0} W (default {default:.0} W) held VRAM at {rate_gbps:.0} GB/s, below the floor of {floor_gbps:.0} GB/s"),
+            json!({"power_limit_enforced_w": enforced, "power_limit_default_w": default, "rate_gbps": rate_gbps, "floor_gbps": floor_gbps}),
+            "restore the default power limit (nvidia-smi -pl), or set this site's floor for capped cards, then rerun",
+        ));
+    }
     let evidence = json!({
         "rate_gbps": rate_gbps,
         "floor_gbps": floor_gbps,
@@ -527,10 +557,184 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
         _ => false,
     };
     if share("sw_power_cap") > t.throttle_share && capped {
-        out.push(finding("ADMIN_POWER_CAP", Class::Environment, Severity::Minor, Confidence::High,
+        // A configuration, noted: it becomes a finding of weight where it holds the card
+        // below a floor (see `vram_bandwidth`).
+        out.push(finding("ADMIN_POWER_CAP", Class::Info, Severity::Note, Confidence::High,
             format!("an enforced power limit below the default capped the clocks {:.0}% of the {} phase", share("sw_power_cap") * 100.0, p.phase),
-            json!({"power_limit_enforced_w": p.gauges.get("power_limit_enforced_w"), "power_limit_default_w": p.gauges.get("power_limit_default_w")}),
+            json!({"phase": p.phase, "power_limit_enforced_w": p.gauges.get("power_limit_enforced_w"), "power_limit_default_w": p.gauges.get("power_limit_default_w")}),
             "restore the default power limit (nvidia-smi -pl) if the cap is not intended"));
+    }
+}
+
+/// The enforced and default power limits of a phase where an administrator's cap held the
+/// clocks (the SW power cap reason above the threshold with the limit below its default).
+fn admin_cap(p: &PhaseTelemetry, t: &Thresholds) -> Option<(f64, f64)> {
+    let share = p.throttle_share.get("sw_power_cap").copied().unwrap_or(0.0);
+    let (enforced, default) = (
+        p.gauges.get("power_limit_enforced_w")?,
+        p.gauges.get("power_limit_default_w")?,
+    );
+    (share > t.throttle_share && enforced.max < default.min).then_some((enforced.max, default.min))
+}
+
+/// The admin cap once per device: where it held the card below a floor (Major), the notes
+/// of the same cap per phase add nothing; otherwise one note names every phase it capped.
+fn one_admin_cap(out: &mut Vec<Finding>) {
+    let note = |f: &Finding| f.code == "ADMIN_POWER_CAP" && f.class == Class::Info;
+    let weighty = out
+        .iter()
+        .any(|f| f.code == "ADMIN_POWER_CAP" && f.class == Class::Environment);
+    let later: Vec<String> = out
+        .iter()
+        .filter(|f| note(f))
+        .skip(1)
+        .filter_map(|f| {
+            f.evidence
+                .get("phase")
+                .and_then(|p| p.as_str())
+                .map(str::to_owned)
+        })
+        .collect();
+    let mut first = true;
+    out.retain(|f| {
+        if !note(f) {
+            return true;
+        }
+        let keep = first && !weighty;
+        first = false;
+        keep
+    });
+    if let Some(f) = out.iter_mut().find(|f| note(f))
+        && !later.is_empty()
+    {
+        f.summary = format!("{} (and of the {} phases)", f.summary, later.join(", "));
+    }
+}
+
+/// Clocks above the card's own maximum (an overclock, or raised application clocks): the
+/// settings, not the card. Errors made while overclocked (wrong compute results with the
+/// SM clock over, VRAM errors with the memory clock over) are then the environment's, and
+/// say so; only errors at stock clocks are the card's.
+fn overclocked(device: &DeviceReport, out: &mut Vec<Finding>) {
+    let over = |clock: &str, max: &str| {
+        device.telemetry.iter().find_map(|p| {
+            let (now, limit) = (p.gauges.get(clock)?, p.gauges.get(max)?);
+            (limit.min > 0.0 && now.max > limit.min * 1.02)
+                .then(|| (p.phase.clone(), now.max, limit.min))
+        })
+    };
+    let sm = over("clock_sm_mhz", "clock_sm_max_mhz");
+    let mem = over("clock_mem_mhz", "clock_mem_max_mhz");
+    if sm.is_none() && mem.is_none() {
+        return;
+    }
+    let mut parts = Vec::new();
+    if let Some((phase, now, max)) = &sm {
+        parts.push(format!(
+            "SM clock {now:.0} MHz over its {max:.0} MHz maximum in the {phase} phase"
+        ));
+    }
+    if let Some((phase, now, max)) = &mem {
+        parts.push(format!(
+            "memory clock {now:.0} MHz over its {max:.0} MHz maximum in the {phase} phase"
+        ));
+    }
+    let stock = "restore default clocks (no overclock, default application clocks) and rerun: only errors at stock clocks are the card's";
+    out.push(finding(
+        "CLOCKS_ABOVE_MAXIMUM",
+        Class::Environment,
+        Severity::Major,
+        Confidence::High,
+        format!("the card ran above its rated clocks ({})", parts.join("; ")),
+        json!({"sm": sm, "memory": mem}),
+        stock,
+    ));
+    for f in out.iter_mut().filter(|f| f.class == Class::Hardware) {
+        let blamed = (sm.is_some() && f.code.starts_with("COMPUTE_"))
+            || (mem.is_some() && f.code.starts_with("VRAM_") && f.code != "VRAM_BANDWIDTH_LOW");
+        if blamed {
+            f.class = Class::Environment;
+            f.summary = format!("{} while clocked above its maximum", f.summary);
+            f.action = stock.into();
+        }
+    }
+}
+
+/// Standing states of the card, read from the last counters of the run: a failed or
+/// pending row remap, a pending page retirement, a recovery action the driver asks for, an
+/// ECC mode change waiting for a reset. They were set before the run as often as during it,
+/// and are the card's lasting condition, not history: each gives its finding once, unless
+/// an event of the run already gave it.
+fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
+    let last = |key: &str| {
+        device
+            .telemetry
+            .iter()
+            .filter(|p| p.counters_after.contains_key(key))
+            .max_by(|a, b| a.end_ms.total_cmp(&b.end_ms))
+            .and_then(|p| p.counters_after.get(key).copied())
+    };
+    let already = |out: &Vec<Finding>, code: &str| out.iter().any(|f| f.code == code);
+    let lasting = "(a lasting state of the card, whether set before or during the run)";
+    if last("remap_failure").is_some_and(|v| v > 0.0) && !already(out, "ROW_REMAP_FAILURE") {
+        out.push(finding(
+            "ROW_REMAP_FAILURE",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!("row remapping has failed: no spare rows are left {lasting}"),
+            json!({"remap_failure": last("remap_failure"), "remapped_uncorrectable": last("remapped_uncorrectable")}),
+            "RMA the card",
+        ));
+    } else if last("remap_pending").is_some_and(|v| v > 0.0) && !already(out, "ROW_REMAP_PENDING") {
+        out.push(finding(
+            "ROW_REMAP_PENDING",
+            Class::Hardware,
+            Severity::Major,
+            Confidence::High,
+            format!("a row remap is pending {lasting}"),
+            json!({"remap_pending": last("remap_pending"), "remapped_uncorrectable": last("remapped_uncorrectable")}),
+            "reset the GPU to apply the remap, then retest",
+        ));
+    }
+    if last("retired_pages_pending").is_some_and(|v| v > 0.0) && !already(out, "RETIRED_PAGES") {
+        out.push(finding(
+            "RETIRED_PAGES",
+            Class::Hardware,
+            Severity::Major,
+            Confidence::High,
+            format!(
+                "a page retirement is pending ({} pages retired for double-bit errors) {lasting}",
+                last("retired_pages_dbe").unwrap_or(0.0)
+            ),
+            json!({"retired_pages_pending": last("retired_pages_pending"), "retired_pages_dbe": last("retired_pages_dbe")}),
+            "reset the GPU to apply the retirement, retest, and send this report",
+        ));
+    }
+    if let Some(action) = last("recovery_action").and_then(xid::recovery_action_of) {
+        out.push(finding(
+            "RECOVERY_ACTION_PENDING",
+            Class::Software,
+            Severity::Critical,
+            Confidence::High,
+            format!("the driver asks to {action} before the GPU is used again"),
+            json!({"recovery_action": last("recovery_action")}),
+            &format!("{action}, then retest; the kernel log's Xids say why"),
+        ));
+    }
+    let text = |key: &str| device.setup.identity.get(key).and_then(Reading::text);
+    if let (Some(now), Some(pending)) = (text("ecc_enabled"), text("ecc_enabled_pending"))
+        && now != pending
+    {
+        out.push(finding(
+            "ECC_MODE_PENDING",
+            Class::Environment,
+            Severity::Major,
+            Confidence::High,
+            format!("an ECC mode change waits for a reset (ECC {now} now, {pending} after it): the card was tested in a mode it will not work in"),
+            json!({"ecc_enabled": now, "ecc_enabled_pending": pending}),
+            "reset the GPU to apply the ECC mode, then retest",
+        ));
     }
 }
 
@@ -607,6 +811,16 @@ fn pcie_replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
     }
 }
 
+/// When a phase's events happened, in words: `during the vram phase`, or `between the
+/// phases` for what no phase's window covered.
+fn during(p: &PhaseTelemetry) -> String {
+    if p.phase == BETWEEN_PHASES {
+        "between the phases".to_owned()
+    } else {
+        format!("during the {} phase", p.phase)
+    }
+}
+
 fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     let delta = |k: &str| p.counter_deltas.get(k).copied().unwrap_or(0.0);
     // Page retirement is how cards before row remapping take bad memory out of use.
@@ -623,8 +837,8 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             },
             Confidence::High,
             format!(
-                "{dbe} pages retired for double-bit and {sbe} for single-bit errors during the {} phase",
-                p.phase
+                "{dbe} pages retired for double-bit and {sbe} for single-bit errors {}",
+                during(p)
             ),
             json!({"counter_deltas": p.counter_deltas}),
             "RMA candidate: reset the GPU to apply pending retirements, retest, and send this report",
@@ -637,10 +851,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Class::Hardware,
             Severity::Critical,
             Confidence::High,
-            format!(
-                "{ecc} uncorrectable ECC errors during the {} phase",
-                p.phase
-            ),
+            format!("{ecc} uncorrectable ECC errors {}", during(p)),
             json!({"counter_deltas": p.counter_deltas}),
             "RMA candidate: reset the GPU, retest, and send this report",
         ));
@@ -651,7 +862,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Class::Hardware,
             Severity::Critical,
             Confidence::High,
-            format!("row remapping failed during the {} phase", p.phase),
+            format!("row remapping failed {}", during(p)),
             json!({"counter_deltas": p.counter_deltas}),
             "RMA the card",
         ));
@@ -661,9 +872,48 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Class::Hardware,
             Severity::Major,
             Confidence::High,
-            format!("a row remap is pending after the {} phase", p.phase),
+            format!("a row remap became pending {}", during(p)),
             json!({"counter_deltas": p.counter_deltas}),
             "reset the GPU to apply the remap, then retest",
+        ));
+    }
+    // AMD's RAS counters outside the memory controller (gfx, sdma, mmhub, xgmi, ...):
+    // uncorrectable errors in the GPU's own blocks.
+    let ras: Vec<String> = p
+        .counter_deltas
+        .iter()
+        .filter(|(k, v)| k.starts_with("ras_") && k.ends_with("_ue") && **v > 0.0)
+        .map(|(k, v)| {
+            format!(
+                "{} {v}",
+                k.trim_start_matches("ras_").trim_end_matches("_ue")
+            )
+        })
+        .collect();
+    if !ras.is_empty() {
+        out.push(finding(
+            "RAS_UNCORRECTABLE",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!(
+                "uncorrectable RAS errors in the GPU's blocks {} ({})",
+                during(p),
+                ras.join(", ")
+            ),
+            json!({"counter_deltas": p.counter_deltas}),
+            "RMA candidate: reset the GPU, retest, and send this report",
+        ));
+    }
+    if delta("retired_pages_failed") > 0.0 {
+        out.push(finding(
+            "ROW_REMAP_FAILURE",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!("bad pages could not be retired {}", during(p)),
+            json!({"counter_deltas": p.counter_deltas}),
+            "RMA the card",
         ));
     }
     if delta("aer_fatal") + delta("aer_nonfatal") > 0.0 {
@@ -672,93 +922,95 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Class::Environment,
             Severity::Major,
             Confidence::High,
-            format!("PCIe AER errors during the {} phase", p.phase),
+            format!("PCIe AER errors {}", during(p)),
             json!({"counter_deltas": p.counter_deltas}),
             "reseat the card, try another slot or riser",
         ));
     }
 }
 
-/// What an Xid says, per the catalog (REFERENCE.md §2): its class and a few words; None
-/// for codes kiln does not judge.
-pub fn xid_class(code: u32) -> Option<(Class, &'static str)> {
-    match code {
-        48 | 64 | 94 | 95 | 140 => Some((Class::Hardware, "ECC or row remapping")),
-        79 => Some((Class::Hardware, "fallen off the bus")),
-        54 => Some((Class::Environment, "auxiliary power not connected")),
-        13 | 31 | 43 | 45 | 69 => Some((Class::Software, "application fault")),
-        38 | 119 | 120 => Some((Class::Software, "firmware or GSP")),
-        _ => None,
+/// The Xids of a phase, judged from the one catalogue ([`super::xid`]): one finding per
+/// finding code, naming every code and count behind it, at the most serious row's class
+/// and severity. Xid 154's recovery action, read from its text, is the action.
+fn xids(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
+    let mut groups: Vec<(
+        &'static str,
+        Vec<(&XidInfo, &crate::telemetry::record::XidEvent)>,
+    )> = Vec::new();
+    for event in &p.xids {
+        let Some(info) = xid::code_of(event.code, &event.message).and_then(xid::lookup) else {
+            continue;
+        };
+        match groups.iter_mut().find(|(f, _)| *f == info.finding) {
+            Some((_, members)) => members.push((info, event)),
+            None => groups.push((info.finding, vec![(info, event)])),
+        }
+    }
+    for (code, members) in groups {
+        // The most serious row decides (a 48 beside a 94 is a critical memory fault).
+        let Some(worst) = members
+            .iter()
+            .map(|(info, _)| *info)
+            .min_by_key(|info| (info.class, info.severity, info.confidence))
+        else {
+            continue;
+        };
+        let mut counts: Vec<(u32, usize)> = Vec::new();
+        for (info, _) in &members {
+            match counts.iter_mut().find(|(c, _)| *c == info.code) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((info.code, 1)),
+            }
+        }
+        let listed = counts
+            .iter()
+            .map(|(c, n)| {
+                let meaning = xid::lookup(*c).map_or("", |i| i.meaning);
+                if *n > 1 {
+                    format!("Xid {c} x{n} ({meaning})")
+                } else {
+                    format!("Xid {c} ({meaning})")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let asked = members
+            .iter()
+            .filter(|(info, _)| info.code == 154)
+            .find_map(|(_, e)| xid::recovery_action(&e.message));
+        let action = match asked {
+            Some(words) => format!("{words} (the driver's recovery action, Xid 154); then retest"),
+            None => worst.action.to_owned(),
+        };
+        let phase = during(p);
+        out.push(Finding {
+            code: code.into(),
+            class: worst.class,
+            severity: worst.severity,
+            confidence: worst.confidence,
+            summary: format!("{listed} {phase}"),
+            evidence: json!({
+                "phase": p.phase,
+                "codes": counts.iter().map(|(c, n)| json!({"code": c, "count": n})).collect::<Vec<_>>(),
+                "xids": members.iter().take(16).map(|(_, e)| e).collect::<Vec<_>>(),
+                "source": worst.source,
+            }),
+            action,
+        });
     }
 }
 
-fn xids(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
-    let codes: Vec<u32> = p.xids.iter().filter_map(|x| x.code).collect();
-    let has = |set: &[u32]| codes.iter().filter(|c| set.contains(c)).count();
-    let evidence = json!({"phase": p.phase, "xids": p.xids.iter().take(16).collect::<Vec<_>>()});
-    if has(&[48, 64, 94, 95, 140]) > 0 {
-        out.push(finding(
-            "XID_MEMORY_HARDWARE",
-            Class::Hardware,
-            Severity::Critical,
-            Confidence::High,
-            format!("ECC or remapping Xids during the {} phase", p.phase),
-            evidence.clone(),
-            "RMA candidate: send this report",
-        ));
-    }
-    if has(&[79]) > 0
-        || p.xids
-            .iter()
-            .any(|x| x.code.is_none() && x.message.contains("fallen off the bus"))
-    {
-        out.push(finding(
-            "XID_FALLEN_OFF_BUS",
-            Class::Hardware,
-            Severity::Critical,
-            Confidence::Medium,
-            format!("the GPU fell off the bus during the {} phase", p.phase),
-            evidence.clone(),
-            "check slot, riser, PSU and temperature; RMA if it follows the card",
-        ));
-    }
-    let app = has(&[13, 31, 43, 45, 69]);
-    if app > 0 {
-        out.push(finding(
-            "XID_APPLICATION",
-            Class::Software,
-            Severity::Major,
-            Confidence::Medium,
-            format!(
-                "{app} application-class Xids (13/31/43/45/69) during the {} phase",
-                p.phase
-            ),
-            evidence.clone(),
-            "the card is likely fine: look at the workload or the driver",
-        ));
-    }
-    if has(&[54]) > 0 {
-        out.push(finding(
-            "AUX_POWER_MISSING",
-            Class::Environment,
-            Severity::Critical,
-            Confidence::High,
-            "Xid 54: auxiliary power is not connected".into(),
-            evidence.clone(),
-            "connect the card's power cables",
-        ));
-    }
-    if has(&[38, 119, 120]) > 0 {
-        out.push(finding(
-            "XID_FIRMWARE",
-            Class::Software,
-            Severity::Major,
-            Confidence::Medium,
-            format!("firmware or GSP Xids during the {} phase", p.phase),
-            evidence,
-            "update the driver; RMA if it persists across drivers",
-        ));
-    }
+/// The Xid codes of a device's telemetry that point at the card (hardware rows of major
+/// severity or worse), and those of an application fault, from the catalogue.
+fn xid_kinds(codes: &[u32]) -> (bool, bool) {
+    let rows: Vec<&XidInfo> = codes.iter().filter_map(|c| xid::lookup(*c)).collect();
+    let hardware = rows
+        .iter()
+        .any(|r| r.class == Class::Hardware && r.severity <= Severity::Major);
+    let application = rows
+        .iter()
+        .any(|r| r.finding == "XID_APPLICATION" && r.severity <= Severity::Major);
+    (hardware, application)
 }
 
 fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Finding>) {
@@ -781,8 +1033,7 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
     let Some(error) = errors.first() else {
         return;
     };
-    let hardware_xid = xid_codes.iter().any(|c| [48, 79, 94, 95].contains(c));
-    let app_xid = xid_codes.iter().any(|c| [13, 31, 43].contains(c));
+    let (hardware_xid, app_xid) = xid_kinds(xid_codes);
     let lost = errors.len() > usize::from(stopped.is_some());
     let (code, class, action) = if hardware_xid {
         (
@@ -873,11 +1124,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
             reinstall,
         ));
     }
-    let tenants: Vec<&str> = text("other_processes")
-        .unwrap_or("")
-        .split(',')
-        .filter(|p| !p.is_empty())
-        .collect();
+    let tenants = tenants(device);
     if !tenants.is_empty() {
         out.push(finding(
             "OTHER_TENANTS",
@@ -896,6 +1143,19 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
 }
 
 const NVIDIA_VENDOR_ID: u32 = 0x10de;
+
+/// Other processes on the GPU when the test started (`pid:bytes`), per the vendor source.
+fn tenants(device: &DeviceReport) -> Vec<&str> {
+    device
+        .setup
+        .identity
+        .get("other_processes")
+        .and_then(Reading::text)
+        .unwrap_or("")
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .collect()
+}
 
 /// True when two dotted driver versions agree in the parts both give (Vulkan packs
 /// NVIDIA's version as major.minor.patch.build; NVML writes major.minor[.patch], and
