@@ -81,6 +81,11 @@ pub struct HealthArgs {
     /// faults of the node as a whole still count.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub gpus: Option<Vec<u32>>,
+    /// Clear open faults (every fault event stays open until cleared or until a full run
+    /// passes after it): a fault code such as KILN-XID-079, or `all`; needs --state, and
+    /// with --gpus clears only those GPUs' faults. Who and when go into the state file.
+    #[arg(long, value_name = "CODE|all")]
+    pub clear: Option<String>,
     /// After the first line, print the check as JSON.
     #[arg(long)]
     pub json: bool,

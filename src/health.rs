@@ -1,8 +1,12 @@
 //! `kiln health`: a node check for schedulers, in seconds and with no load. It reads what
-//! the driver already knows (ECC, row remapping and retired pages, Xids since the last
-//! check, the PCIe link, the GPU count, whether the driver is loaded) and the age and
-//! verdict of the last full run, and says the most serious problem in one line with a
-//! stable fault code, e.g. `GPU1 GPU-2222...: ECC uncorrectable +2 [KILN-MEM-002]`.
+//! the driver already knows (counters, new Xids, the PCIe link, the GPU count, whether the
+//! driver is loaded) and the age and verdict of the last full run, judges it with the same
+//! rules as a run's verdict, and says the most serious problem in one line with a stable
+//! fault code, e.g. `GPU1 GPU-2222...: ECC uncorrectable +2 [KILN-MEM-002]`.
+//!
+//! Fault events (an Xid, ECC growth, a failed run) stay open in the state file until a
+//! person clears them (`--clear`) or a full run passes on that GPU after them: a scheduler
+//! must not un-drain a node by itself because the event scrolled past.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,20 +14,22 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::inventory::InventoryGpu;
-use crate::report::exit_code;
+use crate::evidence::utc_timestamp;
+use crate::inventory::{InventoryGpu, System};
+use crate::report::{DeviceReport, Setup, exit_code};
 use crate::telemetry::record::{Reading, Readings, TelemetryData, XidEvent};
+use crate::telemetry::summary::{GAUGES, PhaseTelemetry, Stat};
 use crate::telemetry::{Source, Target};
-use crate::verdict::findings::Class;
-use crate::verdict::xid;
+use crate::verdict::findings::{Class, Finding, Severity};
+use crate::verdict::{rules, thresholds::Thresholds};
 
 /// What `kiln health` is asked to check.
 #[derive(Debug, Clone, Default)]
 pub struct HealthOptions {
     /// The number of GPUs the node should have.
     pub expect_gpus: Option<usize>,
-    /// Where the last check's Xid position and counters are kept (none: every Xid since
-    /// boot counts, and counters are judged as they stand).
+    /// Where positions, counters and open faults are kept between checks (none: every Xid
+    /// since boot counts, counters are judged as they stand, and nothing stays open).
     pub state: Option<PathBuf>,
     /// The directory holding full runs (`kiln run --out` folders).
     pub runs: Option<PathBuf>,
@@ -35,10 +41,18 @@ pub struct HealthOptions {
     /// Only these GPUs, by NVML index (a Slurm job's `SLURM_JOB_GPUS`); faults of the
     /// node as a whole are kept.
     pub only_nvml: Option<Vec<u32>>,
+    /// Clear open faults with this code (`KILN-XID-079`) or `all` before checking,
+    /// recording who and when in the state file.
+    pub clear: Option<String>,
 }
 
+/// Why a check could not be made as asked: one sentence (exit 64).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct HealthError(String);
+
 /// One problem found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fault {
     /// The device, by index, when the fault is one device's.
     pub gpu: Option<usize>,
@@ -51,6 +65,9 @@ pub struct Fault {
     pub exit_code: i32,
     /// What is wrong, in a few words.
     pub message: String,
+    /// For a fault that stays open: when it was first seen (UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_since: Option<String>,
 }
 
 impl Fault {
@@ -61,7 +78,12 @@ impl Fault {
             (Some(i), None) => format!("GPU{i}: "),
             _ => String::new(),
         };
-        format!("{who}{} [{}]", self.message, self.code)
+        let open = self
+            .open_since
+            .as_deref()
+            .map(|t| format!(" (open since {t})"))
+            .unwrap_or_default();
+        format!("{who}{}{open} [{}]", self.message, self.code)
     }
 }
 
@@ -81,21 +103,97 @@ pub struct Health {
     pub gpus: usize,
     /// Every fault, most serious first.
     pub faults: Vec<Fault>,
+    /// What was seen that does not fail the node (a lone Xid 45, a high single-bit ECC
+    /// rate): worth a look, not a drain.
+    pub noted: Vec<String>,
     /// What was checked, for people.
     pub checked: Vec<String>,
 }
 
-/// Kept between checks: where the kernel log was read to, and each GPU's counters.
+/// The longest first line, as schedulers keep reasons short.
+pub const LINE_MAX: usize = 256;
+
+/// How many cleared faults the state file remembers.
+const CLEARED_KEPT: usize = 200;
+
+/// A GPU's own part of the state: its kernel-log position and counters at the last check.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct GpuState {
+    /// Kernel time (µs since boot) of the newest of its Xids already reported.
+    #[serde(default)]
+    xid_kernel_us: u64,
+    /// Its counters at the last check.
+    #[serde(default)]
+    counters: BTreeMap<String, f64>,
+}
+
+/// A fault event that stays until cleared.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct OpenFault {
+    /// The GPU's key (`GPU-...` UUID, else PCI address, else `gpu<N>`; `node` for the
+    /// node as a whole).
+    key: String,
+    /// The fault as it was reported.
+    fault: Fault,
+    /// When it was first seen (UTC).
+    since_utc: String,
+}
+
+/// A cleared fault, for the record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Cleared {
+    key: String,
+    code: String,
+    message: String,
+    since_utc: String,
+    cleared_utc: String,
+    /// Who (`--clear` by a user) or what (a passing run) cleared it.
+    by: String,
+}
+
+/// Kept between checks.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct State {
-    /// Kernel time (µs since boot) of the newest Xid already reported.
+    /// The boot the kernel-log positions belong to: after a reboot they start over.
+    #[serde(default)]
+    boot_id: Option<String>,
+    /// Per GPU key, and `node` for Xids no GPU can be tied to.
+    #[serde(default)]
+    gpus: BTreeMap<String, GpuState>,
+    /// Faults that stay until cleared.
+    #[serde(default)]
+    open: Vec<OpenFault>,
+    /// The most recent clearings.
+    #[serde(default)]
+    cleared: Vec<Cleared>,
+    /// Before per-GPU state (state files of earlier kilns): one position for all GPUs.
+    #[serde(default, skip_serializing)]
     xid_kernel_us: u64,
-    /// Counters per GPU UUID.
+    /// Before per-GPU state: counters per UUID.
+    #[serde(default, skip_serializing)]
     counters: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
-/// The longest first line, as schedulers keep reasons short.
-pub const LINE_MAX: usize = 256;
+impl State {
+    /// Moves an earlier kiln's single position and counters into per-GPU state.
+    fn migrate(&mut self, keys: &[String]) {
+        if self.xid_kernel_us == 0 && self.counters.is_empty() {
+            return;
+        }
+        for key in keys.iter().chain(std::iter::once(&NODE.to_owned())) {
+            let g = self.gpus.entry(key.clone()).or_default();
+            g.xid_kernel_us = g.xid_kernel_us.max(self.xid_kernel_us);
+            if let Some(c) = self.counters.remove(key) {
+                g.counters = c;
+            }
+        }
+        self.xid_kernel_us = 0;
+        self.counters.clear();
+    }
+}
+
+/// The state key of Xids and faults that belong to no one GPU.
+const NODE: &str = "node";
 
 /// What the sources said, per device.
 #[derive(Default)]
@@ -166,17 +264,38 @@ fn text<'a>(r: Option<&'a Readings>, key: &str) -> Option<&'a str> {
     r.and_then(|r| r.get(key)).and_then(Reading::text)
 }
 
-/// The sources to read, the machine's GPUs (index, UUID when known), and what cannot be
-/// read.
+/// One GPU as the check sees it.
+#[derive(Debug, Clone, Default)]
+struct Gpu {
+    index: usize,
+    name: String,
+    /// `GPU-...`, when known.
+    uuid: Option<String>,
+    pci_address: Option<String>,
+    vendor_id: Option<u32>,
+    nvml_index: Option<u32>,
+}
+
+impl Gpu {
+    /// Its key in the state file.
+    fn key(&self) -> String {
+        self.uuid
+            .clone()
+            .or_else(|| self.pci_address.clone())
+            .unwrap_or_else(|| format!("gpu{}", self.index))
+    }
+}
+
+/// The sources to read, the machine's GPUs, and what cannot be read.
 struct Opened {
     sources: Vec<Box<dyn Source>>,
-    gpus: Vec<(usize, Option<String>)>,
+    gpus: Vec<Gpu>,
     /// The inventory the GPUs come from (empty for a recording).
     inventory: Vec<InventoryGpu>,
     notes: Vec<String>,
 }
 
-fn open(opts: &HealthOptions) -> Opened {
+fn open(opts: &HealthOptions, system: &System) -> Opened {
     match &opts.replay {
         Some(path) => match crate::telemetry::replay::ReplaySource::open(path) {
             Ok(r) => Opened {
@@ -195,13 +314,24 @@ fn open(opts: &HealthOptions) -> Opened {
         None => {
             // The GPUs the machine has (NVML, sysfs), whether or not Vulkan can see them:
             // a node whose GPUs only Vulkan misses still has them, and still has counters.
-            let inventory = crate::inventory::read(&crate::inventory::System::from_env());
-            let targets: Vec<Target> = inventory
+            let inventory = crate::inventory::read(system);
+            let gpus: Vec<Gpu> = inventory
                 .gpus
                 .iter()
                 .enumerate()
-                .map(|(index, g)| Target {
+                .map(|(index, g)| Gpu {
                     index,
+                    name: g.name.clone(),
+                    uuid: g.uuid.clone(),
+                    pci_address: g.pci_address.clone(),
+                    vendor_id: Some(g.vendor_id),
+                    nvml_index: g.nvml_index,
+                })
+                .collect();
+            let targets: Vec<Target> = gpus
+                .iter()
+                .map(|g| Target {
+                    index: g.index,
                     name: g.name.clone(),
                     uuid: g
                         .uuid
@@ -210,7 +340,6 @@ fn open(opts: &HealthOptions) -> Opened {
                     pci_address: g.pci_address.clone(),
                 })
                 .collect();
-            let gpus = targets.iter().map(|t| (t.index, t.uuid.clone())).collect();
             let (sources, mut notes) = crate::telemetry::live_sources_for(&targets);
             notes.extend(inventory.notes.iter().cloned());
             Opened {
@@ -241,26 +370,162 @@ fn unreachable(inventory: &[InventoryGpu], nvml_works: bool) -> Vec<usize> {
         .collect()
 }
 
+/// How a finding of the verdict's rules reads in `kiln health`: its stable fault code,
+/// and whether it is an event that stays open until cleared (a state that is read anew at
+/// every check is not kept). Findings not listed here (throttling at one idle sample,
+/// other tenants of a busy node) are not the node check's to judge.
+fn fault_code(finding: &Finding) -> Option<(String, bool)> {
+    let fixed = |code: &str, sticky: bool| Some((code.to_owned(), sticky));
+    match finding.code.as_str() {
+        "ROW_REMAP_FAILURE" => fixed("KILN-MEM-001", false),
+        "ECC_UNCORRECTABLE" => fixed("KILN-MEM-002", true),
+        "ROW_REMAP_PENDING" => fixed("KILN-MEM-003", false),
+        "RETIRED_PAGES" => fixed("KILN-MEM-004", true),
+        "RAS_UNCORRECTABLE" => fixed("KILN-RAS-001", true),
+        "PCIE_LINK_DEGRADED" => fixed("KILN-PCI-001", false),
+        "PCIE_AER_ERRORS" => fixed("KILN-PCI-002", true),
+        "DRIVER_NOT_LOADED" => fixed("KILN-DRV-001", false),
+        "DRIVER_VERSION_MISMATCH" => fixed("KILN-DRV-002", false),
+        "RECOVERY_ACTION_PENDING" => fixed("KILN-DRV-003", false),
+        "ECC_MODE_PENDING" => fixed("KILN-CFG-001", false),
+        code if code.starts_with("XID_") || code == "AUX_POWER_MISSING" => {
+            let xid = finding
+                .evidence
+                .get("worst_code")
+                .and_then(|c| c.as_u64())?;
+            Some((format!("KILN-XID-{xid:03}"), true))
+        }
+        _ => None,
+    }
+}
+
+fn class_exit(class: Class) -> i32 {
+    match class {
+        Class::Hardware => exit_code::HARDWARE,
+        Class::Environment => exit_code::ENVIRONMENT,
+        Class::Software => exit_code::SOFTWARE,
+        _ => exit_code::INCONCLUSIVE,
+    }
+}
+
+/// One sample as a phase's gauge statistics (min = median = max).
+fn gauges_of(readings: Option<&Readings>) -> BTreeMap<String, Stat> {
+    GAUGES
+        .iter()
+        .filter_map(|g| {
+            let v = number(readings, g)?;
+            Some((
+                (*g).to_owned(),
+                Stat {
+                    min: v,
+                    median: v,
+                    max: v,
+                    samples: 1,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The counters' growth since the last check. On a first check, the volatile counts
+/// (since the driver loaded) are the growth and lifetime totals are not: a card that
+/// logged errors years ago is not failing today for that.
+fn growth(now: &Readings, before: Option<&GpuState>) -> BTreeMap<String, f64> {
+    now.iter()
+        .filter_map(|(k, v)| {
+            let v = v.number()?;
+            let grown = match before.and_then(|b| b.counters.get(k)) {
+                Some(b) => v - b,
+                None if before.is_some() => 0.0,
+                // Counts since the driver loaded: NVML's volatile ECC, amdgpu's RAS.
+                None if k.contains("volatile") || k.starts_with("ras_") => v,
+                None => 0.0,
+            };
+            Some((k.clone(), grown))
+        })
+        .collect()
+}
+
+/// The boot this kernel log belongs to.
+fn boot_id(system: &System) -> Option<String> {
+    let path = system.root.join("proc/sys/kernel/random/boot_id");
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
+
+/// Who is clearing a fault, for the record.
+fn who() -> String {
+    ["SUDO_USER", "USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| "unknown user".into())
+}
+
 /// Runs the check.
-pub fn check(opts: &HealthOptions) -> Health {
+pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
+    let system = System::from_env();
     let mut checked = Vec::new();
+    let mut noted = Vec::new();
     let Opened {
         mut sources,
-        gpus: gpu_devices,
+        gpus: listed,
         inventory,
         mut notes,
-    } = open(opts);
+    } = open(opts, &system);
     let seen = read_sources(&mut sources, opts.replay.is_some());
     notes.extend(seen.notes.iter().cloned());
     // GPUs: the machine's inventory, or in a recording those it names.
-    let mut gpus: BTreeMap<usize, Option<String>> = gpu_devices
-        .iter()
-        .map(|(i, u)| (*i, u.as_ref().map(|u| format!("GPU-{u}"))))
-        .collect();
+    let mut gpus: BTreeMap<usize, Gpu> = listed.into_iter().map(|g| (g.index, g)).collect();
     for (d, fields) in &seen.identity {
-        gpus.insert(*d, text(Some(fields), "uuid").map(str::to_owned));
+        let g = gpus.entry(*d).or_insert_with(|| Gpu {
+            index: *d,
+            ..Gpu::default()
+        });
+        if let Some(u) = text(Some(fields), "uuid") {
+            g.uuid = Some(u.to_owned());
+        }
+        if let Some(n) = text(Some(fields), "name") {
+            g.name = n.to_owned();
+        }
+        if let Some(i) = number(Some(fields), "nvml_index") {
+            g.nvml_index = Some(i as u32);
+        }
     }
-    // No state file yet is a first check; a damaged one is said, then replaced.
+    // A job's GPUs, by NVML index: an index the node does not have is a usage error; with
+    // no index readable, nothing can be chosen, every GPU is checked, and that is said.
+    let mut in_scope: Vec<usize> = gpus.keys().copied().collect();
+    let mut faults = Vec::new();
+    if let Some(only) = &opts.only_nvml {
+        let known: Vec<u32> = gpus.values().filter_map(|g| g.nvml_index).collect();
+        if known.is_empty() {
+            faults.push(Fault {
+                gpu: None,
+                uuid: None,
+                code: "KILN-NOT-003".into(),
+                exit_code: exit_code::INCONCLUSIVE,
+                message:
+                    "--gpus names NVML indices, and no GPU's could be read: every GPU was checked"
+                        .into(),
+                open_since: None,
+            });
+        } else {
+            if let Some(missing) = only.iter().find(|o| !known.contains(o)) {
+                let mut have = known.clone();
+                have.sort();
+                return Err(HealthError(format!(
+                    "--gpus {missing}: this node has no GPU with NVML index {missing} (it has {})",
+                    have.iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            in_scope.retain(|g| gpus[g].nvml_index.is_some_and(|i| only.contains(&i)));
+        }
+    }
+    // The state: per GPU, after a reboot from the start of the new boot's log.
     let mut state = State::default();
     if let Some(path) = opts.state.as_deref()
         && let Ok(bytes) = std::fs::read(path)
@@ -273,38 +538,23 @@ pub fn check(opts: &HealthOptions) -> Health {
             )),
         }
     }
-    let first_check = state.counters.is_empty() && state.xid_kernel_us == 0;
-    let mut faults = Vec::new();
-    let mut fault = |gpu: Option<usize>, code: &str, exit: i32, message: String| {
-        let uuid = gpu.and_then(|g| gpus.get(&g).cloned().flatten());
-        faults.push(Fault {
-            gpu,
-            uuid,
-            code: code.into(),
-            exit_code: exit,
-            message,
-        });
-    };
+    let keys: Vec<String> = gpus.values().map(Gpu::key).collect();
+    state.migrate(&keys);
+    let boot = boot_id(&system);
+    if boot.is_some() && state.boot_id.is_some() && state.boot_id != boot {
+        for g in state.gpus.values_mut() {
+            g.xid_kernel_us = 0;
+        }
+        checked.push("a new boot since the last check: its kernel log read from the start".into());
+    }
+    state.boot_id = boot.or(state.boot_id.take());
+    if let Some(code) = &opts.clear {
+        clear(&mut state, code, opts, &gpus, &in_scope)?;
+    }
+    let now_utc = utc_timestamp(SystemTime::now());
+    let mut events: Vec<(String, Fault)> = Vec::new();
     // The driver.
     let cause = |c: &str| seen.causes.iter().any(|x| x == c);
-    if cause("driver_not_loaded") {
-        fault(
-            None,
-            "KILN-DRV-001",
-            exit_code::SOFTWARE,
-            "NVIDIA kernel driver not loaded".into(),
-        );
-    }
-    if cause("version_mismatch") {
-        fault(
-            None,
-            "KILN-DRV-002",
-            exit_code::SOFTWARE,
-            "NVML and kernel driver versions differ (reboot after the upgrade)".into(),
-        );
-    }
-    // An NVIDIA GPU on the PCI bus that a working NVML does not list has fallen off the
-    // bus or failed to initialise: present for the count, but not a working GPU.
     let nvml_works = !seen.causes.iter().any(|c| {
         matches!(
             c.as_str(),
@@ -316,26 +566,26 @@ pub fn check(opts: &HealthOptions) -> Health {
         )
     });
     for i in unreachable(&inventory, nvml_works) {
-        fault(
-            Some(i),
-            "KILN-CNT-002",
-            exit_code::HARDWARE,
-            format!(
+        faults.push(Fault {
+            gpu: Some(i),
+            uuid: None,
+            code: "KILN-CNT-002".into(),
+            exit_code: exit_code::HARDWARE,
+            message: format!(
                 "{} is on the PCI bus but NVML cannot reach it (fallen off the bus or failed to initialise: see the kernel log)",
                 inventory[i].pci_address.as_deref().unwrap_or("a GPU")
             ),
-        );
+            open_since: None,
+        });
     }
-    checked.push("driver".to_owned());
     // The count.
     if let Some(want) = opts.expect_gpus {
         if gpus.len() < want {
-            fault(
-                None,
+            faults.push(node_fault(
                 "KILN-CNT-001",
                 exit_code::HARDWARE,
                 format!("{} of {want} GPUs found", gpus.len()),
-            );
+            ));
         }
         checked.push(format!("GPU count (expect {want})"));
     }
@@ -348,245 +598,256 @@ pub fn check(opts: &HealthOptions) -> Health {
                 (None, Some(i)) => n[..i].to_owned(),
                 _ => n.clone(),
             })
-            .unwrap_or_else(|| "no Vulkan GPU found".into());
-        fault(
-            None,
+            .unwrap_or_else(|| "no GPU found".into());
+        faults.push(node_fault(
             "KILN-NOT-001",
             exit_code::INCONCLUSIVE,
             format!("no GPU to check: {why}"),
-        );
+        ));
     }
-    // Counters, per GPU.
-    let counter_names = [
-        "ecc_uncorrected_volatile",
-        "ecc_uncorrected_aggregate",
-        "remap_failure",
-        "remap_pending",
-        "retired_pages_pending",
-        "retired_pages_dbe",
-    ];
-    for (&g, uuid) in &gpus {
+    // Each GPU in scope, judged by the verdict's own rules on what was read now.
+    let thresholds = Thresholds::default();
+    let mut node_findings: Vec<Finding> = Vec::new();
+    for &g in &in_scope {
+        let gpu = &gpus[&g];
+        let key = gpu.key();
+        let before = state.gpus.get(&key).cloned();
         let counters = seen.counters.get(&g);
-        let now = |k: &str| number(counters, k);
-        let key = uuid.clone().unwrap_or_else(|| format!("gpu{g}"));
-        let before = state.counters.get(&key).cloned().unwrap_or_default();
-        if counters.is_none() {
-            if !gpus.is_empty()
-                && seen
-                    .causes
-                    .iter()
-                    .any(|c| c == "nvml_missing" || c == "no_nvml_device")
-            {
-                fault(
-                    Some(g),
-                    "KILN-NOT-002",
-                    exit_code::INCONCLUSIVE,
-                    "no ECC, remap or retired-page counters (NVML not available)".into(),
-                );
-            }
-            continue;
+        let vendor_counters = counters.is_some_and(|c| c.values().any(|v| v.number().is_some()));
+        let readings = seen.gauges.get(&g).is_some_and(|r| !r.is_empty());
+        let nvidia = gpu.vendor_id == Some(0x10de) || gpu.uuid.is_some();
+        if !vendor_counters && (nvidia || !readings) {
+            faults.push(Fault {
+                gpu: Some(g),
+                uuid: gpu.uuid.clone(),
+                code: "KILN-NOT-002".into(),
+                exit_code: exit_code::INCONCLUSIVE,
+                message: if nvidia {
+                    "no ECC, remap or retired-page counters (NVML not available)".into()
+                } else {
+                    "nothing readable for this GPU (no vendor counters or sensors)".into()
+                },
+                open_since: None,
+            });
         }
-        if now("remap_failure").is_some_and(|v| v > 0.0) {
-            fault(
-                Some(g),
-                "KILN-MEM-001",
-                exit_code::HARDWARE,
-                "row remapping failed: no spare rows left".into(),
-            );
-        }
-        // Uncorrectable errors: the growth since the last check, or, on the first, the
-        // volatile count since the driver loaded.
-        let grown = |k: &str| {
-            now(k).map(|v| {
-                v - before
-                    .get(k)
-                    .copied()
-                    .unwrap_or(if first_check { 0.0 } else { v })
-            })
+        let position = before.as_ref().map_or(0, |b| b.xid_kernel_us);
+        let (xids, newest) = new_xids(&seen.xids, Some(g), position);
+        let now_counters = counters.cloned().unwrap_or_default();
+        let phase = PhaseTelemetry {
+            device: g,
+            phase: "health".into(),
+            start_ms: 0.0,
+            end_ms: 0.0,
+            samples: usize::from(readings),
+            gauges: gauges_of(seen.gauges.get(&g)),
+            throttle_share: BTreeMap::new(),
+            counter_deltas: growth(&now_counters, before.as_ref()),
+            counters_after: now_counters
+                .iter()
+                .filter_map(|(k, v)| v.number().map(|v| (k.clone(), v)))
+                .collect(),
+            counters_unavailable: Vec::new(),
+            xids,
         };
-        let ecc = if first_check {
-            now("ecc_uncorrected_volatile")
-        } else {
-            grown("ecc_uncorrected_aggregate").or(grown("ecc_uncorrected_volatile"))
+        let setup = Setup {
+            vendor_id: gpu.vendor_id.unwrap_or(0),
+            vulkan_driver_version: String::new(),
+            identity: seen.identity.get(&g).cloned().unwrap_or_default(),
+            source_problems: seen.causes.clone(),
         };
-        if let Some(n) = ecc.filter(|n| *n > 0.0) {
-            fault(
-                Some(g),
-                "KILN-MEM-002",
-                exit_code::HARDWARE,
-                format!("ECC uncorrectable +{n:.0}"),
-            );
-        }
-        if now("remap_pending").is_some_and(|v| v > 0.0) {
-            fault(
-                Some(g),
-                "KILN-MEM-003",
-                exit_code::HARDWARE,
-                "row remap pending: reset the GPU, then retest".into(),
-            );
-        }
-        if now("retired_pages_pending").is_some_and(|v| v > 0.0) {
-            fault(
-                Some(g),
-                "KILN-MEM-004",
-                exit_code::HARDWARE,
-                format!(
-                    "page retirement pending ({:.0} double-bit pages retired): reset the GPU, then retest",
-                    now("retired_pages_dbe").unwrap_or(0.0)
-                ),
-            );
-        }
-        let mut kept = BTreeMap::new();
-        for k in counter_names {
-            if let Some(v) = now(k) {
-                kept.insert(k.to_owned(), v);
-            }
-        }
-        state.counters.insert(key, kept);
-        // The link: width below the maximum (the generation drops at idle by design).
-        let gauges = seen.gauges.get(&g);
-        if let (Some(w), Some(wm)) = (
-            number(gauges, "pcie_width"),
-            number(gauges, "pcie_width_max"),
-        ) && w < wm
-        {
-            fault(
-                Some(g),
-                "KILN-PCI-001",
-                exit_code::ENVIRONMENT,
-                format!("PCIe link x{w:.0} of x{wm:.0}"),
-            );
-        }
-    }
-    checked.push("ECC, row remapping, retired pages, PCIe link width".to_owned());
-    // Xids since the last check.
-    let mut newest = state.xid_kernel_us;
-    // One fault per device and code, however many lines (a storm of Xid 13 is one fault).
-    let mut counted: BTreeMap<(Option<usize>, u32), usize> = BTreeMap::new();
-    for (device, xid) in &seen.xids {
-        let at = xid.kernel_us.unwrap_or(0);
-        if at != 0 && at <= state.xid_kernel_us {
-            continue;
-        }
-        newest = newest.max(at);
-        let code = xid::code_of(xid.code, &xid.message);
-        if let Some(code) = code.filter(|c| xid::lookup(*c).is_some()) {
-            *counted.entry((*device, code)).or_default() += 1;
-        }
-    }
-    for ((device, code), n) in counted {
-        let Some(row) = xid::lookup(code) else {
-            continue;
-        };
-        let (class, what) = (row.class, row.meaning);
-        let exit = match class {
-            Class::Hardware => exit_code::HARDWARE,
-            Class::Environment => exit_code::ENVIRONMENT,
-            _ => exit_code::SOFTWARE,
-        };
-        let times = if n > 1 {
-            format!(" x{n}")
-        } else {
-            String::new()
-        };
-        fault(
-            device,
-            &format!("KILN-XID-{code:03}"),
-            exit,
-            format!("Xid {code}{times} ({what})"),
+        let device = DeviceReport::observed(
+            g,
+            &gpu.name,
+            gpu.uuid.as_deref().unwrap_or(""),
+            gpu.pci_address.clone(),
+            setup,
+            phase,
         );
+        for f in rules::judge(&device, &thresholds) {
+            // The installation is the node's, said once.
+            if f.code.starts_with("DRIVER_") {
+                if !node_findings.iter().any(|n| n.code == f.code) {
+                    node_findings.push(f);
+                }
+                continue;
+            }
+            place(&f, Some(gpu), &key, &mut faults, &mut events, &mut noted);
+        }
+        let mut kept = GpuState {
+            xid_kernel_us: position.max(newest),
+            counters: BTreeMap::new(),
+        };
+        for (k, v) in &now_counters {
+            if let Some(v) = v.number() {
+                kept.counters.insert(k.clone(), v);
+            }
+        }
+        state.gpus.insert(key, kept);
     }
-    state.xid_kernel_us = newest;
-    checked.push(if first_check {
-        "Xids since boot".to_owned()
-    } else {
+    // Driver faults once, and Xids no GPU can be tied to, for the node as a whole.
+    for f in &node_findings {
+        place(f, None, NODE, &mut faults, &mut events, &mut noted);
+    }
+    if cause("driver_not_loaded") && !node_findings.iter().any(|f| f.code == "DRIVER_NOT_LOADED") {
+        faults.push(node_fault(
+            "KILN-DRV-001",
+            exit_code::SOFTWARE,
+            "NVIDIA kernel driver not loaded".into(),
+        ));
+    }
+    if cause("version_mismatch")
+        && !node_findings
+            .iter()
+            .any(|f| f.code == "DRIVER_VERSION_MISMATCH")
+    {
+        faults.push(node_fault(
+            "KILN-DRV-002",
+            exit_code::SOFTWARE,
+            "NVML and kernel driver versions differ (reboot after the upgrade)".into(),
+        ));
+    }
+    checked.push("driver".to_owned());
+    if opts.only_nvml.is_none() {
+        let position = state.gpus.get(NODE).map_or(0, |n| n.xid_kernel_us);
+        let (xids, newest) = new_xids(&seen.xids, None, position);
+        if !xids.is_empty() {
+            let node = DeviceReport::observed(
+                usize::MAX,
+                "node",
+                "",
+                None,
+                Setup::default(),
+                PhaseTelemetry {
+                    device: usize::MAX,
+                    phase: "health".into(),
+                    start_ms: 0.0,
+                    end_ms: 0.0,
+                    samples: 0,
+                    gauges: BTreeMap::new(),
+                    throttle_share: BTreeMap::new(),
+                    counter_deltas: BTreeMap::new(),
+                    counters_after: BTreeMap::new(),
+                    counters_unavailable: Vec::new(),
+                    xids,
+                },
+            );
+            for f in rules::judge(&node, &thresholds) {
+                place(&f, None, NODE, &mut faults, &mut events, &mut noted);
+            }
+        }
+        state.gpus.entry(NODE.into()).or_default().xid_kernel_us = position.max(newest);
+    }
+    checked.push("ECC, row remapping, retired pages, RAS, PCIe link, recovery action".to_owned());
+    checked.push(if position_known(&state) {
         "Xids since the last check".to_owned()
+    } else {
+        "Xids since boot".to_owned()
     });
     // The last full run.
+    let runs_dir = opts
+        .runs
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("kiln-runs"));
     if let Some(max_age) = opts.max_age {
-        let dir = opts
-            .runs
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("kiln-runs"));
-        match last_run(&dir) {
-            None => fault(
-                None,
+        match last_run(&runs_dir) {
+            None => faults.push(node_fault(
                 "KILN-RUN-003",
                 exit_code::INCONCLUSIVE,
-                format!("no full run in {}", dir.display()),
-            ),
-            Some((age, report)) => {
-                if age > max_age {
-                    fault(
-                        None,
+                format!("no full run in {}", runs_dir.display()),
+            )),
+            Some(run) => {
+                if run.age > max_age {
+                    faults.push(node_fault(
                         "KILN-RUN-001",
                         exit_code::INCONCLUSIVE,
                         format!(
                             "last full run is {:.0} h old (max {:.0} h)",
-                            age.as_secs_f64() / 3600.0,
+                            run.age.as_secs_f64() / 3600.0,
                             max_age.as_secs_f64() / 3600.0
                         ),
-                    );
+                    ));
                 }
-                let code = report["exit_code"].as_i64().unwrap_or(4) as i32;
+                let code = run.report["exit_code"].as_i64().unwrap_or(4) as i32;
                 if code != exit_code::HEALTHY {
-                    let worst = report["devices"]
+                    let worst = run.report["devices"]
                         .as_array()
                         .and_then(|d| d.iter().find(|d| d["result"] != "pass"));
-                    fault(
-                        worst.and_then(|d| d["index"].as_u64()).map(|i| i as usize),
-                        "KILN-RUN-002",
-                        code,
-                        format!(
+                    let fault = Fault {
+                        gpu: worst.and_then(|d| d["index"].as_u64()).map(|i| i as usize),
+                        uuid: None,
+                        code: "KILN-RUN-002".into(),
+                        exit_code: code,
+                        message: format!(
                             "last full run: {}",
                             worst
                                 .and_then(|d| d["reason"].as_str())
                                 .unwrap_or("not a pass")
                         ),
-                    );
+                        open_since: None,
+                    };
+                    // The node's: a run that passes after it clears it.
+                    faults.push(fault.clone());
+                    events.push((NODE.into(), fault));
                 }
             }
         }
-        checked.push(format!("last full run in {}", dir.display()));
+        checked.push(format!("last full run in {}", runs_dir.display()));
     }
-    if let Some(path) = &opts.state
-        && let Err(e) = crate::evidence::write_json_atomic(path, &state)
-    {
-        // The next check then reports these Xids again: better than missing new ones.
-        checked.push(format!("state not saved ({e})"));
+    // Events join the open faults; a full run that passed on the GPU since clears them.
+    let opened_before: Vec<(String, String)> = state
+        .open
+        .iter()
+        .map(|o| (o.key.clone(), o.fault.code.clone()))
+        .collect();
+    for (key, fault) in events {
+        if !state
+            .open
+            .iter()
+            .any(|o| o.key == key && o.fault.code == fault.code)
+        {
+            state.open.push(OpenFault {
+                key,
+                fault,
+                since_utc: now_utc.clone(),
+            });
+        }
+    }
+    clear_by_passing_runs(&mut state, &runs_dir, &now_utc);
+    let scope_keys: Vec<String> = in_scope.iter().map(|g| gpus[g].key()).collect();
+    for o in &state.open {
+        if o.key != NODE && !scope_keys.contains(&o.key) {
+            continue;
+        }
+        if !opened_before.contains(&(o.key.clone(), o.fault.code.clone())) {
+            continue; // new in this check: already among the faults, as seen now
+        }
+        // Still open from before, seen again now or not: said with its date.
+        match faults
+            .iter_mut()
+            .find(|f| f.code == o.fault.code && f.gpu == o.fault.gpu)
+        {
+            Some(f) => f.open_since = Some(o.since_utc.clone()),
+            None => {
+                let mut f = o.fault.clone();
+                f.open_since = Some(o.since_utc.clone());
+                faults.push(f);
+            }
+        }
+    }
+    if !state.open.is_empty() {
+        checked.push(format!(
+            "{} open fault(s) stay until `kiln health --clear CODE|all` or a passing full run",
+            state.open.len()
+        ));
+    }
+    if let Some(path) = &opts.state {
+        state.cleared.truncate(CLEARED_KEPT);
+        if let Err(e) = crate::evidence::write_json_atomic(path, &state) {
+            // The next check then reports these Xids again: better than missing new ones.
+            checked.push(format!("state not saved ({e})"));
+        }
     }
     if let Some(only) = &opts.only_nvml {
-        let index_of = |g: usize| {
-            number(seen.identity.get(&g), "nvml_index")
-                .map(|i| i as u32)
-                .or_else(|| inventory.get(g).and_then(|gpu| gpu.nvml_index))
-        };
-        let known: Vec<u32> = gpus.keys().filter_map(|&g| index_of(g)).collect();
-        if known.is_empty() {
-            // Nothing can be chosen by NVML index: every GPU's faults stay, and that is said.
-            faults.push(Fault {
-                gpu: None,
-                uuid: None,
-                code: "KILN-NOT-003".into(),
-                exit_code: exit_code::INCONCLUSIVE,
-                message:
-                    "--gpus names NVML indices, and no GPU's could be read: every GPU was checked"
-                        .into(),
-            });
-        } else {
-            // A job's GPU the node no longer shows is a GPU gone, not a GPU to skip.
-            for missing in only.iter().filter(|o| !known.contains(o)) {
-                faults.push(Fault {
-                    gpu: None,
-                    uuid: None,
-                    code: "KILN-CNT-001".into(),
-                    exit_code: exit_code::HARDWARE,
-                    message: format!("GPU {missing} (NVML index, from --gpus) not found"),
-                });
-            }
-            let chosen = |g: usize| index_of(g).is_some_and(|i| only.contains(&i));
-            faults.retain(|f| f.gpu.is_none_or(chosen));
-        }
         checked.push(format!(
             "only GPUs {}",
             only.iter()
@@ -595,57 +856,298 @@ pub fn check(opts: &HealthOptions) -> Health {
                 .join(",")
         ));
     }
-    // Most serious first: hardware, environment, software, could not check.
-    faults.sort_by_key(|f| f.exit_code);
+    // Most serious first: hardware, environment, software, could not check; within one,
+    // the counters' direct evidence before the kernel log's lines, the link, the driver.
+    faults.sort_by_key(|f| (f.exit_code, kind_rank(&f.code)));
     let exit = faults.first().map_or(exit_code::HEALTHY, |f| f.exit_code);
     let mut line = match faults.first() {
-        None => format!("OK: {} GPUs healthy [KILN-OK-000]", gpus.len()),
+        None => format!("OK: {} GPUs healthy [KILN-OK-000]", in_scope.len()),
         Some(f) if faults.len() > 1 => format!("{} (+{} more)", f.line(), faults.len() - 1),
         Some(f) => f.line(),
     };
-    if line.len() > LINE_MAX {
-        let mut cut = LINE_MAX - 3;
-        while !line.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        line.truncate(cut);
-        line.push_str("...");
+    if line.chars().count() > LINE_MAX {
+        let code = faults
+            .first()
+            .map(|f| format!(" [{}]", f.code))
+            .unwrap_or_default();
+        let keep = LINE_MAX - code.chars().count() - 3;
+        line = format!("{}...{code}", line.chars().take(keep).collect::<String>());
     }
-    Health {
+    checked.extend(notes);
+    Ok(Health {
         line,
         exit_code: exit,
         gpus: gpus.len(),
         faults,
+        noted,
         checked,
+    })
+}
+
+/// The order of fault kinds within one exit code.
+fn kind_rank(code: &str) -> usize {
+    [
+        "KILN-MEM", "KILN-RAS", "KILN-CNT", "KILN-XID", "KILN-PCI", "KILN-DRV", "KILN-CFG",
+        "KILN-RUN", "KILN-NOT",
+    ]
+    .iter()
+    .position(|k| code.starts_with(k))
+    .unwrap_or(usize::MAX)
+}
+
+/// A fault of the node as a whole.
+fn node_fault(code: &str, exit: i32, message: String) -> Fault {
+    Fault {
+        gpu: None,
+        uuid: None,
+        code: code.into(),
+        exit_code: exit,
+        message,
+        open_since: None,
     }
 }
 
-/// The newest run under `dir` with a report: its age and report.
-fn last_run(dir: &Path) -> Option<(Duration, serde_json::Value)> {
-    let mut best: Option<(SystemTime, serde_json::Value)> = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path().join("report.json");
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        let Ok(modified) = meta.modified() else {
-            continue;
-        };
-        if best.as_ref().is_some_and(|(t, _)| *t >= modified) {
-            continue;
-        }
-        if let Ok(Ok(report)) = std::fs::read(&path).map(|b| serde_json::from_slice(&b)) {
-            best = Some((modified, report));
-        }
-    }
-    best.map(|(t, r)| (SystemTime::now().duration_since(t).unwrap_or_default(), r))
+/// True when the state holds a kernel-log position from an earlier check.
+fn position_known(state: &State) -> bool {
+    state.gpus.values().any(|g| g.xid_kernel_us > 0)
 }
 
-/// The check for people: the first line, then every fault and what was checked.
+/// The Xids of `device` (None: those tied to no GPU) newer than `position`, and the
+/// newest kernel time among them.
+fn new_xids(
+    all: &[(Option<usize>, XidEvent)],
+    device: Option<usize>,
+    position: u64,
+) -> (Vec<XidEvent>, u64) {
+    let mut newest = 0;
+    let xids = all
+        .iter()
+        .filter(|(d, _)| *d == device)
+        .filter(|(_, x)| {
+            let at = x.kernel_us.unwrap_or(0);
+            at == 0 || at > position
+        })
+        .map(|(_, x)| {
+            newest = newest.max(x.kernel_us.unwrap_or(0));
+            let mut x = x.clone();
+            // Everything since the last check belongs to this check.
+            x.before_run = false;
+            x
+        })
+        .collect();
+    (xids, newest)
+}
+
+/// Puts a finding where it belongs: a fault now (a state read at every check), an event
+/// that stays open, or a note (minor: worth a look, not a drain).
+fn place(
+    f: &Finding,
+    gpu: Option<&Gpu>,
+    key: &str,
+    faults: &mut Vec<Fault>,
+    events: &mut Vec<(String, Fault)>,
+    noted: &mut Vec<String>,
+) {
+    let Some((code, sticky)) = fault_code(f) else {
+        return;
+    };
+    let who = gpu.map_or(String::new(), |g| format!("GPU{} ", g.index));
+    if f.severity > Severity::Major {
+        noted.push(format!("{who}{} [{code}]", f.summary));
+        return;
+    }
+    let fault = Fault {
+        gpu: gpu.map(|g| g.index),
+        uuid: gpu.and_then(|g| g.uuid.clone()),
+        code,
+        exit_code: class_exit(f.class),
+        message: f.summary.clone(),
+        open_since: None,
+    };
+    if sticky {
+        events.push((key.to_owned(), fault.clone()));
+    }
+    faults.push(fault);
+}
+
+/// `--clear CODE|all`: removes the matching open faults (of the `--gpus` given, else of
+/// every GPU and the node), recording who cleared what and when.
+fn clear(
+    state: &mut State,
+    code: &str,
+    opts: &HealthOptions,
+    gpus: &BTreeMap<usize, Gpu>,
+    in_scope: &[usize],
+) -> Result<(), HealthError> {
+    if opts.state.is_none() {
+        return Err(HealthError(
+            "--clear needs --state FILE: open faults live in the state file".into(),
+        ));
+    }
+    let all = code.eq_ignore_ascii_case("all");
+    let code = code.trim().to_ascii_uppercase();
+    if !all && !code.starts_with("KILN-") {
+        return Err(HealthError(format!(
+            "--clear {}: not a fault code (KILN-XID-079, ...) or `all`",
+            crate::cli::quote(&code)
+        )));
+    }
+    let keys: Vec<String> = in_scope.iter().map(|g| gpus[g].key()).collect();
+    let now = utc_timestamp(SystemTime::now());
+    let by = format!("--clear by {}", who());
+    let (gone, kept): (Vec<OpenFault>, Vec<OpenFault>) =
+        std::mem::take(&mut state.open).into_iter().partition(|o| {
+            (all || o.fault.code == code) && (opts.only_nvml.is_none() || keys.contains(&o.key))
+        });
+    state.open = kept;
+    for o in gone.into_iter().rev() {
+        state.cleared.insert(
+            0,
+            Cleared {
+                key: o.key,
+                code: o.fault.code,
+                message: o.fault.message,
+                since_utc: o.since_utc,
+                cleared_utc: now.clone(),
+                by: by.clone(),
+            },
+        );
+    }
+    Ok(())
+}
+
+/// Clears the open faults of each GPU on which a full run passed after the fault was seen.
+fn clear_by_passing_runs(state: &mut State, runs: &Path, now: &str) {
+    if state.open.is_empty() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return;
+    };
+    // (start, GPU key, run) of every device that passed a full run, by UUID and by PCI
+    // address; and the node's key for a run that passed as a whole.
+    let mut passes: Vec<(String, String, String)> = Vec::new();
+    for entry in entries.flatten() {
+        let Some(run) = read_run(&entry.path()) else {
+            continue;
+        };
+        if run.report["exit_code"] == 0 {
+            passes.push((run.started_utc.clone(), NODE.into(), run.id.clone()));
+        }
+        for d in run.report["devices"].as_array().into_iter().flatten() {
+            if d["result"] != "pass" {
+                continue;
+            }
+            let uuid = d["uuid"]
+                .as_str()
+                .filter(|u| !u.is_empty())
+                .map(|u| format!("GPU-{u}"));
+            let pci = d["pci_address"].as_str().map(str::to_owned);
+            for id in uuid.into_iter().chain(pci) {
+                passes.push((
+                    run.started_utc.clone(),
+                    id.to_ascii_lowercase(),
+                    run.id.clone(),
+                ));
+            }
+        }
+    }
+    let (gone, kept): (Vec<OpenFault>, Vec<OpenFault>) =
+        std::mem::take(&mut state.open).into_iter().partition(|o| {
+            passes
+                .iter()
+                .any(|(start, id, _)| *id == o.key.to_ascii_lowercase() && *start > o.since_utc)
+        });
+    state.open = kept;
+    for o in gone {
+        let run = passes
+            .iter()
+            .find(|(start, id, _)| *id == o.key.to_ascii_lowercase() && *start > o.since_utc)
+            .map(|(_, _, run)| run.clone())
+            .unwrap_or_default();
+        state.cleared.insert(
+            0,
+            Cleared {
+                key: o.key,
+                code: o.fault.code,
+                message: o.fault.message,
+                since_utc: o.since_utc,
+                cleared_utc: now.to_owned(),
+                by: format!("a full run that passed after it ({run})"),
+            },
+        );
+    }
+}
+
+/// A full run as the check reads it: when it started (its manifest), its report, and how
+/// old it is.
+struct Run {
+    id: String,
+    started_utc: String,
+    age: Duration,
+    report: serde_json::Value,
+}
+
+fn read_run(dir: &Path) -> Option<Run> {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).ok()?).ok()?;
+    let started_utc = manifest["started_utc"].as_str()?.to_owned();
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).ok()?).ok()?;
+    let age = parse_utc(&started_utc)
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .unwrap_or_default();
+    Some(Run {
+        id: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        started_utc,
+        age,
+        report,
+    })
+}
+
+/// The full run that started last (by its manifest, not by when a file was last written:
+/// rebuilding an old run's report must not make it the latest).
+fn last_run(dir: &Path) -> Option<Run> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| read_run(&e.path()))
+        .max_by(|a, b| a.started_utc.cmp(&b.started_utc))
+}
+
+/// `2026-11-29T17:05:00Z` as a time.
+fn parse_utc(text: &str) -> Option<SystemTime> {
+    let t = text.strip_suffix('Z')?;
+    let (date, time) = t.split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut c = time.split(':').map(|p| p.parse::<i64>().ok());
+    let (hh, mm, ss) = (c.next()??, c.next()??, c.next()??);
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
+    u64::try_from(secs)
+        .ok()
+        .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s))
+}
+
+/// The check for people: the first line, then every fault, what was noted and checked.
 pub fn summary(h: &Health) -> String {
     let mut out = format!("{}\n", h.line);
     for f in &h.faults {
         out.push_str(&format!("fault: {}\n", f.line()));
+    }
+    for n in &h.noted {
+        out.push_str(&format!("noted: {n}\n"));
     }
     out.push_str(&format!(
         "checked: {} GPUs; {}\n",
@@ -685,5 +1187,36 @@ mod tests {
             unreachable(&node, false).is_empty(),
             "without a working NVML nothing can be said"
         );
+    }
+
+    #[test]
+    fn utc_times_parse_back() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_971_900);
+        assert_eq!(parse_utc(&utc_timestamp(t)), Some(t));
+        assert_eq!(
+            parse_utc("2000-02-29T00:00:00Z"),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400))
+        );
+        assert_eq!(parse_utc("yesterday"), None);
+    }
+
+    #[test]
+    fn growth_on_a_first_check_is_the_volatile_counts_only() {
+        let mut now = Readings::new();
+        now.insert("ecc_uncorrected_volatile".into(), Reading::Number(2.0));
+        now.insert("ecc_uncorrected_aggregate".into(), Reading::Number(9.0));
+        let first = growth(&now, None);
+        assert_eq!(first["ecc_uncorrected_volatile"], 2.0);
+        assert_eq!(first["ecc_uncorrected_aggregate"], 0.0);
+        let before = GpuState {
+            xid_kernel_us: 0,
+            counters: BTreeMap::from([
+                ("ecc_uncorrected_volatile".to_owned(), 2.0),
+                ("ecc_uncorrected_aggregate".to_owned(), 8.0),
+            ]),
+        };
+        let later = growth(&now, Some(&before));
+        assert_eq!(later["ecc_uncorrected_volatile"], 0.0);
+        assert_eq!(later["ecc_uncorrected_aggregate"], 1.0);
     }
 }

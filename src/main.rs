@@ -93,7 +93,7 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
         Command::Monitor(args) => monitor(args),
         Command::Verdict(args) => verdict(args),
         Command::Report(args) => report(args),
-        Command::Health(args) => Ok(health(args)),
+        Command::Health(args) => health(args),
         Command::Compare(args) => compare(args),
     }
 }
@@ -384,7 +384,7 @@ fn compare(args: CompareArgs) -> Result<i32, AppError> {
     Ok(c.exit_code)
 }
 
-fn health(args: HealthArgs) -> i32 {
+fn health(args: HealthArgs) -> Result<i32, AppError> {
     let h = kiln::health::check(&kiln::health::HealthOptions {
         expect_gpus: args.expect_gpus,
         state: args.state,
@@ -392,7 +392,9 @@ fn health(args: HealthArgs) -> i32 {
         max_age: args.max_age,
         replay: args.telemetry_replay,
         only_nvml: args.gpus,
-    });
+        clear: args.clear,
+    })
+    .map_err(|e| AppError::Usage(e.to_string()))?;
     if args.json {
         out(&format!(
             "{}\n{}\n",
@@ -402,7 +404,7 @@ fn health(args: HealthArgs) -> i32 {
     } else {
         out(&kiln::health::summary(&h));
     }
-    h.exit_code
+    Ok(h.exit_code)
 }
 
 fn selftest(args: SelftestArgs) -> Result<i32, AppError> {

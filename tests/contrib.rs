@@ -86,7 +86,8 @@ fn slurm_hooks_drain_and_resume_a_real_node() {
         .arg(fixtures()));
     for step in [
         "ok: a failing check drained the node: kiln: GPU0",
-        "ok: a passing check resumed it",
+        "ok: the next check kept it drained: kiln: GPU0",
+        "ok: after --clear a passing check resumed it",
         "ok: the administrator's drain was left alone",
         "ok: the epilog drained for the job's GPU only",
         "PASS",

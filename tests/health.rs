@@ -45,17 +45,27 @@ fn each_recorded_fault_gets_its_exit_code_and_fault_code() {
             "ecc_uncorrectable_remap_pending",
             1,
             "[KILN-MEM-002]",
-            "ECC uncorrectable +",
+            "2 uncorrectable ECC errors",
         ),
-        ("remap_failure", 1, "[KILN-MEM-001]", "row remapping failed"),
+        (
+            "remap_failure",
+            1,
+            "[KILN-MEM-001]",
+            "row remapping has failed",
+        ),
         (
             "retired_pages_dbe",
             1,
             "[KILN-MEM-004]",
-            "page retirement pending",
+            "page retirement is pending",
         ),
         ("xid79", 1, "[KILN-XID-079]", "fallen off the bus"),
-        ("pcie_downtrained", 2, "[KILN-PCI-001]", "x8 of x16"),
+        (
+            "pcie_downtrained",
+            2,
+            "[KILN-PCI-001]",
+            "PCIe generation 3 of 5",
+        ),
         ("aux_power_missing", 2, "[KILN-XID-054]", "auxiliary power"),
         ("xid13_storm", 3, "[KILN-XID-013]", "Xid 13 x50"),
         ("gsp_firmware_xid119", 3, "[KILN-XID-119]", "GSP"),
@@ -74,15 +84,39 @@ fn each_recorded_fault_gets_its_exit_code_and_fault_code() {
 }
 
 #[test]
-fn with_a_state_file_an_xid_is_reported_once() {
+fn a_fault_stays_open_until_it_is_cleared_and_is_not_counted_twice() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.json");
     let state = state.to_str().unwrap();
-    let args = ["--telemetry-replay", &fixture("xid79"), "--state", state];
+    let recording = fixture("xid79");
+    let args = ["--telemetry-replay", &recording, "--state", state];
     let (code, first, _) = health(&args);
     assert_eq!((code, first.contains("KILN-XID-079")), (1, true), "{first}");
+    assert!(!first.contains("open since"), "new in this check: {first}");
+    // Nothing new in the kernel log, but the fault stays until a person clears it: a
+    // scheduler must not un-drain the node by itself.
     let (code, first, _) = health(&args);
-    assert_eq!(code, 0, "nothing new since the last check: {first}");
+    assert_eq!(code, 1, "{first}");
+    assert!(
+        first.contains("open since") && first.contains("[KILN-XID-079]"),
+        "{first}"
+    );
+    assert!(
+        !first.contains("x2"),
+        "the same Xid is not counted again: {first}"
+    );
+    let (code, first, _) = health(&[&args[..], &["--clear", "KILN-XID-079"]].concat());
+    assert_eq!(code, 0, "cleared: {first}");
+    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
+    let cleared = &kept["cleared"][0];
+    assert_eq!(cleared["code"], "KILN-XID-079");
+    assert!(
+        cleared["by"].as_str().unwrap().starts_with("--clear by "),
+        "{cleared}"
+    );
+    assert!(cleared["cleared_utc"].as_str().unwrap().ends_with('Z'));
+    let (code, _, _) = health(&args);
+    assert_eq!(code, 0, "the Xid was reported once: its position is kept");
     // A damaged state file is said and replaced, never a crash.
     std::fs::write(state, "{ half a state").unwrap();
     let (code, _, all) = health(&args);
@@ -91,8 +125,27 @@ fn with_a_state_file_an_xid_is_reported_once() {
         all.contains("unreadable") && all.contains("starting afresh"),
         "{all}"
     );
-    let (code, _, _) = health(&args);
+    let (code, _, _) = health(&[&args[..], &["--clear", "all"]].concat());
     assert_eq!(code, 0, "and the state is whole again");
+    // Clearing needs the state file it clears in, and a code or `all`.
+    let out = kiln()
+        .args(["health", "--telemetry-replay", &recording, "--clear", "all"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let out = kiln()
+        .args([
+            "health",
+            "--telemetry-replay",
+            &recording,
+            "--state",
+            state,
+            "--clear",
+            "xid",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
 }
 
 #[test]
@@ -167,14 +220,266 @@ fn json_follows_the_first_line() {
 }
 
 #[test]
-fn a_job_gpu_the_node_does_not_show_is_a_fault_not_a_skip() {
+fn a_job_gpu_the_node_does_not_have_is_a_usage_error() {
     let recorded = fixture("healthy_idle");
-    let (code, first, _) = health(&["--telemetry-replay", &recorded, "--gpus", "0,7"]);
-    assert_eq!(code, 1, "{first}");
+    let out = kiln()
+        .args(["health", "--telemetry-replay", &recorded, "--gpus", "0,7"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
     assert!(
-        first.contains("GPU 7 (NVML index, from --gpus) not found [KILN-CNT-001]"),
-        "{first}"
+        err.contains("--gpus 7: this node has no GPU with NVML index 7 (it has 0)"),
+        "{err}"
     );
     let (code, first, _) = health(&["--telemetry-replay", &recorded, "--gpus", "0"]);
     assert_eq!(code, 0, "{first}");
+}
+
+/// A fixture machine for `KILN_SYSTEM_ROOT`: files under `sys/bus/pci/devices/<bdf>/`
+/// given as (relative path, content), and the device's `driver` link.
+fn machine(bdf: &str, driver: &str, files: &[(&str, &str)]) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("sys/bus/pci/devices").join(bdf);
+    for (path, content) in files {
+        let file = dir.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, content).unwrap();
+    }
+    let target = root.path().join("sys/bus/pci/drivers").join(driver);
+    std::fs::create_dir_all(&target).unwrap();
+    std::os::unix::fs::symlink(&target, dir.join("driver")).unwrap();
+    root
+}
+
+fn health_on(root: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = kiln()
+        .env("KILN_SYSTEM_ROOT", root)
+        .arg("health")
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let first = stdout.lines().next().unwrap_or_default().to_owned();
+    (out.status.code().unwrap_or(-1), first, stdout)
+}
+
+const LINK_X16: [(&str, &str); 4] = [
+    ("current_link_speed", "32.0 GT/s PCIe\n"),
+    ("max_link_speed", "32.0 GT/s PCIe\n"),
+    ("current_link_width", "16\n"),
+    ("max_link_width", "16\n"),
+];
+
+fn mi300(umc: &str, gfx: &str, bad_pages: &str) -> tempfile::TempDir {
+    let mut files: Vec<(&str, &str)> = vec![
+        ("class", "0x120000\n"),
+        ("vendor", "0x1002\n"),
+        ("device", "0x74a1\n"),
+        ("gpu_busy_percent", "0\n"),
+        ("mem_info_vram_used", "1073741824\n"),
+        ("mem_info_vram_total", "206158430208\n"),
+        ("hwmon/hwmon3/temp1_input", "38000\n"),
+        ("hwmon/hwmon3/temp1_label", "edge\n"),
+        ("hwmon/hwmon3/power1_average", "142000000\n"),
+        ("ras/umc_err_count", umc),
+        ("ras/gfx_err_count", gfx),
+        ("ras/gpu_vram_bad_pages", bad_pages),
+    ];
+    files.extend(LINK_X16);
+    machine("0000:0c:00.0", "amdgpu", &files)
+}
+
+#[test]
+fn an_amd_gpu_with_readable_counters_is_judged_not_could_not_check() {
+    let healthy = mi300("ue: 0\nce: 3\n", "ue: 0\nce: 0\n", "");
+    let (code, first, all) = health_on(healthy.path(), &[]);
+    assert_eq!(code, 0, "{all}");
+    assert_eq!(first, "OK: 1 GPUs healthy [KILN-OK-000]");
+    let memory = mi300("ue: 2\nce: 3\n", "ue: 0\nce: 0\n", "");
+    let (code, first, _) = health_on(memory.path(), &[]);
+    assert_eq!(code, 1, "{first}");
+    assert!(
+        first.contains("2 uncorrectable ECC errors") && first.ends_with("[KILN-MEM-002]"),
+        "{first}"
+    );
+    let block = mi300("ue: 0\nce: 0\n", "ue: 1\nce: 0\n", "");
+    let (code, first, _) = health_on(block.path(), &[]);
+    assert_eq!(
+        (code, first.ends_with("[KILN-RAS-001]")),
+        (1, true),
+        "{first}"
+    );
+    let pending = mi300(
+        "ue: 0\nce: 0\n",
+        "ue: 0\nce: 0\n",
+        "0x00000001 : 0x00001000 : R\n0x00000002 : 0x00001000 : P\n",
+    );
+    let (code, first, _) = health_on(pending.path(), &[]);
+    assert_eq!(
+        (code, first.ends_with("[KILN-MEM-004]")),
+        (1, true),
+        "{first}"
+    );
+}
+
+fn arc(width: &str) -> tempfile::TempDir {
+    let mut files: Vec<(&str, &str)> = vec![
+        ("class", "0x030000\n"),
+        ("vendor", "0x8086\n"),
+        ("device", "0x56a0\n"),
+        ("hwmon/hwmon2/energy1_input", "123456789\n"),
+        ("hwmon/hwmon2/power1_max", "225000000\n"),
+        ("drm/card1/gt_act_freq_mhz", "2400\n"),
+        ("drm/card1/gt_RP0_freq_mhz", "2400\n"),
+        ("current_link_speed", "16.0 GT/s PCIe\n"),
+        ("max_link_speed", "16.0 GT/s PCIe\n"),
+        ("max_link_width", "16\n"),
+    ];
+    files.push(("current_link_width", width));
+    machine("0000:03:00.0", "i915", &files)
+}
+
+#[test]
+fn an_intel_gpu_is_judged_on_what_it_exposes() {
+    let healthy = arc("16\n");
+    let (code, first, all) = health_on(healthy.path(), &[]);
+    assert_eq!(code, 0, "{all}");
+    assert_eq!(first, "OK: 1 GPUs healthy [KILN-OK-000]");
+    let narrow = arc("8\n");
+    let (code, first, _) = health_on(narrow.path(), &[]);
+    assert_eq!(code, 2, "{first}");
+    assert!(
+        first.contains("PCIe width 8 of 16") && first.ends_with("[KILN-PCI-001]"),
+        "{first}"
+    );
+}
+
+#[test]
+fn a_check_of_some_gpus_leaves_the_others_events_for_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let state = state.to_str().unwrap();
+    let recording = fixture("xid79_beside_a_healthy_gpu");
+    // The epilog of a job on GPU 1: GPU 0's Xid is not its business, and not consumed.
+    let (code, first, _) = health(&[
+        "--telemetry-replay",
+        &recording,
+        "--state",
+        state,
+        "--gpus",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{first}");
+    let (code, first, _) = health(&["--telemetry-replay", &recording, "--state", state]);
+    assert_eq!(code, 1, "the next full check sees GPU 0's Xid: {first}");
+    assert!(
+        first.starts_with("GPU0 ") && first.ends_with("[KILN-XID-079]"),
+        "{first}"
+    );
+}
+
+#[test]
+fn a_new_boot_reads_the_kernel_log_from_its_start() {
+    let root = tempfile::tempdir().unwrap();
+    let boot = root.path().join("proc/sys/kernel/random/boot_id");
+    std::fs::create_dir_all(boot.parent().unwrap()).unwrap();
+    std::fs::write(&boot, "6a1f0b8e-0000-4000-8000-000000000001\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let state = state.to_str().unwrap();
+    let recording = fixture("xid79");
+    let args = ["--telemetry-replay", &recording, "--state", state];
+    let (code, _, _) = health_on(root.path(), &args);
+    assert_eq!(code, 1);
+    let (code, first, _) = health_on(root.path(), &[&args[..], &["--clear", "all"]].concat());
+    assert_eq!(code, 0, "same boot, nothing new: {first}");
+    // After a reboot the kernel's clock starts again: a position from the last boot
+    // would hide every Xid of the new one.
+    std::fs::write(&boot, "6a1f0b8e-0000-4000-8000-000000000002\n").unwrap();
+    let (code, first, all) = health_on(root.path(), &args);
+    assert_eq!(code, 1, "{first}");
+    assert!(all.contains("a new boot since the last check"), "{all}");
+}
+
+/// Lays out scenario `name` as a run in `dir`, started at `started_utc`, with its report.
+fn run_in(dir: &Path, name: &str, scenario: &str, started_utc: &str) -> std::path::PathBuf {
+    let run = dir.join(name);
+    std::fs::create_dir_all(&run).unwrap();
+    common::lay_out_scenario(scenario, &run);
+    let manifest = run.join("manifest.json");
+    let mut m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    m["started_utc"] = started_utc.into();
+    std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    common::verdict(&run, &[]);
+    run
+}
+
+fn utc(offset_s: i64) -> String {
+    let now = std::time::SystemTime::now();
+    let t = if offset_s >= 0 {
+        now + Duration::from_secs(offset_s as u64)
+    } else {
+        now - Duration::from_secs((-offset_s) as u64)
+    };
+    kiln::evidence::utc_timestamp(t)
+}
+
+#[test]
+fn a_full_run_that_passes_after_a_fault_clears_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    let state = dir.path().join("state.json");
+    let state = state.to_str().unwrap();
+    let recording = fixture("xid79");
+    let args = [
+        "--telemetry-replay",
+        &recording,
+        "--state",
+        state,
+        "--runs",
+        runs.to_str().unwrap(),
+    ];
+    let (code, _, _) = health(&args);
+    assert_eq!(code, 1);
+    // A run from before the fault clears nothing.
+    run_in(&runs, "before", "h200_healthy", &utc(-3600));
+    let (code, first, _) = health(&args);
+    assert_eq!(code, 1, "{first}");
+    // The same card (matched by UUID) passing a full run after the fault clears it.
+    run_in(&runs, "after", "h200_healthy", &utc(60));
+    let (code, first, _) = health(&args);
+    assert_eq!(code, 0, "{first}");
+    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
+    assert!(
+        kept["cleared"][0]["by"]
+            .as_str()
+            .unwrap()
+            .contains("a full run that passed after it (after)"),
+        "{kept}"
+    );
+}
+
+#[test]
+fn the_last_full_run_is_the_one_that_started_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    let newer = run_in(&runs, "newer", "h200_healthy", &utc(-3600));
+    let older = run_in(&runs, "older", "vram_stuck_bit", &utc(-7200));
+    // Rebuilding the old failing run's report makes its files the newest on disk.
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(common::verdict(&older, &[]).status.code(), Some(1));
+    assert!(newer.join("report.json").is_file());
+    let (code, first, _) = health(&[
+        "--telemetry-replay",
+        &fixture("healthy_idle"),
+        "--runs",
+        runs.to_str().unwrap(),
+        "--max-age",
+        "24h",
+    ]);
+    assert_eq!(code, 0, "the run that started last passed: {first}");
 }

@@ -36,8 +36,15 @@ expect() {  # expect NAME WANT_RC WANT_DIED -- args
 }
 
 expect healthy 0 "" --telemetry-replay "$fixtures/healthy_idle.jsonl"
-expect xid79 1 "1|check_kiln: GPU0 GPU-6c4f3a5e...: Xid 79 (fallen off the bus) [KILN-XID-079]" \
+expect xid79 1 "1|check_kiln: GPU0 GPU-6c4f3a5e...: Xid 79 (fallen off the bus)*[KILN-XID-079]" \
     --telemetry-replay "$fixtures/xid79.jsonl"
+# The next check with the same state: nothing new in the log, the fault stays open.
+expect xid79 1 "1|check_kiln: GPU0 GPU-6c4f3a5e...: Xid 79 (fallen off the bus) since the last check (open since*[KILN-XID-079]" \
+    --telemetry-replay "$fixtures/healthy_idle.jsonl"
+# Cleared by a person: the node passes again.
+"$kiln" health --state "$t/state-xid79.json" --telemetry-replay "$fixtures/healthy_idle.jsonl" \
+    --clear all >/dev/null
+expect xid79 0 "" --telemetry-replay "$fixtures/healthy_idle.jsonl"
 expect count 1 "1|check_kiln: 1 of 8 GPUs found [KILN-CNT-001]" \
     --telemetry-replay "$fixtures/healthy_idle.jsonl" --expect-gpus 8
 expect no-driver 1 "1|check_kiln: no GPU to check: *[KILN-NOT-001]"

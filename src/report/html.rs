@@ -249,6 +249,7 @@ fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryReco
         }
         out.push_str("</table>");
     }
+    xid_table(out, d);
     let phases: Vec<(String, f64, f64)> = d
         .telemetry
         .iter()
@@ -338,6 +339,42 @@ polyline{fill:none;stroke-width:1.5}.s0{stroke:#c0392b}.s1{stroke:#2471a3}.s2{st
 .k0{color:#c0392b}.k1{color:#2471a3}.k2{color:#239b56}.k3{color:#7d3c98}\
 .ref{stroke:#c0392b;stroke-width:2}.err{fill:#c0392b}.none{color:#777}pre{white-space:pre-wrap;font-size:11px}\
 @media print{section{page-break-inside:avoid}}";
+
+/// The device's Xids, each explained from the one catalogue (meaning, class, what to do),
+/// with the phase and how many times: the kernel log's words for a support desk.
+fn xid_table(out: &mut String, d: &super::DeviceReport) {
+    let mut rows: Vec<(String, Option<u32>, String, usize)> = Vec::new();
+    for p in &d.telemetry {
+        for x in &p.xids {
+            let code = crate::verdict::xid::code_of(x.code, &x.message);
+            match rows
+                .iter_mut()
+                .find(|(phase, c, _, _)| *phase == p.phase && *c == code)
+            {
+                Some(row) => row.3 += 1,
+                None => rows.push((p.phase.clone(), code, x.message.clone(), 1)),
+            }
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("<h3>Xids</h3><table class=\"xids\"><tr><th>Phase</th><th>Xid</th><th>Count</th><th>Meaning</th><th>Class</th><th>Action</th><th>First line</th></tr>");
+    for (phase, code, message, count) in rows {
+        let info = code.and_then(crate::verdict::xid::lookup);
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{count}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&phase),
+            code.map_or("?".to_owned(), |c| c.to_string()),
+            esc(info.map_or("not in kiln's catalogue", |i| i.meaning)),
+            info.map_or("", |i| i.class.name()),
+            esc(info.map_or("", |i| i.action)),
+            esc(&message.chars().take(200).collect::<String>())
+        );
+    }
+    out.push_str("</table>");
+}
 
 /// Renders the page.
 pub fn render(report: &Report, telemetry: &[TelemetryRecord]) -> String {

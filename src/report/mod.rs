@@ -268,6 +268,36 @@ impl DeviceReport {
         }
     }
 
+    /// A device observed without a test (`kiln health`): its identity and one phase of
+    /// telemetry (a sample, counters, new Xids), for the same rules as a run's verdict.
+    pub fn observed(
+        index: usize,
+        name: &str,
+        uuid: &str,
+        pci_address: Option<String>,
+        setup: Setup,
+        phase: PhaseTelemetry,
+    ) -> DeviceReport {
+        DeviceReport {
+            index,
+            name: name.to_owned(),
+            uuid: uuid.to_owned(),
+            pci_address,
+            kind: DeviceKind::DiscreteGpu,
+            driver: String::new(),
+            result: DeviceResult::Pass,
+            reason: "observed, not tested".into(),
+            workloads: Vec::new(),
+            telemetry: vec![phase],
+            findings: Vec::new(),
+            setup,
+            failures: Vec::new(),
+            stand_in: false,
+            not_tested: false,
+            start: None,
+        }
+    }
+
     /// Marks this device as the CPU Vulkan device run in a GPU's place: its result becomes
     /// "could not test" (no GPU was tested), and its reason keeps what its own test found.
     pub fn stand_in(&mut self) {

@@ -83,7 +83,8 @@ pub fn live_sources_for(devices: &[Target]) -> (Vec<Box<dyn Source>>, Vec<String
     let sources: Vec<Box<dyn Source>> = vec![
         Box::new(nvml),
         Box::new(sysfs::SysfsSource::new(
-            std::path::Path::new("/"),
+            // The machine as the inventory reads it (a fixture tree in tests).
+            &crate::inventory::System::from_env().root,
             with_pci.clone(),
         )),
         Box::new(kmsg::KmsgSource::new(&with_pci)),

@@ -119,7 +119,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
         .collect();
     for phase in &device.telemetry {
         throttling(phase, t, &mut out);
-        link_under_load(phase, &mut out);
+        link(phase, &mut out);
         counters(phase, &mut out);
         pcie_replays(phase, t, &mut out);
         xids(phase, &mut out);
@@ -738,35 +738,47 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
     }
 }
 
-/// A link below its maximum while the GPU is busy (links drop their generation at idle,
-/// so only a loaded phase counts; REFERENCE.md §4).
-fn link_under_load(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
+/// A link below its maximum: its width at any time (a GPU keeps its lanes at idle, so
+/// fewer is a slot, riser or contact), its generation only while the GPU is busy (links
+/// drop their generation at idle by design; REFERENCE.md §4). Once per device and kind,
+/// from the first phase that shows it.
+fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     let busy = p
         .gauges
         .get("util_gpu_pct")
         .is_some_and(|u| u.median >= 50.0);
-    if !busy {
-        return;
-    }
     let below = |now: &str, max: &str| match (p.gauges.get(now), p.gauges.get(max)) {
         (Some(n), Some(m)) => (n.max < m.min).then_some((n.max, m.min)),
         _ => None,
     };
-    for (what, now, max) in [
-        ("generation", "pcie_gen", "pcie_gen_max"),
-        ("width", "pcie_width", "pcie_width_max"),
+    for (what, now, max, judged) in [
+        ("generation", "pcie_gen", "pcie_gen_max", busy),
+        ("width", "pcie_width", "pcie_width_max", true),
     ] {
+        let seen = out.iter().any(|f| {
+            f.code == "PCIE_LINK_DEGRADED" && f.evidence.get("what") == Some(&json!(what))
+        });
+        if !judged || seen {
+            continue;
+        }
         if let Some((n, m)) = below(now, max) {
+            let phase = if p.phase == "health" {
+                String::new()
+            } else {
+                format!(" in the {} phase", p.phase)
+            };
+            let when = if busy {
+                format!("while the GPU was busy{phase}")
+            } else {
+                phase.trim_start().to_owned()
+            };
             out.push(finding(
                 "PCIE_LINK_DEGRADED",
                 Class::Environment,
                 Severity::Major,
                 Confidence::High,
-                format!(
-                    "PCIe {what} {n} of {m} while the GPU was busy in the {} phase",
-                    p.phase
-                ),
-                json!({"phase": p.phase, now: p.gauges.get(now), max: p.gauges.get(max)}),
+                format!("PCIe {what} {n} of {m} {when}").trim_end().to_owned(),
+                json!({"what": what, "phase": p.phase, now: p.gauges.get(now), max: p.gauges.get(max)}),
                 "check the slot, riser and BIOS link settings; reseat the card",
             ));
         }
@@ -814,10 +826,11 @@ fn pcie_replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
 /// When a phase's events happened, in words: `during the vram phase`, or `between the
 /// phases` for what no phase's window covered.
 fn during(p: &PhaseTelemetry) -> String {
-    if p.phase == BETWEEN_PHASES {
-        "between the phases".to_owned()
-    } else {
-        format!("during the {} phase", p.phase)
+    match p.phase.as_str() {
+        BETWEEN_PHASES => "between the phases".to_owned(),
+        // `kiln health` judges what came since its last check.
+        "health" => "since the last check".to_owned(),
+        phase => format!("during the {phase} phase"),
     }
 }
 
@@ -991,6 +1004,7 @@ fn xids(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             summary: format!("{listed} {phase}"),
             evidence: json!({
                 "phase": p.phase,
+                "worst_code": worst.code,
                 "codes": counts.iter().map(|(c, n)| json!({"code": c, "count": n})).collect::<Vec<_>>(),
                 "xids": members.iter().take(16).map(|(_, e)| e).collect::<Vec<_>>(),
                 "source": worst.source,
@@ -1109,6 +1123,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
     let text = |key: &str| s.identity.get(key).and_then(Reading::text);
     let nvml_version = text("driver_version");
     let differ = s.vendor_id == NVIDIA_VENDOR_ID
+        && !s.vulkan_driver_version.is_empty()
         && nvml_version.is_some_and(|n| !same_version(n, &s.vulkan_driver_version));
     if problem("version_mismatch") || differ {
         out.push(finding(
