@@ -175,6 +175,21 @@ struct State {
 }
 
 impl State {
+    /// Records a cleared fault, newest first.
+    fn record_cleared(&mut self, o: OpenFault, now: &str, by: String) {
+        self.cleared.insert(
+            0,
+            Cleared {
+                key: o.key,
+                code: o.fault.code,
+                message: o.fault.message,
+                since_utc: o.since_utc,
+                cleared_utc: now.to_owned(),
+                by,
+            },
+        );
+    }
+
     /// Moves an earlier kiln's single position and counters into per-GPU state.
     fn migrate(&mut self, keys: &[String]) {
         if self.xid_kernel_us == 0 && self.counters.is_empty() {
@@ -633,22 +648,14 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         let position = before.as_ref().map_or(0, |b| b.xid_kernel_us);
         let (xids, newest) = new_xids(&seen.xids, Some(g), position);
         let now_counters = counters.cloned().unwrap_or_default();
-        let phase = PhaseTelemetry {
-            device: g,
-            phase: "health".into(),
-            start_ms: 0.0,
-            end_ms: 0.0,
-            samples: usize::from(readings),
-            gauges: gauges_of(seen.gauges.get(&g)),
-            throttle_share: BTreeMap::new(),
-            counter_deltas: growth(&now_counters, before.as_ref()),
-            counters_after: now_counters
-                .iter()
-                .filter_map(|(k, v)| v.number().map(|v| (k.clone(), v)))
-                .collect(),
-            counters_unavailable: Vec::new(),
-            xids,
-        };
+        let mut phase = health_phase(g, xids);
+        phase.samples = usize::from(readings);
+        phase.gauges = gauges_of(seen.gauges.get(&g));
+        phase.counter_deltas = growth(&now_counters, before.as_ref());
+        phase.counters_after = now_counters
+            .iter()
+            .filter_map(|(k, v)| v.number().map(|v| (k.clone(), v)))
+            .collect();
         let setup = Setup {
             vendor_id: gpu.vendor_id.unwrap_or(0),
             vulkan_driver_version: String::new(),
@@ -717,19 +724,7 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
                 "",
                 None,
                 Setup::default(),
-                PhaseTelemetry {
-                    device: usize::MAX,
-                    phase: "health".into(),
-                    start_ms: 0.0,
-                    end_ms: 0.0,
-                    samples: 0,
-                    gauges: BTreeMap::new(),
-                    throttle_share: BTreeMap::new(),
-                    counter_deltas: BTreeMap::new(),
-                    counters_after: BTreeMap::new(),
-                    counters_unavailable: Vec::new(),
-                    xids,
-                },
+                health_phase(usize::MAX, xids),
             );
             for f in rules::judge(&node, &thresholds) {
                 place(&f, None, NODE, &mut faults, &mut events, &mut noted);
@@ -895,6 +890,24 @@ fn kind_rank(code: &str) -> usize {
     .unwrap_or(usize::MAX)
 }
 
+/// The one phase a health check judges: what was read now, and the Xids since the last
+/// check.
+fn health_phase(device: usize, xids: Vec<XidEvent>) -> PhaseTelemetry {
+    PhaseTelemetry {
+        device,
+        phase: "health".into(),
+        start_ms: 0.0,
+        end_ms: 0.0,
+        samples: 0,
+        gauges: BTreeMap::new(),
+        throttle_share: BTreeMap::new(),
+        counter_deltas: BTreeMap::new(),
+        counters_after: BTreeMap::new(),
+        counters_unavailable: Vec::new(),
+        xids,
+    }
+}
+
 /// A fault of the node as a whole.
 fn node_fault(code: &str, exit: i32, message: String) -> Fault {
     Fault {
@@ -1000,18 +1013,8 @@ fn clear(
             (all || o.fault.code == code) && (opts.only_nvml.is_none() || keys.contains(&o.key))
         });
     state.open = kept;
-    for o in gone.into_iter().rev() {
-        state.cleared.insert(
-            0,
-            Cleared {
-                key: o.key,
-                code: o.fault.code,
-                message: o.fault.message,
-                since_utc: o.since_utc,
-                cleared_utc: now.clone(),
-                by: by.clone(),
-            },
-        );
+    for o in gone {
+        state.record_cleared(o, &now, by.clone());
     }
     Ok(())
 }
@@ -1065,17 +1068,7 @@ fn clear_by_passing_runs(state: &mut State, runs: &Path, now: &str) {
             .find(|(start, id, _)| *id == o.key.to_ascii_lowercase() && *start > o.since_utc)
             .map(|(_, _, run)| run.clone())
             .unwrap_or_default();
-        state.cleared.insert(
-            0,
-            Cleared {
-                key: o.key,
-                code: o.fault.code,
-                message: o.fault.message,
-                since_utc: o.since_utc,
-                cleared_utc: now.to_owned(),
-                by: format!("a full run that passed after it ({run})"),
-            },
-        );
+        state.record_cleared(o, now, format!("a full run that passed after it ({run})"));
     }
 }
 
