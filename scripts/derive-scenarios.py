@@ -175,12 +175,14 @@ def main():
     end = workload_end(events, "pcie")
     end["summary"]["link"] = {"generation": 4, "generation_max": 4, "width": 16, "width_max": 16,
                               "theoretical_gbps": 16.0 * 242.0 / 256.0 / 8.0 * 16}
+    # A discrete card: its staging buffers sit in host memory, so the transfers cross the bus.
+    end["summary"]["staging_in_host_memory"] = True
     scenario("pcie_bandwidth_low", {
         "about": "about 9 GB/s each way over a Gen4 x16 link that trained fully (theory 30 GB/s): slot, riser or platform",
         "exit_code": 2, "result": "environment", "codes": ["PCIE_BANDWIDTH_LOW", "TELEMETRY_MISSING"],
         "incomplete": False}, events=events)
     scenario("pcie_bandwidth_low_lenient_site", {
-        "about": "the same rates judged by a site that accepts 25% of the link (a platform it knows): no finding",
+        "about": "the same rates judged by a site that accepts a quarter of what healthy cards reach (a platform it knows): no finding",
         "run_from": "pcie_bandwidth_low", "exit_code": 0, "result": "pass",
         "codes": ["TELEMETRY_MISSING"], "incomplete": False}, thresholds={"pcie_low_share": 0.25})
 
@@ -513,6 +515,33 @@ def field_cases():
           "three Xid 45 (preemptive cleanup) with no other Xid: the tail of something the log no longer shows, a recheck rather than a verdict",
           4, "inconclusive", ["XID_APPLICATION"], run_from="h200_healthy",
           telemetry=run_telemetry(xids=[(16.0 + i, 45, "Ch 00000008") for i in range(3)]))
+
+    # PCIe judged per direction against what healthy cards reach on the link in use.
+    def pcie_on(link, h2d, d2h, in_host=True):
+        events = h200_events(4100.0, 3900.0)
+        end = workload_end(events, "pcie")
+        end["summary"]["link"] = link
+        end["summary"]["peak_h2d_gbps"] = h2d
+        end["summary"]["peak_d2h_gbps"] = d2h
+        end["summary"]["staging_in_host_memory"] = in_host
+        return events
+    gen5 = {"generation": 5, "generation_max": 5, "width": 16, "width_max": 16,
+            "theoretical_gbps": 63.0, "samples": 40}
+    field("h100_like_h2d_at_56_percent_of_gen5",
+          "a Hopper card moving 35 GB/s host-to-device and 53 GB/s device-to-host on Gen5 x16: what healthy H100s reach (H2D is about 56% of the theory with SM copies), not a slow slot",
+          0, "pass", [], run_from="h200_healthy", events=pcie_on(gen5, 35.0, 53.0))
+    field("gen5_device_to_host_half_speed",
+          "the same card reading back at 27 GB/s of Gen5 x16's 63 (a healthy one reaches about 53): a slot, riser or platform problem",
+          2, "environment", ["PCIE_BANDWIDTH_LOW"], run_from="h200_healthy", events=pcie_on(gen5, 35.0, 27.0))
+    gen4_slot = {"generation": 4, "generation_max": 4, "width": 16, "width_max": 16,
+                 "theoretical_gbps": 31.5, "card_max": [5, 16], "samples": 40}
+    field("gen5_card_in_a_gen4_slot",
+          "a Gen5 card in a Gen4 x16 slot, trained to the slot's best and moving 25/27 GB/s: the link the slot allows, not a degraded one",
+          0, "pass", [], run_from="h200_healthy", events=pcie_on(gen4_slot, 25.0, 27.0))
+    field("staging_in_vram_not_judged",
+          "transfers whose staging buffers could only live in device memory (no host memory type) never crossed the bus: their 300 GB/s is not a PCIe rate and is not judged either way",
+          0, "pass", [], run_from="h200_healthy",
+          events=pcie_on(dict(gen5, generation=3, theoretical_gbps=15.75), 2.0, 300.0, in_host=False))
 
     # AMD through sysfs: RAS counters judged by the same rules.
     amd_events = copy.deepcopy(events_of("unknown_gpu_bandwidth_unjudged"))

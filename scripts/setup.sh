@@ -20,6 +20,9 @@ if [ "${1:-}" = "--test" ]; then
   command -v scontrol >/dev/null 2>&1 || need+=(slurm-client)
   command -v munged >/dev/null 2>&1 || need+=(munge)
   python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+  # The Khronos validation layer, with synchronization validation, over every Vulkan path.
+  ls /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json >/dev/null 2>&1 \
+    || need+=(vulkan-validationlayers)
 fi
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import jsonschema' >/dev/null 2>&1; then
   python3 -m pip install --quiet jsonschema

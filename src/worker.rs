@@ -367,6 +367,38 @@ fn test_device(
         }
     }
     ended.store(true, Ordering::Relaxed);
+    validation_notes(events);
+}
+
+/// Validation messages kept as evidence per worker, at most (all of them go to stderr).
+const VALIDATION_NOTES_MAX: usize = 50;
+
+/// Records what a validation layer said (when one is active) as the device's notes: the
+/// first messages whole, then how many more there were.
+fn validation_notes(events: &mut PipeSink) {
+    use std::sync::atomic::AtomicUsize;
+    static KEPT: AtomicUsize = AtomicUsize::new(0);
+    let messages = crate::gpu::take_validation_messages();
+    if messages.is_empty() {
+        return;
+    }
+    let device = Some(events.slot);
+    let room = VALIDATION_NOTES_MAX.saturating_sub(KEPT.load(Ordering::Relaxed));
+    for m in messages.iter().take(room) {
+        events.emit(device, Event::Note { message: m.clone() });
+    }
+    KEPT.fetch_add(messages.len().min(room), Ordering::Relaxed);
+    if messages.len() > room {
+        events.emit(
+            device,
+            Event::Note {
+                message: format!(
+                    "{} more Vulkan validation messages (on stderr)",
+                    messages.len() - room
+                ),
+            },
+        );
+    }
 }
 
 /// The device's contexts: the main one, and a second opened on first need for workloads
@@ -455,6 +487,7 @@ fn run_planned(
         }
     }
     snapshot("after");
+    validation_notes(events);
     let together = results.len() > 1;
     let mut failed = false;
     for (name, result) in results {

@@ -25,12 +25,16 @@ pub const BINDINGS: usize = 3;
 /// `R32G32B32A32_UINT` texels (loads through it vectorise on some CPU drivers).
 pub const TEXEL_BINDING: u32 = 3;
 
+/// An allocator, shared with the buffers it made so that each is freed into its own.
+type Pool = Arc<Mutex<Option<Allocator>>>;
+
 /// The device, the allocator and the submission fence, shared with every buffer so that
 /// they outlive all buffers, and so that a buffer is never freed under pending work.
 struct Shared {
     vulkan: Arc<Vulkan>,
     device: ash::Device,
-    allocator: Mutex<Option<Allocator>>,
+    /// The device's own allocator: released before the device is destroyed.
+    allocator: Pool,
     fence: vk::Fence,
     /// Set while a submission is pending that a bounded wait gave up on.
     in_flight: AtomicBool,
@@ -73,20 +77,77 @@ impl Drop for Shared {
     }
 }
 
-/// Where a buffer's memory lives.
+/// Where a buffer's memory lives. Every role chooses its memory types itself: on a
+/// discrete card "CPU to GPU" memory may be the BAR window in VRAM, which would turn a
+/// PCIe measurement into a VRAM-to-VRAM copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BufferKind {
-    /// Device-local memory under test; never assumed to be mappable.
+    /// Device-local memory under test: a device-local type that is not host-visible (not
+    /// the BAR window) where the device has one; never mapped.
     Device,
-    /// Host-visible, coherent memory that the host reads back (results, word lists);
-    /// host-cached where the device has it.
+    /// Host-visible, coherent memory that the host reads back (results, word lists): in a
+    /// heap that is not device-local where the device has one, host-cached preferred.
     Readback,
-    /// Host-visible, coherent memory the host writes for the device to read (uploads);
-    /// device-local where the device has such a type (resizable BAR).
+    /// Host-visible, coherent memory the host writes for the device to read (uploads,
+    /// PCIe staging): in a heap that is not device-local where the device has one.
     Upload,
     /// Device-local memory sub-allocated from the allocator's shared blocks (the
-    /// allocator's own behaviour is what is tested).
+    /// allocator's own behaviour is what is tested), of the same types as `Device`.
     DeviceShared,
+}
+
+impl BufferKind {
+    /// The memory types this role may use on `info`, as a `memoryTypeBits` mask: the
+    /// role's ideal types, else (a CPU device, an integrated GPU) the nearest there are.
+    pub fn allowed_types(self, info: &DeviceInfo) -> u32 {
+        let has = |t: &crate::gpu::MemoryTypeInfo, f: &str| t.flags.iter().any(|x| x == f);
+        let device_local_heap = |t: &crate::gpu::MemoryTypeInfo| {
+            info.heaps
+                .iter()
+                .find(|h| h.index == t.heap_index)
+                .is_some_and(|h| h.device_local)
+        };
+        let mask = |pred: &dyn Fn(&crate::gpu::MemoryTypeInfo) -> bool| -> u32 {
+            info.memory_types
+                .iter()
+                .filter(|t| pred(t) && t.index < 32)
+                .fold(0, |m, t| m | (1 << t.index))
+        };
+        let (ideal, nearest) = match self {
+            BufferKind::Device | BufferKind::DeviceShared => (
+                mask(&|t| has(t, "device_local") && !has(t, "host_visible")),
+                mask(&|t| has(t, "device_local")),
+            ),
+            BufferKind::Readback | BufferKind::Upload => (
+                mask(&|t| {
+                    has(t, "host_visible") && has(t, "host_coherent") && !device_local_heap(t)
+                }),
+                mask(&|t| has(t, "host_visible") && has(t, "host_coherent")),
+            ),
+        };
+        if ideal != 0 { ideal } else { nearest }
+    }
+
+    /// True when `info` has this role's ideal memory (for staging: host memory outside
+    /// VRAM, without which a PCIe rate would not measure the bus).
+    pub fn ideal_on(self, info: &DeviceInfo) -> bool {
+        let has = |t: &crate::gpu::MemoryTypeInfo, f: &str| t.flags.iter().any(|x| x == f);
+        info.memory_types.iter().any(|t| {
+            let device_local_heap = info
+                .heaps
+                .iter()
+                .find(|h| h.index == t.heap_index)
+                .is_some_and(|h| h.device_local);
+            match self {
+                BufferKind::Device | BufferKind::DeviceShared => {
+                    has(t, "device_local") && !has(t, "host_visible")
+                }
+                BufferKind::Readback | BufferKind::Upload => {
+                    has(t, "host_visible") && has(t, "host_coherent") && !device_local_heap
+                }
+            }
+        })
+    }
 }
 
 /// A raw device-local `VkDeviceMemory`, freed on drop.
@@ -146,6 +207,9 @@ impl AllocatorStats {
 
 /// A buffer with its memory. Freed on drop.
 pub struct GpuBuffer {
+    /// The allocator it came from; declared before `shared` so that it is released
+    /// before the device can be.
+    pool: Pool,
     shared: Arc<Shared>,
     buffer: vk::Buffer,
     allocation: Option<Allocation>,
@@ -235,7 +299,7 @@ impl Drop for GpuBuffer {
             self.shared.device.destroy_buffer(self.buffer, None)
         };
         if let Some(allocation) = self.allocation.take()
-            && let Ok(mut guard) = self.shared.allocator.lock()
+            && let Ok(mut guard) = self.pool.lock()
             && let Some(allocator) = guard.as_mut()
         {
             // A failed free only leaks; nothing else can be done about it here.
@@ -271,6 +335,8 @@ impl Timing {
 /// An open device ready for compute work.
 pub struct DeviceContext {
     shared: Arc<Shared>,
+    /// The allocator buffers come from now: the device's own, or a workload's.
+    pool: Pool,
     info: DeviceInfo,
     queue: vk::Queue,
     command_pool: vk::CommandPool,
@@ -363,7 +429,7 @@ impl DeviceContext {
         let shared = Arc::new(Shared {
             vulkan: vulkan.clone(),
             device,
-            allocator: Mutex::new(Some(allocator)),
+            allocator: Arc::new(Mutex::new(Some(allocator))),
             fence,
             in_flight: AtomicBool::new(false),
             fence_timeout_ns: AtomicU64::new(10_000_000_000),
@@ -375,6 +441,7 @@ impl DeviceContext {
         let queue = unsafe { d.get_device_queue(family, 0) };
         let mut ctx = DeviceContext {
             shared: shared.clone(),
+            pool: shared.allocator.clone(),
             info: info.clone(),
             queue,
             command_pool: vk::CommandPool::null(),
@@ -515,7 +582,13 @@ impl DeviceContext {
         let buffer = unsafe { d.create_buffer(&create, None) }
             .map_err(|r| GpuError::from_vk("vkCreateBuffer", r, &running))?;
         // SAFETY: buffer was just created on this device.
-        let requirements = unsafe { d.get_buffer_memory_requirements(buffer) };
+        let mut requirements = unsafe { d.get_buffer_memory_requirements(buffer) };
+        // The role's own memory types (never the BAR window for a staging buffer, never
+        // host-visible VRAM for the memory under test), where the buffer allows them.
+        let allowed = requirements.memory_type_bits & kind.allowed_types(&self.info);
+        if allowed != 0 {
+            requirements.memory_type_bits = allowed;
+        }
         let (location, scheme) = match kind {
             BufferKind::Device => (
                 MemoryLocation::GpuOnly,
@@ -535,7 +608,7 @@ impl DeviceContext {
             ),
         };
         let allocation = {
-            let mut guard = self.shared.allocator.lock().map_err(|_| {
+            let mut guard = self.pool.lock().map_err(|_| {
                 GpuError::Unsupported("memory allocator poisoned by an earlier panic".into())
             })?;
             let allocator = guard
@@ -563,6 +636,7 @@ impl DeviceContext {
             }
         };
         let mut out = GpuBuffer {
+            pool: self.pool.clone(),
             shared: self.shared.clone(),
             buffer,
             allocation: None,
@@ -591,13 +665,28 @@ impl DeviceContext {
     pub fn raw_memory(&mut self, size_bytes: u64) -> GpuResult<RawMemory> {
         self.check_alive()?;
         let running = format!("allocating {size_bytes} bytes of raw device memory");
+        // The types a storage buffer may use, narrowed to the memory under test's, and no
+        // more than the heap or one allocation may hold.
+        let buffer_types = self.storage_buffer_types()?;
+        let allowed = buffer_types & BufferKind::Device.allowed_types(&self.info);
         let type_index = self
             .info
             .memory_types
             .iter()
-            .find(|t| t.flags.iter().any(|f| f == "device_local"))
-            .map(|t| t.index)
+            .find(|t| t.index < 32 && allowed & (1 << t.index) != 0)
+            .map(|t| (t.index, t.heap_index))
             .ok_or_else(|| GpuError::Unsupported("no device-local memory type".into()))?;
+        let heap_bytes = self
+            .info
+            .heaps
+            .iter()
+            .find(|h| h.index == type_index.1)
+            .map_or(0, |h| h.size_bytes);
+        if size_bytes > heap_bytes || size_bytes > self.info.limits.max_memory_allocation_size_bytes
+        {
+            return Err(GpuError::OutOfMemory { running });
+        }
+        let type_index = type_index.0;
         let info = vk::MemoryAllocateInfo::default()
             .allocation_size(size_bytes)
             .memory_type_index(type_index);
@@ -611,9 +700,64 @@ impl DeviceContext {
         })
     }
 
+    /// The memory types a storage buffer may be bound to (`memoryTypeBits` of a small
+    /// buffer with kiln's usage flags).
+    fn storage_buffer_types(&self) -> GpuResult<u32> {
+        let d = &self.shared.device;
+        let create = vk::BufferCreateInfo::default()
+            .size(1 << 20)
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: a plain buffer creation on a live device, destroyed right after its
+        // requirements are read.
+        unsafe {
+            let buffer = d
+                .create_buffer(&create, None)
+                .map_err(|r| GpuError::from_vk("vkCreateBuffer", r, "probing memory types"))?;
+            let bits = d.get_buffer_memory_requirements(buffer).memory_type_bits;
+            d.destroy_buffer(buffer, None);
+            Ok(bits)
+        }
+    }
+
+    /// Runs `f` with an allocator of its own (a workload that tests allocation: its blocks,
+    /// and only its, are what `allocator_stats` reports), released when `f` returns, so
+    /// that the driver's usage after it shows what was really given back. Buffers made in
+    /// `f` must not outlive it.
+    pub fn with_own_allocator<T>(
+        &mut self,
+        f: impl FnOnce(&mut DeviceContext) -> T,
+    ) -> GpuResult<T> {
+        self.check_alive()?;
+        let allocator = Allocator::new(&AllocatorCreateDesc {
+            instance: self.shared.vulkan.instance.clone(),
+            device: self.shared.device.clone(),
+            physical_device: self.physical,
+            debug_settings: Default::default(),
+            buffer_device_address: false,
+            allocation_sizes: Default::default(),
+        })
+        .map_err(|e| GpuError::Unsupported(format!("memory allocator: {e}")))?;
+        let own: Pool = Arc::new(Mutex::new(Some(allocator)));
+        let previous = std::mem::replace(&mut self.pool, own.clone());
+        let out = f(self);
+        self.pool = previous;
+        if self.shared.settle()
+            && let Ok(mut guard) = own.lock()
+        {
+            // Frees its blocks, the empty ones it keeps per memory type included.
+            guard.take();
+        }
+        Ok(out)
+    }
+
     /// The allocator's blocks and live sub-allocations.
     pub fn allocator_stats(&self) -> AllocatorStats {
-        let Ok(guard) = self.shared.allocator.lock() else {
+        let Ok(guard) = self.pool.lock() else {
             return AllocatorStats::default();
         };
         let Some(allocator) = guard.as_ref() else {

@@ -125,26 +125,28 @@ pub struct DeviceInfo {
 }
 
 impl DeviceInfo {
-    /// Total bytes of device-local heaps.
-    pub fn device_local_bytes(&self) -> u64 {
+    /// The VRAM heap: the largest device-local heap. A card's small BAR window is a second
+    /// device-local heap that is the same memory seen through the bus, not more of it.
+    pub fn vram_heap(&self) -> Option<&HeapInfo> {
         self.heaps
             .iter()
             .filter(|h| h.device_local)
-            .map(|h| h.size_bytes)
-            .sum()
+            .max_by_key(|h| h.size_bytes)
     }
 
-    /// Device-local bytes free at this moment: the budget minus usage when the driver
-    /// reports it, else the heap size (said as such by `memory_budget_supported`).
+    /// Bytes of VRAM (the largest device-local heap).
+    pub fn device_local_bytes(&self) -> u64 {
+        self.vram_heap().map_or(0, |h| h.size_bytes)
+    }
+
+    /// VRAM bytes free at this moment: the budget minus usage when the driver reports it,
+    /// else the heap size (said as such by `memory_budget_supported`).
     pub fn device_local_free_bytes(&self) -> u64 {
-        self.heaps
-            .iter()
-            .filter(|h| h.device_local)
-            .map(|h| match (h.budget_bytes, h.usage_bytes) {
+        self.vram_heap()
+            .map_or(0, |h| match (h.budget_bytes, h.usage_bytes) {
                 (Some(budget), Some(usage)) => budget.saturating_sub(usage),
                 _ => h.size_bytes,
             })
-            .sum()
     }
 
     /// True when `selector` names this device: its index, its UUID (with or without the

@@ -15,6 +15,55 @@ use super::info::{
 pub struct Vulkan {
     _entry: ash::Entry,
     pub(crate) instance: ash::Instance,
+    /// The messenger that takes a validation layer's messages, when one is active.
+    messenger: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+}
+
+/// Messages a validation layer sent, not yet taken by [`take_validation_messages`].
+static VALIDATION: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Takes the validation layer's messages so far (each also went to stderr whole).
+pub fn take_validation_messages() -> Vec<String> {
+    VALIDATION
+        .lock()
+        .map(|mut v| std::mem::take(&mut *v))
+        .unwrap_or_default()
+}
+
+/// True when the environment asks the loader for a validation layer: kiln then takes its
+/// messages itself (a layer that prints on stdout would write into the worker's protocol
+/// pipe to its parent).
+fn validation_requested() -> bool {
+    ["VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .any(|v| v.to_ascii_lowercase().contains("validation"))
+}
+
+/// The messenger's callback: the message whole on stderr and kept for the evidence.
+unsafe extern "system" fn on_validation_message(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    _kind: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    _user: *mut std::ffi::c_void,
+) -> vk::Bool32 {
+    // SAFETY: the layer passes a valid callback-data struct whose message, when set, is a
+    // NUL-terminated string, for the duration of the call.
+    let text = unsafe {
+        data.as_ref()
+            .and_then(|d| (!d.p_message.is_null()).then(|| CStr::from_ptr(d.p_message)))
+            .map(|m| m.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let line = format!("Vulkan validation ({severity:?}): {text}");
+    {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+    if let Ok(mut kept) = VALIDATION.lock() {
+        kept.push(line);
+    }
+    vk::FALSE
 }
 
 impl Vulkan {
@@ -62,10 +111,32 @@ impl Vulkan {
             extensions.push(ash::khr::portability_enumeration::NAME.as_ptr());
             flags |= vk::InstanceCreateFlags::ENUMERATE_PORTABILITY_KHR;
         }
-        let info = vk::InstanceCreateInfo::default()
+        let debug_utils = validation_requested()
+            && available
+                .iter()
+                .any(|e| e.extension_name_as_c_str().ok() == Some(ash::ext::debug_utils::NAME));
+        if debug_utils {
+            extensions.push(ash::ext::debug_utils::NAME.as_ptr());
+        }
+        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+            .message_severity(
+                vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+                    | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+            )
+            // The layer's findings, not the loader's chatter about which layers it loaded.
+            .message_type(
+                vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+            )
+            .pfn_user_callback(Some(on_validation_message));
+        let mut info = vk::InstanceCreateInfo::default()
             .application_info(&app)
             .enabled_extension_names(&extensions)
             .flags(flags);
+        if debug_utils {
+            // Also catches what is said while the instance is made.
+            info = info.push_next(&mut messenger_info);
+        }
         // SAFETY: info and everything it points to outlive the call.
         let instance = unsafe { entry.create_instance(&info, None) }.map_err(|r| match r {
             vk::Result::ERROR_INCOMPATIBLE_DRIVER | vk::Result::ERROR_INITIALIZATION_FAILED => {
@@ -73,9 +144,19 @@ impl Vulkan {
             }
             r => GpuError::from_vk("vkCreateInstance", r, "starting Vulkan"),
         })?;
+        let messenger = debug_utils
+            .then(|| {
+                let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
+                // SAFETY: the instance enabled VK_EXT_debug_utils; the info outlives the call.
+                unsafe { loader.create_debug_utils_messenger(&messenger_info, None) }
+                    .ok()
+                    .map(|m| (loader, m))
+            })
+            .flatten();
         Ok(Arc::new(Vulkan {
             _entry: entry,
             instance,
+            messenger,
         }))
     }
 
@@ -274,8 +355,14 @@ impl Vulkan {
 
 impl Drop for Vulkan {
     fn drop(&mut self) {
-        // SAFETY: every device context holds an Arc to self, so none is alive now.
-        unsafe { self.instance.destroy_instance(None) };
+        // SAFETY: every device context holds an Arc to self, so none is alive now; the
+        // messenger belongs to this instance and goes first.
+        unsafe {
+            if let Some((loader, messenger)) = self.messenger.take() {
+                loader.destroy_debug_utils_messenger(messenger, None);
+            }
+            self.instance.destroy_instance(None)
+        };
     }
 }
 

@@ -14,6 +14,6 @@ pub use context::{
 };
 pub use error::{GpuError, GpuResult};
 pub use info::{DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MemoryTypeInfo, format_uuid};
-pub use instance::Vulkan;
+pub use instance::{Vulkan, take_validation_messages};
 pub use library::library_loads;
 pub use shaders::Shader;

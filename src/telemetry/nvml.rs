@@ -91,12 +91,20 @@ pub fn explain(e: &NvmlError) -> NvmlStatus {
     }
 }
 
+/// What the event thread sends: an event, or why it stopped watching.
+enum EventMessage {
+    /// An Xid or ECC event of the GPU with this UUID.
+    Event(String, XidEvent),
+    /// The thread ended, and why.
+    Stopped(String),
+}
+
 /// NVML as a telemetry source.
 pub struct NvmlSource {
     nvml: Option<Nvml>,
     matches: Vec<Match>,
     status: NvmlStatus,
-    events: Option<Receiver<(String, XidEvent)>>,
+    events: Option<Receiver<EventMessage>>,
     stop_events: Arc<AtomicBool>,
 }
 
@@ -182,8 +190,10 @@ impl NvmlSource {
             .filter_map(|m| m.nvml_index.map(|i| (m.device, i)))
     }
 
-    /// Xid and ECC events arrive on their own thread, with its own NVML handle.
-    fn spawn_events(&self) -> Option<Receiver<(String, XidEvent)>> {
+    /// Xid and ECC events arrive on their own thread, with its own NVML handle. The
+    /// thread says why when it stops (a lost GPU ends an event set's wait with an error):
+    /// a silent stop would read as "no Xid since".
+    fn spawn_events(&self) -> Option<Receiver<EventMessage>> {
         let indices: Vec<u32> = self.matched().map(|(_, i)| i).collect();
         if indices.is_empty() {
             return None;
@@ -193,11 +203,16 @@ impl NvmlSource {
         std::thread::Builder::new()
             .name("kiln-nvml-events".into())
             .spawn(move || {
-                let Ok(nvml) = Nvml::init() else {
-                    return;
+                let stopped = |why: String| {
+                    let _ = tx.send(EventMessage::Stopped(why));
                 };
-                let Ok(mut set) = nvml.create_event_set() else {
-                    return;
+                let nvml = match Nvml::init() {
+                    Ok(n) => n,
+                    Err(e) => return stopped(format!("NVML would not start for it: {e}")),
+                };
+                let mut set = match nvml.create_event_set() {
+                    Ok(s) => s,
+                    Err(e) => return stopped(format!("no event set: {e}")),
                 };
                 let kinds = EventTypes::CRITICAL_XID_ERROR
                     | EventTypes::DOUBLE_BIT_ECC_ERROR
@@ -220,7 +235,7 @@ impl NvmlSource {
                         // A failed registration releases the set: start a fresh one.
                         Err(_) => match nvml.create_event_set() {
                             Ok(s) => s,
-                            Err(_) => return,
+                            Err(e) => return stopped(format!("no event set: {e}")),
                         },
                     };
                 }
@@ -258,12 +273,12 @@ impl NvmlSource {
                                 kernel_us: None,
                                 before_run: false,
                             };
-                            if tx.send((uuid, event)).is_err() {
+                            if tx.send(EventMessage::Event(uuid, event)).is_err() {
                                 return;
                             }
                         }
                         Err(NvmlError::Timeout) => {}
-                        Err(_) => return,
+                        Err(e) => return stopped(format!("waiting for events failed: {e}")),
                     }
                 }
             })
@@ -656,7 +671,23 @@ impl Source for NvmlSource {
             })
             .collect();
         if let Some(events) = &self.events {
-            for (uuid, xid) in events.try_iter() {
+            for message in events.try_iter() {
+                let (uuid, xid) = match message {
+                    EventMessage::Event(uuid, xid) => (uuid, xid),
+                    EventMessage::Stopped(why) => {
+                        out.push((
+                            None,
+                            TelemetryData::Unavailable {
+                                message: format!(
+                                    "NVML's Xid and ECC event watch stopped ({why}): later events are seen only in the kernel log"
+                                ),
+                                missing: vec!["nvml_events".into()],
+                                cause: None,
+                            },
+                        ));
+                        continue;
+                    }
+                };
                 let body = uuid.trim_start_matches("GPU-").to_ascii_lowercase();
                 let device = self
                     .matches

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::findings::{Class, Confidence, Finding, Severity};
-use super::thresholds::{Thresholds, vram_reference_gbps};
+use super::thresholds::{Thresholds, pcie_reached, vram_reference_gbps};
 use super::xid::{self, XidInfo};
 use crate::gpu::DeviceKind;
 use crate::report::DeviceReport;
@@ -307,7 +307,8 @@ fn pcie(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
             "reseat the card, try another slot or riser; RMA if it follows the card",
         ));
     }
-    let evidence = json!({"link": p.link, "peak_h2d_gbps": p.peak_h2d_gbps, "peak_d2h_gbps": p.peak_d2h_gbps, "pcie_low_share": t.pcie_low_share});
+    let evidence = json!({"link": p.link, "peak_h2d_gbps": p.peak_h2d_gbps, "peak_d2h_gbps": p.peak_d2h_gbps,
+        "pcie_low_share": t.pcie_low_share, "staging_in_host_memory": p.staging_in_host_memory});
     let reseat = "check the slot, riser and BIOS link settings; reseat the card";
     for f in p
         .findings
@@ -324,18 +325,34 @@ fn pcie(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
             reseat,
         ));
     }
-    // Rates against the link the transfers actually ran on (REFERENCE.md §5); a probe
-    // cut short measured too little to judge.
-    let Some(theory) = p.link.as_ref().and_then(|l| l.theoretical_gbps) else {
+    // Rates against the link the transfers actually ran on, per direction, against what
+    // healthy cards reach on it (REFERENCE.md §5); a probe cut short measured too little,
+    // and transfers that never left the device (no staging memory outside VRAM) measured
+    // no bus at all.
+    let Some((theory, generation)) = p
+        .link
+        .as_ref()
+        .and_then(|l| l.theoretical_gbps.zip(l.generation))
+    else {
         return;
     };
-    if p.sizes.is_empty() || p.stopped_early.is_some() || p.device_error.is_some() {
+    if p.sizes.is_empty()
+        || p.stopped_early.is_some()
+        || p.device_error.is_some()
+        || !p.staging_in_host_memory
+    {
         return;
     }
-    let low: Vec<String> = [("H2D", p.peak_h2d_gbps), ("D2H", p.peak_d2h_gbps)]
+    let (h2d, d2h, source) = pcie_reached(generation);
+    let low: Vec<String> = [("H2D", p.peak_h2d_gbps, h2d), ("D2H", p.peak_d2h_gbps, d2h)]
         .into_iter()
-        .filter(|(_, rate)| *rate < t.pcie_low_share * theory)
-        .map(|(name, rate)| format!("{name} {rate:.1} GB/s ({:.0}%)", 100.0 * rate / theory))
+        .filter(|(_, rate, reached)| *rate < t.pcie_low_share * reached * theory)
+        .map(|(name, rate, reached)| {
+            format!(
+                "{name} {rate:.1} GB/s (floor {:.1})",
+                t.pcie_low_share * reached * theory
+            )
+        })
         .collect();
     if !low.is_empty() {
         out.push(finding(
@@ -344,11 +361,12 @@ fn pcie(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
             Severity::Major,
             Confidence::Medium,
             format!(
-                "{} of the link's {theory:.1} GB/s, below {:.0}%",
+                "{} on a Gen{generation} link of {theory:.1} GB/s, below {:.0}% of what healthy cards reach on it",
                 low.join(" and "),
                 100.0 * t.pcie_low_share
             ),
-            evidence,
+            json!({"link": p.link, "peak_h2d_gbps": p.peak_h2d_gbps, "peak_d2h_gbps": p.peak_d2h_gbps,
+                   "pcie_low_share": t.pcie_low_share, "reached_h2d_share": h2d, "reached_d2h_share": d2h, "source": source}),
             "check the slot, riser, BIOS link settings and IOMMU; rerun the pcie workload alone",
         ));
     }

@@ -11,7 +11,9 @@ pub struct Thresholds {
     /// HW slowdown within this many °C of the slowdown threshold points at cooling;
     /// further below, at power delivery (REFERENCE.md §4).
     pub thermal_margin_c: f64,
-    /// A PCIe rate below this share of the link's theory is low (REFERENCE.md §5).
+    /// A PCIe rate below this share of what healthy cards reach on the link in use, per
+    /// generation and direction ([`PCIE_REACHED`]), is low (DCGM's 0.75 of what the product
+    /// measures).
     pub pcie_low_share: f64,
     /// PCIe replays per minute per GT/s per lane allowed: ceil(1e-12 x GT/s x 60 x lanes)
     /// per minute (REFERENCE.md §4).
@@ -52,6 +54,42 @@ pub const VRAM_REFERENCE_GBPS: &[(&[&str], f64, &str)] = &[
     ),
 ];
 
+/// What healthy cards reach on a PCIe link of each generation, per direction, as a share of
+/// the link's theory (REFERENCE.md §5): generation, host-to-device, device-to-host, source.
+/// An H100's host-to-device copies reach only about 56% of Gen5 x16: one share for both
+/// directions would call every healthy Hopper slow.
+pub const PCIE_REACHED: &[(u32, f64, f64, &str)] = &[
+    (
+        3,
+        0.76,
+        0.76,
+        "REFERENCE.md §5: Gen3 x16 about 12-13 of 15.75 GB/s",
+    ),
+    (
+        4,
+        0.76,
+        0.83,
+        "REFERENCE.md §5: RTX 4090 H2D 24-26 and D2H 26-27, A100 H2D 25 of 31.5 GB/s",
+    ),
+    (
+        5,
+        0.56,
+        0.84,
+        "REFERENCE.md §5: H100 H2D 35 and D2H 53 of 63 GB/s",
+    ),
+];
+
+/// What healthy cards reach on a link of `generation` (H2D share, D2H share, source): the
+/// row of that generation, else the nearest one (older links like Gen3, newer like Gen5).
+pub fn pcie_reached(generation: u32) -> (f64, f64, &'static str) {
+    let row = PCIE_REACHED
+        .iter()
+        .min_by_key(|(g, ..)| g.abs_diff(generation))
+        .copied()
+        .unwrap_or((0, 0.75, 0.75, "no reference"));
+    (row.1, row.2, row.3)
+}
+
 /// The reference VRAM bandwidth of the product called `name`, if kiln knows it.
 pub fn vram_reference_gbps(name: &str) -> Option<(f64, &'static str)> {
     VRAM_REFERENCE_GBPS
@@ -65,7 +103,7 @@ impl Default for Thresholds {
         Thresholds {
             throttle_share: 0.05,
             thermal_margin_c: 5.0,
-            pcie_low_share: 0.70,
+            pcie_low_share: 0.75,
             replays_per_gts_lane_minute: 60e-12 * 1e9,
             vram_floor_share: 0.75,
             vram_floor_gbps: 0.0,
@@ -90,7 +128,7 @@ pub fn table(t: &Thresholds) -> Vec<(&'static str, f64, &'static str)> {
         (
             "pcie_low_share",
             t.pcie_low_share,
-            "REFERENCE.md §5: flag a link below about 70% of its generation and width",
+            "DCGM: 0.75 of what healthy cards measure, per generation and direction (REFERENCE.md §5)",
         ),
         (
             "replays_per_gts_lane_minute",

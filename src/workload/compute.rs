@@ -684,6 +684,9 @@ fn one_round(
         &[items, capacity],
         items.div_ceil(64),
     );
+    // The comparison writes the results buffer through its whole binding: the copies of
+    // the CPU-check samples into it must come after (a real GPU runs them concurrently).
+    rec.barrier();
     for (n, &item) in samples.iter().enumerate() {
         rec.copy(
             &gpu.first,

@@ -226,6 +226,8 @@ struct Samples {
 }
 
 const MAX_SAMPLES: usize = 100_000;
+/// Rounds of a torture given no time budget and no rounds.
+pub const UNBUDGETED_ROUNDS: u32 = 20;
 /// Rounds whose residual usage is kept (the most recent).
 const MAX_RESIDUALS: usize = 256;
 
@@ -297,76 +299,19 @@ impl FragmentTest {
             stopped_early: None,
             device_error: None,
         };
-        let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
-        let mut leaked: Vec<GpuBuffer> = Vec::new();
-        let mut st = State {
-            buffers: Vec::new(),
-            raw: Vec::new(),
-            live_bytes: 0,
-            allocator_lat: Samples::default(),
-            raw_lat: Samples::default(),
-        };
+        // The torture has an allocator of its own: its blocks are all that the cap and the
+        // leak checks see (not a readback block another workload left), and releasing it
+        // gives back the empty block gpu-allocator keeps per memory type, so the driver's
+        // usage afterwards shows what was really released.
         let mut round = 0u32;
-        let outcome: Result<(), GpuError> = (|| {
-            loop {
-                if cfg.rounds.is_some_and(|n| round >= n) {
-                    break;
-                }
-                if control.stop_requested() {
-                    report.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
-                    break;
-                }
-                if cfg.rounds.is_none() && round > 0 && control.out_of_time() {
-                    break;
-                }
-                if control.stopped() {
-                    report.stopped_early = Some("stopped at the hard deadline".into());
-                    break;
-                }
-                if cfg.plant_fragmentation && round == 0 {
-                    fragmenting_pattern(ctx, &mut st, cap, round, &mut report)?;
-                } else {
-                    churn(
-                        ctx,
-                        &mut st,
-                        &mut rng,
-                        cap,
-                        cfg.ops_per_round,
-                        round,
-                        &mut report,
-                    )?;
-                }
-                if cfg.plant_leak {
-                    leaked.push(ctx.buffer(
-                        BufferKind::DeviceShared,
-                        cap / 64,
-                        "kiln fragment planted leak",
-                    )?);
-                }
-                st.buffers.clear();
-                st.raw.clear();
-                st.live_bytes = 0;
-                let r = residual(ctx, round, st.raw.len());
-                if report.residuals.len() == MAX_RESIDUALS {
-                    report.residuals.remove(0);
-                }
-                report.residuals.push(r);
-                round += 1;
-                report.rounds = round;
+        let tortured =
+            ctx.with_own_allocator(|ctx| torture(ctx, &cfg, cap, control, &mut report, &mut round));
+        match tortured {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) | Err(e) => {
+                report.device_error = Some(record_device_error(events, device, &e));
             }
-            Ok(())
-        })();
-        if let Err(e) = outcome {
-            report.device_error = Some(record_device_error(events, device, &e));
         }
-        report.allocator_allocations = st.allocator_lat.seen;
-        report.raw_allocations = st.raw_lat.seen;
-        report.allocator_latency = latency(std::mem::take(&mut st.allocator_lat.kept));
-        report.raw_latency = latency(std::mem::take(&mut st.raw_lat.kept));
-        judge_leak(&mut report);
-        // Leave the device as it was found.
-        drop(st);
-        leaked.clear();
         report.end = residual(ctx, round, 0);
         let tolerance = cap / 100;
         report.returned_to_baseline = report.end.allocator_bytes <= report.baseline.allocator_bytes
@@ -390,6 +335,90 @@ impl FragmentTest {
         }
         Ok(report)
     }
+}
+
+/// The rounds of churn, each ending with everything freed; then the leak judgement on
+/// what stayed allocated, and everything released.
+fn torture(
+    ctx: &mut DeviceContext,
+    cfg: &FragmentConfig,
+    cap: u64,
+    control: &RunControl,
+    report: &mut FragmentReport,
+    round: &mut u32,
+) -> Result<(), GpuError> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
+    let mut leaked: Vec<GpuBuffer> = Vec::new();
+    let mut st = State {
+        buffers: Vec::new(),
+        raw: Vec::new(),
+        live_bytes: 0,
+        allocator_lat: Samples::default(),
+        raw_lat: Samples::default(),
+    };
+    // With no time budget (a pass count alone), a fixed number of rounds: the torture has
+    // no passes of its own and must not run until someone stops it.
+    let rounds = cfg
+        .rounds
+        .or(control.deadline.is_none().then_some(UNBUDGETED_ROUNDS));
+    let outcome: Result<(), GpuError> = (|| {
+        loop {
+            if rounds.is_some_and(|n| *round >= n) {
+                break;
+            }
+            if control.stop_requested() {
+                report.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
+                break;
+            }
+            if rounds.is_none() && *round > 0 && control.out_of_time() {
+                break;
+            }
+            if control.stopped() {
+                report.stopped_early = Some("stopped at the hard deadline".into());
+                break;
+            }
+            if cfg.plant_fragmentation && *round == 0 {
+                fragmenting_pattern(ctx, &mut st, cap, *round, report)?;
+            } else {
+                churn(
+                    ctx,
+                    &mut st,
+                    &mut rng,
+                    cap,
+                    cfg.ops_per_round,
+                    *round,
+                    report,
+                )?;
+            }
+            if cfg.plant_leak {
+                leaked.push(ctx.buffer(
+                    BufferKind::DeviceShared,
+                    cap / 64,
+                    "kiln fragment planted leak",
+                )?);
+            }
+            st.buffers.clear();
+            st.raw.clear();
+            st.live_bytes = 0;
+            let r = residual(ctx, *round, st.raw.len());
+            if report.residuals.len() == MAX_RESIDUALS {
+                report.residuals.remove(0);
+            }
+            report.residuals.push(r);
+            *round += 1;
+            report.rounds = *round;
+        }
+        Ok(())
+    })();
+    report.allocator_allocations = st.allocator_lat.seen;
+    report.raw_allocations = st.raw_lat.seen;
+    report.allocator_latency = latency(std::mem::take(&mut st.allocator_lat.kept));
+    report.raw_latency = latency(std::mem::take(&mut st.raw_lat.kept));
+    judge_leak(report);
+    // Leave the device as it was found.
+    drop(st);
+    leaked.clear();
+    outcome
 }
 
 /// Random allocations and frees with a large request every 50 operations.
@@ -522,14 +551,8 @@ fn fragmenting_pattern(
 /// A leak: the allocator still reports our allocations after every free, growing round by
 /// round; or the driver's usage grows round by round beyond the allocator's blocks.
 fn judge_leak(report: &mut FragmentReport) {
-    let residual: Vec<u64> = report
-        .residuals
-        .iter()
-        .map(|r| {
-            r.allocator_bytes
-                .saturating_sub(report.baseline.allocator_bytes)
-        })
-        .collect();
+    // The residuals are of the torture's own allocator, which starts empty.
+    let residual: Vec<u64> = report.residuals.iter().map(|r| r.allocator_bytes).collect();
     if let Some(&last) = residual.last()
         && last > 0
     {

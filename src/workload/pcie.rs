@@ -79,16 +79,24 @@ pub struct Corruption {
 /// The link as read while the largest transfers ran.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LinkUnderLoad {
-    /// Current generation.
+    /// Generation while the largest transfers ran (the highest sampled: a link trains up
+    /// under load and drops at idle).
     pub generation: Option<u32>,
-    /// Maximum generation.
+    /// The most the link can train to: the lower of the card's and its upstream port's
+    /// maximum (a Gen5 card in a Gen4 slot is not degraded).
     pub generation_max: Option<u32>,
-    /// Current width.
+    /// Width while the largest transfers ran.
     pub width: Option<u32>,
-    /// Maximum width.
+    /// The lower of the card's and the upstream port's maximum width.
     pub width_max: Option<u32>,
-    /// Theoretical bandwidth per direction of the current link, GB/s.
+    /// Theoretical bandwidth per direction of the link in use, GB/s.
     pub theoretical_gbps: Option<f64>,
+    /// The card's own maximum generation and width, when the upstream port is lower.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card_max: Option<(Option<u32>, Option<u32>)>,
+    /// Link samples taken during the largest transfers.
+    #[serde(default)]
+    pub samples: usize,
 }
 
 /// Everything the probe found.
@@ -101,6 +109,12 @@ pub struct PcieReport {
     pub upload_memory: Vec<String>,
     /// Memory types of the readback staging buffer.
     pub readback_memory: Vec<String>,
+    /// True when both staging buffers are in host memory (a heap that is not
+    /// device-local): only then do the transfers cross the bus and their rates say
+    /// anything of the link. False on a device with no such memory (then the rates are
+    /// not judged).
+    #[serde(default)]
+    pub staging_in_host_memory: bool,
     /// Per size.
     pub sizes: Vec<SizeResult>,
     /// Best host-to-device rate.
@@ -283,6 +297,8 @@ impl PcieTest {
         );
         let mut report = PcieReport {
             largest_bytes: max,
+            staging_in_host_memory: BufferKind::Upload.ideal_on(ctx.info())
+                && BufferKind::Readback.ideal_on(ctx.info()),
             upload_memory: st
                 .up
                 .memory_flags()
@@ -319,21 +335,32 @@ impl PcieTest {
                     break;
                 }
                 let largest = size.saturating_mul(4) > max;
-                let r = one_size(
-                    ctx,
-                    &mut st,
-                    binding,
-                    checksum_pipeline,
-                    size,
-                    &cfg,
-                    largest,
-                    &mut report,
-                    events,
-                    device,
-                )?;
-                if largest && let Some(pci) = &pci {
-                    report.link = Some(read_link_under_load(&cfg.sysfs_root, pci));
-                }
+                let mut transfer = || {
+                    one_size(
+                        ctx,
+                        &mut st,
+                        binding,
+                        checksum_pipeline,
+                        size,
+                        &cfg,
+                        largest,
+                        &mut report,
+                        events,
+                        device,
+                    )
+                };
+                // The link is read while the largest transfers run, from a thread of its
+                // own: afterwards it may already have dropped to its idle speed.
+                let r = match (&pci, largest) {
+                    (Some(pci), true) => {
+                        let dir = cfg.sysfs_root.join("sys/bus/pci/devices").join(pci);
+                        let (r, samples) = sample_during(|| sysfs::read_link(&dir), transfer);
+                        let upstream = upstream_max(&dir);
+                        report.link = Some(link_under_load(&samples, upstream));
+                        r?
+                    }
+                    _ => transfer()?,
+                };
                 report.peak_h2d_gbps = report.peak_h2d_gbps.max(r.h2d_gbps);
                 report.peak_d2h_gbps = report.peak_d2h_gbps.max(r.d2h_gbps);
                 report.peak_bidir_gbps = report.peak_bidir_gbps.max(r.bidir_gbps);
@@ -354,18 +381,78 @@ impl PcieTest {
     }
 }
 
-fn read_link_under_load(root: &std::path::Path, pci: &str) -> LinkUnderLoad {
-    let r = sysfs::read_link(&root.join("sys/bus/pci/devices").join(pci));
+/// Runs `work` while a thread reads the link with `read` every few milliseconds; returns
+/// the work's result and every reading taken while it ran (at least one).
+pub fn sample_during<T>(
+    read: impl Fn() -> crate::telemetry::record::Readings + Sync,
+    work: impl FnOnce() -> T,
+) -> (T, Vec<crate::telemetry::record::Readings>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let done = AtomicBool::new(false);
+    let (out, mut samples) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut taken = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                taken.push(read());
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            taken
+        });
+        let out = work();
+        done.store(true, Ordering::Relaxed);
+        (out, sampler.join().unwrap_or_default())
+    });
+    if samples.is_empty() {
+        samples.push(read());
+    }
+    (out, samples)
+}
+
+/// The upstream port's maximum link (generation, width): the bridge the card hangs from,
+/// whose `max_link_speed` is what the slot can do (REFERENCE.md, PCIe).
+fn upstream_max(device_dir: &std::path::Path) -> (Option<u32>, Option<u32>) {
+    let Some(bridge) = std::fs::canonicalize(device_dir)
+        .ok()
+        .and_then(|d| d.parent().map(std::path::Path::to_path_buf))
+    else {
+        return (None, None);
+    };
+    let r = sysfs::read_link(&bridge);
     let n = |k: &str| r.get(k).and_then(Reading::number).map(|v| v as u32);
-    let (generation, width) = (n("pcie_gen"), n("pcie_width"));
+    (n("pcie_gen_max"), n("pcie_width_max"))
+}
+
+/// The link while the largest transfers ran: the highest generation and width sampled,
+/// against the lower of the card's and the upstream port's maximum.
+pub fn link_under_load(
+    samples: &[crate::telemetry::record::Readings],
+    upstream: (Option<u32>, Option<u32>),
+) -> LinkUnderLoad {
+    let highest = |k: &str| {
+        samples
+            .iter()
+            .filter_map(|r| r.get(k).and_then(Reading::number))
+            .map(|v| v as u32)
+            .max()
+    };
+    let (generation, width) = (highest("pcie_gen"), highest("pcie_width"));
+    let (card_gen, card_width) = (highest("pcie_gen_max"), highest("pcie_width_max"));
+    let lower = |card: Option<u32>, port: Option<u32>| match (card, port) {
+        (Some(c), Some(p)) => Some(c.min(p)),
+        (c, p) => c.or(p),
+    };
+    let (gen_max, width_max) = (lower(card_gen, upstream.0), lower(card_width, upstream.1));
     LinkUnderLoad {
         generation,
-        generation_max: n("pcie_gen_max"),
+        generation_max: gen_max,
         width,
-        width_max: n("pcie_width_max"),
+        width_max,
         theoretical_gbps: generation
             .zip(width)
             .and_then(|(g, w)| theoretical_gbps(g, w)),
+        card_max: (gen_max != card_gen || width_max != card_width)
+            .then_some((card_gen, card_width)),
+        samples: samples.len(),
     }
 }
 
@@ -407,12 +494,13 @@ fn one_size(
     let not_mapped = || GpuError::Unsupported("a staging buffer is not mapped".into());
     let gbps = |bytes: u64, ns: u64| bytes as f64 / ns.max(1) as f64;
     let (mut best_h2d, mut best_d2h, mut best_bidir) = (u64::MAX, u64::MAX, u64::MAX);
+    // What was sent stays in host memory: reading it back from the staging buffer would
+    // read write-combined or BAR memory, slowly, and trust what the device may touch.
+    let mut expected = vec![0u8; size as usize];
     for rep in 0..cfg.repeats.max(1) {
         let seed = size ^ (u64::from(rep) << 40) ^ 0x6B69_6C6E;
-        fill(
-            &mut st.up.bytes_mut().ok_or_else(not_mapped)?[..size as usize],
-            seed,
-        );
+        fill(&mut expected, seed);
+        st.up.bytes_mut().ok_or_else(not_mapped)?[..size as usize].copy_from_slice(&expected);
         let mut rec = ctx.record(format!("pcie upload of {size} bytes"))?;
         rec.copy(&st.up, 0, &st.dev, 0, size);
         best_h2d = best_h2d.min(rec.submit_and_wait()?.best_ns());
@@ -420,9 +508,8 @@ fn one_size(
         if let Some(offset) = inject {
             // Corrupt one byte on the device, as a faulty link would have.
             let word_at = offset & !3;
-            let up = st.up.bytes().ok_or_else(not_mapped)?;
             let mut word = [0u8; 4];
-            word.copy_from_slice(&up[word_at as usize..word_at as usize + 4]);
+            word.copy_from_slice(&expected[word_at as usize..word_at as usize + 4]);
             word[(offset - word_at) as usize] ^= 0x5A;
             let mut rec = ctx.record("planting a corrupted byte")?;
             rec.fill(&st.dev, word_at, 4, u32::from_le_bytes(word));
@@ -444,11 +531,11 @@ fn one_size(
             let s = st.sums.words().ok_or_else(not_mapped)?;
             (s[0], s[1])
         };
-        let host_sum = checksum(&st.up.bytes().ok_or_else(not_mapped)?[..size as usize]);
+        let host_sum = checksum(&expected);
         let mut rec = ctx.record(format!("pcie readback of {size} bytes"))?;
         rec.copy(&st.dev, 0, &st.down, 0, size);
         best_d2h = best_d2h.min(rec.submit_and_wait()?.best_ns());
-        let up = &st.up.bytes().ok_or_else(not_mapped)?[..size as usize];
+        let up = &expected[..];
         let down = &st.down.bytes().ok_or_else(not_mapped)?[..size as usize];
         report.transfers_verified += 2;
         if device_sum != host_sum || up != down {
@@ -492,6 +579,7 @@ fn one_size(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn link_theory_matches_the_reference_table() {
@@ -507,6 +595,7 @@ mod tests {
             largest_bytes: 0,
             upload_memory: vec![],
             readback_memory: vec![],
+            staging_in_host_memory: true,
             sizes: vec![],
             peak_h2d_gbps: 10.0,
             peak_d2h_gbps: 12.0,
@@ -519,6 +608,8 @@ mod tests {
                 width: Some(16),
                 width_max: Some(16),
                 theoretical_gbps: theoretical_gbps(4, 16),
+                card_max: None,
+                samples: 4,
             }),
             findings: vec![],
             stopped_early: None,
@@ -533,20 +624,42 @@ mod tests {
         assert_eq!(r.findings.len(), 1, "the rates are the verdict's to judge");
     }
 
-    #[test]
-    fn the_link_is_read_from_sysfs() {
+    /// A sysfs PCI tree where the card (`0000:05:00.0`) hangs from a bridge
+    /// (`0000:00:01.0`) through the real layout: `bus/pci/devices/<bdf>` links into
+    /// `devices/pci0000:00/<bridge>/<card>`.
+    fn tree(card: &[(&str, &str)], bridge: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
         let root = tempfile::tempdir().unwrap();
-        let dev = root.path().join("sys/bus/pci/devices/0000:05:00.0");
-        std::fs::create_dir_all(&dev).unwrap();
-        for (f, t) in [
-            ("current_link_speed", "8.0 GT/s PCIe"),
-            ("max_link_speed", "32.0 GT/s PCIe"),
-            ("current_link_width", "8"),
-            ("max_link_width", "16"),
-        ] {
-            std::fs::write(dev.join(f), t).unwrap();
+        let bridge_dir = root.path().join("sys/devices/pci0000:00/0000:00:01.0");
+        let card_dir = bridge_dir.join("0000:05:00.0");
+        std::fs::create_dir_all(&card_dir).unwrap();
+        for (f, t) in card {
+            std::fs::write(card_dir.join(f), t).unwrap();
         }
-        let link = read_link_under_load(root.path(), "0000:05:00.0");
+        for (f, t) in bridge {
+            std::fs::write(bridge_dir.join(f), t).unwrap();
+        }
+        let devices = root.path().join("sys/bus/pci/devices");
+        std::fs::create_dir_all(&devices).unwrap();
+        let link = devices.join("0000:05:00.0");
+        std::os::unix::fs::symlink(&card_dir, &link).unwrap();
+        (root, link)
+    }
+
+    #[test]
+    fn the_link_is_read_from_sysfs_against_the_slot() {
+        let gen5_card = [
+            ("current_link_speed", "16.0 GT/s PCIe"),
+            ("max_link_speed", "32.0 GT/s PCIe"),
+            ("current_link_width", "16"),
+            ("max_link_width", "16"),
+        ];
+        // A Gen5 card in a Gen4 slot running at Gen4: the slot's best, not degraded.
+        let gen4_slot = [
+            ("max_link_speed", "16.0 GT/s PCIe"),
+            ("max_link_width", "16"),
+        ];
+        let (_root, dir) = tree(&gen5_card, &gen4_slot);
+        let link = link_under_load(&[sysfs::read_link(&dir)], upstream_max(&dir));
         assert_eq!(
             (
                 link.generation,
@@ -554,9 +667,74 @@ mod tests {
                 link.width,
                 link.width_max
             ),
-            (Some(3), Some(5), Some(8), Some(16))
+            (Some(4), Some(4), Some(16), Some(16))
         );
-        assert!((link.theoretical_gbps.unwrap() - 7.88).abs() < 0.01);
+        assert_eq!(link.card_max, Some((Some(5), Some(16))));
+        let mut r = PcieReport {
+            largest_bytes: 0,
+            upload_memory: vec![],
+            readback_memory: vec![],
+            staging_in_host_memory: true,
+            sizes: vec![],
+            peak_h2d_gbps: 20.0,
+            peak_d2h_gbps: 25.0,
+            peak_bidir_gbps: 40.0,
+            transfers_verified: 2,
+            corruption: vec![],
+            link: Some(link),
+            findings: vec![],
+            stopped_early: None,
+            device_error: None,
+        };
+        judge_link(&mut r);
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+        // The same card in a Gen5 slot, trained to Gen4 under load: degraded.
+        let gen5_slot = [
+            ("max_link_speed", "32.0 GT/s PCIe"),
+            ("max_link_width", "16"),
+        ];
+        let (_root, dir) = tree(&gen5_card, &gen5_slot);
+        let link = link_under_load(&[sysfs::read_link(&dir)], upstream_max(&dir));
+        assert_eq!((link.generation, link.generation_max), (Some(4), Some(5)));
+        assert!((link.theoretical_gbps.unwrap() - 31.5).abs() < 0.05);
+    }
+
+    #[test]
+    fn the_link_is_sampled_while_the_transfers_run() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // A link that trains to Gen5 only while the transfer runs and drops to Gen1 the
+        // moment it ends, as real links do at idle.
+        let busy = AtomicBool::new(false);
+        let read = || {
+            let generation = if busy.load(Ordering::Relaxed) {
+                5.0
+            } else {
+                1.0
+            };
+            let mut r = crate::telemetry::record::Readings::new();
+            r.insert("pcie_gen".into(), Reading::Number(generation));
+            r.insert("pcie_gen_max".into(), Reading::Number(5.0));
+            r.insert("pcie_width".into(), Reading::Number(16.0));
+            r.insert("pcie_width_max".into(), Reading::Number(16.0));
+            r
+        };
+        let (out, samples) = sample_during(read, || {
+            busy.store(true, Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(60));
+            busy.store(false, Ordering::Relaxed);
+            7
+        });
+        assert_eq!(out, 7);
+        assert!(samples.len() >= 3, "{} samples", samples.len());
+        let link = link_under_load(&samples, (None, None));
+        assert_eq!(
+            link.generation,
+            Some(5),
+            "read during the load, not after it"
+        );
+        // Read after the transfer, as before, the link looks degraded.
+        let after = link_under_load(&[read()], (None, None));
+        assert_eq!(after.generation, Some(1));
     }
 
     #[test]

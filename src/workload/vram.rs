@@ -294,21 +294,30 @@ pub struct WordRef {
     pub overwritten: bool,
 }
 
+/// The share of an integrated GPU's heap (system memory) the VRAM test may take.
+pub const INTEGRATED_SHARE: f64 = 0.5;
+
 /// Decides how many bytes to test on `info`.
 pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, WorkloadError> {
     let heap = info
-        .heaps
-        .iter()
-        .filter(|h| h.device_local)
-        .max_by_key(|h| h.size_bytes)
+        .vram_heap()
         .ok_or_else(|| WorkloadError::Config("the device reports no device-local memory".into()))?;
-    let (free, free_source) = match (heap.budget_bytes, heap.usage_bytes) {
+    let (mut free, mut free_source) = match (heap.budget_bytes, heap.usage_bytes) {
         (Some(budget), Some(usage)) => (budget.saturating_sub(usage), "VK_EXT_memory_budget"),
         _ => (
             heap.size_bytes,
             "heap size (the driver reports no memory budget)",
         ),
     };
+    // An integrated GPU's "device-local" heap is the system's own memory: the test takes
+    // at most a stated share of it, and says so, rather than starve the host.
+    if info.kind == crate::gpu::DeviceKind::IntegratedGpu {
+        let share = (heap.size_bytes as f64 * INTEGRATED_SHARE) as u64;
+        if free > share {
+            free = share;
+            free_source = "integrated GPU: system memory, at most half of it is tested";
+        }
+    }
     let reserve = cfg
         .reserve_bytes
         .unwrap_or_else(|| (256 * MIB).max(heap.size_bytes / 50));

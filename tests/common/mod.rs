@@ -293,3 +293,172 @@ pub fn usage_error(args: &[&str], needle: &str) {
         "{args:?}: a run started"
     );
 }
+
+/// The directory holding the emulated-discrete test layer (`tests/layers/discrete`): its
+/// library and its manifest, built once per test binary into `target/layers` (a target
+/// directory of its own, so this build never waits on the lock of the `cargo test` that
+/// runs it).
+pub fn discrete_layer_dir() -> std::path::PathBuf {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let target = root.join("target/layers");
+        let cargo = std::env::var_os("CARGO")
+            .or_else(|| option_env!("CARGO").map(std::ffi::OsString::from))
+            .unwrap_or_else(|| "cargo".into());
+        let out = std::process::Command::new(&cargo)
+            .args(["build", "-p", "kiln-discrete-layer", "--target-dir"])
+            .arg(&target)
+            .arg("--manifest-path")
+            .arg(root.join("Cargo.toml"))
+            .env_remove("CARGO_TARGET_DIR")
+            .current_dir(root)
+            .output()
+            .unwrap_or_else(|e| panic!("running {cargo:?} to build the test layer: {e}"));
+        assert!(
+            out.status.success(),
+            "building the emulated-discrete layer failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = target.join("debug");
+        let library = dir.join("libkiln_discrete_layer.so");
+        assert!(library.is_file(), "{} was not built", library.display());
+        let template = std::fs::read_to_string(
+            root.join("tests/layers/discrete/VkLayer_kiln_discrete.json.in"),
+        )
+        .expect("the layer's manifest template");
+        let escaped = library
+            .to_str()
+            .expect("a UTF-8 target path")
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"");
+        let manifest = template.replace("@LIBRARY_PATH@", &escaped);
+        // Written aside and renamed, so that a test binary running at the same time never
+        // reads half a manifest.
+        let temp = dir.join(format!("VkLayer_kiln_discrete.json.{}", std::process::id()));
+        std::fs::write(&temp, manifest).unwrap();
+        std::fs::rename(&temp, dir.join("VkLayer_kiln_discrete.json")).unwrap();
+        dir
+    })
+    .clone()
+}
+
+/// The emulated-discrete configurations (vendor, BAR) the memory tests run in.
+pub const EMULATED: &[(&str, &str)] = &[
+    ("nvidia", "none"),
+    ("nvidia", "rebar"),
+    ("amd", "small"),
+    ("intel", "rebar"),
+];
+
+/// One emulated discrete card: `vendor` is `nvidia`, `amd` or `intel`; `bar` is `none`,
+/// `rebar` (all of VRAM host-visible) or `small` (a 256 MiB BAR heap).
+#[derive(Clone, Copy, Debug)]
+pub struct Emulated {
+    pub vendor: &'static str,
+    pub bar: &'static str,
+}
+
+impl Emulated {
+    /// Every configuration of [`EMULATED`].
+    pub fn all() -> Vec<Emulated> {
+        EMULATED
+            .iter()
+            .map(|&(vendor, bar)| Emulated { vendor, bar })
+            .collect()
+    }
+
+    /// The environment that runs a kiln process on this card; see [`emulated_env`].
+    pub fn env(&self, log: &std::path::Path) -> Vec<(String, std::ffi::OsString)> {
+        emulated_env(self.vendor, self.bar, log)
+    }
+}
+
+/// Lavapipe's ICD manifest, when it is installed in a standard place.
+fn lavapipe_icd() -> Option<std::path::PathBuf> {
+    [
+        "/usr/share/vulkan/icd.d",
+        "/usr/local/share/vulkan/icd.d",
+        "/etc/vulkan/icd.d",
+    ]
+    .iter()
+    .filter_map(|d| std::fs::read_dir(d).ok())
+    .flatten()
+    .filter_map(|e| e.ok().map(|e| e.path()))
+    .find(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("lvp_icd") && n.ends_with(".json"))
+    })
+}
+
+/// The environment that makes a kiln process see lavapipe as a discrete card of `vendor`
+/// with BAR mode `bar`, through `VK_LAYER_KILN_emulated_discrete`, its memory events
+/// appended to `log`. Only lavapipe's driver is loaded (when its manifest is found), so a
+/// real GPU on the machine is not disguised. Add `KILN_EMULATE_VRAM_BYTES`,
+/// `KILN_EMULATE_HOST_BYTES` or `KILN_EMULATE_MAX_STORAGE_RANGE` to change the card.
+pub fn emulated_env(
+    vendor: &str,
+    bar: &str,
+    log: &std::path::Path,
+) -> Vec<(String, std::ffi::OsString)> {
+    let mut env: Vec<(String, std::ffi::OsString)> = vec![
+        ("VK_LAYER_PATH".into(), discrete_layer_dir().into()),
+        (
+            "VK_INSTANCE_LAYERS".into(),
+            "VK_LAYER_KILN_emulated_discrete".into(),
+        ),
+        ("KILN_EMULATE_VENDOR".into(), vendor.into()),
+        ("KILN_EMULATE_BAR".into(), bar.into()),
+        ("KILN_EMULATE_LOG".into(), log.into()),
+    ];
+    if let Some(icd) = lavapipe_icd() {
+        env.push(("VK_DRIVER_FILES".into(), icd.clone().into()));
+        env.push(("VK_ICD_FILENAMES".into(), icd.into()));
+    }
+    env
+}
+
+/// One line of the emulated-discrete layer's log: `alloc`, `free`, `map`, `map-refused`,
+/// `refused-heap-full` or `refused-bad-type`, with the fields the line has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllocLine {
+    pub kind: String,
+    pub memory_type: Option<u32>,
+    pub heap: Option<u32>,
+    pub bytes: Option<u64>,
+    pub flags: Vec<String>,
+}
+
+/// The lines of the layer's log at `path` (none when it was never written).
+pub fn allocation_log(path: &std::path::Path) -> Vec<AllocLine> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let mut words = line.split_whitespace();
+            let mut entry = AllocLine {
+                kind: words.next().unwrap_or_default().to_owned(),
+                memory_type: None,
+                heap: None,
+                bytes: None,
+                flags: Vec::new(),
+            };
+            for word in words {
+                let (key, value) = word
+                    .split_once('=')
+                    .unwrap_or_else(|| panic!("{}: bad log line `{line}`", path.display()));
+                match key {
+                    "type" => entry.memory_type = value.parse().ok(),
+                    "heap" => entry.heap = value.parse().ok(),
+                    "bytes" => entry.bytes = value.parse().ok(),
+                    "flags" if value != "none" => {
+                        entry.flags = value.split('|').map(str::to_owned).collect()
+                    }
+                    _ => {}
+                }
+            }
+            entry
+        })
+        .collect()
+}

@@ -1,0 +1,196 @@
+//! The emulated card: its identity and memory model from the `KILN_EMULATE_*` environment,
+//! and the event log.
+
+use std::io::Write;
+
+use ash::vk;
+
+/// 1 GiB, the default size of both fake heaps.
+const GIB: u64 = 1 << 30;
+/// The classic BAR window of a card without resizable BAR.
+const SMALL_BAR_BYTES: u64 = 256 << 20;
+
+/// How much of VRAM the CPU can map through the PCIe BAR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bar {
+    /// No host-visible device-local memory type at all.
+    None,
+    /// Resizable BAR: all of VRAM is host-visible.
+    Rebar,
+    /// The 256 MiB window, a heap of its own.
+    Small,
+}
+
+/// One fake memory type: its flags and heap.
+#[derive(Clone, Copy)]
+pub struct FakeType {
+    pub flags: vk::MemoryPropertyFlags,
+    pub heap: u32,
+}
+
+/// One fake memory heap.
+#[derive(Clone, Copy)]
+pub struct FakeHeap {
+    pub size: u64,
+    pub flags: vk::MemoryHeapFlags,
+}
+
+/// What the layer presents, read once per instance.
+pub struct Config {
+    pub vendor_id: u32,
+    pub device_id: u32,
+    pub device_name: &'static str,
+    pub max_storage_range: Option<u32>,
+    pub log: Option<std::path::PathBuf>,
+    pub heaps: Vec<FakeHeap>,
+    pub types: Vec<FakeType>,
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+fn bytes(name: &str, default: u64) -> Result<u64, String> {
+    match var(name) {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("{name}={v}: expected a positive number of bytes")),
+    }
+}
+
+impl Config {
+    /// Reads the `KILN_EMULATE_*` variables; an unknown value is an error (a test that
+    /// misspells a setting must fail, not silently test the default).
+    pub fn from_env() -> Result<Config, String> {
+        let vendor = var("KILN_EMULATE_VENDOR").unwrap_or_else(|| "nvidia".into());
+        let (vendor_id, device_id, device_name) = match vendor.to_ascii_lowercase().as_str() {
+            "nvidia" => (0x10DE, 0x2335, "kiln emulated NVIDIA GPU"),
+            "amd" => (0x1002, 0x74A1, "kiln emulated AMD GPU"),
+            "intel" => (0x8086, 0x56A0, "kiln emulated Intel GPU"),
+            _ => {
+                return Err(format!(
+                    "KILN_EMULATE_VENDOR={vendor}: expected nvidia, amd or intel"
+                ));
+            }
+        };
+        let bar_name = var("KILN_EMULATE_BAR").unwrap_or_else(|| "none".into());
+        let bar = match bar_name.to_ascii_lowercase().as_str() {
+            "none" => Bar::None,
+            "rebar" => Bar::Rebar,
+            "small" => Bar::Small,
+            _ => {
+                return Err(format!(
+                    "KILN_EMULATE_BAR={bar_name}: expected none, rebar or small"
+                ));
+            }
+        };
+        let vram = bytes("KILN_EMULATE_VRAM_BYTES", GIB)?;
+        let host = bytes("KILN_EMULATE_HOST_BYTES", GIB)?;
+        let max_storage_range = match var("KILN_EMULATE_MAX_STORAGE_RANGE") {
+            None => None,
+            Some(v) => Some(v.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                format!("KILN_EMULATE_MAX_STORAGE_RANGE={v}: expected a positive 32-bit number")
+            })?),
+        };
+        let log = std::env::var_os("KILN_EMULATE_LOG")
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from);
+
+        use vk::MemoryHeapFlags as H;
+        use vk::MemoryPropertyFlags as M;
+        let mut heaps = vec![
+            FakeHeap {
+                size: vram,
+                flags: H::DEVICE_LOCAL,
+            },
+            FakeHeap {
+                size: host,
+                flags: H::empty(),
+            },
+        ];
+        let mut types = vec![
+            FakeType {
+                flags: M::DEVICE_LOCAL,
+                heap: 0,
+            },
+            FakeType {
+                flags: M::HOST_VISIBLE | M::HOST_COHERENT,
+                heap: 1,
+            },
+            FakeType {
+                flags: M::HOST_VISIBLE | M::HOST_COHERENT | M::HOST_CACHED,
+                heap: 1,
+            },
+        ];
+        let bar_type = M::DEVICE_LOCAL | M::HOST_VISIBLE | M::HOST_COHERENT;
+        match bar {
+            Bar::None => {}
+            Bar::Rebar => types.push(FakeType {
+                flags: bar_type,
+                heap: 0,
+            }),
+            Bar::Small => {
+                heaps.push(FakeHeap {
+                    size: SMALL_BAR_BYTES,
+                    flags: H::DEVICE_LOCAL,
+                });
+                types.push(FakeType {
+                    flags: bar_type,
+                    heap: 2,
+                });
+            }
+        }
+        Ok(Config {
+            vendor_id,
+            device_id,
+            device_name,
+            max_storage_range,
+            log,
+            heaps,
+            types,
+        })
+    }
+
+    /// Appends one event line to the log, when there is one. The file is opened per
+    /// line so that several processes can share it.
+    pub fn log(&self, line: std::fmt::Arguments) {
+        let Some(path) = &self.log else { return };
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            // One write per line: appends of a short line do not interleave.
+            let _ = file.write_all(format!("{line}\n").as_bytes());
+            let _ = file.flush();
+        }
+    }
+}
+
+/// `device_local|host_visible|...`, the names kiln prints.
+pub fn flag_names(flags: vk::MemoryPropertyFlags) -> String {
+    use vk::MemoryPropertyFlags as M;
+    let names: Vec<&str> = [
+        (M::DEVICE_LOCAL, "device_local"),
+        (M::HOST_VISIBLE, "host_visible"),
+        (M::HOST_COHERENT, "host_coherent"),
+        (M::HOST_CACHED, "host_cached"),
+        (M::LAZILY_ALLOCATED, "lazily_allocated"),
+        (M::PROTECTED, "protected"),
+    ]
+    .iter()
+    .filter(|(f, _)| flags.contains(*f))
+    .map(|(_, n)| *n)
+    .collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join("|")
+    }
+}
