@@ -6,20 +6,26 @@
 set -u
 out=${1:?usage: gpu-session.sh OUT}
 mkdir -p "$out"
-step() {  # step NAME CMD...: runs CMD, saving its output and exit code as NAME.*
-    local name=$1
-    shift
+step() {  # step SECONDS NAME CMD...: runs CMD for at most SECONDS, saving its output and exit code
+    local limit=$1 name=$2
+    shift 2
     local started=$SECONDS
-    "$@" >"$out/$name.out" 2>"$out/$name.err"
+    timeout --kill-after=10 "$limit" "$@" >"$out/$name.out" 2>"$out/$name.err"
     local rc=$?
-    echo "$name: exit $rc in $((SECONDS - started)) s" | tee -a "$out/steps.txt"
+    local note=""
+    [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && note=" (stopped at the ${limit} s limit)"
+    echo "$name: exit $rc in $((SECONDS - started)) s$note" | tee -a "$out/steps.txt"
 }
-step list kiln list --json
-step health kiln health --json --state "$out/health-state.json"
-step quick kiln run --profile quick --json --out "$out/run"
-step health-after kiln health --json --state "$out/health-state.json" --runs "$out" --max-age 1h
-step bench-vram kiln bench vram --bytes 8GiB --json
-step bench-compute kiln bench compute --duration 10s --json
-step bench-pcie kiln bench pcie --json
-step fleet kiln run --profile fleet --duration 90s --json --out "$out/fleet"
-step compare kiln compare "$out/run" "$out/fleet" --json
+# First what the loader sees, so that a run that finds no GPU can be explained: the ICD
+# manifests present, whether their libraries load, and the loader's own driver log.
+step 20 icds bash -c 'for f in /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json ${VK_DRIVER_FILES//:/ } ${VK_ICD_FILENAMES//:/ }; do [ -f "$f" ] && echo "== $f" && cat "$f"; done; ldconfig -p | grep -E "libvulkan|libGLX_nvidia|libnvidia-ml"'
+step 30 loader env VK_LOADER_DEBUG=error,warn,driver kiln list
+step 30 list kiln list --json
+step 30 health kiln health --json --state "$out/health-state.json"
+step 150 quick kiln run --profile quick --json --out "$out/run"
+step 30 health-after kiln health --json --state "$out/health-state.json" --runs "$out" --max-age 1h
+step 60 bench-vram kiln bench vram --bytes 8GiB --json
+step 40 bench-compute kiln bench compute --duration 10s --json
+step 40 bench-pcie kiln bench pcie --json
+step 130 fleet kiln run --profile fleet --duration 90s --json --out "$out/fleet"
+step 20 compare kiln compare "$out/run" "$out/fleet" --json

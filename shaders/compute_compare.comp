@@ -19,31 +19,53 @@ const uint C_NONFINITE = 1u;
 const uint C_SLOTS = 2u;
 const uint C_RECORDS = 8u;   // records of 9 words: item, expected x4, actual x4
 
+// Per-workgroup counts, added to the global counters once per workgroup: a device whose
+// every lane is wrong must not serialise on two global counters.
+shared uint s_mismatch;
+shared uint s_nonfinite;
+
 void main() {
+    if (gl_LocalInvocationIndex == 0u) {
+        s_mismatch = 0u;
+        s_nonfinite = 0u;
+    }
+    memoryBarrierShared();
+    barrier();
+    // No early return: every invocation must reach the barriers (the host dispatches
+    // whole workgroups of a power-of-two item count, but keep the bound anyway).
     uint item = gl_GlobalInvocationID.x;
-    if (item >= pc.items) {
-        return;
-    }
-    uvec4 a = first_run.v[item];
-    uvec4 b = second_run.v[item];
-    if (KIND == 0u) {
-        vec4 f = uintBitsToFloat(a);
-        if (any(isnan(f)) || any(isinf(f))) {
-            atomicAdd(res.r[C_NONFINITE], 1u);
+    if (item < pc.items) {
+        uvec4 a = first_run.v[item];
+        uvec4 b = second_run.v[item];
+        if (KIND == 0u) {
+            vec4 f = uintBitsToFloat(a);
+            if (any(isnan(f)) || any(isinf(f))) {
+                atomicAdd(s_nonfinite, 1u);
+            }
         }
-    }
-    if (any(notEqual(a, b))) {
-        atomicAdd(res.r[C_MISMATCH], 1u);
-        if (res.r[C_SLOTS] < pc.record_capacity) {
-            uint slot = atomicAdd(res.r[C_SLOTS], 1u);
-            if (slot < pc.record_capacity) {
-                uint at = C_RECORDS + slot * 9u;
-                res.r[at] = item;
-                for (uint c = 0u; c < 4u; c++) {
-                    res.r[at + 1u + c] = a[c];
-                    res.r[at + 5u + c] = b[c];
+        if (any(notEqual(a, b))) {
+            atomicAdd(s_mismatch, 1u);
+            if (res.r[C_SLOTS] < pc.record_capacity) {
+                uint slot = atomicAdd(res.r[C_SLOTS], 1u);
+                if (slot < pc.record_capacity) {
+                    uint at = C_RECORDS + slot * 9u;
+                    res.r[at] = item;
+                    for (uint c = 0u; c < 4u; c++) {
+                        res.r[at + 1u + c] = a[c];
+                        res.r[at + 5u + c] = b[c];
+                    }
                 }
             }
+        }
+    }
+    memoryBarrierShared();
+    barrier();
+    if (gl_LocalInvocationIndex == 0u) {
+        if (s_mismatch != 0u) {
+            atomicAdd(res.r[C_MISMATCH], s_mismatch);
+        }
+        if (s_nonfinite != 0u) {
+            atomicAdd(res.r[C_NONFINITE], s_nonfinite);
         }
     }
 }

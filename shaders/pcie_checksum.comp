@@ -13,7 +13,17 @@ layout(push_constant) uniform Push {
 layout(set = 0, binding = 0, std430) restrict readonly buffer Data { uint w[]; } data;
 layout(set = 0, binding = 1, std430) restrict buffer Result { uint r[]; } res;
 
+// The workgroup's sum and XOR, added to the global pair once per workgroup.
+shared uint s_sum;
+shared uint s_mixed;
+
 void main() {
+    if (gl_LocalInvocationIndex == 0u) {
+        s_sum = 0u;
+        s_mixed = 0u;
+    }
+    memoryBarrierShared();
+    barrier();
     uint first = gl_GlobalInvocationID.x * pc.words_per_inv;
     uint sum = 0u;
     uint mixed = 0u;
@@ -25,6 +35,13 @@ void main() {
             mixed ^= v + i;
         }
     }
-    atomicAdd(res.r[0], sum);
-    atomicXor(res.r[1], mixed);
+    // Both are commutative, so the order of the reduction cannot change the result.
+    atomicAdd(s_sum, sum);
+    atomicXor(s_mixed, mixed);
+    memoryBarrierShared();
+    barrier();
+    if (gl_LocalInvocationIndex == 0u) {
+        atomicAdd(res.r[0], s_sum);
+        atomicXor(res.r[1], s_mixed);
+    }
 }

@@ -1,5 +1,5 @@
-// Shared by the VRAM test shaders: push constants, pattern functions and the
-// error recorder. The results layout below is mirrored in src/workload/vram/layout.rs.
+// Shared by the VRAM test shaders: push constants, pattern functions and the results
+// layout, which is mirrored in src/workload/vram/layout.rs.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
@@ -88,47 +88,11 @@ uint element(uint inv, uint k) {
     return inv * pc.inv_stride + k * pc.elem_stride;
 }
 
+// Adds n to the global 64-bit counter at word `at`. Called once per non-zero bin per
+// workgroup (see vram_check.glsl), never per wrong word.
 void add64(uint at, uint n) {
     uint old = atomicAdd(res.r[at], n);
     if (old + n < old) {
         atomicAdd(res.r[at + 1u], 1u);
-    }
-}
-
-void record_word(uint local_word, uint expected, uint actual, uint flags, uint span) {
-    uint d = expected ^ actual;
-    add64(R_COUNT, 1u);
-    add64(R_NBITS + 2u * uint(bitCount(d)), 1u);
-    add64(R_UP, uint(bitCount(d & actual)));
-    add64(R_DOWN, uint(bitCount(d & expected)));
-    uint bits = d;
-    while (bits != 0u) {
-        add64(R_BITPOS + 2u * uint(findLSB(bits)), 1u);
-        bits &= bits - 1u;
-    }
-    // Read before claiming so the slot counter can never wrap around.
-    if (res.r[R_SLOTS] < pc.record_capacity) {
-        uint slot = atomicAdd(res.r[R_SLOTS], 1u);
-        if (slot < pc.record_capacity) {
-            uint carry;
-            uint lo = uaddCarry(pc.word_lo, local_word, carry);
-            uint at = R_RECORDS + slot * REC_WORDS;
-            res.r[at + 0u] = lo;
-            res.r[at + 1u] = pc.word_hi + carry;
-            res.r[at + 2u] = expected;
-            res.r[at + 3u] = actual;
-            res.r[at + 4u] = pc.buffer_index;
-            res.r[at + 5u] = flags;
-            res.r[at + 6u] = span;
-            res.r[at + 7u] = pc.elem_stride;
-        }
-    }
-}
-
-void record_element(uint e, uvec4 expected, uvec4 actual) {
-    for (uint c = 0u; c < 4u; c++) {
-        if (expected[c] != actual[c]) {
-            record_word(e * 4u + c, expected[c], actual[c], 0u, 0u);
-        }
     }
 }

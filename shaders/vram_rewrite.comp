@@ -11,10 +11,14 @@ uvec4 load(uint e) {
 #include "vram_check.glsl"
 
 void main() {
+    // The host dispatches whole workgroups of work only: no bounds check needed, and
+    // every invocation reaches the counters' barriers.
     uint inv = gl_GlobalInvocationID.x;
-    check(inv);
+    Tally t = counters_begin();
+    check(t, inv);
     for (uint k = 0u; k < pc.vecs_per_inv; k++) {
         uint e = element(inv, pc.descending != 0u ? pc.vecs_per_inv - 1u - k : k);
         data.v[pc.start_vec + e] = pattern4(e * 4u) ^ uvec4(pc.flip);
     }
+    counters_end(t);
 }

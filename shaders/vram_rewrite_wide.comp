@@ -14,8 +14,11 @@ uvec4 load(uint e) {
 #include "vram_check.glsl"
 
 void main() {
+    // The host dispatches whole workgroups of work only: no bounds check needed, and
+    // every invocation reaches the counters' barriers.
     uint inv = gl_GlobalInvocationID.x;
-    check(inv);
+    Tally t = counters_begin();
+    check(t, inv);
     // In 32-byte units: the host keeps start_vec and vecs_per_inv even.
     uint n = pc.vecs_per_inv / 2u;
     uint first = inv * n;
@@ -25,4 +28,5 @@ void main() {
         uint e = first + (pc.descending != 0u ? n - 1u - k : k);
         data.v[base + e] = pattern8(e * 8u) ^ flip;
     }
+    counters_end(t);
 }

@@ -10,6 +10,9 @@ uvec4 load(uint e) {
 #include "vram_check.glsl"
 
 void main() {
-    // The host dispatches whole workgroups of work only: no bounds check needed.
-    check(gl_GlobalInvocationID.x);
+    // The host dispatches whole workgroups of work only: no bounds check needed, and
+    // every invocation reaches the counters' barriers.
+    Tally t = counters_begin();
+    check(t, gl_GlobalInvocationID.x);
+    counters_end(t);
 }

@@ -91,6 +91,9 @@ fn load_shapes_honour_the_budget() {
             ComputeConfig {
                 shape,
                 dispatch_target: Duration::from_millis(2),
+                // The CPU device's size, also where it poses as a discrete GPU (whose
+                // default would make one round outlast a short load level).
+                items: Some(1 << 12),
                 ..ComputeConfig::default()
             },
             Some(Duration::from_secs(2)),

@@ -11,7 +11,14 @@ use kiln::gpu::DeviceContext;
 use kiln::workload::fragment::{FragmentConfig, FragmentReport, FragmentTest};
 use kiln::workload::{Report, RunControl, WorkloadStatus};
 
+/// One torture at a time: a driver's memory usage (`VK_EXT_memory_budget`) is the
+/// process's, which the other tests of this binary would change while one is judged.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run(config: FragmentConfig, budget: Option<Duration>) -> (FragmentReport, u64, u64) {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let (vulkan, info) = device();
     let mut ctx = DeviceContext::open(&vulkan, &info).unwrap();
     let before = ctx.allocator_stats().allocated_bytes;

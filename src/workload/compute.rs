@@ -281,7 +281,10 @@ struct Gpu<'c> {
     first: GpuBuffer,
     /// Bound in both descriptor sets; held so it lives as long as they are used.
     _second: GpuBuffer,
+    /// Counters and records, written by the comparison in device-local memory.
     results: GpuBuffer,
+    /// The host's copy: counters and records, then the CPU-check samples.
+    results_out: GpuBuffer,
     first_set: Binding,
     second_set: Binding,
     items: u32,
@@ -428,9 +431,14 @@ impl ComputeTest {
         let mut first = ctx.buffer(BufferKind::Device, bytes, "kiln compute first run")?;
         let mut second = ctx.buffer(BufferKind::Device, bytes, "kiln compute second run")?;
         let mut results = ctx.buffer(
-            BufferKind::Readback,
+            BufferKind::Device,
             results_bytes.max(64),
             "kiln compute results",
+        )?;
+        let results_out = ctx.buffer(
+            BufferKind::Readback,
+            results_bytes.max(64),
+            "kiln compute results readback",
         )?;
         let first_set = ctx.bind([&mut first, &mut results, &mut second])?;
         let second_set = ctx.bind([&mut second, &mut results, &mut first])?;
@@ -439,6 +447,7 @@ impl ComputeTest {
             first,
             _second: second,
             results,
+            results_out,
             first_set,
             second_set,
             items,
@@ -667,40 +676,38 @@ fn one_round(
     let samples: Vec<u32> = (0..cpu_checked.min(items))
         .map(|i| hash(seed ^ i.wrapping_mul(0x85EB_CA6B)) & (items - 1))
         .collect();
-    {
-        let words = gpu
-            .results
-            .words_mut()
-            .ok_or_else(|| GpuError::Unsupported("compute results are not mapped".into()))?;
-        words[..RECORDS_AT].fill(0);
-    }
     let samples_at = (RECORDS_AT + cfg.record_capacity as usize * RECORD_WORDS) as u64 * 4;
     let mut rec = gpu
         .ctx
         .record(format!("compute comparison of round {round}"))?;
+    // The counters live on the device; zero them there, before the comparison adds to them.
+    rec.fill(&gpu.results, 0, (RECORDS_AT * 4) as u64, 0);
+    rec.barrier();
     rec.dispatch(
         compare,
         gpu.first_set,
         &[items, capacity],
         items.div_ceil(64),
     );
-    // The comparison writes the results buffer through its whole binding: the copies of
-    // the CPU-check samples into it must come after (a real GPU runs them concurrently).
+    // The copy out must wait for the comparison's writes (a real GPU overlaps commands).
     rec.barrier();
+    rec.copy(&gpu.results, 0, &gpu.results_out, 0, samples_at);
+    // The CPU-check samples go straight to the host's copy, past the records: the two
+    // copies write disjoint ranges.
     for (n, &item) in samples.iter().enumerate() {
         rec.copy(
             &gpu.first,
             u64::from(item) * 16,
-            &gpu.results,
+            &gpu.results_out,
             samples_at + n as u64 * 16,
             16,
         );
     }
     rec.submit_and_wait()?;
     let words = gpu
-        .results
+        .results_out
         .words()
-        .ok_or_else(|| GpuError::Unsupported("compute results are not mapped".into()))?;
+        .ok_or_else(|| GpuError::Unsupported("compute results readback is not mapped".into()))?;
     let mismatches = u64::from(words[0]);
     let nonfinite = u64::from(words[1]);
     let kept = (words[2] as usize).min(capacity as usize);

@@ -219,7 +219,10 @@ struct Staging {
     down: GpuBuffer,
     dev: GpuBuffer,
     dev2: GpuBuffer,
+    /// The device checksum pair, accumulated in device-local memory.
     sums: GpuBuffer,
+    /// The host's copy of `sums`.
+    sums_out: GpuBuffer,
 }
 
 fn fill(bytes: &mut [u8], seed: u64) {
@@ -284,7 +287,8 @@ impl PcieTest {
             down: ctx.buffer(BufferKind::Readback, max, "kiln pcie readback staging")?,
             dev: ctx.buffer(BufferKind::Device, max, "kiln pcie device")?,
             dev2: ctx.buffer(BufferKind::Device, max, "kiln pcie device (two-way)")?,
-            sums: ctx.buffer(BufferKind::Readback, 64, "kiln pcie checksums")?,
+            sums: ctx.buffer(BufferKind::Device, 64, "kiln pcie checksums")?,
+            sums_out: ctx.buffer(BufferKind::Readback, 64, "kiln pcie checksums readback")?,
         };
         let binding = ctx.bind([&mut st.dev, &mut st.sums, &mut st.down])?;
         let checksum_pipeline = ctx.pipeline(Shader::PcieChecksum, &[])?;
@@ -516,19 +520,22 @@ fn one_size(
             rec.submit_and_wait()?;
         }
         // The device's own checksum says whether the data arrived intact.
-        st.sums.words_mut().ok_or_else(not_mapped)?[..2].fill(0);
         let words = (size / 4) as u32;
         let per_inv = 256u32;
         let mut rec = ctx.record(format!("pcie checksum of {size} bytes"))?;
+        rec.fill(&st.sums, 0, 8, 0);
+        rec.barrier();
         rec.dispatch(
             checksum_pipeline,
             binding,
             &[words, per_inv],
             words.div_ceil(per_inv).div_ceil(64),
         );
+        rec.barrier();
+        rec.copy(&st.sums, 0, &st.sums_out, 0, 8);
         rec.submit_and_wait()?;
         let device_sum = {
-            let s = st.sums.words().ok_or_else(not_mapped)?;
+            let s = st.sums_out.words().ok_or_else(not_mapped)?;
             (s[0], s[1])
         };
         let host_sum = checksum(&expected);

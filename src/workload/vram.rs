@@ -59,6 +59,10 @@ pub struct VramConfig {
     pub max_buffer_bytes: Option<u64>,
     /// Faults planted through the GPU (self-test and detector tests).
     pub planted: Vec<PlantedFault>,
+    /// Test hook, never set in real runs: after every write, fill all tested memory with
+    /// this word, so that (nearly) every word reads wrong, as on a dead memory chip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planted_all: Option<u32>,
 }
 
 impl Default for VramConfig {
@@ -77,6 +81,7 @@ impl Default for VramConfig {
             layout: None,
             max_buffer_bytes: None,
             planted: Vec::new(),
+            planted_all: None,
         }
     }
 }
@@ -498,6 +503,7 @@ impl VramTest {
         sizing.buffer_count = engine.buffer_count();
         sizing.allocation_stopped_by = stopped_by.map(|e| e.to_string());
         engine.plant(&cfg.planted);
+        engine.plant_all(cfg.planted_all);
         events.emit(
             device,
             Event::WorkloadStart {

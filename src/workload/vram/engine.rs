@@ -68,6 +68,9 @@ impl EngineConfig {
 }
 
 const WORKGROUP: u32 = 64;
+/// Elements per invocation, at most: the shaders tally a workgroup's errors in 32-bit
+/// shared bins, which must hold 32 bits' worth of errors for every word of a workgroup.
+const MAX_VECS_PER_INVOCATION: u64 = 1 << 16;
 /// Dispatches recorded into one submission, at most.
 const MAX_DISPATCHES_PER_BATCH: usize = 64;
 /// Records one batch can hold in the results buffer.
@@ -163,11 +166,16 @@ pub struct Engine<'c> {
     ctx: &'c mut DeviceContext,
     cfg: EngineConfig,
     buffers: Vec<TestBuffer>,
+    /// Counters and records, written by the shaders in device-local memory: per-word
+    /// traffic to host memory across the bus would make a badly failing card time out.
     results: GpuBuffer,
+    /// Where each batch's counters and records are copied for the host to read.
+    results_out: GpuBuffer,
     probe: GpuBuffer,
     pipelines: HashMap<(Shader, u32), Pipeline>,
     rates: HashMap<(Op, u32), f64>,
     planted: Vec<PlantedFault>,
+    planted_all: Option<u32>,
     stats: HashMap<Op, OpStats>,
     texel_views: bool,
 }
@@ -185,7 +193,12 @@ impl<'c> Engine<'c> {
         stop: &dyn Fn() -> bool,
     ) -> GpuResult<(Engine<'c>, Option<GpuError>)> {
         let results_bytes = ((R_RECORDS + BATCH_RECORDS as usize * REC_WORDS) * 4) as u64;
-        let results = ctx.buffer(BufferKind::Readback, results_bytes, "kiln vram results")?;
+        let results = ctx.buffer(BufferKind::Device, results_bytes, "kiln vram results")?;
+        let results_out = ctx.buffer(
+            BufferKind::Readback,
+            results_bytes,
+            "kiln vram results readback",
+        )?;
         let probe = ctx.buffer(
             BufferKind::Readback,
             (PROBE_ENTRIES * PROBE_WORDS * 4) as u64,
@@ -226,10 +239,12 @@ impl<'c> Engine<'c> {
             cfg,
             buffers: Vec::with_capacity(buffers.len()),
             results,
+            results_out,
             probe,
             pipelines: HashMap::new(),
             rates: HashMap::new(),
             planted: Vec::new(),
+            planted_all: None,
             stats: HashMap::new(),
             texel_views: true,
         };
@@ -291,6 +306,13 @@ impl<'c> Engine<'c> {
     /// after every write from now on (including the writes of a retest).
     pub fn plant(&mut self, faults: &[PlantedFault]) {
         self.planted.extend_from_slice(faults);
+    }
+
+    /// Test hook: after every write from now on (as a persistent fault), fills all tested
+    /// memory with `value`, so that nearly every word reads wrong: the worst card there
+    /// is, for tests that a dead memory chip is still counted within the fence timeout.
+    pub fn plant_all(&mut self, value: Option<u32>) {
+        self.planted_all = value;
     }
 
     /// Faults still planted (persistent ones, and one-shots not yet applied).
@@ -384,7 +406,7 @@ impl<'c> Engine<'c> {
             ..Default::default()
         };
         let mut cursor = Cursor::new(&self.buffers, descending);
-        let unit = u64::from(self.cfg.vecs_per_invocation);
+        let unit = u64::from(self.cfg.vecs_per_invocation).clamp(4, MAX_VECS_PER_INVOCATION);
         let max_invocations = u64::from(self.ctx.info().limits.max_compute_work_group_count[0])
             * u64::from(WORKGROUP);
         let started = Instant::now();
@@ -405,13 +427,7 @@ impl<'c> Engine<'c> {
                 / group_elems
                 * group_elems;
             let capacity_left = record_capacity.saturating_sub(sweep.counters.records.len() as u32);
-            if checks {
-                let words = self
-                    .results
-                    .words_mut()
-                    .ok_or_else(|| GpuError::Unsupported("results buffer is not mapped".into()))?;
-                words[..R_RECORDS].fill(0);
-            }
+            let batch_capacity = capacity_left.min(BATCH_RECORDS);
             let what = format!("vram {op:?} of {}", pattern.describe()).to_lowercase();
             let mut pieces = Vec::new();
             // Fill the submission up to the batch target (pieces may be cut short by
@@ -431,6 +447,12 @@ impl<'c> Engine<'c> {
                 break;
             }
             let mut rec = self.ctx.record(what)?;
+            if checks {
+                // Zero the counters on the device; the records past them are read only
+                // up to the slots this batch claims.
+                rec.fill(&self.results, 0, (R_RECORDS * 4) as u64, 0);
+                rec.barrier();
+            }
             let mut batch_bytes = 0u64;
             for piece in &pieces {
                 let tb = &self.buffers[piece.buffer];
@@ -474,12 +496,17 @@ impl<'c> Engine<'c> {
                             flip,
                             u32::from(descending),
                             piece.buffer as u32,
-                            capacity_left.min(BATCH_RECORDS),
+                            batch_capacity,
                         ];
                         rec.dispatch(pipeline, tb.binding, &push, invocations / WORKGROUP);
                     }
                     (_, None) => unreachable!("only fills run without a pipeline"),
                 }
+            }
+            if checks {
+                rec.barrier();
+                let bytes = ((R_RECORDS + batch_capacity as usize * REC_WORDS) * 4) as u64;
+                rec.copy(&self.results, 0, &self.results_out, 0, bytes);
             }
             let timing = rec.submit_and_wait()?;
             let ns = timing.best_ns().max(1);
@@ -492,11 +519,10 @@ impl<'c> Engine<'c> {
             sweep.bytes += batch_bytes;
             sweep.gpu_ns += ns;
             if checks {
-                let words = self
-                    .results
-                    .words()
-                    .ok_or_else(|| GpuError::Unsupported("results buffer is not mapped".into()))?;
-                let batch = layout::read_batch(words, capacity_left.min(BATCH_RECORDS) as usize);
+                let words = self.results_out.words().ok_or_else(|| {
+                    GpuError::Unsupported("results readback buffer is not mapped".into())
+                })?;
+                let batch = layout::read_batch(words, batch_capacity as usize);
                 merge(&mut sweep.counters, batch);
             }
         }
@@ -590,6 +616,13 @@ impl<'c> Engine<'c> {
     }
 
     fn apply_planted(&mut self) -> GpuResult<()> {
+        if let Some(value) = self.planted_all {
+            let mut rec = self.ctx.record("planting a wrong value in every word")?;
+            for tb in &self.buffers {
+                rec.fill(&tb.buffer, 0, tb.elements * 16, value);
+            }
+            rec.submit_and_wait()?;
+        }
         if self.planted.is_empty() {
             return Ok(());
         }

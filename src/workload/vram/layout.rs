@@ -1,5 +1,7 @@
 //! The results buffer the VRAM shaders fill, as the host reads it. Mirrors the
-//! `R_*` constants of `shaders/vram_common.glsl`.
+//! `R_*` constants of `shaders/vram_common.glsl`. The shaders keep it in device-local
+//! memory (each workgroup adds its totals once); the host reads a copy made at the end
+//! of each batch.
 
 /// Word index of the u64 count of failing words.
 pub const R_COUNT: usize = 0;

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The test suite: the whole of it on the machine's Vulkan driver (Mesa's CPU device in CI),
+# then the suites that touch device memory again on emulated discrete cards (the layer in
+# tests/layers/discrete/, built by the first pass): no BAR, a 256 MiB BAR window and
+# resizable BAR, as NVIDIA, AMD and Intel. Arguments go to every `cargo test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --test
+cargo test "$@"
+layer=target/layers/debug
+[ -f "$layer/VkLayer_kiln_discrete.json" ] || {
+    echo "test.sh: the emulated-discrete layer was not built by the first pass" >&2
+    exit 1
+}
+icd=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -n 1)
+for card in nvidia/none amd/small intel/rebar; do
+    echo "== the memory suites on an emulated ${card%/*} card, BAR: ${card#*/}"
+    VK_LAYER_PATH="$PWD/$layer" VK_INSTANCE_LAYERS=VK_LAYER_KILN_emulated_discrete \
+        KILN_EMULATE_VENDOR=${card%/*} KILN_EMULATE_BAR=${card#*/} \
+        VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd \
+        cargo test "$@" --test vram_detectors --test error_counters --test compute \
+        --test pcie --test fragment --test gpu_errors --test tools
+done
