@@ -12,10 +12,9 @@ use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
 use crate::run::AppError;
 use crate::select::select_devices;
 use crate::telemetry::sidecar::{RealClock, Sidecar};
+use crate::units::{format_bytes, to_gib};
 use crate::workload::vram::engine::{AccessLayout, Engine, EngineConfig};
 use crate::workload::vram::pattern::Pattern;
-
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// What `kiln bench vram` was asked to do.
 #[derive(Debug, Clone)]
@@ -82,8 +81,8 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
     if opts.bytes > free {
         return Err(AppError::Usage(format!(
             "--bytes {} is more than the {} of device memory free on {}",
-            crate::workload::vram::format_bytes(opts.bytes),
-            crate::workload::vram::format_bytes(free),
+            format_bytes(opts.bytes),
+            format_bytes(free),
             info.name
         )));
     }
@@ -108,7 +107,7 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
     engine.verify(&Pattern::address(0), 0, &never)?;
     let rate = |bytes: u64, ns: u64| {
         if ns > 0 {
-            bytes as f64 / GIB / (ns as f64 / 1e9)
+            to_gib(bytes) / (ns as f64 / 1e9)
         } else {
             0.0
         }
@@ -129,7 +128,7 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
         }
         writes.push(rate(w.bytes, w.gpu_ns));
         verifies.push(rate(v.bytes, v.gpu_ns));
-        combined.push((w.bytes + v.bytes) as f64 / GIB / wall);
+        combined.push(to_gib(w.bytes + v.bytes) / wall);
         let c = engine.copy_halves()?;
         copies.push(rate(c.bytes, c.gpu_ns));
         let f = engine.write(&Pattern::constant(i), &never)?;
@@ -210,7 +209,7 @@ fn sidecar_overhead(
             let t = Instant::now();
             let w = engine.write(&p, &never)?;
             let v = engine.verify(&p, 0, &never)?;
-            let rate = (w.bytes + v.bytes) as f64 / GIB / t.elapsed().as_secs_f64().max(1e-9);
+            let rate = to_gib(w.bytes + v.bytes) / t.elapsed().as_secs_f64().max(1e-9);
             if let Some(s) = sidecar {
                 // Steady-state cost: what sampling took, over the time it ran.
                 let before = s.busy();
@@ -266,7 +265,7 @@ pub fn summary(r: &BenchReport) -> String {
         "device {} ({:?} layout, {:.2} GiB, {}, medians of {} repetitions)\n",
         r.device,
         r.layout,
-        r.bytes as f64 / GIB,
+        to_gib(r.bytes),
         r.timing_source,
         r.repeat
     ));

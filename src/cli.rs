@@ -1,4 +1,5 @@
-//! Command-line definitions (clap) and the parsers for sizes and durations.
+//! Command-line definitions (clap) and the parsers of their values, bounded as the profile
+//! keys are (sizes and durations are read by `units`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -6,6 +7,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::profile::{Bounds, bounds};
+use crate::text::quote;
+use crate::units::{parse_duration, parse_size};
 
 /// kiln: prove a GPU good or bad.
 #[derive(Debug, Parser)]
@@ -312,100 +315,6 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-/// Quotes a value a user gave inside a message, cut to a sane length: a 100 kB
-/// argument must not be echoed whole.
-pub fn quote(text: &str) -> String {
-    const SHOWN: usize = 48;
-    let count = text.chars().count();
-    if count <= SHOWN {
-        format!("`{text}`")
-    } else {
-        let head: String = text.chars().take(SHOWN).collect();
-        format!("`{head}...` ({count} characters)")
-    }
-}
-
-/// Splits `512MiB` into its number and its unit.
-fn number_and_unit(text: &str) -> (&str, &str) {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    (number, unit.trim())
-}
-
-/// Parses `1024`, `512MiB`, `8GiB`, `2GB`, `64KiB` (binary units for *iB, decimal for *B).
-/// Whole numbers are exact; a size that does not fit in 64 bits is refused, never
-/// saturated.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (number, unit) = number_and_unit(t);
-    let scale: u64 = match unit {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        "KB" | "kB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        other => {
-            return Err(format!(
-                "unknown size unit {} (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)",
-                quote(other)
-            ));
-        }
-    };
-    let not_a_size = || format!("{} is not a size (try 512MiB or 8GiB)", quote(text));
-    let too_large = || format!("{} is too large (sizes stop at 16 EiB)", quote(text));
-    let bytes = if number.contains('.') {
-        let value: f64 = number.parse().map_err(|_| not_a_size())?;
-        let bytes = value * scale as f64;
-        // 2^64 is exactly representable: anything at or above it does not fit.
-        if !bytes.is_finite() || bytes >= 18_446_744_073_709_551_616.0 {
-            return Err(too_large());
-        }
-        bytes as u64
-    } else {
-        if number.is_empty() {
-            return Err(not_a_size());
-        }
-        // Digits only: too many of them is too large, not "not a size".
-        let value: u64 = number.parse().map_err(|_| too_large())?;
-        value.checked_mul(scale).ok_or_else(too_large)?
-    };
-    if bytes == 0 {
-        return Err(format!("{} is not a usable size", quote(text)));
-    }
-    Ok(bytes)
-}
-
-/// Parses `90`, `500ms`, `30s`, `5m`, `2h` (a bare number is seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let (number, unit) = number_and_unit(t);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{} is not a duration (try 90s, 5m or 2h)", quote(text)))?;
-    let seconds = match unit {
-        "" | "s" => value,
-        "ms" => value / 1e3,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        other => {
-            return Err(format!(
-                "unknown duration unit {} (use ms, s, m or h)",
-                quote(other)
-            ));
-        }
-    };
-    if !seconds.is_finite() || !(0.0..=1e9).contains(&seconds) {
-        return Err(format!("{} is not a usable duration", quote(text)));
-    }
-    Ok(Duration::from_secs_f64(seconds))
-}
-
 /// A duration that must lie within `range` (the same bounds as the profile key the flag
 /// overrides, and the same words).
 fn bounded_duration(text: &str, range: &Bounds<Duration>) -> Result<Duration, String> {
@@ -527,28 +436,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_in_both_unit_systems() {
-        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
-        assert_eq!(parse_size("2GB"), Ok(2_000_000_000));
-        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert!(parse_size("12 parsecs").is_err());
-        assert!(parse_size("MiB").is_err());
-        assert!(parse_size("0").is_err());
-        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
-        for too_large in [
-            "18446744073709551616",
-            "16777216TiB",
-            "18446744073709551616.0",
-            "99999999999999999999999999999999",
-            "17179869184GiB",
-        ] {
-            let e = parse_size(too_large).unwrap_err();
-            assert!(e.contains("too large"), "{too_large}: {e}");
-        }
-    }
-
-    #[test]
     fn flags_share_the_profile_keys_bounds() {
         assert!(run_duration("0").unwrap_err().contains("outside 1s..168h"));
         assert!(
@@ -580,15 +467,6 @@ mod tests {
         assert!(e.len() < 200, "{} characters", e.len());
         assert!(e.contains("100000 characters"), "{e}");
         assert_eq!(quote("vram"), "`vram`");
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("3 fortnights").is_err());
     }
 
     #[test]

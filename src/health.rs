@@ -1002,7 +1002,7 @@ fn clear(
     if !all && !code.starts_with("KILN-") {
         return Err(HealthError(format!(
             "--clear {}: not a fault code (KILN-XID-079, ...) or `all`",
-            crate::cli::quote(&code)
+            crate::text::quote(&code)
         )));
     }
     let keys: Vec<String> = in_scope.iter().map(|g| gpus[g].key()).collect();

@@ -21,6 +21,8 @@ pub mod run;
 pub mod select;
 pub mod selftest;
 pub mod telemetry;
+pub mod text;
+pub mod units;
 pub mod verdict;
 pub mod worker;
 pub mod workload;

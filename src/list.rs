@@ -5,7 +5,7 @@ use std::fmt::Write;
 use crate::gpu::DeviceInfo;
 use crate::telemetry::nvml::{NvmlSource, NvmlStatus};
 use crate::telemetry::record::Reading;
-use crate::workload::vram::format_bytes;
+use crate::units::format_bytes;
 
 /// A table of every device: identity, memory, the limits kiln works within, and the
 /// NVML device each is matched to.

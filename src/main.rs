@@ -465,7 +465,7 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
     }
     let opts = kiln::bench::BenchOptions {
         device: args.device,
-        bytes: args.bytes.unwrap_or(1 << 30),
+        bytes: args.bytes.unwrap_or(kiln::units::GIB),
         repeat: args.repeat.unwrap_or(5),
         layout: layout(&args.layout),
         fence_timeout: std::time::Duration::from_secs(10),

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::cli::{parse_duration, parse_size};
 use crate::run::{PlannedWorkload, WorkloadConfig};
+use crate::units::{format_exact, parse_duration, parse_size};
 use crate::verdict::thresholds::Thresholds;
 use crate::workload::compute::{ComputeConfig, LoadShape};
 use crate::workload::fragment::FragmentConfig;
@@ -95,34 +95,19 @@ impl SizeBounds {
             return Err(format!(
                 "{} is outside {}..{}",
                 cut(text),
-                show_size(self.min_bytes),
-                show_size(self.max_bytes)
+                format_exact(self.min_bytes),
+                format_exact(self.max_bytes)
             ));
         }
         Ok(bytes)
     }
 }
 
-fn show_size(bytes: u64) -> String {
-    for (unit, scale) in [
-        ("TiB", 1u64 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ] {
-        if bytes >= scale && bytes.is_multiple_of(scale) {
-            return format!("{}{unit}", bytes / scale);
-        }
-    }
-    format!("{bytes}B")
-}
-
 /// The ranges of every setting, shared by profiles and flags.
 pub mod bounds {
     use super::{Bounds, SizeBounds};
+    use crate::units::{GIB, KIB, MIB, TIB};
     use std::time::Duration;
-
-    const MIB: u64 = 1 << 20;
 
     /// Bytes of tested memory each planted self-test fault needs at least, so that faults
     /// (and the words address faults read from) stay sparse enough to be told apart.
@@ -211,25 +196,25 @@ pub mod bounds {
     /// `max_bytes` of a PCIe workload, `--pcie-max-bytes`: from the smallest transfer
     /// (4 KiB) up.
     pub const PCIE_MAX_BYTES: SizeBounds = SizeBounds {
-        min_bytes: 4 << 10,
-        max_bytes: 16 << 30,
+        min_bytes: 4 * KIB,
+        max_bytes: 16 * GIB,
     };
     /// `--max-buffer`: test buffers are whole MiB.
     pub const MAX_BUFFER_BYTES: SizeBounds = SizeBounds {
         min_bytes: MIB,
-        max_bytes: 16 << 40,
+        max_bytes: 16 * TIB,
     };
     /// `kiln bench vram --bytes`: at least eight buffers of a whole MiB (the copy moves
     /// halves); the device's memory bounds it from above.
     pub const BENCH_BYTES: SizeBounds = SizeBounds {
         min_bytes: 8 * MIB,
-        max_bytes: 16 << 40,
+        max_bytes: 16 * TIB,
     };
     /// `kiln selftest --vram-bytes`: at least four buffers of a whole MiB (so offsets past
     /// the first buffer are checked); the faults and the device's memory bound it further.
     pub const SELFTEST_BYTES: SizeBounds = SizeBounds {
         min_bytes: 4 * MIB,
-        max_bytes: 16 << 40,
+        max_bytes: 16 * TIB,
     };
 }
 
@@ -568,7 +553,7 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
             "kind",
             format!(
                 "unknown workload {} (known: vram, compute, pcie, fragment, heat)",
-                crate::cli::quote(kind)
+                crate::text::quote(kind)
             ),
         ));
     };
@@ -688,7 +673,7 @@ fn compute_config(
                 "shape",
                 format!(
                     "unknown load shape {} (known: steady, pulsed, sweep)",
-                    crate::cli::quote(other)
+                    crate::text::quote(other)
                 ),
             ));
         }

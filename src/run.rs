@@ -207,7 +207,7 @@ impl WorkloadName {
                 .ok_or_else(|| {
                     format!(
                         "unknown workload {} (known: {})",
-                        crate::cli::quote(name),
+                        crate::text::quote(name),
                         WorkloadName::ALL.map(WorkloadName::as_str).join(", ")
                     )
                 })?;
@@ -1136,7 +1136,7 @@ fn shape_name(shape: &crate::workload::compute::LoadShape) -> String {
 }
 
 fn gib(bytes: u64) -> String {
-    format!("{:.2}", bytes as f64 / (1u64 << 30) as f64)
+    format!("{:.2}", crate::units::to_gib(bytes))
 }
 
 /// The plan for people.

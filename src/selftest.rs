@@ -116,9 +116,9 @@ pub fn selftest(opts: &SelftestOptions) -> Result<SelftestReport, AppError> {
     if opts.bytes < needed {
         return Err(AppError::Usage(format!(
             "--vram-bytes {} cannot hold {} planted faults: they need at least {} ({per_fault} bytes each)",
-            crate::workload::vram::format_bytes(opts.bytes),
+            crate::units::format_bytes(opts.bytes),
             opts.faults,
-            crate::workload::vram::format_bytes(needed)
+            crate::units::format_bytes(needed)
         )));
     }
     let vulkan = Vulkan::new()?;
@@ -154,7 +154,7 @@ fn one_run(
     opts: &SelftestOptions,
     run: u32,
 ) -> Result<RunCheck, AppError> {
-    const MIB: u64 = 1 << 20;
+    use crate::units::MIB;
     let algorithm = if run.is_multiple_of(2) {
         Algorithm::OwnAddress
     } else {

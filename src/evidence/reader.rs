@@ -65,7 +65,7 @@ fn check_schema(path: &Path, schema: &str, known: &'static str) -> EvidenceResul
     Err(EvidenceError::Corrupt {
         path: path.to_owned(),
         line: 1,
-        message: format!("schema {} is not {known}", crate::cli::quote(schema)),
+        message: format!("schema {} is not {known}", crate::text::quote(schema)),
     })
 }
 

@@ -705,7 +705,7 @@ impl DeviceContext {
     fn storage_buffer_types(&self) -> GpuResult<u32> {
         let d = &self.shared.device;
         let create = vk::BufferCreateInfo::default()
-            .size(1 << 20)
+            .size(crate::units::MIB)
             .usage(
                 vk::BufferUsageFlags::STORAGE_BUFFER
                     | vk::BufferUsageFlags::TRANSFER_SRC

@@ -30,7 +30,7 @@ pub enum GpuError {
     /// A `--device` selector matched nothing.
     #[error(
         "no Vulkan device matches {} (run `kiln list` to see the devices)",
-        crate::cli::quote(selector)
+        crate::text::quote(selector)
     )]
     NoSuchDevice {
         /// The selector as the user gave it.

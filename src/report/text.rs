@@ -4,8 +4,9 @@ use std::fmt::Write;
 
 use super::Report;
 use crate::telemetry::summary::PhaseTelemetry;
+use crate::units::format_bytes;
 use crate::workload::compute::ComputeReport;
-use crate::workload::vram::{VramReport, format_bytes};
+use crate::workload::vram::VramReport;
 
 /// Renders the human summary of a run.
 pub fn summary(report: &Report) -> String {

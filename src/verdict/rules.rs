@@ -438,7 +438,7 @@ fn vram_bandwidth(device: &DeviceReport, v: &VramReport, t: &Thresholds, out: &m
         }
         return;
     };
-    let gib = (1u64 << 30) as f64 / 1e9;
+    let gib = crate::units::GIB as f64 / 1e9;
     let rate_gbps = v
         .throughput
         .write

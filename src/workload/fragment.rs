@@ -19,9 +19,7 @@ use super::{
 };
 use crate::evidence::{Event, EventSink};
 use crate::gpu::{BufferKind, DeviceContext, GpuBuffer, GpuError, RawMemory};
-
-const MIB: u64 = 1 << 20;
-const KIB: u64 = 1 << 10;
+use crate::units::{KIB, MIB};
 
 /// Settings of the fragmentation torture.
 #[derive(Debug, Clone, Serialize, Deserialize)]

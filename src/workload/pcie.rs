@@ -13,6 +13,7 @@ use crate::evidence::{Event, EventSink};
 use crate::gpu::{BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Shader};
 use crate::telemetry::record::Reading;
 use crate::telemetry::sysfs;
+use crate::units::{KIB, MIB};
 
 /// Settings of the PCIe probe.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -33,8 +34,8 @@ pub struct PcieConfig {
 impl Default for PcieConfig {
     fn default() -> Self {
         PcieConfig {
-            min_bytes: 4 << 10,
-            max_bytes: 256 << 20,
+            min_bytes: 4 * KIB,
+            max_bytes: 256 * MIB,
             repeats: 3,
             inject_offset: None,
             sysfs_root: "/".into(),

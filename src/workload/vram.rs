@@ -25,9 +25,7 @@ use super::{
 };
 use crate::evidence::{Event, EventSink};
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
-
-const MIB: u64 = 1 << 20;
-const GIB: f64 = (1u64 << 30) as f64;
+use crate::units::{MIB, format_bytes, to_gib};
 
 /// Settings of the VRAM test.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -216,7 +214,7 @@ impl Rate {
             bytes,
             gpu_s,
             gib_per_s: if gpu_s > 0.0 {
-                bytes as f64 / GIB / gpu_s
+                to_gib(bytes) / gpu_s
             } else {
                 0.0
             },
@@ -405,7 +403,7 @@ impl Report for VramReport {
 
     /// One sentence for people.
     fn headline(&self) -> String {
-        let tested = self.coverage.tested_bytes as f64 / GIB;
+        let tested = to_gib(self.coverage.tested_bytes);
         match self.status() {
             WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => format!(
                 "{} wrong words in {tested:.2} GiB tested ({} recorded)",
@@ -644,7 +642,7 @@ fn throughput(engine: &Engine) -> Throughput {
         verify: Rate::of(verify.bytes, verify.gpu_ns),
         rewrite: Rate::of(rewrite.bytes, rewrite.gpu_ns),
         combined_gib_per_wall_s: if sweep_wall_s > 0.0 {
-            traffic as f64 / GIB / sweep_wall_s
+            to_gib(traffic) / sweep_wall_s
         } else {
             0.0
         },
@@ -835,13 +833,4 @@ fn record_errors(
         tally.retests.push(result);
     }
     Ok(errors)
-}
-
-/// Human size: `1.50 GiB`, `256 MiB`.
-pub fn format_bytes(bytes: u64) -> String {
-    if bytes >= 1 << 30 {
-        format!("{:.2} GiB", bytes as f64 / GIB)
-    } else {
-        format!("{} MiB", bytes / MIB)
-    }
 }

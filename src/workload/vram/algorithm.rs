@@ -119,7 +119,7 @@ impl Algorithm {
                 _ => out.push(Algorithm::parse(name).ok_or_else(|| {
                     format!(
                         "unknown VRAM algorithm {} (known: {}, all, default)",
-                        crate::cli::quote(name),
+                        crate::text::quote(name),
                         ALL.map(Algorithm::name).join(", ")
                     )
                 })?),

@@ -11,6 +11,7 @@ use super::pattern::Pattern;
 use crate::gpu::{
     Binding, BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Pipeline, Shader,
 };
+use crate::units::MIB;
 
 /// How invocations map onto memory, and which loads and stores they use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,7 +63,7 @@ impl EngineConfig {
             vecs_per_invocation: if is_gpu { 16 } else { 4096 },
             dispatch_target: Duration::from_millis(20),
             batch_target: Duration::from_millis(100),
-            evict_bytes: if is_gpu { 512 << 20 } else { 64 << 20 },
+            evict_bytes: if is_gpu { 512 * MIB } else { 64 * MIB },
         }
     }
 }
@@ -80,7 +81,7 @@ const PROBE_ENTRIES: usize = 16_384;
 const PROBE_WORDS: usize = 8;
 /// Every test buffer is a multiple of this, so that a buffer's tail still splits into
 /// whole workgroups of runs that are a multiple of four elements (the unrolled loops).
-pub const BUFFER_GRANULE_BYTES: u64 = 1 << 20;
+pub const BUFFER_GRANULE_BYTES: u64 = MIB;
 
 /// The operations the engine times separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -420,7 +421,7 @@ impl<'c> Engine<'c> {
                 Some(bytes_per_ns) => {
                     (bytes_per_ns * self.cfg.dispatch_target.as_nanos() as f64 / 16.0) as u64
                 }
-                None => (16u64 << 20) / 16,
+                None => 16 * MIB / 16,
             };
             let group_elems = unit * u64::from(WORKGROUP);
             let dispatch_elems = dispatch_elems.clamp(group_elems, max_invocations * unit)
