@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use std::sync::Arc;
 
+use crate::error::AppError;
 use crate::evidence::JsonlWriter;
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
-use crate::run::AppError;
 use crate::select::select_devices;
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::units::{format_bytes, to_gib};

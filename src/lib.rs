@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod cli;
 pub mod compare;
+pub mod error;
 pub mod evidence;
 pub mod gpu;
 pub mod health;

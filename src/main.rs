@@ -8,8 +8,8 @@ use kiln::cli::{
     BenchArgs, Cli, Command, CompareArgs, HealthArgs, ListArgs, MonitorArgs, ReportArgs, RunArgs,
     SelftestArgs, VerdictArgs,
 };
+use kiln::error::AppError;
 use kiln::report::exit_code;
-use kiln::run::AppError;
 use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::AccessLayout;
 

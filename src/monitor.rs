@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::error::AppError;
 use crate::gpu::Vulkan;
-use crate::run::AppError;
 use crate::select::select_devices;
 use crate::telemetry::live_sources;
 use crate::telemetry::record::{Reading, Readings, TelemetryData, TelemetryRecord};

@@ -9,11 +9,12 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::error::AppError;
 use crate::evidence::{
     Event, EventSink, EventWriter, EvidenceError, JsonlWriter, Manifest, RunDir, default_run_dir,
     utc_timestamp,
 };
-use crate::gpu::{DeviceInfo, GpuError};
+use crate::gpu::DeviceInfo;
 use crate::report::{Report, exit_code};
 use crate::select::{Selection, select_for_run};
 use crate::telemetry;
@@ -219,45 +220,6 @@ impl WorkloadName {
             return Err("no workload named".into());
         }
         Ok(out)
-    }
-}
-
-/// Why a command could not produce a result.
-#[derive(Debug, thiserror::Error)]
-pub enum AppError {
-    /// Bad flags or input.
-    #[error("{0}")]
-    Usage(String),
-    /// Vulkan could not start or find the devices.
-    #[error(transparent)]
-    Gpu(#[from] GpuError),
-    /// Evidence could not be written or read.
-    #[error(transparent)]
-    Evidence(#[from] EvidenceError),
-    /// The machine would not let kiln start what a run needs (a worker process, a thread).
-    #[error("{0}")]
-    Start(String),
-}
-
-impl AppError {
-    /// The exit code for this failure.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            AppError::Usage(_) => exit_code::USAGE,
-            AppError::Gpu(GpuError::NoSuchDevice { .. }) => exit_code::USAGE,
-            AppError::Gpu(_) | AppError::Evidence(_) | AppError::Start(_) => {
-                exit_code::INCONCLUSIVE
-            }
-        }
-    }
-}
-
-impl From<WorkloadError> for AppError {
-    fn from(e: WorkloadError) -> Self {
-        match e {
-            WorkloadError::Gpu(g) => AppError::Gpu(g),
-            WorkloadError::Config(c) => AppError::Usage(c),
-        }
     }
 }
 

@@ -3,10 +3,10 @@
 //! and the CPU Vulkan device, in a GPU's place when there is none (proving the tool) or as
 //! the device under test when asked for (`--device cpu`).
 
+use crate::error::AppError;
 use crate::evidence::NotTested;
 use crate::gpu::{DeviceInfo, GpuError, Vulkan};
 use crate::inventory::{self, Inventory, InventoryGpu, System, VulkanState};
-use crate::run::AppError;
 
 /// The sentence said when only CPU devices are tested.
 pub const CPU_ONLY_NOTE: &str = "this proves the tool, not a card";

@@ -9,9 +9,9 @@ use std::time::Duration;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::error::AppError;
 use crate::evidence::MemorySink;
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
-use crate::run::AppError;
 use crate::select::select_devices;
 use crate::workload::RunControl;
 use crate::workload::vram::algorithm::{Algorithm, Step};
