@@ -11,6 +11,7 @@ pub mod cli;
 pub mod compare;
 pub mod error;
 pub mod evidence;
+pub mod fsutil;
 pub mod gpu;
 pub mod health;
 pub mod inventory;

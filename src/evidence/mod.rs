@@ -11,10 +11,7 @@ use std::path::{Path, PathBuf};
 pub use reader::{EventLog, read_events, read_jsonl, read_manifest};
 pub use records::{EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA};
 pub use rundir::{Manifest, NotTested, RunDir, default_run_dir, hostname, utc_timestamp};
-pub use writer::{
-    EventSink, EventWriter, JsonlWriter, MemorySink, write_atomic, write_atomic_with,
-    write_json_atomic,
-};
+pub use writer::{EventSink, EventWriter, JsonlWriter, MemorySink, write_json_atomic};
 
 /// Failures reading or writing evidence.
 #[derive(Debug, thiserror::Error)]

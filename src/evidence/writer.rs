@@ -137,33 +137,7 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Evidenc
         message: format!("could not encode: {e}"),
     })?;
     text.push(b'\n');
-    write_atomic(path, &text).map_err(|e| EvidenceError::io(path, e))
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file beside it (`<name>.tmp`), synced,
-/// then renamed over it, so a reader sees the old file or the new one, never half of one.
-/// A failure (a full disk) removes the temporary file rather than leave it behind.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    write_atomic_with(path, |f| f.write_all(bytes))
-}
-
-/// As [`write_atomic`], with the content written by `fill`.
-pub fn write_atomic_with(
-    path: &Path,
-    fill: impl FnOnce(&mut File) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    let mut name = path.file_name().unwrap_or_default().to_owned();
-    name.push(".tmp");
-    let tmp = path.with_file_name(name);
-    let write = || -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        fill(&mut f)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    crate::fsutil::write_atomic(path, &text).map_err(|e| EvidenceError::io(path, e))
 }
 
 #[cfg(test)]
@@ -171,7 +145,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_failed_atomic_write_leaves_no_temporary_file() {
+    fn a_failed_json_write_leaves_no_temporary_file() {
         let dir = tempfile::tempdir().unwrap();
         // The rename cannot replace a directory holding files, as a full disk cannot
         // take the write: either way the temporary file must go.
@@ -179,18 +153,10 @@ mod tests {
         std::fs::create_dir(&target).unwrap();
         std::fs::write(target.join("keep"), "x").unwrap();
         assert!(write_json_atomic(&target, &serde_json::json!({"a": 1})).is_err());
-        assert!(write_atomic(&dir.path().join("report.json"), b"x").is_err());
         let left: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(left, vec!["report.json".to_owned()], "no *.tmp is left");
-        let failed_fill = write_atomic_with(&dir.path().join("kiln.prom"), |_| {
-            Err(std::io::Error::other("no space left on device"))
-        });
-        assert!(failed_fill.is_err());
-        assert!(!dir.path().join("kiln.prom.tmp").exists());
-        write_atomic(&dir.path().join("kiln.prom"), b"ok").unwrap();
-        assert_eq!(std::fs::read(dir.path().join("kiln.prom")).unwrap(), b"ok");
     }
 }

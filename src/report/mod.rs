@@ -472,14 +472,17 @@ pub fn write_all(dir: &std::path::Path, report: &Report) -> std::io::Result<()> 
     )
     .map(|(records, _)| records)
     .unwrap_or_default();
-    crate::evidence::write_atomic(
+    crate::fsutil::write_atomic(
         &dir.join("report.html"),
         html::render(report, &telemetry).as_bytes(),
     )?;
-    crate::evidence::write_atomic(&dir.join("junit.xml"), junit::render(report).as_bytes())?;
+    crate::fsutil::write_atomic(&dir.join("junit.xml"), junit::render(report).as_bytes())?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    prometheus::write_atomic(&dir.join("kiln.prom"), &prometheus::render(report, now))
+    crate::fsutil::write_atomic(
+        &dir.join("kiln.prom"),
+        prometheus::render(report, now).as_bytes(),
+    )
 }

@@ -3,7 +3,6 @@
 //! timestamps, written atomically.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use super::{DeviceResult, Report};
 use crate::workload::WorkloadStatus;
@@ -167,9 +166,4 @@ pub fn render(report: &Report, run_unix_seconds: u64) -> String {
         vec![(String::new(), f64::from(report.exit_code))],
     );
     out.replace("{}", "")
-}
-
-/// Writes `text` to `path` atomically: node_exporter never reads a half-written file.
-pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    crate::evidence::write_atomic(path, text.as_bytes())
 }

@@ -35,7 +35,7 @@ pub fn bundle(run_dir: &Path, out: Option<&Path>) -> std::io::Result<PathBuf> {
         Some(p) => p.to_owned(),
         None => run_dir.with_file_name(format!("{name}-rma.tar")),
     };
-    crate::evidence::write_atomic_with(&path, |file| {
+    crate::fsutil::write_atomic_with(&path, |file| {
         let mut builder = tar::Builder::new(file);
         let mut sums = String::new();
         for file in FILES {
