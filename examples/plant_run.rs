@@ -120,7 +120,7 @@ fn main() -> ExitCode {
         confirm: None,
         wait_idle: false,
         out: Some(PathBuf::from(out)),
-        fence_timeout: Duration::from_secs(10),
+        fence_timeout: kiln::gpu::DEFAULT_FENCE_TIMEOUT,
         progress: false,
         telemetry_interval: Some(Duration::from_millis(200)),
         thresholds: Default::default(),

@@ -289,7 +289,7 @@ fn run_options(
             .vram
             .fence_timeout
             .or(profile.fence_timeout)
-            .unwrap_or(std::time::Duration::from_secs(10)),
+            .unwrap_or(kiln::gpu::DEFAULT_FENCE_TIMEOUT),
         progress: std::io::stderr().is_terminal(),
         telemetry_interval: (!telemetry_interval.is_zero()).then_some(telemetry_interval),
         thresholds: match &args.thresholds {
@@ -414,7 +414,7 @@ fn selftest(args: SelftestArgs) -> Result<i32, AppError> {
         runs: args.runs,
         bytes: args.vram_bytes,
         seed: args.seed,
-        fence_timeout: std::time::Duration::from_secs(10),
+        fence_timeout: kiln::gpu::DEFAULT_FENCE_TIMEOUT,
     };
     let report = kiln::selftest::selftest(&opts)?;
     let text = kiln::selftest::summary(&report);
@@ -442,7 +442,7 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
         }
     }
     if args.what == "pcie" {
-        let report = kiln::bench::bench_pcie(args.device, std::time::Duration::from_secs(10))?;
+        let report = kiln::bench::bench_pcie(args.device, kiln::gpu::DEFAULT_FENCE_TIMEOUT)?;
         print_result(args.json, &report, &kiln::bench::pcie_summary(&report));
         return Ok(if report.corrupted == 0 {
             exit_code::HEALTHY
@@ -454,7 +454,7 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
         let report = kiln::bench::bench_compute(&kiln::bench::ComputeBenchOptions {
             device: args.device,
             duration: args.duration.unwrap_or(std::time::Duration::from_secs(5)),
-            fence_timeout: std::time::Duration::from_secs(10),
+            fence_timeout: kiln::gpu::DEFAULT_FENCE_TIMEOUT,
         })?;
         print_result(args.json, &report, &kiln::bench::compute_summary(&report));
         return Ok(if report.faults == 0 {
@@ -468,7 +468,7 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
         bytes: args.bytes.unwrap_or(kiln::units::GIB),
         repeat: args.repeat.unwrap_or(5),
         layout: layout(&args.layout),
-        fence_timeout: std::time::Duration::from_secs(10),
+        fence_timeout: kiln::gpu::DEFAULT_FENCE_TIMEOUT,
     };
     let report = kiln::bench::bench_vram(&opts)?;
     print_result(args.json, &report, &kiln::bench::summary(&report));

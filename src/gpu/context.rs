@@ -17,6 +17,9 @@ use super::info::DeviceInfo;
 use super::instance::Vulkan;
 use super::shaders::Shader;
 
+/// The bound on every fence wait unless a profile or `--fence-timeout` sets another.
+pub const DEFAULT_FENCE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Bytes of push constants every kiln pipeline may use (the Vulkan minimum).
 pub const PUSH_CONSTANT_BYTES: u32 = 128;
 /// Storage-buffer bindings in every kiln descriptor set.
@@ -432,7 +435,7 @@ impl DeviceContext {
             allocator: Arc::new(Mutex::new(Some(allocator))),
             fence,
             in_flight: AtomicBool::new(false),
-            fence_timeout_ns: AtomicU64::new(10_000_000_000),
+            fence_timeout_ns: AtomicU64::new(DEFAULT_FENCE_TIMEOUT.as_nanos() as u64),
         });
         let d = &shared.device;
         // From here on, objects are created one at a time into `ctx` so that its Drop
@@ -457,7 +460,7 @@ impl DeviceContext {
             physical,
             lost: None,
             simulate_loss: false,
-            fence_timeout: Duration::from_secs(10),
+            fence_timeout: DEFAULT_FENCE_TIMEOUT,
             completed: Arc::new(AtomicU64::new(0)),
         };
         // SAFETY (this block): plain object creation on a live device with live infos.

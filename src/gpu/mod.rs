@@ -9,8 +9,8 @@ mod library;
 mod shaders;
 
 pub use context::{
-    AllocatorStats, BINDINGS, Binding, BufferKind, DeviceContext, GpuBuffer, Pipeline, RawMemory,
-    Recording, Timing,
+    AllocatorStats, BINDINGS, Binding, BufferKind, DEFAULT_FENCE_TIMEOUT, DeviceContext, GpuBuffer,
+    Pipeline, RawMemory, Recording, Timing,
 };
 pub use error::{GpuError, GpuResult};
 pub use info::{DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MemoryTypeInfo, format_uuid};
