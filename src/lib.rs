@@ -5,6 +5,8 @@
 //! `evidence` (run directory) -> `report` (report.json, summary, exit code).
 
 #![warn(missing_docs)]
+// Unsafe code lives in `gpu` alone (the Vulkan calls), each block with its SAFETY note.
+#![deny(unsafe_code)]
 
 pub mod bench;
 pub mod cli;
@@ -12,6 +14,7 @@ pub mod compare;
 pub mod error;
 pub mod evidence;
 pub mod fsutil;
+#[allow(unsafe_code)]
 pub mod gpu;
 pub mod health;
 pub mod inventory;

@@ -1,6 +1,8 @@
 //! The `kiln` binary: parse the command line, call the library, map the outcome to an
 //! exit code (see the README's table).
 
+#![deny(unsafe_code)]
+
 use std::io::IsTerminal;
 
 use clap::Parser;

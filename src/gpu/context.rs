@@ -463,7 +463,7 @@ impl DeviceContext {
             fence_timeout: DEFAULT_FENCE_TIMEOUT,
             completed: Arc::new(AtomicU64::new(0)),
         };
-        // SAFETY (this block): plain object creation on a live device with live infos.
+        // SAFETY: plain object creation on a live device with live infos, for the whole block.
         unsafe {
             ctx.command_pool = d
                 .create_command_pool(
