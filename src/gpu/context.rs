@@ -15,7 +15,7 @@ use gpu_allocator::vulkan::{
 use super::error::{GpuError, GpuResult};
 use super::info::DeviceInfo;
 use super::instance::Vulkan;
-use super::shaders::Shader;
+use super::shaders::ShaderCode;
 
 /// The bound on every fence wait unless a profile or `--fence-timeout` sets another.
 pub const DEFAULT_FENCE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -349,8 +349,10 @@ pub struct DeviceContext {
     set_layout: vk::DescriptorSetLayout,
     pipeline_layout: vk::PipelineLayout,
     descriptor_pools: Vec<vk::DescriptorPool>,
-    modules: HashMap<Shader, vk::ShaderModule>,
-    pipelines: HashMap<(Shader, Vec<u32>), vk::Pipeline>,
+    /// Shader modules by shader name.
+    modules: HashMap<&'static str, vk::ShaderModule>,
+    /// Pipelines by shader name and specialization constants.
+    pipelines: HashMap<(&'static str, Vec<u32>), vk::Pipeline>,
     /// Work submitted but not seen to finish (after a timeout).
     in_flight: Option<String>,
     physical: vk::PhysicalDevice,
@@ -925,18 +927,20 @@ impl DeviceContext {
     }
 
     /// The pipeline for `shader` with specialization constants 0, 1, ... set to `spec`.
-    pub fn pipeline(&mut self, shader: Shader, spec: &[u32]) -> GpuResult<Pipeline> {
+    pub fn pipeline(&mut self, shader: ShaderCode, spec: &[u32]) -> GpuResult<Pipeline> {
         self.check_alive()?;
-        if let Some(&p) = self.pipelines.get(&(shader, spec.to_vec())) {
+        if let Some(&p) = self.pipelines.get(&(shader.name(), spec.to_vec())) {
             return Ok(Pipeline(p));
         }
         let running = format!("building pipeline {}", shader.name());
-        let module = match self.modules.get(&shader) {
+        let module = match self.modules.get(shader.name()) {
             Some(&m) => m,
             None => {
                 let code = ash::util::read_spv(&mut std::io::Cursor::new(shader.spirv()))
                     .map_err(|e| GpuError::Unsupported(format!("embedded SPIR-V: {e}")))?;
-                // SAFETY: code is valid SPIR-V produced by glslc.
+                // SAFETY: a ShaderCode holds build.rs's SPIR-V (glslc's output, or the
+                // committed .spv tests/tools.rs checks against its source); read_spv
+                // checked its magic and size; the create info outlives the call.
                 let m = unsafe {
                     self.shared.device.create_shader_module(
                         &vk::ShaderModuleCreateInfo::default().code(&code),
@@ -944,7 +948,7 @@ impl DeviceContext {
                     )
                 }
                 .map_err(|r| GpuError::from_vk("vkCreateShaderModule", r, &running))?;
-                self.modules.insert(shader, m);
+                self.modules.insert(shader.name(), m);
                 m
             }
         };
@@ -975,7 +979,8 @@ impl DeviceContext {
                 .create_compute_pipelines(vk::PipelineCache::null(), &create, None)
         }
         .map_err(|(_, r)| GpuError::from_vk("vkCreateComputePipelines", r, &running))?[0];
-        self.pipelines.insert((shader, spec.to_vec()), pipeline);
+        self.pipelines
+            .insert((shader.name(), spec.to_vec()), pipeline);
         Ok(Pipeline(pipeline))
     }
 

@@ -16,4 +16,5 @@ pub use error::{GpuError, GpuResult};
 pub use info::{DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MemoryTypeInfo, format_uuid};
 pub use instance::{Vulkan, take_validation_messages};
 pub use library::library_loads;
-pub use shaders::Shader;
+pub use shaders::ShaderCode;
+pub(crate) use shaders::embedded_shader;

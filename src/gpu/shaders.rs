@@ -1,76 +1,52 @@
-//! The SPIR-V of every shader, embedded at build time (see build.rs).
+//! Compute shaders as the Vulkan layer takes them: a name and its SPIR-V. The layer names
+//! no shader of its own; each workload owns its shaders (with `embedded_shader!`) and
+//! asks for pipelines by them.
 
-/// A compute shader kiln ships.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Shader {
-    /// Writes a VRAM test pattern with 16-byte stores (any access layout).
-    VramWrite,
-    /// Writes a VRAM test pattern with 32-byte stores (contiguous layout, needs int64).
-    VramWriteWide,
-    /// Verifies a VRAM test pattern and records errors.
-    VramVerify,
-    /// The same, loading through a texel buffer.
-    VramVerifyTexel,
-    /// Verifies a pattern, then writes its inversion (moving inversions).
-    VramRewrite,
-    /// The same with texel-buffer loads and 32-byte stores (contiguous layout, int64).
-    VramRewriteWide,
-    /// Reads or rewrites single listed words (retest, planted faults).
-    VramProbe,
-    /// Streams through memory to push retested words out of the caches.
-    VramEvict,
-    /// Long dependent multiply-add chains, one result per work item.
-    ComputeFma,
-    /// The same in fp16 (a separate module: it needs the Float16 capability).
-    ComputeFma16,
-    /// Compares two runs of the same work items.
-    ComputeCompare,
-    /// Checksums a transferred buffer on the device.
-    PcieChecksum,
+/// A compute shader kiln ships: its SPIR-V, compiled from `shaders/<name>.comp` by
+/// build.rs and embedded, and the name messages and the pipeline cache know it by. A
+/// context keeps one module and one pipeline per name (and specialization), so names are
+/// unique among kiln's shaders (they are file stems).
+#[derive(Clone, Copy)]
+pub struct ShaderCode {
+    name: &'static str,
+    spirv: &'static [u8],
 }
 
-impl Shader {
-    /// The compiled SPIR-V.
-    pub fn spirv(self) -> &'static [u8] {
-        match self {
-            Shader::VramWrite => include_bytes!(concat!(env!("OUT_DIR"), "/vram_write.spv")),
-            Shader::VramWriteWide => {
-                include_bytes!(concat!(env!("OUT_DIR"), "/vram_write_wide.spv"))
-            }
-            Shader::VramVerify => include_bytes!(concat!(env!("OUT_DIR"), "/vram_verify.spv")),
-            Shader::VramVerifyTexel => {
-                include_bytes!(concat!(env!("OUT_DIR"), "/vram_verify_texel.spv"))
-            }
-            Shader::VramRewrite => include_bytes!(concat!(env!("OUT_DIR"), "/vram_rewrite.spv")),
-            Shader::VramRewriteWide => {
-                include_bytes!(concat!(env!("OUT_DIR"), "/vram_rewrite_wide.spv"))
-            }
-            Shader::VramProbe => include_bytes!(concat!(env!("OUT_DIR"), "/vram_probe.spv")),
-            Shader::VramEvict => include_bytes!(concat!(env!("OUT_DIR"), "/vram_evict.spv")),
-            Shader::ComputeFma => include_bytes!(concat!(env!("OUT_DIR"), "/compute_fma.spv")),
-            Shader::ComputeFma16 => include_bytes!(concat!(env!("OUT_DIR"), "/compute_fma16.spv")),
-            Shader::ComputeCompare => {
-                include_bytes!(concat!(env!("OUT_DIR"), "/compute_compare.spv"))
-            }
-            Shader::PcieChecksum => include_bytes!(concat!(env!("OUT_DIR"), "/pcie_checksum.spv")),
-        }
+impl ShaderCode {
+    /// Made by `embedded_shader!` only: the SPIR-V is build.rs's output, which is what
+    /// makes handing it to the driver sound.
+    pub(crate) const fn embedded(name: &'static str, spirv: &'static [u8]) -> ShaderCode {
+        ShaderCode { name, spirv }
     }
 
-    /// The shader's file stem, for messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Shader::VramWrite => "vram_write",
-            Shader::VramWriteWide => "vram_write_wide",
-            Shader::VramVerify => "vram_verify",
-            Shader::VramVerifyTexel => "vram_verify_texel",
-            Shader::VramRewrite => "vram_rewrite",
-            Shader::VramRewriteWide => "vram_rewrite_wide",
-            Shader::VramProbe => "vram_probe",
-            Shader::VramEvict => "vram_evict",
-            Shader::ComputeFma => "compute_fma",
-            Shader::ComputeFma16 => "compute_fma16",
-            Shader::ComputeCompare => "compute_compare",
-            Shader::PcieChecksum => "pcie_checksum",
-        }
+    /// The shader's file stem, for messages and as its key.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The compiled SPIR-V, in any alignment (it is copied into words).
+    pub fn spirv(&self) -> &'static [u8] {
+        self.spirv
     }
 }
+
+impl std::fmt::Debug for ShaderCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShaderCode")
+            .field("name", &self.name)
+            .field("spirv_bytes", &self.spirv.len())
+            .finish()
+    }
+}
+
+/// The shader built from `shaders/<name>.comp` (build.rs writes its SPIR-V to `OUT_DIR`),
+/// embedded where the macro is used: `embedded_shader!("vram_write")`.
+macro_rules! embedded_shader {
+    ($name:literal) => {
+        $crate::gpu::ShaderCode::embedded(
+            $name,
+            include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".spv")),
+        )
+    };
+}
+pub(crate) use embedded_shader;

@@ -14,8 +14,16 @@ use super::{
 };
 use crate::evidence::{Event, EventSink};
 use crate::gpu::{
-    Binding, BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Pipeline, Shader,
+    Binding, BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Pipeline, ShaderCode,
+    embedded_shader,
 };
+
+/// Long dependent multiply-add chains, one result per work item.
+const FMA: ShaderCode = embedded_shader!("compute_fma");
+/// The same in fp16 (a separate module: it needs the Float16 capability).
+const FMA16: ShaderCode = embedded_shader!("compute_fma16");
+/// Compares two runs of the same work items.
+const COMPARE: ShaderCode = embedded_shader!("compute_compare");
 
 const WORKGROUP: u32 = 64;
 /// Multiply-adds per chain iteration: the shader unrolls four.
@@ -55,10 +63,10 @@ impl ComputeKind {
         }
     }
 
-    fn shader(self) -> Shader {
+    fn shader(self) -> ShaderCode {
         match self {
-            ComputeKind::Fp16 => Shader::ComputeFma16,
-            _ => Shader::ComputeFma,
+            ComputeKind::Fp16 => FMA16,
+            _ => FMA,
         }
     }
 }
@@ -653,9 +661,7 @@ fn one_round(
     let items = gpu.items;
     let seed = cfg.seed ^ round.wrapping_mul(0x9E37_79B9);
     let fma = gpu.ctx.pipeline(kind.shader(), &[WORKGROUP, kind.spec()])?;
-    let compare = gpu
-        .ctx
-        .pipeline(Shader::ComputeCompare, &[0, kind.spec()])?;
+    let compare = gpu.ctx.pipeline(COMPARE, &[0, kind.spec()])?;
     let t1 = run_pass(gpu, fma, iterations, seed, None, None)?;
     let t2 = run_pass(
         gpu,

@@ -10,10 +10,15 @@ use super::{
     record_device_error,
 };
 use crate::evidence::{Event, EventSink};
-use crate::gpu::{BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Shader};
+use crate::gpu::{
+    BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, ShaderCode, embedded_shader,
+};
 use crate::telemetry::record::Reading;
 use crate::telemetry::sysfs;
 use crate::units::{KIB, MIB};
+
+/// Checksums a transferred buffer on the device.
+const CHECKSUM: ShaderCode = embedded_shader!("pcie_checksum");
 
 /// Settings of the PCIe probe.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -292,7 +297,7 @@ impl PcieTest {
             sums_out: ctx.buffer(BufferKind::Readback, 64, "kiln pcie checksums readback")?,
         };
         let binding = ctx.bind([&mut st.dev, &mut st.sums, &mut st.down])?;
-        let checksum_pipeline = ctx.pipeline(Shader::PcieChecksum, &[])?;
+        let checksum_pipeline = ctx.pipeline(CHECKSUM, &[])?;
         events.emit(
             device,
             Event::WorkloadStart {

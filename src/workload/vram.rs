@@ -8,6 +8,7 @@ pub mod engine;
 pub mod layout;
 pub mod pattern;
 mod retest;
+mod shaders;
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};

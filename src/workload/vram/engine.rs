@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::layout::{self, BatchCounters, R_RECORDS, REC_WORDS};
 use super::pattern::Pattern;
+use super::shaders;
 use crate::gpu::{
-    Binding, BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Pipeline, Shader,
+    Binding, BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Pipeline, ShaderCode,
 };
 use crate::units::MIB;
 
@@ -173,7 +174,8 @@ pub struct Engine<'c> {
     /// Where each batch's counters and records are copied for the host to read.
     results_out: GpuBuffer,
     probe: GpuBuffer,
-    pipelines: HashMap<(Shader, u32), Pipeline>,
+    /// Pipelines by shader name and pattern.
+    pipelines: HashMap<(&'static str, u32), Pipeline>,
     rates: HashMap<(Op, u32), f64>,
     planted: Vec<PlantedFault>,
     planted_all: Option<u32>,
@@ -321,12 +323,12 @@ impl<'c> Engine<'c> {
         &self.planted
     }
 
-    fn pipeline(&mut self, shader: Shader, pattern_spec: u32) -> GpuResult<Pipeline> {
-        if let Some(&p) = self.pipelines.get(&(shader, pattern_spec)) {
+    fn pipeline(&mut self, shader: ShaderCode, pattern_spec: u32) -> GpuResult<Pipeline> {
+        if let Some(&p) = self.pipelines.get(&(shader.name(), pattern_spec)) {
             return Ok(p);
         }
         let p = self.ctx.pipeline(shader, &[WORKGROUP, pattern_spec])?;
-        self.pipelines.insert((shader, pattern_spec), p);
+        self.pipelines.insert((shader.name(), pattern_spec), p);
         Ok(p)
     }
 
@@ -388,12 +390,12 @@ impl<'c> Engine<'c> {
         let wide = contiguous && self.ctx.info().shader_int64;
         let texel = contiguous && self.texel_views;
         let shader = match op {
-            Op::Write if wide => Some(Shader::VramWriteWide),
-            Op::Write => Some(Shader::VramWrite),
-            Op::Verify if texel => Some(Shader::VramVerifyTexel),
-            Op::Verify => Some(Shader::VramVerify),
-            Op::Rewrite if wide && texel => Some(Shader::VramRewriteWide),
-            Op::Rewrite => Some(Shader::VramRewrite),
+            Op::Write if wide => Some(shaders::WRITE_WIDE),
+            Op::Write => Some(shaders::WRITE),
+            Op::Verify if texel => Some(shaders::VERIFY_TEXEL),
+            Op::Verify => Some(shaders::VERIFY),
+            Op::Rewrite if wide && texel => Some(shaders::REWRITE_WIDE),
+            Op::Rewrite => Some(shaders::REWRITE),
             Op::Fill | Op::Evict => None,
         };
         let pipeline = match shader {
@@ -565,7 +567,7 @@ impl<'c> Engine<'c> {
     /// Streams through up to `evict_bytes` of tested memory so that later reads of a few
     /// words come from memory rather than from a cache.
     pub fn evict(&mut self) -> GpuResult<()> {
-        let pipeline = self.pipeline(Shader::VramEvict, 0)?;
+        let pipeline = self.pipeline(shaders::EVICT, 0)?;
         let unit = 64u64;
         let mut left = self.cfg.evict_bytes / 16;
         let max = u64::from(self.ctx.info().limits.max_compute_work_group_count[0]) * 64 * unit;
@@ -673,7 +675,7 @@ impl<'c> Engine<'c> {
         mut entries: Vec<[u32; PROBE_WORDS]>,
         mode: u32,
     ) -> GpuResult<Vec<u32>> {
-        let pipeline = self.ctx.pipeline(Shader::VramProbe, &[])?;
+        let pipeline = self.ctx.pipeline(shaders::PROBE, &[])?;
         let mut out = vec![0u32; words.len()];
         let mut order: Vec<usize> = (0..entries.len()).collect();
         order.sort_by_key(|&i| entries[i][6]);
