@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gpu::{self, DeviceInfo};
 use crate::telemetry::nvml::{self, NVML_SIGNALS, NvmlGpu, NvmlStatus};
+use crate::telemetry::sysfs;
 
 const VENDOR_NVIDIA: u32 = 0x10de;
 const VENDOR_AMD: u32 = 0x1002;
@@ -67,9 +68,7 @@ impl System {
     /// The real machine: root from env `KILN_SYSTEM_ROOT` (a test hook) else `/`; `env`
     /// captured from the process for the variables the inventory and diagnosis read.
     pub fn from_env() -> System {
-        let root = std::env::var_os("KILN_SYSTEM_ROOT")
-            .filter(|r| !r.is_empty())
-            .map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        let root = sysfs::system_root();
         let env = ENV_VARS
             .iter()
             .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))

@@ -1,5 +1,9 @@
 //! Telemetry: a sidecar thread samples every source on a fixed schedule and snapshots
 //! counters around every phase, into `telemetry.jsonl` beside the events.
+//!
+//! Telemetry sits below the inventory: it reads devices (NVML, sysfs, the kernel log) and
+//! imports nothing of `crate::inventory`, which builds its list of the machine's GPUs on
+//! NVML's listing here.
 
 pub mod kmsg;
 pub mod nvml;
@@ -84,7 +88,7 @@ pub fn live_sources_for(devices: &[Target]) -> (Vec<Box<dyn Source>>, Vec<String
         Box::new(nvml),
         Box::new(sysfs::SysfsSource::new(
             // The machine as the inventory reads it (a fixture tree in tests).
-            &crate::inventory::System::from_env().root,
+            &sysfs::system_root(),
             with_pci.clone(),
         )),
         Box::new(kmsg::KmsgSource::new(&with_pci)),

@@ -61,6 +61,15 @@ pub fn parse_aer(text: &str) -> Option<u64> {
     seen.then_some(sum)
 }
 
+/// The directory that stands for `/` when kiln reads the machine: env `KILN_SYSTEM_ROOT`
+/// (a test hook that points at a fixture tree) when set and not empty, else `/`. The one
+/// place the hook is read: the inventory's `System` and the live sources both take it.
+pub fn system_root() -> PathBuf {
+    std::env::var_os("KILN_SYSTEM_ROOT")
+        .filter(|r| !r.is_empty())
+        .map_or_else(|| PathBuf::from("/"), PathBuf::from)
+}
+
 fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
