@@ -17,10 +17,9 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 
-use super::Source;
-use super::Target;
 use super::record::{Reading, Readings, TelemetryData, XidEvent};
 use super::throttle;
+use super::{Gap, Match, Source, Target, cause};
 use crate::gpu::DeviceInfo;
 
 /// Field ids without a wrapper method (REFERENCE.md §1).
@@ -33,61 +32,38 @@ const FIELD_REMAP_FAILURE: u32 = 145;
 /// peer-to-peer, 4 drain and reset.
 const FIELD_RECOVERY_ACTION: u32 = 230;
 
-/// What NVML offers on this machine.
-#[derive(Debug, Clone, PartialEq)]
-pub enum NvmlStatus {
-    /// NVML loaded and initialised.
-    Available,
-    /// NVML cannot be used.
-    Missing {
-        /// Why, as a stable word: `nvml_missing`, `driver_not_loaded`,
-        /// `version_mismatch`, `no_permission` or `nvml_failed`.
-        cause: &'static str,
-        /// One sentence: why, and what is therefore missing.
-        message: String,
-    },
-}
-
-/// How a Vulkan device was matched to its NVML device.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Match {
-    /// Vulkan device index.
-    pub device: usize,
-    /// NVML device index, when matched.
-    pub nvml_index: Option<u32>,
-    /// `uuid`, `pci`, or why there is no match.
-    pub by: String,
-}
-
 /// The signals NVML would have given: named when NVML is missing.
 pub const NVML_SIGNALS: &str = "GPU and HBM temperature, power and power limits, energy, clocks, throttle reasons, \
      ECC and row-remapping counters, retired pages, PCIe link and replays, and Xid events from NVML";
 
-/// Explains an NVML initialisation failure as a fact of the environment.
-pub fn explain(e: &NvmlError) -> NvmlStatus {
+/// Explains an NVML initialisation failure as a fact of the environment: why (the cause
+/// one of [`cause::NVML_DOWN`]), and what is therefore missing.
+pub fn explain(e: &NvmlError) -> Gap {
     let (cause, why) = match e {
         NvmlError::LibloadingError(_) => (
-            "nvml_missing",
+            cause::NVML_MISSING,
             "NVML is not available (libnvidia-ml.so.1 not found: no NVIDIA driver)".to_owned(),
         ),
         NvmlError::DriverNotLoaded => (
-            "driver_not_loaded",
+            cause::DRIVER_NOT_LOADED,
             "the NVIDIA kernel driver is not loaded".to_owned(),
         ),
         NvmlError::LibRmVersionMismatch => (
-            "version_mismatch",
+            cause::VERSION_MISMATCH,
             "NVML and the NVIDIA kernel driver differ in version (driver upgraded without a reboot)"
                 .to_owned(),
         ),
         NvmlError::NoPermission => (
-            "no_permission",
+            cause::NO_PERMISSION,
             "NVML refused access (no permission)".to_owned(),
         ),
-        e => ("nvml_failed", format!("NVML failed to start ({e})")),
+        e => (cause::NVML_FAILED, format!("NVML failed to start ({e})")),
     };
-    NvmlStatus::Missing {
-        cause,
+    Gap {
+        device: None,
         message: format!("{why}: no {NVML_SIGNALS}"),
+        missing: vec!["nvml".into()],
+        cause: Some(cause.into()),
     }
 }
 
@@ -103,7 +79,8 @@ enum EventMessage {
 pub struct NvmlSource {
     nvml: Option<Nvml>,
     matches: Vec<Match>,
-    status: NvmlStatus,
+    /// Why NVML cannot be used, when it cannot.
+    down: Option<Gap>,
     events: Option<Receiver<EventMessage>>,
     stop_events: Arc<AtomicBool>,
 }
@@ -150,16 +127,16 @@ impl NvmlSource {
     /// machine's inventory) to its NVML device.
     pub fn for_targets(devices: &[Target]) -> NvmlSource {
         let nvml = Nvml::init();
-        let (nvml, status) = match nvml {
-            Ok(n) => (Some(n), NvmlStatus::Available),
-            Err(e) => (None, explain(&e)),
+        let (nvml, down) = match nvml {
+            Ok(n) => (Some(n), None),
+            Err(e) => (None, Some(explain(&e))),
         };
         let matches = devices
             .iter()
             .map(|d| match &nvml {
                 None => Match {
                     device: d.index,
-                    nvml_index: None,
+                    index: None,
                     by: "no NVML".into(),
                 },
                 Some(n) => match_device(n, d),
@@ -168,26 +145,26 @@ impl NvmlSource {
         NvmlSource {
             nvml,
             matches,
-            status,
+            down,
             events: None,
             stop_events: Arc::new(AtomicBool::new(false)),
         }
     }
 
-    /// Whether NVML could be used.
-    pub fn status(&self) -> &NvmlStatus {
-        &self.status
-    }
-
-    /// How each Vulkan device was matched.
-    pub fn matches(&self) -> &[Match] {
-        &self.matches
-    }
-
     fn matched(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
         self.matches
             .iter()
-            .filter_map(|m| m.nvml_index.map(|i| (m.device, i)))
+            .filter_map(|m| m.index.map(|i| (m.device, i)))
+    }
+
+    /// What is missing for a device NVML has no match for.
+    fn unmatched(m: &Match) -> Gap {
+        Gap {
+            device: Some(m.device),
+            message: format!("device {} has no NVML device ({})", m.device, m.by),
+            missing: vec!["nvml".into()],
+            cause: Some(cause::NO_NVML_DEVICE.into()),
+        }
     }
 
     /// Xid and ECC events arrive on their own thread, with its own NVML handle. The
@@ -286,14 +263,7 @@ impl NvmlSource {
         Some(rx)
     }
 
-    /// Identity of the NVML device matched to Vulkan device `device`, if any.
-    pub fn identity_of(&self, device: usize) -> Option<Readings> {
-        let nvml = self.nvml.as_ref()?;
-        let m = self.matches.iter().find(|m| m.device == device)?;
-        Some(Self::identity(nvml, m.nvml_index?))
-    }
-
-    fn identity(nvml: &Nvml, index: u32) -> Readings {
+    fn identity_at(nvml: &Nvml, index: u32) -> Readings {
         let mut f = Readings::new();
         let Ok(d) = nvml.device_by_index(index) else {
             return f;
@@ -587,7 +557,7 @@ fn match_device(nvml: &Nvml, info: &Target) -> Match {
             if info.uuid.as_deref() == Some(body.as_str()) {
                 return Match {
                     device: info.index,
-                    nvml_index: Some(i),
+                    index: Some(i),
                     by: "uuid".into(),
                 };
             }
@@ -601,12 +571,12 @@ fn match_device(nvml: &Nvml, info: &Target) -> Match {
     match by_pci {
         Some(i) => Match {
             device: info.index,
-            nvml_index: Some(i),
+            index: Some(i),
             by: "pci".into(),
         },
         None => Match {
             device: info.index,
-            nvml_index: None,
+            index: None,
             by: "no NVML device has this UUID or PCI address".into(),
         },
     }
@@ -617,42 +587,45 @@ impl Source for NvmlSource {
         "nvml"
     }
 
+    fn status(&self) -> Vec<Gap> {
+        match &self.down {
+            Some(down) => vec![down.clone()],
+            None => self
+                .matches
+                .iter()
+                .filter(|m| m.index.is_none())
+                .map(Self::unmatched)
+                .collect(),
+        }
+    }
+
+    /// The identity of the NVML device matched to `device`, if any.
+    fn identity(&self, device: usize) -> Option<Readings> {
+        let nvml = self.nvml.as_ref()?;
+        let m = self.matches.iter().find(|m| m.device == device)?;
+        Some(Self::identity_at(nvml, m.index?))
+    }
+
+    fn matches(&self) -> Vec<Match> {
+        self.matches.clone()
+    }
+
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
         // Events are only wanted while sampling: `kiln list` matches without them.
         self.events = self.spawn_events();
-        let mut out = Vec::new();
-        if let NvmlStatus::Missing { cause, message } = &self.status {
-            out.push((
-                None,
-                TelemetryData::Unavailable {
-                    message: message.clone(),
-                    missing: vec!["nvml".into()],
-                    cause: Some((*cause).into()),
-                },
-            ));
-            return out;
+        if let Some(down) = &self.down {
+            return vec![down.clone().record()];
         }
-        let Some(nvml) = &self.nvml else {
-            return out;
-        };
-        for m in &self.matches {
-            match m.nvml_index {
-                Some(i) => {
-                    let mut fields = Self::identity(nvml, i);
+        self.matches
+            .iter()
+            .map(|m| match self.identity(m.device) {
+                Some(mut fields) => {
                     fields.insert("matched_by".into(), Reading::Text(m.by.clone()));
-                    out.push((Some(m.device), TelemetryData::Identity { fields }));
+                    (Some(m.device), TelemetryData::Identity { fields })
                 }
-                None => out.push((
-                    Some(m.device),
-                    TelemetryData::Unavailable {
-                        message: format!("device {} has no NVML device ({})", m.device, m.by),
-                        missing: vec!["nvml".into()],
-                        cause: Some("no_nvml_device".into()),
-                    },
-                )),
-            }
-        }
-        out
+                None => Self::unmatched(m).record(),
+            })
+            .collect()
     }
 
     fn sample(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
@@ -693,8 +666,8 @@ impl Source for NvmlSource {
                     .matches
                     .iter()
                     .find(|m| {
-                        m.nvml_index.is_some()
-                            && nvml_uuid(nvml, m.nvml_index).as_deref() == Some(body.as_str())
+                        m.index.is_some()
+                            && nvml_uuid(nvml, m.index).as_deref() == Some(body.as_str())
                     })
                     .map(|m| m.device);
                 out.push((device, TelemetryData::Xid { xid }));
@@ -748,7 +721,7 @@ pub struct NvmlGpu {
 
 /// Lists every GPU NVML counts. A GPU whose handle cannot be got (a GPU fallen off the bus
 /// shows this way) still yields an entry, with only its index known.
-pub fn inventory() -> Result<Vec<NvmlGpu>, NvmlStatus> {
+pub fn inventory() -> Result<Vec<NvmlGpu>, Gap> {
     let nvml = Nvml::init().map_err(|e| explain(&e))?;
     let count = nvml.device_count().map_err(|e| explain(&e))?;
     let gpus = (0..count)
@@ -797,20 +770,15 @@ mod tests {
 
     #[test]
     fn a_missing_nvml_is_a_fact_that_names_the_missing_signals() {
-        let NvmlStatus::Missing { cause, message } = explain(&NvmlError::DriverNotLoaded) else {
-            panic!("a failure explains as missing");
-        };
-        assert_eq!(cause, "driver_not_loaded");
+        let Gap { cause, message, .. } = explain(&NvmlError::DriverNotLoaded);
+        assert_eq!(cause.as_deref(), Some("driver_not_loaded"));
         assert!(
             message.contains("not loaded")
                 && message.contains("throttle reasons")
                 && message.contains("Xid")
         );
-        let NvmlStatus::Missing { cause, message } = explain(&NvmlError::LibRmVersionMismatch)
-        else {
-            panic!("a failure explains as missing");
-        };
-        assert_eq!(cause, "version_mismatch");
+        let Gap { cause, message, .. } = explain(&NvmlError::LibRmVersionMismatch);
+        assert_eq!(cause.as_deref(), Some("version_mismatch"));
         assert!(message.contains("without a reboot"));
     }
 }

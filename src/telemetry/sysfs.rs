@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::Source;
 use super::record::{Reading, Readings, TelemetryData};
+use super::{Gap, Source};
 
 /// `16.0 GT/s PCIe`, `8.0 GT/s`, `2.5 GT/s` -> GT/s; `Unknown` -> None.
 pub fn parse_link_speed(text: &str) -> Option<f64> {
@@ -603,8 +603,25 @@ impl SysfsSource {
         }
     }
 
+    /// Reads under `root` for the targets that have a PCI address.
+    pub fn for_targets(root: &Path, devices: &[super::Target]) -> SysfsSource {
+        SysfsSource::new(root, super::with_pci(devices))
+    }
+
     fn dir(&self, pci: &str) -> PathBuf {
         self.root.join("sys/bus/pci/devices").join(pci)
+    }
+
+    /// What is missing for a device without a sysfs entry.
+    fn no_entry(device: usize, pci: &str) -> Gap {
+        Gap {
+            device: Some(device),
+            message: format!(
+                "no sysfs entry for PCI device {pci}: no PCIe link, AER or hwmon readings"
+            ),
+            missing: vec!["pcie_link".into(), "aer".into(), "hwmon".into()],
+            cause: None,
+        }
     }
 
     /// `sample` at a given instant, so that tests can step the energy counter's clock.
@@ -645,25 +662,30 @@ impl Source for SysfsSource {
         "sysfs"
     }
 
+    fn status(&self) -> Vec<Gap> {
+        self.devices
+            .iter()
+            .filter(|(_, pci)| !self.dir(pci).exists())
+            .map(|(i, pci)| Self::no_entry(*i, pci))
+            .collect()
+    }
+
+    /// amdgpu, i915 and xe devices only: other drivers' identity comes from their
+    /// vendor's library (NVML for NVIDIA), and a second, thinner one would overwrite its
+    /// fields.
+    fn identity(&self, device: usize) -> Option<Readings> {
+        let (_, pci) = self.devices.iter().find(|(i, _)| *i == device)?;
+        let dir = self.dir(pci);
+        let driver = Driver::of(&dir)?;
+        Some(read_identity(&self.root, &dir, driver))
+    }
+
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
         let mut out = Vec::new();
         for (i, pci) in &self.devices {
-            let dir = self.dir(pci);
-            if !dir.exists() {
-                out.push((
-                    Some(*i),
-                    TelemetryData::Unavailable {
-                        message: format!("no sysfs entry for PCI device {pci}: no PCIe link, AER or hwmon readings"),
-                        missing: vec!["pcie_link".into(), "aer".into(), "hwmon".into()],
-                        cause: None,
-                    },
-                ));
-                continue;
-            }
-            // Other drivers' identity comes from their vendor's library (NVML for
-            // NVIDIA): a second, thinner one would overwrite its fields.
-            if let Some(driver) = Driver::of(&dir) {
-                let fields = read_identity(&self.root, &dir, driver);
+            if !self.dir(pci).exists() {
+                out.push(Self::no_entry(*i, pci).record());
+            } else if let Some(fields) = self.identity(*i) {
                 out.push((Some(*i), TelemetryData::Identity { fields }));
             }
         }
@@ -752,13 +774,17 @@ mod tests {
             root.path(),
             vec![(1, "0000:05:00.0".into()), (2, "0000:06:00.0".into())],
         );
+        let gaps = source.status();
+        assert_eq!(gaps.len(), 1, "known before the start");
+        assert_eq!(gaps[0].device, Some(2));
+        assert_eq!(source.identity(1), None, "no vendor driver, no identity");
         let start = source.start();
         assert_eq!(
             start.len(),
             1,
             "the device without a sysfs entry is said once"
         );
-        assert_eq!(start[0].0, Some(2));
+        assert_eq!(start[0], gaps[0].clone().record());
         let samples = source.sample();
         assert_eq!(samples.len(), 1);
         let TelemetryData::Sample { readings } = &samples[0].1 else {
@@ -943,6 +969,7 @@ mod tests {
         let TelemetryData::Identity { fields } = &start[0].1 else {
             panic!("identity");
         };
+        assert_eq!(source.identity(0).as_ref(), Some(fields));
         let t = |k: &str| fields.get(k).and_then(Reading::text);
         assert_eq!(t("name"), Some("AMD Instinct MI300X"));
         assert_eq!(t("serial"), Some("692325000123"));

@@ -8,6 +8,7 @@ use super::thresholds::{Thresholds, pcie_reached, vram_reference_gbps};
 use super::xid::{self, XidInfo};
 use crate::gpu::DeviceKind;
 use crate::report::DeviceReport;
+use crate::telemetry::cause;
 use crate::telemetry::record::Reading;
 use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
@@ -1127,7 +1128,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
     let s = &device.setup;
     let problem = |cause: &str| s.source_problems.iter().any(|c| c == cause);
     let reinstall = "reinstall the driver or reboot into the installed one, then rerun";
-    if problem("driver_not_loaded") {
+    if problem(cause::DRIVER_NOT_LOADED) {
         out.push(finding(
             "DRIVER_NOT_LOADED",
             Class::Software,
@@ -1143,7 +1144,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
     let differ = s.vendor_id == NVIDIA_VENDOR_ID
         && !s.vulkan_driver_version.is_empty()
         && nvml_version.is_some_and(|n| !same_version(n, &s.vulkan_driver_version));
-    if problem("version_mismatch") || differ {
+    if problem(cause::VERSION_MISMATCH) || differ {
         out.push(finding(
             "DRIVER_VERSION_MISMATCH",
             Class::Software,
