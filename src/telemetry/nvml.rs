@@ -371,10 +371,8 @@ impl NvmlSource {
             Ok(reasons) => {
                 let mask = reasons.bits();
                 g.insert("throttle_reasons_mask".into(), Reading::Number(mask as f64));
-                g.insert(
-                    "throttle_reasons".into(),
-                    Reading::Text(throttle::decode(mask).join(",")),
-                );
+                // Decoded here, at the source: what reads the samples takes reasons.
+                g.insert("throttle_reasons".into(), throttle::reading(mask));
             }
             Err(e) => {
                 g.insert("throttle_reasons_mask".into(), num(Err(e)));

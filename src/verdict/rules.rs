@@ -12,6 +12,7 @@ use crate::telemetry::cause;
 use crate::telemetry::record::Reading;
 use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
+use crate::telemetry::throttle::ThrottleReason;
 use crate::workload::compute::ComputeReport;
 use crate::workload::fragment::FragmentReport;
 use crate::workload::pcie::PcieReport;
@@ -375,12 +376,12 @@ fn pcie(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
 
 /// Throttle reasons that slow the clocks for heat or power, any of which explains a
 /// workload running below its floor.
-const SLOWING_REASONS: [&str; 5] = [
-    "hw_slowdown",
-    "hw_thermal_slowdown",
-    "sw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-    "sw_power_cap",
+const SLOWING_REASONS: [ThrottleReason; 5] = [
+    ThrottleReason::HwSlowdown,
+    ThrottleReason::HwThermalSlowdown,
+    ThrottleReason::SwThermalSlowdown,
+    ThrottleReason::HwPowerBrakeSlowdown,
+    ThrottleReason::SwPowerCap,
 ];
 
 /// What in a phase's telemetry explains a slow workload: clocks throttled for heat or
@@ -389,8 +390,9 @@ fn slowdown_explanation(p: &PhaseTelemetry, t: &Thresholds) -> Vec<String> {
     let mut why: Vec<String> = SLOWING_REASONS
         .iter()
         .filter_map(|r| {
-            let share = p.throttle_share.get(*r).copied().unwrap_or(0.0);
-            (share > t.throttle_share).then(|| format!("{r} {:.0}% of the phase", share * 100.0))
+            let share = p.throttle_share_of(*r);
+            (share > t.throttle_share)
+                .then(|| format!("{} {:.0}% of the phase", r.name(), share * 100.0))
         })
         .collect();
     if let (Some(now), Some(max)) = (
@@ -519,10 +521,11 @@ fn fragment(f: &FragmentReport, out: &mut Vec<Finding>) {
 }
 
 fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
-    let share = |r: &str| p.throttle_share.get(r).copied().unwrap_or(0.0);
+    let share = |r: ThrottleReason| p.throttle_share_of(r);
     let max_temp = p.gauges.get("gpu_temp_c").map(|s| s.max);
     let evidence = json!({"phase": p.phase, "throttle_share": p.throttle_share, "gpu_temp_c": p.gauges.get("gpu_temp_c")});
-    let thermal = share("hw_thermal_slowdown").max(share("sw_thermal_slowdown"));
+    let thermal =
+        share(ThrottleReason::HwThermalSlowdown).max(share(ThrottleReason::SwThermalSlowdown));
     if thermal > t.throttle_share {
         out.push(finding(
             "THERMAL_THROTTLE",
@@ -539,7 +542,7 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
             "improve cooling: airflow, fans, dust, thermal paste",
         ));
     }
-    if share("hw_power_brake_slowdown") > t.throttle_share {
+    if share(ThrottleReason::HwPowerBrakeSlowdown) > t.throttle_share {
         out.push(finding(
             "POWER_BRAKE",
             Class::Environment,
@@ -547,13 +550,13 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
             Confidence::High,
             format!(
                 "the hardware power brake held the clocks {:.0}% of the {} phase",
-                share("hw_power_brake_slowdown") * 100.0,
+                share(ThrottleReason::HwPowerBrakeSlowdown) * 100.0,
                 p.phase
             ),
             evidence.clone(),
             "check the PSU and the power cables to the card",
         ));
-    } else if share("hw_slowdown") > t.throttle_share && thermal <= t.throttle_share {
+    } else if share(ThrottleReason::HwSlowdown) > t.throttle_share && thermal <= t.throttle_share {
         out.push(finding(
             "POWER_DELIVERY",
             Class::Environment,
@@ -561,7 +564,7 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
             Confidence::Medium,
             format!(
                 "HW slowdown {:.0}% of the {} phase while the card was not hot",
-                share("hw_slowdown") * 100.0,
+                share(ThrottleReason::HwSlowdown) * 100.0,
                 p.phase
             ),
             evidence.clone(),
@@ -575,11 +578,11 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
         (Some(e), Some(d)) => e.max < d.min,
         _ => false,
     };
-    if share("sw_power_cap") > t.throttle_share && capped {
+    if share(ThrottleReason::SwPowerCap) > t.throttle_share && capped {
         // A configuration, noted: it becomes a finding of weight where it holds the card
         // below a floor (see `vram_bandwidth`).
         out.push(finding("ADMIN_POWER_CAP", Class::Info, Severity::Note, Confidence::High,
-            format!("an enforced power limit below the default capped the clocks {:.0}% of the {} phase", share("sw_power_cap") * 100.0, p.phase),
+            format!("an enforced power limit below the default capped the clocks {:.0}% of the {} phase", share(ThrottleReason::SwPowerCap) * 100.0, p.phase),
             json!({"phase": p.phase, "power_limit_enforced_w": p.gauges.get("power_limit_enforced_w"), "power_limit_default_w": p.gauges.get("power_limit_default_w")}),
             "restore the default power limit (nvidia-smi -pl) if the cap is not intended"));
     }
@@ -588,7 +591,7 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
 /// The enforced and default power limits of a phase where an administrator's cap held the
 /// clocks (the SW power cap reason above the threshold with the limit below its default).
 fn admin_cap(p: &PhaseTelemetry, t: &Thresholds) -> Option<(f64, f64)> {
-    let share = p.throttle_share.get("sw_power_cap").copied().unwrap_or(0.0);
+    let share = p.throttle_share_of(ThrottleReason::SwPowerCap);
     let (enforced, default) = (
         p.gauges.get("power_limit_enforced_w")?,
         p.gauges.get("power_limit_default_w")?,
