@@ -19,7 +19,7 @@ use crate::inventory::{InventoryGpu, System};
 use crate::report::{DeviceReport, Setup, exit_code};
 use crate::telemetry::record::{Reading, Readings, TelemetryData, XidEvent};
 use crate::telemetry::summary::{GAUGES, PhaseTelemetry, Stat};
-use crate::telemetry::{Source, Target, cause};
+use crate::telemetry::{Source, Target, cause, signals};
 use crate::verdict::findings::{Class, Finding, Severity};
 use crate::verdict::{rules, thresholds::Thresholds};
 
@@ -453,7 +453,7 @@ fn growth(now: &Readings, before: Option<&GpuState>) -> BTreeMap<String, f64> {
                 Some(b) => v - b,
                 None if before.is_some() => 0.0,
                 // Counts since the driver loaded: NVML's volatile ECC, amdgpu's RAS.
-                None if k.contains("volatile") || k.starts_with("ras_") => v,
+                None if signals::counts_since_driver_load(k) => v,
                 None => 0.0,
             };
             Some((k.clone(), grown))
@@ -498,13 +498,13 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
             index: *d,
             ..Gpu::default()
         });
-        if let Some(u) = text(Some(fields), "uuid") {
+        if let Some(u) = text(Some(fields), signals::UUID.name) {
             g.uuid = Some(u.to_owned());
         }
-        if let Some(n) = text(Some(fields), "name") {
+        if let Some(n) = text(Some(fields), signals::NAME.name) {
             g.name = n.to_owned();
         }
-        if let Some(i) = number(Some(fields), "nvml_index") {
+        if let Some(i) = number(Some(fields), signals::NVML_INDEX.name) {
             g.nvml_index = Some(i as u32);
         }
     }

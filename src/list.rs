@@ -3,8 +3,8 @@
 use std::fmt::Write;
 
 use crate::gpu::DeviceInfo;
-use crate::telemetry::Source;
 use crate::telemetry::record::Reading;
+use crate::telemetry::{Source, signals};
 use crate::workload::vram::format_bytes;
 
 /// What the source as a whole cannot read, if anything.
@@ -86,10 +86,10 @@ pub fn table(devices: &[DeviceInfo], nvml: &dyn Source) -> String {
                     format!(
                         "nvml: device {i}, matched by {}: {} serial {}, VBIOS {}, driver {}",
                         m.by,
-                        field("uuid"),
-                        field("serial"),
-                        field("vbios"),
-                        field("driver_version")
+                        field(signals::UUID.name),
+                        field(signals::SERIAL.name),
+                        field(signals::VBIOS.name),
+                        field(signals::DRIVER_VERSION.name)
                     )
                 }
                 _ => format!("nvml: none ({})", m.by),

@@ -11,7 +11,7 @@ use std::sync::mpsc::{Receiver, channel};
 use regex::Regex;
 
 use super::record::{TelemetryData, XidEvent};
-use super::{Gap, Source, cause};
+use super::{Gap, Source, cause, signals};
 
 fn xid_pattern() -> &'static Regex {
     static XID: OnceLock<Regex> = OnceLock::new();
@@ -224,7 +224,7 @@ impl Source for KmsgSource {
                                 "kernel log not readable ({kmsg_error}; journalctl -k failed too): no Xid events; \
                                  grant CAP_SYSLOG or set kernel.dmesg_restrict=0"
                             ),
-                            missing: vec!["xid".into()],
+                            missing: vec![signals::XID.name.into()],
                             cause: Some(cause::NO_PERMISSION.into()),
                         };
                         self.unreadable = Some(gap.clone());

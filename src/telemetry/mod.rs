@@ -10,6 +10,7 @@ pub mod nvml;
 pub mod record;
 pub mod replay;
 pub mod sidecar;
+pub mod signals;
 pub mod summary;
 pub mod sysfs;
 pub mod throttle;

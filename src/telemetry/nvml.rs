@@ -18,8 +18,8 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 
 use super::record::{Reading, Readings, TelemetryData, XidEvent};
-use super::throttle;
 use super::{Gap, Match, Source, Target, cause};
+use super::{signals, throttle};
 use crate::gpu::DeviceInfo;
 
 /// Field ids without a wrapper method (REFERENCE.md §1).
@@ -62,7 +62,7 @@ pub fn explain(e: &NvmlError) -> Gap {
     Gap {
         device: None,
         message: format!("{why}: no {NVML_SIGNALS}"),
-        missing: vec!["nvml".into()],
+        missing: vec![signals::group::NVML.into()],
         cause: Some(cause.into()),
     }
 }
@@ -162,7 +162,7 @@ impl NvmlSource {
         Gap {
             device: Some(m.device),
             message: format!("device {} has no NVML device ({})", m.device, m.by),
-            missing: vec!["nvml".into()],
+            missing: vec![signals::group::NVML.into()],
             cause: Some(cause::NO_NVML_DEVICE.into()),
         }
     }
@@ -268,21 +268,36 @@ impl NvmlSource {
         let Ok(d) = nvml.device_by_index(index) else {
             return f;
         };
-        f.insert("nvml_index".into(), Reading::Number(f64::from(index)));
-        f.insert("name".into(), text(d.name()));
-        f.insert("uuid".into(), text(d.uuid()));
-        f.insert("serial".into(), text(d.serial()));
-        f.insert("board_part_number".into(), text(d.board_part_number()));
-        f.insert("vbios".into(), text(d.vbios_version()));
-        f.insert("inforom_image".into(), text(d.info_rom_image_version()));
-        f.insert("pci_bus_id".into(), text(d.pci_info().map(|p| p.bus_id)));
-        f.insert("driver_version".into(), text(nvml.sys_driver_version()));
         f.insert(
-            "cuda_driver_version".into(),
+            signals::NVML_INDEX.name.into(),
+            Reading::Number(f64::from(index)),
+        );
+        f.insert(signals::NAME.name.into(), text(d.name()));
+        f.insert(signals::UUID.name.into(), text(d.uuid()));
+        f.insert(signals::SERIAL.name.into(), text(d.serial()));
+        f.insert(
+            signals::BOARD_PART_NUMBER.name.into(),
+            text(d.board_part_number()),
+        );
+        f.insert(signals::VBIOS.name.into(), text(d.vbios_version()));
+        f.insert(
+            signals::INFOROM_IMAGE.name.into(),
+            text(d.info_rom_image_version()),
+        );
+        f.insert(
+            signals::PCI_BUS_ID.name.into(),
+            text(d.pci_info().map(|p| p.bus_id)),
+        );
+        f.insert(
+            signals::DRIVER_VERSION.name.into(),
+            text(nvml.sys_driver_version()),
+        );
+        f.insert(
+            signals::CUDA_DRIVER_VERSION.name.into(),
             num(nvml.sys_cuda_driver_version().map(f64::from)),
         );
         f.insert(
-            "ecc_enabled".into(),
+            signals::ECC_ENABLED.name.into(),
             text(
                 d.is_ecc_enabled()
                     .map(|e| format!("{}", e.currently_enabled)),
@@ -290,14 +305,23 @@ impl NvmlSource {
         );
         // A mode change waiting for a reset: the card is tested in a mode it will leave.
         f.insert(
-            "ecc_enabled_pending".into(),
+            signals::ECC_ENABLED_PENDING.name.into(),
             text(d.is_ecc_enabled().map(|e| format!("{}", e.pending_enabled))),
         );
         for (key, threshold) in [
-            ("temp_slowdown_c", TemperatureThreshold::Slowdown),
-            ("temp_shutdown_c", TemperatureThreshold::Shutdown),
-            ("temp_gpu_max_c", TemperatureThreshold::GpuMax),
-            ("temp_mem_max_c", TemperatureThreshold::MemoryMax),
+            (
+                signals::TEMP_SLOWDOWN_C.name,
+                TemperatureThreshold::Slowdown,
+            ),
+            (
+                signals::TEMP_SHUTDOWN_C.name,
+                TemperatureThreshold::Shutdown,
+            ),
+            (signals::TEMP_GPU_MAX_C.name, TemperatureThreshold::GpuMax),
+            (
+                signals::TEMP_MEM_MAX_C.name,
+                TemperatureThreshold::MemoryMax,
+            ),
         ] {
             f.insert(
                 key.into(),
@@ -321,7 +345,10 @@ impl NvmlSource {
                 processes.push(format!("{}:{used}", p.pid));
             }
         }
-        f.insert("other_processes".into(), Reading::Text(processes.join(",")));
+        f.insert(
+            signals::OTHER_PROCESSES.name.into(),
+            Reading::Text(processes.join(",")),
+        );
         f
     }
 
@@ -331,59 +358,70 @@ impl NvmlSource {
             return g;
         };
         g.insert(
-            "gpu_temp_c".into(),
+            signals::GPU_TEMP_C.name.into(),
             num(d.temperature(TemperatureSensor::Gpu).map(f64::from)),
         );
-        g.insert("hbm_temp_c".into(), field(&d, FIELD_MEMORY_TEMP));
         g.insert(
-            "power_w".into(),
+            signals::HBM_TEMP_C.name.into(),
+            field(&d, FIELD_MEMORY_TEMP),
+        );
+        g.insert(
+            signals::POWER_W.name.into(),
             num(d.power_usage().map(|mw| f64::from(mw) / 1e3)),
         );
         g.insert(
-            "power_limit_enforced_w".into(),
+            signals::POWER_LIMIT_ENFORCED_W.name.into(),
             num(d.enforced_power_limit().map(|mw| f64::from(mw) / 1e3)),
         );
         g.insert(
-            "power_limit_default_w".into(),
+            signals::POWER_LIMIT_DEFAULT_W.name.into(),
             num(d
                 .power_management_limit_default()
                 .map(|mw| f64::from(mw) / 1e3)),
         );
         g.insert(
-            "energy_mj".into(),
+            signals::ENERGY_MJ.name.into(),
             num(d.total_energy_consumption().map(|e| e as f64)),
         );
-        for (name, clock) in [
-            ("sm", Clock::SM),
-            ("mem", Clock::Memory),
-            ("graphics", Clock::Graphics),
+        for (now, max, clock) in [
+            (signals::CLOCK_SM_MHZ, signals::CLOCK_SM_MAX_MHZ, Clock::SM),
+            (
+                signals::CLOCK_MEM_MHZ,
+                signals::CLOCK_MEM_MAX_MHZ,
+                Clock::Memory,
+            ),
+            (
+                signals::CLOCK_GRAPHICS_MHZ,
+                signals::CLOCK_GRAPHICS_MAX_MHZ,
+                Clock::Graphics,
+            ),
         ] {
-            g.insert(
-                format!("clock_{name}_mhz"),
-                num(d.clock_info(clock).map(f64::from)),
-            );
-            g.insert(
-                format!("clock_{name}_max_mhz"),
-                num(d.max_clock_info(clock).map(f64::from)),
-            );
+            g.insert(now.name.into(), num(d.clock_info(clock).map(f64::from)));
+            g.insert(max.name.into(), num(d.max_clock_info(clock).map(f64::from)));
         }
         match d.current_throttle_reasons() {
             Ok(reasons) => {
                 let mask = reasons.bits();
-                g.insert("throttle_reasons_mask".into(), Reading::Number(mask as f64));
+                g.insert(
+                    signals::THROTTLE_REASONS_MASK.name.into(),
+                    Reading::Number(mask as f64),
+                );
                 // Decoded here, at the source: what reads the samples takes reasons.
-                g.insert("throttle_reasons".into(), throttle::reading(mask));
+                g.insert(
+                    signals::THROTTLE_REASONS.name.into(),
+                    throttle::reading(mask),
+                );
             }
             Err(e) => {
-                g.insert("throttle_reasons_mask".into(), num(Err(e)));
+                g.insert(signals::THROTTLE_REASONS_MASK.name.into(), num(Err(e)));
             }
         }
-        for (name, policy) in [
-            ("power", PerformancePolicy::Power),
-            ("thermal", PerformancePolicy::Thermal),
+        for (signal, policy) in [
+            (signals::VIOLATION_POWER_NS, PerformancePolicy::Power),
+            (signals::VIOLATION_THERMAL_NS, PerformancePolicy::Thermal),
         ] {
             g.insert(
-                format!("violation_{name}_ns"),
+                signal.name.into(),
                 num(d.violation_status(policy).map(|v| v.violation_time as f64)),
             );
         }
@@ -391,64 +429,79 @@ impl NvmlSource {
             Ok(n) => {
                 for i in 0..n {
                     g.insert(
-                        format!("fan{i}_speed_pct"),
+                        signals::fan_speed_pct(i),
                         num(d.fan_speed(i).map(f64::from)),
                     );
                 }
             }
             Err(e) => {
-                g.insert("fan0_speed_pct".into(), num(Err(e)));
+                g.insert(signals::fan_speed_pct(0), num(Err(e)));
             }
         }
         match d.utilization_rates() {
             Ok(u) => {
-                g.insert("util_gpu_pct".into(), Reading::Number(f64::from(u.gpu)));
-                g.insert("util_mem_pct".into(), Reading::Number(f64::from(u.memory)));
+                g.insert(
+                    signals::UTIL_GPU_PCT.name.into(),
+                    Reading::Number(f64::from(u.gpu)),
+                );
+                g.insert(
+                    signals::UTIL_MEM_PCT.name.into(),
+                    Reading::Number(f64::from(u.memory)),
+                );
             }
             Err(e) => {
-                g.insert("util_gpu_pct".into(), num(Err(e)));
+                g.insert(signals::UTIL_GPU_PCT.name.into(), num(Err(e)));
             }
         }
         match d.memory_info() {
             Ok(m) => {
-                g.insert("mem_used_bytes".into(), Reading::Number(m.used as f64));
-                g.insert("mem_free_bytes".into(), Reading::Number(m.free as f64));
-                g.insert("mem_total_bytes".into(), Reading::Number(m.total as f64));
+                g.insert(
+                    signals::MEM_USED_BYTES.name.into(),
+                    Reading::Number(m.used as f64),
+                );
+                g.insert(
+                    signals::MEM_FREE_BYTES.name.into(),
+                    Reading::Number(m.free as f64),
+                );
+                g.insert(
+                    signals::MEM_TOTAL_BYTES.name.into(),
+                    Reading::Number(m.total as f64),
+                );
             }
             Err(e) => {
-                g.insert("mem_used_bytes".into(), num(Err(e)));
+                g.insert(signals::MEM_USED_BYTES.name.into(), num(Err(e)));
             }
         }
         g.insert(
-            "pstate".into(),
+            signals::PSTATE.name.into(),
             text(d.performance_state().map(|p| format!("P{}", p.as_c()))),
         );
         g.insert(
-            "pcie_gen".into(),
+            signals::PCIE_GEN.name.into(),
             num(d.current_pcie_link_gen().map(f64::from)),
         );
         g.insert(
-            "pcie_width".into(),
+            signals::PCIE_WIDTH.name.into(),
             num(d.current_pcie_link_width().map(f64::from)),
         );
         g.insert(
-            "pcie_gen_max".into(),
+            signals::PCIE_GEN_MAX.name.into(),
             num(d.max_pcie_link_gen().map(f64::from)),
         );
         g.insert(
-            "pcie_width_max".into(),
+            signals::PCIE_WIDTH_MAX.name.into(),
             num(d.max_pcie_link_width().map(f64::from)),
         );
         g.insert(
-            "pcie_tx_kbps".into(),
+            signals::PCIE_TX_KBPS.name.into(),
             num(d.pcie_throughput(PcieUtilCounter::Send).map(f64::from)),
         );
         g.insert(
-            "pcie_rx_kbps".into(),
+            signals::PCIE_RX_KBPS.name.into(),
             num(d.pcie_throughput(PcieUtilCounter::Receive).map(f64::from)),
         );
         g.insert(
-            "pcie_replays".into(),
+            signals::PCIE_REPLAYS.name.into(),
             num(d.pcie_replay_counter().map(f64::from)),
         );
         g
@@ -459,39 +512,57 @@ impl NvmlSource {
         let Ok(d) = nvml.device_by_index(index) else {
             return c;
         };
-        for (kind, error) in [
-            ("corrected", MemoryError::Corrected),
-            ("uncorrected", MemoryError::Uncorrected),
+        for (total, error, counter) in [
+            (
+                signals::ECC_CORRECTED_VOLATILE,
+                MemoryError::Corrected,
+                EccCounter::Volatile,
+            ),
+            (
+                signals::ECC_CORRECTED_AGGREGATE,
+                MemoryError::Corrected,
+                EccCounter::Aggregate,
+            ),
+            (
+                signals::ECC_UNCORRECTED_VOLATILE,
+                MemoryError::Uncorrected,
+                EccCounter::Volatile,
+            ),
+            (
+                signals::ECC_UNCORRECTED_AGGREGATE,
+                MemoryError::Uncorrected,
+                EccCounter::Aggregate,
+            ),
         ] {
-            for (scope, counter) in [
-                ("volatile", EccCounter::Volatile),
-                ("aggregate", EccCounter::Aggregate),
-            ] {
+            c.insert(
+                total.name.into(),
+                num(d.total_ecc_errors(error, counter).map(|v| v as f64)),
+            );
+            // In the order of `signals::ECC_LOCATIONS`.
+            let locations = [
+                MemoryLocation::Device,
+                MemoryLocation::L1Cache,
+                MemoryLocation::L2Cache,
+                MemoryLocation::RegisterFile,
+            ];
+            for (place, location) in signals::ECC_LOCATIONS.iter().zip(locations) {
                 c.insert(
-                    format!("ecc_{kind}_{scope}"),
-                    num(d.total_ecc_errors(error, counter).map(|v| v as f64)),
+                    signals::ecc_at(total, place),
+                    num(d
+                        .memory_error_counter(error, counter, location)
+                        .map(|v| v as f64)),
                 );
-                for (place, location) in [
-                    ("device_memory", MemoryLocation::Device),
-                    ("l1", MemoryLocation::L1Cache),
-                    ("l2", MemoryLocation::L2Cache),
-                    ("register_file", MemoryLocation::RegisterFile),
-                ] {
-                    c.insert(
-                        format!("ecc_{kind}_{scope}_{place}"),
-                        num(d
-                            .memory_error_counter(error, counter, location)
-                            .map(|v| v as f64)),
-                    );
-                }
             }
         }
         for (key, cause) in [
             (
-                "retired_pages_sbe",
+                signals::RETIRED_PAGES_SBE.name,
                 RetirementCause::MultipleSingleBitEccErrors,
             ),
-            ("retired_pages_dbe", RetirementCause::DoubleBitEccError),
+            (
+                signals::RETIRED_PAGES_DBE.name,
+                RetirementCause::DoubleBitEccError,
+            ),
         ] {
             c.insert(
                 key.into(),
@@ -499,26 +570,26 @@ impl NvmlSource {
             );
         }
         c.insert(
-            "retired_pages_pending".into(),
+            signals::RETIRED_PAGES_PENDING.name.into(),
             num(d
                 .are_pages_pending_retired()
                 .map(|p| f64::from(u8::from(p)))),
         );
         for (key, id) in [
-            ("remapped_correctable", FIELD_REMAPPED_COR),
-            ("remapped_uncorrectable", FIELD_REMAPPED_UNC),
-            ("remap_pending", FIELD_REMAP_PENDING),
-            ("remap_failure", FIELD_REMAP_FAILURE),
-            ("recovery_action", FIELD_RECOVERY_ACTION),
+            (signals::REMAPPED_CORRECTABLE.name, FIELD_REMAPPED_COR),
+            (signals::REMAPPED_UNCORRECTABLE.name, FIELD_REMAPPED_UNC),
+            (signals::REMAP_PENDING.name, FIELD_REMAP_PENDING),
+            (signals::REMAP_FAILURE.name, FIELD_REMAP_FAILURE),
+            (signals::RECOVERY_ACTION.name, FIELD_RECOVERY_ACTION),
         ] {
             c.insert(key.into(), field(&d, id));
         }
         c.insert(
-            "pcie_replays".into(),
+            signals::PCIE_REPLAYS.name.into(),
             num(d.pcie_replay_counter().map(f64::from)),
         );
         c.insert(
-            "energy_mj".into(),
+            signals::ENERGY_MJ.name.into(),
             num(d.total_energy_consumption().map(|e| e as f64)),
         );
         c
@@ -618,7 +689,7 @@ impl Source for NvmlSource {
             .iter()
             .map(|m| match self.identity(m.device) {
                 Some(mut fields) => {
-                    fields.insert("matched_by".into(), Reading::Text(m.by.clone()));
+                    fields.insert(signals::MATCHED_BY.name.into(), Reading::Text(m.by.clone()));
                     (Some(m.device), TelemetryData::Identity { fields })
                 }
                 None => Self::unmatched(m).record(),
@@ -652,7 +723,7 @@ impl Source for NvmlSource {
                                 message: format!(
                                     "NVML's Xid and ECC event watch stopped ({why}): later events are seen only in the kernel log"
                                 ),
-                                missing: vec!["nvml_events".into()],
+                                missing: vec![signals::group::NVML_EVENTS.into()],
                                 cause: None,
                             },
                         ));

@@ -6,27 +6,28 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::record::{Reading, Readings, TelemetryData, TelemetryRecord, XidEvent};
+use super::signals;
 use super::throttle::{self, ThrottleReason};
 
 /// Gauges summarised by min/median/max.
 pub const GAUGES: [&str; 17] = [
-    "gpu_temp_c",
-    "hbm_temp_c",
-    "power_w",
-    "power_limit_enforced_w",
-    "power_limit_default_w",
-    "clock_sm_mhz",
-    "clock_sm_max_mhz",
-    "clock_mem_mhz",
-    "clock_mem_max_mhz",
-    "clock_graphics_mhz",
-    "pcie_gen",
-    "pcie_gen_max",
-    "pcie_width",
-    "pcie_width_max",
-    "mem_used_bytes",
-    "util_gpu_pct",
-    "util_mem_pct",
+    signals::GPU_TEMP_C.name,
+    signals::HBM_TEMP_C.name,
+    signals::POWER_W.name,
+    signals::POWER_LIMIT_ENFORCED_W.name,
+    signals::POWER_LIMIT_DEFAULT_W.name,
+    signals::CLOCK_SM_MHZ.name,
+    signals::CLOCK_SM_MAX_MHZ.name,
+    signals::CLOCK_MEM_MHZ.name,
+    signals::CLOCK_MEM_MAX_MHZ.name,
+    signals::CLOCK_GRAPHICS_MHZ.name,
+    signals::PCIE_GEN.name,
+    signals::PCIE_GEN_MAX.name,
+    signals::PCIE_WIDTH.name,
+    signals::PCIE_WIDTH_MAX.name,
+    signals::MEM_USED_BYTES.name,
+    signals::UTIL_GPU_PCT.name,
+    signals::UTIL_MEM_PCT.name,
 ];
 
 /// The pseudo-phase that holds what happened between two phases, or after the last one:

@@ -4,6 +4,7 @@
 //! it is read ([`decode_recorded`]). Summaries and rules take reasons, never bits.
 
 use super::record::{Reading, Readings};
+use super::signals::{THROTTLE_REASONS, THROTTLE_REASONS_MASK};
 
 /// A reason the clocks are held below their maximum (REFERENCE.md §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -96,23 +97,25 @@ pub fn reading(mask: u64) -> Reading {
 /// The reasons a sample carries, by name (unknown bits as `0x…`); None for a sample that
 /// carries none (another source's, or one where NVML could not say).
 pub fn reasons_of(readings: &Readings) -> Option<impl Iterator<Item = &str>> {
-    let text = readings.get("throttle_reasons").and_then(Reading::text)?;
+    let text = readings
+        .get(THROTTLE_REASONS.name)
+        .and_then(Reading::text)?;
     Some(text.split(',').filter(|r| !r.is_empty()))
 }
 
 /// A recorded sample that carries the mask but not its reasons gets them decoded: the one
 /// place bits become reasons for what was read from a file.
 pub fn decode_recorded(readings: &mut Readings) {
-    if readings.contains_key("throttle_reasons") {
+    if readings.contains_key(THROTTLE_REASONS.name) {
         return;
     }
     let Some(mask) = readings
-        .get("throttle_reasons_mask")
+        .get(THROTTLE_REASONS_MASK.name)
         .and_then(Reading::number)
     else {
         return;
     };
-    readings.insert("throttle_reasons".into(), reading(mask as u64));
+    readings.insert(THROTTLE_REASONS.name.into(), reading(mask as u64));
 }
 
 #[cfg(test)]
