@@ -40,7 +40,8 @@ pub trait Source: Send {
         Vec::new()
     }
 
-    /// Once at the start: identity, and what cannot be read here (said once).
+    /// Once at the start: the records of each device's identity and of what cannot be
+    /// read here (said once), and any history worth keeping (Xids logged before the run).
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
         Vec::new()
     }
@@ -156,7 +157,7 @@ pub fn live_sources_for(devices: &[Target]) -> (Vec<Box<dyn Source>>, Vec<String
     // Every live source, in the order they are read: adding one is one line here.
     let sources: Vec<Box<dyn Source>> = vec![
         Box::new(nvml::NvmlSource::for_targets(devices)),
-        // The machine as the inventory reads it (a fixture tree in tests).
+        // Under the machine's root, as the inventory reads it (a fixture tree in tests).
         Box::new(sysfs::SysfsSource::for_targets(
             &sysfs::system_root(),
             devices,
