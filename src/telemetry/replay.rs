@@ -11,9 +11,8 @@ use crate::evidence::{EvidenceResult, read_jsonl};
 /// A recorded file as a source: identity and facts at start, one recorded tick per
 /// sample, and the recorded snapshots in order at each phase boundary.
 pub struct ReplaySource {
-    /// The recorded identity and gaps, kept for `status` and `identity`.
-    facts: Vec<TelemetryRecord>,
-    /// The same, to be played once at `start`.
+    /// The recorded identity and gaps: played at `start`, and what `status` and
+    /// `identity` say.
     preamble: Vec<TelemetryRecord>,
     ticks: VecDeque<Vec<TelemetryRecord>>,
     snapshots: VecDeque<Vec<TelemetryRecord>>,
@@ -62,7 +61,6 @@ impl ReplaySource {
             }
         }
         ReplaySource {
-            facts: preamble.clone(),
             preamble,
             ticks,
             snapshots,
@@ -82,7 +80,7 @@ impl Source for ReplaySource {
 
     /// What the recording says could not be read.
     fn status(&self) -> Vec<Gap> {
-        self.facts
+        self.preamble
             .iter()
             .filter_map(|r| match &r.data {
                 TelemetryData::Unavailable {
@@ -102,7 +100,7 @@ impl Source for ReplaySource {
 
     /// The recorded identity of the device, every source's fields together.
     fn identity(&self, device: usize) -> Option<Readings> {
-        self.facts
+        self.preamble
             .iter()
             .filter(|r| r.device == Some(device))
             .filter_map(|r| match &r.data {
@@ -118,8 +116,8 @@ impl Source for ReplaySource {
 
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
         self.preamble
-            .drain(..)
-            .map(|r| (r.device, r.data))
+            .iter()
+            .map(|r| (r.device, r.data.clone()))
             .collect()
     }
 
