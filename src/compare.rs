@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::evidence::read_jsonl;
 use crate::report::{DeviceReport, Report, exit_code};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
+use crate::telemetry::signals;
 use crate::verdict::findings::Class;
 use crate::verdict::rules::rates;
 use crate::verdict::thresholds::Thresholds;
@@ -20,13 +21,13 @@ use crate::verdict::{VerdictError, rebuild};
 /// Counters that only grow over a card's life (they survive reboots): growth between two
 /// runs is wear.
 const LIFETIME_COUNTERS: [&str; 7] = [
-    "ecc_uncorrected_aggregate",
-    "ecc_corrected_aggregate",
-    "retired_pages_sbe",
-    "retired_pages_dbe",
-    "remapped_correctable",
-    "remapped_uncorrectable",
-    "remap_failure",
+    signals::ECC_UNCORRECTED_AGGREGATE.name,
+    signals::ECC_CORRECTED_AGGREGATE.name,
+    signals::RETIRED_PAGES_SBE.name,
+    signals::RETIRED_PAGES_DBE.name,
+    signals::REMAPPED_CORRECTABLE.name,
+    signals::REMAPPED_UNCORRECTABLE.name,
+    signals::REMAP_FAILURE.name,
 ];
 
 /// A finding in the later run that the earlier did not have.
@@ -131,7 +132,7 @@ fn last_counters(dir: &Path) -> BTreeMap<usize, BTreeMap<String, f64>> {
 fn serial(d: &DeviceReport) -> Option<&str> {
     d.setup
         .identity
-        .get("serial")
+        .get(signals::SERIAL.name)
         .and_then(crate::telemetry::record::Reading::text)
         .filter(|s| !s.is_empty())
 }

@@ -19,7 +19,7 @@ use crate::inventory::{InventoryGpu, System};
 use crate::report::{DeviceReport, Setup, exit_code};
 use crate::telemetry::record::{Reading, Readings, TelemetryData, XidEvent};
 use crate::telemetry::summary::{GAUGES, PhaseTelemetry, Stat};
-use crate::telemetry::{Source, Target};
+use crate::telemetry::{Source, Target, cause, signals};
 use crate::verdict::findings::{Class, Finding, Severity};
 use crate::verdict::{rules, thresholds::Thresholds};
 
@@ -453,7 +453,7 @@ fn growth(now: &Readings, before: Option<&GpuState>) -> BTreeMap<String, f64> {
                 Some(b) => v - b,
                 None if before.is_some() => 0.0,
                 // Counts since the driver loaded: NVML's volatile ECC, amdgpu's RAS.
-                None if k.contains("volatile") || k.starts_with("ras_") => v,
+                None if signals::counts_since_driver_load(k) => v,
                 None => 0.0,
             };
             Some((k.clone(), grown))
@@ -498,13 +498,13 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
             index: *d,
             ..Gpu::default()
         });
-        if let Some(u) = text(Some(fields), "uuid") {
+        if let Some(u) = text(Some(fields), signals::UUID.name) {
             g.uuid = Some(u.to_owned());
         }
-        if let Some(n) = text(Some(fields), "name") {
+        if let Some(n) = text(Some(fields), signals::NAME.name) {
             g.name = n.to_owned();
         }
-        if let Some(i) = number(Some(fields), "nvml_index") {
+        if let Some(i) = number(Some(fields), signals::NVML_INDEX.name) {
             g.nvml_index = Some(i as u32);
         }
     }
@@ -569,17 +569,11 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
     let now_utc = utc_timestamp(SystemTime::now());
     let mut events: Vec<(String, Fault)> = Vec::new();
     // The driver.
-    let cause = |c: &str| seen.causes.iter().any(|x| x == c);
-    let nvml_works = !seen.causes.iter().any(|c| {
-        matches!(
-            c.as_str(),
-            "nvml_missing"
-                | "driver_not_loaded"
-                | "version_mismatch"
-                | "no_permission"
-                | "nvml_failed"
-        )
-    });
+    let caused = |c: &str| seen.causes.iter().any(|x| x == c);
+    let nvml_works = !seen
+        .causes
+        .iter()
+        .any(|c| cause::NVML_DOWN.contains(&c.as_str()));
     for i in unreachable(&inventory, nvml_works) {
         faults.push(Fault {
             gpu: Some(i),
@@ -695,14 +689,16 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
     for f in &node_findings {
         place(f, None, NODE, &mut faults, &mut events, &mut noted);
     }
-    if cause("driver_not_loaded") && !node_findings.iter().any(|f| f.code == "DRIVER_NOT_LOADED") {
+    if caused(cause::DRIVER_NOT_LOADED)
+        && !node_findings.iter().any(|f| f.code == "DRIVER_NOT_LOADED")
+    {
         faults.push(node_fault(
             "KILN-DRV-001",
             exit_code::SOFTWARE,
             "NVIDIA kernel driver not loaded".into(),
         ));
     }
-    if cause("version_mismatch")
+    if caused(cause::VERSION_MISMATCH)
         && !node_findings
             .iter()
             .any(|f| f.code == "DRIVER_VERSION_MISMATCH")

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::gpu::{self, DeviceInfo};
-use crate::telemetry::nvml::{self, NVML_SIGNALS, NvmlGpu, NvmlStatus};
+use crate::telemetry::nvml::{self, NVML_SIGNALS, NvmlGpu};
+use crate::telemetry::{Gap, cause, sysfs};
 
 const VENDOR_NVIDIA: u32 = 0x10de;
 const VENDOR_AMD: u32 = 0x1002;
@@ -67,9 +68,7 @@ impl System {
     /// The real machine: root from env `KILN_SYSTEM_ROOT` (a test hook) else `/`; `env`
     /// captured from the process for the variables the inventory and diagnosis read.
     pub fn from_env() -> System {
-        let root = std::env::var_os("KILN_SYSTEM_ROOT")
-            .filter(|r| !r.is_empty())
-            .map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        let root = sysfs::system_root();
         let env = ENV_VARS
             .iter()
             .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
@@ -218,22 +217,21 @@ fn read_sysfs(system: &System, names: &mut PciNames, inventory: &mut Inventory) 
 }
 
 /// Adds what NVML lists to the sysfs GPUs, matching by PCI address.
-fn merge_nvml(inventory: &mut Inventory, nvml: Result<Vec<NvmlGpu>, NvmlStatus>) {
+fn merge_nvml(inventory: &mut Inventory, nvml: Result<Vec<NvmlGpu>, Gap>) {
     let list = match nvml {
         Ok(list) => list,
-        Err(NvmlStatus::Missing { cause, message }) => {
+        Err(gap) => {
             let nvidia_seen = inventory.gpus.iter().any(|g| g.vendor_id == VENDOR_NVIDIA);
             // No NVML on a machine without NVIDIA GPUs is how it should be, not a gap.
-            if cause != "nvml_missing" || nvidia_seen {
+            if gap.cause.as_deref() != Some(cause::NVML_MISSING) || nvidia_seen {
                 let suffix = format!(": no {NVML_SIGNALS}");
-                let why = message.strip_suffix(&suffix).unwrap_or(&message);
+                let why = gap.message.strip_suffix(&suffix).unwrap_or(&gap.message);
                 inventory
                     .notes
                     .push(format!("NVML could not list the GPUs: {why}."));
             }
             return;
         }
-        Err(NvmlStatus::Available) => return,
     };
     let mut unopened = Vec::new();
     for g in list {
@@ -1222,9 +1220,11 @@ mod tests {
         let system = f.system();
         let mut inventory = Inventory::default();
         read_sysfs(&system, &mut PciNames::new(&system), &mut inventory);
-        let missing = NvmlStatus::Missing {
-            cause: "nvml_missing",
+        let missing = Gap {
+            device: None,
             message: format!("NVML is not available: no {NVML_SIGNALS}"),
+            missing: vec!["nvml".into()],
+            cause: Some("nvml_missing".into()),
         };
         merge_nvml(&mut inventory, Err(missing));
         assert!(inventory.notes.is_empty());

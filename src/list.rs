@@ -3,17 +3,27 @@
 use std::fmt::Write;
 
 use crate::gpu::DeviceInfo;
-use crate::telemetry::nvml::{NvmlSource, NvmlStatus};
 use crate::telemetry::record::Reading;
+use crate::telemetry::{Source, signals};
 use crate::units::format_bytes;
+
+/// What the source as a whole cannot read, if anything.
+fn down(source: &dyn Source) -> Option<String> {
+    source
+        .status()
+        .into_iter()
+        .find(|g| g.device.is_none())
+        .map(|g| g.message)
+}
 
 /// A table of every device: identity, memory, the limits kiln works within, and the
 /// NVML device each is matched to.
-pub fn table(devices: &[DeviceInfo], nvml: &NvmlSource) -> String {
+pub fn table(devices: &[DeviceInfo], nvml: &dyn Source) -> String {
     let mut out = String::new();
-    if let NvmlStatus::Missing { message, .. } = nvml.status() {
+    if let Some(message) = down(nvml) {
         let _ = writeln!(out, "note: {message}");
     }
+    let matches = nvml.matches();
     for d in devices {
         let _ = writeln!(out, "GPU{} {} ({:?})", d.index, d.name, d.kind);
         let _ = writeln!(
@@ -65,8 +75,8 @@ pub fn table(devices: &[DeviceInfo], nvml: &NvmlSource) -> String {
             l.timestamp_valid_bits,
             d.shader_int64
         );
-        if let Some(m) = nvml.matches().iter().find(|m| m.device == d.index) {
-            let line = match (m.nvml_index, nvml.identity_of(d.index)) {
+        if let Some(m) = matches.iter().find(|m| m.device == d.index) {
+            let line = match (m.index, nvml.identity(d.index)) {
                 (Some(i), Some(id)) => {
                     let field = |k: &str| match id.get(k) {
                         Some(Reading::Text(t)) => t.clone(),
@@ -76,10 +86,10 @@ pub fn table(devices: &[DeviceInfo], nvml: &NvmlSource) -> String {
                     format!(
                         "nvml: device {i}, matched by {}: {} serial {}, VBIOS {}, driver {}",
                         m.by,
-                        field("uuid"),
-                        field("serial"),
-                        field("vbios"),
-                        field("driver_version")
+                        field(signals::UUID.name),
+                        field(signals::SERIAL.name),
+                        field(signals::VBIOS.name),
+                        field(signals::DRIVER_VERSION.name)
                     )
                 }
                 _ => format!("nvml: none ({})", m.by),
@@ -91,20 +101,19 @@ pub fn table(devices: &[DeviceInfo], nvml: &NvmlSource) -> String {
 }
 
 /// The device list as JSON: each device's description plus its NVML match and identity.
-pub fn json(devices: &[DeviceInfo], nvml: &NvmlSource) -> String {
+pub fn json(devices: &[DeviceInfo], nvml: &dyn Source) -> String {
+    let matches = nvml.matches();
+    let unavailable = down(nvml);
     let list: Vec<serde_json::Value> = devices
         .iter()
         .map(|d| {
             let mut v = serde_json::to_value(d).unwrap_or_default();
-            let m = nvml.matches().iter().find(|m| m.device == d.index);
+            let m = matches.iter().find(|m| m.device == d.index);
             v["nvml"] = serde_json::json!({
-                "index": m.and_then(|m| m.nvml_index),
+                "index": m.and_then(|m| m.index),
                 "matched_by": m.map(|m| m.by.clone()),
-                "identity": nvml.identity_of(d.index),
-                "unavailable": match nvml.status() {
-                    NvmlStatus::Missing { message, .. } => Some(message.clone()),
-                    NvmlStatus::Available => None,
-                },
+                "identity": nvml.identity(d.index),
+                "unavailable": unavailable,
             });
             v
         })

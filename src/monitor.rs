@@ -14,6 +14,7 @@ use crate::select::select_devices;
 use crate::telemetry::live_sources;
 use crate::telemetry::record::{Reading, Readings, TelemetryData, TelemetryRecord};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
+use crate::telemetry::signals;
 
 /// What `kiln monitor` was asked to do.
 #[derive(Debug, Clone)]
@@ -32,15 +33,15 @@ pub struct MonitorOptions {
 
 /// The columns of the table: (reading, header, decimals).
 const COLUMNS: [(&str, &str, usize); 9] = [
-    ("gpu_temp_c", "temp C", 0),
-    ("hbm_temp_c", "HBM C", 0),
-    ("power_w", "power W", 0),
-    ("clock_sm_mhz", "SM MHz", 0),
-    ("clock_mem_mhz", "mem MHz", 0),
-    ("util_gpu_pct", "util %", 0),
-    ("pcie_gen", "PCIe gen", 0),
-    ("pcie_width", "width", 0),
-    ("throttle_reasons", "throttle", 0),
+    (signals::GPU_TEMP_C.name, "temp C", 0),
+    (signals::HBM_TEMP_C.name, "HBM C", 0),
+    (signals::POWER_W.name, "power W", 0),
+    (signals::CLOCK_SM_MHZ.name, "SM MHz", 0),
+    (signals::CLOCK_MEM_MHZ.name, "mem MHz", 0),
+    (signals::UTIL_GPU_PCT.name, "util %", 0),
+    (signals::PCIE_GEN.name, "PCIe gen", 0),
+    (signals::PCIE_WIDTH.name, "width", 0),
+    (signals::THROTTLE_REASONS.name, "throttle", 0),
 ];
 
 fn cell(readings: &Readings, key: &str, decimals: usize) -> String {

@@ -20,6 +20,7 @@ use crate::select::{Selection, select_for_run};
 use crate::telemetry;
 use crate::telemetry::record::{Reading, Readings, TelemetryData};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
+use crate::telemetry::signals;
 use crate::verdict::thresholds::Thresholds;
 use crate::worker::{GO, WORKER_ARG, WorkerJob, WorkerMessage};
 use crate::workload::compute::{ComputeConfig, ComputeTest};
@@ -908,7 +909,10 @@ pub enum Idleness {
 /// Judges idleness from a device's latest readings (utilisation and temperature).
 pub fn idleness(readings: Option<&Readings>) -> Idleness {
     let value = |key: &str| readings.and_then(|r| r.get(key)).and_then(Reading::number);
-    let (util, temp) = (value("util_gpu_pct"), value("gpu_temp_c"));
+    let (util, temp) = (
+        value(signals::UTIL_GPU_PCT.name),
+        value(signals::GPU_TEMP_C.name),
+    );
     if util.is_none() && temp.is_none() {
         return Idleness::Unknown;
     }

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use super::{DeviceReport, DeviceResult, Report};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
+use crate::telemetry::signals;
 use crate::workload::compute::ComputeReport;
 use crate::workload::pcie::PcieReport;
 use crate::workload::vram::VramReport;
@@ -214,11 +215,11 @@ fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryReco
     for r in telemetry.iter().filter(|r| r.device == Some(d.index)) {
         if let TelemetryData::Identity { fields } = &r.data {
             for key in [
-                "serial",
-                "vbios",
-                "board_part_number",
-                "inforom_image",
-                "driver_version",
+                signals::SERIAL.name,
+                signals::VBIOS.name,
+                signals::BOARD_PART_NUMBER.name,
+                signals::INFOROM_IMAGE.name,
+                signals::DRIVER_VERSION.name,
             ] {
                 if let Some(v) = fields
                     .get(key)
@@ -256,13 +257,25 @@ fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryReco
         .map(|p| (p.phase.clone(), p.start_ms, p.end_ms))
         .collect();
     for (title, unit, keys) in [
-        ("Temperature", "°C", vec!["gpu_temp_c", "hbm_temp_c"]),
-        ("Power", "W", vec!["power_w", "power_limit_enforced_w"]),
-        ("Clocks", "MHz", vec!["clock_sm_mhz", "clock_mem_mhz"]),
+        (
+            "Temperature",
+            "°C",
+            vec![signals::GPU_TEMP_C.name, signals::HBM_TEMP_C.name],
+        ),
+        (
+            "Power",
+            "W",
+            vec![signals::POWER_W.name, signals::POWER_LIMIT_ENFORCED_W.name],
+        ),
+        (
+            "Clocks",
+            "MHz",
+            vec![signals::CLOCK_SM_MHZ.name, signals::CLOCK_MEM_MHZ.name],
+        ),
         (
             "Throttle reasons (bit mask)",
             "",
-            vec!["throttle_reasons_mask"],
+            vec![signals::THROTTLE_REASONS_MASK.name],
         ),
     ] {
         let s: Vec<(String, Vec<(f64, f64)>)> = keys

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::Report;
+use crate::telemetry::signals;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::units::format_bytes;
 use crate::workload::compute::ComputeReport;
@@ -87,17 +88,20 @@ fn setup_line(out: &mut String, setup: &super::Setup) {
     };
     let mut parts = vec![format!(
         "driver {} (Vulkan {})",
-        text("driver_version").unwrap_or("unknown"),
+        text(signals::DRIVER_VERSION.name).unwrap_or("unknown"),
         setup.vulkan_driver_version
     )];
-    for (key, label) in [("serial", "serial"), ("vbios", "VBIOS")] {
+    for (key, label) in [
+        (signals::SERIAL.name, "serial"),
+        (signals::VBIOS.name, "VBIOS"),
+    ] {
         if let Some(v) = text(key) {
             parts.push(format!("{label} {v}"));
         }
     }
     parts.push(format!(
         "other processes: {}",
-        text("other_processes").unwrap_or("none")
+        text(signals::OTHER_PROCESSES.name).unwrap_or("none")
     ));
     let _ = writeln!(out, "  setup: {}", parts.join(", "));
 }
@@ -105,9 +109,9 @@ fn setup_line(out: &mut String, setup: &super::Setup) {
 fn telemetry_line(out: &mut String, p: &PhaseTelemetry) {
     let mut parts = vec![format!("{} samples", p.samples)];
     for (key, label) in [
-        ("gpu_temp_c", "temp C"),
-        ("power_w", "power W"),
-        ("clock_sm_mhz", "SM MHz"),
+        (signals::GPU_TEMP_C.name, "temp C"),
+        (signals::POWER_W.name, "power W"),
+        (signals::CLOCK_SM_MHZ.name, "SM MHz"),
     ] {
         if let Some(s) = p.gauges.get(key) {
             parts.push(format!("{label} {:.0}/{:.0}/{:.0}", s.min, s.median, s.max));

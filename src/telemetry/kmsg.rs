@@ -10,8 +10,8 @@ use std::sync::mpsc::{Receiver, channel};
 
 use regex::Regex;
 
-use super::Source;
 use super::record::{TelemetryData, XidEvent};
+use super::{Gap, Source, cause, signals};
 
 fn xid_pattern() -> &'static Regex {
     static XID: OnceLock<Regex> = OnceLock::new();
@@ -99,7 +99,8 @@ pub struct KmsgSource {
     /// Vulkan device index by PCI bus id prefix (`0000:05:00`).
     buses: BTreeMap<String, usize>,
     reader: Option<Reader>,
-    unreadable: Option<String>,
+    /// Why the kernel log cannot be read, once `start` has tried.
+    unreadable: Option<Gap>,
 }
 
 enum Reader {
@@ -131,6 +132,11 @@ impl KmsgSource {
             reader: None,
             unreadable: None,
         }
+    }
+
+    /// A source for the targets that have a PCI address.
+    pub fn for_targets(devices: &[super::Target]) -> KmsgSource {
+        KmsgSource::new(&super::with_pci(devices))
     }
 
     fn device_of(&self, event: &XidEvent) -> Option<usize> {
@@ -174,6 +180,10 @@ impl Source for KmsgSource {
         "kmsg"
     }
 
+    fn status(&self) -> Vec<Gap> {
+        self.unreadable.iter().cloned().collect()
+    }
+
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
         let mut out = Vec::new();
         match std::fs::OpenOptions::new()
@@ -208,19 +218,17 @@ impl Source for KmsgSource {
                         self.reader = follow_journal();
                     }
                     _ => {
-                        let message = format!(
-                            "kernel log not readable ({kmsg_error}; journalctl -k failed too): no Xid events; \
-                             grant CAP_SYSLOG or set kernel.dmesg_restrict=0"
-                        );
-                        self.unreadable = Some(message.clone());
-                        out.push((
-                            None,
-                            TelemetryData::Unavailable {
-                                message,
-                                missing: vec!["xid".into()],
-                                cause: Some("no_permission".into()),
-                            },
-                        ));
+                        let gap = Gap {
+                            device: None,
+                            message: format!(
+                                "kernel log not readable ({kmsg_error}; journalctl -k failed too): no Xid events; \
+                                 grant CAP_SYSLOG or set kernel.dmesg_restrict=0"
+                            ),
+                            missing: vec![signals::XID.name.into()],
+                            cause: Some(cause::NO_PERMISSION.into()),
+                        };
+                        self.unreadable = Some(gap.clone());
+                        out.push(gap.record());
                     }
                 }
             }

@@ -1,23 +1,47 @@
 //! Telemetry: a sidecar thread samples every source on a fixed schedule and snapshots
 //! counters around every phase, into `telemetry.jsonl` beside the events.
+//!
+//! Telemetry sits below the inventory: it reads devices (NVML, sysfs, the kernel log) and
+//! imports nothing of `crate::inventory`, which builds its list of the machine's GPUs on
+//! NVML's listing here.
 
 pub mod kmsg;
 pub mod nvml;
 pub mod record;
 pub mod replay;
 pub mod sidecar;
+pub mod signals;
 pub mod summary;
 pub mod sysfs;
 pub mod throttle;
 
 use self::record::{Readings, TelemetryData};
 
-/// A telemetry source (NVML, sysfs, the kernel log, a recorded file).
+/// A telemetry source (NVML, sysfs, the kernel log, a recorded file): one module behind
+/// this trait, and one line in [`live_sources_for`] for a live one.
 pub trait Source: Send {
     /// Stable name, written into every record.
     fn name(&self) -> &'static str;
 
-    /// Once at the start: identity, and what cannot be read here (said once).
+    /// What this source cannot read here, and why, as far as it knows now: some sources
+    /// find out only by trying, in `start`. Empty when it reads everything it covers.
+    fn status(&self) -> Vec<Gap> {
+        Vec::new()
+    }
+
+    /// Who a device is, as this source sees it (name, serial, VBIOS, driver); None for a
+    /// device it does not cover or cannot tell.
+    fn identity(&self, _device: usize) -> Option<Readings> {
+        None
+    }
+
+    /// How the source found each device it was given, or why it did not.
+    fn matches(&self) -> Vec<Match> {
+        Vec::new()
+    }
+
+    /// Once at the start: the records of each device's identity and of what cannot be
+    /// read here (said once), and any history worth keeping (Xids logged before the run).
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
         Vec::new()
     }
@@ -29,6 +53,71 @@ pub trait Source: Send {
     fn snapshot(&mut self) -> Vec<(usize, Readings)> {
         Vec::new()
     }
+}
+
+/// What a source cannot read here, and why: a fact said once (a record at the start, a
+/// note in the report), never a reading of zero.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gap {
+    /// The device it concerns; None for the source as a whole.
+    pub device: Option<usize>,
+    /// One sentence, with the fix where there is one.
+    pub message: String,
+    /// The signals therefore missing (`nvml`, `xid`, `pcie_link`, ...).
+    pub missing: Vec<String>,
+    /// Why, as a stable word the verdict can act on (one of [`cause`]), where the source
+    /// knows.
+    pub cause: Option<String>,
+}
+
+impl Gap {
+    /// The record that says it.
+    pub fn record(self) -> (Option<usize>, TelemetryData) {
+        (
+            self.device,
+            TelemetryData::Unavailable {
+                message: self.message,
+                missing: self.missing,
+                cause: self.cause,
+            },
+        )
+    }
+}
+
+/// The stable words a [`Gap`] gives as its cause: recorded in `telemetry.jsonl`, and
+/// acted on by the verdict and `kiln health`.
+pub mod cause {
+    /// No NVML library: no NVIDIA driver installed.
+    pub const NVML_MISSING: &str = "nvml_missing";
+    /// The NVIDIA libraries are there, the kernel driver is not loaded.
+    pub const DRIVER_NOT_LOADED: &str = "driver_not_loaded";
+    /// NVML and the kernel driver differ in version (upgraded without a reboot).
+    pub const VERSION_MISMATCH: &str = "version_mismatch";
+    /// Access refused.
+    pub const NO_PERMISSION: &str = "no_permission";
+    /// NVML failed to start for another reason.
+    pub const NVML_FAILED: &str = "nvml_failed";
+    /// NVML works but has no device with this device's UUID or PCI address.
+    pub const NO_NVML_DEVICE: &str = "no_nvml_device";
+    /// Every cause of NVML not starting: with any of them nothing NVML says is known.
+    pub const NVML_DOWN: [&str; 5] = [
+        NVML_MISSING,
+        DRIVER_NOT_LOADED,
+        VERSION_MISMATCH,
+        NO_PERMISSION,
+        NVML_FAILED,
+    ];
+}
+
+/// How a source matched a device it was given to its own device, or why it did not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Match {
+    /// The device's index in the run.
+    pub device: usize,
+    /// The source's own index of the device (NVML's index), when matched.
+    pub index: Option<u32>,
+    /// `uuid`, `pci`, or why there is no match.
+    pub by: String,
 }
 
 /// A device the live sources watch: its place in the run and how to find it. A Vulkan
@@ -65,14 +154,22 @@ pub fn live_sources(devices: &[crate::gpu::DeviceInfo]) -> (Vec<Box<dyn Source>>
 
 /// The live sources for these targets, and the facts about what is missing.
 pub fn live_sources_for(devices: &[Target]) -> (Vec<Box<dyn Source>>, Vec<String>) {
-    let mut notes = Vec::new();
-    let nvml = nvml::NvmlSource::for_targets(devices);
-    if let nvml::NvmlStatus::Missing { message, .. } = nvml.status() {
-        notes.push(message.clone());
-    }
-    let with_pci: Vec<(usize, String)> = devices
+    // Every live source, in the order they are read: adding one is one line here.
+    let sources: Vec<Box<dyn Source>> = vec![
+        Box::new(nvml::NvmlSource::for_targets(devices)),
+        // Under the machine's root, as the inventory reads it (a fixture tree in tests).
+        Box::new(sysfs::SysfsSource::for_targets(
+            &sysfs::system_root(),
+            devices,
+        )),
+        Box::new(kmsg::KmsgSource::for_targets(devices)),
+    ];
+    // What a source as a whole cannot read is a note; a device's gaps are its records'.
+    let mut notes: Vec<String> = sources
         .iter()
-        .filter_map(|d| d.pci_address.clone().map(|p| (d.index, p)))
+        .flat_map(|s| s.status())
+        .filter(|g| g.device.is_none())
+        .map(|g| g.message)
         .collect();
     for d in devices.iter().filter(|d| d.pci_address.is_none()) {
         notes.push(format!(
@@ -80,14 +177,14 @@ pub fn live_sources_for(devices: &[Target]) -> (Vec<Box<dyn Source>>, Vec<String
             d.index, d.name
         ));
     }
-    let sources: Vec<Box<dyn Source>> = vec![
-        Box::new(nvml),
-        Box::new(sysfs::SysfsSource::new(
-            // The machine as the inventory reads it (a fixture tree in tests).
-            &crate::inventory::System::from_env().root,
-            with_pci.clone(),
-        )),
-        Box::new(kmsg::KmsgSource::new(&with_pci)),
-    ];
     (sources, notes)
+}
+
+/// (index, PCI address) of the targets that have one: the devices the sources that find
+/// a device by its place on the bus (sysfs, the kernel log) can cover.
+fn with_pci(devices: &[Target]) -> Vec<(usize, String)> {
+    devices
+        .iter()
+        .filter_map(|d| d.pci_address.clone().map(|p| (d.index, p)))
+        .collect()
 }

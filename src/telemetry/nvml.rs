@@ -17,10 +17,9 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 
-use super::Source;
-use super::Target;
 use super::record::{Reading, Readings, TelemetryData, XidEvent};
-use super::throttle;
+use super::{Gap, Match, Source, Target, cause};
+use super::{signals, throttle};
 use crate::gpu::DeviceInfo;
 
 /// Field ids without a wrapper method (REFERENCE.md §1).
@@ -33,61 +32,38 @@ const FIELD_REMAP_FAILURE: u32 = 145;
 /// peer-to-peer, 4 drain and reset.
 const FIELD_RECOVERY_ACTION: u32 = 230;
 
-/// What NVML offers on this machine.
-#[derive(Debug, Clone, PartialEq)]
-pub enum NvmlStatus {
-    /// NVML loaded and initialised.
-    Available,
-    /// NVML cannot be used.
-    Missing {
-        /// Why, as a stable word: `nvml_missing`, `driver_not_loaded`,
-        /// `version_mismatch`, `no_permission` or `nvml_failed`.
-        cause: &'static str,
-        /// One sentence: why, and what is therefore missing.
-        message: String,
-    },
-}
-
-/// How a Vulkan device was matched to its NVML device.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Match {
-    /// Vulkan device index.
-    pub device: usize,
-    /// NVML device index, when matched.
-    pub nvml_index: Option<u32>,
-    /// `uuid`, `pci`, or why there is no match.
-    pub by: String,
-}
-
 /// The signals NVML would have given: named when NVML is missing.
 pub const NVML_SIGNALS: &str = "GPU and HBM temperature, power and power limits, energy, clocks, throttle reasons, \
      ECC and row-remapping counters, retired pages, PCIe link and replays, and Xid events from NVML";
 
-/// Explains an NVML initialisation failure as a fact of the environment.
-pub fn explain(e: &NvmlError) -> NvmlStatus {
+/// Explains an NVML initialisation failure as a fact of the environment: why (the cause
+/// one of [`cause::NVML_DOWN`]), and what is therefore missing.
+pub fn explain(e: &NvmlError) -> Gap {
     let (cause, why) = match e {
         NvmlError::LibloadingError(_) => (
-            "nvml_missing",
+            cause::NVML_MISSING,
             "NVML is not available (libnvidia-ml.so.1 not found: no NVIDIA driver)".to_owned(),
         ),
         NvmlError::DriverNotLoaded => (
-            "driver_not_loaded",
+            cause::DRIVER_NOT_LOADED,
             "the NVIDIA kernel driver is not loaded".to_owned(),
         ),
         NvmlError::LibRmVersionMismatch => (
-            "version_mismatch",
+            cause::VERSION_MISMATCH,
             "NVML and the NVIDIA kernel driver differ in version (driver upgraded without a reboot)"
                 .to_owned(),
         ),
         NvmlError::NoPermission => (
-            "no_permission",
+            cause::NO_PERMISSION,
             "NVML refused access (no permission)".to_owned(),
         ),
-        e => ("nvml_failed", format!("NVML failed to start ({e})")),
+        e => (cause::NVML_FAILED, format!("NVML failed to start ({e})")),
     };
-    NvmlStatus::Missing {
-        cause,
+    Gap {
+        device: None,
         message: format!("{why}: no {NVML_SIGNALS}"),
+        missing: vec![signals::group::NVML.into()],
+        cause: Some(cause.into()),
     }
 }
 
@@ -103,7 +79,8 @@ enum EventMessage {
 pub struct NvmlSource {
     nvml: Option<Nvml>,
     matches: Vec<Match>,
-    status: NvmlStatus,
+    /// Why NVML cannot be used, when it cannot.
+    down: Option<Gap>,
     events: Option<Receiver<EventMessage>>,
     stop_events: Arc<AtomicBool>,
 }
@@ -150,16 +127,16 @@ impl NvmlSource {
     /// machine's inventory) to its NVML device.
     pub fn for_targets(devices: &[Target]) -> NvmlSource {
         let nvml = Nvml::init();
-        let (nvml, status) = match nvml {
-            Ok(n) => (Some(n), NvmlStatus::Available),
-            Err(e) => (None, explain(&e)),
+        let (nvml, down) = match nvml {
+            Ok(n) => (Some(n), None),
+            Err(e) => (None, Some(explain(&e))),
         };
         let matches = devices
             .iter()
             .map(|d| match &nvml {
                 None => Match {
                     device: d.index,
-                    nvml_index: None,
+                    index: None,
                     by: "no NVML".into(),
                 },
                 Some(n) => match_device(n, d),
@@ -168,26 +145,26 @@ impl NvmlSource {
         NvmlSource {
             nvml,
             matches,
-            status,
+            down,
             events: None,
             stop_events: Arc::new(AtomicBool::new(false)),
         }
     }
 
-    /// Whether NVML could be used.
-    pub fn status(&self) -> &NvmlStatus {
-        &self.status
-    }
-
-    /// How each Vulkan device was matched.
-    pub fn matches(&self) -> &[Match] {
-        &self.matches
-    }
-
     fn matched(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
         self.matches
             .iter()
-            .filter_map(|m| m.nvml_index.map(|i| (m.device, i)))
+            .filter_map(|m| m.index.map(|i| (m.device, i)))
+    }
+
+    /// What is missing for a device NVML has no match for.
+    fn unmatched(m: &Match) -> Gap {
+        Gap {
+            device: Some(m.device),
+            message: format!("device {} has no NVML device ({})", m.device, m.by),
+            missing: vec![signals::group::NVML.into()],
+            cause: Some(cause::NO_NVML_DEVICE.into()),
+        }
     }
 
     /// Xid and ECC events arrive on their own thread, with its own NVML handle. The
@@ -286,33 +263,41 @@ impl NvmlSource {
         Some(rx)
     }
 
-    /// Identity of the NVML device matched to Vulkan device `device`, if any.
-    pub fn identity_of(&self, device: usize) -> Option<Readings> {
-        let nvml = self.nvml.as_ref()?;
-        let m = self.matches.iter().find(|m| m.device == device)?;
-        Some(Self::identity(nvml, m.nvml_index?))
-    }
-
-    fn identity(nvml: &Nvml, index: u32) -> Readings {
+    fn identity_at(nvml: &Nvml, index: u32) -> Readings {
         let mut f = Readings::new();
         let Ok(d) = nvml.device_by_index(index) else {
             return f;
         };
-        f.insert("nvml_index".into(), Reading::Number(f64::from(index)));
-        f.insert("name".into(), text(d.name()));
-        f.insert("uuid".into(), text(d.uuid()));
-        f.insert("serial".into(), text(d.serial()));
-        f.insert("board_part_number".into(), text(d.board_part_number()));
-        f.insert("vbios".into(), text(d.vbios_version()));
-        f.insert("inforom_image".into(), text(d.info_rom_image_version()));
-        f.insert("pci_bus_id".into(), text(d.pci_info().map(|p| p.bus_id)));
-        f.insert("driver_version".into(), text(nvml.sys_driver_version()));
         f.insert(
-            "cuda_driver_version".into(),
+            signals::NVML_INDEX.name.into(),
+            Reading::Number(f64::from(index)),
+        );
+        f.insert(signals::NAME.name.into(), text(d.name()));
+        f.insert(signals::UUID.name.into(), text(d.uuid()));
+        f.insert(signals::SERIAL.name.into(), text(d.serial()));
+        f.insert(
+            signals::BOARD_PART_NUMBER.name.into(),
+            text(d.board_part_number()),
+        );
+        f.insert(signals::VBIOS.name.into(), text(d.vbios_version()));
+        f.insert(
+            signals::INFOROM_IMAGE.name.into(),
+            text(d.info_rom_image_version()),
+        );
+        f.insert(
+            signals::PCI_BUS_ID.name.into(),
+            text(d.pci_info().map(|p| p.bus_id)),
+        );
+        f.insert(
+            signals::DRIVER_VERSION.name.into(),
+            text(nvml.sys_driver_version()),
+        );
+        f.insert(
+            signals::CUDA_DRIVER_VERSION.name.into(),
             num(nvml.sys_cuda_driver_version().map(f64::from)),
         );
         f.insert(
-            "ecc_enabled".into(),
+            signals::ECC_ENABLED.name.into(),
             text(
                 d.is_ecc_enabled()
                     .map(|e| format!("{}", e.currently_enabled)),
@@ -320,14 +305,23 @@ impl NvmlSource {
         );
         // A mode change waiting for a reset: the card is tested in a mode it will leave.
         f.insert(
-            "ecc_enabled_pending".into(),
+            signals::ECC_ENABLED_PENDING.name.into(),
             text(d.is_ecc_enabled().map(|e| format!("{}", e.pending_enabled))),
         );
         for (key, threshold) in [
-            ("temp_slowdown_c", TemperatureThreshold::Slowdown),
-            ("temp_shutdown_c", TemperatureThreshold::Shutdown),
-            ("temp_gpu_max_c", TemperatureThreshold::GpuMax),
-            ("temp_mem_max_c", TemperatureThreshold::MemoryMax),
+            (
+                signals::TEMP_SLOWDOWN_C.name,
+                TemperatureThreshold::Slowdown,
+            ),
+            (
+                signals::TEMP_SHUTDOWN_C.name,
+                TemperatureThreshold::Shutdown,
+            ),
+            (signals::TEMP_GPU_MAX_C.name, TemperatureThreshold::GpuMax),
+            (
+                signals::TEMP_MEM_MAX_C.name,
+                TemperatureThreshold::MemoryMax,
+            ),
         ] {
             f.insert(
                 key.into(),
@@ -351,7 +345,10 @@ impl NvmlSource {
                 processes.push(format!("{}:{used}", p.pid));
             }
         }
-        f.insert("other_processes".into(), Reading::Text(processes.join(",")));
+        f.insert(
+            signals::OTHER_PROCESSES.name.into(),
+            Reading::Text(processes.join(",")),
+        );
         f
     }
 
@@ -361,61 +358,70 @@ impl NvmlSource {
             return g;
         };
         g.insert(
-            "gpu_temp_c".into(),
+            signals::GPU_TEMP_C.name.into(),
             num(d.temperature(TemperatureSensor::Gpu).map(f64::from)),
         );
-        g.insert("hbm_temp_c".into(), field(&d, FIELD_MEMORY_TEMP));
         g.insert(
-            "power_w".into(),
+            signals::HBM_TEMP_C.name.into(),
+            field(&d, FIELD_MEMORY_TEMP),
+        );
+        g.insert(
+            signals::POWER_W.name.into(),
             num(d.power_usage().map(|mw| f64::from(mw) / 1e3)),
         );
         g.insert(
-            "power_limit_enforced_w".into(),
+            signals::POWER_LIMIT_ENFORCED_W.name.into(),
             num(d.enforced_power_limit().map(|mw| f64::from(mw) / 1e3)),
         );
         g.insert(
-            "power_limit_default_w".into(),
+            signals::POWER_LIMIT_DEFAULT_W.name.into(),
             num(d
                 .power_management_limit_default()
                 .map(|mw| f64::from(mw) / 1e3)),
         );
         g.insert(
-            "energy_mj".into(),
+            signals::ENERGY_MJ.name.into(),
             num(d.total_energy_consumption().map(|e| e as f64)),
         );
-        for (name, clock) in [
-            ("sm", Clock::SM),
-            ("mem", Clock::Memory),
-            ("graphics", Clock::Graphics),
+        for (now, max, clock) in [
+            (signals::CLOCK_SM_MHZ, signals::CLOCK_SM_MAX_MHZ, Clock::SM),
+            (
+                signals::CLOCK_MEM_MHZ,
+                signals::CLOCK_MEM_MAX_MHZ,
+                Clock::Memory,
+            ),
+            (
+                signals::CLOCK_GRAPHICS_MHZ,
+                signals::CLOCK_GRAPHICS_MAX_MHZ,
+                Clock::Graphics,
+            ),
         ] {
-            g.insert(
-                format!("clock_{name}_mhz"),
-                num(d.clock_info(clock).map(f64::from)),
-            );
-            g.insert(
-                format!("clock_{name}_max_mhz"),
-                num(d.max_clock_info(clock).map(f64::from)),
-            );
+            g.insert(now.name.into(), num(d.clock_info(clock).map(f64::from)));
+            g.insert(max.name.into(), num(d.max_clock_info(clock).map(f64::from)));
         }
         match d.current_throttle_reasons() {
             Ok(reasons) => {
                 let mask = reasons.bits();
-                g.insert("throttle_reasons_mask".into(), Reading::Number(mask as f64));
                 g.insert(
-                    "throttle_reasons".into(),
-                    Reading::Text(throttle::decode(mask).join(",")),
+                    signals::THROTTLE_REASONS_MASK.name.into(),
+                    Reading::Number(mask as f64),
+                );
+                // Decoded here, at the source: what reads the samples takes reasons.
+                g.insert(
+                    signals::THROTTLE_REASONS.name.into(),
+                    throttle::reading(mask),
                 );
             }
             Err(e) => {
-                g.insert("throttle_reasons_mask".into(), num(Err(e)));
+                g.insert(signals::THROTTLE_REASONS_MASK.name.into(), num(Err(e)));
             }
         }
-        for (name, policy) in [
-            ("power", PerformancePolicy::Power),
-            ("thermal", PerformancePolicy::Thermal),
+        for (signal, policy) in [
+            (signals::VIOLATION_POWER_NS, PerformancePolicy::Power),
+            (signals::VIOLATION_THERMAL_NS, PerformancePolicy::Thermal),
         ] {
             g.insert(
-                format!("violation_{name}_ns"),
+                signal.name.into(),
                 num(d.violation_status(policy).map(|v| v.violation_time as f64)),
             );
         }
@@ -423,64 +429,79 @@ impl NvmlSource {
             Ok(n) => {
                 for i in 0..n {
                     g.insert(
-                        format!("fan{i}_speed_pct"),
+                        signals::fan_speed_pct(i),
                         num(d.fan_speed(i).map(f64::from)),
                     );
                 }
             }
             Err(e) => {
-                g.insert("fan0_speed_pct".into(), num(Err(e)));
+                g.insert(signals::fan_speed_pct(0), num(Err(e)));
             }
         }
         match d.utilization_rates() {
             Ok(u) => {
-                g.insert("util_gpu_pct".into(), Reading::Number(f64::from(u.gpu)));
-                g.insert("util_mem_pct".into(), Reading::Number(f64::from(u.memory)));
+                g.insert(
+                    signals::UTIL_GPU_PCT.name.into(),
+                    Reading::Number(f64::from(u.gpu)),
+                );
+                g.insert(
+                    signals::UTIL_MEM_PCT.name.into(),
+                    Reading::Number(f64::from(u.memory)),
+                );
             }
             Err(e) => {
-                g.insert("util_gpu_pct".into(), num(Err(e)));
+                g.insert(signals::UTIL_GPU_PCT.name.into(), num(Err(e)));
             }
         }
         match d.memory_info() {
             Ok(m) => {
-                g.insert("mem_used_bytes".into(), Reading::Number(m.used as f64));
-                g.insert("mem_free_bytes".into(), Reading::Number(m.free as f64));
-                g.insert("mem_total_bytes".into(), Reading::Number(m.total as f64));
+                g.insert(
+                    signals::MEM_USED_BYTES.name.into(),
+                    Reading::Number(m.used as f64),
+                );
+                g.insert(
+                    signals::MEM_FREE_BYTES.name.into(),
+                    Reading::Number(m.free as f64),
+                );
+                g.insert(
+                    signals::MEM_TOTAL_BYTES.name.into(),
+                    Reading::Number(m.total as f64),
+                );
             }
             Err(e) => {
-                g.insert("mem_used_bytes".into(), num(Err(e)));
+                g.insert(signals::MEM_USED_BYTES.name.into(), num(Err(e)));
             }
         }
         g.insert(
-            "pstate".into(),
+            signals::PSTATE.name.into(),
             text(d.performance_state().map(|p| format!("P{}", p.as_c()))),
         );
         g.insert(
-            "pcie_gen".into(),
+            signals::PCIE_GEN.name.into(),
             num(d.current_pcie_link_gen().map(f64::from)),
         );
         g.insert(
-            "pcie_width".into(),
+            signals::PCIE_WIDTH.name.into(),
             num(d.current_pcie_link_width().map(f64::from)),
         );
         g.insert(
-            "pcie_gen_max".into(),
+            signals::PCIE_GEN_MAX.name.into(),
             num(d.max_pcie_link_gen().map(f64::from)),
         );
         g.insert(
-            "pcie_width_max".into(),
+            signals::PCIE_WIDTH_MAX.name.into(),
             num(d.max_pcie_link_width().map(f64::from)),
         );
         g.insert(
-            "pcie_tx_kbps".into(),
+            signals::PCIE_TX_KBPS.name.into(),
             num(d.pcie_throughput(PcieUtilCounter::Send).map(f64::from)),
         );
         g.insert(
-            "pcie_rx_kbps".into(),
+            signals::PCIE_RX_KBPS.name.into(),
             num(d.pcie_throughput(PcieUtilCounter::Receive).map(f64::from)),
         );
         g.insert(
-            "pcie_replays".into(),
+            signals::PCIE_REPLAYS.name.into(),
             num(d.pcie_replay_counter().map(f64::from)),
         );
         g
@@ -491,39 +512,57 @@ impl NvmlSource {
         let Ok(d) = nvml.device_by_index(index) else {
             return c;
         };
-        for (kind, error) in [
-            ("corrected", MemoryError::Corrected),
-            ("uncorrected", MemoryError::Uncorrected),
+        for (total, error, counter) in [
+            (
+                signals::ECC_CORRECTED_VOLATILE,
+                MemoryError::Corrected,
+                EccCounter::Volatile,
+            ),
+            (
+                signals::ECC_CORRECTED_AGGREGATE,
+                MemoryError::Corrected,
+                EccCounter::Aggregate,
+            ),
+            (
+                signals::ECC_UNCORRECTED_VOLATILE,
+                MemoryError::Uncorrected,
+                EccCounter::Volatile,
+            ),
+            (
+                signals::ECC_UNCORRECTED_AGGREGATE,
+                MemoryError::Uncorrected,
+                EccCounter::Aggregate,
+            ),
         ] {
-            for (scope, counter) in [
-                ("volatile", EccCounter::Volatile),
-                ("aggregate", EccCounter::Aggregate),
-            ] {
+            c.insert(
+                total.name.into(),
+                num(d.total_ecc_errors(error, counter).map(|v| v as f64)),
+            );
+            // In the order of `signals::ECC_LOCATIONS`.
+            let locations = [
+                MemoryLocation::Device,
+                MemoryLocation::L1Cache,
+                MemoryLocation::L2Cache,
+                MemoryLocation::RegisterFile,
+            ];
+            for (place, location) in signals::ECC_LOCATIONS.iter().zip(locations) {
                 c.insert(
-                    format!("ecc_{kind}_{scope}"),
-                    num(d.total_ecc_errors(error, counter).map(|v| v as f64)),
+                    signals::ecc_at(total, place),
+                    num(d
+                        .memory_error_counter(error, counter, location)
+                        .map(|v| v as f64)),
                 );
-                for (place, location) in [
-                    ("device_memory", MemoryLocation::Device),
-                    ("l1", MemoryLocation::L1Cache),
-                    ("l2", MemoryLocation::L2Cache),
-                    ("register_file", MemoryLocation::RegisterFile),
-                ] {
-                    c.insert(
-                        format!("ecc_{kind}_{scope}_{place}"),
-                        num(d
-                            .memory_error_counter(error, counter, location)
-                            .map(|v| v as f64)),
-                    );
-                }
             }
         }
         for (key, cause) in [
             (
-                "retired_pages_sbe",
+                signals::RETIRED_PAGES_SBE.name,
                 RetirementCause::MultipleSingleBitEccErrors,
             ),
-            ("retired_pages_dbe", RetirementCause::DoubleBitEccError),
+            (
+                signals::RETIRED_PAGES_DBE.name,
+                RetirementCause::DoubleBitEccError,
+            ),
         ] {
             c.insert(
                 key.into(),
@@ -531,26 +570,26 @@ impl NvmlSource {
             );
         }
         c.insert(
-            "retired_pages_pending".into(),
+            signals::RETIRED_PAGES_PENDING.name.into(),
             num(d
                 .are_pages_pending_retired()
                 .map(|p| f64::from(u8::from(p)))),
         );
         for (key, id) in [
-            ("remapped_correctable", FIELD_REMAPPED_COR),
-            ("remapped_uncorrectable", FIELD_REMAPPED_UNC),
-            ("remap_pending", FIELD_REMAP_PENDING),
-            ("remap_failure", FIELD_REMAP_FAILURE),
-            ("recovery_action", FIELD_RECOVERY_ACTION),
+            (signals::REMAPPED_CORRECTABLE.name, FIELD_REMAPPED_COR),
+            (signals::REMAPPED_UNCORRECTABLE.name, FIELD_REMAPPED_UNC),
+            (signals::REMAP_PENDING.name, FIELD_REMAP_PENDING),
+            (signals::REMAP_FAILURE.name, FIELD_REMAP_FAILURE),
+            (signals::RECOVERY_ACTION.name, FIELD_RECOVERY_ACTION),
         ] {
             c.insert(key.into(), field(&d, id));
         }
         c.insert(
-            "pcie_replays".into(),
+            signals::PCIE_REPLAYS.name.into(),
             num(d.pcie_replay_counter().map(f64::from)),
         );
         c.insert(
-            "energy_mj".into(),
+            signals::ENERGY_MJ.name.into(),
             num(d.total_energy_consumption().map(|e| e as f64)),
         );
         c
@@ -587,7 +626,7 @@ fn match_device(nvml: &Nvml, info: &Target) -> Match {
             if info.uuid.as_deref() == Some(body.as_str()) {
                 return Match {
                     device: info.index,
-                    nvml_index: Some(i),
+                    index: Some(i),
                     by: "uuid".into(),
                 };
             }
@@ -601,12 +640,12 @@ fn match_device(nvml: &Nvml, info: &Target) -> Match {
     match by_pci {
         Some(i) => Match {
             device: info.index,
-            nvml_index: Some(i),
+            index: Some(i),
             by: "pci".into(),
         },
         None => Match {
             device: info.index,
-            nvml_index: None,
+            index: None,
             by: "no NVML device has this UUID or PCI address".into(),
         },
     }
@@ -617,42 +656,45 @@ impl Source for NvmlSource {
         "nvml"
     }
 
+    fn status(&self) -> Vec<Gap> {
+        match &self.down {
+            Some(down) => vec![down.clone()],
+            None => self
+                .matches
+                .iter()
+                .filter(|m| m.index.is_none())
+                .map(Self::unmatched)
+                .collect(),
+        }
+    }
+
+    /// The identity of the NVML device matched to `device`, if any.
+    fn identity(&self, device: usize) -> Option<Readings> {
+        let nvml = self.nvml.as_ref()?;
+        let m = self.matches.iter().find(|m| m.device == device)?;
+        Some(Self::identity_at(nvml, m.index?))
+    }
+
+    fn matches(&self) -> Vec<Match> {
+        self.matches.clone()
+    }
+
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
         // Events are only wanted while sampling: `kiln list` matches without them.
         self.events = self.spawn_events();
-        let mut out = Vec::new();
-        if let NvmlStatus::Missing { cause, message } = &self.status {
-            out.push((
-                None,
-                TelemetryData::Unavailable {
-                    message: message.clone(),
-                    missing: vec!["nvml".into()],
-                    cause: Some((*cause).into()),
-                },
-            ));
-            return out;
+        if let Some(down) = &self.down {
+            return vec![down.clone().record()];
         }
-        let Some(nvml) = &self.nvml else {
-            return out;
-        };
-        for m in &self.matches {
-            match m.nvml_index {
-                Some(i) => {
-                    let mut fields = Self::identity(nvml, i);
-                    fields.insert("matched_by".into(), Reading::Text(m.by.clone()));
-                    out.push((Some(m.device), TelemetryData::Identity { fields }));
+        self.matches
+            .iter()
+            .map(|m| match self.identity(m.device) {
+                Some(mut fields) => {
+                    fields.insert(signals::MATCHED_BY.name.into(), Reading::Text(m.by.clone()));
+                    (Some(m.device), TelemetryData::Identity { fields })
                 }
-                None => out.push((
-                    Some(m.device),
-                    TelemetryData::Unavailable {
-                        message: format!("device {} has no NVML device ({})", m.device, m.by),
-                        missing: vec!["nvml".into()],
-                        cause: Some("no_nvml_device".into()),
-                    },
-                )),
-            }
-        }
-        out
+                None => Self::unmatched(m).record(),
+            })
+            .collect()
     }
 
     fn sample(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
@@ -681,7 +723,7 @@ impl Source for NvmlSource {
                                 message: format!(
                                     "NVML's Xid and ECC event watch stopped ({why}): later events are seen only in the kernel log"
                                 ),
-                                missing: vec!["nvml_events".into()],
+                                missing: vec![signals::group::NVML_EVENTS.into()],
                                 cause: None,
                             },
                         ));
@@ -693,8 +735,8 @@ impl Source for NvmlSource {
                     .matches
                     .iter()
                     .find(|m| {
-                        m.nvml_index.is_some()
-                            && nvml_uuid(nvml, m.nvml_index).as_deref() == Some(body.as_str())
+                        m.index.is_some()
+                            && nvml_uuid(nvml, m.index).as_deref() == Some(body.as_str())
                     })
                     .map(|m| m.device);
                 out.push((device, TelemetryData::Xid { xid }));
@@ -748,7 +790,7 @@ pub struct NvmlGpu {
 
 /// Lists every GPU NVML counts. A GPU whose handle cannot be got (a GPU fallen off the bus
 /// shows this way) still yields an entry, with only its index known.
-pub fn inventory() -> Result<Vec<NvmlGpu>, NvmlStatus> {
+pub fn inventory() -> Result<Vec<NvmlGpu>, Gap> {
     let nvml = Nvml::init().map_err(|e| explain(&e))?;
     let count = nvml.device_count().map_err(|e| explain(&e))?;
     let gpus = (0..count)
@@ -797,20 +839,15 @@ mod tests {
 
     #[test]
     fn a_missing_nvml_is_a_fact_that_names_the_missing_signals() {
-        let NvmlStatus::Missing { cause, message } = explain(&NvmlError::DriverNotLoaded) else {
-            panic!("a failure explains as missing");
-        };
-        assert_eq!(cause, "driver_not_loaded");
+        let Gap { cause, message, .. } = explain(&NvmlError::DriverNotLoaded);
+        assert_eq!(cause.as_deref(), Some("driver_not_loaded"));
         assert!(
             message.contains("not loaded")
                 && message.contains("throttle reasons")
                 && message.contains("Xid")
         );
-        let NvmlStatus::Missing { cause, message } = explain(&NvmlError::LibRmVersionMismatch)
-        else {
-            panic!("a failure explains as missing");
-        };
-        assert_eq!(cause, "version_mismatch");
+        let Gap { cause, message, .. } = explain(&NvmlError::LibRmVersionMismatch);
+        assert_eq!(cause.as_deref(), Some("version_mismatch"));
         assert!(message.contains("without a reboot"));
     }
 }

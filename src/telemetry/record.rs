@@ -52,6 +52,14 @@ impl Reading {
 /// Readings by stable name (the unit is part of the name: `gpu_temp_c`, `power_w`).
 pub type Readings = BTreeMap<String, Reading>;
 
+/// A sample's readings as recorded: a recording that carries only the throttle mask reads
+/// with its reasons decoded, as a live source gives them.
+fn recorded_sample<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Readings, D::Error> {
+    let mut readings = Readings::deserialize(d)?;
+    super::throttle::decode_recorded(&mut readings);
+    Ok(readings)
+}
+
 /// An Xid (or "fallen off the bus") line from the kernel log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct XidEvent {
@@ -99,7 +107,8 @@ pub enum TelemetryData {
     },
     /// Gauges read at a tick.
     Sample {
-        /// The readings.
+        /// The readings. Read from a file, a throttle mask without its reasons is decoded.
+        #[serde(deserialize_with = "recorded_sample")]
         readings: Readings,
     },
     /// Counters read at a phase boundary.

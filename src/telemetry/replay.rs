@@ -4,13 +4,15 @@
 use std::collections::VecDeque;
 use std::path::Path;
 
-use super::Source;
 use super::record::{Readings, TelemetryData, TelemetryRecord};
+use super::{Gap, Source};
 use crate::evidence::{EvidenceResult, read_jsonl};
 
 /// A recorded file as a source: identity and facts at start, one recorded tick per
 /// sample, and the recorded snapshots in order at each phase boundary.
 pub struct ReplaySource {
+    /// The recorded identity and gaps: played at `start`, and what `status` and
+    /// `identity` say.
     preamble: Vec<TelemetryRecord>,
     ticks: VecDeque<Vec<TelemetryRecord>>,
     snapshots: VecDeque<Vec<TelemetryRecord>>,
@@ -76,10 +78,46 @@ impl Source for ReplaySource {
         "replay"
     }
 
+    /// What the recording says could not be read.
+    fn status(&self) -> Vec<Gap> {
+        self.preamble
+            .iter()
+            .filter_map(|r| match &r.data {
+                TelemetryData::Unavailable {
+                    message,
+                    missing,
+                    cause,
+                } => Some(Gap {
+                    device: r.device,
+                    message: message.clone(),
+                    missing: missing.clone(),
+                    cause: cause.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The recorded identity of the device, every source's fields together.
+    fn identity(&self, device: usize) -> Option<Readings> {
+        self.preamble
+            .iter()
+            .filter(|r| r.device == Some(device))
+            .filter_map(|r| match &r.data {
+                TelemetryData::Identity { fields } => Some(fields),
+                _ => None,
+            })
+            .fold(None, |all: Option<Readings>, fields| {
+                let mut all = all.unwrap_or_default();
+                all.extend(fields.clone());
+                Some(all)
+            })
+    }
+
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
         self.preamble
-            .drain(..)
-            .map(|r| (r.device, r.data))
+            .iter()
+            .map(|r| (r.device, r.data.clone()))
             .collect()
     }
 
@@ -102,5 +140,37 @@ impl Source for ReplaySource {
                 _ => None,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::record::Reading;
+
+    #[test]
+    fn a_recording_says_what_it_recorded_of_identity_and_gaps() {
+        let records: Vec<TelemetryRecord> = [
+            r#"{"t_ms":0,"device":0,"source":"nvml","kind":"identity","fields":{"name":"H100","serial":"1"}}"#,
+            r#"{"t_ms":0,"device":0,"source":"sysfs","kind":"identity","fields":{"serial":"2","vbios":"v"}}"#,
+            r#"{"t_ms":0,"source":"kmsg","kind":"unavailable","message":"no log","missing":["xid"],"cause":"no_permission"}"#,
+        ]
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+        let mut source = ReplaySource::from_records(records);
+        let identity = source.identity(0).unwrap();
+        assert_eq!(identity["name"], Reading::Text("H100".into()));
+        assert_eq!(
+            identity["serial"],
+            Reading::Text("2".into()),
+            "later fields win"
+        );
+        assert_eq!(source.identity(1), None);
+        let gaps = source.status();
+        assert_eq!(gaps.len(), 1);
+        assert_eq!(gaps[0].cause.as_deref(), Some("no_permission"));
+        assert_eq!(source.start().len(), 3);
+        assert_eq!(source.status(), gaps, "still known after the start");
     }
 }

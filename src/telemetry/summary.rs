@@ -6,27 +6,28 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::record::{Reading, Readings, TelemetryData, TelemetryRecord, XidEvent};
-use super::throttle;
+use super::signals;
+use super::throttle::{self, ThrottleReason};
 
 /// Gauges summarised by min/median/max.
 pub const GAUGES: [&str; 17] = [
-    "gpu_temp_c",
-    "hbm_temp_c",
-    "power_w",
-    "power_limit_enforced_w",
-    "power_limit_default_w",
-    "clock_sm_mhz",
-    "clock_sm_max_mhz",
-    "clock_mem_mhz",
-    "clock_mem_max_mhz",
-    "clock_graphics_mhz",
-    "pcie_gen",
-    "pcie_gen_max",
-    "pcie_width",
-    "pcie_width_max",
-    "mem_used_bytes",
-    "util_gpu_pct",
-    "util_mem_pct",
+    signals::GPU_TEMP_C.name,
+    signals::HBM_TEMP_C.name,
+    signals::POWER_W.name,
+    signals::POWER_LIMIT_ENFORCED_W.name,
+    signals::POWER_LIMIT_DEFAULT_W.name,
+    signals::CLOCK_SM_MHZ.name,
+    signals::CLOCK_SM_MAX_MHZ.name,
+    signals::CLOCK_MEM_MHZ.name,
+    signals::CLOCK_MEM_MAX_MHZ.name,
+    signals::CLOCK_GRAPHICS_MHZ.name,
+    signals::PCIE_GEN.name,
+    signals::PCIE_GEN_MAX.name,
+    signals::PCIE_WIDTH.name,
+    signals::PCIE_WIDTH_MAX.name,
+    signals::MEM_USED_BYTES.name,
+    signals::UTIL_GPU_PCT.name,
+    signals::UTIL_MEM_PCT.name,
 ];
 
 /// The pseudo-phase that holds what happened between two phases, or after the last one:
@@ -61,7 +62,8 @@ pub struct PhaseTelemetry {
     pub samples: usize,
     /// Gauge statistics, for gauges with at least one number.
     pub gauges: BTreeMap<String, Stat>,
-    /// Share of samples (0..1) under each throttle reason that occurred.
+    /// Share of samples (0..1) under each throttle reason that occurred, by the reason's
+    /// name (unknown bits as `0x…`).
     pub throttle_share: BTreeMap<String, f64>,
     /// Counter after minus before, for counters numeric at both ends.
     pub counter_deltas: BTreeMap<String, f64>,
@@ -73,6 +75,17 @@ pub struct PhaseTelemetry {
     pub counters_unavailable: Vec<String>,
     /// Xids during the phase.
     pub xids: Vec<XidEvent>,
+}
+
+impl PhaseTelemetry {
+    /// The share of the phase's samples (0..1) under a throttle reason; 0 where it never
+    /// held.
+    pub fn throttle_share_of(&self, reason: ThrottleReason) -> f64 {
+        self.throttle_share
+            .get(reason.name())
+            .copied()
+            .unwrap_or(0.0)
+    }
 }
 
 fn stat(mut values: Vec<f64>) -> Option<Stat> {
@@ -233,9 +246,9 @@ fn window(
     let inside = |r: &&TelemetryRecord| r.t_ms >= start_ms && r.t_ms <= end_ms;
     let mut gauges: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut throttled: BTreeMap<String, usize> = BTreeMap::new();
-    // Shares are of the samples that carry a throttle mask: another source's samples of
-    // the same device (sysfs has no mask) must not dilute them.
-    let mut masked = 0usize;
+    // Shares are of the samples that carry throttle reasons: another source's samples of
+    // the same device (sysfs has none) must not dilute them.
+    let mut with_reasons = 0usize;
     let mut samples = 0;
     let mut xids = Vec::new();
     for r in records.iter().filter(inside) {
@@ -247,13 +260,10 @@ fn window(
                         gauges.entry(g).or_default().push(v);
                     }
                 }
-                if let Some(mask) = readings
-                    .get("throttle_reasons_mask")
-                    .and_then(Reading::number)
-                {
-                    masked += 1;
-                    for reason in throttle::decode(mask as u64) {
-                        *throttled.entry(reason).or_default() += 1;
+                if let Some(reasons) = throttle::reasons_of(readings) {
+                    with_reasons += 1;
+                    for reason in reasons {
+                        *throttled.entry(reason.to_owned()).or_default() += 1;
                     }
                 }
             }
@@ -277,7 +287,7 @@ fn window(
             .collect(),
         throttle_share: throttled
             .into_iter()
-            .map(|(k, n)| (k, n as f64 / masked.max(1) as f64))
+            .map(|(k, n)| (k, n as f64 / with_reasons.max(1) as f64))
             .collect(),
         counter_deltas: BTreeMap::new(),
         counters_after: BTreeMap::new(),

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::Source;
 use super::record::{Reading, Readings, TelemetryData};
+use super::{Gap, Source, signals};
 
 /// `16.0 GT/s PCIe`, `8.0 GT/s`, `2.5 GT/s` -> GT/s; `Unknown` -> None.
 pub fn parse_link_speed(text: &str) -> Option<f64> {
@@ -61,6 +61,15 @@ pub fn parse_aer(text: &str) -> Option<u64> {
     seen.then_some(sum)
 }
 
+/// The directory that stands for `/` when kiln reads the machine: env `KILN_SYSTEM_ROOT`
+/// (a test hook that points at a fixture tree) when set and not empty, else `/`. The one
+/// place the hook is read: the inventory's `System` and the live sources both take it.
+pub fn system_root() -> PathBuf {
+    std::env::var_os("KILN_SYSTEM_ROOT")
+        .filter(|r| !r.is_empty())
+        .map_or_else(|| PathBuf::from("/"), PathBuf::from)
+}
+
 fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
@@ -108,7 +117,7 @@ pub fn read_hwmon(device_dir: &Path) -> Readings {
                 .map(|l| l.trim().to_ascii_lowercase().replace(' ', "_"))
                 .unwrap_or_else(|| stem.to_owned());
             out.insert(
-                format!("hwmon_{kind}_{label}_{unit}"),
+                signals::hwmon(kind, &label, unit),
                 Reading::Number(value * scale),
             );
         }
@@ -121,24 +130,31 @@ pub fn read_link(device_dir: &Path) -> Readings {
     let mut out = Readings::new();
     let speed = |file: &str| read(&device_dir.join(file)).and_then(|t| parse_link_speed(&t));
     let width = |file: &str| read(&device_dir.join(file)).and_then(|t| parse_width(&t));
-    for (key, value) in [
-        ("pcie_speed_gts", speed("current_link_speed")),
-        ("pcie_speed_max_gts", speed("max_link_speed")),
+    for (key, gen_key, value) in [
+        (
+            signals::PCIE_SPEED_GTS,
+            signals::PCIE_GEN,
+            speed("current_link_speed"),
+        ),
+        (
+            signals::PCIE_SPEED_MAX_GTS,
+            signals::PCIE_GEN_MAX,
+            speed("max_link_speed"),
+        ),
     ] {
         out.insert(
-            key.into(),
+            key.name.into(),
             value.map_or_else(Reading::not_supported, Reading::Number),
         );
-        let gen_key = key.replace("speed", "gen").replace("_gts", "");
         let generation = value.and_then(generation);
         out.insert(
-            gen_key,
+            gen_key.name.into(),
             generation.map_or_else(Reading::not_supported, |g| Reading::Number(f64::from(g))),
         );
     }
     for (key, value) in [
-        ("pcie_width", width("current_link_width")),
-        ("pcie_width_max", width("max_link_width")),
+        (signals::PCIE_WIDTH.name, width("current_link_width")),
+        (signals::PCIE_WIDTH_MAX.name, width("max_link_width")),
     ] {
         out.insert(
             key.into(),
@@ -151,9 +167,9 @@ pub fn read_link(device_dir: &Path) -> Readings {
 /// AER counters of one device directory (absent files: not supported).
 pub fn read_aer(device_dir: &Path) -> Readings {
     [
-        ("aer_correctable", "aer_dev_correctable"),
-        ("aer_nonfatal", "aer_dev_nonfatal"),
-        ("aer_fatal", "aer_dev_fatal"),
+        (signals::AER_CORRECTABLE.name, "aer_dev_correctable"),
+        (signals::AER_NONFATAL.name, "aer_dev_nonfatal"),
+        (signals::AER_FATAL.name, "aer_dev_fatal"),
     ]
     .iter()
     .map(|(key, file)| {
@@ -398,45 +414,60 @@ fn first_card(device_dir: &Path) -> Option<PathBuf> {
 pub fn read_amdgpu_gauges(device_dir: &Path) -> Readings {
     let mut out = Readings::new();
     for (key, file) in [
-        ("util_gpu_pct", "gpu_busy_percent"),
-        ("util_mem_pct", "mem_busy_percent"),
-        ("mem_used_bytes", "mem_info_vram_used"),
-        ("mem_total_bytes", "mem_info_vram_total"),
+        (signals::UTIL_GPU_PCT.name, "gpu_busy_percent"),
+        (signals::UTIL_MEM_PCT.name, "mem_busy_percent"),
+        (signals::MEM_USED_BYTES.name, "mem_info_vram_used"),
+        (signals::MEM_TOTAL_BYTES.name, "mem_info_vram_total"),
     ] {
         put(&mut out, key, read_number(&device_dir.join(file)));
     }
-    for (clock, file) in [("sm", "pp_dpm_sclk"), ("mem", "pp_dpm_mclk")] {
+    for (now, max, file) in [
+        (
+            signals::CLOCK_SM_MHZ,
+            signals::CLOCK_SM_MAX_MHZ,
+            "pp_dpm_sclk",
+        ),
+        (
+            signals::CLOCK_MEM_MHZ,
+            signals::CLOCK_MEM_MAX_MHZ,
+            "pp_dpm_mclk",
+        ),
+    ] {
         let table = read(&device_dir.join(file))
             .map(|t| parse_dpm(&t))
             .unwrap_or_default();
-        put(&mut out, &format!("clock_{clock}_mhz"), table.current_mhz);
-        put(&mut out, &format!("clock_{clock}_max_mhz"), table.max_mhz);
+        put(&mut out, now.name, table.current_mhz);
+        put(&mut out, max.name, table.max_mhz);
     }
     let Some(hwmon) = first_hwmon(device_dir) else {
         return out;
     };
     for (key, label) in [
-        ("gpu_temp_c", "edge"),
-        ("gpu_hotspot_temp_c", "junction"),
-        ("hbm_temp_c", "mem"),
+        (signals::GPU_TEMP_C.name, "edge"),
+        (signals::GPU_HOTSPOT_TEMP_C.name, "junction"),
+        (signals::HBM_TEMP_C.name, "mem"),
     ] {
         put(&mut out, key, temp_labelled(&hwmon, label));
     }
     // Newer kernels drop `power1_average` for `power1_input`; both are the board's power.
     let power = microwatts_w(&hwmon.join("power1_average"))
         .or_else(|| microwatts_w(&hwmon.join("power1_input")));
-    put(&mut out, "power_w", power);
+    put(&mut out, signals::POWER_W.name, power);
     put(
         &mut out,
-        "power_limit_enforced_w",
+        signals::POWER_LIMIT_ENFORCED_W.name,
         limit_w(&hwmon.join("power1_cap")),
     );
     put(
         &mut out,
-        "power_limit_default_w",
+        signals::POWER_LIMIT_DEFAULT_W.name,
         limit_w(&hwmon.join("power1_cap_default")),
     );
-    put(&mut out, "fan0_rpm", read_number(&hwmon.join("fan1_input")));
+    put(
+        &mut out,
+        signals::FAN0_RPM.name,
+        read_number(&hwmon.join("fan1_input")),
+    );
     out
 }
 
@@ -447,17 +478,17 @@ pub fn read_intel_gauges(device_dir: &Path, driver: Driver) -> Readings {
     if let Some(hwmon) = first_hwmon(device_dir) {
         put(
             &mut out,
-            "power_limit_enforced_w",
+            signals::POWER_LIMIT_ENFORCED_W.name,
             limit_w(&hwmon.join("power1_max")),
         );
         put(
             &mut out,
-            "power_limit_default_w",
+            signals::POWER_LIMIT_DEFAULT_W.name,
             limit_w(&hwmon.join("power1_rated_max")),
         );
         let temp =
             millidegrees_c(&hwmon.join("temp1_input")).or_else(|| temp_labelled(&hwmon, "pkg"));
-        put(&mut out, "gpu_temp_c", temp);
+        put(&mut out, signals::GPU_TEMP_C.name, temp);
     }
     let (actual, rp0) = if driver == Driver::Xe {
         let freq = device_dir.join("tile0/gt0/freq0");
@@ -468,8 +499,8 @@ pub fn read_intel_gauges(device_dir: &Path, driver: Driver) -> Readings {
         };
         (card.join("gt_act_freq_mhz"), card.join("gt_RP0_freq_mhz"))
     };
-    put(&mut out, "clock_sm_mhz", read_number(&actual));
-    put(&mut out, "clock_sm_max_mhz", read_number(&rp0));
+    put(&mut out, signals::CLOCK_SM_MHZ.name, read_number(&actual));
+    put(&mut out, signals::CLOCK_SM_MAX_MHZ.name, read_number(&rp0));
     out
 }
 
@@ -509,43 +540,54 @@ pub fn read_amdgpu_ras(device_dir: &Path) -> Readings {
         })
         .collect();
     // A RAS directory without a memory block: the device does not report ECC here.
-    out.insert("ecc_uncorrected_volatile".into(), Reading::not_supported());
-    out.insert("ecc_corrected_volatile".into(), Reading::not_supported());
+    out.insert(
+        signals::ECC_UNCORRECTED_VOLATILE.name.into(),
+        Reading::not_supported(),
+    );
+    out.insert(
+        signals::ECC_CORRECTED_VOLATILE.name.into(),
+        Reading::not_supported(),
+    );
     let mut other_uncorrected: Option<u64> = None;
     for (block, counts) in blocks {
         if block == "umc" {
-            out.insert("ecc_uncorrected_volatile".into(), count(counts.uncorrected));
-            out.insert("ecc_corrected_volatile".into(), count(counts.corrected));
+            out.insert(
+                signals::ECC_UNCORRECTED_VOLATILE.name.into(),
+                count(counts.uncorrected),
+            );
+            out.insert(
+                signals::ECC_CORRECTED_VOLATILE.name.into(),
+                count(counts.corrected),
+            );
             continue;
         }
         let as_f64 = |v: Option<u64>| v.map(|v| v as f64);
         put(
             &mut out,
-            &format!("ras_{block}_ue"),
+            &signals::ras_ue(&block),
             as_f64(counts.uncorrected),
         );
-        put(
-            &mut out,
-            &format!("ras_{block}_ce"),
-            as_f64(counts.corrected),
-        );
+        put(&mut out, &signals::ras_ce(&block), as_f64(counts.corrected));
         if let Some(ue) = counts.uncorrected {
             other_uncorrected = Some(other_uncorrected.unwrap_or(0).saturating_add(ue));
         }
     }
     put(
         &mut out,
-        "ras_uncorrected_other",
+        signals::RAS_UNCORRECTED_OTHER.name,
         other_uncorrected.map(|v| v as f64),
     );
     let pages = read(&ras.join("gpu_vram_bad_pages")).map(|t| parse_bad_pages(&t));
-    out.insert("retired_pages_dbe".into(), count(pages.map(|p| p.retired)));
     out.insert(
-        "retired_pages_pending".into(),
+        signals::RETIRED_PAGES_DBE.name.into(),
+        count(pages.map(|p| p.retired)),
+    );
+    out.insert(
+        signals::RETIRED_PAGES_PENDING.name.into(),
         count(pages.map(|p| p.pending)),
     );
     out.insert(
-        "retired_pages_failed".into(),
+        signals::RETIRED_PAGES_FAILED.name.into(),
         count(pages.map(|p| p.failed)),
     );
     out
@@ -556,12 +598,12 @@ pub fn read_amdgpu_ras(device_dir: &Path) -> Readings {
 pub fn read_identity(root: &Path, device_dir: &Path, driver: Driver) -> Readings {
     let mut out = Readings::new();
     for (key, path) in [
-        ("name", device_dir.join("product_name")),
-        ("serial", device_dir.join("serial_number")),
-        ("vbios", device_dir.join("vbios_version")),
-        ("unique_id", device_dir.join("unique_id")),
+        (signals::NAME.name, device_dir.join("product_name")),
+        (signals::SERIAL.name, device_dir.join("serial_number")),
+        (signals::VBIOS.name, device_dir.join("vbios_version")),
+        (signals::UNIQUE_ID.name, device_dir.join("unique_id")),
         (
-            "driver_version",
+            signals::DRIVER_VERSION.name,
             root.join("sys/module").join(driver.name()).join("version"),
         ),
     ] {
@@ -570,7 +612,7 @@ pub fn read_identity(root: &Path, device_dir: &Path, driver: Driver) -> Readings
         }
     }
     out.insert(
-        "kernel_driver".into(),
+        signals::KERNEL_DRIVER.name.into(),
         Reading::Text(driver.name().to_owned()),
     );
     out
@@ -594,8 +636,29 @@ impl SysfsSource {
         }
     }
 
+    /// Reads under `root` for the targets that have a PCI address.
+    pub fn for_targets(root: &Path, devices: &[super::Target]) -> SysfsSource {
+        SysfsSource::new(root, super::with_pci(devices))
+    }
+
     fn dir(&self, pci: &str) -> PathBuf {
         self.root.join("sys/bus/pci/devices").join(pci)
+    }
+
+    /// What is missing for a device without a sysfs entry.
+    fn no_entry(device: usize, pci: &str) -> Gap {
+        Gap {
+            device: Some(device),
+            message: format!(
+                "no sysfs entry for PCI device {pci}: no PCIe link, AER or hwmon readings"
+            ),
+            missing: vec![
+                signals::group::PCIE_LINK.into(),
+                signals::group::AER.into(),
+                signals::group::HWMON.into(),
+            ],
+            cause: None,
+        }
     }
 
     /// `sample` at a given instant, so that tests can step the energy counter's clock.
@@ -621,7 +684,7 @@ impl SysfsSource {
                     let power = previous
                         .zip(energy)
                         .and_then(|(before, e)| power_from_energy(before, (now, e)));
-                    put(&mut readings, "power_w", power);
+                    put(&mut readings, signals::POWER_W.name, power);
                 }
                 None => {}
             }
@@ -636,25 +699,30 @@ impl Source for SysfsSource {
         "sysfs"
     }
 
+    fn status(&self) -> Vec<Gap> {
+        self.devices
+            .iter()
+            .filter(|(_, pci)| !self.dir(pci).exists())
+            .map(|(i, pci)| Self::no_entry(*i, pci))
+            .collect()
+    }
+
+    /// amdgpu, i915 and xe devices only: other drivers' identity comes from their
+    /// vendor's library (NVML for NVIDIA), and a second, thinner one would overwrite its
+    /// fields.
+    fn identity(&self, device: usize) -> Option<Readings> {
+        let (_, pci) = self.devices.iter().find(|(i, _)| *i == device)?;
+        let dir = self.dir(pci);
+        let driver = Driver::of(&dir)?;
+        Some(read_identity(&self.root, &dir, driver))
+    }
+
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
         let mut out = Vec::new();
         for (i, pci) in &self.devices {
-            let dir = self.dir(pci);
-            if !dir.exists() {
-                out.push((
-                    Some(*i),
-                    TelemetryData::Unavailable {
-                        message: format!("no sysfs entry for PCI device {pci}: no PCIe link, AER or hwmon readings"),
-                        missing: vec!["pcie_link".into(), "aer".into(), "hwmon".into()],
-                        cause: None,
-                    },
-                ));
-                continue;
-            }
-            // Other drivers' identity comes from their vendor's library (NVML for
-            // NVIDIA): a second, thinner one would overwrite its fields.
-            if let Some(driver) = Driver::of(&dir) {
-                let fields = read_identity(&self.root, &dir, driver);
+            if !self.dir(pci).exists() {
+                out.push(Self::no_entry(*i, pci).record());
+            } else if let Some(fields) = self.identity(*i) {
                 out.push((Some(*i), TelemetryData::Identity { fields }));
             }
         }
@@ -743,13 +811,17 @@ mod tests {
             root.path(),
             vec![(1, "0000:05:00.0".into()), (2, "0000:06:00.0".into())],
         );
+        let gaps = source.status();
+        assert_eq!(gaps.len(), 1, "known before the start");
+        assert_eq!(gaps[0].device, Some(2));
+        assert_eq!(source.identity(1), None, "no vendor driver, no identity");
         let start = source.start();
         assert_eq!(
             start.len(),
             1,
             "the device without a sysfs entry is said once"
         );
-        assert_eq!(start[0].0, Some(2));
+        assert_eq!(start[0], gaps[0].clone().record());
         let samples = source.sample();
         assert_eq!(samples.len(), 1);
         let TelemetryData::Sample { readings } = &samples[0].1 else {
@@ -934,6 +1006,7 @@ mod tests {
         let TelemetryData::Identity { fields } = &start[0].1 else {
             panic!("identity");
         };
+        assert_eq!(source.identity(0).as_ref(), Some(fields));
         let t = |k: &str| fields.get(k).and_then(Reading::text);
         assert_eq!(t("name"), Some("AMD Instinct MI300X"));
         assert_eq!(t("serial"), Some("692325000123"));

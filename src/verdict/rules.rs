@@ -11,6 +11,8 @@ use crate::report::DeviceReport;
 use crate::telemetry::record::Reading;
 use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
+use crate::telemetry::throttle::ThrottleReason;
+use crate::telemetry::{cause, signals};
 use crate::workload::compute::ComputeReport;
 use crate::workload::fragment::FragmentReport;
 use crate::workload::pcie::PcieReport;
@@ -374,12 +376,12 @@ fn pcie(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
 
 /// Throttle reasons that slow the clocks for heat or power, any of which explains a
 /// workload running below its floor.
-const SLOWING_REASONS: [&str; 5] = [
-    "hw_slowdown",
-    "hw_thermal_slowdown",
-    "sw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-    "sw_power_cap",
+const SLOWING_REASONS: [ThrottleReason; 5] = [
+    ThrottleReason::HwSlowdown,
+    ThrottleReason::HwThermalSlowdown,
+    ThrottleReason::SwThermalSlowdown,
+    ThrottleReason::HwPowerBrakeSlowdown,
+    ThrottleReason::SwPowerCap,
 ];
 
 /// What in a phase's telemetry explains a slow workload: clocks throttled for heat or
@@ -388,13 +390,14 @@ fn slowdown_explanation(p: &PhaseTelemetry, t: &Thresholds) -> Vec<String> {
     let mut why: Vec<String> = SLOWING_REASONS
         .iter()
         .filter_map(|r| {
-            let share = p.throttle_share.get(*r).copied().unwrap_or(0.0);
-            (share > t.throttle_share).then(|| format!("{r} {:.0}% of the phase", share * 100.0))
+            let share = p.throttle_share_of(*r);
+            (share > t.throttle_share)
+                .then(|| format!("{} {:.0}% of the phase", r.name(), share * 100.0))
         })
         .collect();
     if let (Some(now), Some(max)) = (
-        p.gauges.get("clock_mem_mhz"),
-        p.gauges.get("clock_mem_max_mhz"),
+        p.gauges.get(signals::CLOCK_MEM_MHZ.name),
+        p.gauges.get(signals::CLOCK_MEM_MAX_MHZ.name),
     ) && now.median < 0.9 * max.median
     {
         why.push(format!(
@@ -469,7 +472,7 @@ fn vram_bandwidth(device: &DeviceReport, v: &VramReport, t: &Thresholds, out: &m
             Severity::Major,
             Confidence::High,
             format!("an administrator's power limit of {enforced:.0} W (default {default:.0} W) held VRAM at {rate_gbps:.0} GB/s, below the floor of {floor_gbps:.0} GB/s"),
-            json!({"power_limit_enforced_w": enforced, "power_limit_default_w": default, "rate_gbps": rate_gbps, "floor_gbps": floor_gbps}),
+            json!({signals::POWER_LIMIT_ENFORCED_W.name: enforced, signals::POWER_LIMIT_DEFAULT_W.name: default, "rate_gbps": rate_gbps, "floor_gbps": floor_gbps}),
             "restore the default power limit (nvidia-smi -pl), or set this site's floor for capped cards, then rerun",
         ));
     }
@@ -518,10 +521,11 @@ fn fragment(f: &FragmentReport, out: &mut Vec<Finding>) {
 }
 
 fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
-    let share = |r: &str| p.throttle_share.get(r).copied().unwrap_or(0.0);
-    let max_temp = p.gauges.get("gpu_temp_c").map(|s| s.max);
-    let evidence = json!({"phase": p.phase, "throttle_share": p.throttle_share, "gpu_temp_c": p.gauges.get("gpu_temp_c")});
-    let thermal = share("hw_thermal_slowdown").max(share("sw_thermal_slowdown"));
+    let share = |r: ThrottleReason| p.throttle_share_of(r);
+    let max_temp = p.gauges.get(signals::GPU_TEMP_C.name).map(|s| s.max);
+    let evidence = json!({"phase": p.phase, "throttle_share": p.throttle_share, signals::GPU_TEMP_C.name: p.gauges.get(signals::GPU_TEMP_C.name)});
+    let thermal =
+        share(ThrottleReason::HwThermalSlowdown).max(share(ThrottleReason::SwThermalSlowdown));
     if thermal > t.throttle_share {
         out.push(finding(
             "THERMAL_THROTTLE",
@@ -538,7 +542,7 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
             "improve cooling: airflow, fans, dust, thermal paste",
         ));
     }
-    if share("hw_power_brake_slowdown") > t.throttle_share {
+    if share(ThrottleReason::HwPowerBrakeSlowdown) > t.throttle_share {
         out.push(finding(
             "POWER_BRAKE",
             Class::Environment,
@@ -546,13 +550,13 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
             Confidence::High,
             format!(
                 "the hardware power brake held the clocks {:.0}% of the {} phase",
-                share("hw_power_brake_slowdown") * 100.0,
+                share(ThrottleReason::HwPowerBrakeSlowdown) * 100.0,
                 p.phase
             ),
             evidence.clone(),
             "check the PSU and the power cables to the card",
         ));
-    } else if share("hw_slowdown") > t.throttle_share && thermal <= t.throttle_share {
+    } else if share(ThrottleReason::HwSlowdown) > t.throttle_share && thermal <= t.throttle_share {
         out.push(finding(
             "POWER_DELIVERY",
             Class::Environment,
@@ -560,7 +564,7 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
             Confidence::Medium,
             format!(
                 "HW slowdown {:.0}% of the {} phase while the card was not hot",
-                share("hw_slowdown") * 100.0,
+                share(ThrottleReason::HwSlowdown) * 100.0,
                 p.phase
             ),
             evidence.clone(),
@@ -568,18 +572,18 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
         ));
     }
     let capped = match (
-        p.gauges.get("power_limit_enforced_w"),
-        p.gauges.get("power_limit_default_w"),
+        p.gauges.get(signals::POWER_LIMIT_ENFORCED_W.name),
+        p.gauges.get(signals::POWER_LIMIT_DEFAULT_W.name),
     ) {
         (Some(e), Some(d)) => e.max < d.min,
         _ => false,
     };
-    if share("sw_power_cap") > t.throttle_share && capped {
+    if share(ThrottleReason::SwPowerCap) > t.throttle_share && capped {
         // A configuration, noted: it becomes a finding of weight where it holds the card
         // below a floor (see `vram_bandwidth`).
         out.push(finding("ADMIN_POWER_CAP", Class::Info, Severity::Note, Confidence::High,
-            format!("an enforced power limit below the default capped the clocks {:.0}% of the {} phase", share("sw_power_cap") * 100.0, p.phase),
-            json!({"phase": p.phase, "power_limit_enforced_w": p.gauges.get("power_limit_enforced_w"), "power_limit_default_w": p.gauges.get("power_limit_default_w")}),
+            format!("an enforced power limit below the default capped the clocks {:.0}% of the {} phase", share(ThrottleReason::SwPowerCap) * 100.0, p.phase),
+            json!({"phase": p.phase, signals::POWER_LIMIT_ENFORCED_W.name: p.gauges.get(signals::POWER_LIMIT_ENFORCED_W.name), signals::POWER_LIMIT_DEFAULT_W.name: p.gauges.get(signals::POWER_LIMIT_DEFAULT_W.name)}),
             "restore the default power limit (nvidia-smi -pl) if the cap is not intended"));
     }
 }
@@ -587,10 +591,10 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
 /// The enforced and default power limits of a phase where an administrator's cap held the
 /// clocks (the SW power cap reason above the threshold with the limit below its default).
 fn admin_cap(p: &PhaseTelemetry, t: &Thresholds) -> Option<(f64, f64)> {
-    let share = p.throttle_share.get("sw_power_cap").copied().unwrap_or(0.0);
+    let share = p.throttle_share_of(ThrottleReason::SwPowerCap);
     let (enforced, default) = (
-        p.gauges.get("power_limit_enforced_w")?,
-        p.gauges.get("power_limit_default_w")?,
+        p.gauges.get(signals::POWER_LIMIT_ENFORCED_W.name)?,
+        p.gauges.get(signals::POWER_LIMIT_DEFAULT_W.name)?,
     );
     (share > t.throttle_share && enforced.max < default.min).then_some((enforced.max, default.min))
 }
@@ -641,8 +645,8 @@ fn overclocked(device: &DeviceReport, out: &mut Vec<Finding>) {
                 .then(|| (p.phase.clone(), now.max, limit.min))
         })
     };
-    let sm = over("clock_sm_mhz", "clock_sm_max_mhz");
-    let mem = over("clock_mem_mhz", "clock_mem_max_mhz");
+    let sm = over(signals::CLOCK_SM_MHZ.name, signals::CLOCK_SM_MAX_MHZ.name);
+    let mem = over(signals::CLOCK_MEM_MHZ.name, signals::CLOCK_MEM_MAX_MHZ.name);
     if sm.is_none() && mem.is_none() {
         return;
     }
@@ -694,28 +698,34 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
     };
     let already = |out: &Vec<Finding>, code: &str| out.iter().any(|f| f.code == code);
     let lasting = "(a lasting state of the card, whether set before or during the run)";
-    if last("remap_failure").is_some_and(|v| v > 0.0) && !already(out, "ROW_REMAP_FAILURE") {
+    if last(signals::REMAP_FAILURE.name).is_some_and(|v| v > 0.0)
+        && !already(out, "ROW_REMAP_FAILURE")
+    {
         out.push(finding(
             "ROW_REMAP_FAILURE",
             Class::Hardware,
             Severity::Critical,
             Confidence::High,
             format!("row remapping has failed: no spare rows are left {lasting}"),
-            json!({"remap_failure": last("remap_failure"), "remapped_uncorrectable": last("remapped_uncorrectable")}),
+            json!({signals::REMAP_FAILURE.name: last(signals::REMAP_FAILURE.name), signals::REMAPPED_UNCORRECTABLE.name: last(signals::REMAPPED_UNCORRECTABLE.name)}),
             "RMA the card",
         ));
-    } else if last("remap_pending").is_some_and(|v| v > 0.0) && !already(out, "ROW_REMAP_PENDING") {
+    } else if last(signals::REMAP_PENDING.name).is_some_and(|v| v > 0.0)
+        && !already(out, "ROW_REMAP_PENDING")
+    {
         out.push(finding(
             "ROW_REMAP_PENDING",
             Class::Hardware,
             Severity::Major,
             Confidence::High,
             format!("a row remap is pending {lasting}"),
-            json!({"remap_pending": last("remap_pending"), "remapped_uncorrectable": last("remapped_uncorrectable")}),
+            json!({signals::REMAP_PENDING.name: last(signals::REMAP_PENDING.name), signals::REMAPPED_UNCORRECTABLE.name: last(signals::REMAPPED_UNCORRECTABLE.name)}),
             "reset the GPU to apply the remap, then retest",
         ));
     }
-    if last("retired_pages_pending").is_some_and(|v| v > 0.0) && !already(out, "RETIRED_PAGES") {
+    if last(signals::RETIRED_PAGES_PENDING.name).is_some_and(|v| v > 0.0)
+        && !already(out, "RETIRED_PAGES")
+    {
         out.push(finding(
             "RETIRED_PAGES",
             Class::Hardware,
@@ -723,26 +733,28 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             Confidence::High,
             format!(
                 "a page retirement is pending ({} pages retired for double-bit errors) {lasting}",
-                last("retired_pages_dbe").unwrap_or(0.0)
+                last(signals::RETIRED_PAGES_DBE.name).unwrap_or(0.0)
             ),
-            json!({"retired_pages_pending": last("retired_pages_pending"), "retired_pages_dbe": last("retired_pages_dbe")}),
+            json!({signals::RETIRED_PAGES_PENDING.name: last(signals::RETIRED_PAGES_PENDING.name), signals::RETIRED_PAGES_DBE.name: last(signals::RETIRED_PAGES_DBE.name)}),
             "reset the GPU to apply the retirement, retest, and send this report",
         ));
     }
-    if let Some(action) = last("recovery_action").and_then(xid::recovery_action_of) {
+    if let Some(action) = last(signals::RECOVERY_ACTION.name).and_then(xid::recovery_action_of) {
         out.push(finding(
             "RECOVERY_ACTION_PENDING",
             Class::Software,
             Severity::Critical,
             Confidence::High,
             format!("the driver asks to {action} before the GPU is used again"),
-            json!({"recovery_action": last("recovery_action")}),
+            json!({signals::RECOVERY_ACTION.name: last(signals::RECOVERY_ACTION.name)}),
             &format!("{action}, then retest; the kernel log's Xids say why"),
         ));
     }
     let text = |key: &str| device.setup.identity.get(key).and_then(Reading::text);
-    if let (Some(now), Some(pending)) = (text("ecc_enabled"), text("ecc_enabled_pending"))
-        && now != pending
+    if let (Some(now), Some(pending)) = (
+        text(signals::ECC_ENABLED.name),
+        text(signals::ECC_ENABLED_PENDING.name),
+    ) && now != pending
     {
         out.push(finding(
             "ECC_MODE_PENDING",
@@ -750,7 +762,7 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             Severity::Major,
             Confidence::High,
             format!("an ECC mode change waits for a reset (ECC {now} now, {pending} after it): the card was tested in a mode it will not work in"),
-            json!({"ecc_enabled": now, "ecc_enabled_pending": pending}),
+            json!({signals::ECC_ENABLED.name: now, signals::ECC_ENABLED_PENDING.name: pending}),
             "reset the GPU to apply the ECC mode, then retest",
         ));
     }
@@ -763,15 +775,25 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
 fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     let busy = p
         .gauges
-        .get("util_gpu_pct")
+        .get(signals::UTIL_GPU_PCT.name)
         .is_some_and(|u| u.median >= 50.0);
     let below = |now: &str, max: &str| match (p.gauges.get(now), p.gauges.get(max)) {
         (Some(n), Some(m)) => (n.max < m.min).then_some((n.max, m.min)),
         _ => None,
     };
     for (what, now, max, judged) in [
-        ("generation", "pcie_gen", "pcie_gen_max", busy),
-        ("width", "pcie_width", "pcie_width_max", true),
+        (
+            "generation",
+            signals::PCIE_GEN.name,
+            signals::PCIE_GEN_MAX.name,
+            busy,
+        ),
+        (
+            "width",
+            signals::PCIE_WIDTH.name,
+            signals::PCIE_WIDTH_MAX.name,
+            true,
+        ),
     ] {
         let seen = out.iter().any(|f| {
             f.code == "PCIE_LINK_DEGRADED" && f.evidence.get("what") == Some(&json!(what))
@@ -805,9 +827,13 @@ fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
 
 /// PCIe replays above what a bit error rate of 1e-12 allows on the link the phase ran at.
 fn pcie_replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
-    let replays = p.counter_deltas.get("pcie_replays").copied().unwrap_or(0.0);
-    let generation = p.gauges.get("pcie_gen").map(|s| s.median);
-    let lanes = p.gauges.get("pcie_width").map(|s| s.median);
+    let replays = p
+        .counter_deltas
+        .get(signals::PCIE_REPLAYS.name)
+        .copied()
+        .unwrap_or(0.0);
+    let generation = p.gauges.get(signals::PCIE_GEN.name).map(|s| s.median);
+    let lanes = p.gauges.get(signals::PCIE_WIDTH.name).map(|s| s.median);
     let (Some(gts), Some(lanes)) = (
         generation.and_then(|g| crate::workload::pcie::transfer_rate_gts(g.round() as u32)),
         lanes,
@@ -834,8 +860,8 @@ fn pcie_replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
                 generation.unwrap_or(0.0).round(),
                 lanes.round()
             ),
-            json!({"phase": p.phase, "pcie_replays": replays, "minutes": minutes,
-                   "allowed_per_minute": allowed_per_minute, "pcie_gen": generation, "pcie_width": lanes}),
+            json!({"phase": p.phase, signals::PCIE_REPLAYS.name: replays, "minutes": minutes,
+                   "allowed_per_minute": allowed_per_minute, signals::PCIE_GEN.name: generation, signals::PCIE_WIDTH.name: lanes}),
             "signal integrity: reseat the card, try another slot or riser; RMA if it follows the card",
         ));
     }
@@ -855,9 +881,9 @@ fn during(p: &PhaseTelemetry) -> String {
 fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     let delta = |k: &str| p.counter_deltas.get(k).copied().unwrap_or(0.0);
     // Page retirement is how cards before row remapping take bad memory out of use.
-    let dbe = delta("retired_pages_dbe");
-    let sbe = delta("retired_pages_sbe");
-    if dbe + sbe > 0.0 || delta("retired_pages_pending") > 0.0 {
+    let dbe = delta(signals::RETIRED_PAGES_DBE.name);
+    let sbe = delta(signals::RETIRED_PAGES_SBE.name);
+    if dbe + sbe > 0.0 || delta(signals::RETIRED_PAGES_PENDING.name) > 0.0 {
         out.push(finding(
             "RETIRED_PAGES",
             Class::Hardware,
@@ -875,7 +901,8 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             "RMA candidate: reset the GPU to apply pending retirements, retest, and send this report",
         ));
     }
-    let ecc = delta("ecc_uncorrected_volatile").max(delta("ecc_uncorrected_aggregate"));
+    let ecc = delta(signals::ECC_UNCORRECTED_VOLATILE.name)
+        .max(delta(signals::ECC_UNCORRECTED_AGGREGATE.name));
     if ecc > 0.0 {
         out.push(finding(
             "ECC_UNCORRECTABLE",
@@ -887,7 +914,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             "RMA candidate: reset the GPU, retest, and send this report",
         ));
     }
-    if delta("remap_failure") > 0.0 {
+    if delta(signals::REMAP_FAILURE.name) > 0.0 {
         out.push(finding(
             "ROW_REMAP_FAILURE",
             Class::Hardware,
@@ -897,7 +924,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             json!({"counter_deltas": p.counter_deltas}),
             "RMA the card",
         ));
-    } else if delta("remap_pending") > 0.0 {
+    } else if delta(signals::REMAP_PENDING.name) > 0.0 {
         out.push(finding(
             "ROW_REMAP_PENDING",
             Class::Hardware,
@@ -913,13 +940,8 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     let ras: Vec<String> = p
         .counter_deltas
         .iter()
-        .filter(|(k, v)| k.starts_with("ras_") && k.ends_with("_ue") && **v > 0.0)
-        .map(|(k, v)| {
-            format!(
-                "{} {v}",
-                k.trim_start_matches("ras_").trim_end_matches("_ue")
-            )
-        })
+        .filter(|(_, v)| **v > 0.0)
+        .filter_map(|(k, v)| signals::ras_ue_block(k).map(|block| format!("{block} {v}")))
         .collect();
     if !ras.is_empty() {
         out.push(finding(
@@ -936,7 +958,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             "RMA candidate: reset the GPU, retest, and send this report",
         ));
     }
-    if delta("retired_pages_failed") > 0.0 {
+    if delta(signals::RETIRED_PAGES_FAILED.name) > 0.0 {
         out.push(finding(
             "ROW_REMAP_FAILURE",
             Class::Hardware,
@@ -947,7 +969,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             "RMA the card",
         ));
     }
-    if delta("aer_fatal") + delta("aer_nonfatal") > 0.0 {
+    if delta(signals::AER_FATAL.name) + delta(signals::AER_NONFATAL.name) > 0.0 {
         out.push(finding(
             "PCIE_AER_ERRORS",
             Class::Environment,
@@ -1127,7 +1149,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
     let s = &device.setup;
     let problem = |cause: &str| s.source_problems.iter().any(|c| c == cause);
     let reinstall = "reinstall the driver or reboot into the installed one, then rerun";
-    if problem("driver_not_loaded") {
+    if problem(cause::DRIVER_NOT_LOADED) {
         out.push(finding(
             "DRIVER_NOT_LOADED",
             Class::Software,
@@ -1139,11 +1161,11 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
         ));
     }
     let text = |key: &str| s.identity.get(key).and_then(Reading::text);
-    let nvml_version = text("driver_version");
+    let nvml_version = text(signals::DRIVER_VERSION.name);
     let differ = s.vendor_id == NVIDIA_VENDOR_ID
         && !s.vulkan_driver_version.is_empty()
         && nvml_version.is_some_and(|n| !same_version(n, &s.vulkan_driver_version));
-    if problem("version_mismatch") || differ {
+    if problem(cause::VERSION_MISMATCH) || differ {
         out.push(finding(
             "DRIVER_VERSION_MISMATCH",
             Class::Software,
@@ -1169,7 +1191,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
                 tenants.len(),
                 tenants.join(", ")
             ),
-            json!({"other_processes": tenants}),
+            json!({signals::OTHER_PROCESSES.name: tenants}),
             "rerun when the GPU is idle (drain the node, or --wait-idle)",
         ));
     }
@@ -1182,7 +1204,7 @@ fn tenants(device: &DeviceReport) -> Vec<&str> {
     device
         .setup
         .identity
-        .get("other_processes")
+        .get(signals::OTHER_PROCESSES.name)
         .and_then(Reading::text)
         .unwrap_or("")
         .split(',')

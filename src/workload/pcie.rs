@@ -14,7 +14,7 @@ use crate::gpu::{
     BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, ShaderCode, embedded_shader,
 };
 use crate::telemetry::record::Reading;
-use crate::telemetry::sysfs;
+use crate::telemetry::{signals, sysfs};
 use crate::units::{KIB, MIB};
 
 /// Checksums a transferred buffer on the device.
@@ -429,7 +429,10 @@ fn upstream_max(device_dir: &std::path::Path) -> (Option<u32>, Option<u32>) {
     };
     let r = sysfs::read_link(&bridge);
     let n = |k: &str| r.get(k).and_then(Reading::number).map(|v| v as u32);
-    (n("pcie_gen_max"), n("pcie_width_max"))
+    (
+        n(signals::PCIE_GEN_MAX.name),
+        n(signals::PCIE_WIDTH_MAX.name),
+    )
 }
 
 /// The link while the largest transfers ran: the highest generation and width sampled,
@@ -445,8 +448,14 @@ pub fn link_under_load(
             .map(|v| v as u32)
             .max()
     };
-    let (generation, width) = (highest("pcie_gen"), highest("pcie_width"));
-    let (card_gen, card_width) = (highest("pcie_gen_max"), highest("pcie_width_max"));
+    let (generation, width) = (
+        highest(signals::PCIE_GEN.name),
+        highest(signals::PCIE_WIDTH.name),
+    );
+    let (card_gen, card_width) = (
+        highest(signals::PCIE_GEN_MAX.name),
+        highest(signals::PCIE_WIDTH_MAX.name),
+    );
     let lower = |card: Option<u32>, port: Option<u32>| match (card, port) {
         (Some(c), Some(p)) => Some(c.min(p)),
         (c, p) => c.or(p),
