@@ -316,7 +316,14 @@ fn test_device(
             }
         }
         if job.hang_for_test {
-            // As a driver call that never returns: deaf to stdin and signals alike.
+            // As a driver call that never returns: deaf to stdin and signals alike. Said
+            // first, so that a test can tell the hang began.
+            events.emit(
+                device,
+                Event::Note {
+                    message: "test hook: a device call that never returns".into(),
+                },
+            );
             loop {
                 std::thread::sleep(Duration::from_secs(3600));
             }

@@ -169,6 +169,19 @@ pub fn wait_for_events(dir: &std::path::Path, lines: usize) {
     }
 }
 
+/// Waits (at most a minute) until a line of the run's events contains `text`.
+pub fn wait_for_event_text(dir: &std::path::Path, text: &str) {
+    let events = dir.join("events.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(&events).is_ok_and(|t| t.contains(text)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never wrote {text:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Starts a long `kiln run` into `out`, waits until its events hold `lines` lines, and
 /// kills it with SIGKILL, as a crash or an impatient operator would.
 pub fn killed_run(out: &std::path::Path, lines: usize) {
