@@ -9,10 +9,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kiln::run::{PlannedWorkload, RunOptions, WorkloadConfig, WorkloadName};
+use kiln::run::RunOptions;
 use kiln::workload::compute::ComputeConfig;
 use kiln::workload::fragment::FragmentConfig;
 use kiln::workload::pcie::PcieConfig;
+use kiln::workload::registry::{PlannedWorkload, WorkloadConfig, WorkloadName};
 use kiln::workload::vram::VramConfig;
 use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::PlantedFault;
@@ -31,7 +32,7 @@ fn stuck(word: u64) -> PlantedFault {
 }
 
 fn main() -> ExitCode {
-    kiln::worker::main_if_worker();
+    kiln::run::main_if_worker();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [fault, out] = args.as_slice() else {
         eprintln!("usage: plant_run <fault> <out-dir> (faults: {FAULTS})");

@@ -29,5 +29,4 @@ pub mod telemetry;
 pub mod text;
 pub mod units;
 pub mod verdict;
-pub mod worker;
 pub mod workload;

@@ -16,7 +16,7 @@ use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::AccessLayout;
 
 fn main() {
-    kiln::worker::main_if_worker();
+    kiln::run::main_if_worker();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -188,21 +188,14 @@ fn run_options(
     args: &RunArgs,
     profile: kiln::profile::Profile,
 ) -> Result<kiln::run::RunOptions, AppError> {
-    use kiln::run::{PlannedWorkload, WorkloadConfig, WorkloadName};
+    use kiln::workload::registry::{PlannedWorkload, WorkloadConfig, WorkloadName};
     let mut plan = profile.workloads;
     if let Some(list) = &args.workloads {
         let names = WorkloadName::parse_list(list).map_err(AppError::Usage)?;
         plan.retain(|p| names.contains(&p.config.name()));
         for name in names {
             if !plan.iter().any(|p| p.config.name() == name) {
-                plan.push(PlannedWorkload {
-                    weight: if matches!(name, WorkloadName::Vram | WorkloadName::Heat) {
-                        3
-                    } else {
-                        1
-                    },
-                    config: WorkloadConfig::default_of(name),
-                });
+                plan.push(PlannedWorkload::default_of(name));
             }
         }
     }
@@ -312,9 +305,9 @@ fn run_options(
 /// then ignores (`--load` on a VRAM-only run, `--retention-delay` without retention).
 fn check_every_flag_applies(
     args: &RunArgs,
-    plan: &[kiln::run::PlannedWorkload],
+    plan: &[kiln::workload::registry::PlannedWorkload],
 ) -> Result<(), AppError> {
-    use kiln::run::WorkloadConfig;
+    use kiln::workload::registry::WorkloadConfig;
     use kiln::workload::vram::algorithm::Algorithm;
     let has = |pred: &dyn Fn(&WorkloadConfig) -> bool| plan.iter().any(|p| pred(&p.config));
     let vram = has(&|c| c.vram().is_some());

@@ -9,12 +9,12 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::run::{PlannedWorkload, WorkloadConfig};
 use crate::units::{format_exact, parse_duration, parse_size};
 use crate::verdict::thresholds::Thresholds;
 use crate::workload::compute::{ComputeConfig, LoadShape};
 use crate::workload::fragment::FragmentConfig;
 use crate::workload::pcie::PcieConfig;
+use crate::workload::registry::{PlannedWorkload, WorkloadConfig, WorkloadName};
 use crate::workload::vram::VramConfig;
 use crate::workload::vram::algorithm::Algorithm;
 
@@ -325,15 +325,11 @@ struct RawWorkload {
 }
 
 /// Keys each workload kind takes (besides `kind` and `weight`).
-const KEYS: [(&str, &[&str]); 5] = [
-    (
-        "vram",
-        &["algorithms", "passes", "percent", "retention_delay"],
-    ),
-    ("compute", &["shape", "on_ms", "off_ms", "rounds"]),
-    (
-        "heat",
-        &[
+fn keys(kind: WorkloadName) -> &'static [&'static str] {
+    match kind {
+        WorkloadName::Vram => &["algorithms", "passes", "percent", "retention_delay"],
+        WorkloadName::Compute => &["shape", "on_ms", "off_ms", "rounds"],
+        WorkloadName::Heat => &[
             "algorithms",
             "passes",
             "percent",
@@ -343,10 +339,10 @@ const KEYS: [(&str, &[&str]); 5] = [
             "off_ms",
             "rounds",
         ],
-    ),
-    ("pcie", &["max_bytes"]),
-    ("fragment", &["rounds"]),
-];
+        WorkloadName::Pcie => &["max_bytes"],
+        WorkloadName::Fragment => &["rounds"],
+    }
+}
 
 /// Reads profile text; `file` names it in errors.
 struct Reader<'a> {
@@ -546,17 +542,9 @@ pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
 
 fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkload, ProfileError> {
     let w = spanned.get_ref();
-    let kind = w.kind.get_ref().as_str();
-    let Some((_, allowed)) = KEYS.iter().find(|(k, _)| *k == kind) else {
-        return Err(r.at(
-            &w.kind,
-            "kind",
-            format!(
-                "unknown workload {} (known: vram, compute, pcie, fragment, heat)",
-                crate::text::quote(kind)
-            ),
-        ));
-    };
+    let name = WorkloadName::parse(w.kind.get_ref()).map_err(|e| r.at(&w.kind, "kind", e))?;
+    let kind = name.as_str();
+    let allowed = keys(name);
     // A key set for another kind is a mistake, not something to ignore.
     let given: [(&str, Option<usize>); 9] = [
         ("algorithms", w.algorithms.as_ref().map(|v| v.span().start)),
@@ -583,20 +571,20 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
         .as_ref()
         .map(|v| r.count(v, "weight", &bounds::WEIGHT))
         .transpose()?
-        .unwrap_or(if kind == "vram" { 3 } else { 1 });
+        .unwrap_or(name.default_weight());
     let rounds = w
         .rounds
         .as_ref()
         .map(|v| r.count(v, "rounds", &bounds::ROUNDS))
         .transpose()?;
-    let config = match kind {
-        "vram" => WorkloadConfig::Vram(vram_config(r, w)?),
-        "compute" => WorkloadConfig::Compute(compute_config(r, w, rounds)?),
-        "heat" => WorkloadConfig::Heat {
+    let config = match name {
+        WorkloadName::Vram => WorkloadConfig::Vram(vram_config(r, w)?),
+        WorkloadName::Compute => WorkloadConfig::Compute(compute_config(r, w, rounds)?),
+        WorkloadName::Heat => WorkloadConfig::Heat {
             vram: vram_config(r, w)?,
             compute: compute_config(r, w, rounds)?,
         },
-        "pcie" => {
+        WorkloadName::Pcie => {
             let mut c = PcieConfig::default();
             if let Some(m) = &w.max_bytes {
                 let bytes = parse_size(m.get_ref())
@@ -606,7 +594,7 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
             }
             WorkloadConfig::Pcie(c)
         }
-        _ => WorkloadConfig::Fragment(FragmentConfig {
+        WorkloadName::Fragment => WorkloadConfig::Fragment(FragmentConfig {
             rounds,
             ..FragmentConfig::default()
         }),

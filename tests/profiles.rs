@@ -4,7 +4,7 @@
 mod common;
 
 use kiln::profile::{BUNDLED, parse};
-use kiln::run::WorkloadConfig;
+use kiln::workload::registry::WorkloadConfig;
 use rand::{RngExt, SeedableRng};
 
 const HEAD: &str = "description = \"test\"\n";
@@ -270,7 +270,7 @@ fn every_bundled_profile_validates_and_says_what_it_runs() {
         assert!(p.duration.is_some(), "{name} has a time budget");
         let names: Vec<_> = p.workloads.iter().map(|w| w.config.name()).collect();
         assert!(
-            names.contains(&kiln::run::WorkloadName::Vram),
+            names.contains(&kiln::workload::registry::WorkloadName::Vram),
             "{name} tests memory"
         );
     }

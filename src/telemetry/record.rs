@@ -115,7 +115,7 @@ pub enum TelemetryData {
     Snapshot {
         /// The phase (`vram`, ...).
         phase: String,
-        /// `before` or `after`.
+        /// Which side of the phase ([`Boundary::as_str`]: `before` or `after`).
         when: String,
         /// The counters.
         counters: Readings,
@@ -146,4 +146,24 @@ pub enum TelemetryData {
         /// How many ticks were skipped.
         ticks: u64,
     },
+}
+
+/// Which side of a phase a counter snapshot was taken on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Boundary {
+    /// As the phase starts.
+    Before,
+    /// As it ends.
+    After,
+}
+
+impl Boundary {
+    /// The word in the evidence.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Boundary::Before => "before",
+            Boundary::After => "after",
+        }
+    }
 }

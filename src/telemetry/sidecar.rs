@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::Source;
-use super::record::{Readings, TELEMETRY_SCHEMA, TelemetryData, TelemetryRecord};
+use super::record::{Boundary, Readings, TELEMETRY_SCHEMA, TelemetryData, TelemetryRecord};
 
 /// Requests to the sidecar thread.
 pub enum Command {
@@ -303,12 +303,12 @@ impl Sidecar {
 
     /// Snapshots every source's counters of `device` (None: every device) and waits (at
     /// most 10 s) until they are written.
-    pub fn snapshot(&self, device: Option<usize>, phase: &str, when: &str) {
+    pub fn snapshot(&self, device: Option<usize>, phase: &str, when: Boundary) {
         let (done, wait) = channel();
         let sent = self.commands.send(Command::Snapshot {
             device,
             phase: phase.into(),
-            when: when.into(),
+            when: when.as_str().into(),
             done,
         });
         if sent.is_ok() {
@@ -445,7 +445,7 @@ mod tests {
             Box::new(move |r| sink.lock().unwrap().push(r)),
         )
         .unwrap();
-        sidecar.snapshot(Some(3), "vram", "before");
+        sidecar.snapshot(Some(3), "vram", Boundary::Before);
         sidecar.stop();
         let records = records.lock().unwrap();
         assert!(matches!(records[0].data, TelemetryData::Header { .. }));

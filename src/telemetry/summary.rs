@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::record::{Reading, Readings, TelemetryData, TelemetryRecord, XidEvent};
+use super::record::{Boundary, Reading, Readings, TelemetryData, TelemetryRecord, XidEvent};
 use super::signals;
 use super::throttle::{self, ThrottleReason};
 
@@ -33,6 +33,10 @@ pub const GAUGES: [&str; 17] = [
 /// The pseudo-phase that holds what happened between two phases, or after the last one:
 /// Xids and counter growth that no phase's window covers still belong to the run.
 pub const BETWEEN_PHASES: &str = "between_phases";
+
+/// The phase of idle evidence taken before any load: what was wrong before kiln touched
+/// the card, told apart from what its load did.
+pub const PREFLIGHT: &str = "preflight";
 
 /// Min, median and max of a gauge over a phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,7 +146,7 @@ pub fn summarize(records: &[TelemetryRecord]) -> Vec<PhaseTelemetry> {
         for (device, counters) in boundary {
             let key = (device, phase.clone());
             let trail = boundaries.entry(device).or_default();
-            if when == "before" {
+            if when == Boundary::Before.as_str() {
                 trail.push((t_ms, counters.clone()));
                 open.insert(key, (t_ms, counters));
             } else if let Some((start_ms, before)) = open.remove(&key) {

@@ -238,11 +238,12 @@ type PlannedOutcome = (String, Option<String>);
 /// not say, so that nothing is judged missing on a guess.
 fn planned_outcomes(settings: &serde_json::Value) -> Option<Vec<PlannedOutcome>> {
     if let Some(plan) = settings.get("plan") {
-        let plan: Vec<crate::run::PlannedWorkload> = serde_json::from_value(plan.clone()).ok()?;
+        let plan: Vec<crate::workload::registry::PlannedWorkload> =
+            serde_json::from_value(plan.clone()).ok()?;
         let mut out = Vec::new();
         for p in plan {
             match p.config.name() {
-                crate::run::WorkloadName::Heat => {
+                crate::workload::registry::WorkloadName::Heat => {
                     out.push(("vram".to_owned(), Some("heat".to_owned())));
                     out.push(("compute".to_owned(), Some("heat".to_owned())));
                 }

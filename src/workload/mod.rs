@@ -4,6 +4,7 @@
 pub mod compute;
 pub mod fragment;
 pub mod pcie;
+pub mod registry;
 pub mod vram;
 
 use std::sync::Arc;

@@ -3,9 +3,7 @@
 //! process cannot take the others, or their evidence, with it: the parent owns the run
 //! directory and the telemetry, and a worker only sends messages on its stdout.
 //!
-//! The parent writes the job as one JSON line on the worker's stdin and keeps the pipe
-//! open; closing it (or dying) asks the worker to stop at the next step, as SIGINT and
-//! SIGTERM do.
+//! What the two say to each other is in [`super::protocol`].
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,81 +11,13 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
+use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage};
 use crate::evidence::{Event, EventRecord, EventSink};
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
-use crate::profile::Confirm;
-use crate::run::{PlannedWorkload, WorkloadConfig};
+use crate::report::exit_code;
+use crate::telemetry::record::Boundary;
+use crate::workload::registry::{PlannedWorkload, WorkloadConfig};
 use crate::workload::{RunControl, WorkloadStatus};
-
-/// The first argument that makes a kiln binary a device worker.
-pub const WORKER_ARG: &str = "__kiln-device-worker";
-
-/// What one worker is to do.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkerJob {
-    /// The device's index in Vulkan's enumeration.
-    pub vulkan_index: usize,
-    /// The device as the run names it (`index` is its place in the run).
-    pub info: DeviceInfo,
-    /// Time budget, shared by the workloads by weight.
-    pub duration: Option<Duration>,
-    /// The workloads, in order.
-    pub plan: Vec<PlannedWorkload>,
-    /// Stop after the first workload that fails.
-    pub stop_on_first_failure: bool,
-    /// Bound on every wait for the device.
-    pub fence_timeout: Duration,
-    /// Rerun a workload that found something, to confirm it.
-    #[serde(default)]
-    pub confirm: Option<Confirm>,
-    /// Wait for the device to be idle and cool between workloads.
-    #[serde(default)]
-    pub wait_idle: bool,
-    /// A lock file that devices take in turn for the PCIe probe (several devices share
-    /// the host's links); none with one device.
-    #[serde(default)]
-    pub pcie_lock: Option<std::path::PathBuf>,
-    /// Test only: stop responding when the first workload starts, as a hung driver call
-    /// would (the watchdog's test).
-    #[serde(default)]
-    pub hang_for_test: bool,
-    /// Test only: die when the first workload starts, as a driver crash would.
-    #[serde(default)]
-    pub crash_for_test: bool,
-    /// Test only: when the first workload starts, loop in host-side work that shows
-    /// progress and never answers a stop (the parent's time bounds' test).
-    #[serde(default)]
-    pub busy_for_test: bool,
-}
-
-/// What a worker tells the parent, one JSON line each.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum WorkerMessage {
-    /// Evidence to append to the run's events.
-    Event(EventRecord),
-    /// Snapshot the device's counters now (`phase`, `before` or `after`).
-    Snapshot {
-        /// The workload phase.
-        phase: String,
-        /// `before` or `after`.
-        when: String,
-    },
-    /// The device finished work since the last message: it is not hung.
-    Alive,
-    /// Waiting to start the next workload until the parent sees the device idle and
-    /// cool and answers [`GO`] on stdin.
-    WaitIdle,
-    /// Waiting for its turn at the PCIe probe (other devices share the host's links):
-    /// time not counted against the device's budget.
-    WaitTurn,
-    /// Every workload has ended.
-    Done,
-}
-
-/// The parent's answer to [`WorkerMessage::WaitIdle`].
-pub const GO: &str = "go";
 
 /// The worker's stdout, shared by the test and the heartbeat.
 #[derive(Clone)]
@@ -95,10 +25,9 @@ struct Pipe(Arc<Mutex<std::io::Stdout>>);
 
 impl Pipe {
     fn send(&self, message: &WorkerMessage) {
-        let Ok(mut line) = serde_json::to_string(message) else {
+        let Some(line) = message.to_line() else {
             return;
         };
-        line.push('\n');
         // A parent that is gone cannot be told; the stdin watcher stops the work.
         if let Ok(mut out) = self.0.lock() {
             let _ = out.write_all(line.as_bytes());
@@ -125,7 +54,7 @@ impl EventSink for PipeSink {
 }
 
 /// Runs as a worker when the first argument is [`WORKER_ARG`], and exits; otherwise
-/// returns. Every binary that calls [`crate::run::run`] calls this first.
+/// returns. Every binary that calls [`super::run`] calls this first.
 pub fn main_if_worker() {
     if std::env::args().nth(1).as_deref() == Some(WORKER_ARG) {
         std::process::exit(worker_main());
@@ -135,16 +64,16 @@ pub fn main_if_worker() {
 fn worker_main() -> i32 {
     let mut line = String::new();
     let job: WorkerJob = match std::io::stdin().lock().read_line(&mut line) {
-        Ok(_) => match serde_json::from_str(&line) {
+        Ok(_) => match WorkerJob::parse(&line) {
             Ok(job) => job,
             Err(e) => {
                 let _ = writeln!(std::io::stderr(), "kiln worker: the job is not valid ({e})");
-                return crate::report::exit_code::USAGE;
+                return exit_code::USAGE;
             }
         },
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "kiln worker: no job on stdin ({e})");
-            return crate::report::exit_code::USAGE;
+            return exit_code::USAGE;
         }
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -436,13 +365,13 @@ fn run_planned(
     };
     let mut workloads = planned.config.build();
     let phase = planned.config.name().as_str();
-    let snapshot = |when: &str| {
+    let snapshot = |when: Boundary| {
         pipe.send(&WorkerMessage::Snapshot {
             phase: phase.into(),
-            when: when.into(),
+            when,
         })
     };
-    snapshot("before");
+    snapshot(Boundary::Before);
     let mut results = Vec::new();
     if let [first, second] = workloads.as_mut_slice() {
         if contexts.second.is_none() {
@@ -493,7 +422,7 @@ fn run_planned(
             results.push((w.name(), r));
         }
     }
-    snapshot("after");
+    snapshot(Boundary::After);
     validation_notes(events);
     let together = results.len() > 1;
     let mut failed = false;

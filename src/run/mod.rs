@@ -1,0 +1,264 @@
+//! `kiln run`: select the devices, start the telemetry, test every device at once (each
+//! in a worker process of its own), then judge the run directory and write the reports.
+//! [`run`] reads top to bottom in that order; each step's detail lives in its own module:
+//! the worker processes in [`supervisor`] (parent side), [`worker`] (device side) and
+//! [`protocol`] (what they say to each other), `--wait-idle` in [`idle`] and `--dry-run`
+//! in [`plan`].
+
+mod idle;
+mod plan;
+pub mod protocol;
+mod supervisor;
+pub mod worker;
+
+pub use idle::{COOL_TEMP_C, IDLE_UTIL_PCT, Idleness, WAIT_IDLE_MAX, idleness};
+pub use plan::{DevicePlan, Plan, PlannedStep, check_sizes, dry_run, plan_summary};
+pub use worker::main_if_worker;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::error::AppError;
+use crate::evidence::{
+    Event, EventSink, EvidenceError, JsonlWriter, Manifest, RunDir, default_run_dir, utc_timestamp,
+};
+use crate::gpu::DeviceInfo;
+use crate::report::Report;
+use crate::select::{Selection, select_for_run};
+use crate::telemetry;
+use crate::telemetry::record::{Boundary, Readings, TelemetryData};
+use crate::telemetry::sidecar::{RealClock, Sidecar};
+use crate::telemetry::summary::PREFLIGHT;
+use crate::verdict::thresholds::Thresholds;
+use crate::workload::registry::PlannedWorkload;
+
+/// Everything `kiln run` was asked to do.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The profile the plan came from (bundled name or path), for the manifest.
+    pub profile: String,
+    /// Device selectors (index, UUID, PCI address); empty: every GPU.
+    pub devices: Vec<String>,
+    /// Time budget per device, shared by the workloads by weight.
+    pub duration: Option<Duration>,
+    /// The workloads to run on every device, in order.
+    pub plan: Vec<PlannedWorkload>,
+    /// Stop a device's remaining workloads after the first that fails.
+    pub stop_on_first_failure: bool,
+    /// Rerun a workload that found something, to confirm it.
+    pub confirm: Option<crate::profile::Confirm>,
+    /// Wait for an idle, cool GPU before starting and between workloads.
+    pub wait_idle: bool,
+    /// Run directory.
+    pub out: Option<PathBuf>,
+    /// Bound on every wait for the device.
+    pub fence_timeout: Duration,
+    /// Show progress bars (only when stderr is a terminal).
+    pub progress: bool,
+    /// Telemetry sampling interval; None turns the sidecar off.
+    pub telemetry_interval: Option<Duration>,
+    /// Thresholds of the verdict rules.
+    pub thresholds: Thresholds,
+    /// The watchdog: a device with no progress for this long is abandoned as hung.
+    pub step_timeout: Duration,
+    /// Hooks for tests of the orchestration.
+    pub test_hooks: TestHooks,
+}
+
+/// Hooks that only tests use: several contexts on one device, and a planted hang.
+#[derive(Debug, Clone, Default)]
+pub struct TestHooks {
+    /// Open every selected device this many times, each as a device of its own (0 or 1:
+    /// once).
+    pub replicate: usize,
+    /// The device (by its place in the run) whose worker stops responding.
+    pub hang_slot: Option<usize>,
+    /// The device (by its place in the run) whose worker dies, as a driver crash would
+    /// kill it.
+    pub crash_slot: Option<usize>,
+    /// The device (by its place in the run) whose worker loops in host-side work that
+    /// shows progress but never answers a stop.
+    pub busy_slot: Option<usize>,
+}
+
+/// Signals received during a run: the first stops the workloads at their next step, the
+/// second ends the run at once.
+static SIGNALS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many signals this run has received.
+fn signals_received() -> usize {
+    SIGNALS.load(Ordering::SeqCst)
+}
+
+fn install_signal_handler() {
+    SIGNALS.store(0, Ordering::SeqCst);
+    // One handler per process: a second run in the same process keeps the first.
+    let _ = ctrlc::set_handler(|| {
+        SIGNALS.fetch_add(1, Ordering::SeqCst);
+    });
+}
+
+/// The devices of a run: each with its place in the run (`info.index`, the name every
+/// record uses) and its index in Vulkan's enumeration.
+fn slots(devices: Vec<DeviceInfo>, replicate: usize) -> Vec<(usize, DeviceInfo)> {
+    if replicate <= 1 {
+        return devices.into_iter().map(|d| (d.index, d)).collect();
+    }
+    // Test only: the same device opened by several workers, each its own context.
+    let mut out = Vec::new();
+    for d in devices {
+        for copy in 0..replicate {
+            let mut info = d.clone();
+            info.index = out.len();
+            info.name = format!("{} (context {copy})", d.name);
+            out.push((d.index, info));
+        }
+    }
+    out
+}
+
+/// Runs the test on every selected device, all at once, each in its own worker process,
+/// and writes the run directory.
+pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
+    let started = Instant::now();
+    let started_utc = utc_timestamp(SystemTime::now());
+    let Selection {
+        devices,
+        stand_in,
+        not_tested,
+        mut notes,
+    } = select_for_run(&opts.devices)?;
+    // What the user asked of each device must fit it: refused before anything starts.
+    check_sizes(&devices, &opts.plan)?;
+    let slots = slots(devices, opts.test_hooks.replicate);
+    let infos: Vec<DeviceInfo> = slots.iter().map(|(_, info)| info.clone()).collect();
+    let dir_path = opts.out.clone().unwrap_or_else(default_run_dir);
+    // A run directory that cannot be made is the user's choice to fix: a usage error.
+    let run_dir = RunDir::create(&dir_path).map_err(|e| AppError::Usage(e.to_string()))?;
+    let settings = serde_json::json!({
+        "profile": &opts.profile,
+        "duration_s": opts.duration.map(|d| d.as_secs_f64()),
+        "fence_timeout_s": opts.fence_timeout.as_secs_f64(),
+        "step_timeout_s": opts.step_timeout.as_secs_f64(),
+        "telemetry_interval_s": opts.telemetry_interval.map(|d| d.as_secs_f64()),
+        "stop_on_first_failure": opts.stop_on_first_failure,
+        "plan": &opts.plan,
+    });
+    let mut manifest = Manifest::new(infos.clone(), settings, started_utc);
+    manifest.stand_in = stand_in;
+    manifest.not_tested = not_tested;
+    run_dir.write_manifest(&manifest)?;
+    let mut events = run_dir.events(started)?;
+    let latest = Latest::default();
+    let mut latest_from = None;
+    let sidecar = match opts.telemetry_interval {
+        // Nothing to watch when no device can be tested.
+        _ if infos.is_empty() => None,
+        Some(interval) => {
+            let (sidecar, readings, telemetry_notes) =
+                start_telemetry(&run_dir, &infos, interval, started)?;
+            notes.extend(telemetry_notes);
+            latest_from = Some(readings);
+            Some(sidecar)
+        }
+        None => {
+            notes.push("telemetry off (--telemetry-interval 0): no temperature, power, clock or counter evidence".into());
+            None
+        }
+    };
+    for note in &notes {
+        events.emit(
+            None,
+            Event::Note {
+                message: note.clone(),
+            },
+        );
+    }
+    if let Some(s) = &sidecar {
+        preflight(s, &infos, opts.telemetry_interval.unwrap_or_default());
+    }
+    install_signal_handler();
+    let latest = latest_from.unwrap_or(latest);
+    if opts.wait_idle && !infos.is_empty() {
+        idle::wait_until_idle(&infos, &latest, &mut events);
+    }
+    if !slots.is_empty() {
+        supervisor::supervise(opts, &slots, &mut events, sidecar.as_ref(), &latest)?;
+    }
+    if let Some(s) = sidecar {
+        s.stop();
+    }
+    // The run's own evidence unreadable is a run that could not be judged, not a usage error.
+    let mut report = crate::verdict::judge_dir(run_dir.path(), &opts.thresholds, true)
+        .map_err(|e| AppError::Start(format!("the run's evidence could not be read back: {e}")))?;
+    report.wall_s = started.elapsed().as_secs_f64();
+    if let Err(e) = events.check() {
+        report
+            .notes
+            .push(format!("some evidence could not be written: {e}"));
+    }
+    events.emit(
+        None,
+        Event::RunEnd {
+            exit_code: report.exit_code,
+            result: report.result.word().to_lowercase(),
+        },
+    );
+    crate::report::write_all(run_dir.path(), &report).map_err(|e| {
+        AppError::Evidence(EvidenceError::Io {
+            path: run_dir.path().to_owned(),
+            message: e.to_string(),
+        })
+    })?;
+    Ok(report)
+}
+
+/// Before any load: the counters (ECC, remaps, retired pages, replays, AER) and a second of
+/// idle samples (throttle reasons, clocks, temperature, power at rest) as a phase of its
+/// own, `preflight`, so that what was wrong before kiln touched the card is told apart from
+/// what its load did. The identity (driver, other processes) and the Xid history were read
+/// when the sidecar started.
+fn preflight(sidecar: &Sidecar, devices: &[DeviceInfo], interval: Duration) {
+    for d in devices {
+        sidecar.snapshot(Some(d.index), PREFLIGHT, Boundary::Before);
+    }
+    std::thread::sleep((interval * 3).max(Duration::from_secs(1)));
+    for d in devices {
+        sidecar.snapshot(Some(d.index), PREFLIGHT, Boundary::After);
+    }
+}
+
+/// Starts the sidecar writing `telemetry.jsonl`; returns it and the facts about what
+/// cannot be read here.
+fn start_telemetry(
+    run_dir: &RunDir,
+    devices: &[DeviceInfo],
+    interval: Duration,
+    started: Instant,
+) -> Result<(Sidecar, Latest, Vec<String>), AppError> {
+    let (sources, notes) = telemetry::live_sources(devices);
+    let mut out = JsonlWriter::create(&run_dir.path().join("telemetry.jsonl"))?;
+    let latest = Latest::default();
+    let keep = Arc::clone(&latest);
+    let sidecar = Sidecar::spawn(
+        sources,
+        interval,
+        Arc::new(RealClock::new(started)),
+        Box::new(move |record| {
+            if let (Some(d), TelemetryData::Sample { readings }) = (record.device, &record.data)
+                && let Ok(mut map) = keep.lock()
+            {
+                map.insert(d, readings.clone());
+            }
+            out.append(&record)
+        }),
+    )
+    .map_err(|e| AppError::Start(format!("could not start the telemetry thread: {e}")))?;
+    Ok((sidecar, latest, notes))
+}
+
+/// Each device's latest telemetry sample, for deciding when it is idle.
+type Latest = Arc<Mutex<BTreeMap<usize, Readings>>>;
