@@ -392,7 +392,7 @@ pub fn bench_compute(opts: &ComputeBenchOptions) -> Result<ComputeBenchReport, A
         &mut sink,
     )
     .map_err(AppError::from)?;
-    if let Some(e) = report.device_error {
+    if let Some(e) = report.run.device_error {
         return Err(AppError::Gpu(crate::gpu::GpuError::Unsupported(e)));
     }
     let kind = |k: ComputeKind| report.kinds.iter().find(|r| r.kind == k);

@@ -252,12 +252,14 @@ fn run_options(
         match &mut p.config {
             WorkloadConfig::Vram(v) => vram_overrides(v),
             WorkloadConfig::Compute(c) => compute_overrides(c),
-            WorkloadConfig::Heat { vram, compute } => {
-                vram_overrides(vram);
-                compute_overrides(compute);
+            WorkloadConfig::Heat(h) => {
+                vram_overrides(&mut h.vram);
+                compute_overrides(&mut h.compute);
             }
             WorkloadConfig::Pcie(c) => c.max_bytes = args.pcie_max_bytes.unwrap_or(c.max_bytes),
-            WorkloadConfig::Fragment(_) => {}
+            // The command line's flags are for the workloads above; the others take their
+            // settings from profiles.
+            _ => {}
         }
     }
     check_every_flag_applies(args, &plan)?;

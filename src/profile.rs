@@ -13,6 +13,7 @@ use crate::units::{format_exact, parse_duration, parse_size};
 use crate::verdict::thresholds::Thresholds;
 use crate::workload::compute::{ComputeConfig, LoadShape};
 use crate::workload::fragment::FragmentConfig;
+use crate::workload::heat::HeatConfig;
 use crate::workload::pcie::PcieConfig;
 use crate::workload::registry::{PlannedWorkload, WorkloadConfig, WorkloadName};
 use crate::workload::vram::VramConfig;
@@ -580,10 +581,10 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
     let config = match name {
         WorkloadName::Vram => WorkloadConfig::Vram(vram_config(r, w)?),
         WorkloadName::Compute => WorkloadConfig::Compute(compute_config(r, w, rounds)?),
-        WorkloadName::Heat => WorkloadConfig::Heat {
+        WorkloadName::Heat => WorkloadConfig::Heat(HeatConfig {
             vram: vram_config(r, w)?,
             compute: compute_config(r, w, rounds)?,
-        },
+        }),
         WorkloadName::Pcie => {
             let mut c = PcieConfig::default();
             if let Some(m) = &w.max_bytes {

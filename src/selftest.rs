@@ -190,7 +190,7 @@ fn one_run(
     };
     let mut sink = MemorySink::default();
     let report = test.run_report(ctx, &RunControl::new(None), &mut sink)?;
-    if let Some(e) = &report.device_error {
+    if let Some(e) = &report.run.device_error {
         return Err(AppError::Gpu(crate::gpu::GpuError::Unsupported(format!(
             "the self-test run failed on the device: {e}"
         ))));

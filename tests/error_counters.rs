@@ -92,7 +92,7 @@ fn run_all_wrong(layout: AccessLayout) -> (VramReport, Duration, Duration) {
          errors {}, device error {:?}",
         TESTED_BYTES / MIB,
         report.errors_total,
-        report.device_error
+        report.run.device_error
     );
     (report, verify_wall, took)
 }
@@ -105,8 +105,8 @@ fn every_word_wrong_is_counted_exactly_within_the_fence_timeout() {
     assert!(expected.errors >= TESTED_BYTES / 4 - 1, "{expected:?}");
     for layout in [AccessLayout::Contiguous, AccessLayout::Coalesced] {
         let (report, verify_wall, _) = run_all_wrong(layout);
-        assert_eq!(report.device_error, None, "{layout:?}");
-        assert_eq!(report.stopped_early, None, "{layout:?}");
+        assert_eq!(report.run.device_error, None, "{layout:?}");
+        assert_eq!(report.run.stopped_early, None, "{layout:?}");
         assert_eq!(report.coverage.tested_bytes, TESTED_BYTES, "{layout:?}");
         // Well within one fence timeout, though the timeout applies to each submission.
         assert!(
@@ -169,7 +169,7 @@ fn invocations_with_uneven_error_counts_are_counted_exactly() {
     cfg.planted = words.iter().map(|&w| flip(w, xor(w))).collect();
     cfg.retest_cap = 4;
     let (report, _) = run(cfg);
-    assert_eq!(report.device_error, None);
+    assert_eq!(report.run.device_error, None);
     assert_eq!(report.errors_total, words.len() as u64);
     assert_eq!(report.records.len(), words.len());
     let mut flipped_bits = vec![0u64; 33];
@@ -213,7 +213,7 @@ fn one_wrong_compute_lane_is_still_reported_exactly() {
         .run_report(&mut ctx, &RunControl::new(None), &mut sink)
         .unwrap();
         let k = &report.kinds[0];
-        assert_eq!(report.device_error, None, "{kind:?}");
+        assert_eq!(report.run.device_error, None, "{kind:?}");
         assert_eq!(k.mismatches, 2, "{kind:?}: one per round");
         assert_eq!(k.cpu_mismatches, 0, "{kind:?}");
         assert!(k.cpu_checked > 0, "{kind:?}: the CPU samples still arrive");
@@ -252,7 +252,7 @@ fn the_device_checksum_still_catches_one_corrupted_byte() {
     }
     .run_report(&mut ctx, &RunControl::new(None), &mut sink)
     .unwrap();
-    assert_eq!(report.device_error, None);
+    assert_eq!(report.run.device_error, None);
     let c = report.corruption.first().expect("the corruption is found");
     assert_eq!(c.direction, "h2d", "the device's checksum disagreed: {c:?}");
     assert_eq!(c.offset, 3 * MIB + 7);

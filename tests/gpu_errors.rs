@@ -81,6 +81,7 @@ fn a_fence_wait_past_its_bound_is_a_timeout_naming_the_work_and_the_context_reco
     .run_report(&mut ctx, &RunControl::new(None), &mut sink)
     .unwrap();
     let error = report
+        .run
         .device_error
         .clone()
         .expect("the 1 ns bound runs out");

@@ -119,6 +119,7 @@ fn the_probe_stops_within_one_size_of_its_budget() {
     );
     assert!(
         report
+            .run
             .stopped_early
             .as_deref()
             .unwrap()

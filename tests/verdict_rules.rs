@@ -82,7 +82,7 @@ fn judged(fixture: &str) -> DeviceReport {
         workload: "vram".into(),
         status: kiln::workload::WorkloadStatus::Passed,
         headline: "no errors".into(),
-        summary: serde_json::json!({}),
+        summary: kiln::workload::WorkloadResult::from_json("vram", serde_json::json!({})),
     };
     let mut d = DeviceReport::new(&info(), vec![outcome], None);
     d.telemetry = summarize(&records);

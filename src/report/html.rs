@@ -7,9 +7,8 @@ use std::fmt::Write as _;
 use super::{DeviceReport, DeviceResult, Report};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::signals;
-use crate::workload::compute::ComputeReport;
-use crate::workload::pcie::PcieReport;
-use crate::workload::vram::VramReport;
+use crate::workload::Section;
+use crate::workload::show::OffsetPoint;
 
 fn esc(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -101,7 +100,7 @@ fn line_chart(
 }
 
 /// Horizontal bars with an optional reference mark.
-fn bars(title: &str, unit: &str, items: &[(String, f64, Option<f64>)]) -> String {
+fn bars_chart(title: &str, unit: &str, items: &[(String, f64, Option<f64>)]) -> String {
     let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
     let max = items
         .iter()
@@ -138,37 +137,31 @@ fn bars(title: &str, unit: &str, items: &[(String, f64, Option<f64>)]) -> String
     svg
 }
 
-/// Wrong words: offset (x) against the step of the run (y).
-fn error_map(v: &VramReport) -> String {
-    let mut svg = String::from(
-        "<figure><figcaption>VRAM error map: offset in the tested memory (x) against pass and step (y)</figcaption>",
-    );
-    if v.records.is_empty() {
-        svg.push_str("<p class=\"none\">no wrong words</p></figure>");
+/// Points over a span of memory: offset (x) against their row (y), each with its tooltip.
+fn offset_map(
+    title: &str,
+    span_bytes: u64,
+    rows: usize,
+    points: &[OffsetPoint],
+    none: &str,
+) -> String {
+    let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
+    if points.is_empty() {
+        let _ = write!(svg, "<p class=\"none\">{}</p></figure>", esc(none));
         return svg;
     }
-    let total = v.sizing.allocated_bytes.max(1) as f64;
-    let steps: Vec<(u32, u32)> = {
-        let mut s: Vec<(u32, u32)> = v.records.iter().map(|r| (r.pass, r.step)).collect();
-        s.sort_unstable();
-        s.dedup();
-        s
-    };
+    let total = span_bytes.max(1) as f64;
     let _ = write!(
         svg,
         "<svg viewBox=\"0 0 {W} {H}\" role=\"img\" class=\"chart\">"
     );
-    for r in &v.records {
-        let row = steps
-            .iter()
-            .position(|s| *s == (r.pass, r.step))
-            .unwrap_or(0) as f64;
-        let x = PAD + r.offset_bytes as f64 / total * (W - 2.0 * PAD);
-        let y = PAD / 2.0 + row / steps.len().max(1) as f64 * (H - PAD);
+    for p in points {
+        let x = PAD + p.offset_bytes as f64 / total * (W - 2.0 * PAD);
+        let y = PAD / 2.0 + p.row as f64 / rows.max(1) as f64 * (H - PAD);
         let _ = write!(
             svg,
-            "<circle class=\"err\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\"><title>0x{:x}: expected 0x{:08x}, read 0x{:08x}</title></circle>",
-            r.offset_bytes, r.expected, r.actual
+            "<circle class=\"err\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\"><title>{}</title></circle>",
+            esc(&p.title)
         );
     }
     svg.push_str("</svg></figure>");
@@ -292,51 +285,24 @@ fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryReco
             w.status,
             esc(&w.headline)
         );
-        if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
-            out.push_str(&error_map(&v));
-            let bits: Vec<(String, f64, Option<f64>)> = v
-                .histograms
-                .bit_position
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| **n > 0)
-                .map(|(b, n)| (format!("bit {b}"), *n as f64, None))
-                .collect();
-            if !bits.is_empty() {
-                out.push_str(&bars("Failing bit positions", "words", &bits));
+        for section in w.summary.sections() {
+            match section {
+                Section::Lines(_) => {}
+                Section::Bars { title, unit, bars } => {
+                    let items: Vec<(String, f64, Option<f64>)> = bars
+                        .into_iter()
+                        .map(|b| (b.label, b.value, b.mark))
+                        .collect();
+                    out.push_str(&bars_chart(&title, &unit, &items));
+                }
+                Section::OffsetMap {
+                    title,
+                    span_bytes,
+                    rows,
+                    points,
+                    none,
+                } => out.push_str(&offset_map(&title, span_bytes, rows, &points, &none)),
             }
-            let t = &v.throughput;
-            out.push_str(&bars(
-                "VRAM test throughput",
-                "GiB/s",
-                &[
-                    ("write".into(), t.write.gib_per_s, None),
-                    ("verify".into(), t.verify.gib_per_s, None),
-                    (
-                        "combined per wall second".into(),
-                        t.combined_gib_per_wall_s,
-                        None,
-                    ),
-                ],
-            ));
-        } else if let Ok(c) = serde_json::from_value::<ComputeReport>(w.summary.clone()) {
-            let items: Vec<(String, f64, Option<f64>)> = c
-                .kinds
-                .iter()
-                .map(|k| (format!("{:?}", k.kind), k.gops, Some(k.best_gops)))
-                .collect();
-            out.push_str(&bars("Compute rate (mark: best round)", "G ops/s", &items));
-        } else if let Ok(p) = serde_json::from_value::<PcieReport>(w.summary.clone()) {
-            let theory = p.link.as_ref().and_then(|l| l.theoretical_gbps);
-            out.push_str(&bars(
-                "PCIe bandwidth (mark: the link's theory, where known)",
-                "GB/s",
-                &[
-                    ("host to device".into(), p.peak_h2d_gbps, theory),
-                    ("device to host".into(), p.peak_d2h_gbps, theory),
-                    ("both at once".into(), p.peak_bidir_gbps, None),
-                ],
-            ));
         }
     }
     out.push_str("</section>");

@@ -165,7 +165,7 @@ mod tests {
             workload: name.into(),
             status,
             headline: "a < b & c".into(),
-            summary: serde_json::Value::Null,
+            summary: crate::workload::WorkloadResult::from_json(name, serde_json::Value::Null),
         };
         let mut failed = crate::report::DeviceReport::new(
             &info,

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{DeviceResult, Report};
-use crate::workload::WorkloadStatus;
+use crate::workload::{WorkloadStatus, registry};
 
 fn escape(value: &str) -> String {
     value
@@ -103,50 +103,23 @@ pub fn render(report: &Report, run_unix_seconds: u64) -> String {
         "A finding of the last kiln run (1 per finding).",
         findings,
     );
-    let summary_number = |d: &super::DeviceReport, workload: &str, path: &[&str]| {
-        let w = d.workloads.iter().find(|w| w.workload == workload)?;
-        let mut v = &w.summary;
-        for key in path {
-            v = v.get(key)?;
-        }
-        v.as_f64()
-    };
-    let per_device = |workload: &str, path: &[&str]| -> Vec<(String, f64)> {
-        devices
+    // Each workload's numbers, per device from its first outcome that gives them (a rerun
+    // to confirm repeats the first run's).
+    for fam in registry::metric_families() {
+        let samples = devices
             .iter()
-            .filter_map(|d| summary_number(d, workload, path).map(|v| (labels(d), v)))
-            .collect()
-    };
-    family(
-        "kiln_vram_tested_bytes",
-        "gauge",
-        "Bytes of VRAM the last run tested.",
-        per_device("vram", &["coverage", "tested_bytes"]),
-    );
-    family(
-        "kiln_vram_errors",
-        "gauge",
-        "Wrong words the last run's VRAM test found.",
-        per_device("vram", &["errors_total"]),
-    );
-    family(
-        "kiln_pcie_h2d_bytes_per_second",
-        "gauge",
-        "Best host-to-device rate of the last run.",
-        per_device("pcie", &["peak_h2d_gbps"])
-            .into_iter()
-            .map(|(l, v)| (l, v * 1e9))
-            .collect(),
-    );
-    family(
-        "kiln_pcie_d2h_bytes_per_second",
-        "gauge",
-        "Best device-to-host rate of the last run.",
-        per_device("pcie", &["peak_d2h_gbps"])
-            .into_iter()
-            .map(|(l, v)| (l, v * 1e9))
-            .collect(),
-    );
+            .filter_map(|d| {
+                d.workloads.iter().find_map(|w| {
+                    w.summary
+                        .metrics()
+                        .into_iter()
+                        .find(|m| m.family == fam.name)
+                        .map(|m| (labels(d), m.value))
+                })
+            })
+            .collect();
+        family(fam.name, "gauge", fam.help, samples);
+    }
     family(
         "kiln_last_run_timestamp_seconds",
         "gauge",

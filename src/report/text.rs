@@ -5,9 +5,7 @@ use std::fmt::Write;
 use super::Report;
 use crate::telemetry::signals;
 use crate::telemetry::summary::PhaseTelemetry;
-use crate::units::format_bytes;
-use crate::workload::compute::ComputeReport;
-use crate::workload::vram::VramReport;
+use crate::workload::Section;
 
 /// Renders the human summary of a run.
 pub fn summary(report: &Report) -> String {
@@ -34,12 +32,20 @@ pub fn summary(report: &Report) -> String {
                     w.workload
                 );
             }
-            if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
-                vram_lines(&mut out, &v);
-            } else if let Ok(c) = serde_json::from_value::<ComputeReport>(w.summary.clone()) {
-                compute_lines(&mut out, &c, &w.headline);
-            } else {
+            let lines: Vec<String> = w
+                .summary
+                .sections()
+                .into_iter()
+                .flat_map(|s| match s {
+                    Section::Lines(lines) => lines,
+                    _ => Vec::new(),
+                })
+                .collect();
+            if lines.is_empty() {
                 let _ = writeln!(out, "  {}: {}", w.workload, w.headline);
+            }
+            for line in lines {
+                let _ = writeln!(out, "  {}: {line}", w.workload);
             }
         }
         for p in &d.telemetry {
@@ -132,125 +138,4 @@ fn telemetry_line(out: &mut String, p: &PhaseTelemetry) {
         parts.push(format!("Xid {}", codes.join(",")));
     }
     let _ = writeln!(out, "  telemetry {}: {}", p.phase, parts.join(", "));
-}
-
-fn compute_lines(out: &mut String, c: &ComputeReport, headline: &str) {
-    let _ = writeln!(out, "  compute: {headline}");
-    for k in &c.kinds {
-        let _ = writeln!(
-            out,
-            "  compute: {:?} {} rounds, {:.1} G ops/s, {} mismatches, {} CPU-checked ({} wrong), {} non-finite",
-            k.kind, k.rounds, k.gops, k.mismatches, k.cpu_checked, k.cpu_mismatches, k.nonfinite
-        );
-    }
-    for l in &c.levels {
-        let _ = writeln!(
-            out,
-            "  compute: load {:.0}%: {:.1} G ops per wall second",
-            l.duty * 100.0,
-            l.gops_per_wall_s
-        );
-    }
-    for m in c.records.iter().take(10) {
-        let _ = writeln!(
-            out,
-            "  compute: {:?} item {} (invocation {} then {:?}, workgroup {:?}) expected {:08x?} got {:08x?} [{} round {}]",
-            m.kind,
-            m.item,
-            m.first_invocation,
-            m.second_invocation,
-            m.second_workgroup,
-            m.expected,
-            m.actual,
-            m.check,
-            m.round
-        );
-    }
-}
-
-fn vram_lines(out: &mut String, v: &VramReport) {
-    let s = &v.sizing;
-    let c = &v.coverage;
-    let t = &v.throughput;
-    let _ = writeln!(
-        out,
-        "  vram: tested {} = {:.1}% of sized, {:.1}% of the {} heap, {:.1}% of {} free at start ({})",
-        format_bytes(c.tested_bytes),
-        c.of_sized * 100.0,
-        c.of_heap * 100.0,
-        format_bytes(s.heap_bytes),
-        c.of_free * 100.0,
-        format_bytes(s.free_at_start_bytes),
-        s.free_source
-    );
-    let passes: Vec<String> = v
-        .algorithms
-        .iter()
-        .map(|a| format!("{} x{}", a.algorithm.name(), a.passes_completed))
-        .collect();
-    let _ = writeln!(out, "  vram: passes {}", passes.join(", "));
-    let _ = writeln!(
-        out,
-        "  vram: write {:.2} GiB/s, verify {:.2} GiB/s, combined {:.2} GiB/s per wall second ({})",
-        t.write.gib_per_s, t.verify.gib_per_s, t.combined_gib_per_wall_s, t.timing_source
-    );
-    if v.errors_total > 0 {
-        let _ = writeln!(
-            out,
-            "  vram: {} wrong words, {} recorded; flips 0->1 {}, 1->0 {}",
-            v.errors_total,
-            v.records.len(),
-            v.histograms.zero_to_one,
-            v.histograms.one_to_zero
-        );
-        let bits: Vec<String> = v
-            .histograms
-            .bit_position
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| **n > 0)
-            .map(|(b, n)| format!("bit{b}:{n}"))
-            .collect();
-        let _ = writeln!(out, "  vram: failing bits {}", bits.join(" "));
-        for r in v.records.iter().take(10) {
-            let _ = writeln!(
-                out,
-                "  vram: offset 0x{:012x} (buffer {} +0x{:x}) expected 0x{:08x} read 0x{:08x} {:?} [{} pass {} step {}]",
-                r.offset_bytes,
-                r.buffer,
-                r.buffer_offset_bytes,
-                r.expected,
-                r.actual,
-                r.shape,
-                r.algorithm.name(),
-                r.pass,
-                r.step
-            );
-        }
-        if v.records.len() > 10 {
-            let _ = writeln!(
-                out,
-                "  vram: ... {} more records in report.json",
-                v.records.len() - 10
-            );
-        }
-        let mut classes: Vec<(String, usize)> = Vec::new();
-        for r in &v.retests {
-            let name = format!("{:?}", r.class);
-            match classes.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, n)) => *n += 1,
-                None => classes.push((name, 1)),
-            }
-        }
-        if !classes.is_empty() {
-            let list: Vec<String> = classes.iter().map(|(n, c)| format!("{n} {c}")).collect();
-            let _ = writeln!(out, "  vram: retests {}", list.join(", "));
-        }
-    }
-    if let Some(e) = &v.device_error {
-        let _ = writeln!(out, "  vram: device error: {e}");
-    }
-    if let Some(s) = &v.stopped_early {
-        let _ = writeln!(out, "  vram: stopped early: {s}");
-    }
 }

@@ -4,8 +4,8 @@ use super::RunOptions;
 use crate::error::AppError;
 use crate::gpu::DeviceInfo;
 use crate::select::{Selection, select_for_run};
-use crate::workload::WorkloadError;
-use crate::workload::registry::{PlannedWorkload, WorkloadConfig, WorkloadName};
+use crate::workload::PlanDetail;
+use crate::workload::registry::{PlannedWorkload, WorkloadName};
 
 /// What `kiln run` would do, without doing it (`--dry-run`).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -57,11 +57,8 @@ pub struct PlannedStep {
 /// usage error before the run starts (the device's own state is the workload's to record).
 pub fn check_sizes(devices: &[DeviceInfo], plan: &[PlannedWorkload]) -> Result<(), AppError> {
     for info in devices {
-        for v in plan.iter().filter_map(|p| p.config.vram()) {
-            match crate::workload::vram::plan_size(info, v) {
-                Err(WorkloadError::Config(why)) => return Err(AppError::Usage(why)),
-                Ok(_) | Err(WorkloadError::Gpu(_)) => {}
-            }
+        for p in plan {
+            p.config.describe(info).map_err(AppError::Usage)?;
         }
     }
     Ok(())
@@ -91,56 +88,16 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
         let mut heap_bytes = None;
         let mut steps = Vec::new();
         for p in &opts.plan {
-            let sized = match p
-                .config
-                .vram()
-                .map(|v| crate::workload::vram::plan_size(info, v))
-            {
-                Some(Ok(sizing)) => {
-                    vram_bytes = vram_bytes.max(Some(sizing.sized_bytes));
-                    heap_bytes = Some(sizing.heap_bytes);
-                    format!("{} GiB", gib(sizing.sized_bytes))
-                }
-                // The device's state (no memory free): the run would record it.
-                Some(Err(e)) => format!("no memory ({e})"),
-                None => String::new(),
-            };
-            let detail = match &p.config {
-                WorkloadConfig::Vram(c) => {
-                    format!(
-                        "{sized} with {}, {}",
-                        c.algorithms
-                            .iter()
-                            .map(|a| a.name())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        match c.passes {
-                            Some(1) => "1 pass".into(),
-                            Some(n) => format!("{n} passes"),
-                            None => "passes until the budget ends".into(),
-                        }
-                    )
-                }
-                WorkloadConfig::Compute(c) => format!(
-                    "{} load, fp32/int32/fp16 verified{}",
-                    shape_name(&c.shape),
-                    c.rounds
-                        .map(|r| format!(", {r} rounds"))
-                        .unwrap_or_default()
-                ),
-                WorkloadConfig::Pcie(c) => format!(
-                    "transfers from {} KiB to {} MiB, each way and both, verified",
-                    c.min_bytes >> 10,
-                    c.max_bytes >> 20
-                ),
-                WorkloadConfig::Fragment(_) => {
-                    "allocate and free under a memory cap; fragmentation and leaks".into()
-                }
-                WorkloadConfig::Heat { compute, .. } => format!(
-                    "{sized} of VRAM patterns and {} compute at once, for heat",
-                    shape_name(&compute.shape)
-                ),
-            };
+            // Settings that cannot fit a device were refused by check_sizes above.
+            let planned = p.config.describe(info).unwrap_or_else(|why| PlanDetail {
+                detail: why,
+                ..PlanDetail::default()
+            });
+            if planned.vram_bytes.is_some() {
+                vram_bytes = vram_bytes.max(planned.vram_bytes);
+                heap_bytes = planned.heap_bytes;
+            }
+            let detail = planned.detail;
             steps.push(PlannedStep {
                 workload: p.config.name(),
                 weight: p.weight,
@@ -166,16 +123,6 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
         notes,
         devices: plans,
     })
-}
-
-fn shape_name(shape: &crate::workload::compute::LoadShape) -> String {
-    match shape {
-        crate::workload::compute::LoadShape::Steady => "steady".to_owned(),
-        crate::workload::compute::LoadShape::Pulsed { on_ms, off_ms } => {
-            format!("pulsed ({on_ms} ms on / {off_ms} ms off)")
-        }
-        crate::workload::compute::LoadShape::Sweep => "swept 10%..100%".to_owned(),
-    }
 }
 
 fn gib(bytes: u64) -> String {

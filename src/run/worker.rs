@@ -431,7 +431,7 @@ fn run_planned(
             Ok(mut outcome) => {
                 failed |= outcome.status == WorkloadStatus::Failed;
                 if together {
-                    outcome.mark_together_with(phase);
+                    outcome.summary.envelope_mut().together_with = Some(phase.to_owned());
                 }
                 events.emit(
                     device,
@@ -439,7 +439,7 @@ fn run_planned(
                         workload: outcome.workload.clone(),
                         status: outcome.status.name().into(),
                         headline: outcome.headline.clone(),
-                        summary: outcome.summary.clone(),
+                        summary: outcome.summary.to_json(),
                     },
                 );
             }

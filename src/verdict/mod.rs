@@ -16,7 +16,7 @@ use crate::gpu::DeviceInfo;
 use crate::report::{DeviceFailure, DeviceReport, Report};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::summary::summarize;
-use crate::workload::{WorkloadOutcome, WorkloadStatus};
+use crate::workload::{WorkloadOutcome, WorkloadResult, WorkloadStatus};
 
 /// Why a run directory could not be judged.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +110,7 @@ pub fn judge_dir(
                         } else {
                             headline.clone()
                         },
-                        summary: summary.clone(),
+                        summary: WorkloadResult::from_json(workload, summary.clone()),
                     });
                 }
             }

@@ -13,6 +13,7 @@ use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::telemetry::throttle::ThrottleReason;
 use crate::telemetry::{cause, signals};
+use crate::workload::WorkloadResult;
 use crate::workload::compute::ComputeReport;
 use crate::workload::fragment::FragmentReport;
 use crate::workload::pcie::PcieReport;
@@ -80,31 +81,17 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     let mut from_runs: Vec<(&str, Vec<Finding>)> = Vec::new();
     for w in &device.workloads {
         let mut out = Vec::new();
-        match w.workload.as_str() {
-            "vram" => {
-                if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
-                    vram(&v, &mut out);
-                    // Rates measured beside another load are not the device's alone.
-                    if w.together_with().is_none() {
-                        vram_bandwidth(device, &v, t, &mut out);
-                    }
+        match &w.summary {
+            WorkloadResult::Vram(v) => {
+                vram(v, &mut out);
+                // Rates measured beside another load are not the device's alone.
+                if w.together_with().is_none() {
+                    vram_bandwidth(device, v, t, &mut out);
                 }
             }
-            "compute" => {
-                if let Ok(c) = serde_json::from_value::<ComputeReport>(w.summary.clone()) {
-                    compute(&c, &mut out);
-                }
-            }
-            "pcie" => {
-                if let Ok(p) = serde_json::from_value::<PcieReport>(w.summary.clone()) {
-                    pcie(&p, t, &mut out);
-                }
-            }
-            "fragment" => {
-                if let Ok(f) = serde_json::from_value::<FragmentReport>(w.summary.clone()) {
-                    fragment(&f, &mut out);
-                }
-            }
+            WorkloadResult::Compute(c) => compute(c, &mut out),
+            WorkloadResult::Pcie(p) => pcie(p, t, &mut out),
+            WorkloadResult::Fragment(f) => fragment(f, &mut out),
             _ => {}
         }
         from_runs.push((w.workload.as_str(), out));
@@ -338,11 +325,7 @@ fn pcie(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
     else {
         return;
     };
-    if p.sizes.is_empty()
-        || p.stopped_early.is_some()
-        || p.device_error.is_some()
-        || !p.staging_in_host_memory
-    {
+    if p.sizes.is_empty() || p.run.cut_short() || !p.staging_in_host_memory {
         return;
     }
     let (h2d, d2h, source) = pcie_reached(generation);
@@ -413,7 +396,7 @@ fn slowdown_explanation(p: &PhaseTelemetry, t: &Thresholds) -> Vec<String> {
 /// at medium confidence against a site's own floor and low against the built-in reference
 /// (which was measured by other tools' kernels, not kiln's).
 fn vram_bandwidth(device: &DeviceReport, v: &VramReport, t: &Thresholds, out: &mut Vec<Finding>) {
-    if v.stopped_early.is_some() || v.device_error.is_some() || v.throughput.sweep_wall_s <= 0.0 {
+    if v.run.cut_short() || v.throughput.sweep_wall_s <= 0.0 {
         return;
     }
     let (floor_gbps, source, confidence) = if t.vram_floor_gbps > 0.0 {
@@ -1071,12 +1054,7 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
     let mut errors: Vec<String> = device
         .workloads
         .iter()
-        .filter_map(|w| {
-            w.summary
-                .get("device_error")
-                .and_then(|e| e.as_str())
-                .map(str::to_owned)
-        })
+        .filter_map(|w| w.summary.envelope().device_error.clone())
         .collect();
     // A worker the watchdog abandoned, or one that died, ended its test as a loss does.
     let stopped = device
@@ -1251,36 +1229,7 @@ pub fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
         ) && w.together_with().is_none()
     };
     for w in device.workloads.iter().filter(finished) {
-        match w.workload.as_str() {
-            "vram" => {
-                if let Ok(v) = serde_json::from_value::<VramReport>(w.summary.clone()) {
-                    out.push((
-                        "vram_gib_per_s",
-                        v.throughput
-                            .write
-                            .gib_per_s
-                            .max(v.throughput.verify.gib_per_s),
-                    ));
-                }
-            }
-            "compute" => {
-                if let Ok(c) = serde_json::from_value::<ComputeReport>(w.summary.clone()) {
-                    out.extend(
-                        c.kinds
-                            .iter()
-                            .filter(|k| k.rounds > 0)
-                            .map(|k| (k.kind.rate_name(), k.gops)),
-                    );
-                }
-            }
-            "pcie" => {
-                if let Ok(p) = serde_json::from_value::<PcieReport>(w.summary.clone()) {
-                    out.push(("pcie_h2d_gbps", p.peak_h2d_gbps));
-                    out.push(("pcie_d2h_gbps", p.peak_d2h_gbps));
-                }
-            }
-            _ => {}
-        }
+        out.extend(w.summary.rates());
     }
     out.retain(|(_, v)| v.is_finite() && *v > 0.0);
     out

@@ -8,15 +8,17 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::show::{Bar, Metric, MetricFamily, Section};
 use super::{
-    Report, RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus,
-    record_device_error,
+    Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
+    WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
 use crate::gpu::{
-    Binding, BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, Pipeline, ShaderCode,
-    embedded_shader,
+    Binding, BufferKind, DeviceContext, DeviceInfo, GpuBuffer, GpuError, GpuResult, Pipeline,
+    ShaderCode, embedded_shader,
 };
+use crate::verdict::findings::Finding;
 
 /// Long dependent multiply-add chains, one result per work item.
 const FMA: ShaderCode = embedded_shader!("compute_fma");
@@ -201,12 +203,9 @@ pub struct ComputeReport {
     pub levels: Vec<LevelResult>,
     /// The first mismatches.
     pub records: Vec<Mismatch>,
-    /// Why it stopped early, if it did.
-    pub stopped_early: Option<String>,
-    /// The device failure that ended it, if any.
-    pub device_error: Option<String>,
-    /// Wall seconds.
-    pub wall_s: f64,
+    /// How its run ended and how long it took.
+    #[serde(flatten)]
+    pub run: Envelope,
 }
 
 impl ComputeReport {
@@ -220,13 +219,21 @@ impl ComputeReport {
 }
 
 impl Report for ComputeReport {
+    fn envelope(&self) -> &Envelope {
+        &self.run
+    }
+
+    fn envelope_mut(&mut self) -> &mut Envelope {
+        &mut self.run
+    }
+
     /// Passed, failed, incomplete or not run.
     fn status(&self) -> WorkloadStatus {
         let rounds: u32 = self.kinds.iter().map(|k| k.rounds).sum();
         WorkloadStatus::from_evidence(
             (self.faults() > 0).then_some(WorkloadStatus::Failed),
             rounds > 0,
-            self.device_error.is_some() || self.stopped_early.is_some(),
+            self.run.cut_short(),
         )
     }
 
@@ -246,19 +253,123 @@ impl Report for ComputeReport {
             ),
             WorkloadStatus::NotRun => format!(
                 "nothing ran: {}",
-                self.device_error.as_deref().unwrap_or("no round completed")
+                self.run
+                    .device_error
+                    .as_deref()
+                    .unwrap_or("no round completed")
             ),
             WorkloadStatus::Incomplete => format!(
                 "no wrong result in {verified} verified multiply-adds, but it stopped early: {}",
-                self.device_error
-                    .as_deref()
-                    .or(self.stopped_early.as_deref())
-                    .unwrap_or("unknown")
+                self.run.why_cut_short().unwrap_or("unknown")
             ),
             WorkloadStatus::Passed => format!(
                 "no wrong result in {verified} verified multiply-adds ({})",
                 rates.join(", ")
             ),
+        }
+    }
+}
+
+/// The `compute` workload.
+pub struct Compute;
+
+impl Kind for Compute {
+    const NAME: &'static str = "compute";
+    const DEFAULT_WEIGHT: u32 = 1;
+    const METRICS: &'static [MetricFamily] = &[];
+    type Settings = ComputeConfig;
+    type Result = ComputeReport;
+
+    fn build(settings: &ComputeConfig) -> Vec<Box<dyn Workload + Send>> {
+        vec![Box::new(ComputeTest {
+            config: settings.clone(),
+        })]
+    }
+
+    fn describe(settings: &ComputeConfig, _device: &DeviceInfo) -> Result<PlanDetail, String> {
+        Ok(PlanDetail {
+            detail: format!(
+                "{} load, fp32/int32/fp16 verified{}",
+                settings.shape.name(),
+                settings
+                    .rounds
+                    .map(|r| format!(", {r} rounds"))
+                    .unwrap_or_default()
+            ),
+            ..PlanDetail::default()
+        })
+    }
+
+    fn judge(_result: &ComputeReport) -> Vec<Finding> {
+        Vec::new()
+    }
+
+    fn metrics(_result: &ComputeReport) -> Vec<Metric> {
+        Vec::new()
+    }
+
+    fn rates(result: &ComputeReport) -> Vec<(&'static str, f64)> {
+        result
+            .kinds
+            .iter()
+            .filter(|k| k.rounds > 0)
+            .map(|k| (k.kind.rate_name(), k.gops))
+            .collect()
+    }
+
+    fn sections(c: &ComputeReport) -> Vec<Section> {
+        let mut lines = vec![c.headline()];
+        for k in &c.kinds {
+            lines.push(format!(
+                "{:?} {} rounds, {:.1} G ops/s, {} mismatches, {} CPU-checked ({} wrong), {} non-finite",
+                k.kind, k.rounds, k.gops, k.mismatches, k.cpu_checked, k.cpu_mismatches, k.nonfinite
+            ));
+        }
+        for l in &c.levels {
+            lines.push(format!(
+                "load {:.0}%: {:.1} G ops per wall second",
+                l.duty * 100.0,
+                l.gops_per_wall_s
+            ));
+        }
+        for m in c.records.iter().take(10) {
+            lines.push(format!(
+                "{:?} item {} (invocation {} then {:?}, workgroup {:?}) expected {:08x?} got {:08x?} [{} round {}]",
+                m.kind,
+                m.item,
+                m.first_invocation,
+                m.second_invocation,
+                m.second_workgroup,
+                m.expected,
+                m.actual,
+                m.check,
+                m.round
+            ));
+        }
+        vec![
+            Section::Lines(lines),
+            Section::Bars {
+                title: "Compute rate (mark: best round)".into(),
+                unit: "G ops/s".into(),
+                bars: c
+                    .kinds
+                    .iter()
+                    .map(|k| Bar::marked(format!("{:?}", k.kind), k.gops, Some(k.best_gops)))
+                    .collect(),
+            },
+        ]
+    }
+}
+
+impl LoadShape {
+    /// The shape in a few words (`pulsed (100 ms on / 100 ms off)`).
+    pub fn name(&self) -> String {
+        match self {
+            LoadShape::Steady => "steady".to_owned(),
+            LoadShape::Pulsed { on_ms, off_ms } => {
+                format!("pulsed ({on_ms} ms on / {off_ms} ms off)")
+            }
+            LoadShape::Sweep => "swept 10%..100%".to_owned(),
         }
     }
 }
@@ -489,12 +600,10 @@ impl ComputeTest {
                 .collect(),
             levels: Vec::new(),
             records: Vec::new(),
-            stopped_early: None,
-            device_error: None,
-            wall_s: 0.0,
+            run: Envelope::default(),
         };
         if let Err(e) = drive(&mut gpu, &cfg, control, events, device, &mut report) {
-            report.device_error = Some(record_device_error(events, device, &e));
+            report.run.device_error = Some(record_device_error(events, device, &e));
         }
         for k in &mut report.kinds {
             k.gops = if k.gpu_s > 0.0 {
@@ -503,7 +612,7 @@ impl ComputeTest {
                 0.0
             };
         }
-        report.wall_s = started.elapsed().as_secs_f64();
+        report.run.wall_s = started.elapsed().as_secs_f64();
         Ok(report)
     }
 }
@@ -548,14 +657,14 @@ fn drive(
             break;
         }
         if control.stop_requested() {
-            report.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
+            report.run.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
             break;
         }
         if cfg.rounds.is_none() && control.out_of_time() && round > 0 {
             break;
         }
         if control.stopped() {
-            report.stopped_early = Some("stopped at the hard deadline".into());
+            report.run.stopped_early = Some("stopped at the hard deadline".into());
             break;
         }
         // The load shape: the share of each period spent under load.

@@ -13,13 +13,16 @@ use std::time::Instant;
 use rand::{Rng, RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use super::show::{Metric, MetricFamily, Section};
 use super::{
-    Report, RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus,
-    record_device_error,
+    Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
+    WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
+use crate::gpu::DeviceInfo;
 use crate::gpu::{BufferKind, DeviceContext, GpuBuffer, GpuError, RawMemory};
 use crate::units::{KIB, MIB};
+use crate::verdict::findings::Finding;
 
 /// Settings of the fragmentation torture.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -138,19 +141,26 @@ pub struct FragmentReport {
     pub returned_to_baseline: bool,
     /// `alloc_fail_fragmented`, `leak`: evidence for the verdict.
     pub findings: Vec<String>,
-    /// Why it stopped early, if it did.
-    pub stopped_early: Option<String>,
-    /// The device failure that ended it, if any.
-    pub device_error: Option<String>,
+    /// How its run ended and how long it took.
+    #[serde(flatten)]
+    pub run: Envelope,
 }
 
 impl Report for FragmentReport {
+    fn envelope(&self) -> &Envelope {
+        &self.run
+    }
+
+    fn envelope_mut(&mut self) -> &mut Envelope {
+        &mut self.run
+    }
+
     /// Software fault on findings; else passed (or not run / incomplete).
     fn status(&self) -> WorkloadStatus {
         WorkloadStatus::from_evidence(
             (!self.findings.is_empty()).then_some(WorkloadStatus::SoftwareFault),
             self.rounds > 0,
-            self.device_error.is_some() || self.stopped_early.is_some(),
+            self.run.cut_short(),
         )
     }
 
@@ -166,6 +176,46 @@ impl Report for FragmentReport {
         } else {
             self.findings.join("; ")
         }
+    }
+}
+
+/// The `fragment` workload.
+pub struct Fragment;
+
+impl Kind for Fragment {
+    const NAME: &'static str = "fragment";
+    const DEFAULT_WEIGHT: u32 = 1;
+    const METRICS: &'static [MetricFamily] = &[];
+    type Settings = FragmentConfig;
+    type Result = FragmentReport;
+
+    fn build(settings: &FragmentConfig) -> Vec<Box<dyn Workload + Send>> {
+        vec![Box::new(FragmentTest {
+            config: settings.clone(),
+        })]
+    }
+
+    fn describe(_settings: &FragmentConfig, _device: &DeviceInfo) -> Result<PlanDetail, String> {
+        Ok(PlanDetail {
+            detail: "allocate and free under a memory cap; fragmentation and leaks".into(),
+            ..PlanDetail::default()
+        })
+    }
+
+    fn judge(_result: &FragmentReport) -> Vec<Finding> {
+        Vec::new()
+    }
+
+    fn metrics(_result: &FragmentReport) -> Vec<Metric> {
+        Vec::new()
+    }
+
+    fn rates(_result: &FragmentReport) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+
+    fn sections(_result: &FragmentReport) -> Vec<Section> {
+        Vec::new()
     }
 }
 
@@ -252,6 +302,7 @@ impl FragmentTest {
         control: &RunControl,
         events: &mut dyn EventSink,
     ) -> Result<FragmentReport, WorkloadError> {
+        let run_started = std::time::Instant::now();
         let cfg = self.config.clone();
         let block = 256 * MIB;
         let cap = match cfg.cap_bytes {
@@ -294,8 +345,7 @@ impl FragmentTest {
             end: baseline.clone(),
             returned_to_baseline: true,
             findings: Vec::new(),
-            stopped_early: None,
-            device_error: None,
+            run: Envelope::default(),
         };
         // The torture has an allocator of its own: its blocks are all that the cap and the
         // leak checks see (not a readback block another workload left), and releasing it
@@ -307,7 +357,7 @@ impl FragmentTest {
         match tortured {
             Ok(Ok(())) => {}
             Ok(Err(e)) | Err(e) => {
-                report.device_error = Some(record_device_error(events, device, &e));
+                report.run.device_error = Some(record_device_error(events, device, &e));
             }
         }
         report.end = residual(ctx, round, 0);
@@ -331,6 +381,7 @@ impl FragmentTest {
                 },
             );
         }
+        report.run.wall_s = run_started.elapsed().as_secs_f64();
         Ok(report)
     }
 }
@@ -365,14 +416,14 @@ fn torture(
                 break;
             }
             if control.stop_requested() {
-                report.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
+                report.run.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
                 break;
             }
             if rounds.is_none() && *round > 0 && control.out_of_time() {
                 break;
             }
             if control.stopped() {
-                report.stopped_early = Some("stopped at the hard deadline".into());
+                report.run.stopped_early = Some("stopped at the hard deadline".into());
                 break;
             }
             if cfg.plant_fragmentation && *round == 0 {

@@ -3,9 +3,14 @@
 
 pub mod compute;
 pub mod fragment;
+pub mod heat;
 pub mod pcie;
 pub mod registry;
+pub mod show;
 pub mod vram;
+
+pub use registry::{PlannedWorkload, Unread, WorkloadConfig, WorkloadName, WorkloadResult};
+pub use show::{Metric, MetricFamily, Section};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +19,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::EventSink;
-use crate::gpu::{DeviceContext, GpuError};
+use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
+use crate::verdict::findings::Finding;
 
 /// When to stop, and where progress goes.
 #[derive(Clone)]
@@ -100,8 +106,10 @@ impl WorkloadStatus {
     }
 }
 
-/// A workload's result: its status and its full, workload-specific summary.
+/// A workload's result: its status, its headline and its typed report. On disk (the
+/// `workload_end` record, `report.json`) the report is the `summary` beside the name.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(from = "RawOutcome", into = "RawOutcome")]
 pub struct WorkloadOutcome {
     /// Workload name.
     pub workload: String,
@@ -109,25 +117,79 @@ pub struct WorkloadOutcome {
     pub status: WorkloadStatus,
     /// One sentence for people.
     pub headline: String,
-    /// Everything it measured.
-    pub summary: serde_json::Value,
+    /// Everything it measured, typed by the workload's name.
+    pub summary: WorkloadResult,
 }
 
-/// The summary key that marks a workload run beside another load (the `heat` workload):
-/// its rates are not the device's alone.
-pub const TOGETHER_WITH: &str = "together_with";
+/// A [`WorkloadOutcome`] as written: the summary is typed on reading, in one place.
+#[derive(Serialize, Deserialize)]
+struct RawOutcome {
+    workload: String,
+    status: WorkloadStatus,
+    headline: String,
+    summary: serde_json::Value,
+}
+
+impl From<RawOutcome> for WorkloadOutcome {
+    fn from(raw: RawOutcome) -> Self {
+        WorkloadOutcome {
+            summary: WorkloadResult::from_json(&raw.workload, raw.summary),
+            workload: raw.workload,
+            status: raw.status,
+            headline: raw.headline,
+        }
+    }
+}
+
+impl From<WorkloadOutcome> for RawOutcome {
+    fn from(o: WorkloadOutcome) -> Self {
+        RawOutcome {
+            summary: o.summary.to_json(),
+            workload: o.workload,
+            status: o.status,
+            headline: o.headline,
+        }
+    }
+}
 
 impl WorkloadOutcome {
     /// The load this workload ran inside of (`heat`), if it did not run alone.
     pub fn together_with(&self) -> Option<&str> {
-        self.summary.get(TOGETHER_WITH).and_then(|t| t.as_str())
+        self.summary.envelope().together_with.as_deref()
+    }
+}
+
+/// What every workload's report carries besides its own measurements: how its run ended
+/// and how long it took. Flattened into each report, so on disk these are the report's own
+/// keys (`stopped_early`, `device_error`, `wall_s`, `together_with`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Why it stopped before its plan finished (the budget, a stop request), if it did.
+    #[serde(default)]
+    pub stopped_early: Option<String>,
+    /// The device failure that ended it, if any.
+    #[serde(default)]
+    pub device_error: Option<String>,
+    /// Wall seconds it ran, set by whoever ran it.
+    #[serde(default)]
+    pub wall_s: f64,
+    /// The load it ran inside of, beside another workload (`heat`): its rates are then
+    /// not the device's alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub together_with: Option<String>,
+}
+
+impl Envelope {
+    /// True when the run did not go to its planned end (a stop or a device failure).
+    pub fn cut_short(&self) -> bool {
+        self.stopped_early.is_some() || self.device_error.is_some()
     }
 
-    /// Marks this outcome as run inside `load`, beside another workload.
-    pub fn mark_together_with(&mut self, load: &str) {
-        if let Some(map) = self.summary.as_object_mut() {
-            map.insert(TOGETHER_WITH.into(), load.into());
-        }
+    /// Why the run was cut short, in words: the device failure first.
+    pub fn why_cut_short(&self) -> Option<&str> {
+        self.device_error
+            .as_deref()
+            .or(self.stopped_early.as_deref())
     }
 }
 
@@ -143,19 +205,23 @@ pub enum WorkloadError {
 }
 
 /// A workload's typed report, as far as the shared outcome needs it.
-pub trait Report: Serialize {
+pub trait Report: Serialize + Clone + Into<WorkloadResult> {
     /// How the workload ended.
     fn status(&self) -> WorkloadStatus;
     /// One sentence for people.
     fn headline(&self) -> String;
+    /// The part every report shares.
+    fn envelope(&self) -> &Envelope;
+    /// The part every report shares, to fill in.
+    fn envelope_mut(&mut self) -> &mut Envelope;
 
-    /// The shared outcome: status, headline, and the full report as JSON.
+    /// The shared outcome: status, headline, and the full report.
     fn outcome(&self, workload: &str) -> WorkloadOutcome {
         WorkloadOutcome {
             workload: workload.into(),
             status: self.status(),
             headline: self.headline(),
-            summary: serde_json::to_value(self).unwrap_or_default(),
+            summary: self.clone().into(),
         }
     }
 }
@@ -203,4 +269,73 @@ pub trait Workload {
         control: &RunControl,
         events: &mut dyn EventSink,
     ) -> Result<WorkloadOutcome, WorkloadError>;
+}
+
+/// A kind of workload: everything kiln knows about it, kept in its own module, so that
+/// adding one is that module, its shaders, its test and one line in [`registry`]. The
+/// registry builds from these the names, the settings and the typed results that the
+/// profile, the run, the verdict and the reports use, none of which names a workload.
+pub trait Kind {
+    /// Its name in profiles, `--workloads`, evidence and reports.
+    const NAME: &'static str;
+    /// Its share of the time budget when a profile or the command line gives none.
+    const DEFAULT_WEIGHT: u32;
+    /// The Prometheus families its results give, in the order they are written.
+    const METRICS: &'static [MetricFamily];
+    /// Its settings: a profile's `[[workload]]` table, the plan in the manifest, the
+    /// worker's job.
+    type Settings: Clone + std::fmt::Debug + Default + Serialize + serde::de::DeserializeOwned;
+    /// What one run of it found (the `summary` of its outcome). A load made of other
+    /// workloads (`heat`) has none of its own: [`Composite`].
+    type Result: Report + std::fmt::Debug + serde::de::DeserializeOwned;
+
+    /// The parts to run: one, or several at once, each on a context of its own.
+    fn build(settings: &Self::Settings) -> Vec<Box<dyn Workload + Send>>;
+    /// What it will do on `device`, for `--dry-run` and the checks before a run. An
+    /// error is settings that cannot work on this device (a usage error, refused before
+    /// anything starts); the device's own state (no memory free) is said in the detail.
+    fn describe(settings: &Self::Settings, device: &DeviceInfo) -> Result<PlanDetail, String>;
+    /// What its result proves by itself. Rules that weigh a result against references,
+    /// telemetry or other devices are the verdict's.
+    fn judge(result: &Self::Result) -> Vec<Finding>;
+    /// Its numbers for Prometheus.
+    fn metrics(result: &Self::Result) -> Vec<Metric>;
+    /// The rates it measured that a healthy device of the same model matches: what
+    /// devices are compared with their peers and with a baseline run on (`vram_gib_per_s`,
+    /// `fp32_gops`). Rates that depend on more than the device (a socket's PCIe switch)
+    /// are named so the comparison can leave them out (`pcie_...`).
+    fn rates(result: &Self::Result) -> Vec<(&'static str, f64)>;
+    /// Its part of the text and HTML reports.
+    fn sections(result: &Self::Result) -> Vec<Section>;
+}
+
+/// What a planned workload will do on one device (`--dry-run`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanDetail {
+    /// In a few words.
+    pub detail: String,
+    /// Bytes of VRAM it will test, where it tests VRAM.
+    pub vram_bytes: Option<u64>,
+    /// The device-local heap those bytes come from.
+    pub heap_bytes: Option<u64>,
+}
+
+/// The result of a load made only of other workloads (`heat`): there is none, since each
+/// part reports its own outcome, marked [`Envelope::together_with`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Composite {}
+
+impl Report for Composite {
+    fn status(&self) -> WorkloadStatus {
+        match *self {}
+    }
+    fn headline(&self) -> String {
+        match *self {}
+    }
+    fn envelope(&self) -> &Envelope {
+        match *self {}
+    }
+    fn envelope_mut(&mut self) -> &mut Envelope {
+        match *self {}
+    }
 }

@@ -5,17 +5,20 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::show::{Bar, Metric, MetricFamily, Section};
 use super::{
-    Report, RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus,
-    record_device_error,
+    Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
+    WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
+use crate::gpu::DeviceInfo;
 use crate::gpu::{
     BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, ShaderCode, embedded_shader,
 };
 use crate::telemetry::record::Reading;
 use crate::telemetry::{signals, sysfs};
 use crate::units::{KIB, MIB};
+use crate::verdict::findings::Finding;
 
 /// Checksums a transferred buffer on the device.
 const CHECKSUM: ShaderCode = embedded_shader!("pcie_checksum");
@@ -137,10 +140,9 @@ pub struct PcieReport {
     pub link: Option<LinkUnderLoad>,
     /// Evidence for the verdict: `pcie_link_degraded`.
     pub findings: Vec<String>,
-    /// Why it stopped early, if it did.
-    pub stopped_early: Option<String>,
-    /// The device failure that ended it, if any.
-    pub device_error: Option<String>,
+    /// How its run ended and how long it took.
+    #[serde(flatten)]
+    pub run: Envelope,
 }
 
 /// Raw transfer rate of a PCIe generation per lane, GT/s.
@@ -169,13 +171,21 @@ pub fn theoretical_gbps(generation: u32, width: u32) -> Option<f64> {
 }
 
 impl Report for PcieReport {
+    fn envelope(&self) -> &Envelope {
+        &self.run
+    }
+
+    fn envelope_mut(&mut self) -> &mut Envelope {
+        &mut self.run
+    }
+
     /// Failed on corruption; incomplete when cut short; else passed (bandwidth findings
     /// are evidence for the verdict, not failures of the card by themselves).
     fn status(&self) -> WorkloadStatus {
         WorkloadStatus::from_evidence(
             (!self.corruption.is_empty()).then_some(WorkloadStatus::Failed),
             !self.sizes.is_empty(),
-            self.device_error.is_some() || self.stopped_early.is_some(),
+            self.run.cut_short(),
         )
     }
 
@@ -191,11 +201,88 @@ impl Report for PcieReport {
             }
             WorkloadStatus::NotRun => format!(
                 "nothing ran: {}",
-                self.device_error.as_deref().unwrap_or("no size completed")
+                self.run
+                    .device_error
+                    .as_deref()
+                    .unwrap_or("no size completed")
             ),
             _ if !self.findings.is_empty() => format!("{rates}; {}", self.findings.join("; ")),
             _ => format!("{} transfers verified, {rates}", self.transfers_verified),
         }
+    }
+}
+
+/// The `pcie` workload.
+pub struct Pcie;
+
+impl Kind for Pcie {
+    const NAME: &'static str = "pcie";
+    const DEFAULT_WEIGHT: u32 = 1;
+    const METRICS: &'static [MetricFamily] = &[
+        MetricFamily {
+            name: "kiln_pcie_h2d_bytes_per_second",
+            help: "Best host-to-device rate of the last run.",
+        },
+        MetricFamily {
+            name: "kiln_pcie_d2h_bytes_per_second",
+            help: "Best device-to-host rate of the last run.",
+        },
+    ];
+    type Settings = PcieConfig;
+    type Result = PcieReport;
+
+    fn build(settings: &PcieConfig) -> Vec<Box<dyn Workload + Send>> {
+        vec![Box::new(PcieTest {
+            config: settings.clone(),
+        })]
+    }
+
+    fn describe(settings: &PcieConfig, _device: &DeviceInfo) -> Result<PlanDetail, String> {
+        Ok(PlanDetail {
+            detail: format!(
+                "transfers from {} KiB to {} MiB, each way and both, verified",
+                settings.min_bytes >> 10,
+                settings.max_bytes >> 20
+            ),
+            ..PlanDetail::default()
+        })
+    }
+
+    fn judge(_result: &PcieReport) -> Vec<Finding> {
+        Vec::new()
+    }
+
+    fn metrics(result: &PcieReport) -> Vec<Metric> {
+        vec![
+            Metric {
+                family: "kiln_pcie_h2d_bytes_per_second",
+                value: result.peak_h2d_gbps * 1e9,
+            },
+            Metric {
+                family: "kiln_pcie_d2h_bytes_per_second",
+                value: result.peak_d2h_gbps * 1e9,
+            },
+        ]
+    }
+
+    fn rates(result: &PcieReport) -> Vec<(&'static str, f64)> {
+        vec![
+            ("pcie_h2d_gbps", result.peak_h2d_gbps),
+            ("pcie_d2h_gbps", result.peak_d2h_gbps),
+        ]
+    }
+
+    fn sections(p: &PcieReport) -> Vec<Section> {
+        let theory = p.link.as_ref().and_then(|l| l.theoretical_gbps);
+        vec![Section::Bars {
+            title: "PCIe bandwidth (mark: the link's theory, where known)".into(),
+            unit: "GB/s".into(),
+            bars: vec![
+                Bar::marked("host to device", p.peak_h2d_gbps, theory),
+                Bar::marked("device to host", p.peak_d2h_gbps, theory),
+                Bar::new("both at once", p.peak_bidir_gbps),
+            ],
+        }]
     }
 }
 
@@ -263,6 +350,7 @@ impl PcieTest {
         control: &RunControl,
         events: &mut dyn EventSink,
     ) -> Result<PcieReport, WorkloadError> {
+        let run_started = std::time::Instant::now();
         let cfg = self.config.clone();
         if cfg.min_bytes < 4
             || cfg.min_bytes > cfg.max_bytes
@@ -329,18 +417,17 @@ impl PcieTest {
             corruption: Vec::new(),
             link: None,
             findings: Vec::new(),
-            stopped_early: None,
-            device_error: None,
+            run: Envelope::default(),
         };
         let mut size = cfg.min_bytes;
         let result: GpuResult<()> = (|| {
             while size <= max {
                 if control.stop_requested() {
-                    report.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
+                    report.run.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
                     break;
                 }
                 if control.out_of_time() && !report.sizes.is_empty() {
-                    report.stopped_early =
+                    report.run.stopped_early =
                         Some(format!("time budget spent before {size}-byte transfers"));
                     break;
                 }
@@ -384,9 +471,10 @@ impl PcieTest {
             Ok(())
         })();
         if let Err(e) = result {
-            report.device_error = Some(record_device_error(events, device, &e));
+            report.run.device_error = Some(record_device_error(events, device, &e));
         }
         judge_link(&mut report);
+        report.run.wall_s = run_started.elapsed().as_secs_f64();
         Ok(report)
     }
 }
@@ -634,8 +722,7 @@ mod tests {
                 samples: 4,
             }),
             findings: vec![],
-            stopped_early: None,
-            device_error: None,
+            run: Envelope::default(),
         };
         judge_link(&mut r);
         assert!(
@@ -705,8 +792,7 @@ mod tests {
             corruption: vec![],
             link: Some(link),
             findings: vec![],
-            stopped_early: None,
-            device_error: None,
+            run: Envelope::default(),
         };
         judge_link(&mut r);
         assert!(r.findings.is_empty(), "{:?}", r.findings);

@@ -1,71 +1,216 @@
-//! The list of workloads `kiln run` can plan, in one place: each one's name (in profiles,
-//! `--workloads`, evidence and reports), its settings type, its default share of the time
-//! budget, and how it is built. Profiles, the command line, the run and the verdict all
-//! take a workload's name and default weight from here.
+//! The list of workloads, in one place. Each line names a workload's [`Kind`] (its module
+//! holds everything about it); from the list come the names (`WorkloadName`), the
+//! settings of a planned workload (`WorkloadConfig`) and the typed results
+//! (`WorkloadResult`) that profiles, the command line, the run, the verdict and the
+//! reports use. Adding a workload is one line here.
 
-use super::Workload;
-use super::compute::{ComputeConfig, ComputeTest};
-use super::fragment::{FragmentConfig, FragmentTest};
-use super::pcie::{PcieConfig, PcieTest};
-use super::vram::{VramConfig, VramTest};
+use serde::{Deserialize, Serialize};
 
-/// The workloads `kiln run` can run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkloadName {
-    /// The VRAM pattern test.
-    Vram,
-    /// Verified compute saturation.
-    Compute,
-    /// PCIe bandwidth and transfer integrity.
-    Pcie,
-    /// Allocator fragmentation and leak torture.
-    Fragment,
-    /// VRAM and compute at once, for heat.
-    Heat,
+use super::show::{Metric, MetricFamily, Section};
+use super::{Envelope, Kind, PlanDetail, Report, Workload};
+use crate::gpu::DeviceInfo;
+use crate::verdict::findings::Finding;
+
+macro_rules! registry {
+    ($($variant:ident => $kind:ty,)+) => {
+        /// The workloads `kiln run` can run.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum WorkloadName {
+            $(
+                #[doc = concat!("`", stringify!($kind), "`.")]
+                $variant,
+            )+
+        }
+
+        impl WorkloadName {
+            /// Every workload, in the registry's order.
+            pub const ALL: &'static [WorkloadName] = &[$(WorkloadName::$variant),+];
+
+            /// The name in profiles, evidence and reports (`vram`, `heat`).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(WorkloadName::$variant => <$kind as Kind>::NAME,)+
+                }
+            }
+
+            /// Its share of the time budget when a profile or the command line gives none.
+            pub fn default_weight(self) -> u32 {
+                match self {
+                    $(WorkloadName::$variant => <$kind as Kind>::DEFAULT_WEIGHT,)+
+                }
+            }
+        }
+
+        /// A workload and its settings.
+        #[derive(Debug, Clone, Serialize, Deserialize)]
+        #[serde(tag = "workload", rename_all = "snake_case")]
+        pub enum WorkloadConfig {
+            $(
+                #[doc = concat!("`", stringify!($kind), "` and its settings.")]
+                $variant(<$kind as Kind>::Settings),
+            )+
+        }
+
+        impl WorkloadConfig {
+            /// Which workload this is.
+            pub fn name(&self) -> WorkloadName {
+                match self {
+                    $(WorkloadConfig::$variant(_) => WorkloadName::$variant,)+
+                }
+            }
+
+            /// The workload with default settings.
+            pub fn default_of(name: WorkloadName) -> WorkloadConfig {
+                match name {
+                    $(WorkloadName::$variant => WorkloadConfig::$variant(Default::default()),)+
+                }
+            }
+
+            /// The parts to run at once (one, or two for `heat`), ready to run.
+            pub fn build(&self) -> Vec<Box<dyn Workload + Send>> {
+                match self {
+                    $(WorkloadConfig::$variant(s) => <$kind as Kind>::build(s),)+
+                }
+            }
+
+            /// What it will do on `device` (`--dry-run`); an error is settings that cannot
+            /// work on this device.
+            pub fn describe(&self, device: &DeviceInfo) -> Result<PlanDetail, String> {
+                match self {
+                    $(WorkloadConfig::$variant(s) => <$kind as Kind>::describe(s, device),)+
+                }
+            }
+        }
+
+        /// What one run of a workload found, typed by its name.
+        #[derive(Debug, Clone)]
+        pub enum WorkloadResult {
+            $(
+                #[doc = concat!("The result of `", stringify!($kind), "`.")]
+                $variant(<$kind as Kind>::Result),
+            )+
+            /// A summary that is not a known workload's result: another version's
+            /// evidence, or a damaged record. Kept as written, with what of the shared
+            /// envelope could be read from it; no workload rule reads it.
+            Unread(Unread),
+        }
+
+        $(
+            impl From<<$kind as Kind>::Result> for WorkloadResult {
+                fn from(result: <$kind as Kind>::Result) -> WorkloadResult {
+                    WorkloadResult::$variant(result)
+                }
+            }
+        )+
+
+        impl WorkloadResult {
+            /// The summary of workload `name` as written, typed; what does not read as
+            /// that workload's result is kept [`WorkloadResult::Unread`].
+            pub fn from_json(name: &str, summary: serde_json::Value) -> WorkloadResult {
+                $(
+                    if name == <$kind as Kind>::NAME {
+                        if let Ok(r) = serde_json::from_value(summary.clone()) {
+                            return WorkloadResult::$variant(r);
+                        }
+                    }
+                )+
+                WorkloadResult::Unread(Unread {
+                    envelope: serde_json::from_value(summary.clone()).unwrap_or_default(),
+                    summary,
+                })
+            }
+
+            /// The summary as written.
+            pub fn to_json(&self) -> serde_json::Value {
+                match self {
+                    $(WorkloadResult::$variant(r) => serde_json::to_value(r).unwrap_or_default(),)+
+                    WorkloadResult::Unread(u) => u.summary.clone(),
+                }
+            }
+
+            /// The part every result shares.
+            pub fn envelope(&self) -> &Envelope {
+                match self {
+                    $(WorkloadResult::$variant(r) => r.envelope(),)+
+                    WorkloadResult::Unread(u) => &u.envelope,
+                }
+            }
+
+            /// The part every result shares, to fill in.
+            pub fn envelope_mut(&mut self) -> &mut Envelope {
+                match self {
+                    $(WorkloadResult::$variant(r) => r.envelope_mut(),)+
+                    WorkloadResult::Unread(u) => &mut u.envelope,
+                }
+            }
+
+            /// What the result proves by itself.
+            pub fn judge(&self) -> Vec<Finding> {
+                match self {
+                    $(WorkloadResult::$variant(r) => <$kind as Kind>::judge(r),)+
+                    WorkloadResult::Unread(_) => Vec::new(),
+                }
+            }
+
+            /// Its numbers for Prometheus.
+            pub fn metrics(&self) -> Vec<Metric> {
+                match self {
+                    $(WorkloadResult::$variant(r) => <$kind as Kind>::metrics(r),)+
+                    WorkloadResult::Unread(_) => Vec::new(),
+                }
+            }
+
+            /// The rates it measured, for peers and baselines.
+            pub fn rates(&self) -> Vec<(&'static str, f64)> {
+                match self {
+                    $(WorkloadResult::$variant(r) => <$kind as Kind>::rates(r),)+
+                    WorkloadResult::Unread(_) => Vec::new(),
+                }
+            }
+
+            /// Its part of the text and HTML reports.
+            pub fn sections(&self) -> Vec<Section> {
+                match self {
+                    $(WorkloadResult::$variant(r) => <$kind as Kind>::sections(r),)+
+                    WorkloadResult::Unread(_) => Vec::new(),
+                }
+            }
+        }
+
+        /// Every workload's Prometheus families, in the registry's order.
+        pub fn metric_families() -> Vec<&'static MetricFamily> {
+            let mut out = Vec::new();
+            $(out.extend(<$kind as Kind>::METRICS.iter());)+
+            out
+        }
+    };
+}
+
+registry! {
+    Vram => super::vram::Vram,
+    Compute => super::compute::Compute,
+    Pcie => super::pcie::Pcie,
+    Fragment => super::fragment::Fragment,
+    Heat => super::heat::Heat,
 }
 
 impl WorkloadName {
-    /// Every workload, in the order they are listed.
-    pub const ALL: [WorkloadName; 5] = [
-        WorkloadName::Vram,
-        WorkloadName::Compute,
-        WorkloadName::Pcie,
-        WorkloadName::Fragment,
-        WorkloadName::Heat,
-    ];
-
-    /// The name in profiles, evidence and reports (`vram`, `heat`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkloadName::Vram => "vram",
-            WorkloadName::Compute => "compute",
-            WorkloadName::Pcie => "pcie",
-            WorkloadName::Fragment => "fragment",
-            WorkloadName::Heat => "heat",
-        }
-    }
-
-    /// Its share of the time budget when a profile or the command line gives none: the
-    /// workloads that test memory (`vram`, and `heat`, which runs the VRAM test) take
-    /// three parts to each other workload's one.
-    pub fn default_weight(self) -> u32 {
-        match self {
-            WorkloadName::Vram | WorkloadName::Heat => 3,
-            WorkloadName::Compute | WorkloadName::Pcie | WorkloadName::Fragment => 1,
-        }
-    }
-
     /// The workload called `name`, or the sentence saying it is unknown and which are known.
     pub fn parse(name: &str) -> Result<WorkloadName, String> {
         WorkloadName::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|w| w.as_str() == name)
             .ok_or_else(|| {
                 format!(
                     "unknown workload {} (known: {})",
                     crate::text::quote(name),
-                    WorkloadName::ALL.map(WorkloadName::as_str).join(", ")
+                    WorkloadName::ALL
+                        .iter()
+                        .map(|w| w.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             })
     }
@@ -86,8 +231,17 @@ impl WorkloadName {
     }
 }
 
+/// A summary no workload reads as its result (see [`WorkloadResult::Unread`]).
+#[derive(Debug, Clone, Default)]
+pub struct Unread {
+    /// The summary as written.
+    pub summary: serde_json::Value,
+    /// The shared envelope, as far as it could be read from it.
+    pub envelope: Envelope,
+}
+
 /// One workload of a plan and its share of the device's time budget.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlannedWorkload {
     /// Parts of the budget (memory usually three to one for each other workload).
     pub weight: u32,
@@ -105,77 +259,14 @@ impl PlannedWorkload {
     }
 }
 
-/// A workload and its settings.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "workload", rename_all = "snake_case")]
-pub enum WorkloadConfig {
-    /// The VRAM pattern test.
-    Vram(VramConfig),
-    /// Verified compute saturation.
-    Compute(ComputeConfig),
-    /// PCIe bandwidth and transfer integrity.
-    Pcie(PcieConfig),
-    /// Allocator fragmentation and leak torture.
-    Fragment(FragmentConfig),
-    /// The VRAM test and the compute load at once, on two contexts of the device: the
-    /// most heat and power it can be made to take.
-    Heat {
-        /// The VRAM test's settings.
-        vram: VramConfig,
-        /// The compute load's settings.
-        compute: ComputeConfig,
-    },
-}
-
 impl WorkloadConfig {
-    /// Which workload this is.
-    pub fn name(&self) -> WorkloadName {
+    /// The VRAM test's settings, where this workload has a VRAM test (`vram`, `heat`):
+    /// for the command line's VRAM flags and the watchdog's allowance for idle steps.
+    pub fn vram(&self) -> Option<&super::vram::VramConfig> {
         match self {
-            WorkloadConfig::Vram(_) => WorkloadName::Vram,
-            WorkloadConfig::Compute(_) => WorkloadName::Compute,
-            WorkloadConfig::Pcie(_) => WorkloadName::Pcie,
-            WorkloadConfig::Fragment(_) => WorkloadName::Fragment,
-            WorkloadConfig::Heat { .. } => WorkloadName::Heat,
-        }
-    }
-
-    /// The VRAM test's settings, where this workload has a VRAM test (`vram`, `heat`).
-    pub fn vram(&self) -> Option<&VramConfig> {
-        match self {
-            WorkloadConfig::Vram(v) | WorkloadConfig::Heat { vram: v, .. } => Some(v),
+            WorkloadConfig::Vram(v) => Some(v),
+            WorkloadConfig::Heat(h) => Some(&h.vram),
             _ => None,
-        }
-    }
-
-    /// The workload with default settings.
-    pub fn default_of(name: WorkloadName) -> WorkloadConfig {
-        match name {
-            WorkloadName::Vram => WorkloadConfig::Vram(VramConfig::default()),
-            WorkloadName::Compute => WorkloadConfig::Compute(ComputeConfig::default()),
-            WorkloadName::Pcie => WorkloadConfig::Pcie(PcieConfig::default()),
-            WorkloadName::Fragment => WorkloadConfig::Fragment(FragmentConfig::default()),
-            WorkloadName::Heat => WorkloadConfig::Heat {
-                vram: VramConfig::default(),
-                compute: ComputeConfig::default(),
-            },
-        }
-    }
-
-    /// The workloads to run at once (one, or two for `heat`), ready to run.
-    pub fn build(&self) -> Vec<Box<dyn Workload + Send>> {
-        match self {
-            WorkloadConfig::Vram(c) => vec![Box::new(VramTest { config: c.clone() })],
-            WorkloadConfig::Compute(c) => vec![Box::new(ComputeTest { config: c.clone() })],
-            WorkloadConfig::Pcie(c) => vec![Box::new(PcieTest { config: c.clone() })],
-            WorkloadConfig::Fragment(c) => vec![Box::new(FragmentTest { config: c.clone() })],
-            WorkloadConfig::Heat { vram, compute } => vec![
-                Box::new(VramTest {
-                    config: vram.clone(),
-                }),
-                Box::new(ComputeTest {
-                    config: compute.clone(),
-                }),
-            ],
         }
     }
 }
@@ -186,14 +277,33 @@ mod tests {
 
     #[test]
     fn every_name_parses_back_to_its_workload() {
-        for w in WorkloadName::ALL {
+        for &w in WorkloadName::ALL {
             assert_eq!(WorkloadName::parse(w.as_str()), Ok(w));
             assert_eq!(WorkloadConfig::default_of(w).name(), w);
             assert_eq!(PlannedWorkload::default_of(w).weight, w.default_weight());
+            // The serde tag of the settings and the name must agree: the plan in a
+            // manifest is read back by it.
+            let json = serde_json::to_value(WorkloadConfig::default_of(w)).unwrap_or_default();
+            assert_eq!(json["workload"], w.as_str());
+            assert_eq!(serde_json::to_value(w).unwrap_or_default(), w.as_str());
         }
         assert_eq!(
             WorkloadName::parse("pcie9").unwrap_err(),
             "unknown workload `pcie9` (known: vram, compute, pcie, fragment, heat)"
         );
+    }
+
+    #[test]
+    fn a_summary_that_is_not_the_workloads_result_is_kept_unread() {
+        let odd = serde_json::json!({"from": "another version", "device_error": "lost"});
+        let r = WorkloadResult::from_json("vram", odd.clone());
+        assert!(matches!(r, WorkloadResult::Unread(_)));
+        assert_eq!(r.to_json(), odd);
+        assert!(r.judge().is_empty() && r.metrics().is_empty());
+        assert_eq!(r.envelope().device_error.as_deref(), Some("lost"));
+        assert!(matches!(
+            WorkloadResult::from_json("matrix", odd),
+            WorkloadResult::Unread(_)
+        ));
     }
 }

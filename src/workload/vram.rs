@@ -20,13 +20,15 @@ use self::classify::{ErrorShape, RetestClass, Trial};
 use self::engine::{AccessLayout, Engine, EngineConfig, Op, PlantedFault, Sweep};
 use self::layout::{BatchCounters, FLAG_TRANSIENT};
 use self::pattern::Pattern;
+use super::show::{Bar, Metric, MetricFamily, OffsetPoint, Section};
 use super::{
-    Report, RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus,
-    record_device_error,
+    Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
+    WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
 use crate::units::{MIB, format_bytes, to_gib};
+use crate::verdict::findings::Finding;
 
 /// Settings of the VRAM test.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -274,12 +276,9 @@ pub struct VramReport {
     pub retests: Vec<RetestResult>,
     /// Throughput.
     pub throughput: Throughput,
-    /// Why the test ended before its plan, if it did.
-    pub stopped_early: Option<String>,
-    /// The device failure that ended it, if any.
-    pub device_error: Option<String>,
-    /// Wall seconds of the whole test.
-    pub wall_s: f64,
+    /// How its run ended and how long it took.
+    #[serde(flatten)]
+    pub run: Envelope,
 }
 
 /// A failing word to retest: where, what it should hold, what was read, and what to
@@ -393,12 +392,20 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
 }
 
 impl Report for VramReport {
+    fn envelope(&self) -> &Envelope {
+        &self.run
+    }
+
+    fn envelope_mut(&mut self) -> &mut Envelope {
+        &mut self.run
+    }
+
     /// Passed, failed, or incomplete.
     fn status(&self) -> WorkloadStatus {
         WorkloadStatus::from_evidence(
             (self.errors_total > 0).then_some(WorkloadStatus::Failed),
             self.coverage.tested_bytes > 0,
-            self.stopped_early.is_some() || self.device_error.is_some(),
+            self.run.cut_short(),
         )
     }
 
@@ -421,16 +428,12 @@ impl Report for VramReport {
             ),
             WorkloadStatus::Incomplete => format!(
                 "no errors in what ran ({tested:.2} GiB), but the test stopped early: {}",
-                self.device_error
-                    .as_deref()
-                    .or(self.stopped_early.as_deref())
-                    .unwrap_or("unknown")
+                self.run.why_cut_short().unwrap_or("unknown")
             ),
             WorkloadStatus::NotRun => format!(
                 "nothing was tested: {}",
-                self.device_error
-                    .as_deref()
-                    .or(self.stopped_early.as_deref())
+                self.run
+                    .why_cut_short()
                     .unwrap_or("no memory could be allocated")
             ),
         }
@@ -456,6 +459,241 @@ impl Workload for VramTest {
     ) -> Result<WorkloadOutcome, WorkloadError> {
         Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
     }
+}
+
+/// The `vram` workload.
+pub struct Vram;
+
+impl Kind for Vram {
+    const NAME: &'static str = "vram";
+    // Memory is what most often fails: three parts of the budget to each other one.
+    const DEFAULT_WEIGHT: u32 = 3;
+    const METRICS: &'static [MetricFamily] = &[
+        MetricFamily {
+            name: "kiln_vram_tested_bytes",
+            help: "Bytes of VRAM the last run tested.",
+        },
+        MetricFamily {
+            name: "kiln_vram_errors",
+            help: "Wrong words the last run's VRAM test found.",
+        },
+    ];
+    type Settings = VramConfig;
+    type Result = VramReport;
+
+    fn build(settings: &VramConfig) -> Vec<Box<dyn Workload + Send>> {
+        vec![Box::new(VramTest {
+            config: settings.clone(),
+        })]
+    }
+
+    fn describe(settings: &VramConfig, device: &DeviceInfo) -> Result<PlanDetail, String> {
+        let sized = sized_for_plan(settings, device)?;
+        Ok(PlanDetail {
+            detail: format!(
+                "{} with {}, {}",
+                sized.detail,
+                settings
+                    .algorithms
+                    .iter()
+                    .map(|a| a.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                match settings.passes {
+                    Some(1) => "1 pass".into(),
+                    Some(n) => format!("{n} passes"),
+                    None => "passes until the budget ends".into(),
+                }
+            ),
+            ..sized
+        })
+    }
+
+    fn judge(_result: &VramReport) -> Vec<Finding> {
+        Vec::new()
+    }
+
+    fn metrics(result: &VramReport) -> Vec<Metric> {
+        vec![
+            Metric {
+                family: "kiln_vram_tested_bytes",
+                value: result.coverage.tested_bytes as f64,
+            },
+            Metric {
+                family: "kiln_vram_errors",
+                value: result.errors_total as f64,
+            },
+        ]
+    }
+
+    fn rates(result: &VramReport) -> Vec<(&'static str, f64)> {
+        let t = &result.throughput;
+        vec![("vram_gib_per_s", t.write.gib_per_s.max(t.verify.gib_per_s))]
+    }
+
+    fn sections(result: &VramReport) -> Vec<Section> {
+        let mut out = vec![Section::Lines(text_lines(result)), error_map(result)];
+        let bits: Vec<Bar> = result
+            .histograms
+            .bit_position
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(b, n)| Bar::new(format!("bit {b}"), *n as f64))
+            .collect();
+        if !bits.is_empty() {
+            out.push(Section::Bars {
+                title: "Failing bit positions".into(),
+                unit: "words".into(),
+                bars: bits,
+            });
+        }
+        let t = &result.throughput;
+        out.push(Section::Bars {
+            title: "VRAM test throughput".into(),
+            unit: "GiB/s".into(),
+            bars: vec![
+                Bar::new("write", t.write.gib_per_s),
+                Bar::new("verify", t.verify.gib_per_s),
+                Bar::new("combined per wall second", t.combined_gib_per_wall_s),
+            ],
+        });
+        out
+    }
+}
+
+/// How much of `device`'s memory the settings test, for a plan: the size in words (or
+/// why there is none) and the bytes. An error is settings that cannot work on it.
+pub(super) fn sized_for_plan(
+    settings: &VramConfig,
+    device: &DeviceInfo,
+) -> Result<PlanDetail, String> {
+    match plan_size(device, settings) {
+        Ok(sizing) => Ok(PlanDetail {
+            detail: format!("{:.2} GiB", to_gib(sizing.sized_bytes)),
+            vram_bytes: Some(sizing.sized_bytes),
+            heap_bytes: Some(sizing.heap_bytes),
+        }),
+        Err(WorkloadError::Config(why)) => Err(why),
+        // The device's state (no memory free): the run would record it.
+        Err(e @ WorkloadError::Gpu(_)) => Ok(PlanDetail {
+            detail: format!("no memory ({e})"),
+            ..PlanDetail::default()
+        }),
+    }
+}
+
+/// Wrong words: where in the tested memory (x), by the pass and step that found them (y).
+fn error_map(v: &VramReport) -> Section {
+    let mut steps: Vec<(u32, u32)> = v.records.iter().map(|r| (r.pass, r.step)).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    Section::OffsetMap {
+        title: "VRAM error map: offset in the tested memory (x) against pass and step (y)".into(),
+        span_bytes: v.sizing.allocated_bytes.max(1),
+        rows: steps.len(),
+        points: v
+            .records
+            .iter()
+            .map(|r| OffsetPoint {
+                offset_bytes: r.offset_bytes,
+                row: steps
+                    .iter()
+                    .position(|s| *s == (r.pass, r.step))
+                    .unwrap_or(0),
+                title: format!(
+                    "0x{:x}: expected 0x{:08x}, read 0x{:08x}",
+                    r.offset_bytes, r.expected, r.actual
+                ),
+            })
+            .collect(),
+        none: "no wrong words".into(),
+    }
+}
+
+/// The text report's lines: coverage, passes, rates, and the errors with their first
+/// records and retest classes.
+fn text_lines(v: &VramReport) -> Vec<String> {
+    let s = &v.sizing;
+    let c = &v.coverage;
+    let t = &v.throughput;
+    let mut out = vec![format!(
+        "tested {} = {:.1}% of sized, {:.1}% of the {} heap, {:.1}% of {} free at start ({})",
+        format_bytes(c.tested_bytes),
+        c.of_sized * 100.0,
+        c.of_heap * 100.0,
+        format_bytes(s.heap_bytes),
+        c.of_free * 100.0,
+        format_bytes(s.free_at_start_bytes),
+        s.free_source
+    )];
+    let passes: Vec<String> = v
+        .algorithms
+        .iter()
+        .map(|a| format!("{} x{}", a.algorithm.name(), a.passes_completed))
+        .collect();
+    out.push(format!("passes {}", passes.join(", ")));
+    out.push(format!(
+        "write {:.2} GiB/s, verify {:.2} GiB/s, combined {:.2} GiB/s per wall second ({})",
+        t.write.gib_per_s, t.verify.gib_per_s, t.combined_gib_per_wall_s, t.timing_source
+    ));
+    if v.errors_total > 0 {
+        out.push(format!(
+            "{} wrong words, {} recorded; flips 0->1 {}, 1->0 {}",
+            v.errors_total,
+            v.records.len(),
+            v.histograms.zero_to_one,
+            v.histograms.one_to_zero
+        ));
+        let bits: Vec<String> = v
+            .histograms
+            .bit_position
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(b, n)| format!("bit{b}:{n}"))
+            .collect();
+        out.push(format!("failing bits {}", bits.join(" ")));
+        for r in v.records.iter().take(10) {
+            out.push(format!(
+                "offset 0x{:012x} (buffer {} +0x{:x}) expected 0x{:08x} read 0x{:08x} {:?} [{} pass {} step {}]",
+                r.offset_bytes,
+                r.buffer,
+                r.buffer_offset_bytes,
+                r.expected,
+                r.actual,
+                r.shape,
+                r.algorithm.name(),
+                r.pass,
+                r.step
+            ));
+        }
+        if v.records.len() > 10 {
+            out.push(format!(
+                "... {} more records in report.json",
+                v.records.len() - 10
+            ));
+        }
+        let mut classes: Vec<(String, usize)> = Vec::new();
+        for r in &v.retests {
+            let name = format!("{:?}", r.class);
+            match classes.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, n)) => *n += 1,
+                None => classes.push((name, 1)),
+            }
+        }
+        if !classes.is_empty() {
+            let list: Vec<String> = classes.iter().map(|(n, c)| format!("{n} {c}")).collect();
+            out.push(format!("retests {}", list.join(", ")));
+        }
+    }
+    if let Some(e) = &v.run.device_error {
+        out.push(format!("device error: {e}"));
+    }
+    if let Some(s) = &v.run.stopped_early {
+        out.push(format!("stopped early: {s}"));
+    }
+    out
 }
 
 /// Running totals while the test goes.
@@ -623,9 +861,12 @@ impl VramTest {
             histograms: tally.histograms,
             retests: tally.retests,
             throughput,
-            stopped_early,
-            device_error,
-            wall_s: started.elapsed().as_secs_f64(),
+            run: Envelope {
+                stopped_early,
+                device_error,
+                wall_s: started.elapsed().as_secs_f64(),
+                together_with: None,
+            },
         })
     }
 }

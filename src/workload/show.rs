@@ -1,0 +1,95 @@
+//! What a workload shows of its result, as data: the reports decide how to draw it. A
+//! workload says which numbers it gives Prometheus and which lines and charts belong in
+//! the text and HTML reports; `report/` renders them without knowing which workload
+//! they came from.
+
+/// A Prometheus metric family a workload gives, one sample per device.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricFamily {
+    /// The name, `kiln_` first and the base unit last (`kiln_vram_errors`).
+    pub name: &'static str,
+    /// The `# HELP` line.
+    pub help: &'static str,
+}
+
+/// One value of one of a workload's [`MetricFamily`]s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Metric {
+    /// The family's name.
+    pub family: &'static str,
+    /// The value, in the family's base unit.
+    pub value: f64,
+}
+
+/// One bar of a bar chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    /// What it measures.
+    pub label: String,
+    /// Its length.
+    pub value: f64,
+    /// A mark to hold it against (a best round, a link's theory), if any.
+    pub mark: Option<f64>,
+}
+
+impl Bar {
+    /// A bar with no mark.
+    pub fn new(label: impl Into<String>, value: f64) -> Bar {
+        Bar {
+            label: label.into(),
+            value,
+            mark: None,
+        }
+    }
+
+    /// A bar with a mark.
+    pub fn marked(label: impl Into<String>, value: f64, mark: Option<f64>) -> Bar {
+        Bar {
+            label: label.into(),
+            value,
+            mark,
+        }
+    }
+}
+
+/// One point of an [`Section::OffsetMap`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct OffsetPoint {
+    /// Where, from the start of the span.
+    pub offset_bytes: u64,
+    /// Its row (a pass and step of the test, numbered from 0 in order).
+    pub row: usize,
+    /// What it was, for the point's tooltip.
+    pub title: String,
+}
+
+/// A part of a workload's section in the reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Section {
+    /// Lines of the text report, each shown after the workload's name. A workload with
+    /// none is shown by its headline.
+    Lines(Vec<String>),
+    /// A bar chart of the HTML report.
+    Bars {
+        /// Its caption.
+        title: String,
+        /// The bars' unit.
+        unit: String,
+        /// The bars, in order.
+        bars: Vec<Bar>,
+    },
+    /// Where in a span of memory something was found (x), by when (y), for the HTML
+    /// report.
+    OffsetMap {
+        /// Its caption.
+        title: String,
+        /// The span's length.
+        span_bytes: u64,
+        /// How many rows the points fall in.
+        rows: usize,
+        /// The points; none is said as `none`.
+        points: Vec<OffsetPoint>,
+        /// What to say when there is no point.
+        none: String,
+    },
+}
