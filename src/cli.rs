@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::profile::{Bounds, bounds};
+use crate::limits::{Bounds, bounds};
 use crate::text::quote;
 use crate::units::{parse_duration, parse_size};
 

@@ -18,6 +18,7 @@ pub mod fsutil;
 pub mod gpu;
 pub mod health;
 pub mod inventory;
+pub mod limits;
 pub mod list;
 pub mod monitor;
 pub mod profile;

@@ -3,21 +3,18 @@
 //! Validation is strict: an unknown key, a wrong type or an impossible value is one
 //! sentence naming the file, the line and the key.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::units::{format_exact, parse_duration, parse_size};
+use crate::limits::{Bounds, bounds};
+use crate::units::parse_duration;
 use crate::verdict::thresholds::Thresholds;
-use crate::workload::compute::{ComputeConfig, LoadShape};
-use crate::workload::fragment::FragmentConfig;
-use crate::workload::heat::HeatConfig;
-use crate::workload::pcie::PcieConfig;
 use crate::workload::registry::{PlannedWorkload, WorkloadConfig, WorkloadName};
-use crate::workload::vram::VramConfig;
-use crate::workload::vram::algorithm::Algorithm;
+use crate::workload::{SettingError, SettingsTable};
 
 /// The profiles built into kiln: name and text.
 pub const BUNDLED: [(&str, &str); 4] = [
@@ -29,195 +26,6 @@ pub const BUNDLED: [(&str, &str); 4] = [
 
 /// The profile `kiln run` uses when none is named.
 pub const DEFAULT_PROFILE: &str = "quick";
-
-/// The allowed range of a setting. A profile key and the flag that overrides it share one
-/// range and one message, so neither accepts what the other refuses.
-#[derive(Debug, Clone, Copy)]
-pub struct Bounds<T> {
-    /// Smallest allowed value.
-    pub min: T,
-    /// Largest allowed value.
-    pub max: T,
-}
-
-/// The value a user gave, cut to a sane length for a message.
-fn cut(text: &str) -> String {
-    let text = text.trim();
-    if text.chars().count() <= 48 {
-        text.to_owned()
-    } else {
-        format!("{}...", text.chars().take(48).collect::<String>())
-    }
-}
-
-impl Bounds<Duration> {
-    /// `d` (parsed from `text`) when within the range, else why not.
-    pub fn check(&self, d: Duration, text: &str) -> Result<Duration, String> {
-        if d < self.min || d > self.max {
-            return Err(format!(
-                "{} is outside {}..{}",
-                cut(text),
-                show(self.min),
-                show(self.max)
-            ));
-        }
-        Ok(d)
-    }
-}
-
-impl Bounds<u64> {
-    /// `v` (parsed from `text`) when within the range, else why not.
-    pub fn check(&self, v: u64, text: &str) -> Result<u64, String> {
-        if v < self.min || v > self.max {
-            return Err(format!(
-                "{} is outside {}..={}",
-                cut(text),
-                self.min,
-                self.max
-            ));
-        }
-        Ok(v)
-    }
-}
-
-/// The allowed range of a size in bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct SizeBounds {
-    /// Smallest allowed size.
-    pub min_bytes: u64,
-    /// Largest allowed size.
-    pub max_bytes: u64,
-}
-
-impl SizeBounds {
-    /// `bytes` (parsed from `text`) when within the range, else why not.
-    pub fn check(&self, bytes: u64, text: &str) -> Result<u64, String> {
-        if bytes < self.min_bytes || bytes > self.max_bytes {
-            return Err(format!(
-                "{} is outside {}..{}",
-                cut(text),
-                format_exact(self.min_bytes),
-                format_exact(self.max_bytes)
-            ));
-        }
-        Ok(bytes)
-    }
-}
-
-/// The ranges of every setting, shared by profiles and flags.
-pub mod bounds {
-    use super::{Bounds, SizeBounds};
-    use crate::units::{GIB, KIB, MIB, TIB};
-    use std::time::Duration;
-
-    /// Bytes of tested memory each planted self-test fault needs at least, so that faults
-    /// (and the words address faults read from) stay sparse enough to be told apart.
-    pub const SELFTEST_BYTES_PER_FAULT: u64 = 1024;
-
-    /// `duration`, `--duration`: the budget per device, at most a week.
-    pub const DURATION: Bounds<Duration> = Bounds {
-        min: Duration::from_secs(1),
-        max: Duration::from_secs(7 * 24 * 3600),
-    };
-    /// `telemetry_interval`, `--telemetry-interval` (the flag also takes 0: off).
-    pub const TELEMETRY_INTERVAL: Bounds<Duration> = Bounds {
-        min: Duration::from_millis(10),
-        max: Duration::from_secs(60),
-    };
-    /// `fence_timeout`, `--fence-timeout`.
-    pub const FENCE_TIMEOUT: Bounds<Duration> = Bounds {
-        min: Duration::from_millis(100),
-        max: Duration::from_secs(600),
-    };
-    /// `step_timeout`, `--step-timeout`: the watchdog.
-    pub const STEP_TIMEOUT: Bounds<Duration> = Bounds {
-        min: Duration::from_secs(1),
-        max: Duration::from_secs(3600),
-    };
-    /// `retention_delay`, `--retention-delay`.
-    pub const RETENTION_DELAY: Bounds<Duration> = Bounds {
-        min: Duration::from_millis(1),
-        max: Duration::from_secs(24 * 3600),
-    };
-    /// `kiln bench compute --duration`.
-    pub const BENCH_DURATION: Bounds<Duration> = Bounds {
-        min: Duration::from_secs(1),
-        max: Duration::from_secs(3600),
-    };
-    /// `kiln monitor --duration`.
-    pub const MONITOR_DURATION: Bounds<Duration> = Bounds {
-        min: Duration::from_millis(100),
-        max: Duration::from_secs(7 * 24 * 3600),
-    };
-    /// `kiln health --max-age`.
-    pub const MAX_AGE: Bounds<Duration> = Bounds {
-        min: Duration::from_secs(1),
-        max: Duration::from_secs(3650 * 24 * 3600),
-    };
-    /// `passes`, `--passes`.
-    pub const PASSES: Bounds<u64> = Bounds {
-        min: 1,
-        max: 100_000,
-    };
-    /// `--records`: error records kept per VRAM test.
-    pub const RECORDS: Bounds<u64> = Bounds {
-        min: 1,
-        max: 1 << 20,
-    };
-    /// `confirm.retest_cap`, `--retest-cap`.
-    pub const RETEST_CAP: Bounds<u64> = Bounds {
-        min: 1,
-        max: 1 << 20,
-    };
-    /// `confirm.repeat`.
-    pub const CONFIRM_REPEAT: Bounds<u64> = Bounds { min: 1, max: 20 };
-    /// `weight` of a workload.
-    pub const WEIGHT: Bounds<u64> = Bounds { min: 1, max: 100 };
-    /// `rounds` of a compute or fragment workload.
-    pub const ROUNDS: Bounds<u64> = Bounds {
-        min: 1,
-        max: 1_000_000,
-    };
-    /// `on_ms`, `off_ms` of a pulsed load.
-    pub const PULSE_MS: Bounds<u64> = Bounds {
-        min: 1,
-        max: 60_000,
-    };
-    /// `kiln bench --repeat`.
-    pub const REPEAT: Bounds<u64> = Bounds { min: 1, max: 1000 };
-    /// `kiln selftest --runs`.
-    pub const RUNS: Bounds<u64> = Bounds { min: 1, max: 1000 };
-    /// `kiln selftest --faults`.
-    pub const FAULTS: Bounds<u64> = Bounds {
-        min: 1,
-        max: 16_384,
-    };
-    /// `kiln health --expect-gpus`.
-    pub const GPU_COUNT: Bounds<u64> = Bounds { min: 1, max: 4096 };
-    /// `max_bytes` of a PCIe workload, `--pcie-max-bytes`: from the smallest transfer
-    /// (4 KiB) up.
-    pub const PCIE_MAX_BYTES: SizeBounds = SizeBounds {
-        min_bytes: 4 * KIB,
-        max_bytes: 16 * GIB,
-    };
-    /// `--max-buffer`: test buffers are whole MiB.
-    pub const MAX_BUFFER_BYTES: SizeBounds = SizeBounds {
-        min_bytes: MIB,
-        max_bytes: 16 * TIB,
-    };
-    /// `kiln bench vram --bytes`: at least eight buffers of a whole MiB (the copy moves
-    /// halves); the device's memory bounds it from above.
-    pub const BENCH_BYTES: SizeBounds = SizeBounds {
-        min_bytes: 8 * MIB,
-        max_bytes: 16 * TIB,
-    };
-    /// `kiln selftest --vram-bytes`: at least four buffers of a whole MiB (so offsets past
-    /// the first buffer are checked); the faults and the device's memory bound it further.
-    pub const SELFTEST_BYTES: SizeBounds = SizeBounds {
-        min_bytes: 4 * MIB,
-        max_bytes: 16 * TIB,
-    };
-}
 
 /// What to do on a finding, to confirm it (the `rma` profile).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -307,41 +115,52 @@ struct RawConfirm {
     retest_cap: Option<Spanned<i64>>,
 }
 
-/// One `[[workload]]` table; which keys apply depends on `kind`, checked after parsing
-/// (serde's tagged enums would lose the line numbers).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawWorkload {
-    kind: Spanned<String>,
-    weight: Option<Spanned<i64>>,
-    algorithms: Option<Spanned<Vec<String>>>,
-    passes: Option<Spanned<i64>>,
-    percent: Option<Spanned<f64>>,
-    retention_delay: Option<Spanned<String>>,
-    shape: Option<Spanned<String>>,
-    on_ms: Option<Spanned<i64>>,
-    off_ms: Option<Spanned<i64>>,
-    rounds: Option<Spanned<i64>>,
-    max_bytes: Option<Spanned<String>>,
+/// One `[[workload]]` table, key by key with where each is: which keys apply depends on
+/// `kind`, and each workload reads its own (serde's tagged enums would lose the lines).
+type RawWorkload = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
+
+/// A `[[workload]]` table as a workload reads its settings: each key it takes is marked
+/// taken, and a value of the wrong type is the TOML reader's own sentence.
+struct WorkloadTable<'a> {
+    values: &'a RawWorkload,
+    taken: Vec<String>,
 }
 
-/// Keys each workload kind takes (besides `kind` and `weight`).
-fn keys(kind: WorkloadName) -> &'static [&'static str] {
-    match kind {
-        WorkloadName::Vram => &["algorithms", "passes", "percent", "retention_delay"],
-        WorkloadName::Compute => &["shape", "on_ms", "off_ms", "rounds"],
-        WorkloadName::Heat => &[
-            "algorithms",
-            "passes",
-            "percent",
-            "retention_delay",
-            "shape",
-            "on_ms",
-            "off_ms",
-            "rounds",
-        ],
-        WorkloadName::Pcie => &["max_bytes"],
-        WorkloadName::Fragment => &["rounds"],
+impl WorkloadTable<'_> {
+    fn get<T: serde::de::DeserializeOwned>(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<T>, SettingError> {
+        self.taken.push(key.to_owned());
+        let Some((_, value)) = self.values.iter().find(|(k, _)| k.get_ref() == key) else {
+            return Ok(None);
+        };
+        T::deserialize(value.get_ref().clone())
+            .map(Some)
+            .map_err(|e| SettingError::new(key, e.message().trim().replace('\n', " ")))
+    }
+
+    /// Where `key`'s value is, for an error about it.
+    fn offset(&self, key: &str) -> Option<usize> {
+        self.values
+            .iter()
+            .find(|(k, _)| k.get_ref() == key)
+            .map(|(_, v)| v.span().start)
+    }
+}
+
+impl SettingsTable for WorkloadTable<'_> {
+    fn strings(&mut self, key: &str) -> Result<Option<Vec<String>>, SettingError> {
+        self.get(key)
+    }
+    fn text(&mut self, key: &str) -> Result<Option<String>, SettingError> {
+        self.get(key)
+    }
+    fn integer(&mut self, key: &str) -> Result<Option<i64>, SettingError> {
+        self.get(key)
+    }
+    fn number(&mut self, key: &str) -> Result<Option<f64>, SettingError> {
+        self.get(key)
     }
 }
 
@@ -425,30 +244,9 @@ impl Reader<'_> {
         key: &str,
         range: &Bounds<u64>,
     ) -> Result<u32, ProfileError> {
-        let v = *value.get_ref();
-        let out_of_range = || {
-            self.at(
-                value,
-                key,
-                format!("{v} is outside {}..={}", range.min, range.max),
-            )
-        };
-        let unsigned = u64::try_from(v).map_err(|_| out_of_range())?;
         range
-            .check(unsigned, &v.to_string())
-            .map_err(|_| out_of_range())
-            .and_then(|v| u32::try_from(v).map_err(|_| out_of_range()))
-    }
-}
-
-fn show(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s >= 3600.0 {
-        format!("{}h", s / 3600.0)
-    } else if s >= 1.0 {
-        format!("{s}s")
-    } else {
-        format!("{}ms", s * 1e3)
+            .check_count(*value.get_ref())
+            .map_err(|e| self.at(value, key, e))
     }
 }
 
@@ -542,136 +340,59 @@ pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
 }
 
 fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkload, ProfileError> {
-    let w = spanned.get_ref();
-    let name = WorkloadName::parse(w.kind.get_ref()).map_err(|e| r.at(&w.kind, "kind", e))?;
-    let kind = name.as_str();
-    let allowed = keys(name);
-    // A key set for another kind is a mistake, not something to ignore.
-    let given: [(&str, Option<usize>); 9] = [
-        ("algorithms", w.algorithms.as_ref().map(|v| v.span().start)),
-        ("passes", w.passes.as_ref().map(|v| v.span().start)),
-        ("percent", w.percent.as_ref().map(|v| v.span().start)),
-        (
-            "retention_delay",
-            w.retention_delay.as_ref().map(|v| v.span().start),
-        ),
-        ("shape", w.shape.as_ref().map(|v| v.span().start)),
-        ("on_ms", w.on_ms.as_ref().map(|v| v.span().start)),
-        ("off_ms", w.off_ms.as_ref().map(|v| v.span().start)),
-        ("rounds", w.rounds.as_ref().map(|v| v.span().start)),
-        ("max_bytes", w.max_bytes.as_ref().map(|v| v.span().start)),
-    ];
-    if let Some((key, offset)) = given
-        .iter()
-        .find(|(key, offset)| offset.is_some() && !allowed.contains(key))
-    {
-        return Err(r.error(*offset, key, format!("does not apply to a {kind} workload")));
-    }
-    let weight = w
-        .weight
-        .as_ref()
-        .map(|v| r.count(v, "weight", &bounds::WEIGHT))
-        .transpose()?
+    let mut table = WorkloadTable {
+        values: spanned.get_ref(),
+        taken: vec!["kind".into(), "weight".into()],
+    };
+    let at =
+        |table: &WorkloadTable, e: SettingError| r.error(table.offset(&e.key), &e.key, e.message);
+    let kind: String = match table.get("kind") {
+        Ok(Some(kind)) => kind,
+        Ok(None) => return Err(r.error(None, "", "missing field `kind`")),
+        Err(e) => return Err(at(&table, e)),
+    };
+    let name = WorkloadName::parse(&kind).map_err(|e| at(&table, SettingError::new("kind", e)))?;
+    let weight = (&mut table as &mut dyn SettingsTable)
+        .count("weight", &bounds::WEIGHT)
+        .map_err(|e| at(&table, e))?
         .unwrap_or(name.default_weight());
-    let rounds = w
-        .rounds
-        .as_ref()
-        .map(|v| r.count(v, "rounds", &bounds::ROUNDS))
-        .transpose()?;
-    let config = match name {
-        WorkloadName::Vram => WorkloadConfig::Vram(vram_config(r, w)?),
-        WorkloadName::Compute => WorkloadConfig::Compute(compute_config(r, w, rounds)?),
-        WorkloadName::Heat => WorkloadConfig::Heat(HeatConfig {
-            vram: vram_config(r, w)?,
-            compute: compute_config(r, w, rounds)?,
-        }),
-        WorkloadName::Pcie => {
-            let mut c = PcieConfig::default();
-            if let Some(m) = &w.max_bytes {
-                let bytes = parse_size(m.get_ref())
-                    .and_then(|b| bounds::PCIE_MAX_BYTES.check(b, m.get_ref()))
-                    .map_err(|e| r.at(m, "max_bytes", e))?;
-                c.max_bytes = bytes;
-            }
-            WorkloadConfig::Pcie(c)
-        }
-        WorkloadName::Fragment => WorkloadConfig::Fragment(FragmentConfig {
-            rounds,
-            ..FragmentConfig::default()
-        }),
-    };
-    Ok(PlannedWorkload { weight, config })
-}
-
-fn vram_config(r: &Reader, w: &RawWorkload) -> Result<VramConfig, ProfileError> {
-    let mut c = VramConfig::default();
-    if let Some(list) = &w.algorithms {
-        if list.get_ref().is_empty() {
-            return Err(r.at(list, "algorithms", "must name at least one algorithm"));
-        }
-        c.algorithms = Algorithm::parse_list(&list.get_ref().join(","))
-            .map_err(|e| r.at(list, "algorithms", e))?;
-    }
-    c.passes = w
-        .passes
-        .as_ref()
-        .map(|v| r.count(v, "passes", &bounds::PASSES))
-        .transpose()?;
-    if let Some(p) = &w.percent {
-        let v = *p.get_ref();
-        if !(v > 0.0 && v <= 100.0) {
-            return Err(r.at(p, "percent", format!("{v} is not between 0 and 100")));
-        }
-        c.percent = Some(v);
-    }
-    if let Some(d) = &w.retention_delay {
-        c.retention_delay = r.duration(d, "retention_delay", &bounds::RETENTION_DELAY)?;
-    }
-    Ok(c)
-}
-
-fn compute_config(
-    r: &Reader,
-    w: &RawWorkload,
-    rounds: Option<u32>,
-) -> Result<ComputeConfig, ProfileError> {
-    let shape = w.shape.as_ref().map(|s| s.get_ref().as_str());
-    let pulse = |v: &Option<Spanned<i64>>, key: &str| {
-        v.as_ref()
-            .map(|v| r.count(v, key, &bounds::PULSE_MS).map(u64::from))
-            .transpose()
-    };
-    let (on_ms, off_ms) = (pulse(&w.on_ms, "on_ms")?, pulse(&w.off_ms, "off_ms")?);
-    if shape != Some("pulsed")
-        && let Some((key, v)) = [("on_ms", &w.on_ms), ("off_ms", &w.off_ms)]
-            .into_iter()
-            .find_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+    let config = WorkloadConfig::from_profile(name, &mut table).map_err(|e| at(&table, e))?;
+    // A key no getter took is a mistake, not something to ignore: one set for another
+    // kind says so.
+    if let Some((key, _)) = spanned
+        .get_ref()
+        .iter()
+        .find(|(k, _)| !table.taken.contains(k.get_ref()))
     {
-        return Err(r.at(v, key, "applies only to shape = \"pulsed\""));
-    }
-    let shape = match shape {
-        None | Some("steady") => LoadShape::Steady,
-        Some("pulsed") => LoadShape::Pulsed {
-            on_ms: on_ms.unwrap_or(100),
-            off_ms: off_ms.unwrap_or(100),
-        },
-        Some("sweep") => LoadShape::Sweep,
-        Some(other) => {
-            return Err(r.at(
-                w.shape.as_ref().unwrap_or(&w.kind),
-                "shape",
+        let key = key.get_ref().as_str();
+        let others = WorkloadName::ALL
+            .iter()
+            .find(|w| w.profile_keys().iter().any(|k| k == key));
+        let message = match others {
+            Some(_) => format!("does not apply to a {} workload", name.as_str()),
+            None => {
+                let mut known = vec!["kind".to_owned(), "weight".to_owned()];
+                for w in WorkloadName::ALL {
+                    for k in w.profile_keys() {
+                        if !known.contains(&k) {
+                            known.push(k);
+                        }
+                    }
+                }
                 format!(
-                    "unknown load shape {} (known: steady, pulsed, sweep)",
-                    crate::text::quote(other)
-                ),
-            ));
-        }
-    };
-    Ok(ComputeConfig {
-        shape,
-        rounds,
-        ..ComputeConfig::default()
-    })
+                    "unknown field {}, expected one of {}",
+                    crate::text::quote(key),
+                    known
+                        .iter()
+                        .map(|k| crate::text::quote(k))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        };
+        return Err(at(&table, SettingError::new(key, message)));
+    }
+    Ok(PlannedWorkload { weight, config })
 }
 
 /// Loads a profile by bundled name or from a path (anything with a `/` or ending in

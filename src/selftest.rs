@@ -111,7 +111,7 @@ pub struct SelftestReport {
 
 /// Runs the self-test on every selected device.
 pub fn selftest(opts: &SelftestOptions) -> Result<SelftestReport, AppError> {
-    let per_fault = crate::profile::bounds::SELFTEST_BYTES_PER_FAULT;
+    let per_fault = crate::limits::bounds::SELFTEST_BYTES_PER_FAULT;
     let needed = u64::from(opts.faults) * per_fault;
     if opts.bytes < needed {
         return Err(AppError::Usage(format!(

@@ -242,12 +242,16 @@ fn planned_outcomes(settings: &serde_json::Value) -> Option<Vec<PlannedOutcome>>
             serde_json::from_value(plan.clone()).ok()?;
         let mut out = Vec::new();
         for p in plan {
-            match p.config.name() {
-                crate::workload::registry::WorkloadName::Heat => {
-                    out.push(("vram".to_owned(), Some("heat".to_owned())));
-                    out.push(("compute".to_owned(), Some("heat".to_owned())));
-                }
-                name => out.push((name.as_str().to_owned(), None)),
+            // A load of several parts at once (`heat`) reports each part, marked as run
+            // inside it.
+            let name = p.config.name().as_str();
+            match p.config.parts().as_slice() {
+                [_] => out.push((name.to_owned(), None)),
+                parts => out.extend(
+                    parts
+                        .iter()
+                        .map(|part| ((*part).to_owned(), Some(name.to_owned()))),
+                ),
             }
         }
         return Some(out);

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section};
 use super::{
     Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
@@ -18,6 +19,7 @@ use crate::gpu::{
     Binding, BufferKind, DeviceContext, DeviceInfo, GpuBuffer, GpuError, GpuResult, Pipeline,
     ShaderCode, embedded_shader,
 };
+use crate::limits::bounds;
 use crate::verdict::findings::Finding;
 
 /// Long dependent multiply-add chains, one result per work item.
@@ -279,6 +281,42 @@ impl Kind for Compute {
     const METRICS: &'static [MetricFamily] = &[];
     type Settings = ComputeConfig;
     type Result = ComputeReport;
+
+    fn from_profile(table: &mut dyn SettingsTable) -> Result<ComputeConfig, SettingError> {
+        let rounds = table.count("rounds", &bounds::ROUNDS)?;
+        let shape = table.text("shape")?;
+        let on_ms = table.count("on_ms", &bounds::PULSE_MS)?;
+        let off_ms = table.count("off_ms", &bounds::PULSE_MS)?;
+        if shape.as_deref() != Some("pulsed")
+            && let Some(key) = [("on_ms", on_ms), ("off_ms", off_ms)]
+                .into_iter()
+                .find_map(|(k, v)| v.map(|_| k))
+        {
+            return Err(SettingError::new(key, "applies only to shape = \"pulsed\""));
+        }
+        let shape = match shape.as_deref() {
+            None | Some("steady") => LoadShape::Steady,
+            Some("pulsed") => LoadShape::Pulsed {
+                on_ms: on_ms.map_or(100, u64::from),
+                off_ms: off_ms.map_or(100, u64::from),
+            },
+            Some("sweep") => LoadShape::Sweep,
+            Some(other) => {
+                return Err(SettingError::new(
+                    "shape",
+                    format!(
+                        "unknown load shape {} (known: steady, pulsed, sweep)",
+                        crate::text::quote(other)
+                    ),
+                ));
+            }
+        };
+        Ok(ComputeConfig {
+            shape,
+            rounds,
+            ..ComputeConfig::default()
+        })
+    }
 
     fn build(settings: &ComputeConfig) -> Vec<Box<dyn Workload + Send>> {
         vec![Box::new(ComputeTest {

@@ -13,6 +13,7 @@ use std::time::Instant;
 use rand::{Rng, RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use super::settings::{SettingError, SettingsTable};
 use super::show::{Metric, MetricFamily, Section};
 use super::{
     Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
@@ -21,6 +22,7 @@ use super::{
 use crate::evidence::{Event, EventSink};
 use crate::gpu::DeviceInfo;
 use crate::gpu::{BufferKind, DeviceContext, GpuBuffer, GpuError, RawMemory};
+use crate::limits::bounds;
 use crate::units::{KIB, MIB};
 use crate::verdict::findings::Finding;
 
@@ -188,6 +190,13 @@ impl Kind for Fragment {
     const METRICS: &'static [MetricFamily] = &[];
     type Settings = FragmentConfig;
     type Result = FragmentReport;
+
+    fn from_profile(table: &mut dyn SettingsTable) -> Result<FragmentConfig, SettingError> {
+        Ok(FragmentConfig {
+            rounds: table.count("rounds", &bounds::ROUNDS)?,
+            ..FragmentConfig::default()
+        })
+    }
 
     fn build(settings: &FragmentConfig) -> Vec<Box<dyn Workload + Send>> {
         vec![Box::new(FragmentTest {

@@ -4,9 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::compute::{ComputeConfig, ComputeTest};
+use super::compute::{Compute, ComputeConfig, ComputeTest};
+use super::settings::{SettingError, SettingsTable};
 use super::show::{Metric, MetricFamily, Section};
-use super::vram::{VramConfig, VramTest};
+use super::vram::{Vram, VramConfig, VramTest};
 use super::{Composite, Kind, PlanDetail, Workload};
 use crate::gpu::DeviceInfo;
 use crate::verdict::findings::Finding;
@@ -30,6 +31,13 @@ impl Kind for Heat {
     const METRICS: &'static [MetricFamily] = &[];
     type Settings = HeatConfig;
     type Result = Composite;
+
+    fn from_profile(table: &mut dyn SettingsTable) -> Result<HeatConfig, SettingError> {
+        Ok(HeatConfig {
+            vram: Vram::from_profile(table)?,
+            compute: Compute::from_profile(table)?,
+        })
+    }
 
     fn build(settings: &HeatConfig) -> Vec<Box<dyn Workload + Send>> {
         vec![

@@ -6,10 +6,12 @@ pub mod fragment;
 pub mod heat;
 pub mod pcie;
 pub mod registry;
+pub mod settings;
 pub mod show;
 pub mod vram;
 
 pub use registry::{PlannedWorkload, Unread, WorkloadConfig, WorkloadName, WorkloadResult};
+pub use settings::{SettingError, SettingsTable};
 pub use show::{Metric, MetricFamily, Section};
 
 use std::sync::Arc;
@@ -289,6 +291,8 @@ pub trait Kind {
     /// workloads (`heat`) has none of its own: [`Composite`].
     type Result: Report + std::fmt::Debug + serde::de::DeserializeOwned;
 
+    /// Its settings from a profile's `[[workload]]` table (defaults for what is absent).
+    fn from_profile(table: &mut dyn SettingsTable) -> Result<Self::Settings, SettingError>;
     /// The parts to run: one, or several at once, each on a context of its own.
     fn build(settings: &Self::Settings) -> Vec<Box<dyn Workload + Send>>;
     /// What it will do on `device`, for `--dry-run` and the checks before a run. An

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section};
 use super::{
     Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
@@ -15,6 +16,7 @@ use crate::gpu::DeviceInfo;
 use crate::gpu::{
     BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, ShaderCode, embedded_shader,
 };
+use crate::limits::bounds;
 use crate::telemetry::record::Reading;
 use crate::telemetry::{signals, sysfs};
 use crate::units::{KIB, MIB};
@@ -230,6 +232,14 @@ impl Kind for Pcie {
     ];
     type Settings = PcieConfig;
     type Result = PcieReport;
+
+    fn from_profile(table: &mut dyn SettingsTable) -> Result<PcieConfig, SettingError> {
+        let mut c = PcieConfig::default();
+        if let Some(bytes) = table.size("max_bytes", &bounds::PCIE_MAX_BYTES)? {
+            c.max_bytes = bytes;
+        }
+        Ok(c)
+    }
 
     fn build(settings: &PcieConfig) -> Vec<Box<dyn Workload + Send>> {
         vec![Box::new(PcieTest {

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::settings::{KeysAsked, SettingError, SettingsTable};
 use super::show::{Metric, MetricFamily, Section};
 use super::{Envelope, Kind, PlanDetail, Report, Workload};
 use crate::gpu::DeviceInfo;
@@ -40,6 +41,15 @@ macro_rules! registry {
                     $(WorkloadName::$variant => <$kind as Kind>::DEFAULT_WEIGHT,)+
                 }
             }
+
+            /// The keys its `[[workload]]` table takes besides `kind` and `weight`, as the
+            /// workload asks for them.
+            pub fn profile_keys(self) -> Vec<String> {
+                let mut table = KeysAsked::default();
+                // A table with no keys has no wrong value: every getter is asked.
+                let _ = WorkloadConfig::from_profile(self, &mut table);
+                table.asked
+            }
         }
 
         /// A workload and its settings.
@@ -58,6 +68,16 @@ macro_rules! registry {
                 match self {
                     $(WorkloadConfig::$variant(_) => WorkloadName::$variant,)+
                 }
+            }
+
+            /// Workload `name`'s settings from a profile's `[[workload]]` table.
+            pub fn from_profile(
+                name: WorkloadName,
+                table: &mut dyn SettingsTable,
+            ) -> Result<WorkloadConfig, SettingError> {
+                Ok(match name {
+                    $(WorkloadName::$variant => WorkloadConfig::$variant(<$kind as Kind>::from_profile(table)?),)+
+                })
             }
 
             /// The workload with default settings.
@@ -260,6 +280,12 @@ impl PlannedWorkload {
 }
 
 impl WorkloadConfig {
+    /// The names of the parts it runs: its own, or those of the workloads a load runs at
+    /// once (`heat`: `vram` and `compute`), each of which reports an outcome.
+    pub fn parts(&self) -> Vec<&'static str> {
+        self.build().iter().map(|w| w.name()).collect()
+    }
+
     /// The VRAM test's settings, where this workload has a VRAM test (`vram`, `heat`):
     /// for the command line's VRAM flags and the watchdog's allowance for idle steps.
     pub fn vram(&self) -> Option<&super::vram::VramConfig> {
@@ -290,6 +316,29 @@ mod tests {
         assert_eq!(
             WorkloadName::parse("pcie9").unwrap_err(),
             "unknown workload `pcie9` (known: vram, compute, pcie, fragment, heat)"
+        );
+    }
+
+    #[test]
+    fn each_workload_says_which_profile_keys_it_takes() {
+        let keys = |w: WorkloadName| w.profile_keys();
+        assert_eq!(
+            keys(WorkloadName::Vram),
+            ["algorithms", "passes", "percent", "retention_delay"]
+        );
+        assert_eq!(keys(WorkloadName::Pcie), ["max_bytes"]);
+        assert_eq!(keys(WorkloadName::Fragment), ["rounds"]);
+        // heat takes what its two parts take.
+        let mut both = keys(WorkloadName::Vram);
+        both.extend(keys(WorkloadName::Compute));
+        assert_eq!(keys(WorkloadName::Heat), both);
+        assert_eq!(
+            WorkloadConfig::default_of(WorkloadName::Heat).parts(),
+            ["vram", "compute"]
+        );
+        assert_eq!(
+            WorkloadConfig::default_of(WorkloadName::Pcie).parts(),
+            ["pcie"]
         );
     }
 

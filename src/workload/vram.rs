@@ -20,6 +20,7 @@ use self::classify::{ErrorShape, RetestClass, Trial};
 use self::engine::{AccessLayout, Engine, EngineConfig, Op, PlantedFault, Sweep};
 use self::layout::{BatchCounters, FLAG_TRANSIENT};
 use self::pattern::Pattern;
+use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, OffsetPoint, Section};
 use super::{
     Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
@@ -27,6 +28,7 @@ use super::{
 };
 use crate::evidence::{Event, EventSink};
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
+use crate::limits::bounds;
 use crate::units::{MIB, format_bytes, to_gib};
 use crate::verdict::findings::Finding;
 
@@ -480,6 +482,34 @@ impl Kind for Vram {
     ];
     type Settings = VramConfig;
     type Result = VramReport;
+
+    fn from_profile(table: &mut dyn SettingsTable) -> Result<VramConfig, SettingError> {
+        let mut c = VramConfig::default();
+        if let Some(list) = table.strings("algorithms")? {
+            if list.is_empty() {
+                return Err(SettingError::new(
+                    "algorithms",
+                    "must name at least one algorithm",
+                ));
+            }
+            c.algorithms = Algorithm::parse_list(&list.join(","))
+                .map_err(|e| SettingError::new("algorithms", e))?;
+        }
+        c.passes = table.count("passes", &bounds::PASSES)?;
+        if let Some(v) = table.number("percent")? {
+            if !(v > 0.0 && v <= 100.0) {
+                return Err(SettingError::new(
+                    "percent",
+                    format!("{v} is not between 0 and 100"),
+                ));
+            }
+            c.percent = Some(v);
+        }
+        if let Some(d) = table.duration("retention_delay", &bounds::RETENTION_DELAY)? {
+            c.retention_delay = d;
+        }
+        Ok(c)
+    }
 
     fn build(settings: &VramConfig) -> Vec<Box<dyn Workload + Send>> {
         vec![Box::new(VramTest {
