@@ -10,10 +10,10 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::evidence::read_jsonl;
+use crate::finding::Class;
 use crate::report::{DeviceReport, Report, exit_code};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::signals;
-use crate::verdict::findings::Class;
 use crate::verdict::rules::rates;
 use crate::verdict::thresholds::Thresholds;
 use crate::verdict::{VerdictError, rebuild};

@@ -13,6 +13,9 @@ pub mod cli;
 pub mod compare;
 pub mod error;
 pub mod evidence;
+/// Below the workloads and the verdict, so that either can say what it found without
+/// importing the other.
+pub mod finding;
 pub mod fsutil;
 #[allow(unsafe_code)]
 pub mod gpu;

@@ -10,10 +10,10 @@ pub mod text;
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::REPORT_SCHEMA;
+use crate::finding::{Class, Confidence, Finding, Severity};
 use crate::gpu::{DeviceInfo, DeviceKind};
 use crate::telemetry::record::Readings;
 use crate::telemetry::summary::PhaseTelemetry;
-use crate::verdict::findings::{Class, Confidence, Finding, Severity};
 use crate::verdict::rules;
 use crate::verdict::thresholds::Thresholds;
 use crate::workload::{WorkloadOutcome, WorkloadStatus};

@@ -2,7 +2,6 @@
 //! the report from the manifest, the events and the telemetry alone, also for a run that
 //! never finished (a crash, a hang, a kill), which it marks incomplete.
 
-pub mod findings;
 pub mod rules;
 pub mod thresholds;
 pub mod xid;

@@ -3,9 +3,9 @@
 
 use serde_json::json;
 
-use super::findings::{Class, Confidence, Finding, Severity};
 use super::thresholds::{Thresholds, pcie_reached, vram_reference_gbps};
 use super::xid::{self, XidInfo};
+use crate::finding::{Class, Confidence, Finding, Severity};
 use crate::gpu::DeviceKind;
 use crate::report::DeviceReport;
 use crate::telemetry::record::Reading;
