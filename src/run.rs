@@ -15,13 +15,13 @@ use crate::evidence::{
     utc_timestamp,
 };
 use crate::gpu::DeviceInfo;
-use crate::report::{Report, exit_code};
 use crate::select::{Selection, select_for_run};
 use crate::telemetry;
 use crate::telemetry::record::{Reading, Readings, TelemetryData};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::telemetry::signals;
 use crate::verdict::thresholds::Thresholds;
+use crate::verdict::{Report, exit_code};
 use crate::worker::{GO, WORKER_ARG, WorkerJob, WorkerMessage};
 use crate::workload::compute::{ComputeConfig, ComputeTest};
 use crate::workload::fragment::{FragmentConfig, FragmentTest};

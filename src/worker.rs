@@ -139,12 +139,12 @@ fn worker_main() -> i32 {
             Ok(job) => job,
             Err(e) => {
                 let _ = writeln!(std::io::stderr(), "kiln worker: the job is not valid ({e})");
-                return crate::report::exit_code::USAGE;
+                return crate::verdict::exit_code::USAGE;
             }
         },
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "kiln worker: no job on stdin ({e})");
-            return crate::report::exit_code::USAGE;
+            return crate::verdict::exit_code::USAGE;
         }
     };
     let stop = Arc::new(AtomicBool::new(false));

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{DeviceResult, Report};
+use crate::verdict::{DeviceReport, DeviceResult, Report};
 use crate::workload::WorkloadStatus;
 
 fn escape(value: &str) -> String {
@@ -14,7 +14,7 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-fn labels(d: &super::DeviceReport) -> String {
+fn labels(d: &DeviceReport) -> String {
     format!(
         "gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"{}\",modelName=\"{}\"",
         d.index,
@@ -103,7 +103,7 @@ pub fn render(report: &Report, run_unix_seconds: u64) -> String {
         "A finding of the last kiln run (1 per finding).",
         findings,
     );
-    let summary_number = |d: &super::DeviceReport, workload: &str, path: &[&str]| {
+    let summary_number = |d: &DeviceReport, workload: &str, path: &[&str]| {
         let w = d.workloads.iter().find(|w| w.workload == workload)?;
         let mut v = &w.summary;
         for key in path {

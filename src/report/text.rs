@@ -2,10 +2,10 @@
 
 use std::fmt::Write;
 
-use super::Report;
 use crate::telemetry::signals;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::units::format_bytes;
+use crate::verdict::{Report, Setup};
 use crate::workload::compute::ComputeReport;
 use crate::workload::vram::VramReport;
 
@@ -74,7 +74,7 @@ pub fn summary(report: &Report) -> String {
 }
 
 /// What preflight read of the installation: driver versions, the board, other tenants.
-fn setup_line(out: &mut String, setup: &super::Setup) {
+fn setup_line(out: &mut String, setup: &Setup) {
     use crate::telemetry::record::Reading;
     if setup.identity.is_empty() {
         return;

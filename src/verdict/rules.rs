@@ -3,11 +3,11 @@
 
 use serde_json::json;
 
+use super::DeviceReport;
 use super::thresholds::{Thresholds, pcie_reached, vram_reference_gbps};
 use super::xid::{self, XidInfo};
 use crate::finding::{Class, Confidence, Finding, Severity};
 use crate::gpu::DeviceKind;
-use crate::report::DeviceReport;
 use crate::telemetry::record::Reading;
 use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
