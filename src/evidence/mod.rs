@@ -50,6 +50,23 @@ pub enum EvidenceError {
     },
 }
 
+impl From<crate::fsutil::JsonlError> for EvidenceError {
+    fn from(e: crate::fsutil::JsonlError) -> EvidenceError {
+        match e {
+            crate::fsutil::JsonlError::Io { path, message } => EvidenceError::Io { path, message },
+            crate::fsutil::JsonlError::Corrupt {
+                path,
+                line,
+                message,
+            } => EvidenceError::Corrupt {
+                path,
+                line,
+                message,
+            },
+        }
+    }
+}
+
 impl EvidenceError {
     fn io(path: &Path, e: std::io::Error) -> EvidenceError {
         EvidenceError::Io {
