@@ -6,6 +6,8 @@ mod records;
 mod rundir;
 mod writer;
 
+pub mod vram;
+
 use std::path::{Path, PathBuf};
 
 pub use reader::{EventLog, read_events, read_jsonl, read_manifest};

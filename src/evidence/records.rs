@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::vram::{ErrorRecord, RetestResult};
 use crate::gpu::DeviceInfo;
 
 /// Schema of `events.jsonl`; bumped on any incompatible change.
@@ -82,12 +83,12 @@ pub enum Event {
     /// A wrong word, as recorded.
     VramError {
         /// The record.
-        record: crate::workload::vram::ErrorRecord,
+        record: ErrorRecord,
     },
     /// The in-place retest of a wrong word.
     Retest {
         /// What the retest found.
-        result: crate::workload::vram::RetestResult,
+        result: RetestResult,
     },
     /// A workload ended.
     WorkloadEnd {
