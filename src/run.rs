@@ -11,8 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::AppError;
 use crate::evidence::{
-    Event, EventSink, EventWriter, EvidenceError, JsonlWriter, Manifest, RunDir, default_run_dir,
-    utc_timestamp,
+    DeviceErrorKind, Event, EventSink, EventWriter, EvidenceError, JsonlWriter, Manifest, RunDir,
+    default_run_dir, utc_timestamp,
 };
 use crate::gpu::DeviceInfo;
 use crate::select::{Selection, select_for_run};
@@ -416,7 +416,7 @@ impl WorkerHandle {
         events.emit(
             Some(self.slot),
             Event::DeviceError {
-                error: "hang".into(),
+                error: DeviceErrorKind::Hang,
                 message,
             },
         );
@@ -683,7 +683,7 @@ fn reap(workers: &mut [WorkerHandle], events: &mut EventWriter) {
             events.emit(
                 Some(w.slot),
                 Event::DeviceError {
-                    error: "crash".into(),
+                    error: DeviceErrorKind::Crash,
                     message: format!(
                         "the device's worker process ended before its test did ({status}){}",
                         w.during()

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::evidence::{Event, EventRecord, EventSink};
+use crate::evidence::{DeviceErrorKind, Event, EventRecord, EventSink};
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
 use crate::profile::Confirm;
 use crate::run::{PlannedWorkload, WorkloadConfig};
@@ -266,7 +266,7 @@ fn test_device(
             events.emit(
                 device,
                 Event::DeviceError {
-                    error: "open".into(),
+                    error: DeviceErrorKind::Open,
                     message: format!("could not open the device: {e}"),
                 },
             );
@@ -456,7 +456,7 @@ fn run_planned(
                 Err(e) => events.emit(
                     device,
                     Event::DeviceError {
-                        error: "open".into(),
+                        error: DeviceErrorKind::Open,
                         message: format!("could not open a second context for {phase}: {e}"),
                     },
                 ),
@@ -481,7 +481,7 @@ fn run_planned(
                 Err(_) => events.emit(
                     device,
                     Event::DeviceError {
-                        error: "workload".into(),
+                        error: DeviceErrorKind::Workload,
                         message: format!("{}: the thread running it panicked", second.name()),
                     },
                 ),
@@ -517,7 +517,7 @@ fn run_planned(
             Err(e) => events.emit(
                 device,
                 Event::DeviceError {
-                    error: "workload".into(),
+                    error: DeviceErrorKind::Workload,
                     message: format!("{name}: {e}"),
                 },
             ),

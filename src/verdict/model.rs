@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rules;
 use super::thresholds::Thresholds;
-use crate::evidence::REPORT_SCHEMA;
+use crate::evidence::{DeviceErrorKind, REPORT_SCHEMA};
 use crate::finding::{Class, Confidence, Finding, Severity};
 use crate::gpu::{DeviceInfo, DeviceKind};
 use crate::telemetry::record::Readings;
@@ -119,8 +119,8 @@ pub struct DeviceReport {
 /// A failure that ended (part of) a device's test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceFailure {
-    /// `device_lost`, `timeout`, `hang`, `crash`, `open`, `workload`, ...
-    pub error: String,
+    /// What kind of failure (`device_lost`, `timeout`, `hang`, `crash`, ... on disk).
+    pub error: DeviceErrorKind,
     /// In words.
     pub message: String,
 }

@@ -6,6 +6,7 @@ use serde_json::json;
 use super::DeviceReport;
 use super::thresholds::{Thresholds, pcie_reached, vram_reference_gbps};
 use super::xid::{self, XidInfo};
+use crate::evidence::DeviceErrorKind;
 use crate::finding::{Class, Confidence, Finding, Severity};
 use crate::gpu::DeviceKind;
 use crate::telemetry::record::Reading;
@@ -1082,7 +1083,7 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
     let stopped = device
         .failures
         .iter()
-        .find(|f| f.error == "hang" || f.error == "crash");
+        .find(|f| matches!(f.error, DeviceErrorKind::Hang | DeviceErrorKind::Crash));
     errors.extend(stopped.map(|f| f.message.clone()));
     let Some(error) = errors.first() else {
         return;
@@ -1107,7 +1108,7 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
             Class::Software,
             "a watchdog or driver timeout with no hardware evidence: check the driver",
         )
-    } else if stopped.is_some_and(|f| f.error == "hang") {
+    } else if stopped.is_some_and(|f| f.error == DeviceErrorKind::Hang) {
         (
             "DEVICE_HANG",
             Class::Software,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::evidence::EventSink;
+use crate::evidence::{DeviceErrorKind, EventSink};
 use crate::gpu::{DeviceContext, GpuError};
 
 /// When to stop, and where progress goes.
@@ -164,12 +164,12 @@ pub const STOPPED_ON_REQUEST: &str =
     "stopped on request (a signal, or the run ending the device's test) before its plan finished";
 
 /// Names a device failure for the evidence (`device_lost`, `timeout`, ...).
-pub fn error_kind(e: &GpuError) -> &'static str {
+pub fn error_kind(e: &GpuError) -> DeviceErrorKind {
     match e {
-        GpuError::DeviceLost { .. } => "device_lost",
-        GpuError::Timeout { .. } => "timeout",
-        GpuError::OutOfMemory { .. } => "out_of_memory",
-        _ => "other",
+        GpuError::DeviceLost { .. } => DeviceErrorKind::DeviceLost,
+        GpuError::Timeout { .. } => DeviceErrorKind::Timeout,
+        GpuError::OutOfMemory { .. } => DeviceErrorKind::OutOfMemory,
+        _ => DeviceErrorKind::Other,
     }
 }
 
@@ -182,7 +182,7 @@ pub fn record_device_error(
     events.emit(
         device,
         crate::evidence::Event::DeviceError {
-            error: error_kind(e).into(),
+            error: error_kind(e),
             message: e.to_string(),
         },
     );
