@@ -15,8 +15,8 @@ use crate::telemetry::summary::PhaseTelemetry;
 use crate::telemetry::throttle::ThrottleReason;
 use crate::telemetry::{cause, signals};
 use crate::workload::compute::ComputeReport;
-use crate::workload::fragment::FragmentReport;
-use crate::workload::pcie::PcieReport;
+use crate::workload::fragment::{FragmentFindingKind, FragmentReport};
+use crate::workload::pcie::{PcieFindingKind, PcieReport};
 use crate::workload::vram::VramReport;
 use crate::workload::vram::classify::{ErrorShape, RetestClass};
 
@@ -316,14 +316,14 @@ fn pcie(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
     for f in p
         .findings
         .iter()
-        .filter(|f| f.starts_with("pcie_link_degraded"))
+        .filter(|f| f.kind == PcieFindingKind::LinkDegraded)
     {
         out.push(finding(
             "PCIE_LINK_DEGRADED",
             Class::Environment,
             Severity::Major,
             Confidence::Medium,
-            f.clone(),
+            f.message.clone(),
             evidence.clone(),
             reseat,
         ));
@@ -509,13 +509,12 @@ fn vram_bandwidth(device: &DeviceReport, v: &VramReport, t: &Thresholds, out: &m
 }
 
 fn fragment(f: &FragmentReport, out: &mut Vec<Finding>) {
-    for text in &f.findings {
-        let code = if text.starts_with("alloc_fail_fragmented") {
-            "ALLOC_FAIL_FRAGMENTED"
-        } else {
-            "MEMORY_LEAK"
+    for found in &f.findings {
+        let code = match found.kind {
+            FragmentFindingKind::AllocFailFragmented => "ALLOC_FAIL_FRAGMENTED",
+            FragmentFindingKind::Leak => "MEMORY_LEAK",
         };
-        out.push(finding(code, Class::Software, Severity::Major, Confidence::High, text.clone(),
+        out.push(finding(code, Class::Software, Severity::Major, Confidence::High, found.message.clone(),
             json!({"refusals": f.refused_while_free, "residuals": f.residuals.iter().rev().take(4).collect::<Vec<_>>()}),
             "the card is fine: look at the driver or the allocator"));
     }
