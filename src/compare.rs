@@ -10,13 +10,12 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::evidence::read_jsonl;
-use crate::report::{DeviceReport, Report, exit_code};
+use crate::finding::Class;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::signals;
-use crate::verdict::findings::Class;
 use crate::verdict::rules::rates;
 use crate::verdict::thresholds::Thresholds;
-use crate::verdict::{VerdictError, rebuild};
+use crate::verdict::{DeviceReport, Report, VerdictError, exit_code, rebuild};
 
 /// Counters that only grow over a card's life (they survive reboots): growth between two
 /// runs is wear.

@@ -3,7 +3,7 @@
 
 use crate::evidence::EvidenceError;
 use crate::gpu::GpuError;
-use crate::report::exit_code;
+use crate::verdict::exit_code;
 use crate::workload::WorkloadError;
 
 /// Why a command could not produce a result.

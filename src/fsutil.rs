@@ -1,8 +1,61 @@
-//! File-system helpers below every layer that writes files: the one atomic write.
+//! File-system helpers below every layer that reads or writes files: the one atomic
+//! write, and the one JSON-lines reader.
 
 use std::fs::File;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why a JSON-lines file could not be read. Its messages are those of the evidence
+/// module's errors, which wrap it.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonlError {
+    /// The file could not be read.
+    #[error("{}: {message}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        message: String,
+    },
+    /// A complete line is not a record of the expected type.
+    #[error("{}, line {line}: {message}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Reads a JSON-lines file of `T`: every complete line must parse; a partial last line
+/// (a writer killed mid-record) is skipped and reported as the second value.
+pub fn read_jsonl<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<(Vec<T>, bool), JsonlError> {
+    let bytes = std::fs::read(path).map_err(|e| JsonlError::Io {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    let truncated_tail = !bytes.is_empty() && !bytes.ends_with(b"\n");
+    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &bytes[..end],
+        None => &bytes[..0],
+    };
+    let mut records = Vec::new();
+    if !complete.is_empty() {
+        for (i, line) in complete.split(|&b| b == b'\n').enumerate() {
+            let record: T = serde_json::from_slice(line).map_err(|e| JsonlError::Corrupt {
+                path: path.to_owned(),
+                line: i + 1,
+                message: e.to_string(),
+            })?;
+            records.push(record);
+        }
+    }
+    Ok((records, truncated_tail))
+}
 
 /// Writes `bytes` to `path` atomically: a temporary file beside it (`<name>.tmp`), synced,
 /// then renamed over it, so a reader sees the old file or the new one, never half of one.
@@ -48,6 +101,19 @@ fn sync_dir(dir: Option<&Path>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jsonl_file_reads_to_its_last_complete_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("numbers.jsonl");
+        std::fs::write(&path, "1\n2\n3").unwrap();
+        assert_eq!(read_jsonl::<u32>(&path).unwrap(), (vec![1, 2], true));
+        std::fs::write(&path, "1\nx\n").unwrap();
+        let err = read_jsonl::<u32>(&path).unwrap_err();
+        assert!(matches!(err, JsonlError::Corrupt { line: 2, .. }), "{err}");
+        let missing = read_jsonl::<u32>(&dir.path().join("none.jsonl")).unwrap_err();
+        assert!(matches!(missing, JsonlError::Io { .. }), "{missing}");
+    }
 
     #[test]
     fn a_failed_atomic_write_leaves_no_temporary_file() {

@@ -15,12 +15,12 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::utc_timestamp;
+use crate::finding::{Class, Finding, Severity};
 use crate::inventory::{InventoryGpu, System};
-use crate::report::{DeviceReport, Setup, exit_code};
 use crate::telemetry::record::{Reading, Readings, TelemetryData, XidEvent};
 use crate::telemetry::summary::{GAUGES, PhaseTelemetry, Stat};
 use crate::telemetry::{Source, Target, cause, signals};
-use crate::verdict::findings::{Class, Finding, Severity};
+use crate::verdict::{DeviceReport, Setup, exit_code};
 use crate::verdict::{rules, thresholds::Thresholds};
 
 /// What `kiln health` is asked to check.

@@ -2,7 +2,8 @@
 //! verified workloads, keep the evidence, and say whether the card is healthy.
 //!
 //! Data flows one way: `gpu` (discovery, contexts) -> `workload` (VRAM test) ->
-//! `evidence` (run directory) -> `report` (report.json, summary, exit code).
+//! `evidence` (run directory) -> `verdict` (the result model, the exit code) -> `report`
+//! (report.json, summary, HTML, JUnit, metrics).
 
 #![warn(missing_docs)]
 // Unsafe code lives in `gpu` alone (the Vulkan calls), each block with its SAFETY note.
@@ -13,6 +14,9 @@ pub mod cli;
 pub mod compare;
 pub mod error;
 pub mod evidence;
+/// Below the workloads and the verdict, so that either can say what it found without
+/// importing the other.
+pub mod finding;
 pub mod fsutil;
 #[allow(unsafe_code)]
 pub mod gpu;

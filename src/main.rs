@@ -11,7 +11,7 @@ use kiln::cli::{
     SelftestArgs, VerdictArgs,
 };
 use kiln::error::AppError;
-use kiln::report::exit_code;
+use kiln::verdict::exit_code;
 use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::AccessLayout;
 

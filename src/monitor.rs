@@ -159,7 +159,7 @@ pub fn monitor(opts: &MonitorOptions) -> Result<i32, AppError> {
         std::thread::sleep(Duration::from_millis(50));
     }
     sidecar.stop();
-    Ok(crate::report::exit_code::HEALTHY)
+    Ok(crate::verdict::exit_code::HEALTHY)
 }
 
 #[cfg(test)]

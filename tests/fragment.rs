@@ -80,7 +80,10 @@ fn a_planted_leak_is_found_and_still_cleaned_up() {
         None,
     );
     assert!(
-        report.findings.iter().any(|f| f.starts_with("leak:")),
+        report
+            .findings
+            .iter()
+            .any(|f| f.message.starts_with("leak:")),
         "{:?}",
         report.findings
     );
@@ -114,10 +117,13 @@ fn a_planted_fragmenting_pattern_is_refused_with_memory_free() {
         report
             .findings
             .iter()
-            .any(|f| f.starts_with("alloc_fail_fragmented"))
+            .any(|f| f.message.starts_with("alloc_fail_fragmented"))
     );
     assert!(
-        !report.findings.iter().any(|f| f.starts_with("leak")),
+        !report
+            .findings
+            .iter()
+            .any(|f| f.message.starts_with("leak")),
         "{:?}",
         report.findings
     );

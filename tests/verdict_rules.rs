@@ -6,14 +6,14 @@ mod common;
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
+use kiln::finding::{Class, Confidence};
 use kiln::gpu::{DeviceInfo, DeviceKind, DeviceLimits};
-use kiln::report::{DeviceReport, DeviceResult};
 use kiln::telemetry::Source;
 use kiln::telemetry::replay::ReplaySource;
 use kiln::telemetry::sidecar::{Command, ScriptedClock, run_loop};
 use kiln::telemetry::summary::summarize;
-use kiln::verdict::findings::{Class, Confidence};
 use kiln::verdict::thresholds::Thresholds;
+use kiln::verdict::{DeviceReport, DeviceResult};
 
 fn info() -> DeviceInfo {
     DeviceInfo {

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use kiln::verdict::findings::Severity;
+use kiln::finding::Severity;
 use kiln::verdict::xid::{CATALOGUE, XidInfo};
 
 /// The healthy H200 recording with one kernel-log Xid of `row`'s code in its VRAM phase.

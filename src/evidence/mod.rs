@@ -6,10 +6,14 @@ mod records;
 mod rundir;
 mod writer;
 
+pub mod vram;
+
 use std::path::{Path, PathBuf};
 
 pub use reader::{EventLog, read_events, read_jsonl, read_manifest};
-pub use records::{EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA};
+pub use records::{
+    DeviceErrorKind, EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA,
+};
 pub use rundir::{Manifest, NotTested, RunDir, default_run_dir, hostname, utc_timestamp};
 pub use writer::{EventSink, EventWriter, JsonlWriter, MemorySink, write_json_atomic};
 
@@ -48,6 +52,23 @@ pub enum EvidenceError {
         /// The schema this kiln reads.
         known: &'static str,
     },
+}
+
+impl From<crate::fsutil::JsonlError> for EvidenceError {
+    fn from(e: crate::fsutil::JsonlError) -> EvidenceError {
+        match e {
+            crate::fsutil::JsonlError::Io { path, message } => EvidenceError::Io { path, message },
+            crate::fsutil::JsonlError::Corrupt {
+                path,
+                line,
+                message,
+            } => EvidenceError::Corrupt {
+                path,
+                line,
+                message,
+            },
+        }
+    }
 }
 
 impl EvidenceError {

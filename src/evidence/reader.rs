@@ -16,26 +16,10 @@ pub struct EventLog {
 }
 
 /// Reads a JSON-lines file of `T`: every complete line must parse; a partial last line
-/// (a writer killed mid-record) is skipped and reported as the second value.
+/// (a writer killed mid-record) is skipped and reported as the second value. The reader
+/// is [`crate::fsutil::read_jsonl`]; its failures become evidence errors, said the same.
 pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> EvidenceResult<(Vec<T>, bool)> {
-    let bytes = std::fs::read(path).map_err(|e| EvidenceError::io(path, e))?;
-    let truncated_tail = !bytes.is_empty() && !bytes.ends_with(b"\n");
-    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
-        Some(end) => &bytes[..end],
-        None => &bytes[..0],
-    };
-    let mut records = Vec::new();
-    if !complete.is_empty() {
-        for (i, line) in complete.split(|&b| b == b'\n').enumerate() {
-            let record: T = serde_json::from_slice(line).map_err(|e| EvidenceError::Corrupt {
-                path: path.to_owned(),
-                line: i + 1,
-                message: e.to_string(),
-            })?;
-            records.push(record);
-        }
-    }
-    Ok((records, truncated_tail))
+    Ok(crate::fsutil::read_jsonl(path)?)
 }
 
 /// The version number of a schema name (`kiln.events/2` -> 2) when it is one of kiln's
@@ -150,6 +134,23 @@ mod tests {
             matches!(err, EvidenceError::Corrupt { line: 2, .. }),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_jsonl_failure_reads_the_same_as_an_evidence_error() {
+        let (_d, path) = write("{}\nnot json\n");
+        let plain = crate::fsutil::read_jsonl::<serde_json::Value>(&path)
+            .unwrap_err()
+            .to_string();
+        let evidence = read_jsonl::<serde_json::Value>(&path)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(plain, evidence);
+        let missing = path.with_file_name("none.jsonl");
+        let plain = crate::fsutil::read_jsonl::<serde_json::Value>(&missing).unwrap_err();
+        let evidence = read_jsonl::<serde_json::Value>(&missing).unwrap_err();
+        assert!(matches!(evidence, EvidenceError::Io { .. }), "{evidence}");
+        assert_eq!(plain.to_string(), evidence.to_string());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The records of `events.jsonl`: one JSON object a line, tagged by `kind`.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::vram::{ErrorRecord, RetestResult};
 use crate::gpu::DeviceInfo;
 
 /// Schema of `events.jsonl`; bumped on any incompatible change.
@@ -82,12 +83,12 @@ pub enum Event {
     /// A wrong word, as recorded.
     VramError {
         /// The record.
-        record: crate::workload::vram::ErrorRecord,
+        record: ErrorRecord,
     },
     /// The in-place retest of a wrong word.
     Retest {
         /// What the retest found.
-        result: crate::workload::vram::RetestResult,
+        result: RetestResult,
     },
     /// A workload ended.
     WorkloadEnd {
@@ -103,9 +104,8 @@ pub enum Event {
     },
     /// The device failed (lost, hung, out of memory) while working.
     DeviceError {
-        /// `device_lost`, `timeout`, `out_of_memory`, `open`, `workload`, `hang` (the
-        /// watchdog abandoned it), `crash` (its worker process died) or `other`.
-        error: String,
+        /// What kind of failure.
+        error: DeviceErrorKind,
         /// The error in words.
         message: String,
     },
@@ -122,4 +122,132 @@ pub enum Event {
         /// The overall result in one word.
         result: String,
     },
+}
+
+/// What kind of failure ended (part of) a device's test, as `events.jsonl` and
+/// `report.json` spell it (`device_lost`, `hang`, ...). A name this kiln does not know
+/// (evidence of another version) is kept as written, so that it still reads and is
+/// written back unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceErrorKind {
+    /// The device was lost (`device_lost`).
+    DeviceLost,
+    /// A fence did not signal in time (`timeout`).
+    Timeout,
+    /// The device ran out of memory (`out_of_memory`).
+    OutOfMemory,
+    /// Another GPU error (`other`).
+    Other,
+    /// The device, or a second context on it, could not be opened (`open`).
+    Open,
+    /// A workload failed outside the device, or the thread running it panicked
+    /// (`workload`).
+    Workload,
+    /// The watchdog abandoned the device's worker as hung (`hang`).
+    Hang,
+    /// The device's worker process died before its test ended (`crash`).
+    Crash,
+    /// A name this kiln does not know, as written.
+    Unknown(String),
+}
+
+impl DeviceErrorKind {
+    /// The name as the evidence spells it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            DeviceErrorKind::DeviceLost => "device_lost",
+            DeviceErrorKind::Timeout => "timeout",
+            DeviceErrorKind::OutOfMemory => "out_of_memory",
+            DeviceErrorKind::Other => "other",
+            DeviceErrorKind::Open => "open",
+            DeviceErrorKind::Workload => "workload",
+            DeviceErrorKind::Hang => "hang",
+            DeviceErrorKind::Crash => "crash",
+            DeviceErrorKind::Unknown(name) => name,
+        }
+    }
+
+    /// The kind a name spells; a name this kiln does not know is kept as written.
+    pub fn from_name(name: &str) -> DeviceErrorKind {
+        match name {
+            "device_lost" => DeviceErrorKind::DeviceLost,
+            "timeout" => DeviceErrorKind::Timeout,
+            "out_of_memory" => DeviceErrorKind::OutOfMemory,
+            "other" => DeviceErrorKind::Other,
+            "open" => DeviceErrorKind::Open,
+            "workload" => DeviceErrorKind::Workload,
+            "hang" => DeviceErrorKind::Hang,
+            "crash" => DeviceErrorKind::Crash,
+            _ => DeviceErrorKind::Unknown(name.to_owned()),
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Compares with a name as the evidence spells it, for tools and tests that read the
+/// evidence by its names (the rules match on the kind).
+impl PartialEq<str> for DeviceErrorKind {
+    fn eq(&self, name: &str) -> bool {
+        self.as_str() == name
+    }
+}
+
+impl Serialize for DeviceErrorKind {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceErrorKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Ok(DeviceErrorKind::from_name(&name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_error_kind_reads_and_writes_its_name() {
+        for name in [
+            "device_lost",
+            "timeout",
+            "out_of_memory",
+            "other",
+            "open",
+            "workload",
+            "hang",
+            "crash",
+        ] {
+            let kind: DeviceErrorKind = serde_json::from_value(name.into()).unwrap();
+            assert!(!matches!(kind, DeviceErrorKind::Unknown(_)), "{name}");
+            assert_eq!(serde_json::to_value(&kind).unwrap(), name);
+        }
+        // A kind of another kiln still reads, and is written back as it was.
+        let kind: DeviceErrorKind = serde_json::from_value("melted".into()).unwrap();
+        assert_eq!(kind, DeviceErrorKind::Unknown("melted".into()));
+        assert_eq!(serde_json::to_value(&kind).unwrap(), "melted");
+    }
+
+    #[test]
+    fn a_device_error_event_keeps_its_shape_on_disk() {
+        let line =
+            r#"{"t_ms":1.0,"device":0,"kind":"device_error","error":"hang","message":"stuck"}"#;
+        let record: EventRecord = serde_json::from_str(line).unwrap();
+        assert!(matches!(
+            &record.event,
+            Event::DeviceError {
+                error: DeviceErrorKind::Hang,
+                ..
+            }
+        ));
+        assert_eq!(serde_json::to_string(&record).unwrap(), line);
+    }
 }

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::{DeviceReport, DeviceResult, Report};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::signals;
+use crate::verdict::{DeviceReport, DeviceResult, Report};
 use crate::workload::Section;
 use crate::workload::show::OffsetPoint;
 
@@ -321,7 +321,7 @@ polyline{fill:none;stroke-width:1.5}.s0{stroke:#c0392b}.s1{stroke:#2471a3}.s2{st
 
 /// The device's Xids, each explained from the one catalogue (meaning, class, what to do),
 /// with the phase and how many times: the kernel log's words for a support desk.
-fn xid_table(out: &mut String, d: &super::DeviceReport) {
+fn xid_table(out: &mut String, d: &DeviceReport) {
     let mut rows: Vec<(String, Option<u32>, String, usize)> = Vec::new();
     for p in &d.telemetry {
         for x in &p.xids {

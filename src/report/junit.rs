@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{DeviceResult, Report};
+use crate::verdict::{DeviceReport, DeviceResult, Report};
 use crate::workload::WorkloadStatus;
 
 fn xml(text: &str) -> String {
@@ -32,7 +32,7 @@ enum Case {
 /// A device's cases: one per workload, then `verdict`, the device's result, which fails
 /// on environment or software findings too and errs when the device could not be judged
 /// (a hang, a crash, a run cut short) even if no workload ever reported.
-fn cases(d: &super::DeviceReport) -> Vec<(String, Case)> {
+fn cases(d: &DeviceReport) -> Vec<(String, Case)> {
     let findings = || {
         d.findings
             .iter()
@@ -147,7 +147,7 @@ mod tests {
     #[test]
     fn failures_and_skips_are_marked_and_text_is_escaped() {
         let mut report =
-            crate::report::Report::new("r".into(), "d".into(), "t".into(), 1.0, vec![], vec![]);
+            crate::verdict::Report::new("r".into(), "d".into(), "t".into(), 1.0, vec![], vec![]);
         let info = crate::gpu::DeviceInfo {
             name: "GPU <\"&'>".into(),
             ..serde_json::from_value(serde_json::json!({
@@ -167,7 +167,7 @@ mod tests {
             headline: "a < b & c".into(),
             summary: crate::workload::WorkloadResult::from_json(name, serde_json::Value::Null),
         };
-        let mut failed = crate::report::DeviceReport::new(
+        let mut failed = crate::verdict::DeviceReport::new(
             &info,
             vec![
                 outcome("vram", WorkloadStatus::Failed),
@@ -192,7 +192,7 @@ mod tests {
         );
         // A device that never reported (hung before its first workload) is an error,
         // not an empty suite that reads as green.
-        report.devices.push(crate::report::DeviceReport::new(
+        report.devices.push(crate::verdict::DeviceReport::new(
             &info,
             vec![],
             Some("no progress for 4 s: the watchdog abandoned the device".into()),

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{DeviceResult, Report};
+use crate::verdict::{DeviceReport, DeviceResult, Report};
 use crate::workload::{WorkloadStatus, registry};
 
 fn escape(value: &str) -> String {
@@ -14,7 +14,7 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-fn labels(d: &super::DeviceReport) -> String {
+fn labels(d: &DeviceReport) -> String {
     format!(
         "gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"{}\",modelName=\"{}\"",
         d.index,

@@ -2,9 +2,9 @@
 
 use std::fmt::Write;
 
-use super::Report;
 use crate::telemetry::signals;
 use crate::telemetry::summary::PhaseTelemetry;
+use crate::verdict::{Report, Setup};
 use crate::workload::Section;
 
 /// Renders the human summary of a run.
@@ -80,7 +80,7 @@ pub fn summary(report: &Report) -> String {
 }
 
 /// What preflight read of the installation: driver versions, the board, other tenants.
-fn setup_line(out: &mut String, setup: &super::Setup) {
+fn setup_line(out: &mut String, setup: &Setup) {
     use crate::telemetry::record::Reading;
     if setup.identity.is_empty() {
         return;

@@ -26,12 +26,12 @@ use crate::evidence::{
     Event, EventSink, EvidenceError, JsonlWriter, Manifest, RunDir, default_run_dir, utc_timestamp,
 };
 use crate::gpu::DeviceInfo;
-use crate::report::Report;
 use crate::select::{Selection, select_for_run};
 use crate::telemetry;
 use crate::telemetry::record::{Boundary, Readings, TelemetryData};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::telemetry::summary::PREFLIGHT;
+use crate::verdict::Report;
 use crate::verdict::thresholds::Thresholds;
 use crate::workload::registry::PlannedWorkload;
 

@@ -10,10 +10,10 @@ use super::idle::{Idleness, WAIT_IDLE_MAX, idleness};
 use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage};
 use super::{Latest, RunOptions, signals_received};
 use crate::error::AppError;
-use crate::evidence::{Event, EventSink, EventWriter};
+use crate::evidence::{DeviceErrorKind, Event, EventSink, EventWriter};
 use crate::gpu::DeviceInfo;
-use crate::report::exit_code;
 use crate::telemetry::sidecar::Sidecar;
+use crate::verdict::exit_code;
 
 /// A device's worker, as the parent sees it.
 struct WorkerHandle {
@@ -62,7 +62,7 @@ impl WorkerHandle {
         events.emit(
             Some(self.slot),
             Event::DeviceError {
-                error: "hang".into(),
+                error: DeviceErrorKind::Hang,
                 message,
             },
         );
@@ -329,7 +329,7 @@ fn reap(workers: &mut [WorkerHandle], events: &mut EventWriter) {
             events.emit(
                 Some(w.slot),
                 Event::DeviceError {
-                    error: "crash".into(),
+                    error: DeviceErrorKind::Crash,
                     message: format!(
                         "the device's worker process ended before its test did ({status}){}",
                         w.during()

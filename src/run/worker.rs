@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage};
-use crate::evidence::{Event, EventRecord, EventSink};
+use crate::evidence::{DeviceErrorKind, Event, EventRecord, EventSink};
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
-use crate::report::exit_code;
 use crate::telemetry::record::Boundary;
+use crate::verdict::exit_code;
 use crate::workload::registry::{PlannedWorkload, WorkloadConfig};
 use crate::workload::{RunControl, WorkloadStatus};
 
@@ -195,7 +195,7 @@ fn test_device(
             events.emit(
                 device,
                 Event::DeviceError {
-                    error: "open".into(),
+                    error: DeviceErrorKind::Open,
                     message: format!("could not open the device: {e}"),
                 },
             );
@@ -385,7 +385,7 @@ fn run_planned(
                 Err(e) => events.emit(
                     device,
                     Event::DeviceError {
-                        error: "open".into(),
+                        error: DeviceErrorKind::Open,
                         message: format!("could not open a second context for {phase}: {e}"),
                     },
                 ),
@@ -410,7 +410,7 @@ fn run_planned(
                 Err(_) => events.emit(
                     device,
                     Event::DeviceError {
-                        error: "workload".into(),
+                        error: DeviceErrorKind::Workload,
                         message: format!("{}: the thread running it panicked", second.name()),
                     },
                 ),
@@ -446,7 +446,7 @@ fn run_planned(
             Err(e) => events.emit(
                 device,
                 Event::DeviceError {
-                    error: "workload".into(),
+                    error: DeviceErrorKind::Workload,
                     message: format!("{name}: {e}"),
                 },
             ),

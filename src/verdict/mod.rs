@@ -2,7 +2,7 @@
 //! the report from the manifest, the events and the telemetry alone, also for a run that
 //! never finished (a crash, a hang, a kill), which it marks incomplete.
 
-pub mod findings;
+mod model;
 pub mod rules;
 pub mod thresholds;
 pub mod xid;
@@ -13,10 +13,11 @@ use crate::evidence::{
     Event, EvidenceError, Manifest, read_events, read_jsonl, read_manifest, utc_timestamp,
 };
 use crate::gpu::DeviceInfo;
-use crate::report::{DeviceFailure, DeviceReport, Report};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::summary::summarize;
 use crate::workload::{WorkloadOutcome, WorkloadResult, WorkloadStatus};
+
+pub use model::{DeviceFailure, DeviceReport, DeviceResult, Report, Setup, exit_code};
 
 /// Why a run directory could not be judged.
 #[derive(Debug, thiserror::Error)]

@@ -3,11 +3,12 @@
 
 use serde_json::json;
 
-use super::findings::{Class, Confidence, Finding, Severity};
+use super::DeviceReport;
 use super::thresholds::{Thresholds, pcie_reached, vram_reference_gbps};
 use super::xid::{self, XidInfo};
+use crate::evidence::DeviceErrorKind;
+use crate::finding::{Class, Confidence, Finding, Severity};
 use crate::gpu::DeviceKind;
-use crate::report::DeviceReport;
 use crate::telemetry::record::Reading;
 use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
@@ -15,8 +16,8 @@ use crate::telemetry::throttle::ThrottleReason;
 use crate::telemetry::{cause, signals};
 use crate::workload::WorkloadResult;
 use crate::workload::compute::ComputeReport;
-use crate::workload::fragment::FragmentReport;
-use crate::workload::pcie::PcieReport;
+use crate::workload::fragment::{FragmentFindingKind, FragmentReport};
+use crate::workload::pcie::{PcieFindingKind, PcieReport};
 use crate::workload::vram::VramReport;
 use crate::workload::vram::classify::{ErrorShape, RetestClass};
 
@@ -302,14 +303,14 @@ fn pcie(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
     for f in p
         .findings
         .iter()
-        .filter(|f| f.starts_with("pcie_link_degraded"))
+        .filter(|f| f.kind == PcieFindingKind::LinkDegraded)
     {
         out.push(finding(
             "PCIE_LINK_DEGRADED",
             Class::Environment,
             Severity::Major,
             Confidence::Medium,
-            f.clone(),
+            f.message.clone(),
             evidence.clone(),
             reseat,
         ));
@@ -491,13 +492,12 @@ fn vram_bandwidth(device: &DeviceReport, v: &VramReport, t: &Thresholds, out: &m
 }
 
 fn fragment(f: &FragmentReport, out: &mut Vec<Finding>) {
-    for text in &f.findings {
-        let code = if text.starts_with("alloc_fail_fragmented") {
-            "ALLOC_FAIL_FRAGMENTED"
-        } else {
-            "MEMORY_LEAK"
+    for found in &f.findings {
+        let code = match found.kind {
+            FragmentFindingKind::AllocFailFragmented => "ALLOC_FAIL_FRAGMENTED",
+            FragmentFindingKind::Leak => "MEMORY_LEAK",
         };
-        out.push(finding(code, Class::Software, Severity::Major, Confidence::High, text.clone(),
+        out.push(finding(code, Class::Software, Severity::Major, Confidence::High, found.message.clone(),
             json!({"refusals": f.refused_while_free, "residuals": f.residuals.iter().rev().take(4).collect::<Vec<_>>()}),
             "the card is fine: look at the driver or the allocator"));
     }
@@ -1060,7 +1060,7 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
     let stopped = device
         .failures
         .iter()
-        .find(|f| f.error == "hang" || f.error == "crash");
+        .find(|f| matches!(f.error, DeviceErrorKind::Hang | DeviceErrorKind::Crash));
     errors.extend(stopped.map(|f| f.message.clone()));
     let Some(error) = errors.first() else {
         return;
@@ -1085,7 +1085,7 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
             Class::Software,
             "a watchdog or driver timeout with no hardware evidence: check the driver",
         )
-    } else if stopped.is_some_and(|f| f.error == "hang") {
+    } else if stopped.is_some_and(|f| f.error == DeviceErrorKind::Hang) {
         (
             "DEVICE_HANG",
             Class::Software,

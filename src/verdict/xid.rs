@@ -3,7 +3,7 @@
 //! report all answer from this table, so a code can never be hardware in one and unknown
 //! in another.
 
-use super::findings::{Class, Confidence, Severity};
+use crate::finding::{Class, Confidence, Severity};
 
 /// Where the rows come from.
 const REF: &str = "shared/REFERENCE.md §2";

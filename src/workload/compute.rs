@@ -15,12 +15,12 @@ use super::{
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
+use crate::finding::Finding;
 use crate::gpu::{
     Binding, BufferKind, DeviceContext, DeviceInfo, GpuBuffer, GpuError, GpuResult, Pipeline,
     ShaderCode, embedded_shader,
 };
 use crate::limits::bounds;
-use crate::verdict::findings::Finding;
 
 /// Long dependent multiply-add chains, one result per work item.
 const FMA: ShaderCode = embedded_shader!("compute_fma");

@@ -16,15 +16,15 @@ use serde::{Deserialize, Serialize};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Metric, MetricFamily, Section};
 use super::{
-    Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
-    WorkloadStatus, record_device_error,
+    Envelope, FindingKind, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError,
+    WorkloadFinding, WorkloadOutcome, WorkloadStatus, join_findings, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
+use crate::finding::Finding;
 use crate::gpu::DeviceInfo;
 use crate::gpu::{BufferKind, DeviceContext, GpuBuffer, GpuError, RawMemory};
 use crate::limits::bounds;
 use crate::units::{KIB, MIB};
-use crate::verdict::findings::Finding;
 
 /// Settings of the fragmentation torture.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -142,7 +142,7 @@ pub struct FragmentReport {
     /// True when the end state matches the baseline.
     pub returned_to_baseline: bool,
     /// `alloc_fail_fragmented`, `leak`: evidence for the verdict.
-    pub findings: Vec<String>,
+    pub findings: Vec<FragmentFinding>,
     /// How its run ended and how long it took.
     #[serde(flatten)]
     pub run: Envelope,
@@ -176,7 +176,7 @@ impl Report for FragmentReport {
                 self.allocator_latency.p99_us
             )
         } else {
-            self.findings.join("; ")
+            join_findings(&self.findings)
         }
     }
 }
@@ -227,6 +227,37 @@ impl Kind for Fragment {
         Vec::new()
     }
 }
+
+/// What the torture can find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FragmentFindingKind {
+    /// A large request refused while enough memory was free under the cap
+    /// (`alloc_fail_fragmented`).
+    AllocFailFragmented,
+    /// Memory not given back after every free (`leak`).
+    Leak,
+}
+
+impl FindingKind for FragmentFindingKind {
+    fn name(self) -> &'static str {
+        match self {
+            FragmentFindingKind::AllocFailFragmented => "alloc_fail_fragmented",
+            FragmentFindingKind::Leak => "leak",
+        }
+    }
+
+    /// Anything but a refused request is a leak, as the verdict has always read them.
+    fn of(message: &str) -> FragmentFindingKind {
+        if message.starts_with("alloc_fail_fragmented") {
+            FragmentFindingKind::AllocFailFragmented
+        } else {
+            FragmentFindingKind::Leak
+        }
+    }
+}
+
+/// One finding of the torture.
+pub type FragmentFinding = WorkloadFinding<FragmentFindingKind>;
 
 /// The torture as a workload.
 pub struct FragmentTest {
@@ -377,9 +408,12 @@ impl FragmentTest {
                 _ => true,
             };
         if !report.returned_to_baseline {
-            report.findings.push(format!(
-                "leak: usage did not return to its baseline after the workload released everything ({:?} vs {:?} bytes)",
-                report.end.usage_bytes, report.baseline.usage_bytes
+            report.findings.push(FragmentFinding::new(
+                FragmentFindingKind::Leak,
+                format_args!(
+                    "usage did not return to its baseline after the workload released everything ({:?} vs {:?} bytes)",
+                    report.end.usage_bytes, report.baseline.usage_bytes
+                ),
             ));
         }
         for f in &report.findings {
@@ -563,11 +597,14 @@ fn large_request(
         if !report
             .findings
             .iter()
-            .any(|f| f.starts_with("alloc_fail_fragmented"))
+            .any(|f| f.kind == FragmentFindingKind::AllocFailFragmented)
         {
-            report.findings.push(format!(
-                "alloc_fail_fragmented: a {bytes}-byte request was refused with {free} bytes free under the cap (largest free span {} bytes)",
-                before.largest_free_span()
+            report.findings.push(FragmentFinding::new(
+                FragmentFindingKind::AllocFailFragmented,
+                format_args!(
+                    "a {bytes}-byte request was refused with {free} bytes free under the cap (largest free span {} bytes)",
+                    before.largest_free_span()
+                ),
             ));
         }
     }
@@ -614,9 +651,12 @@ fn judge_leak(report: &mut FragmentReport) {
     if let Some(&last) = residual.last()
         && last > 0
     {
-        report.findings.push(format!(
-            "leak: {last} bytes stay allocated after every free, over {} rounds",
-            residual.len()
+        report.findings.push(FragmentFinding::new(
+            FragmentFindingKind::Leak,
+            format_args!(
+                "{last} bytes stay allocated after every free, over {} rounds",
+                residual.len()
+            ),
         ));
     }
     let usage: Vec<u64> = report
@@ -629,8 +669,11 @@ fn judge_leak(report: &mut FragmentReport) {
         && usage.windows(2).all(|w| w[1] >= w[0])
         && last > first + report.cap_bytes / 100
     {
-        report.findings.push(format!(
-            "leak: the driver's usage grew from {first} to {last} bytes across rounds with nothing allocated"
+        report.findings.push(FragmentFinding::new(
+            FragmentFindingKind::Leak,
+            format_args!(
+                "the driver's usage grew from {first} to {last} bytes across rounds with nothing allocated"
+            ),
         ));
     }
 }
@@ -651,6 +694,34 @@ mod tests {
         let small = sizes.iter().filter(|&&s| s < MIB).count();
         assert!(small > sizes.len() / 2, "mostly small: {small}");
         assert!(sizes.iter().any(|&s| s > 16 * MIB), "a few large");
+    }
+
+    #[test]
+    fn findings_of_older_runs_read_back_from_their_sentences() {
+        // Before findings were typed, the evidence carried each one as its sentence alone;
+        // anything but a refused request was read as a leak.
+        let old = serde_json::json!([
+            "alloc_fail_fragmented: a 33554432-byte request was refused with 268435456 bytes free under the cap (largest free span 65536 bytes)",
+            "leak: 4096 bytes stay allocated after every free, over 3 rounds",
+            "usage did not return to its baseline",
+        ]);
+        let findings: Vec<FragmentFinding> = serde_json::from_value(old.clone()).unwrap();
+        let kinds: Vec<FragmentFindingKind> = findings.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                FragmentFindingKind::AllocFailFragmented,
+                FragmentFindingKind::Leak,
+                FragmentFindingKind::Leak
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(&findings).unwrap(),
+            old,
+            "written as read"
+        );
+        let new = FragmentFinding::new(FragmentFindingKind::Leak, "1 byte stays");
+        assert_eq!(serde_json::to_value(&new).unwrap(), "leak: 1 byte stays");
     }
 
     #[test]

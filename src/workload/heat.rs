@@ -9,8 +9,8 @@ use super::settings::{SettingError, SettingsTable};
 use super::show::{Metric, MetricFamily, Section};
 use super::vram::{Vram, VramConfig, VramTest};
 use super::{Composite, Kind, PlanDetail, Workload};
+use crate::finding::Finding;
 use crate::gpu::DeviceInfo;
-use crate::verdict::findings::Finding;
 
 /// The settings of both parts.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

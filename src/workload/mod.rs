@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::evidence::EventSink;
+use crate::evidence::{DeviceErrorKind, EventSink};
+use crate::finding::Finding;
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
-use crate::verdict::findings::Finding;
 
 /// When to stop, and where progress goes.
 #[derive(Clone)]
@@ -195,6 +195,74 @@ impl Envelope {
     }
 }
 
+/// The kinds of one workload's own findings; each finding's sentence begins with its
+/// kind's name (`leak: ...`).
+pub trait FindingKind: Copy {
+    /// The name a finding's sentence begins with (`leak`).
+    fn name(self) -> &'static str;
+    /// The kind a sentence read back names by its beginning: evidence written before
+    /// findings were typed carries the sentence alone.
+    fn of(message: &str) -> Self;
+}
+
+/// One of a workload's own findings, evidence for the verdict: its kind, which the rules
+/// match on, and the sentence, which begins with the kind's name. Written as the sentence
+/// alone (as every kiln wrote it), and read back from it by [`FindingKind::of`], the one
+/// place a sentence is classified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadFinding<K> {
+    /// What was found.
+    pub kind: K,
+    /// The sentence for people, beginning with the kind's name.
+    pub message: String,
+}
+
+impl<K: FindingKind> WorkloadFinding<K> {
+    /// A finding of `kind`: its name, then `what`.
+    pub fn new(kind: K, what: impl std::fmt::Display) -> WorkloadFinding<K> {
+        WorkloadFinding {
+            kind,
+            message: format!("{}: {what}", kind.name()),
+        }
+    }
+
+    /// A finding read back from its sentence.
+    pub fn from_message(message: String) -> WorkloadFinding<K> {
+        WorkloadFinding {
+            kind: K::of(&message),
+            message,
+        }
+    }
+}
+
+impl<K> std::fmt::Display for WorkloadFinding<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl<K> Serialize for WorkloadFinding<K> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.message)
+    }
+}
+
+impl<'de, K: FindingKind> Deserialize<'de> for WorkloadFinding<K> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let message = String::deserialize(deserializer)?;
+        Ok(WorkloadFinding::from_message(message))
+    }
+}
+
+/// The sentences of `findings`, joined for a headline.
+pub fn join_findings<K>(findings: &[WorkloadFinding<K>]) -> String {
+    findings
+        .iter()
+        .map(|f| f.message.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Failures that stop a workload before it produced a result.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
@@ -233,12 +301,12 @@ pub const STOPPED_ON_REQUEST: &str =
     "stopped on request (a signal, or the run ending the device's test) before its plan finished";
 
 /// Names a device failure for the evidence (`device_lost`, `timeout`, ...).
-pub fn error_kind(e: &GpuError) -> &'static str {
+pub fn error_kind(e: &GpuError) -> DeviceErrorKind {
     match e {
-        GpuError::DeviceLost { .. } => "device_lost",
-        GpuError::Timeout { .. } => "timeout",
-        GpuError::OutOfMemory { .. } => "out_of_memory",
-        _ => "other",
+        GpuError::DeviceLost { .. } => DeviceErrorKind::DeviceLost,
+        GpuError::Timeout { .. } => DeviceErrorKind::Timeout,
+        GpuError::OutOfMemory { .. } => DeviceErrorKind::OutOfMemory,
+        _ => DeviceErrorKind::Other,
     }
 }
 
@@ -251,7 +319,7 @@ pub fn record_device_error(
     events.emit(
         device,
         crate::evidence::Event::DeviceError {
-            error: error_kind(e).into(),
+            error: error_kind(e),
             message: e.to_string(),
         },
     );

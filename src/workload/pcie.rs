@@ -8,10 +8,11 @@ use serde::{Deserialize, Serialize};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section};
 use super::{
-    Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
-    WorkloadStatus, record_device_error,
+    Envelope, FindingKind, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError,
+    WorkloadFinding, WorkloadOutcome, WorkloadStatus, join_findings, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
+use crate::finding::Finding;
 use crate::gpu::DeviceInfo;
 use crate::gpu::{
     BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, ShaderCode, embedded_shader,
@@ -20,7 +21,6 @@ use crate::limits::bounds;
 use crate::telemetry::record::Reading;
 use crate::telemetry::{signals, sysfs};
 use crate::units::{KIB, MIB};
-use crate::verdict::findings::Finding;
 
 /// Checksums a transferred buffer on the device.
 const CHECKSUM: ShaderCode = embedded_shader!("pcie_checksum");
@@ -141,11 +141,42 @@ pub struct PcieReport {
     /// The link under load, where sysfs shows it.
     pub link: Option<LinkUnderLoad>,
     /// Evidence for the verdict: `pcie_link_degraded`.
-    pub findings: Vec<String>,
+    pub findings: Vec<PcieFinding>,
     /// How its run ended and how long it took.
     #[serde(flatten)]
     pub run: Envelope,
 }
+
+/// What the probe can find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PcieFindingKind {
+    /// The link ran below its generation or width under load (`pcie_link_degraded`).
+    LinkDegraded,
+    /// Any other sentence, read back from evidence of an older kiln (`pcie_bandwidth_low`,
+    /// before the verdict judged the rates itself): kept, judged by nothing. This kiln
+    /// writes none.
+    Other,
+}
+
+impl FindingKind for PcieFindingKind {
+    fn name(self) -> &'static str {
+        match self {
+            PcieFindingKind::LinkDegraded => "pcie_link_degraded",
+            PcieFindingKind::Other => "other",
+        }
+    }
+
+    fn of(message: &str) -> PcieFindingKind {
+        if message.starts_with("pcie_link_degraded") {
+            PcieFindingKind::LinkDegraded
+        } else {
+            PcieFindingKind::Other
+        }
+    }
+}
+
+/// One finding of the probe.
+pub type PcieFinding = WorkloadFinding<PcieFindingKind>;
 
 /// Raw transfer rate of a PCIe generation per lane, GT/s.
 pub fn transfer_rate_gts(generation: u32) -> Option<f64> {
@@ -208,7 +239,9 @@ impl Report for PcieReport {
                     .as_deref()
                     .unwrap_or("no size completed")
             ),
-            _ if !self.findings.is_empty() => format!("{rates}; {}", self.findings.join("; ")),
+            _ if !self.findings.is_empty() => {
+                format!("{rates}; {}", join_findings(&self.findings))
+            }
             _ => format!("{} transfers verified, {rates}", self.transfers_verified),
         }
     }
@@ -582,15 +615,17 @@ fn judge_link(report: &mut PcieReport) {
     if let (Some(g), Some(gm)) = (link.generation, link.generation_max)
         && g < gm
     {
-        report.findings.push(format!(
-            "pcie_link_degraded: generation {g} of {gm} under load"
+        report.findings.push(PcieFinding::new(
+            PcieFindingKind::LinkDegraded,
+            format_args!("generation {g} of {gm} under load"),
         ));
     }
     if let (Some(w), Some(wm)) = (link.width, link.width_max)
         && w < wm
     {
-        report.findings.push(format!(
-            "pcie_link_degraded: width x{w} of x{wm} under load"
+        report.findings.push(PcieFinding::new(
+            PcieFindingKind::LinkDegraded,
+            format_args!("width x{w} of x{wm} under load"),
         ));
     }
 }
@@ -735,12 +770,32 @@ mod tests {
             run: Envelope::default(),
         };
         judge_link(&mut r);
-        assert!(
-            r.findings
-                .iter()
-                .any(|f| f.starts_with("pcie_link_degraded: generation 4 of 5"))
-        );
+        assert!(r.findings.iter().any(|f| {
+            f.message
+                .starts_with("pcie_link_degraded: generation 4 of 5")
+        }));
         assert_eq!(r.findings.len(), 1, "the rates are the verdict's to judge");
+    }
+
+    #[test]
+    fn findings_of_older_runs_read_back_from_their_sentences() {
+        // Before findings were typed, the evidence carried each one as its sentence alone;
+        // only a degraded link was ever judged.
+        let old = serde_json::json!([
+            "pcie_link_degraded: width x8 of x16 under load",
+            "pcie_bandwidth_low: H2D 3.1 GB/s is 20% of the link's 15.8 GB/s",
+        ]);
+        let findings: Vec<PcieFinding> = serde_json::from_value(old.clone()).unwrap();
+        let kinds: Vec<PcieFindingKind> = findings.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds,
+            [PcieFindingKind::LinkDegraded, PcieFindingKind::Other]
+        );
+        assert_eq!(
+            serde_json::to_value(&findings).unwrap(),
+            old,
+            "written as read"
+        );
     }
 
     /// A sysfs PCI tree where the card (`0000:05:00.0`) hangs from a bridge

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use super::settings::{KeysAsked, SettingError, SettingsTable};
 use super::show::{Metric, MetricFamily, Section};
 use super::{Envelope, Kind, PlanDetail, Report, Workload};
+use crate::finding::Finding;
 use crate::gpu::DeviceInfo;
-use crate::verdict::findings::Finding;
 
 macro_rules! registry {
     ($($variant:ident => $kind:ty,)+) => {

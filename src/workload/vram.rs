@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use self::algorithm::{Algorithm, Step};
-use self::classify::{ErrorShape, RetestClass, Trial};
+use self::classify::ErrorShape;
 use self::engine::{AccessLayout, Engine, EngineConfig, Op, PlantedFault, Sweep};
 use self::layout::{BatchCounters, FLAG_TRANSIENT};
 use self::pattern::Pattern;
@@ -27,10 +27,13 @@ use super::{
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
+use crate::finding::Finding;
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
 use crate::limits::bounds;
 use crate::units::{MIB, format_bytes, to_gib};
-use crate::verdict::findings::Finding;
+
+// A wrong word's record and its retest are the evidence's schema, defined with it.
+pub use crate::evidence::vram::{ErrorRecord, RetestResult};
 
 /// Settings of the VRAM test.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -123,58 +126,6 @@ pub struct Coverage {
     pub of_heap: f64,
     /// tested / free at start.
     pub of_free: f64,
-}
-
-/// A wrong word, located and classified.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorRecord {
-    /// Byte offset in the tested memory as a whole (buffers laid end to end).
-    pub offset_bytes: u64,
-    /// Test buffer index.
-    pub buffer: u32,
-    /// Byte offset within that buffer.
-    pub buffer_offset_bytes: u64,
-    /// What the word should hold.
-    pub expected: u32,
-    /// What was read.
-    pub actual: u32,
-    /// Positions of the flipped bits.
-    pub flipped_bits: Vec<u8>,
-    /// What the values say about the fault.
-    #[serde(flatten)]
-    pub shape: ErrorShape,
-    /// Algorithm.
-    pub algorithm: Algorithm,
-    /// Pass, from 0.
-    pub pass: u32,
-    /// Step within the pass.
-    pub step: u32,
-    /// The pattern, described.
-    pub pattern: String,
-    /// Transient reads: how many 16-byte elements the span covered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub span_elements: Option<u32>,
-}
-
-/// The in-place retest of one failing word.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RetestResult {
-    /// Byte offset in the tested memory.
-    pub offset_bytes: u64,
-    /// What the word should have held.
-    pub expected: u32,
-    /// What the test read.
-    pub actual: u32,
-    /// What the retest showed.
-    pub class: RetestClass,
-    /// Bits that always read 0.
-    pub stuck_at_0_mask: u32,
-    /// Bits that always read 1.
-    pub stuck_at_1_mask: u32,
-    /// Reads of the word as found, before any rewrite.
-    pub rereads: Vec<u32>,
-    /// Rewrites with several patterns and what each read back.
-    pub trials: Vec<Trial>,
 }
 
 /// Error statistics over every wrong word (not only the recorded ones).

@@ -3,28 +3,11 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::pattern::{Pattern, splitmix64};
 
-/// A VRAM test algorithm, selectable by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Algorithm {
-    /// Each word holds a hash of its own address; the seed changes every pass.
-    OwnAddress,
-    /// Moving inversions over 0/1 and random backgrounds, ascending and descending.
-    MovingInversions,
-    /// Modulo-20: the pattern at one residue of 20, its complement elsewhere, all 20 offsets.
-    #[serde(rename = "modulo-20")]
-    Modulo20,
-    /// A counter-based pseudo-random sequence, then its complement.
-    Random,
-    /// Data backgrounds: 0x55, 0x33, 0x0F, 0x00FF, 0x0000FFFF words and their complements.
-    Backgrounds,
-    /// Fill, idle with no access, verify; then the same with the complement.
-    Retention,
-}
+// The algorithm's name is part of the evidence (each error record says which algorithm
+// found it), so the enum is defined with the records; what each one does is here.
+pub use crate::evidence::vram::Algorithm;
 
 /// Every algorithm, in the order a full run takes them.
 pub const ALL: [Algorithm; 6] = [
@@ -83,19 +66,8 @@ impl Step {
     }
 }
 
+// Its name (`Algorithm::name`, as the evidence spells it) is defined with the enum.
 impl Algorithm {
-    /// The algorithm's name as the command line spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::OwnAddress => "own-address",
-            Algorithm::MovingInversions => "moving-inversions",
-            Algorithm::Modulo20 => "modulo-20",
-            Algorithm::Random => "random",
-            Algorithm::Backgrounds => "backgrounds",
-            Algorithm::Retention => "retention",
-        }
-    }
-
     /// Parses a name or a common alias.
     pub fn parse(name: &str) -> Option<Algorithm> {
         Some(match name.trim().to_ascii_lowercase().as_str() {

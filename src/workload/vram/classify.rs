@@ -4,24 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use super::pattern::Pattern;
 
-/// The shape of a wrong word, from the values alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "shape")]
-pub enum ErrorShape {
-    /// One bit flipped.
-    SingleBit,
-    /// Several bits flipped.
-    MultiBit,
-    /// The word read as all zeros or all ones (EDC or controller, not one cell).
-    WholeWord,
-    /// The word holds another address's pattern: an address (decoder or bus) fault.
-    Address {
-        /// Absolute byte offset the value belongs to.
-        source_offset_bytes: u64,
-    },
-    /// A read in the span went wrong but a re-read of the whole span was right.
-    TransientRead,
-}
+// What the shapes and retest classes are named on disk is the evidence's schema, defined
+// with its records; how a word is classified is here.
+pub use crate::evidence::vram::{ErrorShape, RetestClass, Trial};
 
 /// Address faults flip few address bits; more than this and a decoded "source" is
 /// far more likely a coincidence of a data error.
@@ -52,35 +37,6 @@ pub fn shape(
         return ErrorShape::WholeWord;
     }
     ErrorShape::MultiBit
-}
-
-/// What retesting a failing word in place showed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RetestClass {
-    /// Some bits always read 0, whatever was written.
-    StuckAt0,
-    /// Some bits always read 1, whatever was written.
-    StuckAt1,
-    /// Some bits stuck at 0 and others at 1.
-    StuckMixed,
-    /// Fails for some written values only, not explained by stuck bits.
-    PatternSensitive,
-    /// The same value read back differently on repeated reads.
-    Intermittent,
-    /// The cell held the right value; the first read went wrong on the way (bus, EDC).
-    Transfer,
-    /// The stored value was wrong but every rewrite reads back right: a one-time flip.
-    NotReproduced,
-}
-
-/// One written value and what repeated reads returned.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Trial {
-    /// Value written.
-    pub written: u32,
-    /// Values read, in order.
-    pub reads: Vec<u32>,
 }
 
 /// The verdict of a retest, with the masks that justify it.

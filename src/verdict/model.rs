@@ -1,0 +1,457 @@
+//! The result model every output is built from: `report.json`, the terminal summary
+//! and the exit code. The verdict owns it (it decides every field); `report` only renders
+//! it.
+
+use serde::{Deserialize, Serialize};
+
+use super::rules;
+use super::thresholds::Thresholds;
+use crate::evidence::{DeviceErrorKind, REPORT_SCHEMA};
+use crate::finding::{Class, Confidence, Finding, Severity};
+use crate::gpu::{DeviceInfo, DeviceKind};
+use crate::telemetry::record::Readings;
+use crate::telemetry::summary::PhaseTelemetry;
+use crate::workload::{WorkloadOutcome, WorkloadStatus};
+
+/// Exit codes: the contract fleets build on (see the README).
+pub mod exit_code {
+    /// Every tested GPU healthy.
+    pub const HEALTHY: i32 = 0;
+    /// Hardware fault on at least one GPU.
+    pub const HARDWARE: i32 = 1;
+    /// Environment or configuration problem.
+    pub const ENVIRONMENT: i32 = 2;
+    /// Software problem (driver, timeouts, fragmentation, leaks; a failed self-test).
+    pub const SOFTWARE: i32 = 3;
+    /// Could not test enough to judge.
+    pub const INCONCLUSIVE: i32 = 4;
+    /// Usage error: bad flags or input.
+    pub const USAGE: i32 = 64;
+}
+
+/// A device's result in one word.
+/// Ordered from most to least serious.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceResult {
+    /// Hardware faults found.
+    Fail,
+    /// The environment is at fault (cooling, power, slot, configuration); no hardware fault.
+    Environment,
+    /// A software problem found (fragmentation, leaks); no hardware fault.
+    Software,
+    /// Not enough could run to judge.
+    Inconclusive,
+    /// Everything ran and nothing was wrong.
+    Pass,
+}
+
+impl DeviceResult {
+    /// Upper-case word for people.
+    pub fn word(self) -> &'static str {
+        match self {
+            DeviceResult::Pass => "PASS",
+            DeviceResult::Fail => "FAIL",
+            DeviceResult::Environment => "ENVIRONMENT",
+            DeviceResult::Software => "SOFTWARE",
+            DeviceResult::Inconclusive => "INCONCLUSIVE",
+        }
+    }
+
+    /// The exit code this result asks for.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            DeviceResult::Pass => exit_code::HEALTHY,
+            DeviceResult::Fail => exit_code::HARDWARE,
+            DeviceResult::Environment => exit_code::ENVIRONMENT,
+            DeviceResult::Software => exit_code::SOFTWARE,
+            DeviceResult::Inconclusive => exit_code::INCONCLUSIVE,
+        }
+    }
+}
+
+/// One device's part of the report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceReport {
+    /// Vulkan index.
+    pub index: usize,
+    /// Device name.
+    pub name: String,
+    /// `deviceUUID`.
+    pub uuid: String,
+    /// PCI address, when known.
+    pub pci_address: Option<String>,
+    /// Device kind.
+    pub kind: DeviceKind,
+    /// Driver name and version.
+    pub driver: String,
+    /// The result.
+    pub result: DeviceResult,
+    /// The main reason, in one sentence.
+    pub reason: String,
+    /// Each workload's outcome.
+    pub workloads: Vec<WorkloadOutcome>,
+    /// Telemetry per phase: gauge statistics, throttle time shares, counter deltas, Xids.
+    #[serde(default)]
+    pub telemetry: Vec<PhaseTelemetry>,
+    /// What the evidence says, rule by rule.
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    /// How the device is installed: driver versions, the vendor's identity, other tenants.
+    #[serde(default)]
+    pub setup: Setup,
+    /// Failures of the device or its worker that ended its test (a loss, a hang, a crash).
+    #[serde(default)]
+    pub failures: Vec<DeviceFailure>,
+    /// True for the CPU Vulkan device run in a GPU's place (no GPU selected): it proves
+    /// the tool, not a card, so its result is "could not test" whatever its own was.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stand_in: bool,
+    /// True for a GPU of the machine that Vulkan cannot see: named, never tested.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_tested: bool,
+    /// The result and reason before any finding: where judging starts again when
+    /// findings are added.
+    #[serde(skip)]
+    start: Option<(DeviceResult, String)>,
+}
+
+/// A failure that ended (part of) a device's test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceFailure {
+    /// What kind of failure (`device_lost`, `timeout`, `hang`, `crash`, ... on disk).
+    pub error: DeviceErrorKind,
+    /// In words.
+    pub message: String,
+}
+
+/// How a device is installed, as the Vulkan driver and the telemetry sources saw it at the
+/// start: what the setup rules (driver mismatch, other tenants, a driver not loaded) read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    /// PCI vendor id from Vulkan.
+    #[serde(default)]
+    pub vendor_id: u32,
+    /// The Vulkan driver's version, decoded per vendor.
+    #[serde(default)]
+    pub vulkan_driver_version: String,
+    /// The vendor source's identity fields (serial, VBIOS, driver version, other
+    /// processes), when one was read.
+    #[serde(default)]
+    pub identity: Readings,
+    /// Why a telemetry source could not be read here, as stable causes
+    /// (`driver_not_loaded`, `version_mismatch`, `nvml_missing`, ...).
+    #[serde(default)]
+    pub source_problems: Vec<String>,
+}
+
+impl DeviceReport {
+    /// Builds a device's report from its workloads' outcomes (and a failure that kept
+    /// it from running any, if one did).
+    pub fn new(
+        info: &DeviceInfo,
+        workloads: Vec<WorkloadOutcome>,
+        failure: Option<String>,
+    ) -> DeviceReport {
+        // What ran decides only where judging starts: everything to its end is a pass
+        // until a finding says otherwise (the findings, not a workload's status, decide a
+        // fault); anything cut short cannot pass.
+        let ran_to_end = failure.is_none()
+            && !workloads.is_empty()
+            && workloads.iter().all(|w| {
+                matches!(
+                    w.status,
+                    WorkloadStatus::Passed | WorkloadStatus::Failed | WorkloadStatus::SoftwareFault
+                )
+            });
+        let result = if ran_to_end {
+            DeviceResult::Pass
+        } else {
+            DeviceResult::Inconclusive
+        };
+        // What was found first, then what cut the test short (it names what never ran),
+        // then the first workload that did not pass.
+        let found = workloads
+            .iter()
+            .find(|w| w.status == WorkloadStatus::Failed)
+            .map(|w| format!("{}: {}", w.workload, w.headline));
+        let reason = found
+            .or(failure)
+            .or_else(|| {
+                workloads
+                    .iter()
+                    .find(|w| w.status != WorkloadStatus::Passed)
+                    .map(|w| format!("{}: {}", w.workload, w.headline))
+            })
+            .or_else(|| {
+                workloads
+                    .first()
+                    .map(|w| format!("{}: {}", w.workload, w.headline))
+            })
+            .unwrap_or_else(|| "no workload ran".into());
+        DeviceReport {
+            index: info.index,
+            name: info.name.clone(),
+            uuid: info.device_uuid.clone(),
+            pci_address: info.pci_address.clone(),
+            kind: info.kind,
+            driver: format!("{} {}", info.driver_name, info.driver_info)
+                .trim()
+                .to_owned(),
+            result,
+            reason,
+            workloads,
+            telemetry: Vec::new(),
+            findings: Vec::new(),
+            failures: Vec::new(),
+            setup: Setup {
+                vendor_id: info.vendor_id,
+                vulkan_driver_version: info.driver_version.clone(),
+                ..Setup::default()
+            },
+            stand_in: false,
+            not_tested: false,
+            start: None,
+        }
+        .starting_here()
+    }
+
+    /// Keeps the result and reason before any finding, for [`DeviceReport::settle`].
+    fn starting_here(mut self) -> DeviceReport {
+        self.start = Some((self.result, self.reason.clone()));
+        self
+    }
+
+    /// The report of a GPU the machine has but Vulkan cannot see: not tested, with the
+    /// cause as its finding (`GPU_NOT_VISIBLE`), placed at `index` after the tested ones.
+    pub fn not_tested(index: usize, missing: &crate::evidence::NotTested) -> DeviceReport {
+        let gpu = &missing.gpu;
+        let integrated = gpu.vendor_id == 0x8086
+            && gpu
+                .pci_address
+                .as_deref()
+                .is_some_and(|a| a.ends_with(":00:02.0"));
+        let finding = rules::gpu_not_visible(gpu, &missing.cause);
+        DeviceReport {
+            index,
+            name: gpu.name.clone(),
+            uuid: gpu
+                .uuid
+                .as_deref()
+                .map(|u| u.trim_start_matches("GPU-").to_owned())
+                .unwrap_or_default(),
+            pci_address: gpu.pci_address.clone(),
+            kind: if integrated {
+                DeviceKind::IntegratedGpu
+            } else {
+                DeviceKind::DiscreteGpu
+            },
+            driver: gpu.kernel_driver.clone().unwrap_or_default(),
+            result: DeviceResult::Inconclusive,
+            reason: finding.summary.clone(),
+            workloads: Vec::new(),
+            telemetry: Vec::new(),
+            findings: vec![finding],
+            setup: Setup {
+                vendor_id: gpu.vendor_id,
+                ..Setup::default()
+            },
+            failures: Vec::new(),
+            stand_in: false,
+            not_tested: true,
+            start: None,
+        }
+    }
+
+    /// A device observed without a test (`kiln health`): its identity and one phase of
+    /// telemetry (a sample, counters, new Xids), for the same rules as a run's verdict.
+    pub fn observed(
+        index: usize,
+        name: &str,
+        uuid: &str,
+        pci_address: Option<String>,
+        setup: Setup,
+        phase: PhaseTelemetry,
+    ) -> DeviceReport {
+        DeviceReport {
+            index,
+            name: name.to_owned(),
+            uuid: uuid.to_owned(),
+            pci_address,
+            kind: DeviceKind::DiscreteGpu,
+            driver: String::new(),
+            result: DeviceResult::Pass,
+            reason: "observed, not tested".into(),
+            workloads: Vec::new(),
+            telemetry: vec![phase],
+            findings: Vec::new(),
+            setup,
+            failures: Vec::new(),
+            stand_in: false,
+            not_tested: false,
+            start: None,
+        }
+    }
+
+    /// Marks this device as the CPU Vulkan device run in a GPU's place: its result becomes
+    /// "could not test" (no GPU was tested), and its reason keeps what its own test found.
+    pub fn stand_in(&mut self) {
+        if self.stand_in {
+            return;
+        }
+        self.stand_in = true;
+        self.reason = format!(
+            "no GPU was tested: {} is the CPU Vulkan device, run in a GPU's place to prove the tool (its own result: {}, {})",
+            self.name,
+            self.result.word(),
+            self.reason
+        );
+        self.result = DeviceResult::Inconclusive;
+    }
+
+    /// Applies the verdict rules to this device's evidence. The result becomes the most
+    /// serious class found (hardware, then environment, then software) when a finding of
+    /// that class is major or critical and at least of medium confidence.
+    pub fn judge(&mut self, thresholds: &Thresholds) {
+        self.findings = rules::judge(self, thresholds);
+        self.settle();
+    }
+
+    /// Adds findings that need more than this device's evidence (a comparison with its
+    /// peers) and settles the result again.
+    pub fn add_findings(&mut self, more: Vec<Finding>) {
+        self.findings.extend(more);
+        self.settle();
+    }
+
+    /// The result from the findings: the most serious class among the major-or-worse
+    /// findings of at least medium confidence decides, and its most serious finding is the
+    /// reason. With none, a device that ran to its end and has only minor or low-confidence
+    /// findings is "could not judge yet" (recheck), never a fault and never a pass.
+    fn settle(&mut self) {
+        let (start, start_reason) = self
+            .start
+            .clone()
+            .unwrap_or_else(|| (self.result, self.reason.clone()));
+        let judged = |f: &&Finding| {
+            matches!(
+                f.class,
+                Class::Hardware | Class::Environment | Class::Software
+            )
+        };
+        let decisive = self
+            .findings
+            .iter()
+            .filter(judged)
+            .filter(|f| f.severity <= Severity::Major && f.confidence <= Confidence::Medium)
+            .min_by_key(|f| (f.class, f.severity, f.confidence));
+        if let Some(f) = decisive {
+            self.result = match f.class {
+                Class::Hardware => DeviceResult::Fail,
+                Class::Environment => DeviceResult::Environment,
+                _ => DeviceResult::Software,
+            };
+            self.reason = f.summary.clone();
+            return;
+        }
+        self.result = start;
+        self.reason = start_reason;
+        if start != DeviceResult::Pass {
+            return;
+        }
+        let tentative = self
+            .findings
+            .iter()
+            .filter(judged)
+            .min_by_key(|f| (f.class, f.severity, f.confidence));
+        if let Some(f) = tentative {
+            self.result = DeviceResult::Inconclusive;
+            self.reason = format!("not yet a call: {}; recheck: {}", f.summary, f.action);
+        } else if let Some(w) = self.workloads.iter().find(|w| {
+            matches!(
+                w.status,
+                WorkloadStatus::Failed | WorkloadStatus::SoftwareFault
+            )
+        }) {
+            // A workload that found something no rule could judge: said, not passed.
+            self.result = DeviceResult::Inconclusive;
+            self.reason = format!("{}: {} (no rule judged it)", w.workload, w.headline);
+        }
+    }
+}
+
+/// `report.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    /// `REPORT_SCHEMA`.
+    pub schema: String,
+    /// kiln's version.
+    pub tool_version: String,
+    /// Run identifier (the run directory's name).
+    pub run_id: String,
+    /// The run directory.
+    pub run_dir: String,
+    /// Host name.
+    pub host: String,
+    /// UTC start.
+    pub started_utc: String,
+    /// UTC end.
+    pub finished_utc: String,
+    /// Wall seconds.
+    pub wall_s: f64,
+    /// Overall result.
+    pub result: DeviceResult,
+    /// The process exit code.
+    pub exit_code: i32,
+    /// Facts about the run as a whole (a CPU device only, a missing extension).
+    pub notes: Vec<String>,
+    /// Per device.
+    pub devices: Vec<DeviceReport>,
+    /// True when the report was rebuilt from a run that did not finish (a crash, a kill):
+    /// the verdict rests on partial evidence.
+    #[serde(default)]
+    pub incomplete: bool,
+    /// True when a signal stopped the run: the verdict covers what ran before it.
+    #[serde(default)]
+    pub interrupted: bool,
+    /// True when no GPU was tested (none was found, or none Vulkan could see): the run
+    /// cannot pass, whatever the CPU Vulkan device's own test found.
+    #[serde(default)]
+    pub no_gpu_tested: bool,
+}
+
+impl Report {
+    /// Assembles the report; the overall result is the worst device result.
+    pub fn new(
+        run_id: String,
+        run_dir: String,
+        started_utc: String,
+        wall_s: f64,
+        notes: Vec<String>,
+        devices: Vec<DeviceReport>,
+    ) -> Report {
+        // The most serious device result; no device at all is inconclusive.
+        let result = devices
+            .iter()
+            .map(|d| d.result)
+            .min()
+            .unwrap_or(DeviceResult::Inconclusive);
+        Report {
+            schema: REPORT_SCHEMA.into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            run_id,
+            run_dir,
+            host: crate::evidence::hostname(),
+            started_utc,
+            finished_utc: crate::evidence::utc_timestamp(std::time::SystemTime::now()),
+            wall_s,
+            result,
+            exit_code: result.exit_code(),
+            notes,
+            devices,
+            incomplete: false,
+            interrupted: false,
+            no_gpu_tested: false,
+        }
+    }
+}
