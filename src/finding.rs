@@ -78,6 +78,27 @@ pub struct Finding {
     pub action: String,
 }
 
+/// A finding, from its parts.
+pub fn finding(
+    code: &str,
+    class: Class,
+    severity: Severity,
+    confidence: Confidence,
+    summary: String,
+    evidence: serde_json::Value,
+    action: &str,
+) -> Finding {
+    Finding {
+        code: code.into(),
+        class,
+        severity,
+        confidence,
+        summary,
+        evidence,
+        action: action.into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

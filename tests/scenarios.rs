@@ -152,10 +152,22 @@ fn every_scenario_gets_the_expected_verdict() {
 
 #[test]
 fn every_finding_code_has_a_scenario_and_every_scenario_code_a_rule() {
-    // The rules and the Xid catalogue are where finding codes are made.
-    let rules: String = ["src/verdict/rules.rs", "src/verdict/xid.rs"]
+    // The rules, the Xid catalogue and each workload's judgement of its own result are
+    // where finding codes are made.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources = vec![
+        root.join("src/verdict/rules.rs"),
+        root.join("src/verdict/xid.rs"),
+    ];
+    for entry in std::fs::read_dir(root.join("src/workload")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            sources.push(path);
+        }
+    }
+    let rules: String = sources
         .iter()
-        .map(|f| std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(f)).unwrap())
+        .map(|f| std::fs::read_to_string(f).unwrap())
         .collect();
     let code = regex::Regex::new(r#""([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)""#).unwrap();
     let in_rules: BTreeSet<String> = code

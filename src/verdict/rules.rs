@@ -7,7 +7,7 @@ use super::DeviceReport;
 use super::thresholds::{Thresholds, pcie_reached, vram_reference_gbps};
 use super::xid::{self, XidInfo};
 use crate::evidence::DeviceErrorKind;
-use crate::finding::{Class, Confidence, Finding, Severity};
+use crate::finding::{Class, Confidence, Finding, Severity, finding};
 use crate::gpu::DeviceKind;
 use crate::telemetry::record::Reading;
 use crate::telemetry::summary::BETWEEN_PHASES;
@@ -15,31 +15,8 @@ use crate::telemetry::summary::PhaseTelemetry;
 use crate::telemetry::throttle::ThrottleReason;
 use crate::telemetry::{cause, signals};
 use crate::workload::WorkloadResult;
-use crate::workload::compute::ComputeReport;
-use crate::workload::fragment::{FragmentFindingKind, FragmentReport};
-use crate::workload::pcie::{PcieFindingKind, PcieReport};
+use crate::workload::pcie::PcieReport;
 use crate::workload::vram::VramReport;
-use crate::workload::vram::classify::{ErrorShape, RetestClass};
-
-fn finding(
-    code: &str,
-    class: Class,
-    severity: Severity,
-    confidence: Confidence,
-    summary: String,
-    evidence: serde_json::Value,
-    action: &str,
-) -> Finding {
-    Finding {
-        code: code.into(),
-        class,
-        severity,
-        confidence,
-        summary,
-        evidence,
-        action: action.into(),
-    }
-}
 
 /// The finding of a GPU the machine has (NVML, sysfs) that Vulkan cannot see: not tested,
 /// so nothing is known of its health and the run cannot pass. The cause read from the
@@ -81,18 +58,15 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     // profile) gives one finding per code, saying in how many of its runs it was found.
     let mut from_runs: Vec<(&str, Vec<Finding>)> = Vec::new();
     for w in &device.workloads {
-        let mut out = Vec::new();
+        // What the result proves by itself, then how its rates compare with what
+        // healthy cards reach.
+        let mut out = w.summary.judge();
         match &w.summary {
-            WorkloadResult::Vram(v) => {
-                vram(v, &mut out);
-                // Rates measured beside another load are not the device's alone.
-                if w.together_with().is_none() {
-                    vram_bandwidth(device, v, t, &mut out);
-                }
+            // Rates measured beside another load are not the device's alone.
+            WorkloadResult::Vram(v) if w.together_with().is_none() => {
+                vram_bandwidth(device, v, t, &mut out)
             }
-            WorkloadResult::Compute(c) => compute(c, &mut out),
-            WorkloadResult::Pcie(p) => pcie(p, t, &mut out),
-            WorkloadResult::Fragment(f) => fragment(f, &mut out),
+            WorkloadResult::Pcie(p) => pcie_bandwidth(p, t, &mut out),
             _ => {}
         }
         from_runs.push((w.workload.as_str(), out));
@@ -165,156 +139,8 @@ fn merge_runs(runs: Vec<(&str, Vec<Finding>)>) -> Vec<Finding> {
         .collect()
 }
 
-fn vram(v: &VramReport, out: &mut Vec<Finding>) {
-    if v.errors_total == 0 {
-        return;
-    }
-    let count = |class: RetestClass| v.retests.iter().filter(|r| r.class == class).count();
-    let stuck = count(RetestClass::StuckAt0)
-        + count(RetestClass::StuckAt1)
-        + count(RetestClass::StuckMixed);
-    let marginal = count(RetestClass::Intermittent) + count(RetestClass::PatternSensitive);
-    let transfer = count(RetestClass::Transfer)
-        + v.records
-            .iter()
-            .filter(|r| r.shape == ErrorShape::TransientRead)
-            .count();
-    let address = v
-        .records
-        .iter()
-        .filter(|r| matches!(r.shape, ErrorShape::Address { .. }))
-        .count();
-    let evidence = json!({
-        "errors": v.errors_total,
-        "stuck": stuck,
-        "marginal": marginal,
-        "transfer": transfer,
-        "address": address,
-        "first_offsets": v.records.iter().take(8).map(|r| r.offset_bytes).collect::<Vec<_>>(),
-    });
-    let rma = "RMA the card with this report; the offsets and retest results reproduce the fault";
-    if stuck > 0 {
-        out.push(finding(
-            "VRAM_STUCK_BIT",
-            Class::Hardware,
-            Severity::Critical,
-            Confidence::High,
-            format!(
-                "{stuck} memory cells hold a bit stuck whatever is written ({} wrong words in all)",
-                v.errors_total
-            ),
-            evidence.clone(),
-            rma,
-        ));
-    }
-    if address > 0 {
-        out.push(finding(
-            "VRAM_ADDRESS_FAULT",
-            Class::Hardware,
-            Severity::Critical,
-            Confidence::High,
-            format!("{address} reads returned another address's data: the address path is faulty"),
-            evidence.clone(),
-            rma,
-        ));
-    }
-    if marginal > 0 {
-        out.push(finding(
-            "VRAM_MARGINAL",
-            Class::Hardware,
-            Severity::Major,
-            Confidence::Medium,
-            format!(
-                "{marginal} cells fail only sometimes or only for some patterns: a marginal part"
-            ),
-            evidence.clone(),
-            "rerun at the rma profile; check for memory overclocks; RMA if it repeats",
-        ));
-    }
-    if transfer > 0 {
-        out.push(finding("VRAM_TRANSFER_ERROR", Class::Hardware, Severity::Major, Confidence::Medium,
-            format!("{transfer} reads were wrong but the cell held the right value: the transfer, not the cell"), evidence.clone(),
-            "check for memory overclocks and rerun; RMA if it repeats at stock clocks"));
-    }
-    if stuck + address + marginal + transfer == 0 {
-        let (severity, confidence, code) = if v.errors_total == 1 {
-            (Severity::Minor, Confidence::Low, "VRAM_TRANSIENT_ERROR")
-        } else {
-            (Severity::Major, Confidence::Medium, "VRAM_ERRORS")
-        };
-        out.push(finding(
-            code,
-            Class::Hardware,
-            severity,
-            confidence,
-            format!(
-                "{} wrong words that did not come back on retest",
-                v.errors_total
-            ),
-            evidence,
-            "recheck with more passes (kiln run --profile rma): one flip that never repeats is not yet a hardware call",
-        ));
-    }
-}
-
-fn compute(c: &ComputeReport, out: &mut Vec<Finding>) {
-    let mismatches: u64 = c
-        .kinds
-        .iter()
-        .map(|k| k.mismatches + k.cpu_mismatches)
-        .sum();
-    let nonfinite: u64 = c.kinds.iter().map(|k| k.nonfinite).sum();
-    if mismatches > 0 {
-        out.push(finding("COMPUTE_MISMATCH", Class::Hardware, Severity::Critical, Confidence::High,
-            format!("{mismatches} work items computed differently on two compute units: silent data corruption"),
-            json!({"mismatches": mismatches, "records": c.records.iter().take(8).collect::<Vec<_>>()}),
-            "take the GPU out of service and RMA it with this report"));
-    }
-    if nonfinite > 0 {
-        out.push(finding(
-            "COMPUTE_NONFINITE",
-            Class::Hardware,
-            Severity::Critical,
-            Confidence::High,
-            format!(
-                "{nonfinite} results were NaN or infinite where the arithmetic cannot produce them"
-            ),
-            json!({"nonfinite": nonfinite}),
-            "take the GPU out of service and RMA it with this report",
-        ));
-    }
-}
-
-fn pcie(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
-    if !p.corruption.is_empty() {
-        out.push(finding(
-            "PCIE_CORRUPTION",
-            Class::Hardware,
-            Severity::Critical,
-            Confidence::High,
-            format!("{} transfers arrived corrupted", p.corruption.len()),
-            json!({"corruption": p.corruption}),
-            "reseat the card, try another slot or riser; RMA if it follows the card",
-        ));
-    }
-    let evidence = json!({"link": p.link, "peak_h2d_gbps": p.peak_h2d_gbps, "peak_d2h_gbps": p.peak_d2h_gbps,
-        "pcie_low_share": t.pcie_low_share, "staging_in_host_memory": p.staging_in_host_memory});
-    let reseat = "check the slot, riser and BIOS link settings; reseat the card";
-    for f in p
-        .findings
-        .iter()
-        .filter(|f| f.kind == PcieFindingKind::LinkDegraded)
-    {
-        out.push(finding(
-            "PCIE_LINK_DEGRADED",
-            Class::Environment,
-            Severity::Major,
-            Confidence::Medium,
-            f.message.clone(),
-            evidence.clone(),
-            reseat,
-        ));
-    }
+/// PCIe rates against what healthy cards reach on the link the transfers ran on.
+fn pcie_bandwidth(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
     // Rates against the link the transfers actually ran on, per direction, against what
     // healthy cards reach on it (REFERENCE.md §5); a probe cut short measured too little,
     // and transfers that never left the device (no staging memory outside VRAM) measured
@@ -488,18 +314,6 @@ fn vram_bandwidth(device: &DeviceReport, v: &VramReport, t: &Thresholds, out: &m
             evidence,
             "fix what throttled the clocks, then rerun: the card is not shown slow by itself",
         ));
-    }
-}
-
-fn fragment(f: &FragmentReport, out: &mut Vec<Finding>) {
-    for found in &f.findings {
-        let code = match found.kind {
-            FragmentFindingKind::AllocFailFragmented => "ALLOC_FAIL_FRAGMENTED",
-            FragmentFindingKind::Leak => "MEMORY_LEAK",
-        };
-        out.push(finding(code, Class::Software, Severity::Major, Confidence::High, found.message.clone(),
-            json!({"refusals": f.refused_while_free, "residuals": f.residuals.iter().rev().take(4).collect::<Vec<_>>()}),
-            "the card is fine: look at the driver or the allocator"));
     }
 }
 

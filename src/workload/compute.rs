@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section};
@@ -15,7 +16,7 @@ use super::{
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
-use crate::finding::Finding;
+use crate::finding::{Class, Confidence, Finding, Severity, finding};
 use crate::gpu::{
     Binding, BufferKind, DeviceContext, DeviceInfo, GpuBuffer, GpuError, GpuResult, Pipeline,
     ShaderCode, embedded_shader,
@@ -338,8 +339,10 @@ impl Kind for Compute {
         })
     }
 
-    fn judge(_result: &ComputeReport) -> Vec<Finding> {
-        Vec::new()
+    fn judge(result: &ComputeReport) -> Vec<Finding> {
+        let mut out = Vec::new();
+        found(result, &mut out);
+        out
     }
 
     fn metrics(_result: &ComputeReport) -> Vec<Metric> {
@@ -396,6 +399,35 @@ impl Kind for Compute {
                     .collect(),
             },
         ]
+    }
+}
+
+/// Wrong or impossible results: silent data corruption.
+fn found(c: &ComputeReport, out: &mut Vec<Finding>) {
+    let mismatches: u64 = c
+        .kinds
+        .iter()
+        .map(|k| k.mismatches + k.cpu_mismatches)
+        .sum();
+    let nonfinite: u64 = c.kinds.iter().map(|k| k.nonfinite).sum();
+    if mismatches > 0 {
+        out.push(finding("COMPUTE_MISMATCH", Class::Hardware, Severity::Critical, Confidence::High,
+            format!("{mismatches} work items computed differently on two compute units: silent data corruption"),
+            json!({"mismatches": mismatches, "records": c.records.iter().take(8).collect::<Vec<_>>()}),
+            "take the GPU out of service and RMA it with this report"));
+    }
+    if nonfinite > 0 {
+        out.push(finding(
+            "COMPUTE_NONFINITE",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!(
+                "{nonfinite} results were NaN or infinite where the arithmetic cannot produce them"
+            ),
+            json!({"nonfinite": nonfinite}),
+            "take the GPU out of service and RMA it with this report",
+        ));
     }
 }
 

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use rand::{Rng, RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Metric, MetricFamily, Section};
@@ -20,7 +21,7 @@ use super::{
     WorkloadFinding, WorkloadOutcome, WorkloadStatus, join_findings, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
-use crate::finding::Finding;
+use crate::finding::{Class, Confidence, Finding, Severity, finding};
 use crate::gpu::DeviceInfo;
 use crate::gpu::{BufferKind, DeviceContext, GpuBuffer, GpuError, RawMemory};
 use crate::limits::bounds;
@@ -211,8 +212,10 @@ impl Kind for Fragment {
         })
     }
 
-    fn judge(_result: &FragmentReport) -> Vec<Finding> {
-        Vec::new()
+    fn judge(result: &FragmentReport) -> Vec<Finding> {
+        let mut out = Vec::new();
+        found(result, &mut out);
+        out
     }
 
     fn metrics(_result: &FragmentReport) -> Vec<Metric> {
@@ -258,6 +261,20 @@ impl FindingKind for FragmentFindingKind {
 
 /// One finding of the torture.
 pub type FragmentFinding = WorkloadFinding<FragmentFindingKind>;
+
+/// Requests refused with memory free, and memory not given back: the allocator or the
+/// driver, not the card.
+fn found(f: &FragmentReport, out: &mut Vec<Finding>) {
+    for found in &f.findings {
+        let code = match found.kind {
+            FragmentFindingKind::AllocFailFragmented => "ALLOC_FAIL_FRAGMENTED",
+            FragmentFindingKind::Leak => "MEMORY_LEAK",
+        };
+        out.push(finding(code, Class::Software, Severity::Major, Confidence::High, found.message.clone(),
+            json!({"refusals": f.refused_while_free, "residuals": f.residuals.iter().rev().take(4).collect::<Vec<_>>()}),
+            "the card is fine: look at the driver or the allocator"));
+    }
+}
 
 /// The torture as a workload.
 pub struct FragmentTest {

@@ -4,6 +4,7 @@
 //! latency curves and the link's generation and width read while it is loaded.
 
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section};
@@ -12,7 +13,7 @@ use super::{
     WorkloadFinding, WorkloadOutcome, WorkloadStatus, join_findings, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
-use crate::finding::Finding;
+use crate::finding::{Class, Confidence, Finding, Severity, finding};
 use crate::gpu::DeviceInfo;
 use crate::gpu::{
     BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, ShaderCode, embedded_shader,
@@ -291,8 +292,10 @@ impl Kind for Pcie {
         })
     }
 
-    fn judge(_result: &PcieReport) -> Vec<Finding> {
-        Vec::new()
+    fn judge(result: &PcieReport) -> Vec<Finding> {
+        let mut out = Vec::new();
+        found(result, &mut out);
+        out
     }
 
     fn metrics(result: &PcieReport) -> Vec<Metric> {
@@ -326,6 +329,39 @@ impl Kind for Pcie {
                 Bar::new("both at once", p.peak_bidir_gbps),
             ],
         }]
+    }
+}
+
+/// Corrupted transfers, and a link that trained below what the card and slot can do.
+fn found(p: &PcieReport, out: &mut Vec<Finding>) {
+    if !p.corruption.is_empty() {
+        out.push(finding(
+            "PCIE_CORRUPTION",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!("{} transfers arrived corrupted", p.corruption.len()),
+            json!({"corruption": p.corruption}),
+            "reseat the card, try another slot or riser; RMA if it follows the card",
+        ));
+    }
+    let evidence = json!({"link": p.link, "peak_h2d_gbps": p.peak_h2d_gbps, "peak_d2h_gbps": p.peak_d2h_gbps,
+        "staging_in_host_memory": p.staging_in_host_memory});
+    let reseat = "check the slot, riser and BIOS link settings; reseat the card";
+    for f in p
+        .findings
+        .iter()
+        .filter(|f| f.kind == PcieFindingKind::LinkDegraded)
+    {
+        out.push(finding(
+            "PCIE_LINK_DEGRADED",
+            Class::Environment,
+            Severity::Major,
+            Confidence::Medium,
+            f.message.clone(),
+            evidence.clone(),
+            reseat,
+        ));
     }
 }
 

@@ -14,9 +14,10 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use self::algorithm::{Algorithm, Step};
-use self::classify::ErrorShape;
+use self::classify::{ErrorShape, RetestClass};
 use self::engine::{AccessLayout, Engine, EngineConfig, Op, PlantedFault, Sweep};
 use self::layout::{BatchCounters, FLAG_TRANSIENT};
 use self::pattern::Pattern;
@@ -27,7 +28,7 @@ use super::{
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
-use crate::finding::Finding;
+use crate::finding::{Class, Confidence, Finding, Severity, finding};
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
 use crate::limits::bounds;
 use crate::units::{MIB, format_bytes, to_gib};
@@ -490,8 +491,10 @@ impl Kind for Vram {
         })
     }
 
-    fn judge(_result: &VramReport) -> Vec<Finding> {
-        Vec::new()
+    fn judge(result: &VramReport) -> Vec<Finding> {
+        let mut out = Vec::new();
+        found(result, &mut out);
+        out
     }
 
     fn metrics(result: &VramReport) -> Vec<Metric> {
@@ -540,6 +543,100 @@ impl Kind for Vram {
             ],
         });
         out
+    }
+}
+
+/// What the VRAM test's errors and their retests prove: stuck bits, a faulty address
+/// path, marginal cells, transfer errors, or flips that did not come back.
+fn found(v: &VramReport, out: &mut Vec<Finding>) {
+    if v.errors_total == 0 {
+        return;
+    }
+    let count = |class: RetestClass| v.retests.iter().filter(|r| r.class == class).count();
+    let stuck = count(RetestClass::StuckAt0)
+        + count(RetestClass::StuckAt1)
+        + count(RetestClass::StuckMixed);
+    let marginal = count(RetestClass::Intermittent) + count(RetestClass::PatternSensitive);
+    let transfer = count(RetestClass::Transfer)
+        + v.records
+            .iter()
+            .filter(|r| r.shape == ErrorShape::TransientRead)
+            .count();
+    let address = v
+        .records
+        .iter()
+        .filter(|r| matches!(r.shape, ErrorShape::Address { .. }))
+        .count();
+    let evidence = json!({
+        "errors": v.errors_total,
+        "stuck": stuck,
+        "marginal": marginal,
+        "transfer": transfer,
+        "address": address,
+        "first_offsets": v.records.iter().take(8).map(|r| r.offset_bytes).collect::<Vec<_>>(),
+    });
+    let rma = "RMA the card with this report; the offsets and retest results reproduce the fault";
+    if stuck > 0 {
+        out.push(finding(
+            "VRAM_STUCK_BIT",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!(
+                "{stuck} memory cells hold a bit stuck whatever is written ({} wrong words in all)",
+                v.errors_total
+            ),
+            evidence.clone(),
+            rma,
+        ));
+    }
+    if address > 0 {
+        out.push(finding(
+            "VRAM_ADDRESS_FAULT",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!("{address} reads returned another address's data: the address path is faulty"),
+            evidence.clone(),
+            rma,
+        ));
+    }
+    if marginal > 0 {
+        out.push(finding(
+            "VRAM_MARGINAL",
+            Class::Hardware,
+            Severity::Major,
+            Confidence::Medium,
+            format!(
+                "{marginal} cells fail only sometimes or only for some patterns: a marginal part"
+            ),
+            evidence.clone(),
+            "rerun at the rma profile; check for memory overclocks; RMA if it repeats",
+        ));
+    }
+    if transfer > 0 {
+        out.push(finding("VRAM_TRANSFER_ERROR", Class::Hardware, Severity::Major, Confidence::Medium,
+            format!("{transfer} reads were wrong but the cell held the right value: the transfer, not the cell"), evidence.clone(),
+            "check for memory overclocks and rerun; RMA if it repeats at stock clocks"));
+    }
+    if stuck + address + marginal + transfer == 0 {
+        let (severity, confidence, code) = if v.errors_total == 1 {
+            (Severity::Minor, Confidence::Low, "VRAM_TRANSIENT_ERROR")
+        } else {
+            (Severity::Major, Confidence::Medium, "VRAM_ERRORS")
+        };
+        out.push(finding(
+            code,
+            Class::Hardware,
+            severity,
+            confidence,
+            format!(
+                "{} wrong words that did not come back on retest",
+                v.errors_total
+            ),
+            evidence,
+            "recheck with more passes (kiln run --profile rma): one flip that never repeats is not yet a hardware call",
+        ));
     }
 }
 
