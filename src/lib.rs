@@ -1,9 +1,11 @@
 //! kiln: a GPU stress and health diagnostic suite. Discover devices, load them with
 //! verified workloads, keep the evidence, and say whether the card is healthy.
 //!
-//! Data flows one way: `gpu` (discovery, contexts) -> `workload` (VRAM test) ->
-//! `evidence` (run directory) -> `verdict` (the result model, the exit code) -> `report`
-//! (report.json, summary, HTML, JUnit, metrics).
+//! Data flows one way: `gpu`, `inventory` and `select` (discovery) -> `workload` and
+//! `telemetry` (run by `run`) -> `evidence` (the run directory) -> `verdict` (findings, the
+//! result model, the exit code) -> `report` (report.json, summary, HTML, JUnit, metrics).
+//! No module imports one above it (`tests/architecture.rs`); ARCHITECTURE.md says where
+//! each concern lives.
 
 #![warn(missing_docs)]
 // Unsafe code lives in `gpu` alone (the Vulkan calls), each block with its SAFETY note.
