@@ -76,6 +76,37 @@ fn one_corrupted_lane_is_reported_exactly() {
 }
 
 #[test]
+fn a_small_fault_in_the_middle_of_a_chain_is_found() {
+    // A few ulp flipped after 8 of the chain's blocks: the contracting fp chains would
+    // forget it by their end, but the sum of every state carries it to the result.
+    for (kind, xor) in [
+        (ComputeKind::Fp32, 1 << 3),
+        (ComputeKind::Fp16, 1 << 2),
+        (ComputeKind::Int32, 1 << 3),
+    ] {
+        let report = run(
+            ComputeConfig {
+                kinds: vec![kind],
+                rounds: Some(2),
+                inject: Some((77, xor)),
+                inject_step: Some(8),
+                ..ComputeConfig::default()
+            },
+            None,
+        );
+        let k = &report.kinds[0];
+        assert!(k.iterations > 8, "{kind:?}: the fault is mid-chain");
+        assert_eq!(k.mismatches, 2, "{kind:?}: one per round");
+        assert_eq!(k.cpu_mismatches, 0, "{kind:?}: the first run is right");
+        for m in &report.records {
+            assert_eq!((m.item, m.check.as_str()), (77, "redundant_run"));
+            assert_ne!(m.expected, m.actual);
+        }
+        assert_eq!(report.status(), WorkloadStatus::Failed);
+    }
+}
+
+#[test]
 fn load_shapes_honour_the_budget() {
     for shape in [
         LoadShape::Pulsed {
