@@ -9,16 +9,19 @@
 //   step gives a wrong final value.
 // - fp32: x <- fma(x, a, b) with 0 < a < 1 contracts (so values stay bounded and a CPU
 //   check can use a tight tolerance), which alone would forget an error within about
-//   2x10^4 steps. So after every UNROLL steps each chain's bits are added into an integer
-//   sum. On these positive values the map is monotone (a > 0, fma correctly rounded), so
-//   once two runs' states differ, every later state differs in the same direction until
-//   the two coincide: the differences added into the sum all have one sign and cannot
-//   cancel (short of wrapping round 2^32 exactly, about one chance in 2^32). An error in
-//   any of the UNROLL steps between two sums reaches the sum unless the next steps round
-//   it away, which needs it to be about an ulp or less. Every multiply-add is therefore
-//   counted as verified, against errors of more than about an ulp.
-// The stored result is a fold of every chain's sum (fp32) or value (int32) in which a
-// change to any one chain changes the result, and, for the CPU check, the chains' values.
+//   2x10^4 steps. So after every UNROLL steps the bits of every chain's state are added
+//   into one integer sum per lane. On these positive values the map is monotone (a > 0,
+//   fma correctly rounded), so once a chain's state differs between two runs, every later
+//   state differs in the same direction until the two coincide: the differences added
+//   into the sum all have one sign and cannot cancel (short of wrapping round 2^32
+//   exactly, or a second fault in another chain cancelling it exactly: about one chance
+//   in 2^32). An error in any of the UNROLL steps between two sums reaches the sum unless
+//   the next steps round it away, which needs it to be about an ulp or less. Every
+//   multiply-add is therefore counted as verified, against errors of more than about an
+//   ulp. One sum for all chains keeps the registers for the chains themselves.
+// The stored result is the sum (fp32) or a fold of every chain's value in which a change
+// to any one chain changes the result (int32), mixed, and, for the CPU check, the chains'
+// values.
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint KIND = 0;
@@ -28,6 +31,9 @@ layout(constant_id = 2) const uint CHAINS = 8;
 layout(constant_id = 3) const uint ITERATIONS = 64;
 // 1: the planted fault goes into the chain at `inject_step`, not into the result.
 layout(constant_id = 4) const uint INJECT_IN_CHAIN = 0;
+// 1: the roofline kernel of `kiln bench compute`: the same chains without the sums, which
+// nothing verifies; its rate is the ceiling the verified kernel is measured against.
+layout(constant_id = 5) const uint PEAK = 0;
 
 layout(push_constant) uniform Push {
     uint items;        // work items in the whole grid (a power of two)
@@ -64,13 +70,12 @@ void main() {
     uvec4 values;
     if (KIND == 0u) {
         vec4 x[CHAINS];
-        uvec4 sum[CHAINS];
+        uvec4 sum = uvec4(0u);
         vec4 a = vec4(0.9990234375, 0.998046875, 0.9970703125, 0.99609375);
         vec4 b = vec4(0.0009765625, 0.001953125, 0.0029296875, 0.00390625) * (1.0 + float(h & 7u));
         for (uint c = 0u; c < CHAINS; c++) {
             uint g = hash(h + c);
             x[c] = vec4(float(g & 0xFFFFu), float(g >> 16), float((g >> 8) & 0xFFFFu), float(g & 0xFFu)) / 65536.0;
-            sum[c] = uvec4(0u);
         }
         for (uint k = 0u; k < ITERATIONS; k++) {
             for (uint c = 0u; c < CHAINS; c++) {
@@ -82,15 +87,19 @@ void main() {
             if (INJECT_IN_CHAIN != 0u && planted && k == pc.inject_step) {
                 x[0].x = uintBitsToFloat(floatBitsToUint(x[0].x) ^ pc.inject_xor);
             }
-            for (uint c = 0u; c < CHAINS; c++) {
-                sum[c] += floatBitsToUint(x[c]);
+            if (PEAK == 0u) {
+                uvec4 block = floatBitsToUint(x[0]);
+                for (uint c = 1u; c < CHAINS; c++) {
+                    block += floatBitsToUint(x[c]);
+                }
+                sum += block;
             }
         }
         vec4 total = vec4(0.0);
         for (uint c = 0u; c < CHAINS; c++) {
-            fold = (fold ^ sum[c]) * FOLD;
             total += x[c];
         }
+        fold = sum * FOLD;
         values = floatBitsToUint(total);
     } else {
         uvec4 x[CHAINS];

@@ -46,7 +46,7 @@ pub struct PlannedStep {
     pub workload: WorkloadName,
     /// Its weight.
     pub weight: u32,
-    /// Its first share of the budget (what earlier workloads leave goes to later ones).
+    /// Its share of the budget (at most; less when earlier workloads ran over).
     pub budget_s: Option<f64>,
     /// What it will do.
     pub detail: String,

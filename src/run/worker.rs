@@ -216,10 +216,13 @@ fn test_device(
         device_ctx.main.completed_counter(),
         Arc::clone(&ended),
     );
-    // The time left is shared by the weights left, so what one workload does not use
-    // goes to the ones after it.
+    // Each workload gets its weight's share of the budget, less when those before it ran
+    // over (the time left is shared by the weights left), never more: a workload that
+    // ends early (a fixed number of passes) shortens the run instead of lengthening the
+    // next one.
     let device_deadline = job.duration.map(|d| Instant::now() + d);
-    let mut weight_left: u32 = job.plan.iter().map(|p| p.weight).sum::<u32>().max(1);
+    let weight_total: u32 = job.plan.iter().map(|p| p.weight).sum::<u32>().max(1);
+    let mut weight_left = weight_total;
     for (i, planned) in job.plan.iter().enumerate() {
         if job.wait_idle && i > 0 {
             wait_for_idle(stop, resumed, pipe);
@@ -263,8 +266,10 @@ fn test_device(
             (WorkloadConfig::Pcie(_), Some(lock)) => take_turn(lock, stop, pipe),
             _ => None,
         };
-        let budget = device_deadline.map(|end| {
-            end.saturating_duration_since(Instant::now()) * planned.weight / weight_left.max(1)
+        let budget = device_deadline.zip(job.duration).map(|(end, whole)| {
+            let left = end.saturating_duration_since(Instant::now()) * planned.weight
+                / weight_left.max(1);
+            left.min(whole * planned.weight / weight_total)
         });
         weight_left = weight_left.saturating_sub(planned.weight);
         let mut failed = run_planned(planned, budget, &mut device_ctx, stop, pipe, events);

@@ -503,6 +503,106 @@ struct Gpu<'c> {
     chains: u32,
 }
 
+impl<'c> Gpu<'c> {
+    /// The two runs' buffers (two uvec4 per item), the device-side results of
+    /// `results_bytes` and their host copy, bound both ways round.
+    fn open(
+        ctx: &'c mut DeviceContext,
+        items: u32,
+        chains: u32,
+        results_bytes: u64,
+    ) -> GpuResult<Gpu<'c>> {
+        let bytes = u64::from(items) * ITEM_BYTES;
+        let mut first = ctx.buffer(BufferKind::Device, bytes, "kiln compute first run")?;
+        let mut second = ctx.buffer(BufferKind::Device, bytes, "kiln compute second run")?;
+        let mut results = ctx.buffer(
+            BufferKind::Device,
+            results_bytes.max(64),
+            "kiln compute results",
+        )?;
+        let results_out = ctx.buffer(
+            BufferKind::Readback,
+            results_bytes.max(64),
+            "kiln compute results readback",
+        )?;
+        let first_set = ctx.bind([&mut first, &mut results, &mut second])?;
+        let second_set = ctx.bind([&mut second, &mut results, &mut first])?;
+        Ok(Gpu {
+            ctx,
+            first,
+            _second: second,
+            results,
+            results_out,
+            first_set,
+            second_set,
+            items,
+            chains,
+        })
+    }
+
+    /// Blocks per chain for which one pass of `kind` takes about `target`: short chains
+    /// are dominated by dispatch overhead, so the probe grows until it takes a good part
+    /// of the target before scaling. Whole multiples of 16 blocks: a few pipelines per
+    /// kind, not one per probe.
+    fn calibrate(&mut self, kind: ComputeKind, target: Duration, peak: bool) -> GpuResult<u32> {
+        let target_ns = target.as_nanos() as f64;
+        // Each probe is a new pipeline, and a driver may finish compiling it at its first
+        // dispatch (lavapipe does): the second run is the one timed.
+        let timed = |gpu: &mut Self, probe: u32| -> GpuResult<f64> {
+            run_pass(gpu, kind, probe, 1, None, None, peak)?;
+            Ok(run_pass(gpu, kind, probe, 1, None, None, peak)? as f64)
+        };
+        let mut probe = 16u32;
+        let mut took = timed(self, probe)?;
+        while took < target_ns / 4.0 && probe < 1 << 16 {
+            probe *= 4;
+            took = timed(self, probe)?;
+        }
+        Ok(((f64::from(probe) * target_ns / took.max(1.0)) as u32).clamp(16, 1 << 16) / 16 * 16)
+    }
+}
+
+/// Work items per pass unless the settings say otherwise: enough to fill a GPU many
+/// times over, and few on a CPU device, whose lanes are the CPU's.
+pub fn default_items(device: &DeviceInfo) -> u32 {
+    if device.kind.is_gpu() {
+        1 << 20
+    } else {
+        1 << 12
+    }
+}
+
+/// The roofline of `kind` on this device, in 10^9 operations (two per multiply-add) per
+/// GPU second: the same chains as the test with nothing verified (no sums, one run, no
+/// comparison), at half, once and twice the test's chain count, the best of the three,
+/// each run for a third of `duration`. The verified test's rate is judged against it.
+pub fn roofline(
+    ctx: &mut DeviceContext,
+    kind: ComputeKind,
+    items: u32,
+    dispatch_target: Duration,
+    duration: Duration,
+) -> GpuResult<f64> {
+    let mut best = 0f64;
+    let counts = [DEFAULT_CHAINS / 2, DEFAULT_CHAINS, 2 * DEFAULT_CHAINS];
+    for chains in counts {
+        let mut gpu = Gpu::open(ctx, items, chains, 64)?;
+        let iterations = gpu.calibrate(kind, dispatch_target, true)?;
+        // Two operations per multiply-add.
+        let ops = 2 * u64::from(items) * u64::from(chains) * LANES * UNROLL * u64::from(iterations);
+        // Untimed: the calibrated pipeline's first dispatch may finish its compilation.
+        run_pass(&mut gpu, kind, iterations, 1, None, None, true)?;
+        let started = Instant::now();
+        let (mut done, mut ns) = (0u64, 0u64);
+        while started.elapsed() < duration / counts.len() as u32 || done == 0 {
+            ns += run_pass(&mut gpu, kind, iterations, 1, None, None, true)?;
+            done += ops;
+        }
+        best = best.max(done as f64 / ns.max(1) as f64);
+    }
+    Ok(best)
+}
+
 /// The multiplier and offset of the shuffle: an odd multiplier is a bijection mod 2^k.
 fn shuffle(round: u32, items: u32) -> (u32, u32) {
     let mul = (0x9E37_79B1u32.wrapping_add(round.wrapping_mul(2))) | 1;
@@ -572,6 +672,8 @@ pub fn reference(
                 0.003_906_25 * scale,
             ];
             let mut total = [0f32; 4];
+            // One sum per lane over every chain and block, as the shader keeps it.
+            let mut sum = [0u32; 4];
             for chain in 0..chains {
                 let g = hash(h.wrapping_add(chain));
                 let mut x = [
@@ -580,7 +682,6 @@ pub fn reference(
                     ((g >> 8) & 0xFFFF) as f32 / 65536.0,
                     (g & 0xFF) as f32 / 65536.0,
                 ];
-                let mut sum = [0u32; 4];
                 for block in 0..iterations {
                     for _ in 0..UNROLL {
                         for c in 0..4 {
@@ -596,12 +697,11 @@ pub fn reference(
                         sum[c] = sum[c].wrapping_add(x[c].to_bits());
                     }
                 }
-                mix(&mut fold, sum);
                 for c in 0..4 {
                     total[c] += x[c];
                 }
             }
-            (fold, total.map(f32::to_bits))
+            (sum.map(|s| s.wrapping_mul(FOLD)), total.map(f32::to_bits))
         }
         ComputeKind::Int32 => {
             let a = [1_664_525u32, 22_695_477, 1_103_515_245, 134_775_813];
@@ -657,12 +757,7 @@ impl ComputeTest {
         if cfg.kinds.is_empty() {
             return Err(WorkloadError::Config("no compute kind selected".into()));
         }
-        let default_items = if ctx.info().kind.is_gpu() {
-            1 << 20
-        } else {
-            1 << 12
-        };
-        let items = cfg.items.unwrap_or(default_items);
+        let items = cfg.items.unwrap_or_else(|| default_items(ctx.info()));
         if !items.is_power_of_two() || items < WORKGROUP {
             return Err(WorkloadError::Config(format!(
                 "compute work items must be a power of two of at least {WORKGROUP}, not {items}"
@@ -693,36 +788,12 @@ impl ComputeTest {
             }
         }
         let started = Instant::now();
-        let bytes = u64::from(items) * ITEM_BYTES;
         let results_bytes = ((RECORDS_AT
             + cfg.record_capacity as usize * RECORD_WORDS
             + 4 * cfg.cpu_samples as usize)
             * 4) as u64;
-        let mut first = ctx.buffer(BufferKind::Device, bytes, "kiln compute first run")?;
-        let mut second = ctx.buffer(BufferKind::Device, bytes, "kiln compute second run")?;
-        let mut results = ctx.buffer(
-            BufferKind::Device,
-            results_bytes.max(64),
-            "kiln compute results",
-        )?;
-        let results_out = ctx.buffer(
-            BufferKind::Readback,
-            results_bytes.max(64),
-            "kiln compute results readback",
-        )?;
-        let first_set = ctx.bind([&mut first, &mut results, &mut second])?;
-        let second_set = ctx.bind([&mut second, &mut results, &mut first])?;
-        let mut gpu = Gpu {
-            ctx,
-            first,
-            _second: second,
-            results,
-            results_out,
-            first_set,
-            second_set,
-            items,
-            chains: cfg.chains.unwrap_or(DEFAULT_CHAINS).clamp(1, 64),
-        };
+        let chains = cfg.chains.unwrap_or(DEFAULT_CHAINS).clamp(1, 64);
+        let mut gpu = Gpu::open(ctx, items, chains, results_bytes)?;
         events.emit(
             device,
             Event::WorkloadStart {
@@ -730,7 +801,6 @@ impl ComputeTest {
                 settings: serde_json::json!({ "config": &cfg, "items": items }),
             },
         );
-        let chains = cfg.chains.unwrap_or(DEFAULT_CHAINS).clamp(1, 64);
         let mut report = ComputeReport {
             items,
             iterations: 0,
@@ -781,22 +851,23 @@ fn drive(
     device: Option<usize>,
     report: &mut ComputeReport,
 ) -> GpuResult<()> {
-    // Calibrate each kind (their rates differ: fp16 runs at its own): time a short
-    // chain, then size chains so one dispatch takes the target. Short chains are dominated
-    // by dispatch overhead, so grow the probe until it takes a good part of the target.
-    let target_ns = cfg.dispatch_target.as_nanos() as f64;
+    // Each kind is calibrated on its own: their rates differ (fp16 runs at its own).
     let mut iterations = Vec::new();
     for k in 0..report.kinds.len() {
         let kind = report.kinds[k].kind;
-        let mut probe = 16u32;
-        let mut took = run_pass(gpu, kind, probe, cfg.seed, None, None)? as f64;
-        while took < target_ns / 4.0 && probe < 1 << 16 {
-            probe *= 4;
-            took = run_pass(gpu, kind, probe, cfg.seed, None, None)? as f64;
-        }
-        // Whole multiples of 16 blocks: a few pipelines per kind, not one per probe.
-        let n =
-            ((f64::from(probe) * target_ns / took.max(1.0)) as u32).clamp(16, 1 << 16) / 16 * 16;
+        let n = gpu.calibrate(kind, cfg.dispatch_target, false)?;
+        // Untimed, so that no round pays for a driver finishing its pipelines at their
+        // first dispatch (lavapipe compiles a variant per run order).
+        run_pass(gpu, kind, n, cfg.seed, None, None, false)?;
+        run_pass(
+            gpu,
+            kind,
+            n,
+            cfg.seed,
+            Some(shuffle(0, gpu.items)),
+            None,
+            false,
+        )?;
         report.kinds[k].iterations = n;
         iterations.push(n);
     }
@@ -889,7 +960,8 @@ fn drive(
 }
 
 /// One pass over every work item of `kind`, `iterations` blocks per chain; returns GPU
-/// nanoseconds. The shuffled pass carries the planted fault, if any.
+/// nanoseconds. The shuffled pass carries the planted fault, if any; `peak` runs the
+/// roofline kernel instead.
 fn run_pass(
     gpu: &mut Gpu,
     kind: ComputeKind,
@@ -897,6 +969,7 @@ fn run_pass(
     seed: u32,
     shuffled: Option<(u32, u32)>,
     inject: Option<(u32, u32, Option<u32>)>,
+    peak: bool,
 ) -> GpuResult<u64> {
     let (set, (mul, add), flag) = match shuffled {
         Some(s) => (gpu.second_set, s, 1),
@@ -913,6 +986,7 @@ fn run_pass(
             gpu.chains,
             iterations,
             u32::from(inject_step.is_some()),
+            u32::from(peak),
         ],
     )?;
     let mut rec = gpu.ctx.record(format!(
@@ -1051,7 +1125,7 @@ fn one_round(
     let items = gpu.items;
     let seed = cfg.seed ^ round.wrapping_mul(0x9E37_79B9);
     let compare = gpu.ctx.pipeline(COMPARE, &[0, kind.spec()])?;
-    let t1 = run_pass(gpu, kind, iterations, seed, None, None)?;
+    let t1 = run_pass(gpu, kind, iterations, seed, None, None, false)?;
     let inject = cfg.inject.map(|(item, xor)| (item, xor, cfg.inject_step));
     let t2 = run_pass(
         gpu,
@@ -1060,6 +1134,7 @@ fn one_round(
         seed,
         Some(shuffle(round, items)),
         inject,
+        false,
     )?;
     let capacity = cfg
         .record_capacity
