@@ -116,7 +116,7 @@ fn list_shows_the_device_with_its_limits() {
         assert!(text.contains(needle), "`{needle}` missing from:\n{text}");
     }
     let out = kiln().args(["list", "--json"]).output().unwrap();
-    let devices: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let devices = json(&out);
     let first = &devices[0];
     assert!(
         first["limits"]["max_storage_buffer_range_bytes"]
@@ -149,8 +149,8 @@ fn run_writes_a_complete_run_directory_and_exits_0_on_clean_memory() {
         .arg(&out_dir)
         .output()
         .unwrap();
+    let report = expect_json(&out, 0);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(
         stderr.contains("PASS"),
         "the summary goes to stderr with --json: {stderr}"
@@ -161,8 +161,6 @@ fn run_writes_a_complete_run_directory_and_exits_0_on_clean_memory() {
             && stderr.contains("this proves the tool, not a card"),
         "{stderr}"
     );
-    let report: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("report JSON on stdout");
     assert_eq!(report["schema"], "kiln.report/1");
     assert_eq!(
         report["no_gpu_tested"], false,
@@ -173,11 +171,8 @@ fn run_writes_a_complete_run_directory_and_exits_0_on_clean_memory() {
     let vram = &report["devices"][0]["workloads"][0]["summary"];
     assert!(vram["coverage"]["of_sized"].as_f64().unwrap() >= 0.9);
     assert_eq!(vram["errors_total"], 0);
-    let on_disk: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
-    assert_eq!(on_disk, report);
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(read_json(&out_dir.join("report.json")), report);
+    let manifest = read_json(&out_dir.join("manifest.json"));
     assert_eq!(manifest["schema"], "kiln.manifest/1");
     assert!(manifest["devices"][0]["device_uuid"].is_string());
     assert!(manifest["command_line"].as_array().unwrap().len() > 3);
@@ -222,7 +217,7 @@ fn kill_9_leaves_events_readable_up_to_the_last_complete_line() {
 #[test]
 fn a_device_is_selected_by_index_or_uuid() {
     let list = kiln().args(["list", "--json"]).output().unwrap();
-    let devices: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let devices = json(&list);
     let uuid = devices[0]["device_uuid"].as_str().unwrap().to_owned();
     for selector in [
         "0".to_string(),
@@ -237,7 +232,7 @@ fn a_device_is_selected_by_index_or_uuid() {
             "{selector}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let report = json(&out);
         assert_eq!(report["devices"].as_array().unwrap().len(), 1);
         assert_eq!(report["devices"][0]["uuid"].as_str().unwrap(), uuid);
     }
@@ -279,8 +274,7 @@ fn without_nvml_the_run_says_so_once_and_keeps_its_exit_code() {
     assert!(matches!(records[0].data, TelemetryData::Header { .. }));
     let said = records.iter().filter(|r| matches!(&r.data, TelemetryData::Unavailable { message, .. } if message.contains("NVML"))).count();
     assert_eq!(said, 1);
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
+    let report = read_json(&out_dir.join("report.json"));
     let notes: Vec<&str> = report["notes"]
         .as_array()
         .unwrap()
@@ -363,8 +357,9 @@ fn monitor_refuses_a_zero_interval() {
 #[test]
 fn the_fragment_workload_runs_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
-    let out = kiln()
-        .args([
+    let run_dir = dir.path().join("run");
+    let report = kiln_json(
+        &[
             "run",
             "--device",
             "cpu",
@@ -374,17 +369,10 @@ fn the_fragment_workload_runs_from_the_command_line() {
             "1s",
             "--json",
             "--out",
-        ])
-        .arg(dir.path().join("run"))
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+            run_dir.to_str().unwrap(),
+        ],
+        0,
     );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let w = &report["devices"][0]["workloads"][0];
     assert_eq!(w["workload"], "fragment");
     assert_eq!(w["summary"]["returned_to_baseline"], true);

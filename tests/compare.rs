@@ -5,7 +5,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{json, kiln};
+use common::{expect_json, json, kiln, read_json};
 
 fn scenario(name: &str, work: &Path) -> PathBuf {
     let dir = work.join(name);
@@ -29,8 +29,7 @@ fn a_run_compared_with_itself_has_nothing_worse() {
     let work = tempfile::tempdir().unwrap();
     let a = scenario("h200_healthy", work.path());
     let out = compare(&a, &a, &[]);
-    assert_eq!(out.status.code(), Some(0));
-    let c = json(&out);
+    let c = expect_json(&out, 0);
     assert_eq!(c["devices"][0]["matched_by"], "uuid");
     assert!(c["devices"][0]["slower"].as_array().unwrap().is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing worse"));
@@ -41,9 +40,8 @@ fn slower_memory_and_a_new_finding_are_reported() {
     let work = tempfile::tempdir().unwrap();
     let a = scenario("h200_healthy", work.path());
     let b = scenario("h200_slow_unexplained", work.path());
-    let out = compare(&a, &b, &[]);
-    assert_eq!(out.status.code(), Some(1), "slower than its burn-in");
-    let c = json(&out);
+    // Slower than its burn-in: exit 1.
+    let c = expect_json(&compare(&a, &b, &[]), 1);
     let d = &c["devices"][0];
     let slower: Vec<&str> = d["slower"]
         .as_array()
@@ -56,10 +54,8 @@ fn slower_memory_and_a_new_finding_are_reported() {
     assert!((-0.52..-0.48).contains(&change), "{change}");
     assert_eq!(d["new_findings"][0]["code"], "VRAM_BANDWIDTH_LOW");
     // Within a generous tolerance the drift is not counted, the finding still is.
-    let out = compare(&a, &b, &["--tolerance", "60"]);
-    let c = json(&out);
+    let c = expect_json(&compare(&a, &b, &["--tolerance", "60"]), 1);
     assert!(c["devices"][0]["slower"].as_array().unwrap().is_empty());
-    assert_eq!(out.status.code(), Some(1));
 }
 
 #[test]
@@ -67,9 +63,7 @@ fn grown_error_counters_are_wear() {
     let work = tempfile::tempdir().unwrap();
     let a = scenario("healthy_load", work.path());
     let b = scenario("ecc_uncorrectable_remap_pending", work.path());
-    let out = compare(&a, &b, &[]);
-    assert_eq!(out.status.code(), Some(1));
-    let c = json(&out);
+    let c = expect_json(&compare(&a, &b, &[]), 1);
     let grown: Vec<&str> = c["devices"][0]["counters_grown"]
         .as_array()
         .unwrap()
@@ -92,11 +86,9 @@ fn a_card_is_found_by_its_serial_and_a_missing_one_is_said() {
     // (could not judge, 4), and the first computes far slower there (hardware, 1, which
     // ranks first).
     let pair = scenario("h200_pair_within_tolerance", work.path());
-    let out = compare(&pair, &b, &[]);
-    let c = json(&out);
+    let c = expect_json(&compare(&pair, &b, &[]), 1);
     assert_eq!(c["missing"].as_array().unwrap().len(), 1);
     assert_eq!(c["devices"][0]["slower"][0]["rate"], "compute_fp32_gops");
-    assert_eq!(out.status.code(), Some(1));
     // The other way round the second card is new, which is not a regression.
     let out = compare(&b, &pair, &["--tolerance", "100"]);
     assert_eq!(json(&out)["added"].as_array().unwrap().len(), 1);
@@ -122,8 +114,7 @@ fn a_run_with_a_baseline_reports_what_changed() {
     let out = common::quick_run(&["--baseline", first.to_str().unwrap()], &second);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("compare: "), "{text}");
-    let c: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(second.join("compare.json")).unwrap()).unwrap();
+    let c = read_json(&second.join("compare.json"));
     assert_eq!(c["devices"][0]["matched_by"], "uuid");
     assert!(
         c["devices"][0]["new_findings"]

@@ -8,7 +8,9 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{AllocLine, EMULATED, allocation_log, emulated_env, json};
+use common::{
+    AllocLine, EMULATED, allocation_log, emulated_env, expect_json, finding_codes, json, stderr,
+};
 
 /// Runs kiln on the emulated card `(vendor, bar)`, logging allocations to `log`.
 fn on_card(vendor: &str, bar: &str, log: &Path, args: &[&str]) -> Output {
@@ -17,10 +19,6 @@ fn on_card(vendor: &str, bar: &str, log: &Path, args: &[&str]) -> Output {
         .envs(emulated_env(vendor, bar, log))
         .output()
         .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// What every configuration's log must show: VRAM never mapped, and nothing at all in the
@@ -81,12 +79,7 @@ fn a_run_of_every_workload_uses_the_right_memory_in_every_configuration() {
         let report = json(&out);
         let device = &report["devices"][0];
         assert_eq!(device["kind"], "discrete_gpu", "{label}");
-        let codes: Vec<&str> = device["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["code"].as_str().unwrap())
-            .collect();
+        let codes = finding_codes(device);
         assert!(
             !codes
                 .iter()
@@ -206,8 +199,7 @@ fn a_short_burn_in_on_a_budget_reporting_card_finds_no_software_fault() {
             run_dir.to_str().unwrap(),
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let report = json(&out);
+    let report = expect_json(&out, 0);
     let device = &report["devices"][0];
     let software: Vec<&serde_json::Value> = device["findings"]
         .as_array()

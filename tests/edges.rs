@@ -6,10 +6,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{json, kiln, signal, usage_error, verdict};
+use common::{
+    expect_json, finding_codes, json, kiln, read_json, signal, stderr, stdout, usage_error,
+    verdict, wait_for_event_text,
+};
 
 /// A fixture machine root: PCI devices as sysfs shows them (address, class, vendor,
 /// device, bound driver), for `KILN_SYSTEM_ROOT`.
@@ -63,15 +66,6 @@ fn kiln_on(root: &Path) -> Command {
     c
 }
 
-/// The CPU Vulkan driver's manifest, so that a test sees the CPU device alone.
-fn lavapipe_icd() -> PathBuf {
-    std::fs::read_dir("/usr/share/vulkan/icd.d")
-        .expect("Mesa's Vulkan drivers: run scripts/setup.sh")
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().contains("lvp_icd"))
-        .expect("lavapipe's ICD manifest")
-}
-
 const SMALL_RUN: [&str; 9] = [
     "run",
     "--vram-bytes",
@@ -84,40 +78,24 @@ const SMALL_RUN: [&str; 9] = [
     "1MiB",
 ];
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn codes(device: &serde_json::Value) -> Vec<String> {
-    device["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["code"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 #[test]
 fn the_cpu_device_alone_proves_the_tool_says_no_gpu_was_tested_and_exits_4() {
     let empty = machine(&[]);
+    // The CPU Vulkan driver's manifest, so that the run sees the CPU device alone.
+    let icd = common::lavapipe_icd().expect("lavapipe's ICD manifest: run scripts/setup.sh");
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     let out = kiln_on(empty.path())
-        .env("VK_DRIVER_FILES", lavapipe_icd())
+        .env("VK_DRIVER_FILES", &icd)
         .args(SMALL_RUN)
         .args(["--json", "--out"])
         .arg(&run_dir)
         .output()
         .unwrap();
+    let report = expect_json(&out, 4);
     let text = stderr(&out);
-    assert_eq!(out.status.code(), Some(4), "{text}");
     assert!(text.contains("no GPU was tested"), "{text}");
     assert!(text.contains("`--device cpu`"), "{text}");
-    let report = json(&out);
     assert_eq!(report["no_gpu_tested"], true);
     assert_eq!(report["result"], "inconclusive");
     let device = &report["devices"][0];
@@ -143,21 +121,21 @@ fn the_cpu_device_alone_proves_the_tool_says_no_gpu_was_tested_and_exits_4() {
     assert!(healthy.ends_with(" 0"), "{healthy}");
     let junit = std::fs::read_to_string(run_dir.join("junit.xml")).unwrap();
     assert!(junit.contains("<error"), "{junit}");
-    let rebuilt = verdict(&run_dir, &[]);
-    assert_eq!(rebuilt.status.code(), Some(4));
-    assert_eq!(json(&rebuilt)["no_gpu_tested"], true);
+    assert_eq!(
+        expect_json(&verdict(&run_dir, &[]), 4)["no_gpu_tested"],
+        true
+    );
     common::validate_report(&run_dir.join("report.json"));
 
     // `--device cpu` makes the CPU device the device under test: its result is the run's.
     let asked = kiln_on(empty.path())
-        .env("VK_DRIVER_FILES", lavapipe_icd())
+        .env("VK_DRIVER_FILES", &icd)
         .args(SMALL_RUN)
         .args(["--device", "cpu", "--json", "--out"])
         .arg(dir.path().join("asked"))
         .output()
         .unwrap();
-    assert_eq!(asked.status.code(), Some(0), "{}", stderr(&asked));
-    let report = json(&asked);
+    let report = expect_json(&asked, 0);
     assert_eq!(report["no_gpu_tested"], false);
     assert_eq!(report["devices"][0]["result"], "pass");
 }
@@ -187,8 +165,7 @@ fn a_gpu_vulkan_cannot_see_is_named_with_its_cause_and_never_replaced_by_the_cpu
         text.contains("not a GPU to test: 0000:03:00.0"),
         "the BMC display is set aside, said: {text}"
     );
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run_dir.join("report.json")).unwrap()).unwrap();
+    let report = read_json(&run_dir.join("report.json"));
     let devices = report["devices"].as_array().unwrap();
     assert_eq!(
         devices.len(),
@@ -197,7 +174,7 @@ fn a_gpu_vulkan_cannot_see_is_named_with_its_cause_and_never_replaced_by_the_cpu
     );
     assert_eq!(devices[0]["not_tested"], true);
     assert_eq!(devices[0]["pci_address"], "0000:19:00.0");
-    assert_eq!(codes(&devices[0]), vec!["GPU_NOT_VISIBLE"]);
+    assert_eq!(finding_codes(&devices[0]), vec!["GPU_NOT_VISIBLE"]);
     let finding = &devices[0]["findings"][0];
     assert_eq!(finding["class"], "could_not_test");
     assert_eq!(finding["evidence"]["cause"], "icd_missing");
@@ -208,10 +185,8 @@ fn a_gpu_vulkan_cannot_see_is_named_with_its_cause_and_never_replaced_by_the_cpu
                 .is_empty()
     );
     common::validate_report(&run_dir.join("report.json"));
-    let rebuilt = verdict(&run_dir, &[]);
-    assert_eq!(rebuilt.status.code(), Some(4));
     assert_eq!(
-        json(&rebuilt)["devices"][0]["findings"][0]["code"],
+        expect_json(&verdict(&run_dir, &[]), 4)["devices"][0]["findings"][0]["code"],
         "GPU_NOT_VISIBLE"
     );
 
@@ -224,8 +199,7 @@ fn a_gpu_vulkan_cannot_see_is_named_with_its_cause_and_never_replaced_by_the_cpu
         .arg(dir.path().join("container"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(4));
-    let finding = &json(&out)["devices"][0]["findings"][0];
+    let finding = &expect_json(&out, 4)["devices"][0]["findings"][0];
     assert_eq!(finding["evidence"]["cause"], "container_no_graphics");
     assert!(
         finding["action"]
@@ -249,8 +223,7 @@ fn a_gpu_vulkan_cannot_see_is_named_with_its_cause_and_never_replaced_by_the_cpu
         .arg(dir.path().join("both"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    let report = json(&out);
+    let report = expect_json(&out, 4);
     assert_eq!(report["devices"][0]["result"], "pass");
     assert_eq!(
         report["devices"][1]["findings"][0]["code"],
@@ -340,18 +313,6 @@ fn health_counts_the_gpus_the_machine_has_not_the_ones_vulkan_sees() {
     assert!(stdout(&fewer).contains("8 of 9 GPUs found [KILN-CNT-001]"));
 }
 
-/// Waits (up to a minute) until the run's events hold a line containing `needle`.
-fn wait_for(run_dir: &Path, needle: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(run_dir.join("events.jsonl"))
-        .unwrap_or_default()
-        .contains(needle)
-    {
-        assert!(Instant::now() < deadline, "no `{needle}` in the events");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A long run on the CPU device of `workloads`, each planned to take a while.
 fn long_run(run_dir: &Path, workloads: &str, extra: &[&str]) -> Child {
     kiln()
@@ -383,7 +344,7 @@ fn a_run_cut_short_by_a_signal_or_a_kill_is_never_a_pass() {
         let dir = tempfile::tempdir().unwrap();
         let run_dir = dir.path().join("run");
         let mut child = long_run(&run_dir, "vram,compute,pcie", &[]);
-        wait_for(
+        wait_for_event_text(
             &run_dir,
             "\"kind\":\"workload_start\",\"workload\":\"compute\"",
         );
@@ -416,12 +377,10 @@ fn a_run_cut_short_by_a_signal_or_a_kill_is_never_a_pass() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     let mut child = long_run(&run_dir, "vram,compute,pcie", &[]);
-    wait_for(&run_dir, "\"kind\":\"workload_end\",\"workload\":\"vram\"");
+    wait_for_event_text(&run_dir, "\"kind\":\"workload_end\",\"workload\":\"vram\"");
     child.kill().unwrap();
     child.wait().unwrap();
-    let rebuilt = verdict(&run_dir, &[]);
-    assert_eq!(rebuilt.status.code(), Some(4), "{}", stderr(&rebuilt));
-    let report = json(&rebuilt);
+    let report = expect_json(&verdict(&run_dir, &[]), 4);
     assert_eq!(report["incomplete"], true);
     assert_eq!(report["devices"][0]["result"], "inconclusive");
 
@@ -429,7 +388,7 @@ fn a_run_cut_short_by_a_signal_or_a_kill_is_never_a_pass() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     let mut child = long_run(&run_dir, "vram,compute", &["--test-stuck-word", "4099"]);
-    wait_for(&run_dir, "\"kind\":\"vram_error\"");
+    wait_for_event_text(&run_dir, "\"kind\":\"vram_error\"");
     signal(&child, "INT");
     assert_eq!(
         common::wait_with_limit(&mut child, Duration::from_secs(30)).0,
@@ -467,11 +426,10 @@ fn a_worker_that_never_answers_a_stop_is_killed_within_the_step_timeout() {
         .output()
         .unwrap();
     let wall = started.elapsed();
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let report = expect_json(&out, 4);
     // Preflight (1 s), the budget (2 s), a step timeout to answer the budget's end and
     // one to answer the stop, then a few seconds of start-up and reports.
     assert!(wall < Duration::from_secs(15), "{wall:?}");
-    let report = json(&out);
     let failure = &report["devices"][0]["failures"][0];
     assert_eq!(failure["error"], "hang");
     assert!(
@@ -481,7 +439,7 @@ fn a_worker_that_never_answers_a_stop_is_killed_within_the_step_timeout() {
             .contains("did not stop within 2 s of being asked"),
         "{failure}"
     );
-    assert!(codes(&report["devices"][0]).contains(&"DEVICE_HANG".to_owned()));
+    assert!(finding_codes(&report["devices"][0]).contains(&"DEVICE_HANG"));
 
     // The same worker under SIGTERM: killed a step timeout after the signal.
     let run_dir = dir.path().join("signalled");
@@ -507,7 +465,7 @@ fn a_worker_that_never_answers_a_stop_is_killed_within_the_step_timeout() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for(&run_dir, "never answers a stop");
+    wait_for_event_text(&run_dir, "never answers a stop");
     signal(&child, "TERM");
     let signalled = Instant::now();
     assert_eq!(
@@ -704,9 +662,7 @@ fn damaged_evidence_is_named_never_skipped() {
     // Killed right after it started: a manifest alone is an incomplete run, not 64.
     let early = tempfile::tempdir().unwrap();
     std::fs::write(early.path().join("manifest.json"), &manifest).unwrap();
-    let out = verdict(early.path(), &[]);
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    let report = json(&out);
+    let report = expect_json(&verdict(early.path(), &[]), 4);
     assert_eq!(report["incomplete"], true);
     assert_eq!(report["devices"][0]["result"], "inconclusive");
 }

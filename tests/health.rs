@@ -9,12 +9,9 @@ use std::time::{Duration, Instant};
 
 use common::kiln;
 
+/// The path of telemetry fixture `name`, as an argument.
 fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/telemetry")
-        .join(format!("{name}.jsonl"))
-        .display()
-        .to_string()
+    common::telemetry_fixture(name).display().to_string()
 }
 
 /// Runs `kiln health` and returns (exit code, first line, all of stdout).
@@ -107,7 +104,7 @@ fn a_fault_stays_open_until_it_is_cleared_and_is_not_counted_twice() {
     );
     let (code, first, _) = health(&[&args[..], &["--clear", "KILN-XID-079"]].concat());
     assert_eq!(code, 0, "cleared: {first}");
-    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
+    let kept = common::read_json(Path::new(state));
     let cleared = &kept["cleared"][0];
     assert_eq!(cleared["code"], "KILN-XID-079");
     assert!(
@@ -408,8 +405,7 @@ fn run_in(dir: &Path, name: &str, scenario: &str, started_utc: &str) -> std::pat
     std::fs::create_dir_all(&run).unwrap();
     common::lay_out_scenario(scenario, &run);
     let manifest = run.join("manifest.json");
-    let mut m: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let mut m = common::read_json(&manifest);
     m["started_utc"] = started_utc.into();
     std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
     common::verdict(&run, &[]);
@@ -452,7 +448,7 @@ fn a_full_run_that_passes_after_a_fault_clears_it() {
     run_in(&runs, "after", "h200_healthy", &utc(60));
     let (code, first, _) = health(&args);
     assert_eq!(code, 0, "{first}");
-    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
+    let kept = common::read_json(Path::new(state));
     assert!(
         kept["cleared"][0]["by"]
             .as_str()

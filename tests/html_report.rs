@@ -15,14 +15,8 @@ fn the_page_shows_the_verdict_the_findings_and_the_charts() {
     );
     // Replace the run's telemetry by a recording of a card that overheats during the phase.
     use_telemetry_fixture(&run_dir, "thermal_throttle");
-    let out = verdict(&run_dir, &[]);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "environment: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = json(&out);
+    // Environment: exit 2.
+    let report = expect_json(&verdict(&run_dir, &[]), 2);
     assert_eq!(
         report["devices"][0]["findings"][0]["code"],
         "THERMAL_THROTTLE"

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{json, kiln, signal, wait_with_limit};
+use common::{expect_json, finding_codes, kiln, read_json, signal, wait_with_limit};
 
 /// A short run of every standard workload, on `replicate` contexts of the CPU device.
 fn parallel_run(out: &Path, extra: &[&str]) -> std::process::Output {
@@ -22,26 +22,10 @@ fn events(dir: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn codes(device: &serde_json::Value) -> Vec<&str> {
-    device["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["code"].as_str().unwrap())
-        .collect()
-}
-
 #[test]
 fn two_devices_run_in_parallel_each_with_its_verdict() {
     let dir = tempfile::tempdir().unwrap();
-    let out = parallel_run(&dir.path().join("run"), &[]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = json(&out);
+    let report = expect_json(&parallel_run(&dir.path().join("run"), &[]), 0);
     let devices = report["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 2);
     for (i, d) in devices.iter().enumerate() {
@@ -85,14 +69,14 @@ fn a_hung_device_is_abandoned_and_the_other_finishes() {
         ],
     );
     let wall = started.elapsed();
-    let report = json(&out);
-    assert_eq!(out.status.code(), Some(4), "a hung device is not a pass");
+    // A hung device is not a pass: exit 4.
+    let report = expect_json(&out, 4);
     let devices = report["devices"].as_array().unwrap();
     assert_eq!(devices[0]["result"], "pass", "{}", devices[0]);
     assert_eq!(devices[0]["workloads"].as_array().unwrap().len(), 3);
     assert_eq!(devices[1]["result"], "inconclusive");
     assert_eq!(
-        codes(&devices[1]),
+        finding_codes(&devices[1]),
         vec!["DEVICE_HANG", "TELEMETRY_MISSING"],
         "a hang, and no telemetry on this machine to explain it"
     );
@@ -123,13 +107,8 @@ fn a_hung_device_is_abandoned_and_the_other_finishes() {
 fn a_crashed_worker_is_recorded_and_the_other_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let out = parallel_run(&run_dir, &["--test-crash-device", "1"]);
-    assert_eq!(
-        out.status.code(),
-        Some(4),
-        "a crash with no telemetry is not judged"
-    );
-    let report = json(&out);
+    // A crash with no telemetry is not judged: exit 4.
+    let report = expect_json(&parallel_run(&run_dir, &["--test-crash-device", "1"]), 4);
     let devices = report["devices"].as_array().unwrap();
     assert_eq!(devices[0]["result"], "pass", "{}", devices[0]);
     assert_eq!(devices[1]["failures"][0]["error"], "crash");
@@ -139,7 +118,7 @@ fn a_crashed_worker_is_recorded_and_the_other_finishes() {
         "{message}"
     );
     assert_eq!(
-        codes(&devices[1]),
+        finding_codes(&devices[1]),
         vec!["WORKER_CRASHED", "TELEMETRY_MISSING"]
     );
 }
@@ -158,8 +137,7 @@ fn a_signal_stops_the_run_with_an_interrupted_verdict_and_every_report() {
         for file in ["report.json", "report.html", "junit.xml", "kiln.prom"] {
             assert!(run_dir.join(file).is_file(), "SIG{name}: {file} missing");
         }
-        let report: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(run_dir.join("report.json")).unwrap()).unwrap();
+        let report = read_json(&run_dir.join("report.json"));
         assert_eq!(report["interrupted"], true);
         assert_eq!(report["incomplete"], false, "the run ended in order");
         let vram = &report["devices"][0]["workloads"][0];
@@ -203,9 +181,7 @@ fn a_second_signal_ends_the_run_at_once_and_the_evidence_stays_readable() {
     let (code, took) = wait_with_limit(&mut child, Duration::from_secs(20));
     eprintln!("the second SIGINT ended the run {took:?} after it");
     assert_eq!(code, Some(4));
-    let out = common::verdict(&run_dir, &[]);
-    assert_eq!(out.status.code(), Some(4));
-    let report = json(&out);
+    let report = expect_json(&common::verdict(&run_dir, &[]), 4);
     assert_eq!(report["interrupted"], true);
     assert_eq!(report["incomplete"], true, "no run_end was written");
 }
@@ -241,8 +217,7 @@ fn a_finding_is_confirmed_by_rerunning_its_workload() {
             "1000",
         ],
     );
-    assert_eq!(out.status.code(), Some(1));
-    let report = json(&out);
+    let report = expect_json(&out, 1);
     let device = &report["devices"][0];
     let stuck: Vec<&serde_json::Value> = device["findings"]
         .as_array()
@@ -273,8 +248,7 @@ fn the_first_failure_ends_a_device_when_the_profile_says_so() {
         &["--profile", "fleet", "--test-stuck-word", "1000", "--json"],
         &dir.path().join("run"),
     );
-    assert_eq!(out.status.code(), Some(1));
-    let report = json(&out);
+    let report = expect_json(&out, 1);
     let workloads = report["devices"][0]["workloads"].as_array().unwrap();
     assert_eq!(workloads.len(), 1, "compute and PCIe never started");
     assert_eq!(workloads[0]["status"], "failed");
@@ -305,13 +279,7 @@ fn heat_runs_vram_and_compute_at_once() {
             "2",
         ],
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = json(&out);
+    let report = expect_json(&out, 0);
     let workloads = report["devices"][0]["workloads"].as_array().unwrap();
     let names: Vec<&str> = workloads
         .iter()
@@ -355,9 +323,7 @@ fn heat_runs_vram_and_compute_at_once() {
 fn wait_idle_without_telemetry_says_it_cannot_tell_and_runs_everything() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let out = common::quick_run(&["--wait-idle", "--json"], &run_dir);
-    assert_eq!(out.status.code(), Some(0));
-    let report = json(&out);
+    let report = expect_json(&common::quick_run(&["--wait-idle", "--json"], &run_dir), 0);
     assert!(
         report["notes"]
             .as_array()
@@ -392,13 +358,7 @@ fn a_long_allocator_phase_is_not_taken_for_a_hang() {
             "1s",
         ],
     );
-    let report = json(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        report["devices"][0]["reason"]
-    );
+    let report = expect_json(&out, 0);
     assert!(
         report["devices"][0]["failures"]
             .as_array()
@@ -427,11 +387,5 @@ fn heat_whose_memory_side_ends_first_is_not_taken_for_a_hang() {
             "16MiB",
         ],
     );
-    let report = json(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        report["devices"][0]["reason"]
-    );
+    expect_json(&out, 0);
 }

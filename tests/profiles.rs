@@ -411,8 +411,7 @@ fn a_dry_run_prints_the_plan_and_runs_nothing() {
         .arg(dir.path().join("run"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = common::expect_json(&out, 0);
     assert_eq!(plan["profile"], "burn-in");
     assert_eq!(plan["duration_s"], 4.0 * 3600.0);
     let device = &plan["devices"][0];

@@ -3,48 +3,12 @@
 
 mod common;
 
-use std::sync::mpsc::channel;
-use std::time::Duration;
-
-use kiln::telemetry::Source;
 use kiln::telemetry::record::{TelemetryData, TelemetryRecord};
-use kiln::telemetry::replay::ReplaySource;
-use kiln::telemetry::sidecar::{Command, ScriptedClock, run_loop};
-use kiln::telemetry::summary::{PhaseTelemetry, summarize};
+use kiln::telemetry::summary::PhaseTelemetry;
 
-/// Replays a fixture with `before`/`after` snapshots around all its ticks.
+/// Replays a fixture with `before`/`after` snapshots around all its ticks: one phase.
 fn replay(name: &str) -> (Vec<TelemetryRecord>, PhaseTelemetry) {
-    let path = common::telemetry_fixture(name);
-    let source = ReplaySource::open(&path).expect("fixture loads");
-    let ticks = source.ticks_left() as u64;
-    let interval = Duration::from_millis(200);
-    let snapshot = |when: &str| {
-        let (done, _wait) = channel();
-        Command::Snapshot {
-            device: None,
-            phase: "vram".into(),
-            when: when.into(),
-            done,
-        }
-    };
-    // Before the first tick is due, and after the last one was sampled.
-    let clock = ScriptedClock::new(
-        interval * (ticks as u32 + 1),
-        vec![
-            (Duration::from_millis(1), snapshot("before")),
-            (
-                interval * ticks as u32 - Duration::from_millis(1),
-                snapshot("after"),
-            ),
-        ],
-    );
-    let mut sources: Vec<Box<dyn Source>> = vec![Box::new(source)];
-    let (_tx, rx) = channel();
-    let mut records = Vec::new();
-    run_loop(&mut sources, interval, &clock, &rx, &mut |r| {
-        records.push(r)
-    });
-    let mut phases = summarize(&records);
+    let (records, mut phases) = common::replay_phase(name, "vram");
     assert_eq!(phases.len(), 1, "{name}: one phase");
     (records, phases.remove(0))
 }

@@ -6,13 +6,7 @@ use common::*;
 
 #[test]
 fn selftest_finds_every_planted_fault_and_nothing_else() {
-    let out = kiln()
-        .args(["selftest", "--runs", "4", "--faults", "256", "--json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = kiln_json(&["selftest", "--runs", "4", "--faults", "256", "--json"], 0);
     assert_eq!(report["passed"], true);
     assert_eq!(report["planted_total"], 1024);
     for run in report["runs"].as_array().unwrap() {
@@ -29,19 +23,12 @@ fn selftest_finds_every_planted_fault_and_nothing_else() {
 
 #[test]
 fn bench_reports_rates_and_ratios_against_copy_and_fill() {
-    let out = kiln()
-        .args([
+    let r = kiln_json(
+        &[
             "bench", "vram", "--bytes", "64MiB", "--repeat", "1", "--json",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        0,
     );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for key in [
         "write_gib_s",
         "verify_gib_s",
@@ -64,17 +51,7 @@ fn bench_reports_rates_and_ratios_against_copy_and_fill() {
 
 #[test]
 fn compute_bench_reports_the_rate_against_the_theoretical_peak() {
-    let out = kiln()
-        .args(["bench", "compute", "--duration", "1s", "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = kiln_json(&["bench", "compute", "--duration", "1s", "--json"], 0);
     assert_eq!(r["faults"], 0);
     let measured = r["fp32_best_gflops"].as_f64().unwrap();
     assert!(measured > 0.0);

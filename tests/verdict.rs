@@ -10,17 +10,8 @@ use common::*;
 fn a_rebuilt_report_matches_the_runs_own() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let out = quick_run(&["--json"], &run_dir);
-    assert_eq!(out.status.code(), Some(0));
-    let original = json(&out);
-    let out = verdict(&run_dir, &[]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rebuilt = json(&out);
+    let original = expect_json(&quick_run(&["--json"], &run_dir), 0);
+    let rebuilt = expect_json(&verdict(&run_dir, &[]), 0);
     for key in ["result", "exit_code", "schema", "run_id", "started_utc"] {
         assert_eq!(rebuilt[key], original[key], "{key}");
     }
@@ -56,14 +47,8 @@ fn a_killed_run_gets_a_verdict_marked_incomplete() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     killed_run(&run_dir, 20);
-    let out = verdict(&run_dir, &[]);
-    assert_eq!(
-        out.status.code(),
-        Some(4),
-        "could not test enough: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = json(&out);
+    // Could not test enough: exit 4.
+    let report = expect_json(&verdict(&run_dir, &[]), 4);
     assert_eq!(report["incomplete"], true);
     assert_eq!(report["result"], "inconclusive");
     assert!(
@@ -79,8 +64,7 @@ fn a_killed_run_gets_a_verdict_marked_incomplete() {
             .iter()
             .any(|n| n.as_str().unwrap().contains("did not finish"))
     );
-    let saved: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run_dir.join("report.json")).unwrap()).unwrap();
+    let saved = read_json(&run_dir.join("report.json"));
     assert_eq!(
         saved["incomplete"], true,
         "the rebuilt report joins the evidence"
@@ -125,14 +109,9 @@ fn a_truncated_tail_gives_a_partial_verdict_and_broken_telemetry_is_named() {
     text.truncate(last + 1);
     text.push_str("{\"t_ms\":1.0,\"kind\":\"no");
     std::fs::write(&events, text).unwrap();
-    let out = verdict(&run_dir, &[]);
-    let report = json(&out);
+    // Every workload had ended: the verdict stands (exit 0), marked incomplete.
+    let report = expect_json(&verdict(&run_dir, &[]), 0);
     assert_eq!(report["incomplete"], true);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "every workload had ended: the verdict stands, marked incomplete"
-    );
     // Telemetry whose first complete line is not a record is corrupt evidence: said with
     // the file and line (exit 64), never skipped into a verdict that lacks it.
     std::fs::write(run_dir.join("telemetry.jsonl"), "garbage\n").unwrap();
@@ -170,8 +149,7 @@ fn reports_validate_against_the_published_schema() {
     common::validate_report(&throttled.join("report.json"));
     // And a broken one is refused, so the check is real.
     let broken = dir.path().join("broken.json");
-    let mut report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(clean.join("report.json")).unwrap()).unwrap();
+    let mut report = read_json(&clean.join("report.json"));
     report["devices"][0]["result"] = "fine".into();
     std::fs::write(&broken, serde_json::to_vec(&report).unwrap()).unwrap();
     let schema =

@@ -3,14 +3,8 @@
 
 mod common;
 
-use std::sync::mpsc::channel;
-use std::time::Duration;
-
 use kiln::finding::{Class, Confidence};
 use kiln::gpu::{DeviceInfo, DeviceKind, DeviceLimits};
-use kiln::telemetry::Source;
-use kiln::telemetry::replay::ReplaySource;
-use kiln::telemetry::sidecar::{Command, ScriptedClock, run_loop};
 use kiln::telemetry::summary::summarize;
 use kiln::verdict::thresholds::Thresholds;
 use kiln::verdict::{DeviceReport, DeviceResult};
@@ -52,32 +46,7 @@ fn info() -> DeviceInfo {
 
 /// A device report with one passed workload and the fixture's telemetry, judged.
 fn judged(fixture: &str) -> DeviceReport {
-    let path = common::telemetry_fixture(fixture);
-    let source = ReplaySource::open(&path).unwrap();
-    let ticks = source.ticks_left() as u32;
-    let interval = Duration::from_millis(200);
-    let snap = |when: &str| {
-        let (done, _) = channel();
-        Command::Snapshot {
-            device: None,
-            phase: "vram".into(),
-            when: when.into(),
-            done,
-        }
-    };
-    let clock = ScriptedClock::new(
-        interval * (ticks + 1),
-        vec![
-            (Duration::from_millis(1), snap("before")),
-            (interval * ticks - Duration::from_millis(1), snap("after")),
-        ],
-    );
-    let mut sources: Vec<Box<dyn Source>> = vec![Box::new(source)];
-    let (_tx, rx) = channel();
-    let mut records = Vec::new();
-    run_loop(&mut sources, interval, &clock, &rx, &mut |r| {
-        records.push(r)
-    });
+    let (_, phases) = common::replay_phase(fixture, "vram");
     let outcome = kiln::workload::WorkloadOutcome {
         workload: "vram".into(),
         status: kiln::workload::WorkloadStatus::Passed,
@@ -85,7 +54,7 @@ fn judged(fixture: &str) -> DeviceReport {
         summary: kiln::workload::WorkloadResult::from_json("vram", serde_json::json!({})),
     };
     let mut d = DeviceReport::new(&info(), vec![outcome], None);
-    d.telemetry = summarize(&records);
+    d.telemetry = phases;
     d.judge(&Thresholds::default());
     d
 }

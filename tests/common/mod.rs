@@ -8,6 +8,11 @@ use std::time::Duration;
 
 use kiln::evidence::MemorySink;
 use kiln::gpu::{DeviceContext, DeviceInfo, Vulkan};
+use kiln::telemetry::Source;
+use kiln::telemetry::record::TelemetryRecord;
+use kiln::telemetry::replay::ReplaySource;
+use kiln::telemetry::sidecar;
+use kiln::telemetry::summary::{PhaseTelemetry, summarize};
 use kiln::workload::RunControl;
 use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::{AccessLayout, PlantedFault};
@@ -78,9 +83,53 @@ pub fn verdict(run_dir: &std::path::Path, extra: &[&std::ffi::OsStr]) -> std::pr
         .unwrap()
 }
 
-/// The report a `--json` command printed on stdout.
+/// The report a `--json` command printed on stdout, its exit code unchecked (see
+/// [`expect_json`] for the usual case).
 pub fn json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("a report on stdout")
+}
+
+/// Asserts that the command behind `out` exited with `code` (its stderr in the failure
+/// message) and returns the JSON it printed on stdout.
+pub fn expect_json(out: &std::process::Output, code: i32) -> serde_json::Value {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(out)
+}
+
+/// `kiln args`, which must exit with `code`: the JSON it printed on stdout.
+pub fn kiln_json(args: &[&str], code: i32) -> serde_json::Value {
+    expect_json(&kiln().args(args).output().unwrap(), code)
+}
+
+/// The JSON file at `path` (a report, a manifest, a state file).
+pub fn read_json(path: &std::path::Path) -> serde_json::Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A command's stderr, as text.
+pub fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A command's stdout, as text.
+pub fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The codes of a reported device's findings, in the report's order.
+pub fn finding_codes(device: &serde_json::Value) -> Vec<&str> {
+    device["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect()
 }
 
 /// A recorded telemetry fixture, `tests/fixtures/telemetry/<name>.jsonl`.
@@ -92,6 +141,45 @@ pub fn telemetry_fixture(name: &str) -> std::path::PathBuf {
 /// Replaces a run directory's telemetry by a recorded fixture.
 pub fn use_telemetry_fixture(run_dir: &std::path::Path, name: &str) {
     std::fs::copy(telemetry_fixture(name), run_dir.join("telemetry.jsonl")).unwrap();
+}
+
+/// Replays telemetry fixture `name` through the sidecar's own loop on a scripted clock, one
+/// tick every 200 ms, with a `before` snapshot of `phase` before the first tick is due and
+/// an `after` one once the last was sampled: the records the sidecar wrote, and their
+/// summary per phase.
+pub fn replay_phase(name: &str, phase: &str) -> (Vec<TelemetryRecord>, Vec<PhaseTelemetry>) {
+    let path = telemetry_fixture(name);
+    let source =
+        ReplaySource::open(&path).unwrap_or_else(|e| panic!("{name}: the fixture loads: {e}"));
+    let ticks = source.ticks_left() as u32;
+    let interval = Duration::from_millis(200);
+    let snapshot = |when: &str| {
+        let (done, _wait) = std::sync::mpsc::channel();
+        sidecar::Command::Snapshot {
+            device: None,
+            phase: phase.into(),
+            when: when.into(),
+            done,
+        }
+    };
+    let clock = sidecar::ScriptedClock::new(
+        interval * (ticks + 1),
+        vec![
+            (Duration::from_millis(1), snapshot("before")),
+            (
+                interval * ticks - Duration::from_millis(1),
+                snapshot("after"),
+            ),
+        ],
+    );
+    let mut sources: Vec<Box<dyn Source>> = vec![Box::new(source)];
+    let (_tx, rx) = std::sync::mpsc::channel();
+    let mut records = Vec::new();
+    sidecar::run_loop(&mut sources, interval, &clock, &rx, &mut |r| {
+        records.push(r)
+    });
+    let phases = summarize(&records);
+    (records, phases)
 }
 
 /// `kiln run` of 16 MiB, one pass of own-address, PCIe up to 1 MiB, into `out`, plus
@@ -217,9 +305,7 @@ pub fn lay_out_scenario(name: &str, run_dir: &std::path::Path) {
             copy_scenario_files(&dir, run_dir);
             return;
         }
-        let path = dir.join("expected.json");
-        let expected: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let expected = read_json(&dir.join("expected.json"));
         lay(
             expected["run_from"].as_str().unwrap_or("_base"),
             run_dir,
@@ -388,7 +474,7 @@ impl Emulated {
 }
 
 /// Lavapipe's ICD manifest, when it is installed in a standard place.
-fn lavapipe_icd() -> Option<std::path::PathBuf> {
+pub fn lavapipe_icd() -> Option<std::path::PathBuf> {
     [
         "/usr/share/vulkan/icd.d",
         "/usr/local/share/vulkan/icd.d",

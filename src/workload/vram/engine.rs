@@ -457,8 +457,18 @@ impl<'c> Engine<'c> {
                 rec.barrier();
             }
             let mut batch_bytes = 0u64;
+            let mut previous_buffer = None;
             for piece in &pieces {
                 let tb = &self.buffers[piece.buffer];
+                // A shader that writes its buffer is bound to the whole of it: two pieces
+                // of one buffer in a batch touch disjoint words, but nothing tells the API
+                // so, and the synchronization validator rightly calls the second a hazard
+                // (a rewrite reads through a texel view, then writes). Pieces are sized to
+                // milliseconds of work, so the barrier costs nothing that shows.
+                if matches!(op, Op::Write | Op::Rewrite) && previous_buffer == Some(piece.buffer) {
+                    rec.barrier();
+                }
+                previous_buffer = Some(piece.buffer);
                 batch_bytes += piece.elements * 16;
                 match (op, pipeline) {
                     (Op::Fill, _) => rec.fill(
