@@ -267,8 +267,8 @@ fn test_device(
             _ => None,
         };
         let budget = device_deadline.zip(job.duration).map(|(end, whole)| {
-            let left = end.saturating_duration_since(Instant::now()) * planned.weight
-                / weight_left.max(1);
+            let left =
+                end.saturating_duration_since(Instant::now()) * planned.weight / weight_left.max(1);
             left.min(whole * planned.weight / weight_total)
         });
         weight_left = weight_left.saturating_sub(planned.weight);
