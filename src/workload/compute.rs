@@ -252,12 +252,14 @@ impl Report for ComputeReport {
         &mut self.run
     }
 
-    /// Passed, failed, incomplete or not run.
+    /// Passed, failed, incomplete or not run. It ran once the device began its work (the
+    /// calibration dispatches): stopped before a round completed, it is incomplete, not
+    /// "could not run".
     fn status(&self) -> WorkloadStatus {
-        let rounds: u32 = self.kinds.iter().map(|k| k.rounds).sum();
+        let began = self.kinds.iter().any(|k| k.rounds > 0 || k.iterations > 0);
         WorkloadStatus::from_evidence(
             (self.faults() > 0).then_some(WorkloadStatus::Failed),
-            rounds > 0,
+            began,
             self.run.cut_short(),
         )
     }
@@ -278,10 +280,7 @@ impl Report for ComputeReport {
             ),
             WorkloadStatus::NotRun => format!(
                 "nothing ran: {}",
-                self.run
-                    .device_error
-                    .as_deref()
-                    .unwrap_or("no round completed")
+                self.run.why_cut_short().unwrap_or("no round completed")
             ),
             WorkloadStatus::Incomplete => format!(
                 "no wrong result in {verified} verified multiply-adds, but it stopped early: {}",
