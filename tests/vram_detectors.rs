@@ -265,3 +265,33 @@ fn the_retention_algorithm_idles_and_verifies() {
     assert_eq!(report.errors_total, 1);
     assert_eq!(report.records[0].step, 2);
 }
+
+#[test]
+fn first_touch_is_kept_out_of_the_rates_unless_it_was_the_only_write() {
+    use kiln::workload::vram::algorithm::Step;
+    let bytes = 16 * MIB;
+    let layout = AccessLayout::Contiguous;
+    let writes = |algorithms: &[Algorithm]| -> u64 {
+        algorithms
+            .iter()
+            .flat_map(|a| a.steps(0, 0, std::time::Duration::ZERO))
+            .filter(|s| matches!(s, Step::Write(_)))
+            .count() as u64
+    };
+    // Own-address writes the memory once: that write is all the rate there is.
+    let once_algorithms = [Algorithm::OwnAddress];
+    assert_eq!(writes(&once_algorithms), 1);
+    let (once, _) = run(config(&once_algorithms, bytes, 4 * MIB, layout));
+    assert!(once.throughput.includes_first_touch);
+    assert_eq!(once.throughput.write.bytes, bytes);
+    // With more writes, the first (which pays for first touch) is left out of the rate.
+    let more = [Algorithm::OwnAddress, Algorithm::Random];
+    let (twice, _) = run(config(&more, bytes, 4 * MIB, layout));
+    assert!(!twice.throughput.includes_first_touch);
+    assert_eq!(
+        twice.throughput.write.bytes,
+        (writes(&more) - 1) * bytes,
+        "every write but the first"
+    );
+    assert!(twice.throughput.write.gib_per_s > 0.0);
+}

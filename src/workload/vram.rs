@@ -194,6 +194,11 @@ pub struct Throughput {
     pub sweep_wall_s: f64,
     /// `gpu_timestamps` or `wall_clock`.
     pub timing_source: String,
+    /// True when the write rate includes the first sweep that touched the memory (which
+    /// pays for first touch): the run wrote the memory only once. Otherwise that sweep is
+    /// left out of every rate.
+    #[serde(default)]
+    pub includes_first_touch: bool,
 }
 
 /// Per-algorithm outcome.
@@ -950,8 +955,18 @@ impl VramTest {
 }
 
 fn throughput(engine: &Engine) -> Throughput {
-    let write = engine.stats(Op::Write);
-    let fill = engine.stats(Op::Fill);
+    let mut write = engine.stats(Op::Write);
+    let mut fill = engine.stats(Op::Fill);
+    // First touch is left out of the rates, unless it was the only write.
+    let includes_first_touch = write.bytes + fill.bytes == 0 && engine.first_touch().is_some();
+    if includes_first_touch && let Some((op, first)) = engine.first_touch() {
+        let into = if op == Op::Fill {
+            &mut fill
+        } else {
+            &mut write
+        };
+        *into = first;
+    }
     let verify = engine.stats(Op::Verify);
     let rewrite = engine.stats(Op::Rewrite);
     let wall_ns = write.wall_ns + fill.wall_ns + verify.wall_ns + rewrite.wall_ns;
@@ -972,6 +987,7 @@ fn throughput(engine: &Engine) -> Throughput {
         } else {
             "wall_clock".into()
         },
+        includes_first_touch,
     }
 }
 
