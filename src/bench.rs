@@ -389,7 +389,8 @@ pub fn bench_compute(opts: &ComputeBenchOptions) -> Result<ComputeBenchReport, A
     // The ceiling, measured on the same device in the same process. A CPU's peak depends
     // on how many FMA units each core has, which nothing here says, so a CPU device has
     // only this one.
-    let items = crate::workload::compute::default_items(&info);
+    // The grid the verified run settled on, so that both run the same shape.
+    let items = report.items;
     let dispatch = ComputeConfig::default().dispatch_target;
     let each = (opts.duration / 4).max(Duration::from_millis(500));
     let ran = |k: ComputeKind| kind(k).is_some();

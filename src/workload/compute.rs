@@ -38,6 +38,8 @@ const UNROLL: u64 = 4;
 /// (measured: 1.7-2x the rate of one chain on lavapipe) and on a GPU's SM at the
 /// occupancy these registers allow.
 const DEFAULT_CHAINS: u32 = 8;
+/// The fewest work items a pass shrinks to on a device too slow for its default grid.
+const MIN_GRID: u32 = 1 << 12;
 /// Lanes of each chain (a vec4).
 const LANES: u64 = 4;
 /// Words per work item in the results: the fold, then the chains' values.
@@ -563,7 +565,7 @@ impl<'c> Gpu<'c> {
 
 /// Work items per pass unless the settings say otherwise: enough to fill a GPU many
 /// times over, and few on a CPU device, whose lanes are the CPU's.
-pub fn default_items(device: &DeviceInfo) -> u32 {
+fn default_items(device: &DeviceInfo) -> u32 {
     if device.kind.is_gpu() {
         1 << 20
     } else {
@@ -850,6 +852,20 @@ fn drive(
     device: Option<usize>,
     report: &mut ComputeReport,
 ) -> GpuResult<()> {
+    // The grid fits the device: where even the shortest chains of the first kind take far
+    // longer than a dispatch should (a slow GPU, or a CPU device shown as one), fewer
+    // work items per pass, down to the CPU device's count. The buffers keep their size.
+    let first = report.kinds[0].kind;
+    let target_ns = cfg.dispatch_target.as_nanos() as u64;
+    // A planted fault's item stays inside the grid.
+    while gpu.items > MIN_GRID && cfg.inject.is_none_or(|(item, _)| item < gpu.items / 4) {
+        run_pass(gpu, first, 16, cfg.seed, None, None, false)?;
+        if run_pass(gpu, first, 16, cfg.seed, None, None, false)? <= 2 * target_ns {
+            break;
+        }
+        gpu.items /= 4;
+    }
+    report.items = gpu.items;
     // Each kind is calibrated on its own: their rates differ (fp16 runs at its own).
     let mut iterations = Vec::new();
     for k in 0..report.kinds.len() {
