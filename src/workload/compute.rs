@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::settings::{SettingError, SettingsTable};
-use super::show::{Bar, Metric, MetricFamily, Section};
+use super::show::{Bar, Section};
 use super::{
     Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
     WorkloadStatus, record_device_error,
@@ -302,7 +302,6 @@ pub struct Compute;
 impl Kind for Compute {
     const NAME: &'static str = "compute";
     const DEFAULT_WEIGHT: u32 = 1;
-    const METRICS: &'static [MetricFamily] = &[];
     type Settings = ComputeConfig;
     type Result = ComputeReport;
 
@@ -366,10 +365,6 @@ impl Kind for Compute {
         let mut out = Vec::new();
         found(result, &mut out);
         out
-    }
-
-    fn metrics(_result: &ComputeReport) -> Vec<Metric> {
-        Vec::new()
     }
 
     fn rates(result: &ComputeReport) -> Vec<(&'static str, f64)> {

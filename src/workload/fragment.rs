@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::settings::{SettingError, SettingsTable};
-use super::show::{Metric, MetricFamily, Section};
 use super::{
     Envelope, FindingKind, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError,
     WorkloadFinding, WorkloadOutcome, WorkloadStatus, join_findings, record_device_error,
@@ -188,7 +187,6 @@ pub struct Fragment;
 impl Kind for Fragment {
     const NAME: &'static str = "fragment";
     const DEFAULT_WEIGHT: u32 = 1;
-    const METRICS: &'static [MetricFamily] = &[];
     type Settings = FragmentConfig;
     type Result = FragmentReport;
 
@@ -216,18 +214,6 @@ impl Kind for Fragment {
         let mut out = Vec::new();
         found(result, &mut out);
         out
-    }
-
-    fn metrics(_result: &FragmentReport) -> Vec<Metric> {
-        Vec::new()
-    }
-
-    fn rates(_result: &FragmentReport) -> Vec<(&'static str, f64)> {
-        Vec::new()
-    }
-
-    fn sections(_result: &FragmentReport) -> Vec<Section> {
-        Vec::new()
     }
 }
 

@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 
 use super::compute::{Compute, ComputeConfig, ComputeTest};
 use super::settings::{SettingError, SettingsTable};
-use super::show::{Metric, MetricFamily, Section};
 use super::vram::{Vram, VramConfig, VramTest};
 use super::{Composite, Kind, PlanDetail, Workload};
 use crate::finding::Finding;
@@ -28,7 +27,6 @@ impl Kind for Heat {
     const NAME: &'static str = "heat";
     // It runs the VRAM test, which takes the memory workloads' share.
     const DEFAULT_WEIGHT: u32 = 3;
-    const METRICS: &'static [MetricFamily] = &[];
     type Settings = HeatConfig;
     type Result = Composite;
 
@@ -63,18 +61,6 @@ impl Kind for Heat {
     }
 
     fn judge(result: &Composite) -> Vec<Finding> {
-        match *result {}
-    }
-
-    fn metrics(result: &Composite) -> Vec<Metric> {
-        match *result {}
-    }
-
-    fn rates(result: &Composite) -> Vec<(&'static str, f64)> {
-        match *result {}
-    }
-
-    fn sections(result: &Composite) -> Vec<Section> {
         match *result {}
     }
 }

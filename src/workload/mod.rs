@@ -350,8 +350,9 @@ pub trait Kind {
     const NAME: &'static str;
     /// Its share of the time budget when a profile or the command line gives none.
     const DEFAULT_WEIGHT: u32;
-    /// The Prometheus families its results give, in the order they are written.
-    const METRICS: &'static [MetricFamily];
+    /// The Prometheus families its results give, in the order they are written (none
+    /// unless it says).
+    const METRICS: &'static [MetricFamily] = &[];
     /// Its settings: a profile's `[[workload]]` table, the plan in the manifest, the
     /// worker's job.
     type Settings: Clone + std::fmt::Debug + Default + Serialize + serde::de::DeserializeOwned;
@@ -371,14 +372,20 @@ pub trait Kind {
     /// telemetry or other devices are the verdict's.
     fn judge(result: &Self::Result) -> Vec<Finding>;
     /// Its numbers for Prometheus.
-    fn metrics(result: &Self::Result) -> Vec<Metric>;
+    fn metrics(_result: &Self::Result) -> Vec<Metric> {
+        Vec::new()
+    }
     /// The rates it measured that a healthy device of the same model matches: what
     /// devices are compared with their peers and with a baseline run on (`vram_gib_per_s`,
     /// `fp32_gops`). Rates that depend on more than the device (a socket's PCIe switch)
     /// are named so the comparison can leave them out (`pcie_...`).
-    fn rates(result: &Self::Result) -> Vec<(&'static str, f64)>;
+    fn rates(_result: &Self::Result) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
     /// Its part of the text and HTML reports.
-    fn sections(result: &Self::Result) -> Vec<Section>;
+    fn sections(_result: &Self::Result) -> Vec<Section> {
+        Vec::new()
+    }
 }
 
 /// What a planned workload will do on one device (`--dry-run`).
