@@ -104,7 +104,7 @@ void record_word(inout Tally t, uint local_word, uint expected, uint actual, uin
             res.r[at + 4u] = pc.buffer_index;
             res.r[at + 5u] = flags;
             res.r[at + 6u] = span;
-            res.r[at + 7u] = pc.elem_stride;
+            res.r[at + 7u] = elem_stride();
         } else {
             t.slots_left = false;
         }
@@ -156,12 +156,12 @@ void counters_end(Tally t) {
 }
 
 void check(inout Tally t, uint inv) {
-    uint first = inv * pc.inv_stride;
-    uint es = pc.elem_stride;
-    // Four loads in flight per iteration; the host keeps vecs_per_inv a multiple of 4.
+    uint first = inv * inv_stride();
+    uint es = elem_stride();
+    // Four loads in flight per iteration (VECS_PER_INV is a multiple of 4).
     uvec4 acc0 = uvec4(0u);
     uvec4 acc1 = uvec4(0u);
-    for (uint k = 0u; k < pc.vecs_per_inv; k += 4u) {
+    for (uint k = 0u; k < VECS_PER_INV; k += 4u) {
         uint e = first + k * es;
         uvec4 a0 = load(e);
         uvec4 a1 = load(e + es);
@@ -173,7 +173,7 @@ void check(inout Tally t, uint inv) {
     uvec4 acc = acc0 | acc1;
     if (any(notEqual(acc, uvec4(0u)))) {
         bool found = false;
-        for (uint k = 0u; k < pc.vecs_per_inv; k++) {
+        for (uint k = 0u; k < VECS_PER_INV; k++) {
             uint e = element(inv, k);
             uvec4 expected = pattern4(e * 4u);
             uvec4 actual = load(e);
@@ -185,7 +185,7 @@ void check(inout Tally t, uint inv) {
         if (!found) {
             // The re-read was right: a read went wrong in transit. Keep it, with the bits.
             record_word(t, element(inv, 0u) * 4u, 0u, acc.x | acc.y | acc.z | acc.w,
-                        FLAG_TRANSIENT, pc.vecs_per_inv);
+                        FLAG_TRANSIENT, VECS_PER_INV);
         }
     }
 }

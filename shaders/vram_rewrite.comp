@@ -16,8 +16,8 @@ void main() {
     uint inv = gl_GlobalInvocationID.x;
     Tally t = counters_begin();
     check(t, inv);
-    for (uint k = 0u; k < pc.vecs_per_inv; k++) {
-        uint e = element(inv, pc.descending != 0u ? pc.vecs_per_inv - 1u - k : k);
+    for (uint k = 0u; k < VECS_PER_INV; k++) {
+        uint e = element(inv, pc.descending != 0u ? VECS_PER_INV - 1u - k : k);
         data.v[pc.start_vec + e] = pattern4(e * 4u) ^ uvec4(pc.flip);
     }
     counters_end(t);

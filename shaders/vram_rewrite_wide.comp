@@ -19,8 +19,8 @@ void main() {
     uint inv = gl_GlobalInvocationID.x;
     Tally t = counters_begin();
     check(t, inv);
-    // In 32-byte units: the host keeps start_vec and vecs_per_inv even.
-    uint n = pc.vecs_per_inv / 2u;
+    // In 32-byte units: the host keeps start_vec even.
+    uint n = VECS_PER_INV / 2u;
     uint first = inv * n;
     uint base = pc.start_vec / 2u;
     u64vec4 flip = u64vec4(packUint2x32(uvec2(pc.flip)));

@@ -8,7 +8,7 @@ layout(set = 0, binding = 0, std430) restrict writeonly buffer Data { uvec4 v[];
 void main() {
     // The host dispatches whole workgroups of work only: no bounds check needed.
     uint inv = gl_GlobalInvocationID.x;
-    for (uint k = 0u; k < pc.vecs_per_inv; k++) {
+    for (uint k = 0u; k < VECS_PER_INV; k++) {
         uint e = element(inv, k);
         data.v[pc.start_vec + e] = pattern4(e * 4u);
     }

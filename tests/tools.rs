@@ -47,6 +47,31 @@ fn bench_reports_rates_and_ratios_against_copy_and_fill() {
     let ratio = r["verify_over_copy"].as_f64().unwrap();
     let expected = r["verify_gib_s"].as_f64().unwrap() / r["copy_gib_s"].as_f64().unwrap();
     assert!((ratio - expected).abs() < 1e-9);
+    // The copy ceiling is the best of every copy measured, the host's own memcpy among
+    // them on a CPU device (whose memory is host memory).
+    let copies = r["copies"].as_array().unwrap();
+    let methods: Vec<&str> = copies
+        .iter()
+        .map(|c| c["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "copy_buffer_regions",
+            "copy_buffer_one_region",
+            "shader_copy",
+            "host_memcpy"
+        ]
+    );
+    let rates: Vec<f64> = copies
+        .iter()
+        .map(|c| c["gib_s"].as_f64().unwrap())
+        .collect();
+    assert!(rates.iter().all(|&g| g > 0.0), "{copies:?}");
+    let best = rates.iter().copied().fold(0.0, f64::max);
+    assert_eq!(r["copy_gib_s"].as_f64().unwrap(), best);
+    let best_method = methods[rates.iter().position(|&g| g == best).unwrap()];
+    assert_eq!(r["copy_method"], best_method);
 }
 
 #[test]

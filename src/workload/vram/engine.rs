@@ -174,8 +174,8 @@ pub struct Engine<'c> {
     /// Where each batch's counters and records are copied for the host to read.
     results_out: GpuBuffer,
     probe: GpuBuffer,
-    /// Pipelines by shader name and pattern.
-    pipelines: HashMap<(&'static str, u32), Pipeline>,
+    /// Pipelines by shader name, pattern and elements per invocation.
+    pipelines: HashMap<(&'static str, u32, u32), Pipeline>,
     rates: HashMap<(Op, u32), f64>,
     planted: Vec<PlantedFault>,
     planted_all: Option<u32>,
@@ -332,12 +332,23 @@ impl<'c> Engine<'c> {
         &self.planted
     }
 
-    fn pipeline(&mut self, shader: ShaderCode, pattern_spec: u32) -> GpuResult<Pipeline> {
-        if let Some(&p) = self.pipelines.get(&(shader.name(), pattern_spec)) {
+    /// The pipeline of a sweep shader for one pattern and run length: both are
+    /// specialization constants, as is the layout.
+    fn pipeline(
+        &mut self,
+        shader: ShaderCode,
+        pattern_spec: u32,
+        vecs_per_inv: u32,
+    ) -> GpuResult<Pipeline> {
+        let key = (shader.name(), pattern_spec, vecs_per_inv);
+        if let Some(&p) = self.pipelines.get(&key) {
             return Ok(p);
         }
-        let p = self.ctx.pipeline(shader, &[WORKGROUP, pattern_spec])?;
-        self.pipelines.insert((shader.name(), pattern_spec), p);
+        let contiguous = u32::from(self.cfg.layout == AccessLayout::Contiguous);
+        let p = self
+            .ctx
+            .pipeline(shader, &[WORKGROUP, pattern_spec, vecs_per_inv, contiguous])?;
+        self.pipelines.insert(key, p);
         Ok(p)
     }
 
@@ -407,10 +418,6 @@ impl<'c> Engine<'c> {
             Op::Rewrite => Some(shaders::REWRITE),
             Op::Fill | Op::Evict => None,
         };
-        let pipeline = match shader {
-            Some(s) => Some(self.pipeline(s, pattern.spec_id())?),
-            None => None,
-        };
         let checks = matches!(op, Op::Verify | Op::Rewrite);
         let rate_key = (op, pattern.spec_id());
         let mut sweep = Sweep {
@@ -458,6 +465,16 @@ impl<'c> Engine<'c> {
             if pieces.is_empty() {
                 break;
             }
+            // Pipelines first: recording holds the device context.
+            let mut pipelines = Vec::with_capacity(pieces.len());
+            for piece in &pieces {
+                let per_inv = run_length(piece.elements, unit);
+                let pipeline = match shader {
+                    Some(s) => Some(self.pipeline(s, pattern.spec_id(), per_inv as u32)?),
+                    None => None,
+                };
+                pipelines.push((pipeline, per_inv));
+            }
             let mut rec = self.ctx.record(what)?;
             if checks {
                 // Zero the counters on the device; the records past them are read only
@@ -467,7 +484,7 @@ impl<'c> Engine<'c> {
             }
             let mut batch_bytes = 0u64;
             let mut previous_buffer = None;
-            for piece in &pieces {
+            for (piece, &(pipeline, per_inv)) in pieces.iter().zip(&pipelines) {
                 let tb = &self.buffers[piece.buffer];
                 // A shader that writes its buffer is bound to the whole of it: two pieces
                 // of one buffer in a batch touch disjoint words, but nothing tells the API
@@ -479,33 +496,19 @@ impl<'c> Engine<'c> {
                 }
                 previous_buffer = Some(piece.buffer);
                 batch_bytes += piece.elements * 16;
-                match (op, pipeline) {
-                    (Op::Fill, _) => rec.fill(
+                match pipeline {
+                    None => rec.fill(
                         &tb.buffer,
                         piece.start * 16,
                         piece.elements * 16,
                         pattern.constant_word().unwrap_or(0),
                     ),
-                    (_, Some(pipeline)) => {
-                        // Whole workgroups only: a buffer's tail gets shorter runs instead.
-                        let per_inv = if piece.elements.is_multiple_of(unit * u64::from(WORKGROUP))
-                        {
-                            unit
-                        } else {
-                            piece.elements / u64::from(WORKGROUP)
-                        };
+                    Some(pipeline) => {
                         let invocations = (piece.elements / per_inv) as u32;
-                        let (inv_stride, elem_stride) = match self.cfg.layout {
-                            AccessLayout::Contiguous => (per_inv as u32, 1),
-                            AccessLayout::Coalesced => (1, invocations),
-                        };
                         let word = tb.first_word + piece.start * 4;
                         let push = [
                             piece.start as u32,
                             invocations,
-                            per_inv as u32,
-                            inv_stride,
-                            elem_stride,
                             word as u32,
                             (word >> 32) as u32,
                             pattern.key((word >> 32) as u32),
@@ -522,7 +525,6 @@ impl<'c> Engine<'c> {
                         ];
                         rec.dispatch(pipeline, tb.binding, &push, invocations / WORKGROUP);
                     }
-                    (_, None) => unreachable!("only fills run without a pipeline"),
                 }
             }
             if checks {
@@ -566,9 +568,10 @@ impl<'c> Engine<'c> {
     }
 
     /// Copies the first half of the test buffers onto the second half with
-    /// `vkCmdCopyBuffer`: the device's plain copy bandwidth, for comparison.
-    /// Returns the bytes copied (read plus written counts twice) and the time.
-    pub fn copy_halves(&mut self) -> GpuResult<OpStats> {
+    /// `vkCmdCopyBuffer`, all regions in one submission or one region per submission:
+    /// the device's plain copy bandwidth, for comparison (drivers differ in which is
+    /// faster). Returns the bytes copied (read plus written counts twice) and the time.
+    pub fn copy_halves(&mut self, one_region_per_submission: bool) -> GpuResult<OpStats> {
         let half = self.buffers.len() / 2;
         if half == 0 {
             return Err(GpuError::Unsupported(
@@ -576,17 +579,67 @@ impl<'c> Engine<'c> {
             ));
         }
         let started = Instant::now();
-        let mut rec = self.ctx.record("plain buffer copy")?;
+        let mut total = OpStats::default();
+        let per_submission = if one_region_per_submission { 1 } else { half };
+        for first in (0..half).step_by(per_submission) {
+            let mut rec = self.ctx.record("plain buffer copy")?;
+            for i in first..(first + per_submission).min(half) {
+                let (src, dst) = (&self.buffers[i], &self.buffers[i + half]);
+                let n = src.elements.min(dst.elements) * 16;
+                rec.copy(&src.buffer, 0, &dst.buffer, 0, n);
+                total.bytes += 2 * n;
+            }
+            total.gpu_ns += rec.submit_and_wait()?.best_ns();
+        }
+        total.wall_ns = started.elapsed().as_nanos() as u64;
+        Ok(total)
+    }
+
+    /// Copies the first half of every test buffer onto its second half with a compute
+    /// shader in the test's own access shape, all in one submission: a copy ceiling
+    /// that a driver's copy engine path cannot understate. Bytes count read plus written.
+    pub fn copy_halves_by_shader(&mut self) -> GpuResult<OpStats> {
+        let unit = u64::from(self.cfg.vecs_per_invocation).clamp(4, MAX_VECS_PER_INVOCATION);
+        let max_groups = u64::from(self.ctx.info().limits.max_compute_work_group_count[0]);
+        let contiguous = u32::from(self.cfg.layout == AccessLayout::Contiguous);
+        let texel = contiguous & u32::from(self.texel_views);
+        // Halves of whole mebibytes: whole workgroups of the run lengths chosen below.
+        let mut dispatches = Vec::new();
+        for (index, tb) in self.buffers.iter().enumerate() {
+            let half = tb.elements / 2;
+            let per_inv = run_length(half, unit);
+            let step = (max_groups * u64::from(WORKGROUP) * per_inv).min(half);
+            let mut start = 0;
+            while start < half {
+                let n = step.min(half - start);
+                dispatches.push((index, per_inv, start, n));
+                start += n;
+            }
+        }
+        let mut pipelines = Vec::with_capacity(dispatches.len());
+        for &(_, per_inv, _, _) in &dispatches {
+            let spec = [WORKGROUP, 0, per_inv as u32, contiguous, texel];
+            pipelines.push(self.ctx.pipeline(shaders::COPY, &spec)?);
+        }
+        let started = Instant::now();
+        let mut rec = self.ctx.record("shader copy")?;
         let mut bytes = 0;
-        for i in 0..half {
-            let (src, dst) = (&self.buffers[i], &self.buffers[i + half]);
-            let n = src.elements.min(dst.elements) * 16;
-            rec.copy(&src.buffer, 0, &dst.buffer, 0, n);
-            bytes += n;
+        let mut previous = None;
+        for (&(index, per_inv, start, n), &pipeline) in dispatches.iter().zip(&pipelines) {
+            // Disjoint ranges of one buffer, which nothing tells the API (see `sweep`).
+            if previous == Some(index) {
+                rec.barrier();
+            }
+            previous = Some(index);
+            let tb = &self.buffers[index];
+            let invocations = (n / per_inv) as u32;
+            let push = [start as u32, (tb.elements / 2 + start) as u32, invocations];
+            rec.dispatch(pipeline, tb.binding, &push, invocations / WORKGROUP);
+            bytes += 2 * n * 16;
         }
         let timing = rec.submit_and_wait()?;
         Ok(OpStats {
-            bytes: 2 * bytes,
+            bytes,
             gpu_ns: timing.best_ns(),
             wall_ns: started.elapsed().as_nanos() as u64,
         })
@@ -595,7 +648,7 @@ impl<'c> Engine<'c> {
     /// Streams through up to `evict_bytes` of tested memory so that later reads of a few
     /// words come from memory rather than from a cache.
     pub fn evict(&mut self) -> GpuResult<()> {
-        let pipeline = self.pipeline(shaders::EVICT, 0)?;
+        let pipeline = self.ctx.pipeline(shaders::EVICT, &[])?;
         let unit = 64u64;
         let mut left = self.cfg.evict_bytes / 16;
         let max = u64::from(self.ctx.info().limits.max_compute_work_group_count[0]) * 64 * unit;
@@ -753,6 +806,24 @@ impl<'c> Engine<'c> {
     }
 }
 
+/// Elements per invocation for a piece: `unit`, or for a buffer's tail (which is not a
+/// whole number of workgroups of `unit`) the largest halving of it that divides the
+/// piece into whole workgroups, so that the run lengths, each its own pipeline, stay few.
+/// Pieces are whole mebibytes, so a run of at most 1024 elements (or one of
+/// elements / workgroup, a multiple of 4 by the same token) always fits.
+fn run_length(piece_elements: u64, unit: u64) -> u64 {
+    let group = u64::from(WORKGROUP);
+    let mut per_inv = unit;
+    while !piece_elements.is_multiple_of(per_inv * group) && per_inv % 8 == 0 {
+        per_inv /= 2;
+    }
+    if piece_elements.is_multiple_of(per_inv * group) {
+        per_inv
+    } else {
+        piece_elements / group
+    }
+}
+
 fn merge(into: &mut BatchCounters, batch: BatchCounters) {
     into.errors += batch.errors;
     into.zero_to_one += batch.zero_to_one;
@@ -828,5 +899,37 @@ impl Cursor {
             });
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tails_split_into_whole_workgroups_of_few_run_lengths() {
+        let group = u64::from(WORKGROUP);
+        let mib_elements = MIB / 16;
+        // A whole unit's worth keeps the unit; whole-mebibyte tails halve it.
+        assert_eq!(run_length(4 * mib_elements, 4096), 4096);
+        assert_eq!(run_length(3 * mib_elements, 4096), 1024);
+        assert_eq!(run_length(2 * mib_elements, 4096), 2048);
+        for mib in 1..40u64 {
+            for unit in [4u64, 16, 64, 1000, 4096, 6144] {
+                let piece = mib * mib_elements;
+                let per_inv = run_length(piece, unit);
+                if unit.is_power_of_two() {
+                    assert!(per_inv <= unit, "{mib} MiB, unit {unit}: {per_inv}");
+                }
+                assert!(
+                    per_inv.is_multiple_of(4),
+                    "{mib} MiB, unit {unit}: {per_inv}"
+                );
+                assert!(
+                    piece.is_multiple_of(per_inv * group),
+                    "{mib} MiB, unit {unit}: {per_inv}"
+                );
+            }
+        }
     }
 }

@@ -18,3 +18,5 @@ pub const REWRITE_WIDE: ShaderCode = embedded_shader!("vram_rewrite_wide");
 pub const PROBE: ShaderCode = embedded_shader!("vram_probe");
 /// Streams through memory to push retested words out of the caches.
 pub const EVICT: ShaderCode = embedded_shader!("vram_evict");
+/// Copies one half of a test buffer onto the other (the benchmark's shader copy).
+pub const COPY: ShaderCode = embedded_shader!("vram_copy");
