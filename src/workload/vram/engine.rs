@@ -814,7 +814,7 @@ impl<'c> Engine<'c> {
 fn run_length(piece_elements: u64, unit: u64) -> u64 {
     let group = u64::from(WORKGROUP);
     let mut per_inv = unit;
-    while !piece_elements.is_multiple_of(per_inv * group) && per_inv % 8 == 0 {
+    while !piece_elements.is_multiple_of(per_inv * group) && per_inv.is_multiple_of(8) {
         per_inv /= 2;
     }
     if piece_elements.is_multiple_of(per_inv * group) {
