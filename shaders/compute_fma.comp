@@ -9,16 +9,19 @@
 //   step gives a wrong final value.
 // - fp32: x <- fma(x, a, b) with 0 < a < 1 contracts (so values stay bounded and a CPU
 //   check can use a tight tolerance), which alone would forget an error within about
-//   2x10^4 steps. So after every UNROLL steps the bits of every chain's state are added
-//   into one integer sum per lane. On these positive values the map is monotone (a > 0,
+//   2x10^4 steps. So after every BLOCK (8) steps the bits of every chain's state are
+//   added into one integer sum per lane. On these positive values the map is monotone (a > 0,
 //   fma correctly rounded), so once a chain's state differs between two runs, every later
 //   state differs in the same direction until the two coincide: the differences added
 //   into the sum all have one sign and cannot cancel (short of wrapping round 2^32
 //   exactly, or a second fault in another chain cancelling it exactly: about one chance
-//   in 2^32). An error in any of the UNROLL steps between two sums reaches the sum unless
-//   the next steps round it away, which needs it to be about an ulp or less. Every
+//   in 2^32). An error in any of the BLOCK steps between two sums reaches the sum unless
+//   the next steps round it away: at most 8 steps of a >= 0.996 shrink it by no more
+//   than 4%, so that needs it to be about an ulp or less. Every
 //   multiply-add is therefore counted as verified, against errors of more than about an
-//   ulp. One sum for all chains keeps the registers for the chains themselves.
+//   ulp. One sum for all chains keeps the registers for the chains themselves, and one sum
+//   per 8 steps costs an eighth of an operation per multiply-add (one per 4 cost the
+//   verified rate a third of the roofline on a CPU device).
 // The stored result is the sum (fp32) or a fold of every chain's value in which a change
 // to any one chain changes the result (int32), mixed, and, for the CPU check, the chains'
 // values.
@@ -34,6 +37,10 @@ layout(constant_id = 4) const uint INJECT_IN_CHAIN = 0;
 // 1: the roofline kernel of `kiln bench compute`: the same chains without the sums, which
 // nothing verifies; its rate is the ceiling the verified kernel is measured against.
 layout(constant_id = 5) const uint PEAK = 0;
+// Multiply-adds per chain between two sums. The verified kernel runs 8 (the host's
+// reference does the same); the roofline also tries other lengths, so that its ceiling
+// does not depend on one loop shape.
+layout(constant_id = 6) const uint BLOCK = 8;
 
 layout(push_constant) uniform Push {
     uint items;        // work items in the whole grid (a power of two)
@@ -79,10 +86,9 @@ void main() {
         }
         for (uint k = 0u; k < ITERATIONS; k++) {
             for (uint c = 0u; c < CHAINS; c++) {
-                x[c] = fma(x[c], a, b);
-                x[c] = fma(x[c], a, b);
-                x[c] = fma(x[c], a, b);
-                x[c] = fma(x[c], a, b);
+                for (uint s = 0u; s < BLOCK; s++) {
+                    x[c] = fma(x[c], a, b);
+                }
             }
             if (INJECT_IN_CHAIN != 0u && planted && k == pc.inject_step) {
                 x[0].x = uintBitsToFloat(floatBitsToUint(x[0].x) ^ pc.inject_xor);
@@ -111,10 +117,9 @@ void main() {
         }
         for (uint k = 0u; k < ITERATIONS; k++) {
             for (uint c = 0u; c < CHAINS; c++) {
-                x[c] = x[c] * a + b;
-                x[c] = x[c] * a + b;
-                x[c] = x[c] * a + b;
-                x[c] = x[c] * a + b;
+                for (uint s = 0u; s < BLOCK; s++) {
+                    x[c] = x[c] * a + b;
+                }
             }
             if (INJECT_IN_CHAIN != 0u && planted && k == pc.inject_step) {
                 x[0].x ^= pc.inject_xor;

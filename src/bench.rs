@@ -409,6 +409,9 @@ pub struct ComputeBenchReport {
     pub fp32_gflops: f64,
     /// The best round's verified fp32 rate.
     pub fp32_best_gflops: f64,
+    /// The chain count the verified run chose for each kind (fastest on this device).
+    #[serde(default)]
+    pub chains: Vec<(crate::workload::compute::ComputeKind, u32)>,
     /// Verified int32 multiply-add operations per GPU second, in 10^9.
     pub int32_gops: f64,
     /// Verified fp16 operations per GPU second, in 10^9, where the device has fp16
@@ -534,6 +537,7 @@ pub fn bench_compute(opts: &ComputeBenchOptions) -> Result<ComputeBenchReport, A
             |t| t.1.clone(),
         ),
         ratio: theoretical.map(|t| fp32_roof / t.0),
+        chains: report.kinds.iter().map(|k| (k.kind, k.chains)).collect(),
         verified_ops: report.kinds.iter().map(|k| k.verified_ops).sum(),
         faults: report.faults(),
     })
@@ -568,9 +572,16 @@ pub fn compute_summary(r: &ComputeBenchReport) -> String {
         )),
         _ => out.push_str(&format!("  spec sheet: {}\n", r.theoretical_source)),
     }
+    let chains: Vec<String> = r
+        .chains
+        .iter()
+        .map(|(kind, n)| format!("{kind:?} {n}").to_lowercase())
+        .collect();
     out.push_str(&format!(
-        "  verified {} multiply-adds, {} wrong\n",
-        r.verified_ops, r.faults
+        "  verified {} multiply-adds, {} wrong; chains per work item: {}\n",
+        r.verified_ops,
+        r.faults,
+        chains.join(", ")
     ));
     out
 }

@@ -31,8 +31,8 @@ const FMA16: ShaderCode = embedded_shader!("compute_fma16");
 const COMPARE: ShaderCode = embedded_shader!("compute_compare");
 
 const WORKGROUP: u32 = 64;
-/// Multiply-adds per chain iteration: the shader unrolls four.
-const UNROLL: u64 = 4;
+/// Multiply-adds per chain between two sums of the verified kernel (its BLOCK).
+const UNROLL: u64 = 8;
 /// Independent vec4 chains per work item unless the settings say otherwise: 32 multiply-
 /// adds in flight per invocation, enough to cover the FMA pipe's latency on a CPU core
 /// (measured: 1.7-2x the rate of one chain on lavapipe) and on a GPU's SM at the
@@ -129,7 +129,8 @@ pub struct ComputeConfig {
     /// instead of its result, as a fault in the middle of a chain would (detector tests).
     #[serde(default)]
     pub inject_step: Option<u32>,
-    /// Independent vec4 chains per work item (default 8).
+    /// Independent vec4 chains per work item; None: per kind, whichever of 4, 8 and 16
+    /// runs fastest on the device.
     #[serde(default)]
     pub chains: Option<u32>,
 }
@@ -185,6 +186,9 @@ pub struct KindResult {
     /// Multiply-add blocks per chain, calibrated for this kind.
     #[serde(default)]
     pub iterations: u32,
+    /// Independent vec4 chains per work item, chosen for this kind.
+    #[serde(default)]
+    pub chains: u32,
     /// Multiply-adds whose results were compared (both runs of every round).
     pub verified_ops: u64,
     /// Work items that disagreed between runs.
@@ -219,7 +223,7 @@ pub struct ComputeReport {
     pub items: u32,
     /// Chain iterations per work item of the first kind (each kind's are its own).
     pub iterations: u32,
-    /// Independent vec4 chains per work item.
+    /// Independent vec4 chains per work item of the first kind (each kind's are its own).
     #[serde(default)]
     pub chains: u32,
     /// Load shape.
@@ -497,6 +501,8 @@ struct Gpu<'c> {
     items: u32,
     /// Independent vec4 chains per work item.
     chains: u32,
+    /// Multiply-adds per chain between sums: UNROLL, except in roofline probes.
+    block: u32,
 }
 
 impl<'c> Gpu<'c> {
@@ -533,6 +539,7 @@ impl<'c> Gpu<'c> {
             second_set,
             items,
             chains,
+            block: UNROLL as u32,
         })
     }
 
@@ -554,8 +561,39 @@ impl<'c> Gpu<'c> {
             probe *= 4;
             took = timed(self, probe)?;
         }
-        Ok(((f64::from(probe) * target_ns / took.max(1.0)) as u32).clamp(16, 1 << 16) / 16 * 16)
+        Ok(blocks_for(probe, took, target_ns))
     }
+
+    /// The chain count of half, once and twice the default that runs `kind` fastest
+    /// (the same work at each, one timed pass after an untimed one), left set, and the
+    /// blocks per chain for a pass of about `target` at that count.
+    fn fastest_chains(&mut self, kind: ComputeKind, target: Duration) -> GpuResult<(u32, u32)> {
+        let target_ns = target.as_nanos() as f64;
+        self.chains = DEFAULT_CHAINS;
+        let n = self.calibrate(kind, target, false)?;
+        let mut best = (DEFAULT_CHAINS, n, 0f64);
+        for chains in [DEFAULT_CHAINS / 2, DEFAULT_CHAINS, 2 * DEFAULT_CHAINS] {
+            self.chains = chains;
+            let blocks = (u64::from(n) * u64::from(DEFAULT_CHAINS) / u64::from(chains))
+                .clamp(16, 1 << 16) as u32
+                / 16
+                * 16;
+            run_pass(self, kind, blocks, 1, None, None, false)?;
+            let ns = run_pass(self, kind, blocks, 1, None, None, false)?.max(1) as f64;
+            let rate = f64::from(chains) * f64::from(blocks) / ns;
+            if rate > best.2 {
+                best = (chains, blocks_for(blocks, ns, target_ns), rate);
+            }
+        }
+        self.chains = best.0;
+        Ok((best.0, best.1))
+    }
+}
+
+/// Blocks per chain for a pass of `target_ns`, from a pass of `blocks` that took
+/// `took_ns`: whole multiples of 16 (a few pipelines per kind, not one per probe).
+fn blocks_for(blocks: u32, took_ns: f64, target_ns: f64) -> u32 {
+    ((f64::from(blocks) * target_ns / took_ns.max(1.0)) as u32).clamp(16, 1 << 16) / 16 * 16
 }
 
 /// Work items per pass unless the settings say otherwise: enough to fill a GPU many
@@ -570,8 +608,9 @@ fn default_items(device: &DeviceInfo) -> u32 {
 
 /// The roofline of `kind` on this device, in 10^9 operations (two per multiply-add) per
 /// GPU second: the same chains as the test with nothing verified (no sums, one run, no
-/// comparison), at half, once and twice the test's chain count, the best of the three,
-/// each run for a third of `duration`. The verified test's rate is judged against it.
+/// comparison), at half, once and twice the test's chain count, each with loop bodies of
+/// 4 and 8 multiply-adds per chain, the best of the six, each run for a sixth of
+/// `duration`. The verified test's rate is judged against it.
 pub fn roofline(
     ctx: &mut DeviceContext,
     kind: ComputeKind,
@@ -580,17 +619,26 @@ pub fn roofline(
     duration: Duration,
 ) -> GpuResult<f64> {
     let mut best = 0f64;
-    let counts = [DEFAULT_CHAINS / 2, DEFAULT_CHAINS, 2 * DEFAULT_CHAINS];
-    for chains in counts {
+    let shapes: Vec<(u32, u32)> = [DEFAULT_CHAINS / 2, DEFAULT_CHAINS, 2 * DEFAULT_CHAINS]
+        .into_iter()
+        .flat_map(|chains| [(chains, 4), (chains, 8)])
+        .collect();
+    for &(chains, block) in &shapes {
         let mut gpu = Gpu::open(ctx, items, chains, 64)?;
+        gpu.block = block;
         let iterations = gpu.calibrate(kind, dispatch_target, true)?;
         // Two operations per multiply-add.
-        let ops = 2 * u64::from(items) * u64::from(chains) * LANES * UNROLL * u64::from(iterations);
+        let ops = 2
+            * u64::from(items)
+            * u64::from(chains)
+            * LANES
+            * u64::from(block)
+            * u64::from(iterations);
         // Untimed: the calibrated pipeline's first dispatch may finish its compilation.
         run_pass(&mut gpu, kind, iterations, 1, None, None, true)?;
         let started = Instant::now();
         let (mut done, mut ns) = (0u64, 0u64);
-        while started.elapsed() < duration / counts.len() as u32 || done == 0 {
+        while started.elapsed() < duration / shapes.len() as u32 || done == 0 {
             ns += run_pass(&mut gpu, kind, iterations, 1, None, None, true)?;
             done += ops;
         }
@@ -809,6 +857,7 @@ impl ComputeTest {
                     kind,
                     rounds: 0,
                     iterations: 0,
+                    chains,
                     verified_ops: 0,
                     mismatches: 0,
                     cpu_checked: 0,
@@ -861,11 +910,19 @@ fn drive(
         gpu.items /= 4;
     }
     report.items = gpu.items;
-    // Each kind is calibrated on its own: their rates differ (fp16 runs at its own).
+    // Each kind is calibrated on its own: their rates differ (fp16 runs at its own), and
+    // so may the chain count that fills the pipes.
     let mut iterations = Vec::new();
     for k in 0..report.kinds.len() {
         let kind = report.kinds[k].kind;
-        let n = gpu.calibrate(kind, cfg.dispatch_target, false)?;
+        let n = match cfg.chains {
+            Some(_) => gpu.calibrate(kind, cfg.dispatch_target, false)?,
+            None => {
+                let (chains, n) = gpu.fastest_chains(kind, cfg.dispatch_target)?;
+                report.kinds[k].chains = chains;
+                n
+            }
+        };
         // Untimed, so that no round pays for a driver finishing its pipelines at their
         // first dispatch (lavapipe compiles a variant per run order).
         run_pass(gpu, kind, n, cfg.seed, None, None, false)?;
@@ -882,6 +939,7 @@ fn drive(
         iterations.push(n);
     }
     report.iterations = iterations.first().copied().unwrap_or(0);
+    report.chains = report.kinds.first().map_or(gpu.chains, |k| k.chains);
     let started = Instant::now();
     let budget = control
         .deadline
@@ -893,6 +951,9 @@ fn drive(
     let mut level_ops = 0u64;
     let mut level_started = Instant::now();
     let mut checking: Option<CpuCheckRunning> = None;
+    let shares_cpu = !gpu.ctx.info().kind.is_gpu();
+    // CPU-check samples per round, per kind (see `finish_cpu_check`).
+    let mut samples = vec![cfg.cpu_samples; report.kinds.len()];
     loop {
         if cfg.rounds.is_some_and(|n| round >= n) {
             break;
@@ -949,18 +1010,28 @@ fn drive(
         }
         let k = round as usize % report.kinds.len();
         let t = Instant::now();
-        let (ops, check) = one_round(gpu, cfg, iterations[k], round, events, device, report, k)?;
+        let (ops, check) = one_round(
+            gpu,
+            cfg,
+            (iterations[k], samples[k]),
+            round,
+            events,
+            device,
+            report,
+            k,
+        )?;
         busy += t.elapsed();
         level_ops += ops;
         round += 1;
         // The CPU checks the last round while the device runs this one.
         if let Some(previous) = checking.take() {
-            finish_cpu_check(previous, cfg, events, device, report);
+            let k = previous.k;
+            samples[k] = finish_cpu_check(previous, shares_cpu, cfg, events, device, report);
         }
         checking = Some(check.spawn());
     }
     if let Some(previous) = checking.take() {
-        finish_cpu_check(previous, cfg, events, device, report);
+        finish_cpu_check(previous, shares_cpu, cfg, events, device, report);
     }
     if cfg.shape == LoadShape::Sweep && level_ops > 0 {
         report.levels.push(LevelResult {
@@ -999,6 +1070,7 @@ fn run_pass(
             iterations,
             u32::from(inject_step.is_some()),
             u32::from(peak),
+            gpu.block,
         ],
     )?;
     let mut rec = gpu.ctx.record(format!(
@@ -1029,13 +1101,17 @@ struct CpuCheck {
     iterations: u32,
     chains: u32,
     samples: Vec<(u32, [u32; 4])>,
+    /// GPU time of the round's two passes.
+    pass_ns: u64,
 }
 
 /// A CPU check under way on a thread of its own.
 struct CpuCheckRunning {
     k: usize,
     checked: u64,
-    thread: std::thread::JoinHandle<Vec<Mismatch>>,
+    pass_ns: u64,
+    /// The mismatches, and the time the check took.
+    thread: std::thread::JoinHandle<(Vec<Mismatch>, Duration)>,
 }
 
 impl CpuCheck {
@@ -1043,7 +1119,12 @@ impl CpuCheck {
         CpuCheckRunning {
             k: self.k,
             checked: self.samples.len() as u64,
-            thread: std::thread::spawn(move || self.run()),
+            pass_ns: self.pass_ns,
+            thread: std::thread::spawn(move || {
+                let started = Instant::now();
+                let found = self.run();
+                (found, started.elapsed())
+            }),
         }
     }
 
@@ -1077,23 +1158,37 @@ impl CpuCheck {
     }
 }
 
-/// Takes a finished CPU check's mismatches into the report.
+/// Takes a finished CPU check's mismatches into the report. Returns the samples the
+/// next checks may take where the device computes on the same CPU (a CPU Vulkan
+/// device): at most enough to keep a check within CPU_CHECK_SHARE of its round's pass
+/// time, at least one, so that the check does not slow the passes it runs beside. A GPU
+/// leaves the host's cores idle: `cfg.cpu_samples` there.
 fn finish_cpu_check(
     running: CpuCheckRunning,
+    shares_cpu: bool,
     cfg: &ComputeConfig,
     events: &mut dyn EventSink,
     device: Option<usize>,
     report: &mut ComputeReport,
-) {
+) -> u32 {
     // A check thread that panicked checked nothing: its samples are not counted.
-    let Ok(found) = running.thread.join() else {
-        return;
+    let Ok((found, took)) = running.thread.join() else {
+        return cfg.cpu_samples;
     };
     let kr = &mut report.kinds[running.k];
     kr.cpu_checked += running.checked;
     kr.cpu_mismatches += found.len() as u64;
     record_mismatches(found, cfg, events, device, report);
+    if !shares_cpu || running.checked == 0 {
+        return cfg.cpu_samples;
+    }
+    let per_sample_ns = took.as_nanos() as f64 / running.checked as f64;
+    let fits = CPU_CHECK_SHARE * running.pass_ns as f64 / per_sample_ns.max(1.0);
+    (fits as u32).clamp(1, cfg.cpu_samples.max(1))
 }
+
+/// The share of a round's pass time the CPU check may take on a CPU device.
+const CPU_CHECK_SHARE: f64 = 0.02;
 
 /// Says each mismatch in the events and keeps the first ones as records.
 fn record_mismatches(
@@ -1126,7 +1221,7 @@ fn record_mismatches(
 fn one_round(
     gpu: &mut Gpu,
     cfg: &ComputeConfig,
-    iterations: u32,
+    (iterations, cpu_samples): (u32, u32),
     round: u32,
     events: &mut dyn EventSink,
     device: Option<usize>,
@@ -1134,6 +1229,7 @@ fn one_round(
     k: usize,
 ) -> GpuResult<(u64, CpuCheck)> {
     let kind = report.kinds[k].kind;
+    gpu.chains = report.kinds[k].chains;
     let items = gpu.items;
     let seed = cfg.seed ^ round.wrapping_mul(0x9E37_79B9);
     let compare = gpu.ctx.pipeline(COMPARE, &[0, kind.spec()])?;
@@ -1154,7 +1250,7 @@ fn one_round(
     let cpu_checked = if kind == ComputeKind::Fp16 {
         0
     } else {
-        cfg.cpu_samples
+        cpu_samples
     };
     let samples: Vec<u32> = (0..cpu_checked.min(items))
         .map(|i| hash(seed ^ i.wrapping_mul(0x85EB_CA6B)) & (items - 1))
@@ -1218,6 +1314,7 @@ fn one_round(
         seed,
         iterations,
         chains: gpu.chains,
+        pass_ns: t1 + t2,
         samples: samples
             .iter()
             .enumerate()
