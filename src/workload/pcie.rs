@@ -3,6 +3,8 @@
 //! checksum after upload, a byte comparison after the round trip), with bandwidth and
 //! latency curves and the link's generation and width read while it is loaded.
 
+use std::time::{Duration, Instant};
+
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -52,6 +54,22 @@ impl Default for PcieConfig {
             sysfs_root: "/".into(),
         }
     }
+}
+
+/// The sustained phase: the largest transfers, verified, until the budget is spent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sustained {
+    /// Seconds it ran.
+    pub seconds: f64,
+    /// Rounds (each `repeats` uploads, readbacks and two-way transfers).
+    pub rounds: u32,
+    /// Median host-to-device rate over the rounds, GB/s.
+    pub h2d_gbps: f64,
+    /// Median device-to-host rate, GB/s.
+    pub d2h_gbps: f64,
+    /// The slowest round's host-to-device rate, GB/s: a link that slows under sustained
+    /// load shows here before it shows in the median.
+    pub min_h2d_gbps: f64,
 }
 
 /// Rates at one transfer size, in GB/s (10^9 bytes per second).
@@ -141,6 +159,9 @@ pub struct PcieReport {
     pub corruption: Vec<Corruption>,
     /// The link under load, where sysfs shows it.
     pub link: Option<LinkUnderLoad>,
+    /// Verified transfers of the largest size repeated for the rest of the time budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustained: Option<Sustained>,
     /// Evidence for the verdict: `pcie_link_degraded`.
     pub findings: Vec<PcieFinding>,
     /// How its run ended and how long it took.
@@ -225,10 +246,16 @@ impl Report for PcieReport {
 
     /// One sentence for people.
     fn headline(&self) -> String {
-        let rates = format!(
+        let mut rates = format!(
             "H2D {:.1} GB/s, D2H {:.1} GB/s, both {:.1} GB/s",
             self.peak_h2d_gbps, self.peak_d2h_gbps, self.peak_bidir_gbps
         );
+        if let Some(s) = &self.sustained {
+            rates.push_str(&format!(
+                "; sustained {:.0} s: H2D {:.1} GB/s (slowest {:.1}), D2H {:.1} GB/s",
+                s.seconds, s.h2d_gbps, s.min_h2d_gbps, s.d2h_gbps
+            ));
+        }
         match self.status() {
             WorkloadStatus::Failed => {
                 format!("{} corrupted transfers ({rates})", self.corruption.len())
@@ -495,6 +522,7 @@ impl PcieTest {
             transfers_verified: 0,
             corruption: Vec::new(),
             link: None,
+            sustained: None,
             findings: Vec::new(),
             run: Envelope::default(),
         };
@@ -547,6 +575,35 @@ impl PcieTest {
                     (size * 4).min(max)
                 };
             }
+            // With budget left, the largest transfers go on, each verified, until it is
+            // spent: the workload holds its share of the profile's time, and a link that
+            // corrupts or slows only under sustained traffic shows.
+            // A round that would end past the deadline does not start (a round of large
+            // transfers can take seconds on a slow link).
+            if let Some(deadline) = control.deadline
+                && report.run.stopped_early.is_none()
+            {
+                let started = Instant::now();
+                let mut rounds = Vec::new();
+                let mut last_round = Duration::ZERO;
+                while Instant::now() + last_round < deadline && !control.stop_requested() {
+                    let round_started = Instant::now();
+                    rounds.push(one_size(
+                        ctx,
+                        &mut st,
+                        binding,
+                        checksum_pipeline,
+                        max,
+                        &cfg,
+                        false,
+                        &mut report,
+                        events,
+                        device,
+                    )?);
+                    last_round = round_started.elapsed();
+                }
+                report.sustained = sustained(&rounds, started.elapsed());
+            }
             Ok(())
         })();
         if let Err(e) = result {
@@ -556,6 +613,25 @@ impl PcieTest {
         report.run.wall_s = run_started.elapsed().as_secs_f64();
         Ok(report)
     }
+}
+
+/// The sustained phase's summary (None when no round ran).
+fn sustained(rounds: &[SizeResult], took: Duration) -> Option<Sustained> {
+    let median = |rate: fn(&SizeResult) -> f64| {
+        let mut v: Vec<f64> = rounds.iter().map(rate).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    Some(Sustained {
+        seconds: took.as_secs_f64(),
+        rounds: rounds.len() as u32,
+        h2d_gbps: median(|r| r.h2d_gbps)?,
+        d2h_gbps: median(|r| r.d2h_gbps)?,
+        min_h2d_gbps: rounds
+            .iter()
+            .map(|r| r.h2d_gbps)
+            .fold(f64::INFINITY, f64::min),
+    })
 }
 
 /// Runs `work` while a thread reads the link with `read` every few milliseconds; returns
@@ -802,6 +878,7 @@ mod tests {
                 card_max: None,
                 samples: 4,
             }),
+            sustained: None,
             findings: vec![],
             run: Envelope::default(),
         };
@@ -892,6 +969,7 @@ mod tests {
             transfers_verified: 2,
             corruption: vec![],
             link: Some(link),
+            sustained: None,
             findings: vec![],
             run: Envelope::default(),
         };
