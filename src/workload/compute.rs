@@ -574,10 +574,7 @@ impl<'c> Gpu<'c> {
         let mut best = (DEFAULT_CHAINS, n, 0f64);
         for chains in [DEFAULT_CHAINS / 2, DEFAULT_CHAINS, 2 * DEFAULT_CHAINS] {
             self.chains = chains;
-            let blocks = (u64::from(n) * u64::from(DEFAULT_CHAINS) / u64::from(chains))
-                .clamp(16, 1 << 16) as u32
-                / 16
-                * 16;
+            let blocks = whole_blocks(u64::from(n) * u64::from(DEFAULT_CHAINS) / u64::from(chains));
             run_pass(self, kind, blocks, 1, None, None, false)?;
             let ns = run_pass(self, kind, blocks, 1, None, None, false)?.max(1) as f64;
             let rate = f64::from(chains) * f64::from(blocks) / ns;
@@ -591,9 +588,21 @@ impl<'c> Gpu<'c> {
 }
 
 /// Blocks per chain for a pass of `target_ns`, from a pass of `blocks` that took
-/// `took_ns`: whole multiples of 16 (a few pipelines per kind, not one per probe).
+/// `took_ns`.
 fn blocks_for(blocks: u32, took_ns: f64, target_ns: f64) -> u32 {
-    ((f64::from(blocks) * target_ns / took_ns.max(1.0)) as u32).clamp(16, 1 << 16) / 16 * 16
+    whole_blocks((f64::from(blocks) * target_ns / took_ns.max(1.0)) as u64)
+}
+
+/// `blocks` within 16..=65536 and a whole multiple of 16: a few pipelines per kind, not
+/// one per probe.
+fn whole_blocks(blocks: u64) -> u32 {
+    blocks.clamp(16, 1 << 16) as u32 / 16 * 16
+}
+
+/// Multiply-adds in one pass: every lane of every chain of every work item, `block` per
+/// chain in each of `iterations` blocks.
+fn pass_multiply_adds(items: u32, chains: u32, block: u32, iterations: u32) -> u64 {
+    u64::from(items) * u64::from(chains) * LANES * u64::from(block) * u64::from(iterations)
 }
 
 /// Work items per pass unless the settings say otherwise: enough to fill a GPU many
@@ -628,12 +637,7 @@ pub fn roofline(
         gpu.block = block;
         let iterations = gpu.calibrate(kind, dispatch_target, true)?;
         // Two operations per multiply-add.
-        let ops = 2
-            * u64::from(items)
-            * u64::from(chains)
-            * LANES
-            * u64::from(block)
-            * u64::from(iterations);
+        let ops = 2 * pass_multiply_adds(items, chains, block, iterations);
         // Untimed: the calibrated pipeline's first dispatch may finish its compilation.
         run_pass(&mut gpu, kind, iterations, 1, None, None, true)?;
         let started = Instant::now();
@@ -1328,7 +1332,7 @@ fn one_round(
             .collect(),
     };
     // Both runs of every item were compared: both count as verified.
-    let ops = 2 * u64::from(items) * u64::from(gpu.chains) * LANES * UNROLL * u64::from(iterations);
+    let ops = 2 * pass_multiply_adds(items, gpu.chains, gpu.block, iterations);
     let kr = &mut report.kinds[k];
     kr.rounds += 1;
     kr.verified_ops += ops;
@@ -1377,7 +1381,7 @@ mod tests {
 
     #[test]
     fn a_fault_the_fp32_chain_forgets_still_reaches_the_fold() {
-        // 4096 blocks = 16384 contracting steps after the fault: x forgets a flip of a
+        // 4096 blocks of UNROLL contracting steps after the fault: x forgets a flip of a
         // low mantissa bit long before the end, but the sum of every state keeps it.
         let iterations = 8192;
         let fault = ChainFault {

@@ -332,6 +332,12 @@ impl<'c> Engine<'c> {
         &self.planted
     }
 
+    /// Elements per invocation for whole-workgroup pieces (a tail's run is shorter, see
+    /// `run_length`).
+    fn unit(&self) -> u64 {
+        u64::from(self.cfg.vecs_per_invocation).clamp(4, MAX_VECS_PER_INVOCATION)
+    }
+
     /// The pipeline of a sweep shader for one pattern and run length: both are
     /// specialization constants, as is the layout.
     fn pipeline(
@@ -425,7 +431,7 @@ impl<'c> Engine<'c> {
             ..Default::default()
         };
         let mut cursor = Cursor::new(&self.buffers, descending);
-        let unit = u64::from(self.cfg.vecs_per_invocation).clamp(4, MAX_VECS_PER_INVOCATION);
+        let unit = self.unit();
         let max_invocations = u64::from(self.ctx.info().limits.max_compute_work_group_count[0])
             * u64::from(WORKGROUP);
         let started = Instant::now();
@@ -599,7 +605,7 @@ impl<'c> Engine<'c> {
     /// shader in the test's own access shape, all in one submission: a copy ceiling
     /// that a driver's copy engine path cannot understate. Bytes count read plus written.
     pub fn copy_halves_by_shader(&mut self) -> GpuResult<OpStats> {
-        let unit = u64::from(self.cfg.vecs_per_invocation).clamp(4, MAX_VECS_PER_INVOCATION);
+        let unit = self.unit();
         let max_groups = u64::from(self.ctx.info().limits.max_compute_work_group_count[0]);
         let contiguous = u32::from(self.cfg.layout == AccessLayout::Contiguous);
         let texel = contiguous & u32::from(self.texel_views);
