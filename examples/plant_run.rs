@@ -2,6 +2,7 @@
 //! `tests/scenarios/`: `cargo run --example plant_run -- <fault> <out-dir>`.
 //!
 //! Faults: `none`, `vram-stuck`, `vram-flip`, `vram-coupling`, `vram-many`, `compute-lane`,
+//! `matrix-element`,
 //! `pcie-byte`, `fragment`, `leak`. The run is small (16 MiB of VRAM, one pass of the
 //! own-address algorithm, PCIe up to 1 MiB) so that it records in seconds on a CPU device.
 
@@ -12,13 +13,14 @@ use std::time::Duration;
 use kiln::run::RunOptions;
 use kiln::workload::compute::ComputeConfig;
 use kiln::workload::fragment::FragmentConfig;
+use kiln::workload::matrix::{MatrixConfig, PlantedFault as MatrixPlant};
 use kiln::workload::pcie::PcieConfig;
 use kiln::workload::registry::{PlannedWorkload, WorkloadConfig, WorkloadName};
 use kiln::workload::vram::VramConfig;
 use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::PlantedFault;
 
-const FAULTS: &str = "none, vram-stuck, vram-flip, vram-coupling, vram-many, compute-lane, pcie-byte, fragment, leak";
+const FAULTS: &str = "none, vram-stuck, vram-flip, vram-coupling, vram-many, compute-lane, matrix-element, pcie-byte, fragment, leak";
 
 fn stuck(word: u64) -> PlantedFault {
     PlantedFault {
@@ -56,6 +58,19 @@ fn main() -> ExitCode {
         rounds: Some(1),
         ..Default::default()
     };
+    // One round of each kind on 256-square matrices; the fault is one element's low bit.
+    let matrix = MatrixConfig {
+        size: Some(256),
+        rounds: Some(3),
+        plant: (fault == "matrix-element").then_some(MatrixPlant {
+            row: 77,
+            col: 201,
+            rows: 1,
+            cols: 1,
+            xor: 1,
+        }),
+        ..Default::default()
+    };
     let mut workloads = vec![
         WorkloadName::Vram,
         WorkloadName::Compute,
@@ -84,6 +99,7 @@ fn main() -> ExitCode {
         }
         "vram-many" => vram.planted = (0..64).map(|i| stuck(4096 * i + 17)).collect(),
         "compute-lane" => compute.inject = Some((7, 1)),
+        "matrix-element" => workloads = vec![WorkloadName::Matrix],
         "pcie-byte" => pcie.inject_offset = Some(4099),
         "fragment" => {
             fragment.plant_fragmentation = true;
@@ -107,6 +123,7 @@ fn main() -> ExitCode {
                 WorkloadName::Compute => WorkloadConfig::Compute(compute.clone()),
                 WorkloadName::Pcie => WorkloadConfig::Pcie(pcie.clone()),
                 WorkloadName::Fragment => WorkloadConfig::Fragment(fragment.clone()),
+                WorkloadName::Matrix => WorkloadConfig::Matrix(matrix.clone()),
                 other => WorkloadConfig::default_of(other),
             },
         })

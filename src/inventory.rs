@@ -1626,6 +1626,7 @@ mod tests {
             },
             shader_int64: false,
             shader_float16: false,
+            cooperative_matrix: false,
             compute_queue_family: None,
         }
     }

@@ -40,6 +40,7 @@ fn info() -> DeviceInfo {
         },
         shader_int64: true,
         shader_float16: true,
+        cooperative_matrix: false,
         compute_queue_family: Some(0),
     }
 }

@@ -120,6 +120,9 @@ pub struct DeviceInfo {
     /// True when shaders may compute in 16-bit floats (`shaderFloat16`).
     #[serde(default)]
     pub shader_float16: bool,
+    /// True when the device offers matrix units to shaders (`VK_KHR_cooperative_matrix`).
+    #[serde(default)]
+    pub cooperative_matrix: bool,
     /// Queue family used for compute.
     pub compute_queue_family: Option<u32>,
 }

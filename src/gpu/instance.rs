@@ -338,6 +338,7 @@ impl Vulkan {
             // SAFETY: pd belongs to this instance.
             shader_int64: unsafe { self.instance.get_physical_device_features(pd) }.shader_int64
                 == vk::TRUE,
+            cooperative_matrix: has(ash::khr::cooperative_matrix::NAME),
             shader_float16: has(ash::khr::shader_float16_int8::NAME) && {
                 let mut f16 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
                 let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut f16);

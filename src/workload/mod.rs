@@ -4,6 +4,7 @@
 pub mod compute;
 pub mod fragment;
 pub mod heat;
+pub mod matrix;
 pub mod pcie;
 pub mod registry;
 pub mod settings;

@@ -213,6 +213,7 @@ registry! {
     Pcie => super::pcie::Pcie,
     Fragment => super::fragment::Fragment,
     Heat => super::heat::Heat,
+    Matrix => super::matrix::Matrix,
 }
 
 impl WorkloadName {
@@ -315,7 +316,7 @@ mod tests {
         }
         assert_eq!(
             WorkloadName::parse("pcie9").unwrap_err(),
-            "unknown workload `pcie9` (known: vram, compute, pcie, fragment, heat)"
+            "unknown workload `pcie9` (known: vram, compute, pcie, fragment, heat, matrix)"
         );
     }
 

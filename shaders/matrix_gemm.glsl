@@ -1,0 +1,86 @@
+// The tiled shared-memory GEMM shared by the fp32, fp16 and int8 variants: each
+// workgroup of 256 invocations computes TILE x TILE outputs, 4 x 4 per invocation (rows
+// ty + 16m, columns tx + 16n, so that neighbours read neighbouring shared words), with A
+// and B staged through shared memory 16 steps of K at a time. It loads the ALUs, shared
+// memory, the register file and L2 at once. The variant file defines ELEM (the staged
+// type), ACC (the accumulator), ZERO, load_a, load_b, MAC and STORE before including it.
+//
+// Which tiles a dispatch computes: slot s (tile_first <= s < tile_first + tile_count)
+// computes tile (s x mul + add) mod tiles. The primary run uses mul 1, add 0; the
+// recomputation of sampled tiles uses another odd multiplier and offset, so the same
+// tile lands on another workgroup (and, most likely, another compute unit), and writes
+// slot s's tile to a compact area (compact = 1) to be compared bit for bit.
+#include "matrix_common.glsl"
+
+layout(local_size_x = 256) in;
+
+layout(push_constant) uniform Push {
+    uint m;
+    uint n;
+    uint k;
+    uint tile_first;
+    uint tile_count;
+    uint mul;
+    uint add;
+    uint compact;
+    uint out_base;
+    uint b_base;
+} pc;
+
+layout(set = 0, binding = 1, std430) restrict writeonly buffer C { uint c[]; };
+
+shared ELEM sa[16][TILE];
+shared ELEM sb[16][TILE];
+
+void main() {
+    uint lid = gl_LocalInvocationID.x;
+    uint tx = lid & 15u;
+    uint ty = lid >> 4u;
+    uint tiles_n = pc.n / TILE;
+    uint tiles = (pc.m / TILE) * tiles_n;
+    // Whole workgroups take whole tiles, so the barriers below are reached uniformly.
+    for (uint s = gl_WorkGroupID.x; s < pc.tile_count; s += gl_NumWorkGroups.x) {
+        uint slot = pc.tile_first + s;
+        uint tile = (slot * pc.mul + pc.add) & (tiles - 1u);
+        uint i0 = (tile / tiles_n) * TILE;
+        uint j0 = (tile % tiles_n) * TILE;
+        ACC acc[4][4];
+        for (uint a = 0u; a < 4u; a++) {
+            for (uint b = 0u; b < 4u; b++) {
+                acc[a][b] = ZERO;
+            }
+        }
+        for (uint k0 = 0u; k0 < pc.k; k0 += 16u) {
+            for (uint l = 0u; l < 4u; l++) {
+                uint e = lid + l * 256u;
+                sa[e & 15u][e >> 4u] = load_a(i0 + (e >> 4u), k0 + (e & 15u));
+                sb[e >> 6u][e & 63u] = load_b(k0 + (e >> 6u), j0 + (e & 63u));
+            }
+            barrier();
+            for (uint kk = 0u; kk < 16u; kk++) {
+                ELEM av[4];
+                ELEM bv[4];
+                for (uint q = 0u; q < 4u; q++) {
+                    av[q] = sa[kk][ty + 16u * q];
+                    bv[q] = sb[kk][tx + 16u * q];
+                }
+                for (uint a = 0u; a < 4u; a++) {
+                    for (uint b = 0u; b < 4u; b++) {
+                        acc[a][b] = MAC(acc[a][b], av[a], bv[b]);
+                    }
+                }
+            }
+            barrier();
+        }
+        for (uint a = 0u; a < 4u; a++) {
+            for (uint b = 0u; b < 4u; b++) {
+                uint row = ty + 16u * a;
+                uint col = tx + 16u * b;
+                uint at = pc.compact != 0u
+                    ? pc.out_base + slot * TILE_ELEMS + row * TILE + col
+                    : pc.out_base + (i0 + row) * pc.n + j0 + col;
+                c[at] = STORE(acc[a][b]);
+            }
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The matrix workload on the real driver: a clean run of every kind the device has
+//! verifies its products and finds nothing; a flipped bit in one element and a wrong
+//! tile, planted between the multiplication and the checks, are each found at their
+//! coordinates with the value the element should have.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use kiln::evidence::MemorySink;
+use kiln::gpu::DeviceContext;
+use kiln::workload::matrix::{
+    Matrix, MatrixConfig, MatrixKind, MatrixReport, MatrixTest, PlantedFault, reference_element,
+};
+use kiln::workload::{Kind, Report, RunControl, WorkloadStatus};
+
+/// A 256-square product: 16 tiles, one recomputed per round; 33.5 M operations.
+const EDGE: u32 = 256;
+
+fn run(config: MatrixConfig, budget: Option<Duration>) -> MatrixReport {
+    let (vulkan, info) = device();
+    let mut ctx = DeviceContext::open(&vulkan, &info).unwrap();
+    let mut sink = MemorySink::default();
+    MatrixTest { config }
+        .run_report(&mut ctx, &RunControl::new(budget), &mut sink)
+        .unwrap()
+}
+
+/// The kinds this device runs: fp16 only where it has fp16 arithmetic.
+fn kinds() -> Vec<MatrixKind> {
+    let (_, info) = device();
+    MatrixKind::ALL
+        .into_iter()
+        .filter(|&k| k != MatrixKind::Fp16 || info.shader_float16)
+        .collect()
+}
+
+fn fixed(kinds: Vec<MatrixKind>, rounds: u32, plant: Option<PlantedFault>) -> MatrixConfig {
+    MatrixConfig {
+        kinds,
+        size: Some(EDGE),
+        rounds: Some(rounds),
+        plant,
+        ..MatrixConfig::default()
+    }
+}
+
+#[test]
+fn a_clean_run_of_every_kind_verifies_its_products_and_finds_nothing() {
+    let kinds = kinds();
+    let report = run(fixed(kinds.clone(), 2 * kinds.len() as u32, None), None);
+    assert_eq!(report.path, "shared_memory");
+    assert!(!report.cooperative_matrix.is_empty());
+    assert_eq!(report.size, EDGE);
+    assert_eq!(report.faults(), 0, "{:?}", report.records.first());
+    assert!(report.records.is_empty());
+    assert_eq!(
+        report.status(),
+        WorkloadStatus::Passed,
+        "{}",
+        report.headline()
+    );
+    assert_eq!(report.kinds.len(), kinds.len());
+    for k in &report.kinds {
+        assert_eq!(k.rounds, 2, "{:?}", k.kind);
+        assert_eq!(k.verified_ops, 2 * 2 * u64::from(EDGE).pow(3));
+        assert_eq!(k.tiles_recomputed, 2, "one tile in 16, each round");
+        assert!(k.tflops > 0.0 && k.verified_tflops > 0.0);
+        // Checks cost time: the verified rate is below the multiplication's.
+        assert!(k.verified_tflops < k.tflops, "{k:?}");
+    }
+    assert!(Matrix::judge(&report).is_empty());
+}
+
+#[test]
+fn a_flipped_bit_in_one_element_is_found_at_its_coordinates_in_every_kind() {
+    let (row, col) = (77, 201);
+    for kind in kinds() {
+        // Bit 0 of an fp32 integer's mantissa leaves it non-integral (the sums would round
+        // it away); bit 0 of an int32 changes the sums. Both must be found.
+        let plant = PlantedFault {
+            row,
+            col,
+            rows: 1,
+            cols: 1,
+            xor: 1,
+        };
+        let report = run(fixed(vec![kind], 1, Some(plant)), None);
+        assert_eq!(report.status(), WorkloadStatus::Failed, "{kind:?}");
+        let m = report
+            .records
+            .iter()
+            .find(|m| m.row == Some(row) && m.col == Some(col))
+            .unwrap_or_else(|| panic!("{kind:?}: not located: {:?}", report.records));
+        assert_eq!(report.records.iter().filter(|m| m.row.is_some()).count(), 1);
+        assert_eq!(m.tile, [row / 64, col / 64]);
+        let seed = MatrixConfig::default().seed;
+        let expected = reference_element(seed, EDGE, row, col);
+        assert_eq!(m.expected, Some(expected as f64));
+        let good_bits = match kind {
+            MatrixKind::Int8 => expected as i32 as u32,
+            _ => (expected as f32).to_bits(),
+        };
+        assert_eq!(m.actual_bits, Some(good_bits ^ 1), "{m:?}");
+        // Tile (1, 3) of a 4-tile-wide product is the 7th: the primary run's workgroup 7.
+        assert_eq!(m.workgroup, 7);
+        let findings = Matrix::judge(&report);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].code, "MATRIX_MISMATCH");
+        assert!(
+            findings[0].summary.contains("(77, 201)"),
+            "{}",
+            findings[0].summary
+        );
+    }
+}
+
+#[test]
+fn a_high_bit_flip_is_found_too() {
+    // An exponent bit: the value is far off but still finite and integral in fp32.
+    let plant = PlantedFault {
+        row: 3,
+        col: 250,
+        rows: 1,
+        cols: 1,
+        xor: 1 << 26,
+    };
+    let report = run(fixed(vec![MatrixKind::Fp32], 1, Some(plant)), None);
+    let located: Vec<_> = report.records.iter().filter(|m| m.row.is_some()).collect();
+    assert_eq!(located.len(), 1, "{:?}", report.records);
+    assert_eq!((located[0].row, located[0].col), (Some(3), Some(250)));
+}
+
+#[test]
+fn a_wrong_tile_is_named_as_one() {
+    let plant = PlantedFault {
+        row: 128,
+        col: 64,
+        rows: 64,
+        cols: 64,
+        xor: 1 << 3,
+    };
+    for kind in [MatrixKind::Fp32, MatrixKind::Int8] {
+        let report = run(fixed(vec![kind], 1, Some(plant)), None);
+        assert_eq!(report.status(), WorkloadStatus::Failed);
+        // Every row and column of the tile is wrong, but in int32 a row's flips of bit 3
+        // can cancel (+8 where the bit was clear, -8 where set): most rows and columns
+        // disagree, never fewer than half of them with this pattern.
+        let k = &report.kinds[0];
+        assert!(
+            (64..=128).contains(&k.checksum_mismatches),
+            "{kind:?}: {}",
+            k.checksum_mismatches
+        );
+        let tile = report
+            .records
+            .iter()
+            .find(|m| m.check == "wrong_tile")
+            .unwrap_or_else(|| panic!("{kind:?}: {:?}", report.records));
+        assert_eq!(tile.tile, [2, 1]);
+        let [rows, cols] = tile.rows_cols_wrong.unwrap_or_default();
+        assert!(rows >= 32 && cols >= 32 && rows + cols == k.checksum_mismatches as u32);
+        // Nothing outside the tile is blamed.
+        assert!(report.records.iter().all(|m| m.tile == [2, 1]));
+    }
+}
+
+#[test]
+fn a_sampled_tile_that_differs_on_recomputation_is_compared_bit_for_bit() {
+    // A fault in every element of the product: whichever tile the round recomputes, its
+    // first run differs from the recomputation everywhere.
+    let plant = PlantedFault {
+        row: 0,
+        col: 0,
+        rows: EDGE,
+        cols: EDGE,
+        xor: 1 << 2,
+    };
+    let r = run(fixed(vec![MatrixKind::Int8], 1, Some(plant)), None);
+    // The one recomputed tile (of 16) differs in all of its 4096 elements.
+    assert_eq!(r.kinds[0].redundant_mismatches, 64 * 64, "{:?}", r.kinds[0]);
+}
+
+#[test]
+fn a_timed_run_sizes_its_matrices_and_alternates_kinds() {
+    let report = run(
+        MatrixConfig {
+            size: None,
+            ..MatrixConfig::default()
+        },
+        Some(Duration::from_secs(3)),
+    );
+    assert_eq!(report.faults(), 0);
+    assert!(report.size >= 128 && report.size.is_power_of_two());
+    assert!(
+        report.kinds.iter().all(|k| k.rounds >= 1),
+        "{:?}",
+        report.kinds
+    );
+    assert_eq!(report.status(), WorkloadStatus::Passed);
+}
