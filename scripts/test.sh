@@ -19,5 +19,5 @@ for card in nvidia/none amd/small intel/rebar; do
         KILN_EMULATE_VENDOR=${card%/*} KILN_EMULATE_BAR=${card#*/} \
         VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd \
         cargo test "$@" --test vram_detectors --test error_counters --test compute \
-        --test pcie --test fragment --test gpu_errors --test tools
+        --test pcie --test fragment --test gpu_errors --test tools --test matrix
 done

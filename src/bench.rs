@@ -543,6 +543,23 @@ pub fn bench_compute(opts: &ComputeBenchOptions) -> Result<ComputeBenchReport, A
     })
 }
 
+/// Runs the matrix benchmark (`kiln bench matrix`): the verified matrix test next to
+/// the same GEMM kernel unverified, on the selected device.
+pub fn bench_matrix(
+    opts: &ComputeBenchOptions,
+) -> Result<
+    (
+        String,
+        crate::workload::matrix::MatrixBenchReport,
+        Vec<String>,
+    ),
+    AppError,
+> {
+    let (info, mut ctx, notes) = open_device(opts.device.as_deref(), opts.fence_timeout)?;
+    let report = crate::workload::matrix::bench(&mut ctx, opts.duration).map_err(AppError::from)?;
+    Ok((format!("{} {}", info.index, info.name), report, notes))
+}
+
 /// The compute benchmark for people.
 pub fn compute_summary(r: &ComputeBenchReport) -> String {
     let mut out = String::new();

@@ -291,10 +291,10 @@ pub struct SelftestArgs {
 /// `kiln bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// What to measure: vram, compute or pcie.
-    #[arg(value_parser = ["vram", "compute", "pcie"])]
+    /// What to measure: vram, compute, matrix or pcie.
+    #[arg(value_parser = ["vram", "compute", "matrix", "pcie"])]
     pub what: String,
-    /// How long to load the device (compute; default 5s).
+    /// How long to load the device (compute, default 5s; matrix, default 6s).
     #[arg(long, value_name = "DURATION", value_parser = bench_duration)]
     pub duration: Option<Duration>,
     /// Device, by index, UUID or PCI address (default: the first GPU).

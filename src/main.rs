@@ -426,17 +426,39 @@ fn selftest(args: SelftestArgs) -> Result<i32, AppError> {
 fn bench(args: BenchArgs) -> Result<i32, AppError> {
     // Each benchmark takes its own options; one given to another would be ignored.
     for (set, flag, only) in [
-        (args.bytes.is_some(), "--bytes", "vram"),
-        (args.repeat.is_some(), "--repeat", "vram"),
-        (args.layout.is_some(), "--layout", "vram"),
-        (args.duration.is_some(), "--duration", "compute"),
+        (args.bytes.is_some(), "--bytes", &["vram"][..]),
+        (args.repeat.is_some(), "--repeat", &["vram"]),
+        (args.layout.is_some(), "--layout", &["vram"]),
+        (
+            args.duration.is_some(),
+            "--duration",
+            &["compute", "matrix"],
+        ),
     ] {
-        if set && args.what != only {
+        if set && !only.contains(&args.what.as_str()) {
             return Err(AppError::Usage(format!(
-                "{flag} applies to `kiln bench {only}`, not `kiln bench {}`: it would be ignored",
+                "{flag} applies to `kiln bench {}`, not `kiln bench {}`: it would be ignored",
+                only.join("` and `kiln bench "),
                 args.what
             )));
         }
+    }
+    if args.what == "matrix" {
+        let (device, report, notes) =
+            kiln::bench::bench_matrix(&kiln::bench::ComputeBenchOptions {
+                device: args.device,
+                duration: args.duration.unwrap_or(std::time::Duration::from_secs(6)),
+                fence_timeout: kiln::gpu::DEFAULT_FENCE_TIMEOUT,
+            })?;
+        let mut text: String = notes.iter().map(|n| format!("note: {n}\n")).collect();
+        text.push_str(&format!("device {device}\n"));
+        text.push_str(&kiln::workload::matrix::bench_summary(&report));
+        print_result(args.json, &report, &text);
+        return Ok(if report.faults == 0 {
+            exit_code::HEALTHY
+        } else {
+            exit_code::HARDWARE
+        });
     }
     if args.what == "pcie" {
         let report = kiln::bench::bench_pcie(args.device, kiln::gpu::DEFAULT_FENCE_TIMEOUT)?;

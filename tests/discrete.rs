@@ -154,6 +154,7 @@ fn selftest_and_benchmarks_run_on_every_configuration() {
             ],
             &["bench", "pcie", "--device", "0"],
             &["bench", "compute", "--device", "0", "--duration", "1s"],
+            &["bench", "matrix", "--device", "0", "--duration", "2s"],
         ] {
             let out = on_card(vendor, bar, &log, args);
             assert_eq!(

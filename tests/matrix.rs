@@ -200,3 +200,20 @@ fn a_timed_run_sizes_its_matrices_and_alternates_kinds() {
     );
     assert_eq!(report.status(), WorkloadStatus::Passed);
 }
+
+#[test]
+fn the_bench_holds_the_verified_rate_against_the_same_kernel_unverified() {
+    let (vulkan, info) = device();
+    let mut ctx = DeviceContext::open(&vulkan, &info).unwrap();
+    let r = kiln::workload::matrix::bench(&mut ctx, Duration::from_secs(2)).unwrap();
+    assert_eq!(r.faults, 0);
+    assert_eq!(r.kinds.len(), kinds().len());
+    for k in &r.kinds {
+        assert!(k.roofline_tflops > 0.0 && k.verified_tflops > 0.0, "{k:?}");
+        // Verification costs time; it never makes the device faster than its kernel
+        // alone (a margin for a shared 2-core machine's noise).
+        assert!(k.of_roofline > 0.0 && k.of_roofline < 1.3, "{k:?}");
+    }
+    let text = kiln::workload::matrix::bench_summary(&r);
+    assert!(text.contains("of") && text.contains("fp32"), "{text}");
+}

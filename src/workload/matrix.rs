@@ -285,11 +285,16 @@ pub struct MatrixKindResult {
     pub tiles_recomputed: u64,
     /// Wrong elements located at their coordinates.
     pub located: u64,
-    /// GPU seconds in the multiplications.
+    /// GPU seconds in the timed rounds' multiplications: every round but the kind's
+    /// first, whose dispatches may include a driver finishing its pipelines (lavapipe
+    /// compiles at the first dispatch); the first alone where it is the only one.
     pub gemm_s: f64,
-    /// GPU seconds in whole rounds (inputs, checksums, multiplication, recomputation,
-    /// checks).
+    /// GPU seconds in the timed rounds (inputs, checksums, multiplication,
+    /// recomputation, checks).
     pub round_s: f64,
+    /// Operations in the timed rounds.
+    #[serde(default)]
+    pub timed_ops: u64,
     /// Multiplication rate: operations per GEMM second, in 10^12.
     pub tflops: f64,
     /// Verified rate: operations per second of whole rounds, in 10^12.
@@ -312,6 +317,7 @@ impl MatrixKindResult {
             located: 0,
             gemm_s: 0.0,
             round_s: 0.0,
+            timed_ops: 0,
             tflops: 0.0,
             verified_tflops: 0.0,
             best_tflops: 0.0,
@@ -1121,7 +1127,7 @@ impl MatrixTest {
             report.run.device_error = Some(record_device_error(events, device, &e));
         }
         for k in &mut report.kinds {
-            let ops = k.verified_ops as f64;
+            let ops = k.timed_ops as f64;
             k.tflops = if k.gemm_s > 0.0 {
                 ops / k.gemm_s / 1e12
             } else {
@@ -1261,8 +1267,16 @@ fn one_round(
     kr.nonfinite += u64::from(words[C_NONFINITE]);
     kr.redundant_mismatches += u64::from(words[C_REDUNDANT]);
     kr.tiles_recomputed += u64::from(l.sampled);
+    // A kind's first round is timed only until a second replaces it.
+    if kr.rounds == 2 {
+        kr.gemm_s = 0.0;
+        kr.round_s = 0.0;
+        kr.timed_ops = 0;
+        kr.best_tflops = 0.0;
+    }
     kr.gemm_s += gemm_ns as f64 / 1e9;
     kr.round_s += (prep_ns + gemm_ns + check_ns) as f64 / 1e9;
+    kr.timed_ops += l.ops();
     kr.best_tflops = kr
         .best_tflops
         .max(l.ops() as f64 / gemm_ns.max(1) as f64 / 1e3);
@@ -1436,6 +1450,191 @@ fn locate(
         });
     }
     Ok(out)
+}
+
+/// What `kiln bench matrix` measured for one kind.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MatrixBenchKind {
+    /// The kind.
+    pub kind: MatrixKind,
+    /// Verified rate: operations per GPU second of whole rounds, in 10^12.
+    pub verified_tflops: f64,
+    /// The verified run's multiplications alone.
+    pub gemm_tflops: f64,
+    /// The same GEMM kernel back to back on the same edge, nothing generated or checked.
+    pub roofline_tflops: f64,
+    /// The verified rate over the roofline: what the checks cost.
+    pub of_roofline: f64,
+    /// The product's spec-sheet peak of this kind on its matrix units (dense), where
+    /// kiln knows it.
+    pub spec_matrix_tflops: Option<f64>,
+}
+
+/// What `kiln bench matrix` measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MatrixBenchReport {
+    /// The multiplication path.
+    pub path: String,
+    /// Why the matrix units' path did not run.
+    pub cooperative_matrix: String,
+    /// The matrices' edge.
+    pub size: u32,
+    /// Per kind.
+    pub kinds: Vec<MatrixBenchKind>,
+    /// The product's spec-sheet fp32 rate on its ALUs, the fallback path's ceiling,
+    /// where kiln knows it.
+    pub spec_fp32_alu_tflops: Option<f64>,
+    /// Where the spec-sheet figures come from, or why there are none.
+    pub spec_source: String,
+    /// Failed checks (should be none).
+    pub faults: u64,
+}
+
+/// Spec-sheet peaks, in 10^12 operations per second: fp32 on the ALUs, then fp16 (fp32
+/// accumulate) and int8 on the matrix units, dense (no structured sparsity). Sources: the
+/// vendors' datasheets (NVIDIA H200, H100 and A100 datasheets; AMD Instinct MI300X
+/// datasheet; NVIDIA Ada Lovelace architecture whitepaper for the RTX 4090 and L40S).
+/// Longer names first, so that `H100 PCIe` is not read as `H100`.
+const SPEC_PEAKS: &[(&str, f64, f64, f64)] = &[
+    ("H200", 67.0, 989.5, 1979.0),
+    ("H100 PCIe", 51.2, 756.5, 1513.0),
+    ("H100", 67.0, 989.5, 1979.0),
+    ("A100", 19.5, 312.0, 624.0),
+    ("MI300X", 81.7, 1307.4, 2614.9),
+    ("L40S", 91.6, 362.1, 733.0),
+    ("RTX 4090", 82.6, 165.2, 660.6),
+];
+
+/// The spec-sheet peaks of `device` (fp32 ALU, fp16 matrix, int8 matrix), where known.
+fn spec_peaks(device: &DeviceInfo) -> Option<(&'static str, f64, f64, f64)> {
+    if !device.kind.is_gpu() {
+        return None;
+    }
+    SPEC_PEAKS
+        .iter()
+        .find(|(key, ..)| device.name.contains(key))
+        .copied()
+}
+
+/// The GEMM kernel of `kind` on `edge`-square matrices back to back for `duration`,
+/// nothing generated or checked between products: the ceiling the verified rate is held
+/// against, in 10^12 operations per GPU second.
+pub fn roofline(
+    ctx: &mut DeviceContext,
+    kind: MatrixKind,
+    edge: u32,
+    pieces: u32,
+    duration: Duration,
+) -> GpuResult<f64> {
+    let mut gpu = Gpu::open(ctx, edge, 0)?;
+    gpu.pieces = pieces;
+    gpu.prepare(kind, 1)?;
+    // Untimed: the first dispatch may finish compiling the pipeline.
+    gpu.multiply(kind)?;
+    let started = Instant::now();
+    let (mut ops, mut ns) = (0u64, 0u64);
+    while ops == 0 || started.elapsed() < duration {
+        ns += gpu.multiply(kind)?;
+        ops += gpu.layout.ops();
+    }
+    Ok(ops as f64 / ns.max(1) as f64 / 1e3)
+}
+
+/// `kiln bench matrix`: the verified test for half of `duration`, then each kind's
+/// roofline on the same edge for the rest.
+pub fn bench(
+    ctx: &mut DeviceContext,
+    duration: Duration,
+) -> Result<MatrixBenchReport, WorkloadError> {
+    let info = ctx.info().clone();
+    let mut sink = crate::evidence::MemorySink::default();
+    let report = MatrixTest {
+        config: MatrixConfig::default(),
+    }
+    .run_report(ctx, &RunControl::new(Some(duration / 2)), &mut sink)?;
+    if let Some(e) = &report.run.device_error {
+        return Err(WorkloadError::Gpu(GpuError::Unsupported(e.clone())));
+    }
+    let spec = spec_peaks(&info);
+    let each = (duration / 2 / report.kinds.len().max(1) as u32).max(Duration::from_millis(300));
+    let mut kinds = Vec::new();
+    for k in &report.kinds {
+        let roof = roofline(
+            ctx,
+            k.kind,
+            report.size,
+            report.dispatches_per_product,
+            each,
+        )?;
+        kinds.push(MatrixBenchKind {
+            kind: k.kind,
+            verified_tflops: k.verified_tflops,
+            gemm_tflops: k.tflops,
+            roofline_tflops: roof,
+            of_roofline: if roof > 0.0 {
+                k.verified_tflops / roof
+            } else {
+                0.0
+            },
+            spec_matrix_tflops: spec.and_then(|(_, _, fp16, int8)| match k.kind {
+                MatrixKind::Fp16 => Some(fp16),
+                MatrixKind::Int8 => Some(int8),
+                MatrixKind::Fp32 => None,
+            }),
+        });
+    }
+    Ok(MatrixBenchReport {
+        path: report.path.clone(),
+        cooperative_matrix: report.cooperative_matrix.clone(),
+        size: report.size,
+        kinds,
+        spec_fp32_alu_tflops: spec.map(|s| s.1),
+        spec_source: match spec {
+            Some((key, ..)) => format!("{key} spec sheet (dense)"),
+            None if info.kind.is_gpu() => {
+                "no spec sheet known for this GPU: the measured roofline is the ceiling".into()
+            }
+            None => "a CPU device has no spec sheet: the measured roofline is the ceiling".into(),
+        },
+        faults: report.faults(),
+    })
+}
+
+/// `kiln bench matrix` for people.
+pub fn bench_summary(r: &MatrixBenchReport) -> String {
+    let mut out = format!(
+        "  path {} on {}-square matrices; cooperative matrices: {}\n  verified (whole rounds) against the same GEMM kernel unverified (roofline):\n",
+        r.path, r.size, r.cooperative_matrix
+    );
+    for k in &r.kinds {
+        out.push_str(&format!(
+            "  {:5} verified {:>14} of {:>14} = {:.2}   (multiplying alone {}){}\n",
+            k.kind.name(),
+            k.kind.rate(k.verified_tflops),
+            k.kind.rate(k.roofline_tflops),
+            k.of_roofline,
+            k.kind.rate(k.gemm_tflops),
+            k.spec_matrix_tflops
+                .map(|s| format!("; matrix units' spec {}", k.kind.rate(s)))
+                .unwrap_or_default()
+        ));
+    }
+    if let Some(fp32) = r.spec_fp32_alu_tflops {
+        let roof = r
+            .kinds
+            .iter()
+            .find(|k| k.kind == MatrixKind::Fp32)
+            .map_or(0.0, |k| k.roofline_tflops);
+        out.push_str(&format!(
+            "  fp32 roofline over the ALUs' spec ({fp32:.1} TFLOP/s): {:.2}\n",
+            roof / fp32
+        ));
+    }
+    out.push_str(&format!(
+        "  spec: {}\n  failed checks: {}\n",
+        r.spec_source, r.faults
+    ));
+    out
 }
 
 #[cfg(test)]
