@@ -5,6 +5,7 @@ pub mod compute;
 pub mod fragment;
 pub mod heat;
 pub mod pcie;
+pub mod power;
 pub mod registry;
 pub mod settings;
 pub mod show;
