@@ -6,6 +6,7 @@ pub mod fragment;
 pub mod heat;
 pub mod matrix;
 pub mod pcie;
+pub mod power;
 pub mod registry;
 pub mod settings;
 pub mod show;

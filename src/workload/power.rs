@@ -1,0 +1,911 @@
+//! Power target: a feedback loop that sets a load's duty cycle (the share of each load
+//! period spent dispatching work) so that board power holds at a chosen percentage of the
+//! enforced power limit, read from the telemetry sidecar's samples.
+//!
+//! The loop is pure: a workload asks [`PowerController::duty`] at each of its period
+//! boundaries, and the sidecar's samples reach it through a [`PowerFeed`]. At the end,
+//! [`PowerController::report`] says whether the target was held, and if not, why
+//! ([`PowerOutcome`], [`PowerTargetReport::why_not`]).
+//!
+//! The law, per new sample (P board power, u the duty that drew it, T the target):
+//!
+//! ```text
+//! slope_w = clamp(P / u, 0.7 x limit, 4 x limit)         the card's watts per unit duty
+//! e       = T - P
+//! u      += (KP x (e - e_prev) + KI_PER_S x dt_s x e) / slope_w,  clamped to [0.05, 1]
+//! ```
+//!
+//! An integral controller with a small proportional lead, in velocity form (it moves the
+//! duty, so clamping it never winds anything up), scaled by an online estimate of how
+//! many watts a unit of duty buys. Why each number is what it is: see [`KP`],
+//! [`KI_PER_S`], [`SLOPE_PRIOR_OF_LIMIT`].
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::telemetry::record::{Reading, Readings};
+use crate::telemetry::signals;
+use crate::telemetry::throttle::{self, ThrottleReason};
+
+/// Half-width of the band the power is held in, as a fraction of the target (±5%).
+pub const BAND_FRACTION: f64 = 0.05;
+
+/// The lowest duty the controller sets: some work keeps flowing, so the card never
+/// drops to rest between periods and the loop never loses sight of it.
+pub const MIN_DUTY: f64 = 0.05;
+
+/// How long a load waits for a usable power reading before it gives up the target and
+/// runs flat out: a few samples at the default 1 s interval, and a sidecar that has
+/// started late or missed a tick still gets through.
+pub const TELEMETRY_GRACE: Duration = Duration::from_secs(5);
+
+/// Consecutive samples with the duty pinned (at 1.0 below the band, or at its floor
+/// above it) before the card, not the loop, is taken to be what stops the target.
+pub const PINNED_SAMPLES: usize = 3;
+
+/// ... and the least time those samples must span. At 200 ms sampling, three samples
+/// are a fraction of the card's own lag: a card still warming up to full load would read
+/// as one that cannot reach the target.
+pub const PINNED_MIN: Duration = Duration::from_secs(2);
+
+/// Proportional gain on the change of the error between samples (dimensionless: watts
+/// of error change over watts per unit duty).
+///
+/// It is the lead that damps the card's lag. For a card whose power follows the duty
+/// with a first-order lag of `tau` seconds, the loop's characteristic equation is
+/// `tau s^2 + (1 + r KP) s + r KI = 0` (`r`: the true slope over the estimate, at most 1,
+/// see [`SLOPE_PRIOR_OF_LIMIT`]), so the damping ratio is
+/// `(1 + r KP) / (2 sqrt(tau r KI))`: 0.59 at `tau` 2 s and `r` 1, 0.64 at `r` 0.8. It is
+/// kept small because it acts on each sample's noise too: readings scattered by 1% move
+/// the duty by about 0.3 x 1.4 x 1% of itself per sample (the slope estimate is near
+/// P / u), a tenth of the band.
+pub const KP: f64 = 0.3;
+
+/// Integral gain, per second of time between samples.
+///
+/// On a card without lag, one second of error moves the duty by 60% of the way to the
+/// target (times `r` <= 1): never past it, whatever the interval (the time between
+/// samples counts at most [`MAX_STEP`]). With the lead, the sampled loop on such a card
+/// stays stable while `r (2 KP + KI dt) < 2`, so the slope may be underestimated by a
+/// factor of up to 1.6 (as it is, briefly, while the power lags a falling duty) before
+/// it would ring. Larger values settle a lagging card no faster
+/// (the damping above falls as `1/sqrt(KI)`); smaller ones only slow the approach.
+pub const KI_PER_S: f64 = 0.6;
+
+/// The most time between two samples the integral counts: a sidecar that missed ticks
+/// does not make the next step larger than one second's.
+pub const MAX_STEP: Duration = Duration::from_secs(1);
+
+/// The slope prior and floor, as a fraction of the enforced limit (watts per unit duty).
+///
+/// The estimate is the secant `P / u`: for any card whose power rises with the duty and
+/// flattens (concave, capped at the limit) from a non-negative idle power, the secant
+/// through zero is at least the local slope, so the loop's gain on the card is at most
+/// its design value (`r <= 1`), never above it. The floor covers the first samples of a
+/// load, when the power still lags far behind a full duty and the secant says little:
+/// 0.7 x limit is a card that idles near 15% of its limit and draws near 85% at full load,
+/// the shape of a datacenter card under a matrix load.
+pub const SLOPE_PRIOR_OF_LIMIT: f64 = 0.7;
+
+/// The slope ceiling, as a fraction of the enforced limit: near the duty floor the secant
+/// holds mostly idle power; capping it keeps the steps there from vanishing.
+pub const SLOPE_MAX_OF_LIMIT: f64 = 4.0;
+
+/// The throttle reasons that mean the environment holds the card back (heat, a slowdown
+/// signal, the system's power brake). `sw_power_cap` is the limit itself, which the
+/// target is a share of; `gpu_idle` and the clock settings say nothing of the card's
+/// surroundings.
+pub const ENVIRONMENT_REASONS: [ThrottleReason; 4] = [
+    ThrottleReason::HwSlowdown,
+    ThrottleReason::SwThermalSlowdown,
+    ThrottleReason::HwThermalSlowdown,
+    ThrottleReason::HwPowerBrakeSlowdown,
+];
+
+/// The latest telemetry sample of one device, shared between the sidecar (which
+/// updates it) and a load's controller (which reads it). Clones share the same sample.
+#[derive(Debug, Clone, Default)]
+pub struct PowerFeed {
+    inner: Arc<Mutex<FeedState>>,
+}
+
+/// The sample and its sequence number (0 before the first).
+#[derive(Debug, Default)]
+struct FeedState {
+    sequence: u64,
+    readings: Option<Readings>,
+}
+
+impl PowerFeed {
+    /// Replaces the sample with a newer one; the sequence number grows by one. A poisoned
+    /// lock drops the sample: the controller then reads no new sample, which it handles.
+    pub fn update(&self, readings: Readings) {
+        if let Ok(mut state) = self.inner.lock() {
+            state.sequence = state.sequence.wrapping_add(1);
+            state.readings = Some(readings);
+        }
+    }
+
+    /// The sequence number and readings of the latest sample; None before the first, or
+    /// when the lock is poisoned (a reader treats that as no reading).
+    pub fn latest(&self) -> Option<(u64, Readings)> {
+        let state = self.inner.lock().ok()?;
+        let readings = state.readings.clone()?;
+        Some((state.sequence, readings))
+    }
+}
+
+/// How a power target ended.
+///
+/// The outcome can change during a run (held at first, throttled once the card is hot).
+/// The report gives the worst state seen once the target was first reached, so that a
+/// target held for a minute and then lost to heat reads as lost, with the reason; before
+/// it is reached, the card is still warming up to the load, and nothing then counts
+/// against it unless the target is never reached at all. Worst first: `Throttled`, then
+/// `AtLoadLimit`, then `AtMinimumLoad`, then `Held` (or `Unsettled`, never reached).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PowerOutcome {
+    /// The power came within the band of the target, and the card was never seen unable
+    /// to keep it there.
+    Held,
+    /// The duty sat at 1.0 for [`PINNED_SAMPLES`] samples (over at least [`PINNED_MIN`])
+    /// with the power below the band, and no environment throttle reason set: the card
+    /// draws less than the target at full load.
+    AtLoadLimit {
+        /// The power at full load (the mean of the later half of the latest such
+        /// stretch, once the card has settled to it), in watts.
+        full_load_w: f64,
+    },
+    /// As `AtLoadLimit`, but with an environment throttle reason
+    /// ([`ENVIRONMENT_REASONS`]) set: heat or power delivery holds the card back.
+    Throttled {
+        /// The environment reasons seen while it was held below the target.
+        reasons: Vec<String>,
+    },
+    /// The duty sat at its floor ([`MIN_DUTY`]) with the power above the band: the card
+    /// draws more than the target even at the lightest load.
+    AtMinimumLoad {
+        /// The power at the lightest load, in watts (as `full_load_w`).
+        min_load_w: f64,
+    },
+    /// The power never came within the band, and the duty was never pinned long enough
+    /// to say why (a load too short for the loop to settle).
+    Unsettled,
+    /// No usable power and limit readings within [`TELEMETRY_GRACE`] of the load's start,
+    /// or no feed at all: the target cannot be held, and the load ran flat out.
+    NoTelemetry,
+}
+
+/// What a power target achieved over one load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerTargetReport {
+    /// The target, in percent of the enforced limit.
+    pub target_pct: u32,
+    /// The target in watts, on the latest limit read.
+    pub target_w: Option<f64>,
+    /// The latest enforced power limit read, in watts.
+    pub limit_w: Option<f64>,
+    /// Seconds from the load's start until the controller first saw a sample within the
+    /// band (it sees a sample at its next period boundary, at most one period late).
+    pub reached_after_s: Option<f64>,
+    /// Share of the samples from the first within the band on that lie within it.
+    pub within_band_share: Option<f64>,
+    /// Mean power of the samples from the first within the band on (of every sample
+    /// when the band was never reached), in watts.
+    pub mean_w: Option<f64>,
+    /// The duty over the load, weighted by time.
+    pub mean_duty: f64,
+    /// Samples with a usable power reading the controller acted on.
+    pub samples: u32,
+    /// How it ended.
+    pub outcome: PowerOutcome,
+}
+
+impl PowerTargetReport {
+    /// One plain sentence saying why the target was not held; None when it was.
+    pub fn why_not(&self) -> Option<String> {
+        let target = match self.target_w {
+            Some(w) => format!("the {w:.0} W target"),
+            None => format!("the {}% target", self.target_pct),
+        };
+        match &self.outcome {
+            PowerOutcome::Held => None,
+            PowerOutcome::AtLoadLimit { full_load_w } => Some(format!(
+                "the card draws only {full_load_w:.0} W at full load, below {target}: it is at the limit of its load"
+            )),
+            PowerOutcome::Throttled { reasons } => Some(format!(
+                "throttled ({}) below {target}: cooling or power delivery holds it back",
+                reasons.join(", ")
+            )),
+            PowerOutcome::AtMinimumLoad { min_load_w } => Some(format!(
+                "the card draws {min_load_w:.0} W even at the lightest load ({:.0}% duty), above {target}: the target is below what it draws when barely loaded",
+                MIN_DUTY * 100.0
+            )),
+            PowerOutcome::Unsettled => Some(format!(
+                "the power never came within {:.0}% of {target} before the load ended",
+                BAND_FRACTION * 100.0
+            )),
+            PowerOutcome::NoTelemetry => {
+                Some("no power telemetry: the target cannot be held; the load ran flat out".into())
+            }
+        }
+    }
+}
+
+/// Which way the duty is pinned while the power stays out of the band.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Pin {
+    /// At 1.0, below the band.
+    Full,
+    /// At [`MIN_DUTY`], above the band.
+    Floor,
+}
+
+/// The most readings a pinned stretch keeps (its latest): two minutes at 200 ms, enough
+/// to say where the card settled, and a load pinned for days holds no more.
+const STRETCH_KEPT: usize = 600;
+
+/// Consecutive samples with the duty pinned one way and the power out of the band.
+#[derive(Debug, Clone)]
+struct Stretch {
+    pin: Pin,
+    since: Duration,
+    last: Duration,
+    samples: usize,
+    /// The latest readings (at most [`STRETCH_KEPT`]).
+    powers_w: VecDeque<f64>,
+    environment: BTreeSet<String>,
+}
+
+impl Stretch {
+    fn new(pin: Pin, now: Duration) -> Stretch {
+        Stretch {
+            pin,
+            since: now,
+            last: now,
+            samples: 0,
+            powers_w: VecDeque::new(),
+            environment: BTreeSet::new(),
+        }
+    }
+
+    fn add(&mut self, now: Duration, power_w: f64, readings: &Readings) {
+        self.last = now;
+        self.samples = self.samples.saturating_add(1);
+        if self.powers_w.len() == STRETCH_KEPT {
+            self.powers_w.pop_front();
+        }
+        self.powers_w.push_back(power_w);
+        self.environment.extend(environment_reasons(readings));
+    }
+
+    /// Long enough (in samples and in time) to be the card's doing, not the loop's.
+    fn counts(&self) -> bool {
+        self.samples >= PINNED_SAMPLES && self.last.saturating_sub(self.since) >= PINNED_MIN
+    }
+
+    /// The power the card settled at: the later half of the readings kept, so that the
+    /// warm-up of a card pinned from a standstill does not pull it down.
+    fn settled_w(&self) -> f64 {
+        let later = self.powers_w.iter().skip(self.powers_w.len() / 2);
+        let count = self.powers_w.len() - self.powers_w.len() / 2;
+        later.sum::<f64>() / count.max(1) as f64
+    }
+}
+
+/// What the stretches that count have shown, worst kept.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Findings {
+    /// Environment reasons of stretches pinned at full duty while throttled.
+    throttled: BTreeSet<String>,
+    /// The settled power of the latest stretch pinned at full duty without them.
+    full_load_w: Option<f64>,
+    /// The settled power of the latest stretch pinned at the floor.
+    min_load_w: Option<f64>,
+}
+
+impl Findings {
+    fn add(&mut self, stretch: &Stretch) {
+        if !stretch.counts() {
+            return;
+        }
+        match stretch.pin {
+            Pin::Full if !stretch.environment.is_empty() => {
+                self.throttled.extend(stretch.environment.iter().cloned());
+            }
+            Pin::Full => self.full_load_w = Some(stretch.settled_w()),
+            Pin::Floor => self.min_load_w = Some(stretch.settled_w()),
+        }
+    }
+
+    /// The worst of them, if any.
+    fn outcome(&self) -> Option<PowerOutcome> {
+        if !self.throttled.is_empty() {
+            return Some(PowerOutcome::Throttled {
+                reasons: self.throttled.iter().cloned().collect(),
+            });
+        }
+        if let Some(full_load_w) = self.full_load_w {
+            return Some(PowerOutcome::AtLoadLimit { full_load_w });
+        }
+        self.min_load_w
+            .map(|min_load_w| PowerOutcome::AtMinimumLoad { min_load_w })
+    }
+}
+
+/// Sums over samples, for the band statistics.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    samples: u32,
+    within: u32,
+    sum_w: f64,
+}
+
+impl Tally {
+    fn add(&mut self, power_w: f64, within: bool) {
+        self.samples = self.samples.saturating_add(1);
+        self.within = self.within.saturating_add(u32::from(within));
+        self.sum_w += power_w;
+    }
+
+    fn share(&self) -> Option<f64> {
+        (self.samples > 0).then(|| f64::from(self.within) / f64::from(self.samples))
+    }
+
+    fn mean_w(&self) -> Option<f64> {
+        (self.samples > 0).then(|| self.sum_w / f64::from(self.samples))
+    }
+}
+
+/// The power-target loop of one load: asked for the duty at each period boundary, it
+/// acts on each new telemetry sample and keeps what the report needs.
+#[derive(Debug, Clone)]
+pub struct PowerController {
+    target_pct: u32,
+    duty: f64,
+    /// The first call has been made (the feed's sample then predates the load).
+    started: bool,
+    /// Sequence number of the latest sample seen.
+    seen: Option<u64>,
+    /// Set once the target is given up for want of telemetry: flat out from then on.
+    no_telemetry: bool,
+    limit_w: Option<f64>,
+    /// Time of the previous sample acted on (the load's start before the first).
+    previous_at: Duration,
+    /// The error of the previous sample acted on, for the lead.
+    previous_error_w: Option<f64>,
+    /// Time of the previous call and the duty-seconds so far, for the mean duty.
+    last_call: Duration,
+    duty_s: f64,
+    reached_at: Option<Duration>,
+    all: Tally,
+    after_reach: Tally,
+    stretch: Option<Stretch>,
+    findings: Findings,
+}
+
+impl PowerController {
+    /// A controller holding `target_pct` percent of the enforced limit (taken into
+    /// 1..=100: a command line checks the range, this only keeps the loop sane).
+    pub fn new(target_pct: u32) -> PowerController {
+        PowerController {
+            target_pct: target_pct.clamp(1, 100),
+            // Flat out first: the first loaded samples say whether the card can reach
+            // the target at all.
+            duty: 1.0,
+            started: false,
+            seen: None,
+            no_telemetry: false,
+            limit_w: None,
+            previous_at: Duration::ZERO,
+            previous_error_w: None,
+            last_call: Duration::ZERO,
+            duty_s: 0.0,
+            reached_at: None,
+            all: Tally::default(),
+            after_reach: Tally::default(),
+            stretch: None,
+            findings: Findings::default(),
+        }
+    }
+
+    /// The duty for the next load period, in (0, 1]: called at each period boundary,
+    /// `now` the time since the load began, `feed` the device's telemetry (None: there is
+    /// none, and the load runs flat out). The duty changes only on a new sample: should
+    /// the readings stop once the loop has begun, it stays where it was (the load the
+    /// card last held the target with), and the report's sample count says how far the
+    /// readings went.
+    pub fn duty(&mut self, now: Duration, feed: Option<&PowerFeed>) -> f64 {
+        self.duty_s += self.duty * now.saturating_sub(self.last_call).as_secs_f64();
+        self.last_call = self.last_call.max(now);
+        let first_call = !self.started;
+        self.started = true;
+        if self.no_telemetry {
+            return self.duty;
+        }
+        let Some(feed) = feed else {
+            if self.all.samples == 0 {
+                self.give_up();
+            }
+            return self.duty;
+        };
+        if let Some((sequence, readings)) = feed.latest()
+            && self.seen != Some(sequence)
+        {
+            self.seen = Some(sequence);
+            // The sample there at the first call was read before the load began.
+            if !first_call {
+                self.on_sample(now, &readings);
+            }
+        }
+        if self.all.samples == 0 && now >= TELEMETRY_GRACE {
+            self.give_up();
+        }
+        self.duty
+    }
+
+    /// The report as of `now` (time since the load began).
+    pub fn report(&self, now: Duration) -> PowerTargetReport {
+        let duty_s = self.duty_s + self.duty * now.saturating_sub(self.last_call).as_secs_f64();
+        let elapsed_s = now.max(self.last_call).as_secs_f64();
+        let mean_duty = if elapsed_s > 0.0 {
+            duty_s / elapsed_s
+        } else {
+            self.duty
+        };
+        let outcome = if self.no_telemetry {
+            PowerOutcome::NoTelemetry
+        } else {
+            // The open stretch counts as well as the closed ones.
+            let mut findings = self.findings.clone();
+            if let Some(stretch) = &self.stretch {
+                findings.add(stretch);
+            }
+            findings.outcome().unwrap_or(if self.reached_at.is_some() {
+                PowerOutcome::Held
+            } else {
+                PowerOutcome::Unsettled
+            })
+        };
+        let reached = self.reached_at.is_some();
+        PowerTargetReport {
+            target_pct: self.target_pct,
+            target_w: self.limit_w.map(|l| self.target_of(l)),
+            limit_w: self.limit_w,
+            reached_after_s: self.reached_at.map(|t| t.as_secs_f64()),
+            within_band_share: if reached {
+                self.after_reach.share()
+            } else {
+                None
+            },
+            mean_w: if reached {
+                self.after_reach.mean_w()
+            } else {
+                self.all.mean_w()
+            },
+            mean_duty,
+            samples: self.all.samples,
+            outcome,
+        }
+    }
+
+    /// No telemetry to steer by: flat out for the rest of the load.
+    fn give_up(&mut self) {
+        self.no_telemetry = true;
+        self.duty = 1.0;
+    }
+
+    fn target_of(&self, limit_w: f64) -> f64 {
+        f64::from(self.target_pct) / 100.0 * limit_w
+    }
+
+    /// One new sample: the statistics, then the step.
+    fn on_sample(&mut self, now: Duration, readings: &Readings) {
+        if let Some(limit_w) =
+            number(readings, signals::POWER_LIMIT_ENFORCED_W.name).filter(|l| *l > 0.0)
+        {
+            self.limit_w = Some(limit_w);
+        }
+        // A sample without a power reading leaves the duty as it is.
+        let (Some(power_w), Some(limit_w)) = (
+            number(readings, signals::POWER_W.name).filter(|p| *p >= 0.0),
+            self.limit_w,
+        ) else {
+            return;
+        };
+        let target_w = self.target_of(limit_w);
+        // The duty in force while this sample was drawn.
+        let applied = self.duty;
+        self.observe(now, power_w, target_w, applied, readings);
+        self.step(now, power_w, target_w, limit_w, applied);
+    }
+
+    /// Band statistics and pinned stretches.
+    fn observe(
+        &mut self,
+        now: Duration,
+        power_w: f64,
+        target_w: f64,
+        applied: f64,
+        readings: &Readings,
+    ) {
+        let band_w = BAND_FRACTION * target_w;
+        let within = (power_w - target_w).abs() <= band_w;
+        if within && self.reached_at.is_none() {
+            self.reached_at = Some(now);
+            // What the card did while warming up to the load no longer counts, the
+            // stretch this sample ends included.
+            self.findings = Findings::default();
+            self.stretch = None;
+        }
+        self.all.add(power_w, within);
+        if self.reached_at.is_some() {
+            self.after_reach.add(power_w, within);
+        }
+        let pin = if applied >= 1.0 && power_w < target_w - band_w {
+            Some(Pin::Full)
+        } else if applied <= MIN_DUTY && power_w > target_w + band_w {
+            Some(Pin::Floor)
+        } else {
+            None
+        };
+        let continues = matches!((&self.stretch, pin), (Some(s), Some(p)) if s.pin == p);
+        if !continues {
+            if let Some(ended) = self.stretch.take() {
+                self.findings.add(&ended);
+            }
+            self.stretch = pin.map(|pin| Stretch::new(pin, now));
+        }
+        if let Some(stretch) = &mut self.stretch {
+            stretch.add(now, power_w, readings);
+        }
+    }
+
+    /// The control law (see the module's documentation and the gains' comments).
+    fn step(&mut self, now: Duration, power_w: f64, target_w: f64, limit_w: f64, applied: f64) {
+        let slope_w = (power_w / applied.max(MIN_DUTY))
+            .clamp(SLOPE_PRIOR_OF_LIMIT * limit_w, SLOPE_MAX_OF_LIMIT * limit_w);
+        let error_w = target_w - power_w;
+        let dt_s = now
+            .saturating_sub(self.previous_at)
+            .min(MAX_STEP)
+            .as_secs_f64();
+        let change_w = self.previous_error_w.map_or(0.0, |e| error_w - e);
+        let step = (KP * change_w + KI_PER_S * dt_s * error_w) / slope_w;
+        if step.is_finite() {
+            self.duty = (self.duty + step).clamp(MIN_DUTY, 1.0);
+        }
+        self.previous_at = now;
+        self.previous_error_w = Some(error_w);
+    }
+}
+
+/// A finite number under `name`; a missing, unavailable or non-numeric reading is none.
+fn number(readings: &Readings, name: &str) -> Option<f64> {
+    readings
+        .get(name)
+        .and_then(Reading::number)
+        .filter(|n| n.is_finite())
+}
+
+/// The environment throttle reasons a sample carries.
+fn environment_reasons(readings: &Readings) -> Vec<String> {
+    let Some(reasons) = throttle::reasons_of(readings) else {
+        return Vec::new();
+    };
+    reasons
+        .filter(|r| ENVIRONMENT_REASONS.iter().any(|e| e.name() == *r))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT_W: f64 = 700.0;
+
+    fn sample(power_w: Option<f64>, reasons: &str) -> Readings {
+        let mut r = Readings::new();
+        r.insert(
+            signals::POWER_W.name.into(),
+            power_w.map_or_else(Reading::not_supported, Reading::Number),
+        );
+        r.insert(
+            signals::POWER_LIMIT_ENFORCED_W.name.into(),
+            Reading::Number(LIMIT_W),
+        );
+        r.insert(signals::GPU_TEMP_C.name.into(), Reading::Number(70.0));
+        r.insert(
+            signals::THROTTLE_REASONS.name.into(),
+            Reading::Text(reasons.into()),
+        );
+        r
+    }
+
+    /// Drives a controller with one sample a second, each given by `power(t_s, duty)`,
+    /// the controller asked every 100 ms; returns it and the duties it gave.
+    fn drive(
+        pct: u32,
+        seconds: u64,
+        mut power: impl FnMut(u64, f64) -> (Option<f64>, &'static str),
+    ) -> (PowerController, Vec<f64>) {
+        let feed = PowerFeed::default();
+        let mut c = PowerController::new(pct);
+        let mut duties = Vec::new();
+        let mut duty = c.duty(Duration::ZERO, Some(&feed));
+        for ms in (100..=seconds * 1000).step_by(100) {
+            if ms.is_multiple_of(1000) {
+                let (p, reasons) = power(ms / 1000, duty);
+                feed.update(sample(p, reasons));
+            }
+            duty = c.duty(Duration::from_millis(ms), Some(&feed));
+            duties.push(duty);
+        }
+        (c, duties)
+    }
+
+    fn at(seconds: u64) -> Duration {
+        Duration::from_secs(seconds)
+    }
+
+    #[test]
+    fn a_card_that_follows_the_duty_is_held_and_the_band_statistics_count_from_the_reach() {
+        // A lag-free card: 90 W idle, 690 W at full load.
+        let (c, duties) = drive(60, 60, |_, d| (Some(90.0 + 600.0 * d), ""));
+        let r = c.report(at(60));
+        assert_eq!(r.outcome, PowerOutcome::Held);
+        assert_eq!(r.target_w, Some(420.0));
+        assert_eq!(r.limit_w, Some(LIMIT_W));
+        assert_eq!(r.samples, 60);
+        let reached = r.reached_after_s.unwrap();
+        assert!(reached <= 10.0, "reached after {reached} s");
+        assert!(r.within_band_share.unwrap() > 0.95, "{r:?}");
+        assert!((r.mean_w.unwrap() - 420.0).abs() < 10.0, "{r:?}");
+        assert!((duties.last().unwrap() - 0.55).abs() < 0.02, "{duties:?}");
+        assert!(r.why_not().is_none());
+    }
+
+    #[test]
+    fn band_share_and_mean_follow_their_definitions() {
+        // Below, below, in, out above, in, in: 3 of 4 within from the reach on.
+        let powers = [300.0, 350.0, 420.0, 460.0, 430.0, 410.0];
+        let feed = PowerFeed::default();
+        let mut c = PowerController::new(60);
+        c.duty(Duration::ZERO, Some(&feed));
+        for (k, p) in powers.iter().enumerate() {
+            feed.update(sample(Some(*p), ""));
+            c.duty(at(k as u64 + 1), Some(&feed));
+        }
+        let r = c.report(at(6));
+        assert_eq!(r.reached_after_s, Some(3.0));
+        assert_eq!(r.within_band_share, Some(0.75));
+        assert_eq!(r.mean_w, Some((420.0 + 460.0 + 430.0 + 410.0) / 4.0));
+        assert_eq!(r.samples, 6);
+        // Never reached: the mean of every sample, no share.
+        let feed = PowerFeed::default();
+        let mut c = PowerController::new(60);
+        c.duty(Duration::ZERO, Some(&feed));
+        feed.update(sample(Some(100.0), ""));
+        c.duty(at(1), Some(&feed));
+        feed.update(sample(Some(200.0), ""));
+        c.duty(at(2), Some(&feed));
+        let r = c.report(at(2));
+        assert_eq!(r.reached_after_s, None);
+        assert_eq!(r.within_band_share, None);
+        assert_eq!(r.mean_w, Some(150.0));
+        assert_eq!(r.outcome, PowerOutcome::Unsettled);
+        assert!(r.why_not().unwrap().contains("420 W"));
+    }
+
+    #[test]
+    fn a_card_short_of_the_target_at_full_load_is_at_its_load_limit() {
+        // Warms up over a few seconds to 450 W, against a 560 W target.
+        let (c, duties) = drive(80, 30, |t, _| {
+            (Some(450.0 - 360.0 * (-(t as f64) / 2.0).exp()), "")
+        });
+        assert!(duties.iter().all(|d| *d == 1.0), "pinned flat out");
+        let r = c.report(at(30));
+        let PowerOutcome::AtLoadLimit { full_load_w } = r.outcome else {
+            panic!("{r:?}");
+        };
+        assert!((full_load_w - 450.0).abs() < 5.0, "{full_load_w}");
+        assert_eq!(
+            r.why_not().unwrap(),
+            "the card draws only 450 W at full load, below the 560 W target: it is at the limit of its load"
+        );
+    }
+
+    #[test]
+    fn the_power_cap_alone_is_the_limit_not_the_environment() {
+        let (c, _) = drive(80, 10, |_, _| (Some(500.0), "sw_power_cap"));
+        assert!(matches!(
+            c.report(at(10)).outcome,
+            PowerOutcome::AtLoadLimit { .. }
+        ));
+    }
+
+    #[test]
+    fn heat_that_holds_the_card_below_the_target_is_throttling() {
+        let (c, _) = drive(80, 10, |_, _| {
+            (Some(500.0), "sw_power_cap,hw_thermal_slowdown,gpu_idle")
+        });
+        let r = c.report(at(10));
+        assert_eq!(
+            r.outcome,
+            PowerOutcome::Throttled {
+                reasons: vec!["hw_thermal_slowdown".into()]
+            }
+        );
+        assert_eq!(
+            r.why_not().unwrap(),
+            "throttled (hw_thermal_slowdown) below the 560 W target: cooling or power delivery holds it back"
+        );
+    }
+
+    #[test]
+    fn held_then_throttled_reports_the_throttling() {
+        // Follows the duty for 20 s, then heat caps it at 480 W.
+        let (c, _) = drive(80, 40, |t, d| {
+            if t <= 20 {
+                (Some(90.0 + 600.0 * d), "")
+            } else {
+                (Some(480.0_f64.min(90.0 + 600.0 * d)), "sw_thermal_slowdown")
+            }
+        });
+        let r = c.report(at(40));
+        assert!(r.reached_after_s.is_some());
+        assert_eq!(
+            r.outcome,
+            PowerOutcome::Throttled {
+                reasons: vec!["sw_thermal_slowdown".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn three_samples_short_of_the_target_in_under_two_seconds_are_not_the_cards_limit() {
+        // Sampled every 200 ms: five samples at full duty below the band span 0.8 s, a
+        // card still warming up to the load as far as anyone can tell.
+        let feed = PowerFeed::default();
+        let mut c = PowerController::new(80);
+        c.duty(Duration::ZERO, Some(&feed));
+        for ms in (200..=1000).step_by(200) {
+            feed.update(sample(Some(300.0), "hw_slowdown"));
+            assert_eq!(c.duty(Duration::from_millis(ms), Some(&feed)), 1.0);
+        }
+        assert_eq!(c.report(at(1)).outcome, PowerOutcome::Unsettled);
+        // Two seconds of them are.
+        for ms in (1200..=2200).step_by(200) {
+            feed.update(sample(Some(300.0), "hw_slowdown"));
+            c.duty(Duration::from_millis(ms), Some(&feed));
+        }
+        assert!(matches!(
+            c.report(at(3)).outcome,
+            PowerOutcome::Throttled { .. }
+        ));
+    }
+
+    #[test]
+    fn warming_up_to_the_load_before_the_target_is_reached_does_not_count() {
+        // Pinned below the band for 6 s while the card warms up, then held.
+        let (c, _) = drive(80, 40, |t, d| {
+            let warm = 1.0 - (-(t as f64) / 3.0).exp();
+            (Some(90.0 + 600.0 * d * warm), "")
+        });
+        let r = c.report(at(40));
+        assert_eq!(r.outcome, PowerOutcome::Held, "{r:?}");
+    }
+
+    #[test]
+    fn a_target_below_what_the_card_draws_barely_loaded_is_at_the_minimum_load() {
+        // 5% of 700 W is 35 W; this card draws 90 W at rest.
+        let (c, duties) = drive(5, 60, |_, d| (Some(90.0 + 600.0 * d), ""));
+        assert_eq!(*duties.last().unwrap(), MIN_DUTY);
+        let r = c.report(at(60));
+        let PowerOutcome::AtMinimumLoad { min_load_w } = r.outcome else {
+            panic!("{r:?}");
+        };
+        assert!((min_load_w - 120.0).abs() < 1.0, "{min_load_w}");
+        assert!(r.why_not().unwrap().contains("35 W"));
+    }
+
+    #[test]
+    fn without_a_feed_the_load_runs_flat_out_and_says_so() {
+        let mut c = PowerController::new(80);
+        for ms in (0..=10_000).step_by(100) {
+            assert_eq!(c.duty(Duration::from_millis(ms), None), 1.0);
+        }
+        let r = c.report(at(10));
+        assert_eq!(r.outcome, PowerOutcome::NoTelemetry);
+        assert!((r.mean_duty - 1.0).abs() < 1e-9, "{r:?}");
+        assert_eq!(r.samples, 0);
+        assert_eq!(
+            r.why_not().unwrap(),
+            "no power telemetry: the target cannot be held; the load ran flat out"
+        );
+    }
+
+    #[test]
+    fn unavailable_power_for_the_grace_period_gives_up_the_target_for_good() {
+        let (c, duties) = drive(80, 20, |t, d| {
+            // Power appears only after the grace period: too late, the load stays flat out.
+            (if t > 6 { Some(90.0 + 600.0 * d) } else { None }, "")
+        });
+        assert!(duties.iter().all(|d| *d == 1.0));
+        assert_eq!(c.report(at(20)).outcome, PowerOutcome::NoTelemetry);
+    }
+
+    #[test]
+    fn only_new_samples_move_the_duty_and_the_one_before_the_load_is_not_one() {
+        let feed = PowerFeed::default();
+        // Read while the card was idle, before the load.
+        feed.update(sample(Some(90.0), ""));
+        let mut c = PowerController::new(60);
+        assert_eq!(c.duty(Duration::ZERO, Some(&feed)), 1.0);
+        assert_eq!(c.duty(at(1), Some(&feed)), 1.0);
+        assert_eq!(c.report(at(1)).samples, 0);
+        feed.update(sample(Some(690.0), ""));
+        let moved = c.duty(at(2), Some(&feed));
+        assert!(moved < 1.0);
+        assert_eq!(c.duty(Duration::from_millis(2100), Some(&feed)), moved);
+        assert_eq!(c.report(at(3)).samples, 1);
+    }
+
+    #[test]
+    fn a_poisoned_feed_reads_as_no_sample() {
+        let feed = PowerFeed::default();
+        feed.update(sample(Some(400.0), ""));
+        let poisoner = feed.clone();
+        let _ = std::thread::spawn(move || {
+            let _guard = poisoner.inner.lock();
+            panic!("poison the lock");
+        })
+        .join();
+        assert!(feed.latest().is_none());
+        feed.update(sample(Some(400.0), ""));
+        assert!(feed.latest().is_none());
+    }
+
+    #[test]
+    fn the_sequence_grows_with_each_update() {
+        let feed = PowerFeed::default();
+        assert!(feed.latest().is_none());
+        feed.update(sample(Some(1.0), ""));
+        feed.update(sample(Some(2.0), ""));
+        let (sequence, readings) = feed.latest().unwrap();
+        assert_eq!(sequence, 2);
+        assert_eq!(readings[signals::POWER_W.name], Reading::Number(2.0));
+    }
+
+    #[test]
+    fn the_mean_duty_is_weighted_by_time() {
+        let feed = PowerFeed::default();
+        let mut c = PowerController::new(60);
+        c.duty(Duration::ZERO, Some(&feed));
+        c.duty(at(1), Some(&feed));
+        feed.update(sample(Some(690.0), ""));
+        let d = c.duty(at(2), Some(&feed));
+        let r = c.report(at(4));
+        assert!((r.mean_duty - (2.0 + 2.0 * d) / 4.0).abs() < 1e-12, "{r:?}");
+    }
+
+    #[test]
+    fn targets_are_taken_into_range_and_the_report_round_trips() {
+        assert_eq!(PowerController::new(0).report(at(0)).target_pct, 1);
+        assert_eq!(PowerController::new(150).report(at(0)).target_pct, 100);
+        let (c, _) = drive(80, 10, |_, _| (Some(500.0), "hw_power_brake_slowdown"));
+        let r = c.report(at(10));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["outcome"]["kind"], "throttled");
+        assert_eq!(json["outcome"]["reasons"][0], "hw_power_brake_slowdown");
+        let back: PowerTargetReport = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
+        let json = serde_json::to_value(PowerOutcome::NoTelemetry).unwrap();
+        assert_eq!(json["kind"], "no_telemetry");
+    }
+}
