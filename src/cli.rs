@@ -208,6 +208,10 @@ pub struct RunArgs {
     /// host-side work that keeps showing progress and never answers a stop.
     #[arg(long, value_name = "N", hide = true)]
     pub test_busy_device: Option<usize>,
+    /// Test only: the telemetry is this recorded file, replayed tick by tick, instead of
+    /// the live sources (the power target's path from the sidecar to a worker).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub test_telemetry_replay: Option<PathBuf>,
     /// Test only: plant a stuck bit at this word of every VRAM test.
     #[arg(long, value_name = "WORD", hide = true)]
     pub test_stuck_word: Option<u64>,
@@ -231,6 +235,11 @@ pub struct RunArgs {
     /// (default: the profile's).
     #[arg(long, value_name = "SHAPE", value_parser = ["steady", "pulsed", "sweep"])]
     pub load: Option<String>,
+    /// Hold board power at PCT% of the enforced power limit (1-100) during the compute,
+    /// matrix and heat loads, by setting their duty cycle from the power telemetry
+    /// (default: the profile's; none: flat out).
+    #[arg(long, value_name = "PCT", value_parser = power_target)]
+    pub power_target: Option<u32>,
     /// VRAM algorithms, comma-separated, `default` (all but retention) or `all`
     /// (default: the profile's).
     #[arg(long, value_name = "LIST")]
@@ -388,6 +397,10 @@ fn bounded_count(text: &str, range: &Bounds<u64>) -> Result<u64, String> {
         .parse()
         .map_err(|_| format!("{} is not a whole number", quote(text)))?;
     range.check(v, text)
+}
+
+fn power_target(text: &str) -> Result<u32, String> {
+    bounded_count(text, &crate::workload::power::POWER_TARGET).map(|v| v as u32)
 }
 
 fn passes(text: &str) -> Result<u32, String> {

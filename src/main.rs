@@ -244,6 +244,10 @@ fn run_options(
             };
         }
         c.rounds = args.passes.map(|p| p * 2).or(c.rounds);
+        // A pulsed or swept load is a shape of its own: the target holds the steady ones.
+        if c.shape == kiln::workload::compute::LoadShape::Steady {
+            c.power_target = args.power_target.or(c.power_target);
+        }
         c.record_capacity = args.records.unwrap_or(c.record_capacity);
         // The compute inputs take the low half of the seed, as the patterns take all of it.
         c.seed = args.seed.map_or(c.seed, |s| s as u32);
@@ -255,6 +259,10 @@ fn run_options(
             WorkloadConfig::Heat(h) => {
                 vram_overrides(&mut h.vram);
                 compute_overrides(&mut h.compute);
+                h.matrix.power_target = args.power_target.or(h.matrix.power_target);
+            }
+            WorkloadConfig::Matrix(m) => {
+                m.power_target = args.power_target.or(m.power_target);
             }
             WorkloadConfig::Pcie(c) => c.max_bytes = args.pcie_max_bytes.unwrap_or(c.max_bytes),
             // The command line's flags are for the workloads above; the others take their
@@ -299,6 +307,7 @@ fn run_options(
             hang_slot: args.test_hang_device,
             crash_slot: args.test_crash_device,
             busy_slot: args.test_busy_device,
+            telemetry_replay: args.test_telemetry_replay.clone(),
         },
     })
 }
@@ -370,6 +379,17 @@ fn check_every_flag_applies(
         "--pcie-max-bytes",
         pcie,
         "the pcie workload",
+    )?;
+    let steady = has(&|c| match c {
+        WorkloadConfig::Compute(c) => c.shape == kiln::workload::compute::LoadShape::Steady,
+        WorkloadConfig::Matrix(_) | WorkloadConfig::Heat { .. } => true,
+        _ => false,
+    });
+    given(
+        args.power_target.is_some(),
+        "--power-target",
+        steady,
+        "the steady compute, matrix and heat workloads",
     )?;
     Ok(())
 }

@@ -217,3 +217,38 @@ fn the_bench_holds_the_verified_rate_against_the_same_kernel_unverified() {
     let text = kiln::workload::matrix::bench_summary(&r);
     assert!(text.contains("of") && text.contains("fp32"), "{text}");
 }
+
+#[test]
+fn heat_runs_the_vram_test_and_the_matrix_load_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("heat.toml");
+    std::fs::write(
+        &profile,
+        "description = \"heat with matrices\"\nduration = \"6s\"\n\n[[workload]]\nkind = \"heat\"\nload = \"matrix\"\npercent = 1\nalgorithms = [\"own-address\"]\nkinds = [\"int8\"]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let status = kiln()
+        .args(["run", "--device", "cpu", "--profile"])
+        .arg(&profile)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(0), "{status:?}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let workloads = report["devices"][0]["workloads"].as_array().unwrap();
+    let names: Vec<&str> = workloads
+        .iter()
+        .filter_map(|w| w["workload"].as_str())
+        .collect();
+    assert_eq!(names, ["vram", "matrix"], "{report}");
+    for w in workloads {
+        assert_eq!(w["summary"]["together_with"], "heat", "{w}");
+        assert_eq!(w["status"], "passed", "{w}");
+    }
+    let matrix = &workloads[1]["summary"];
+    assert_eq!(matrix["kinds"][0]["kind"], "int8");
+    assert!(matrix["kinds"][0]["rounds"].as_u64().unwrap_or(0) >= 1);
+}

@@ -1,7 +1,7 @@
 //! The power-target controller against simulated cards, without a GPU: each card is a
 //! telemetry source read by the sidecar's own loop, whose samples reach the controller
 //! through a `PowerFeed` as they do in a run; a simulated clock moves the card, and asks
-//! the controller for the duty at each 100 ms load period, between the sidecar's ticks.
+//! the controller for the duty at each load period (`LOAD_PERIOD`), between the sidecar's ticks.
 //!
 //! The cards are shaped after real ones: a 700 W datacenter card that idles near 90 W
 //! and draws near 690 W under a matrix load, with its board power following the load
@@ -26,7 +26,7 @@ use rand::{RngExt, SeedableRng};
 const STEP_MS: u64 = 10;
 
 /// The load's period: the controller is asked for the duty at each boundary.
-const PERIOD_MS: u64 = 100;
+const PERIOD_MS: u64 = kiln::workload::power::LOAD_PERIOD.as_millis() as u64;
 
 /// How long each load runs: over two minutes of holding, after the approach.
 const RUN: Duration = Duration::from_secs(150);
@@ -545,4 +545,70 @@ fn the_same_seed_gives_the_same_run() {
     let b = simulate(BIG, 80, ONE_SECOND, 42);
     assert_eq!(a.report, b.report);
     assert_eq!(a.duties, b.duties);
+}
+
+/// `kiln run` with a power target on the CPU device, its telemetry replayed from
+/// `fixture` (none: telemetry off); returns the load's power report from report.json.
+fn run_with_target(workload: &str, target: &str, fixture: Option<&str>) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"));
+    cmd.args([
+        "run",
+        "--device",
+        "cpu",
+        "--workloads",
+        workload,
+        "--duration",
+        "8s",
+        "--power-target",
+        target,
+        "--out",
+    ])
+    .arg(&out);
+    match fixture {
+        Some(f) => cmd.arg("--test-telemetry-replay").arg(format!(
+            "{}/tests/fixtures/telemetry/{f}",
+            env!("CARGO_MANIFEST_DIR")
+        )),
+        None => cmd.args(["--telemetry-interval", "0"]),
+    };
+    let status = cmd.output().unwrap();
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let outcome = report["devices"][0]["workloads"]
+        .as_array()
+        .and_then(|o| o.iter().find(|o| o["workload"] == workload))
+        .unwrap_or_else(|| panic!("{status:?}: no {workload} outcome in {report}"))
+        .clone();
+    outcome["summary"]["power"].clone()
+}
+
+#[test]
+fn a_run_feeds_the_sidecars_power_readings_to_the_load_through_its_worker() {
+    // The replayed card draws 590-630 W at load against its 700 W limit: a 100% target
+    // is out of its reach at full duty, and the report says so with what it draws.
+    for workload in ["compute", "matrix"] {
+        let power = run_with_target(workload, "100", Some("healthy_load.jsonl"));
+        assert_eq!(power["target_pct"], 100, "{power}");
+        assert_eq!(power["limit_w"], 700.0, "{power}");
+        assert_eq!(
+            power["outcome"]["kind"], "at_load_limit",
+            "{workload}: {power}"
+        );
+        let full = power["outcome"]["full_load_w"].as_f64().unwrap_or(0.0);
+        assert!((585.0..=635.0).contains(&full), "{full}");
+        assert!(power["samples"].as_u64().unwrap_or(0) >= 10, "{power}");
+        assert!((power["mean_duty"].as_f64().unwrap_or(0.0) - 1.0).abs() < 0.05);
+    }
+}
+
+#[test]
+fn a_run_without_power_telemetry_says_the_target_cannot_be_held_and_runs_flat_out() {
+    let power = run_with_target("compute", "80", None);
+    assert_eq!(power["outcome"]["kind"], "no_telemetry", "{power}");
+    assert!(
+        (power["mean_duty"].as_f64().unwrap_or(0.0) - 1.0).abs() < 1e-9,
+        "{power}"
+    );
 }

@@ -16,6 +16,8 @@ fn malformed() -> Vec<(String, Option<usize>, Option<&'static str>, &'static str
     let top = |line: &str| format!("{HEAD}{line}\n{VRAM}");
     let compute = |extra: &str| format!("{HEAD}[[workload]]\nkind = \"compute\"\n{extra}\n");
     let pcie = |extra: &str| format!("{HEAD}[[workload]]\nkind = \"pcie\"\n{extra}\n");
+    let matrix = |extra: &str| format!("{HEAD}[[workload]]\nkind = \"matrix\"\n{extra}\n");
+    let heat = |extra: &str| format!("{HEAD}[[workload]]\nkind = \"heat\"\n{extra}\n");
     vec![
         // Syntax and shape.
         (
@@ -239,6 +241,48 @@ fn malformed() -> Vec<(String, Option<usize>, Option<&'static str>, &'static str
             "does not apply to a compute workload",
         ),
         (
+            matrix("size = 100"),
+            Some(4),
+            Some("size"),
+            "outside 128..=16384",
+        ),
+        (
+            matrix("size = 1000"),
+            Some(4),
+            Some("size"),
+            "a power of two",
+        ),
+        (
+            matrix("kinds = [\"fp64\"]"),
+            Some(4),
+            Some("kinds"),
+            "unknown matrix kind `fp64` (known: fp32, fp16, int8)",
+        ),
+        (
+            matrix("power_target = 120"),
+            Some(4),
+            Some("power_target"),
+            "outside 1..=100",
+        ),
+        (
+            compute("shape = \"sweep\"\npower_target = 80"),
+            Some(5),
+            Some("power_target"),
+            "only to shape = \"steady\"",
+        ),
+        (
+            heat("load = \"matrix\"\nshape = \"steady\""),
+            Some(5),
+            Some("shape"),
+            "is not a setting of the matrix load",
+        ),
+        (
+            heat("load = \"tensor\""),
+            Some(4),
+            Some("load"),
+            "unknown load `tensor` (known: compute, matrix)",
+        ),
+        (
             pcie("max_bytes = \"12 parsecs\""),
             Some(4),
             Some("max_bytes"),
@@ -416,7 +460,20 @@ fn a_dry_run_prints_the_plan_and_runs_nothing() {
     assert_eq!(plan["duration_s"], 4.0 * 3600.0);
     let device = &plan["devices"][0];
     assert!(device["vram_bytes"].as_u64().unwrap() > 0);
-    assert_eq!(device["workloads"].as_array().unwrap().len(), 8);
+    let workloads = device["workloads"].as_array().unwrap();
+    assert_eq!(workloads.len(), 9);
+    // The matrix phase holds the card at its full power limit.
+    let matrix = workloads
+        .iter()
+        .find(|w| w["workload"] == "matrix")
+        .unwrap();
+    assert!(
+        matrix["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("power held at 100% of the limit"),
+        "{matrix}"
+    );
     assert!(
         !dir.path().join("run").exists(),
         "a dry run writes no run directory"

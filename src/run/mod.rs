@@ -82,6 +82,8 @@ pub struct TestHooks {
     /// The device (by its place in the run) whose worker loops in host-side work that
     /// shows progress but never answers a stop.
     pub busy_slot: Option<usize>,
+    /// A recorded telemetry file replayed instead of the live sources.
+    pub telemetry_replay: Option<PathBuf>,
 }
 
 /// Signals received during a run: the first stops the workloads at their next step, the
@@ -159,7 +161,7 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         _ if infos.is_empty() => None,
         Some(interval) => {
             let (sidecar, readings, telemetry_notes) =
-                start_telemetry(&run_dir, &infos, interval, started)?;
+                start_telemetry(&run_dir, &infos, interval, started, &opts.test_hooks)?;
             notes.extend(telemetry_notes);
             latest_from = Some(readings);
             Some(sidecar)
@@ -238,8 +240,19 @@ fn start_telemetry(
     devices: &[DeviceInfo],
     interval: Duration,
     started: Instant,
+    hooks: &TestHooks,
 ) -> Result<(Sidecar, Latest, Vec<String>), AppError> {
-    let (sources, notes) = telemetry::live_sources(devices);
+    let (sources, notes) = match &hooks.telemetry_replay {
+        Some(path) => {
+            let replay = telemetry::replay::ReplaySource::open(path)
+                .map_err(|e| AppError::Usage(e.to_string()))?;
+            (
+                vec![Box::new(replay) as Box<dyn telemetry::Source>],
+                Vec::new(),
+            )
+        }
+        None => telemetry::live_sources(devices),
+    };
     let mut out = JsonlWriter::create(&run_dir.path().join("telemetry.jsonl"))?;
     let latest = Latest::default();
     let keep = Arc::clone(&latest);

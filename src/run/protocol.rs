@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::evidence::EventRecord;
 use crate::gpu::DeviceInfo;
 use crate::profile::Confirm;
-use crate::telemetry::record::Boundary;
+use crate::telemetry::record::{Boundary, Readings};
 use crate::workload::registry::PlannedWorkload;
 
 /// The first argument that makes a kiln binary a device worker.
@@ -83,6 +83,22 @@ pub enum WorkerMessage {
 /// The parent's answer to [`WorkerMessage::WaitIdle`].
 pub const GO: &str = "go";
 
+/// What begins a line of the device's latest telemetry sample, which the parent writes
+/// to a worker whose plan holds a power target, each time a new one is read.
+pub const READINGS: &str = "readings ";
+
+/// The line that carries `readings` to a worker.
+pub fn readings_line(readings: &Readings) -> Option<String> {
+    serde_json::to_string(readings)
+        .ok()
+        .map(|json| format!("{READINGS}{json}\n"))
+}
+
+/// The sample a `readings` line carries; None for any other line.
+pub fn parse_readings(line: &str) -> Option<Readings> {
+    serde_json::from_str(line.trim_end().strip_prefix(READINGS)?).ok()
+}
+
 impl WorkerJob {
     /// The job as the line the parent writes first.
     pub fn to_line(&self) -> String {
@@ -111,6 +127,24 @@ impl WorkerMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_telemetry_sample_survives_its_line_and_nothing_else_reads_as_one() {
+        let mut readings = Readings::new();
+        readings.insert(
+            "power_w".into(),
+            crate::telemetry::record::Reading::Number(612.5),
+        );
+        readings.insert(
+            "throttle_reasons".into(),
+            crate::telemetry::record::Reading::Text("sw_power_cap".into()),
+        );
+        let line = readings_line(&readings).unwrap_or_default();
+        assert!(line.ends_with('\n') && !line.trim_end().contains('\n'));
+        assert_eq!(parse_readings(&line), Some(readings));
+        assert_eq!(parse_readings(GO), None);
+        assert_eq!(parse_readings("readings {not json"), None);
+    }
 
     #[test]
     fn a_message_survives_its_line() {

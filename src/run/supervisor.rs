@@ -7,11 +7,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::idle::{Idleness, WAIT_IDLE_MAX, idleness};
-use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage};
+use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage, readings_line};
 use super::{Latest, RunOptions, signals_received};
 use crate::error::AppError;
 use crate::evidence::{DeviceErrorKind, Event, EventSink, EventWriter};
 use crate::gpu::DeviceInfo;
+use crate::telemetry::record::Readings;
 use crate::telemetry::sidecar::Sidecar;
 use crate::verdict::exit_code;
 
@@ -37,6 +38,8 @@ struct WorkerHandle {
     done: bool,
     finished: bool,
     bar: indicatif::ProgressBar,
+    /// The telemetry sample last written to it (for a power target).
+    sent: Option<Readings>,
 }
 
 impl WorkerHandle {
@@ -168,6 +171,7 @@ pub(super) fn supervise(
             done: false,
             finished: false,
             bar,
+            sent: None,
         });
     }
     drop(tx);
@@ -185,6 +189,8 @@ pub(super) fn supervise(
         .max()
         .unwrap_or_default();
     let patience = opts.step_timeout + opts.fence_timeout + idle_allowance;
+    // A load holding a power target reads the device's power from the telemetry here.
+    let holds_power = opts.plan.iter().any(|p| p.config.power_target().is_some());
     let mut stopping = false;
     while workers.iter().any(|w| !w.finished) {
         let signals = signals_received();
@@ -232,6 +238,9 @@ pub(super) fn supervise(
             }
         }
         answer_waits(&mut workers, latest, events);
+        if holds_power {
+            forward_readings(&mut workers, latest);
+        }
         reap(&mut workers, events);
         bound_by_time(opts, &mut workers, workers_started, idle_allowance, events);
         for w in workers
@@ -379,6 +388,27 @@ fn answer_waits(workers: &mut [WorkerHandle], latest: &Latest, events: &mut Even
                 let _ = pipe.flush();
             }
         }
+    }
+}
+
+/// Writes each device's newest telemetry sample to its worker, once: the power target's
+/// loop acts on it (a worker that cannot be written to is ending anyway).
+fn forward_readings(workers: &mut [WorkerHandle], latest: &Latest) {
+    let Ok(map) = latest.lock() else {
+        return;
+    };
+    for w in workers.iter_mut().filter(|w| !w.finished) {
+        let Some(readings) = map.get(&w.slot) else {
+            continue;
+        };
+        if w.sent.as_ref() == Some(readings) {
+            continue;
+        }
+        if let (Some(pipe), Some(line)) = (w.stdin.as_mut(), readings_line(readings)) {
+            let _ = pipe.write_all(line.as_bytes());
+            let _ = pipe.flush();
+        }
+        w.sent = Some(readings.clone());
     }
 }
 

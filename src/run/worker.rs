@@ -11,11 +11,12 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage};
+use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage, parse_readings};
 use crate::evidence::{DeviceErrorKind, Event, EventRecord, EventSink};
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
 use crate::telemetry::record::Boundary;
 use crate::verdict::exit_code;
+use crate::workload::power::PowerFeed;
 use crate::workload::registry::{PlannedWorkload, WorkloadConfig};
 use crate::workload::{RunControl, WorkloadStatus};
 
@@ -80,8 +81,11 @@ fn worker_main() -> i32 {
     // The parent closes stdin to ask for a stop, and a parent that dies closes it too:
     // no worker keeps loading a GPU for nobody.
     // Each `go` line answers a wait for an idle device.
+    // Each `readings` line is the device's latest telemetry sample, for a power target.
     let (resume, resumed) = std::sync::mpsc::channel::<()>();
+    let feed = PowerFeed::default();
     let watcher = Arc::clone(&stop);
+    let fed = feed.clone();
     std::thread::spawn(move || {
         let mut line = String::new();
         while std::io::stdin()
@@ -89,7 +93,9 @@ fn worker_main() -> i32 {
             .read_line(&mut line)
             .is_ok_and(|n| n > 0)
         {
-            if line.trim() == GO && resume.send(()).is_err() {
+            if let Some(readings) = parse_readings(&line) {
+                fed.update(readings);
+            } else if line.trim() == GO && resume.send(()).is_err() {
                 break;
             }
             line.clear();
@@ -104,7 +110,7 @@ fn worker_main() -> i32 {
         slot: job.info.index,
         started: Instant::now(),
     };
-    test_device(&job, &stop, &resumed, &pipe, &mut sink);
+    test_device(&job, &stop, &resumed, &pipe, &mut sink, &feed);
     pipe.send(&WorkerMessage::Done);
     0
 }
@@ -170,6 +176,7 @@ fn test_device(
     resumed: &Receiver<()>,
     pipe: &Pipe,
     events: &mut PipeSink,
+    feed: &PowerFeed,
 ) {
     let device = Some(job.info.index);
     events.emit(
@@ -272,7 +279,7 @@ fn test_device(
             left.min(whole * planned.weight / weight_total)
         });
         weight_left = weight_left.saturating_sub(planned.weight);
-        let mut failed = run_planned(planned, budget, &mut device_ctx, stop, pipe, events);
+        let mut failed = run_planned(planned, budget, &mut device_ctx, (stop, feed), pipe, events);
         // To confirm: a workload that found something runs again, with the same seeds, so
         // the report can say whether it reproduces.
         if failed && let Some(confirm) = job.confirm {
@@ -291,7 +298,7 @@ fn test_device(
                         ),
                     },
                 );
-                failed |= run_planned(planned, budget, &mut device_ctx, stop, pipe, events);
+                failed |= run_planned(planned, budget, &mut device_ctx, (stop, feed), pipe, events);
             }
         }
         if failed && job.stop_on_first_failure {
@@ -358,7 +365,7 @@ fn run_planned(
     planned: &PlannedWorkload,
     budget: Option<Duration>,
     contexts: &mut Contexts,
-    stop: &Arc<AtomicBool>,
+    (stop, feed): (&Arc<AtomicBool>, &PowerFeed),
     pipe: &Pipe,
     events: &mut PipeSink,
 ) -> bool {
@@ -366,6 +373,7 @@ fn run_planned(
     let control = || {
         let mut c = RunControl::new(budget);
         c.stop = Arc::clone(stop);
+        c.power = Some(feed.clone());
         c
     };
     let mut workloads = planned.config.build();

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::power::{LOAD_PERIOD, Pacer, PowerController, PowerTargetReport};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Section};
 use super::{
@@ -133,6 +134,10 @@ pub struct ComputeConfig {
     /// runs fastest on the device.
     #[serde(default)]
     pub chains: Option<u32>,
+    /// Hold board power at this percentage of the enforced limit by setting the duty
+    /// cycle (a steady load only); None: the shape's load.
+    #[serde(default)]
+    pub power_target: Option<u32>,
 }
 
 impl Default for ComputeConfig {
@@ -149,6 +154,7 @@ impl Default for ComputeConfig {
             inject: None,
             inject_step: None,
             chains: None,
+            power_target: None,
         }
     }
 }
@@ -234,6 +240,9 @@ pub struct ComputeReport {
     pub levels: Vec<LevelResult>,
     /// The first mismatches.
     pub records: Vec<Mismatch>,
+    /// What the power target achieved, where the load held one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<PowerTargetReport>,
     /// How its run ended and how long it took.
     #[serde(flatten)]
     pub run: Envelope,
@@ -338,9 +347,17 @@ impl Kind for Compute {
                 ));
             }
         };
+        let power_target = super::power::power_target_setting(table)?;
+        if power_target.is_some() && shape != LoadShape::Steady {
+            return Err(SettingError::new(
+                "power_target",
+                "holds power by setting the load itself: it applies only to shape = \"steady\"",
+            ));
+        }
         Ok(ComputeConfig {
             shape,
             rounds,
+            power_target,
             ..ComputeConfig::default()
         })
     }
@@ -354,11 +371,15 @@ impl Kind for Compute {
     fn describe(settings: &ComputeConfig, _device: &DeviceInfo) -> Result<PlanDetail, String> {
         Ok(PlanDetail {
             detail: format!(
-                "{} load, fp32/int32/fp16 verified{}",
+                "{} load, fp32/int32/fp16 verified{}{}",
                 settings.shape.name(),
                 settings
                     .rounds
                     .map(|r| format!(", {r} rounds"))
+                    .unwrap_or_default(),
+                settings
+                    .power_target
+                    .map(|p| format!(", power held at {p}% of the limit"))
                     .unwrap_or_default()
             ),
             ..PlanDetail::default()
@@ -388,6 +409,7 @@ impl Kind for Compute {
                 k.kind, k.rounds, k.gops, k.mismatches, k.cpu_checked, k.cpu_mismatches, k.nonfinite
             ));
         }
+        lines.extend(c.power.iter().map(PowerTargetReport::line));
         for l in &c.levels {
             lines.push(format!(
                 "load {:.0}%: {:.1} G ops per wall second",
@@ -805,6 +827,12 @@ impl ComputeTest {
         if cfg.kinds.is_empty() {
             return Err(WorkloadError::Config("no compute kind selected".into()));
         }
+        if cfg.power_target.is_some() && cfg.shape != LoadShape::Steady {
+            return Err(WorkloadError::Config(format!(
+                "a power target sets the load itself: it cannot be held with a {} load",
+                cfg.shape.name()
+            )));
+        }
         let items = cfg.items.unwrap_or_else(|| default_items(ctx.info()));
         if !items.is_power_of_two() || items < WORKGROUP {
             return Err(WorkloadError::Config(format!(
@@ -874,6 +902,7 @@ impl ComputeTest {
                 .collect(),
             levels: Vec::new(),
             records: Vec::new(),
+            power: None,
             run: Envelope::default(),
         };
         if let Err(e) = drive(&mut gpu, &cfg, control, events, device, &mut report) {
@@ -949,8 +978,13 @@ fn drive(
         .deadline
         .map(|d| d.saturating_duration_since(started));
     let mut round = 0u32;
-    let mut period_start = Instant::now();
-    let mut busy = Duration::ZERO;
+    let mut hold = cfg.power_target.map(PowerController::new);
+    let mut pacer = Pacer::new(match cfg.shape {
+        LoadShape::Pulsed { on_ms, off_ms } if hold.is_none() => {
+            Duration::from_millis(on_ms + off_ms)
+        }
+        _ => LOAD_PERIOD,
+    });
     let mut level = 0usize;
     let mut level_ops = 0u64;
     let mut level_started = Instant::now();
@@ -975,14 +1009,14 @@ fn drive(
             report.run.stopped_early = Some("stopped at the hard deadline".into());
             break;
         }
-        // The load shape: the share of each period spent under load.
-        let (period, duty) = match cfg.shape {
-            LoadShape::Steady => (Duration::from_millis(200), 1.0),
-            LoadShape::Pulsed { on_ms, off_ms } => (
-                Duration::from_millis(on_ms + off_ms),
-                on_ms as f64 / (on_ms + off_ms).max(1) as f64,
-            ),
-            LoadShape::Sweep => {
+        // The share of each period spent under load: the power target's, or the shape's.
+        let duty = match (&mut hold, cfg.shape) {
+            (Some(hold), _) => hold.duty(started.elapsed(), control.power.as_ref()),
+            (None, LoadShape::Steady) => 1.0,
+            (None, LoadShape::Pulsed { on_ms, off_ms }) => {
+                on_ms as f64 / (on_ms + off_ms).max(1) as f64
+            }
+            (None, LoadShape::Sweep) => {
                 let step = budget.map_or(Duration::from_secs(1), |b| b / 10);
                 let now_level =
                     ((started.elapsed().as_nanos() / step.as_nanos().max(1)) as usize).min(9);
@@ -997,19 +1031,12 @@ fn drive(
                     level_ops = 0;
                     level_started = Instant::now();
                 }
-                (Duration::from_millis(200), (level + 1) as f64 / 10.0)
+                (level + 1) as f64 / 10.0
             }
         };
-        if period_start.elapsed() >= period {
-            period_start = Instant::now();
-            busy = Duration::ZERO;
-        }
-        if busy.as_secs_f64() >= duty * period.as_secs_f64() {
-            std::thread::sleep(
-                period
-                    .saturating_sub(period_start.elapsed())
-                    .min(Duration::from_millis(50)),
-            );
+        let rest = pacer.rest(duty);
+        if !rest.is_zero() {
+            std::thread::sleep(rest);
             continue;
         }
         let k = round as usize % report.kinds.len();
@@ -1024,7 +1051,7 @@ fn drive(
             report,
             k,
         )?;
-        busy += t.elapsed();
+        pacer.worked(t.elapsed());
         level_ops += ops;
         round += 1;
         // The CPU checks the last round while the device runs this one.
@@ -1036,6 +1063,9 @@ fn drive(
     }
     if let Some(previous) = checking.take() {
         finish_cpu_check(previous, shares_cpu, cfg, events, device, report);
+    }
+    if let Some(hold) = &hold {
+        report.power = Some(hold.report(started.elapsed()));
     }
     if cfg.shape == LoadShape::Sweep && level_ops > 0 {
         report.levels.push(LevelResult {

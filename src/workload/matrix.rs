@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::power::{LOAD_PERIOD, Pacer, PowerController, PowerTargetReport};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section};
 use super::{
@@ -214,6 +215,10 @@ pub struct MatrixConfig {
     /// A fault to plant in every round's product (self-test and detector tests).
     #[serde(default)]
     pub plant: Option<PlantedFault>,
+    /// Hold board power at this percentage of the enforced limit by setting the duty
+    /// cycle; None: flat out.
+    #[serde(default)]
+    pub power_target: Option<u32>,
 }
 
 impl Default for MatrixConfig {
@@ -226,6 +231,7 @@ impl Default for MatrixConfig {
             record_capacity: 256,
             seed: 0x6D61_7478,
             plant: None,
+            power_target: None,
         }
     }
 }
@@ -349,6 +355,9 @@ pub struct MatrixReport {
     pub skipped: Vec<String>,
     /// The first wrong results.
     pub records: Vec<MatrixMismatch>,
+    /// What the power target achieved, where the load held one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<PowerTargetReport>,
     /// How its run ended and how long it took.
     #[serde(flatten)]
     pub run: Envelope,
@@ -477,6 +486,7 @@ impl Kind for Matrix {
     fn from_profile(table: &mut dyn SettingsTable) -> Result<MatrixConfig, SettingError> {
         let mut config = MatrixConfig {
             rounds: table.count("rounds", &crate::limits::bounds::ROUNDS)?,
+            power_target: super::power::power_target_setting(table)?,
             ..MatrixConfig::default()
         };
         if let Some(names) = table.strings("kinds")? {
@@ -531,8 +541,12 @@ impl Kind for Matrix {
             .collect();
         Ok(PlanDetail {
             detail: format!(
-                "verified GEMM ({}) on {edge}-square matrices, shared-memory path",
-                kinds.join("/")
+                "verified GEMM ({}) on {edge}-square matrices, shared-memory path{}",
+                kinds.join("/"),
+                settings
+                    .power_target
+                    .map(|p| format!(", power held at {p}% of the limit"))
+                    .unwrap_or_default()
             ),
             ..PlanDetail::default()
         })
@@ -623,6 +637,7 @@ impl Kind for Matrix {
                 k.tiles_recomputed,
             ));
         }
+        lines.extend(r.power.iter().map(PowerTargetReport::line));
         lines.extend(r.skipped.iter().map(|s| format!("skipped: {s}")));
         lines.extend(r.records.iter().take(10).map(MatrixMismatch::place));
         vec![
@@ -1121,6 +1136,7 @@ impl MatrixTest {
             kinds: kinds.iter().map(|&k| MatrixKindResult::new(k)).collect(),
             skipped,
             records: Vec::new(),
+            power: None,
             run: Envelope::default(),
         };
         if let Err(e) = drive(ctx, &cfg, control, events, device, &mut report) {
@@ -1198,28 +1214,45 @@ fn drive(
     let mut gpu = Gpu::open(ctx, edge, cfg.record_capacity)?;
     gpu.pieces = pieces;
     let mut round = 0u32;
-    loop {
+    let started = Instant::now();
+    let mut hold = cfg.power_target.map(PowerController::new);
+    let mut pacer = Pacer::new(LOAD_PERIOD);
+    let result = loop {
         if cfg.rounds.is_some_and(|n| round >= n) {
-            break;
+            break Ok(());
         }
         if control.stop_requested() {
             report.run.stopped_early = Some(STOPPED_ON_REQUEST.into());
-            break;
+            break Ok(());
         }
         // Every kind gets one verified round, even past the budget (the hard deadline
         // still holds).
         if cfg.rounds.is_none() && control.out_of_time() && round as usize >= report.kinds.len() {
-            break;
+            break Ok(());
         }
         if control.stopped() {
             report.run.stopped_early = Some("stopped at the hard deadline".into());
-            break;
+            break Ok(());
+        }
+        if let Some(hold) = &mut hold {
+            let rest = pacer.rest(hold.duty(started.elapsed(), control.power.as_ref()));
+            if !rest.is_zero() {
+                std::thread::sleep(rest);
+                continue;
+            }
         }
         let k = round as usize % report.kinds.len();
-        one_round(&mut gpu, cfg, plant, round, k, events, device, report)?;
+        let t = Instant::now();
+        if let Err(e) = one_round(&mut gpu, cfg, plant, round, k, events, device, report) {
+            break Err(e);
+        }
+        pacer.worked(t.elapsed());
         round += 1;
+    };
+    if let Some(hold) = &hold {
+        report.power = Some(hold.report(started.elapsed()));
     }
-    Ok(())
+    result
 }
 
 /// One round of kind `k`: inputs, product, recomputation, checks, and the location of

@@ -37,6 +37,9 @@ pub struct RunControl {
     pub stop: Arc<AtomicBool>,
     /// Progress display (hidden when stderr is not a terminal).
     pub progress: indicatif::ProgressBar,
+    /// The device's latest telemetry sample, for a load that holds a power target; None
+    /// where no telemetry reaches the workload.
+    pub power: Option<power::PowerFeed>,
 }
 
 impl RunControl {
@@ -48,6 +51,7 @@ impl RunControl {
             hard_deadline: duration.map(|d| now + d * 2 + Duration::from_secs(30)),
             stop: Arc::new(AtomicBool::new(false)),
             progress: indicatif::ProgressBar::hidden(),
+            power: None,
         }
     }
 

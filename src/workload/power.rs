@@ -105,6 +105,65 @@ pub const ENVIRONMENT_REASONS: [ThrottleReason; 4] = [
     ThrottleReason::HwPowerBrakeSlowdown,
 ];
 
+/// `power_target` of a profile's workload, `--power-target`: percent of the enforced
+/// power limit.
+pub const POWER_TARGET: crate::limits::Bounds<u64> = crate::limits::Bounds { min: 1, max: 100 };
+
+/// The `power_target` key of a `[[workload]]` table.
+pub fn power_target_setting(
+    table: &mut dyn super::settings::SettingsTable,
+) -> Result<Option<u32>, super::settings::SettingError> {
+    table.count("power_target", &POWER_TARGET)
+}
+
+/// The load period of a duty-cycled load: long enough that a card's power follows the
+/// average of its bursts, short enough that the bursts stay well inside one telemetry
+/// interval.
+pub const LOAD_PERIOD: Duration = Duration::from_millis(200);
+
+/// Paces a duty-cycled load: before each unit of work it says whether to work now or
+/// rest, so that the share of each period spent working is the duty asked for. A unit
+/// that overruns its period's share is not paid back: the power target's loop absorbs
+/// that (it moves the duty until the power is right), and a fixed shape runs slightly
+/// heavier than asked.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    period: Duration,
+    period_start: std::time::Instant,
+    busy: Duration,
+}
+
+impl Pacer {
+    /// A pacer with periods of `period`, the first starting now.
+    pub fn new(period: Duration) -> Pacer {
+        Pacer {
+            period,
+            period_start: std::time::Instant::now(),
+            busy: Duration::ZERO,
+        }
+    }
+
+    /// How long to rest before the next unit of work at `duty` (zero: work now), at most
+    /// 50 ms so that a stop is seen promptly.
+    pub fn rest(&mut self, duty: f64) -> Duration {
+        if self.period_start.elapsed() >= self.period {
+            self.period_start = std::time::Instant::now();
+            self.busy = Duration::ZERO;
+        }
+        if self.busy.as_secs_f64() < duty * self.period.as_secs_f64() {
+            return Duration::ZERO;
+        }
+        self.period
+            .saturating_sub(self.period_start.elapsed())
+            .min(Duration::from_millis(50))
+    }
+
+    /// Counts `took` of work in the current period.
+    pub fn worked(&mut self, took: Duration) {
+        self.busy += took;
+    }
+}
+
 /// The latest telemetry sample of one device, shared between the sidecar (which
 /// updates it) and a load's controller (which reads it). Clones share the same sample.
 #[derive(Debug, Clone, Default)]
@@ -206,6 +265,32 @@ pub struct PowerTargetReport {
 }
 
 impl PowerTargetReport {
+    /// The report in one line, for the text report.
+    pub fn line(&self) -> String {
+        let target = match (self.target_w, self.limit_w) {
+            (Some(t), Some(l)) => format!("{}% ({t:.0} W of {l:.0} W)", self.target_pct),
+            _ => format!("{}%", self.target_pct),
+        };
+        let held = match (self.reached_after_s, self.within_band_share) {
+            (Some(after), Some(share)) => format!(
+                "reached after {after:.1} s, {:.0}% of {} samples within {:.0}% since",
+                share * 100.0,
+                self.samples,
+                BAND_FRACTION * 100.0
+            ),
+            _ => format!("not reached in {} samples", self.samples),
+        };
+        let mean = self
+            .mean_w
+            .map(|w| format!(", mean {w:.0} W"))
+            .unwrap_or_default();
+        let why = self.why_not().map(|w| format!(": {w}")).unwrap_or_default();
+        format!(
+            "power target {target}: {held}{mean}, mean duty {:.2}{why}",
+            self.mean_duty
+        )
+    }
+
     /// One plain sentence saying why the target was not held; None when it was.
     pub fn why_not(&self) -> Option<String> {
         let target = match self.target_w {

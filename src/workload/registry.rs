@@ -53,6 +53,9 @@ macro_rules! registry {
         }
 
         /// A workload and its settings.
+        // A plan holds a handful of these, made once per run: the size of the largest
+        // (`heat`, two workloads' settings) costs nothing worth a box.
+        #[allow(clippy::large_enum_variant)]
         #[derive(Debug, Clone, Serialize, Deserialize)]
         #[serde(tag = "workload", rename_all = "snake_case")]
         pub enum WorkloadConfig {
@@ -287,6 +290,17 @@ impl WorkloadConfig {
         self.build().iter().map(|w| w.name()).collect()
     }
 
+    /// The power target its load holds, in percent of the enforced limit, if any: the run
+    /// then feeds the device's telemetry to it.
+    pub fn power_target(&self) -> Option<u32> {
+        match self {
+            WorkloadConfig::Compute(c) => c.power_target,
+            WorkloadConfig::Matrix(m) => m.power_target,
+            WorkloadConfig::Heat(h) => h.power_target(),
+            _ => None,
+        }
+    }
+
     /// The VRAM test's settings, where this workload has a VRAM test (`vram`, `heat`):
     /// for the command line's VRAM flags and the watchdog's allowance for idle steps.
     pub fn vram(&self) -> Option<&super::vram::VramConfig> {
@@ -329,10 +343,22 @@ mod tests {
         );
         assert_eq!(keys(WorkloadName::Pcie), ["max_bytes"]);
         assert_eq!(keys(WorkloadName::Fragment), ["rounds"]);
-        // heat takes what its two parts take.
-        let mut both = keys(WorkloadName::Vram);
-        both.extend(keys(WorkloadName::Compute));
-        assert_eq!(keys(WorkloadName::Heat), both);
+        assert_eq!(
+            keys(WorkloadName::Matrix),
+            ["rounds", "power_target", "kinds", "size"]
+        );
+        // heat takes which load runs beside the VRAM test, and what its parts take.
+        let mut all = vec!["load".to_owned()];
+        all.extend(keys(WorkloadName::Vram));
+        for k in keys(WorkloadName::Compute)
+            .into_iter()
+            .chain(keys(WorkloadName::Matrix))
+        {
+            if !all.contains(&k) {
+                all.push(k);
+            }
+        }
+        assert_eq!(keys(WorkloadName::Heat), all);
         assert_eq!(
             WorkloadConfig::default_of(WorkloadName::Heat).parts(),
             ["vram", "compute"]
