@@ -105,7 +105,11 @@ pub struct SelftestReport {
     pub runs: Vec<RunCheck>,
     /// Faults planted in all.
     pub planted_total: u64,
-    /// True when every run passed.
+    /// The matrix workload's planted faults, per device: a flipped bit and a wrong tile in
+    /// each kind.
+    #[serde(default)]
+    pub matrix: Vec<crate::workload::matrix::MatrixSelfCheck>,
+    /// True when every run passed and every matrix fault was found.
     pub passed: bool,
 }
 
@@ -124,18 +128,22 @@ pub fn selftest(opts: &SelftestOptions) -> Result<SelftestReport, AppError> {
     let vulkan = Vulkan::new()?;
     let (devices, notes) = select_devices(&vulkan, &opts.devices)?;
     let mut runs = Vec::new();
+    let mut matrix = Vec::new();
     for info in &devices {
         let mut ctx = DeviceContext::open(&vulkan, info)?;
         ctx.set_fence_timeout(opts.fence_timeout);
         for run in 0..opts.runs {
             runs.push(one_run(&mut ctx, info, opts, run)?);
         }
+        matrix.extend(crate::workload::matrix::self_check(&mut ctx, opts.seed)?);
     }
     let planted_total = runs
         .iter()
         .map(|r| r.planted.values().map(|&n| u64::from(n)).sum::<u64>())
-        .sum();
-    let passed = !runs.is_empty() && runs.iter().all(RunCheck::passed);
+        .sum::<u64>()
+        + matrix.len() as u64;
+    let passed =
+        !runs.is_empty() && runs.iter().all(RunCheck::passed) && matrix.iter().all(|m| m.found);
     Ok(SelftestReport {
         devices: devices
             .iter()
@@ -144,6 +152,7 @@ pub fn selftest(opts: &SelftestOptions) -> Result<SelftestReport, AppError> {
         notes,
         runs,
         planted_total,
+        matrix,
         passed,
     })
 }
@@ -441,6 +450,18 @@ pub fn summary(report: &SelftestReport) -> String {
         {
             out.push_str(&format!("  {line}\n"));
         }
+    }
+    for m in &report.matrix {
+        out.push_str(&format!(
+            "matrix {}: {} -> {}\n",
+            m.kind.name(),
+            m.planted,
+            if m.found {
+                "found exactly".to_owned()
+            } else {
+                format!("FAILED ({})", m.detail)
+            }
+        ));
     }
     out.push_str(&format!(
         "selftest: {} faults planted, {}\n",

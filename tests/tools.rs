@@ -8,7 +8,11 @@ use common::*;
 fn selftest_finds_every_planted_fault_and_nothing_else() {
     let report = kiln_json(&["selftest", "--runs", "4", "--faults", "256", "--json"], 0);
     assert_eq!(report["passed"], true);
-    assert_eq!(report["planted_total"], 1024);
+    // 1024 in VRAM, and a flipped bit and a wrong tile in each matrix kind.
+    let matrix = report["matrix"].as_array().unwrap();
+    assert!(matrix.len() == 4 || matrix.len() == 6, "{matrix:?}");
+    assert!(matrix.iter().all(|m| m["found"] == true), "{matrix:?}");
+    assert_eq!(report["planted_total"], 1024 + matrix.len());
     for run in report["runs"].as_array().unwrap() {
         assert_eq!(run["exact"], run["expected_reports"]);
         assert!(run["expected_reports"].as_u64().unwrap() >= 256);

@@ -1670,6 +1670,112 @@ pub fn bench_summary(r: &MatrixBenchReport) -> String {
     out
 }
 
+/// One planted fault of `kiln selftest`'s matrix part and whether it was found as
+/// planted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MatrixSelfCheck {
+    /// The kind multiplied.
+    pub kind: MatrixKind,
+    /// What was planted, in words.
+    pub planted: String,
+    /// True when it was found exactly where and as it was planted, and nothing else.
+    pub found: bool,
+    /// What the test reported.
+    pub detail: String,
+}
+
+/// The self-test's matrix part: in each kind the device runs, one element with one bit
+/// flipped (at a place and bit chosen from `seed`) must come back located at its
+/// coordinates with the value it should have and the bits planted, and one wrong tile
+/// must be named as that tile and nothing else.
+pub fn self_check(
+    ctx: &mut DeviceContext,
+    seed: u64,
+) -> Result<Vec<MatrixSelfCheck>, WorkloadError> {
+    const EDGE: u32 = 256;
+    let mut out = Vec::new();
+    let kinds: Vec<MatrixKind> = MatrixKind::ALL
+        .into_iter()
+        .filter(|&k| k != MatrixKind::Fp16 || ctx.info().shader_float16)
+        .collect();
+    for (n, kind) in kinds.into_iter().enumerate() {
+        let h = hash(seed as u32 ^ (seed >> 32) as u32 ^ (n as u32).wrapping_mul(0x9E37_79B9));
+        let (row, col) = (h % EDGE, hash(h) % EDGE);
+        // A low bit: the hardest to see (a float's stays within the integer's rounding).
+        let xor = 1 << (hash(h ^ 1) % 4);
+        let tile = [hash(h ^ 2) % (EDGE / TILE), hash(h ^ 3) % (EDGE / TILE)];
+        let config = |plant| MatrixConfig {
+            kinds: vec![kind],
+            size: Some(EDGE),
+            rounds: Some(1),
+            plant: Some(plant),
+            ..MatrixConfig::default()
+        };
+        let mut sink = crate::evidence::MemorySink::default();
+        let element = PlantedFault {
+            row,
+            col,
+            rows: 1,
+            cols: 1,
+            xor,
+        };
+        let r = MatrixTest {
+            config: config(element),
+        }
+        .run_report(ctx, &RunControl::new(None), &mut sink)?;
+        let expected = reference_element(MatrixConfig::default().seed, EDGE, row, col);
+        let bits = correct_bits(kind, expected) ^ xor;
+        let located: Vec<&MatrixMismatch> = r.records.iter().filter(|m| m.row.is_some()).collect();
+        let found = r.run.device_error.is_none()
+            && located.len() == 1
+            && located[0].row == Some(row)
+            && located[0].col == Some(col)
+            && located[0].expected == Some(expected as f64)
+            && located[0].actual_bits == Some(bits);
+        out.push(MatrixSelfCheck {
+            kind,
+            planted: format!("bits {xor:#x} of element ({row}, {col})"),
+            found,
+            detail: r
+                .records
+                .iter()
+                .take(3)
+                .map(MatrixMismatch::place)
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+        let wrong_tile = PlantedFault {
+            row: tile[0] * TILE,
+            col: tile[1] * TILE,
+            rows: TILE,
+            cols: TILE,
+            xor: 1 << 20,
+        };
+        let r = MatrixTest {
+            config: config(wrong_tile),
+        }
+        .run_report(ctx, &RunControl::new(None), &mut sink)?;
+        let found = r.run.device_error.is_none()
+            && r.records
+                .iter()
+                .any(|m| m.check == "wrong_tile" && m.tile == tile)
+            && r.records.iter().all(|m| m.tile == tile);
+        out.push(MatrixSelfCheck {
+            kind,
+            planted: format!("wrong tile ({}, {})", tile[0], tile[1]),
+            found,
+            detail: r
+                .records
+                .iter()
+                .take(3)
+                .map(MatrixMismatch::place)
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
