@@ -2,8 +2,9 @@
 //! (its FLOPs, power and heat are there) and the fault class large fleets report as
 //! silent data corruption in matrix units, which multiply-add chains never touch.
 //!
-//! Each round generates new inputs on the GPU from a seed, multiplies them (GEMM), and
-//! checks the product two ways. Algorithm-based fault tolerance: every row and column of
+//! Inputs are generated on the GPU from a seed (a new set every few rounds, multiplied
+//! in each kind in turn); each round multiplies them (GEMM) and checks the product two
+//! ways. Algorithm-based fault tolerance: every row and column of
 //! every output tile is summed and held against checksums computed from the inputs on
 //! another path (int32 units). The inputs are small integers, so every product and sum is
 //! exact in every type and the comparison is exact, not a tolerance (shaders/
@@ -69,6 +70,9 @@ const MIN_EDGE: u32 = 128;
 /// The largest edge: K x 961 must stay below 2^24 for the products' sums to be exact in
 /// fp32 (matrix_common.glsl).
 const MAX_EDGE: u32 = 16384;
+/// Rounds that multiply one set of inputs (each in the next kind, each recomputing other
+/// tiles) before the next set: the checksums are computed once per set.
+const INPUT_ROUNDS: u32 = 4;
 /// One tile in this many is recomputed on another workgroup each round.
 const RECOMPUTE_ONE_IN: u32 = 16;
 /// Elements located per round at most (each costs a readback and K multiply-adds on
@@ -865,8 +869,9 @@ impl<'c> Gpu<'c> {
         Ok(ns)
     }
 
-    /// New inputs from `seed` in `kind`'s type, and their checksums; GPU ns.
-    fn prepare(&mut self, kind: MatrixKind, seed: u32) -> GpuResult<u64> {
+    /// The inputs from `seed` in `kind`'s type, and, when `fresh` (a new seed), their
+    /// checksums, which every kind shares; GPU ns.
+    fn prepare(&mut self, kind: MatrixKind, seed: u32, fresh: bool) -> GpuResult<u64> {
         let l = self.layout;
         let generate = self.ctx.pipeline(GEN, &[])?;
         let sums = self.ctx.pipeline(SUMS, &[])?;
@@ -880,6 +885,9 @@ impl<'c> Gpu<'c> {
             &[l.source_words, seed, kind.code(), l.src_base],
             Self::groups(u64::from(l.source_words)),
         );
+        if !fresh {
+            return Ok(rec.submit_and_wait()?.best_ns());
+        }
         rec.barrier();
         let tiles_edge = l.edge / TILE;
         let base = [
@@ -1173,7 +1181,7 @@ fn calibrate(
     let mut edge = cfg.size.unwrap_or(MIN_EDGE);
     loop {
         let mut gpu = Gpu::open(ctx, edge, 0)?;
-        gpu.prepare(kind, cfg.seed)?;
+        gpu.prepare(kind, cfg.seed, true)?;
         // The first dispatch of a pipeline may finish compiling it: the second is timed.
         gpu.multiply(kind)?;
         let took = gpu.multiply(kind)?.max(1);
@@ -1269,10 +1277,13 @@ fn one_round(
     report: &mut MatrixReport,
 ) -> GpuResult<()> {
     let kind = report.kinds[k].kind;
-    let seed = cfg.seed ^ round.wrapping_mul(0x9E37_79B9);
+    // A new input set every INPUT_ROUNDS rounds: its checksums (2/TILE of a product's
+    // work) serve every kind that multiplies it, and each round recomputes other tiles.
+    let seed = cfg.seed ^ (round / INPUT_ROUNDS).wrapping_mul(0x9E37_79B9);
+    let fresh = round.is_multiple_of(INPUT_ROUNDS);
     let l = gpu.layout;
     let mapping = recompute_mapping(cfg.seed, round, l.tiles);
-    let prep_ns = gpu.prepare(kind, seed)?;
+    let prep_ns = gpu.prepare(kind, seed, fresh)?;
     let gemm_ns = gpu.multiply(kind)?;
     let check_ns = gpu.check(kind, mapping, plant, cfg.record_capacity)?;
     let words = gpu.words()?;
@@ -1561,7 +1572,7 @@ pub fn roofline(
 ) -> GpuResult<f64> {
     let mut gpu = Gpu::open(ctx, edge, 0)?;
     gpu.pieces = pieces;
-    gpu.prepare(kind, 1)?;
+    gpu.prepare(kind, 1, true)?;
     // Untimed: the first dispatch may finish compiling the pipeline.
     gpu.multiply(kind)?;
     let started = Instant::now();
