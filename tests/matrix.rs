@@ -220,6 +220,7 @@ fn the_bench_holds_the_verified_rate_against_the_same_kernel_unverified() {
 
 #[test]
 fn heat_runs_the_vram_test_and_the_matrix_load_at_once() {
+    // Device 0: the CPU device here, the emulated card where scripts/test.sh puts one.
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("heat.toml");
     std::fs::write(
@@ -229,7 +230,7 @@ fn heat_runs_the_vram_test_and_the_matrix_load_at_once() {
     .unwrap();
     let out = dir.path().join("run");
     let status = kiln()
-        .args(["run", "--device", "cpu", "--profile"])
+        .args(["run", "--device", "0", "--profile"])
         .arg(&profile)
         .arg("--out")
         .arg(&out)
@@ -251,4 +252,26 @@ fn heat_runs_the_vram_test_and_the_matrix_load_at_once() {
     let matrix = &workloads[1]["summary"];
     assert_eq!(matrix["kinds"][0]["kind"], "int8");
     assert!(matrix["kinds"][0]["rounds"].as_u64().unwrap_or(0) >= 1);
+}
+
+#[test]
+fn a_size_the_device_cannot_hold_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("big.toml");
+    // 16384-square fp32 inputs are a 2 GiB buffer: beyond the storage-buffer range of the
+    // CPU device (128 MiB) and of many cards, and beyond the emulated cards' 1 GiB.
+    std::fs::write(
+        &profile,
+        "description = \"too big\"\nduration = \"5s\"\n\n[[workload]]\nkind = \"matrix\"\nsize = 16384\n",
+    )
+    .unwrap();
+    let out = kiln()
+        .args(["run", "--device", "0", "--dry-run", "--profile"])
+        .arg(&profile)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("matrix size 16384 needs"), "{stderr}");
 }

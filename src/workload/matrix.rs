@@ -534,7 +534,10 @@ impl Kind for Matrix {
 
     fn describe(settings: &MatrixConfig, device: &DeviceInfo) -> Result<PlanDetail, String> {
         let edge = match settings.size {
-            Some(e) => e.to_string(),
+            Some(e) => {
+                fits(e, device)?;
+                e.to_string()
+            }
             None => format!("up to {}", max_edge(device)),
         };
         let kinds: Vec<&str> = settings
@@ -690,6 +693,31 @@ fn cooperative_matrix_note(device: &DeviceInfo) -> String {
     } else {
         "the device does not offer VK_KHR_cooperative_matrix".into()
     }
+}
+
+/// Whether `edge`-square matrices, asked for by name, fit the device at all: the fp32
+/// inputs within maxStorageBufferRange, and every buffer within the free device-local
+/// memory. The sentence says what they need.
+fn fits(edge: u32, device: &DeviceInfo) -> Result<(), String> {
+    let l = Layout::new(edge, MatrixConfig::default().record_capacity);
+    let range = device.limits.max_storage_buffer_range_bytes;
+    let free = device.device_local_free_bytes();
+    let format = crate::units::format_bytes;
+    if u64::from(l.ab_words) * 4 > range {
+        return Err(format!(
+            "matrix size {edge} needs a {} input buffer, beyond the device's storage-buffer range ({})",
+            format(u64::from(l.ab_words) * 4),
+            format(range)
+        ));
+    }
+    if l.total_bytes() > free {
+        return Err(format!(
+            "matrix size {edge} needs {} of device memory, more than the {} free",
+            format(l.total_bytes()),
+            format(free)
+        ));
+    }
+    Ok(())
 }
 
 /// The largest edge the device's memory and limits allow: fp32 inputs (8 n^2 bytes in one
