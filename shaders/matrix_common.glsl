@@ -1,5 +1,5 @@
 // Shared by the matrix workload's shaders: the inputs' generator and the layout of the
-// auxiliary buffer, both mirrored in src/workload/matrix.rs.
+// auxiliary buffer, mirrored in src/workload/matrix/ (locate.rs and gpu.rs).
 //
 // Why the checks can be exact. Every input is a small integer, -31..31, chosen from a
 // hash of the seed and its position. Such values are exact in fp32, fp16, bf16 and int8;
