@@ -564,6 +564,26 @@ fn flags_get_the_bounds_of_the_profile_keys_they_override() {
         &["bench", "vram", "--duration", "5s"],
         "--duration applies to `kiln bench compute`",
     );
+    usage_error(
+        &["run", "--workloads", "vram", "--power-target", "50"],
+        "--power-target applies to the steady compute, matrix and heat workloads",
+    );
+    usage_error(
+        &[
+            "run",
+            "--workloads",
+            "compute",
+            "--load",
+            "sweep",
+            "--power-target",
+            "50",
+        ],
+        "--power-target applies to",
+    );
+    usage_error(
+        &["run", "--workloads", "matrix", "--power-target", "0"],
+        "0 is outside 1..=100",
+    );
     // A runaway value is quoted cut short.
     let long = format!("vram,{}", "x".repeat(100_000));
     usage_error(&["run", "--workloads", &long], "100000 characters");

@@ -159,10 +159,16 @@ fn every_finding_code_has_a_scenario_and_every_scenario_code_a_rule() {
         root.join("src/verdict/rules.rs"),
         root.join("src/verdict/xid.rs"),
     ];
-    for entry in std::fs::read_dir(root.join("src/workload")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "rs") {
-            sources.push(path);
+    // A workload is a file or a directory of them (`matrix/`, `vram/`).
+    let mut dirs = vec![root.join("src/workload")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                sources.push(path);
+            }
         }
     }
     let rules: String = sources
