@@ -27,6 +27,16 @@ pub(super) struct Layout {
 }
 
 impl Layout {
+    /// The workgroup that computes `tile` in a product split into `pieces` dispatches:
+    /// each takes its tiles in order (slot = tile), one per workgroup, wrapping at
+    /// MAX_GROUPS.
+    pub(super) fn primary_workgroup(&self, pieces: u32, tile: u32) -> u32 {
+        let per = self.tiles.div_ceil(pieces.clamp(1, self.tiles));
+        let first = tile / per * per;
+        let groups = per.min(self.tiles - first).clamp(1, MAX_GROUPS);
+        (tile - first) % groups
+    }
+
     pub(super) fn new(edge: u32, record_capacity: u32) -> Layout {
         let tiles_edge = edge / TILE;
         let tiles = tiles_edge * tiles_edge;

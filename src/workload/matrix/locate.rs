@@ -75,10 +75,10 @@ pub(super) fn locate(
 ) -> GpuResult<Vec<MatrixMismatch>> {
     let l = gpu.layout;
     let tiles_edge = l.edge / TILE;
-    // The primary run's workgroups take tiles in order (slot = tile), wrapping at
-    // MAX_GROUPS; the recomputation's slot s runs on workgroup s.
-    let groups = l.tiles.min(MAX_GROUPS);
-    let first_workgroup = |row: u32, col: u32| ((row / TILE) * tiles_edge + col / TILE) % groups;
+    // The recomputation's slot s runs on workgroup s (one dispatch of `sampled` slots).
+    let pieces = gpu.pieces;
+    let first_workgroup =
+        |row: u32, col: u32| l.primary_workgroup(pieces, (row / TILE) * tiles_edge + col / TILE);
     let mut out = Vec::new();
     // (row, column) -> (check, second run's bits and workgroup)
     let mut candidates: Vec<Candidate> = Vec::new();
@@ -131,7 +131,7 @@ pub(super) fn locate(
                 expected: None,
                 actual: None,
                 actual_bits: None,
-                workgroup: (ti * tiles_edge + tj) % groups,
+                workgroup: l.primary_workgroup(pieces, ti * tiles_edge + tj),
                 second_workgroup: None,
                 rows_cols_wrong: Some([
                     tiles[&(ti, tj)].0.len() as u32,

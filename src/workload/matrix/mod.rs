@@ -1076,6 +1076,17 @@ mod tests {
     }
 
     #[test]
+    fn the_workgroup_of_a_tile_follows_the_dispatches_it_is_split_into() {
+        let l = Layout::new(1024, 0); // 256 tiles
+        assert_eq!(l.primary_workgroup(1, 200), 200);
+        // Four dispatches of 64 tiles: tile 200 is the 8th of the fourth.
+        assert_eq!(l.primary_workgroup(4, 200), 8);
+        let big = Layout::new(16384, 0); // 65536 tiles, more than one dispatch's groups
+        assert_eq!(big.primary_workgroup(1, 65_535), 0);
+        assert_eq!(big.primary_workgroup(1, 65_534), 65_534);
+    }
+
+    #[test]
     fn the_layout_keeps_every_region_apart() {
         let l = Layout::new(256, 32);
         assert!(l.src_base as usize >= RECORDS_AT + 32 * RECORD_WORDS);
