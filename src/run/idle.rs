@@ -19,7 +19,7 @@ pub(super) fn wait_until_idle(devices: &[DeviceInfo], latest: &Latest, events: &
             .map(|d| {
                 let state = latest
                     .lock()
-                    .map(|m| idleness(m.get(&d.index)))
+                    .map(|m| idleness(m.get(&d.index).map(|(_, r)| r)))
                     .unwrap_or(Idleness::Unknown);
                 (d.index, state)
             })

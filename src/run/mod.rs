@@ -264,7 +264,8 @@ fn start_telemetry(
             if let (Some(d), TelemetryData::Sample { readings }) = (record.device, &record.data)
                 && let Ok(mut map) = keep.lock()
             {
-                map.insert(d, readings.clone());
+                let entry = map.entry(d).or_insert((0, Readings::new()));
+                *entry = (entry.0 + 1, readings.clone());
             }
             out.append(&record)
         }),
@@ -273,5 +274,7 @@ fn start_telemetry(
     Ok((sidecar, latest, notes))
 }
 
-/// Each device's latest telemetry sample, for deciding when it is idle.
-type Latest = Arc<Mutex<BTreeMap<usize, Readings>>>;
+/// Each device's latest telemetry sample and how many it has had, for deciding when it
+/// is idle and for a power target's loop (which takes every new sample, even one that
+/// reads the same as the last).
+type Latest = Arc<Mutex<BTreeMap<usize, (u64, Readings)>>>;

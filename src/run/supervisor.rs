@@ -12,7 +12,6 @@ use super::{Latest, RunOptions, signals_received};
 use crate::error::AppError;
 use crate::evidence::{DeviceErrorKind, Event, EventSink, EventWriter};
 use crate::gpu::DeviceInfo;
-use crate::telemetry::record::Readings;
 use crate::telemetry::sidecar::Sidecar;
 use crate::verdict::exit_code;
 
@@ -38,8 +37,8 @@ struct WorkerHandle {
     done: bool,
     finished: bool,
     bar: indicatif::ProgressBar,
-    /// The telemetry sample last written to it (for a power target).
-    sent: Option<Readings>,
+    /// The number of the telemetry sample last written to it (for a power target).
+    sent: u64,
 }
 
 impl WorkerHandle {
@@ -171,7 +170,7 @@ pub(super) fn supervise(
             done: false,
             finished: false,
             bar,
-            sent: None,
+            sent: 0,
         });
     }
     drop(tx);
@@ -361,7 +360,7 @@ fn answer_waits(workers: &mut [WorkerHandle], latest: &Latest, events: &mut Even
         w.last_alive = Instant::now();
         let state = latest
             .lock()
-            .map(|m| idleness(m.get(&w.slot)))
+            .map(|m| idleness(m.get(&w.slot).map(|(_, r)| r)))
             .unwrap_or(Idleness::Unknown);
         let go = match state {
             Idleness::Idle | Idleness::Unknown => true,
@@ -398,17 +397,17 @@ fn forward_readings(workers: &mut [WorkerHandle], latest: &Latest) {
         return;
     };
     for w in workers.iter_mut().filter(|w| !w.finished) {
-        let Some(readings) = map.get(&w.slot) else {
+        let Some((number, readings)) = map.get(&w.slot) else {
             continue;
         };
-        if w.sent.as_ref() == Some(readings) {
+        if w.sent == *number {
             continue;
         }
         if let (Some(pipe), Some(line)) = (w.stdin.as_mut(), readings_line(readings)) {
             let _ = pipe.write_all(line.as_bytes());
             let _ = pipe.flush();
         }
-        w.sent = Some(readings.clone());
+        w.sent = *number;
     }
 }
 
