@@ -207,9 +207,10 @@ fn the_rma_bundle_carries_the_evidence_with_checksums() {
             "{file} in the bundle"
         );
     }
+    // As a support desk checks it: inside the unpacked folder.
     let check = std::process::Command::new("sha256sum")
-        .args(["-c", "run/SHA256SUMS"])
-        .current_dir(&unpacked)
+        .args(["-c", "SHA256SUMS"])
+        .current_dir(unpacked.join("run"))
         .output()
         .unwrap();
     assert!(
@@ -227,6 +228,30 @@ fn the_rma_bundle_carries_the_evidence_with_checksums() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
+    // A failing card's bundle is the one a desk wants: writing it is a success (exit 0),
+    // and the card's result is in it.
+    let failing = dir.path().join("failing");
+    assert_eq!(
+        quick_run(&["--test-stuck-word", "1000"], &failing)
+            .status
+            .code(),
+        Some(1)
+    );
+    let out = kiln()
+        .args(["report", "--rma"])
+        .arg(&failing)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("failing-rma.tar").is_file());
+    // Rebuilding the reports alone still exits with the card's result.
+    let out = kiln().arg("report").arg(&failing).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
 }
 
 #[test]

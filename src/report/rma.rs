@@ -25,7 +25,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Writes `<run dir name>-rma.tar` beside the run directory (or at `out`), holding the
-/// evidence files and `SHA256SUMS` (in `sha256sum -c` format). Returns its path.
+/// evidence files and `SHA256SUMS` under one folder. `SHA256SUMS` names the files
+/// relative to that folder, so that `sha256sum -c SHA256SUMS` run inside the unpacked
+/// folder checks them, as a support desk would. Returns its path.
 pub fn bundle(run_dir: &Path, out: Option<&Path>) -> std::io::Result<PathBuf> {
     let name = run_dir
         .file_name()
@@ -43,7 +45,7 @@ pub fn bundle(run_dir: &Path, out: Option<&Path>) -> std::io::Result<PathBuf> {
             let Ok(bytes) = std::fs::read(&source) else {
                 continue;
             };
-            sums.push_str(&format!("{}  {name}/{file}\n", sha256_hex(&bytes)));
+            sums.push_str(&format!("{}  {file}\n", sha256_hex(&bytes)));
             append(&mut builder, &format!("{name}/{file}"), &bytes)?;
         }
         append(&mut builder, &format!("{name}/SHA256SUMS"), sums.as_bytes())?;
