@@ -11,10 +11,32 @@ fn a_rebuilt_report_matches_the_runs_own() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     let original = expect_json(&quick_run(&["--json"], &run_dir), 0);
+    // Rebuilt later: the report keeps the run's own times, not the rebuild's.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
     let rebuilt = expect_json(&verdict(&run_dir, &[]), 0);
     for key in ["result", "exit_code", "schema", "run_id", "started_utc"] {
         assert_eq!(rebuilt[key], original[key], "{key}");
     }
+    let seconds = |r: &serde_json::Value| {
+        kiln::evidence::parse_utc_timestamp(r["finished_utc"].as_str().unwrap_or_default())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or_default()
+    };
+    // Whole seconds both, so at most one apart; the rebuild came over two seconds later.
+    assert!(
+        (seconds(&rebuilt) - seconds(&original)).abs() <= 1,
+        "{} vs {}",
+        rebuilt["finished_utc"],
+        original["finished_utc"]
+    );
+    let wall = |r: &serde_json::Value| r["wall_s"].as_f64().unwrap_or_default();
+    assert!(
+        (wall(&rebuilt) - wall(&original)).abs() < 0.5 && wall(&original) > 1.0,
+        "{} vs {}",
+        wall(&rebuilt),
+        wall(&original)
+    );
     assert_eq!(rebuilt["incomplete"], false);
     let devices = |r: &serde_json::Value| -> Vec<(
         serde_json::Value,

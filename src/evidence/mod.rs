@@ -14,7 +14,9 @@ pub use reader::{EventLog, read_events, read_jsonl, read_manifest};
 pub use records::{
     DeviceErrorKind, EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA,
 };
-pub use rundir::{Manifest, NotTested, RunDir, default_run_dir, hostname, utc_timestamp};
+pub use rundir::{
+    Manifest, NotTested, RunDir, default_run_dir, hostname, parse_utc_timestamp, utc_timestamp,
+};
 pub use writer::{EventSink, EventWriter, JsonlWriter, MemorySink, write_json_atomic};
 
 /// Failures reading or writing evidence.

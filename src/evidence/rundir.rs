@@ -172,10 +172,57 @@ pub fn utc_timestamp(t: SystemTime) -> String {
     )
 }
 
+/// The time a [`utc_timestamp`] names (`2026-11-29T17:05:00Z`); None for any other text.
+pub fn parse_utc_timestamp(text: &str) -> Option<SystemTime> {
+    let b = text.as_bytes();
+    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[19] != b'Z' {
+        return None;
+    }
+    let num = |from: usize, to: usize| -> Option<i64> { text.get(from..to)?.parse().ok() };
+    let (year, month, day) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (hour, minute, second) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    // Days since 1970-01-01 from a civil date (the inverse of utc_timestamp's).
+    let y = year - i64::from(month <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second;
+    u64::try_from(secs)
+        .ok()
+        .map(|s| UNIX_EPOCH + std::time::Duration::from_secs(s))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_timestamp_reads_back_as_the_time_it_names() {
+        for secs in [0u64, 951_782_400, 1_795_971_900, 4_102_444_799] {
+            let t = UNIX_EPOCH + Duration::from_secs(secs);
+            assert_eq!(parse_utc_timestamp(&utc_timestamp(t)), Some(t));
+        }
+        for bad in [
+            "",
+            "2026-13-01T00:00:00Z",
+            "2026-11-29 17:05:00Z",
+            "yesterday",
+        ] {
+            assert_eq!(parse_utc_timestamp(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn utc_timestamps_are_civil_dates() {

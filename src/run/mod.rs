@@ -197,6 +197,7 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     let mut report = crate::verdict::judge_dir(run_dir.path(), &opts.thresholds, true)
         .map_err(|e| AppError::Start(format!("the run's evidence could not be read back: {e}")))?;
     report.wall_s = started.elapsed().as_secs_f64();
+    report.finished_utc = utc_timestamp(SystemTime::now());
     if let Err(e) = events.check() {
         report
             .notes

@@ -226,7 +226,14 @@ pub fn judge_dir(
     report.interrupted = interrupted;
     report.no_gpu_tested =
         manifest.stand_in || (manifest.devices.is_empty() && !manifest.not_tested.is_empty());
-    report.finished_utc = utc_timestamp(std::time::SystemTime::now());
+    // The run's own finish: its start and its last record (the end of the run), so that a
+    // report rebuilt later keeps the times of the run it reports.
+    report.finished_utc = crate::evidence::parse_utc_timestamp(&report.started_utc)
+        .map(|t| t + std::time::Duration::from_secs_f64(last_ms.max(0.0) / 1e3))
+        .map_or_else(
+            || utc_timestamp(std::time::SystemTime::now()),
+            utc_timestamp,
+        );
     Ok(report)
 }
 
