@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::evidence::read_jsonl;
+use crate::evidence::{read_jsonl, read_manifest};
 use crate::finding::Class;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::signals;
@@ -104,6 +104,9 @@ pub struct Comparison {
     pub missing: Vec<String>,
     /// Devices of the later run the earlier did not have.
     pub added: Vec<String>,
+    /// How the two runs were asked for differently (profile, time budget, workloads and
+    /// their settings): their rates are then not measured the same way.
+    pub warnings: Vec<String>,
     /// 0 nothing worse; 1 new hardware findings, slower rates or grown error counters; 2
     /// new environment findings; 3 new software findings; 4 a device is missing.
     pub exit_code: i32,
@@ -144,13 +147,55 @@ fn label(d: &DeviceReport) -> String {
 pub fn compare(before: &Path, after: &Path, tolerance: f64) -> Result<Comparison, VerdictError> {
     let thresholds = Thresholds::default();
     let (a, b) = (rebuild(before, &thresholds)?, rebuild(after, &thresholds)?);
-    Ok(compare_reports(
+    let mut c = compare_reports(
         &a,
         &b,
         &last_counters(before),
         &last_counters(after),
         tolerance,
-    ))
+    );
+    // Both manifests were read by the rebuilds above.
+    if let (Ok(ma), Ok(mb)) = (
+        read_manifest(&before.join("manifest.json")),
+        read_manifest(&after.join("manifest.json")),
+    ) {
+        c.warnings = differences(&ma.settings, &mb.settings);
+    }
+    Ok(c)
+}
+
+/// How two runs' settings differ in what their rates depend on, in words.
+fn differences(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let shown = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "none".into(),
+        other => other.to_string(),
+    };
+    if a["profile"] != b["profile"] {
+        out.push(format!(
+            "the runs used different profiles ({} then {}): their rates are not measured the same way",
+            shown(&a["profile"]),
+            shown(&b["profile"])
+        ));
+    }
+    if a["duration_s"] != b["duration_s"] {
+        let budget = |v: &serde_json::Value| match v.as_f64() {
+            Some(s) => format!("{s:.0} s"),
+            None => "none, a fixed number of passes".into(),
+        };
+        out.push(format!(
+            "the runs had different time budgets ({} then {}): rates from runs of different lengths are not comparable",
+            budget(&a["duration_s"]),
+            budget(&b["duration_s"])
+        ));
+    }
+    if a["plan"] != b["plan"] {
+        out.push(
+            "the runs planned different workloads or settings (sizes, algorithms, shapes): their rates are not measured the same way".into(),
+        );
+    }
+    out
 }
 
 /// Compares two reports, given each device's last counters.
@@ -274,6 +319,7 @@ pub fn compare_reports(
         devices,
         missing,
         added,
+        warnings: Vec::new(),
         exit_code: exit.unwrap_or(exit_code::HEALTHY),
     }
 }
@@ -289,6 +335,9 @@ pub fn summary(c: &Comparison) -> String {
         c.after,
         c.tolerance * 100.0
     );
+    for w in &c.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
     for d in &c.devices {
         let _ = writeln!(
             out,

@@ -36,6 +36,36 @@ fn a_run_compared_with_itself_has_nothing_worse() {
 }
 
 #[test]
+fn runs_asked_for_differently_are_compared_with_a_warning() {
+    let work = tempfile::tempdir().unwrap();
+    let a = scenario("h200_healthy", work.path());
+    let c = expect_json(&compare(&a, &a, &[]), 0);
+    assert!(c["warnings"].as_array().unwrap().is_empty(), "{c}");
+    // The same run, as if asked for with another profile and a longer budget.
+    let b = scenario("h200_healthy", &work.path().join("later"));
+    let path = b.join("manifest.json");
+    let mut manifest = read_json(&path);
+    manifest["settings"]["profile"] = "fleet".into();
+    manifest["settings"]["duration_s"] = 240.0.into();
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    let out = compare(&a, &b, &[]);
+    // A warning, not a finding: nothing is worse.
+    let c = expect_json(&out, 0);
+    let warnings: Vec<&str> = c["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].contains("different profiles") && warnings[0].contains("then fleet"));
+    assert!(warnings[1].contains("240 s"), "{}", warnings[1]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("warning: the runs used different profiles")
+    );
+}
+
+#[test]
 fn slower_memory_and_a_new_finding_are_reported() {
     let work = tempfile::tempdir().unwrap();
     let a = scenario("h200_healthy", work.path());
