@@ -32,7 +32,7 @@ enum Case {
 /// A device's cases: one per workload, then `verdict`, the device's result, which fails
 /// on environment or software findings too and errs when the device could not be judged
 /// (a hang, a crash, a run cut short) even if no workload ever reported.
-fn cases(d: &DeviceReport) -> Vec<(String, Case)> {
+fn cases(d: &DeviceReport) -> Vec<(String, f64, Case)> {
     let findings = || {
         d.findings
             .iter()
@@ -40,7 +40,7 @@ fn cases(d: &DeviceReport) -> Vec<(String, Case)> {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let mut out: Vec<(String, Case)> = d
+    let mut out: Vec<(String, f64, Case)> = d
         .workloads
         .iter()
         .map(|w| {
@@ -55,7 +55,7 @@ fn cases(d: &DeviceReport) -> Vec<(String, Case)> {
                 }
                 WorkloadStatus::Passed => Case::Passed(w.headline.clone()),
             };
-            (w.workload.clone(), case)
+            (w.workload.clone(), w.summary.envelope().wall_s, case)
         })
         .collect();
     let kind = d.result.word().to_lowercase();
@@ -71,15 +71,17 @@ fn cases(d: &DeviceReport) -> Vec<(String, Case)> {
             body: findings(),
         },
     };
-    out.push(("verdict".into(), verdict));
+    // Judging takes no device time: the verdict's case is instant.
+    out.push(("verdict".into(), 0.0, verdict));
     out
 }
 
 /// Renders the report as JUnit XML.
 pub fn render(report: &Report) -> String {
-    let all: Vec<Vec<(String, Case)>> = report.devices.iter().map(cases).collect();
-    let count =
-        |cases: &[(String, Case)], f: fn(&Case) -> bool| cases.iter().filter(|(_, c)| f(c)).count();
+    let all: Vec<Vec<(String, f64, Case)>> = report.devices.iter().map(cases).collect();
+    let count = |cases: &[(String, f64, Case)], f: fn(&Case) -> bool| {
+        cases.iter().filter(|(_, _, c)| f(c)).count()
+    };
     let failed = |c: &Case| matches!(c, Case::Failed { .. });
     let errored = |c: &Case| matches!(c, Case::Errored { .. });
     let skipped = |c: &Case| matches!(c, Case::Skipped(_));
@@ -95,20 +97,25 @@ pub fn render(report: &Report) -> String {
     for (d, cases) in report.devices.iter().zip(&all) {
         let _ = writeln!(
             out,
-            "  <testsuite name=\"GPU{} {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
+            "  <testsuite name=\"GPU{} {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3}\" timestamp=\"{}\" hostname=\"{}\">",
             d.index,
             xml(&d.name),
             cases.len(),
             count(cases, failed),
             count(cases, errored),
-            count(cases, skipped)
+            count(cases, skipped),
+            cases.iter().map(|(_, t, _)| t).sum::<f64>(),
+            // JUnit's timestamp has no zone: the run's start in UTC, without the `Z`.
+            xml(report.started_utc.trim_end_matches('Z')),
+            xml(&report.host)
         );
-        for (name, case) in cases {
+        for (name, time_s, case) in cases {
             let _ = write!(
                 out,
-                "    <testcase classname=\"kiln.{}\" name=\"{}\">",
+                "    <testcase classname=\"kiln.{}\" name=\"{}\" time=\"{:.3}\">",
                 xml(&d.uuid),
-                xml(name)
+                xml(name),
+                time_s
             );
             let _ = match case {
                 Case::Failed {
@@ -183,10 +190,15 @@ mod tests {
         assert!(text.contains("GPU0 GPU &lt;&quot;&amp;&apos;&gt;"));
         assert!(text.contains("<failure message=\"a &lt; b &amp; c\" type=\"failed\">"));
         assert!(text.contains("<skipped message=\"a &lt; b &amp; c\"/>"));
-        assert!(text.contains("failures=\"2\" errors=\"0\" skipped=\"1\""));
+        let suite = format!(
+            "failures=\"2\" errors=\"0\" skipped=\"1\" time=\"0.000\" timestamp=\"t\" hostname=\"{}\"",
+            xml(&report.host)
+        );
+        assert!(text.contains(&suite), "{text}");
+        assert!(text.contains("name=\"vram\" time=\"0.000\">"), "{text}");
         assert!(
             text.contains(
-                "name=\"verdict\"><failure message=\"vram: a &lt; b &amp; c\" type=\"fail\">"
+                "name=\"verdict\" time=\"0.000\"><failure message=\"vram: a &lt; b &amp; c\" type=\"fail\">"
             ),
             "the device's verdict is a case of its own: {text}"
         );
