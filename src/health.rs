@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::evidence::utc_timestamp;
+use crate::evidence::{parse_utc_timestamp, utc_timestamp};
 use crate::finding::{Class, Finding, Severity};
 use crate::inventory::{InventoryGpu, System};
 use crate::telemetry::record::{Reading, Readings, TelemetryData, XidEvent};
@@ -1083,7 +1083,7 @@ fn read_run(dir: &Path) -> Option<Run> {
     let started_utc = manifest["started_utc"].as_str()?.to_owned();
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("report.json")).ok()?).ok()?;
-    let age = parse_utc(&started_utc)
+    let age = parse_utc_timestamp(&started_utc)
         .and_then(|t| SystemTime::now().duration_since(t).ok())
         .unwrap_or_default();
     Some(Run {
@@ -1105,28 +1105,6 @@ fn last_run(dir: &Path) -> Option<Run> {
         .flatten()
         .filter_map(|e| read_run(&e.path()))
         .max_by(|a, b| a.started_utc.cmp(&b.started_utc))
-}
-
-/// `2026-11-29T17:05:00Z` as a time.
-fn parse_utc(text: &str) -> Option<SystemTime> {
-    let t = text.strip_suffix('Z')?;
-    let (date, time) = t.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let mut c = time.split(':').map(|p| p.parse::<i64>().ok());
-    let (hh, mm, ss) = (c.next()??, c.next()??, c.next()??);
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
-    u64::try_from(secs)
-        .ok()
-        .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s))
 }
 
 /// The check for people: the first line, then every fault, what was noted and checked.
@@ -1176,17 +1154,6 @@ mod tests {
             unreachable(&node, false).is_empty(),
             "without a working NVML nothing can be said"
         );
-    }
-
-    #[test]
-    fn utc_times_parse_back() {
-        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_971_900);
-        assert_eq!(parse_utc(&utc_timestamp(t)), Some(t));
-        assert_eq!(
-            parse_utc("2000-02-29T00:00:00Z"),
-            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400))
-        );
-        assert_eq!(parse_utc("yesterday"), None);
     }
 
     #[test]

@@ -214,6 +214,10 @@ mod tests {
             let t = UNIX_EPOCH + Duration::from_secs(secs);
             assert_eq!(parse_utc_timestamp(&utc_timestamp(t)), Some(t));
         }
+        assert_eq!(
+            parse_utc_timestamp("2000-02-29T00:00:00Z"),
+            Some(UNIX_EPOCH + Duration::from_secs(951_782_400))
+        );
         for bad in [
             "",
             "2026-13-01T00:00:00Z",
