@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::hash;
 use super::power::{LOAD_PERIOD, Pacer, PowerController, PowerTargetReport};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Section};
@@ -691,14 +692,6 @@ fn shuffled_invocation(item: u32, round: u32, items: u32) -> u32 {
         inverse = inverse.wrapping_mul(2u32.wrapping_sub(mul.wrapping_mul(inverse)));
     }
     item.wrapping_sub(add).wrapping_mul(inverse) & (items - 1)
-}
-
-fn hash(mut x: u32) -> u32 {
-    x ^= x >> 16;
-    x = x.wrapping_mul(0x7FEB_352D);
-    x ^= x >> 15;
-    x = x.wrapping_mul(0x846C_A68B);
-    x ^ (x >> 16)
 }
 
 /// Where a planted fault goes into a chain: after this many multiply-add blocks, this

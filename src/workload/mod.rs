@@ -26,6 +26,17 @@ use crate::evidence::{DeviceErrorKind, EventSink};
 use crate::finding::Finding;
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
 
+/// The 32-bit hash the compute and matrix shaders generate their inputs with
+/// (`compute_fma.comp`, `matrix_common.glsl`), on the CPU: their references are computed
+/// with the same one.
+pub(crate) fn hash(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7FEB_352D);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846C_A68B);
+    x ^ (x >> 16)
+}
+
 /// When to stop, and where progress goes.
 #[derive(Clone)]
 pub struct RunControl {

@@ -2,7 +2,7 @@
 //! self-test's matrix part (planted faults found where they were planted).
 
 use super::gpu::Gpu;
-use super::locate::{correct_bits, hash, reference_element};
+use super::locate::{correct_bits, reference_element};
 use super::*;
 
 /// What `kiln bench matrix` measured for one kind.

@@ -4,15 +4,6 @@
 use super::gpu::Gpu;
 use super::*;
 
-/// The shaders' hash (matrix_common.glsl), on the CPU.
-pub(super) fn hash(mut x: u32) -> u32 {
-    x ^= x >> 16;
-    x = x.wrapping_mul(0x7FEB_352D);
-    x ^= x >> 15;
-    x = x.wrapping_mul(0x846C_A68B);
-    x ^ (x >> 16)
-}
-
 /// Input word `w` (shaders/matrix_common.glsl's source_word), on the CPU.
 pub(super) fn source_word(seed: u32, w: u32) -> u32 {
     let h = hash(w.wrapping_mul(0x9E37_79B1).wrapping_add(seed));

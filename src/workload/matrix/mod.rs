@@ -42,12 +42,13 @@ mod bench;
 mod gpu;
 mod locate;
 
+use super::hash;
 pub use bench::{
     MatrixBenchKind, MatrixBenchReport, MatrixSelfCheck, bench, bench_summary, roofline, self_check,
 };
 use gpu::{Gpu, Layout};
+use locate::locate;
 pub use locate::reference_element;
-use locate::{hash, locate};
 
 const GEMM_F32: ShaderCode = embedded_shader!("matrix_gemm_f32");
 const GEMM_F16: ShaderCode = embedded_shader!("matrix_gemm_f16");
