@@ -92,6 +92,10 @@ pub struct HealthArgs {
     /// After the first line, print the check as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also write the metrics into node_exporter's textfile directory (its
+    /// --collector.textfile.directory), atomically: kiln-health.prom (beside a run's kiln.prom) in DIR.
+    #[arg(long, value_name = "DIR")]
+    pub textfile_dir: Option<PathBuf>,
     /// Read a recorded telemetry file instead of the live sources.
     #[arg(long, value_name = "FILE", hide = true)]
     pub telemetry_replay: Option<PathBuf>,
@@ -121,6 +125,10 @@ pub struct VerdictArgs {
     /// Print the report as JSON on stdout (the summary goes to stderr).
     #[arg(long)]
     pub json: bool,
+    /// Also write the metrics into node_exporter's textfile directory (its
+    /// --collector.textfile.directory), atomically: kiln.prom in DIR.
+    #[arg(long, value_name = "DIR")]
+    pub textfile_dir: Option<PathBuf>,
 }
 
 /// `kiln monitor`.
@@ -266,6 +274,10 @@ pub struct RunArgs {
     /// Run directory (default: ./kiln-runs/<time>-<host>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Also write the metrics into node_exporter's textfile directory (its
+    /// --collector.textfile.directory), atomically: kiln.prom in DIR.
+    #[arg(long, value_name = "DIR")]
+    pub textfile_dir: Option<PathBuf>,
     /// Print the report as JSON on stdout (the summary goes to stderr).
     #[arg(long)]
     pub json: bool,

@@ -141,6 +141,10 @@ fn layout(name: &Option<String>) -> Option<AccessLayout> {
 fn run(args: RunArgs) -> Result<i32, AppError> {
     let profile = kiln::profile::load(&args.profile).map_err(|e| AppError::Usage(e.to_string()))?;
     let opts = run_options(&args, profile)?;
+    // A textfile directory that cannot take the metrics is found now, not hours later.
+    if let Some(dir) = &args.textfile_dir {
+        textfile_dir_usable(dir)?;
+    }
     // A baseline is judged before the test starts: one that cannot be compared is a usage
     // error now, not a finished run that quietly skipped the comparison.
     if let Some(base) = &args.baseline {
@@ -179,8 +183,39 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
             }
         }
     }
+    if let Some(dir) = &args.textfile_dir {
+        text.push_str(&publish_run_metrics(
+            dir,
+            std::path::Path::new(&report.run_dir),
+        ));
+    }
     print_result(args.json, &report, &text);
     Ok(code)
+}
+
+/// Refuses a `--textfile-dir` that is not a directory, as a usage error.
+fn textfile_dir_usable(dir: &std::path::Path) -> Result<(), AppError> {
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(AppError::Usage(format!(
+            "--textfile-dir {}: not a directory (give node_exporter's --collector.textfile.directory)",
+            dir.display()
+        )))
+    }
+}
+
+/// Copies a run's metrics into node_exporter's textfile directory; says in a line where
+/// they went or why they did not (the run's own verdict stands either way).
+fn publish_run_metrics(textfile_dir: &std::path::Path, run_dir: &std::path::Path) -> String {
+    let file = kiln::report::METRICS_FILE;
+    let published = std::fs::read(run_dir.join(file))
+        .map_err(|e| format!("{}: {e}", run_dir.join(file).display()))
+        .and_then(|bytes| kiln::report::publish_metrics(textfile_dir, file, &bytes));
+    match published {
+        Ok(path) => format!("metrics: {}\n", path.display()),
+        Err(e) => format!("metrics not published: {e}\n"),
+    }
 }
 
 /// The profile's plan with the command line's overrides laid over it.
@@ -402,6 +437,9 @@ fn compare(args: CompareArgs) -> Result<i32, AppError> {
 }
 
 fn health(args: HealthArgs) -> Result<i32, AppError> {
+    if let Some(dir) = &args.textfile_dir {
+        textfile_dir_usable(dir)?;
+    }
     let h = kiln::health::check(&kiln::health::HealthOptions {
         expect_gpus: args.expect_gpus,
         state: args.state,
@@ -420,6 +458,15 @@ fn health(args: HealthArgs) -> Result<i32, AppError> {
         ));
     } else {
         out(&kiln::health::summary(&h));
+    }
+    if let Some(dir) = &args.textfile_dir {
+        let now = std::time::SystemTime::now();
+        let metrics = kiln::health::metrics(&h, &kiln::evidence::hostname(), now);
+        // The check's one line stays the first line of stdout: a problem publishing goes
+        // to stderr, and the node's health decides the exit code.
+        if let Err(e) = kiln::report::publish_metrics(dir, "kiln-health.prom", metrics.as_bytes()) {
+            err(&format!("kiln: metrics not published: {e}\n"));
+        }
     }
     Ok(h.exit_code)
 }
@@ -525,6 +572,9 @@ fn monitor(args: MonitorArgs) -> Result<i32, AppError> {
 }
 
 fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
+    if let Some(dir) = &args.textfile_dir {
+        textfile_dir_usable(dir)?;
+    }
     let mut report = kiln::verdict::rebuild(&args.run_dir, &thresholds(&args.thresholds)?)
         .map_err(|e| AppError::Usage(e.to_string()))?;
     // The rebuilt reports join the evidence (atomically); a read-only directory keeps its own.
@@ -533,7 +583,10 @@ fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
             .notes
             .push(format!("the rebuilt report could not be saved: {e}"));
     }
-    let text = kiln::report::text::summary(&report);
+    let mut text = kiln::report::text::summary(&report);
+    if let Some(dir) = &args.textfile_dir {
+        text.push_str(&publish_run_metrics(dir, &args.run_dir));
+    }
     print_result(args.json, &report, &text);
     Ok(report.exit_code)
 }

@@ -137,3 +137,105 @@ fn the_junit_file_parses_with_a_case_per_device_and_check() {
             .all(|c| c.attribute("classname").unwrap().starts_with("kiln."))
     );
 }
+
+/// A recorded NVML identity for the CPU device: the values dcgm-exporter would label the
+/// same card with (`gpu` is NVML's index 3, not Vulkan's 0).
+const NVML_IDENTITY: &str = r#"{"t_ms":0.0,"source":"sidecar","kind":"header","schema":"kiln.telemetry/1","interval_ms":200.0}
+{"t_ms":0.1,"device":0,"source":"nvml","kind":"identity","fields":{"name":"NVIDIA H200","uuid":"GPU-6c4f3a5e-1b2c-4d5e-8f90-123456789abc","serial":"1654923012345","pci_bus_id":"00000000:3B:00.0","minor_number":3,"nvml_index":3,"driver_version":"550.54.15","matched_by":"uuid"}}
+"#;
+
+#[test]
+fn the_metrics_join_dcgm_exporters_series_in_promql_and_land_in_the_textfile_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("identity.jsonl");
+    std::fs::write(&recording, NVML_IDENTITY).unwrap();
+    let textfile = dir.path().join("textfile");
+    std::fs::create_dir(&textfile).unwrap();
+    let out = kiln()
+        .env("NODE_NAME", "gpu-node-7")
+        .args([
+            "run",
+            "--device",
+            "cpu",
+            "--workloads",
+            "compute",
+            "--passes",
+            "1",
+        ])
+        .arg("--test-telemetry-replay")
+        .arg(&recording)
+        .arg("--textfile-dir")
+        .arg(&textfile)
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // Written into the textfile directory by kiln itself, the same bytes as the run's.
+    let prom = std::fs::read_to_string(textfile.join("kiln.prom")).unwrap();
+    assert_eq!(
+        prom,
+        std::fs::read_to_string(dir.path().join("run/kiln.prom")).unwrap()
+    );
+    assert!(!textfile.join("kiln.prom.tmp").exists());
+    assert!(
+        prom.contains("kiln_build_info{version=\"") && prom.contains("profile=\"quick\""),
+        "{prom}"
+    );
+    // The run's samples as node_exporter would serve them, beside a series shaped as
+    // dcgm-exporter writes it for the same card; the join must find the pair on every
+    // identity label at once.
+    let mut series = String::new();
+    for line in prom.lines().filter(|l| !l.starts_with('#')) {
+        let (metric, value) = line.rsplit_once(' ').unwrap();
+        let metric = match metric.split_once('{') {
+            Some((name, labels)) => {
+                format!("{name}{{instance=\"gpu-node-7:9100\",job=\"node\",{labels}")
+            }
+            None => format!("{metric}{{instance=\"gpu-node-7:9100\",job=\"node\"}}"),
+        };
+        series.push_str(&format!(
+            "      - series: '{metric}'\n        values: '{value}x5'\n"
+        ));
+    }
+    let dcgm = "DCGM_FI_DEV_GPU_TEMP{gpu=\"3\",UUID=\"GPU-6c4f3a5e-1b2c-4d5e-8f90-123456789abc\",pci_bus_id=\"00000000:3B:00.0\",device=\"nvidia3\",modelName=\"NVIDIA H200\",Hostname=\"gpu-node-7\",DCGM_FI_DRIVER_VERSION=\"550.54.15\",instance=\"10.0.0.7:9400\",job=\"dcgm\"}";
+    series.push_str(&format!(
+        "      - series: '{dcgm}'\n        values: '41x5'\n"
+    ));
+    let join = "kiln_device_healthy * on (gpu, UUID, pci_bus_id, device, modelName, Hostname) DCGM_FI_DEV_GPU_TEMP";
+    let test = format!(
+        "tests:\n  - interval: 1m\n    input_series:\n{series}    promql_expr_test:\n      - expr: '{join}'\n        eval_time: 2m\n        exp_samples:\n          - labels: '{{gpu=\"3\",UUID=\"GPU-6c4f3a5e-1b2c-4d5e-8f90-123456789abc\",pci_bus_id=\"00000000:3B:00.0\",device=\"nvidia3\",modelName=\"NVIDIA H200\",Hostname=\"gpu-node-7\"}}'\n            value: 41\n"
+    );
+    let file = dir.path().join("join.test.yml");
+    std::fs::write(&file, &test).unwrap();
+    let check = std::process::Command::new("promtool")
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .expect("promtool is needed: run scripts/setup.sh --test");
+    assert!(
+        check.status.success(),
+        "{}\n{}\n{test}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+#[test]
+fn a_textfile_dir_that_is_not_a_directory_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kiln()
+        .args(["run", "--device", "cpu", "--textfile-dir"])
+        .arg(dir.path().join("missing"))
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--textfile-dir") && stderr.contains("not a directory"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("run").exists(), "nothing ran");
+}

@@ -479,3 +479,49 @@ fn the_last_full_run_is_the_one_that_started_last() {
     ]);
     assert_eq!(code, 0, "the run that started last passed: {first}");
 }
+
+#[test]
+fn the_check_writes_its_own_metrics_into_the_textfile_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let textfile = dir.path().to_str().unwrap();
+    let (code, first, _) = health(&[
+        "--telemetry-replay",
+        &fixture("ecc_uncorrectable_remap_pending"),
+        "--textfile-dir",
+        textfile,
+    ]);
+    assert_eq!(code, 1, "{first}");
+    let prom = std::fs::read_to_string(dir.path().join("kiln-health.prom")).unwrap();
+    assert!(prom.contains("kiln_health_exit_code{Hostname=\""), "{prom}");
+    assert!(
+        prom.lines()
+            .any(|l| l.starts_with("kiln_health_fault{gpu=\"0\",UUID=\"GPU-")
+                && l.contains("code=\"KILN-MEM-")),
+        "{prom}"
+    );
+    // Its own file: a run's kiln.prom beside it is not replaced.
+    assert!(!dir.path().join("kiln.prom").exists());
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool is needed: run scripts/setup.sh --test");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(prom.as_bytes())
+        .unwrap();
+    let checked = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&checked.stdout).to_string()
+        + &String::from_utf8_lossy(&checked.stderr);
+    for line in said.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(line.ends_with("not 'camelCase'"), "promtool: {line}");
+    }
+    // A directory that is not there is a usage error, before any check.
+    let (code, _, _) = health(&["--textfile-dir", "/nonexistent/textfile"]);
+    assert_eq!(code, 64);
+}

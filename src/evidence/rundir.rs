@@ -137,10 +137,15 @@ pub fn default_run_dir() -> PathBuf {
     PathBuf::from("kiln-runs").join(format!("{stamp}-{host}"))
 }
 
-/// The host's name, or `localhost` when it cannot be read.
+/// The node's name: `NODE_NAME` where set (Kubernetes manifests set it from the pod's
+/// `spec.nodeName`, as dcgm-exporter's do, since a pod's own host name is the pod's), else
+/// the host's name, or `localhost` when neither can be read.
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    std::env::var("NODE_NAME")
         .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())

@@ -26,12 +26,49 @@ pub fn write_all(dir: &std::path::Path, report: &Report) -> std::io::Result<()> 
         html::render(report, &telemetry).as_bytes(),
     )?;
     crate::fsutil::write_atomic(&dir.join("junit.xml"), junit::render(report).as_bytes())?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
     crate::fsutil::write_atomic(
-        &dir.join("kiln.prom"),
-        prometheus::render(report, now).as_bytes(),
+        &dir.join(METRICS_FILE),
+        prometheus::render(report, &metrics_context(dir, report)).as_bytes(),
     )
+}
+
+/// The metrics file of a run directory, under the name node_exporter's textfile collector
+/// reads.
+pub const METRICS_FILE: &str = "kiln.prom";
+
+/// What the metrics carry beside the report: the run's own end (a rebuilt report keeps
+/// it) and its profile, from the manifest.
+fn metrics_context(dir: &std::path::Path, report: &Report) -> prometheus::Context {
+    let ended = crate::evidence::parse_utc_timestamp(&report.finished_utc)
+        .unwrap_or_else(std::time::SystemTime::now);
+    let profile = crate::evidence::read_manifest(&dir.join("manifest.json"))
+        .ok()
+        .and_then(|m| m.settings.get("profile")?.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    prometheus::Context {
+        run_unix_seconds: ended
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        profile,
+    }
+}
+
+/// Puts a metrics file into node_exporter's textfile directory under `name`, atomically
+/// (the collector reads only `*.prom`, so the temporary `.prom.tmp` is never half-read).
+pub fn publish_metrics(
+    textfile_dir: &std::path::Path,
+    name: &str,
+    text: &[u8],
+) -> Result<std::path::PathBuf, String> {
+    if !textfile_dir.is_dir() {
+        return Err(format!(
+            "--textfile-dir {}: not a directory (node_exporter's --collector.textfile.directory)",
+            textfile_dir.display()
+        ));
+    }
+    let path = textfile_dir.join(name);
+    crate::fsutil::write_atomic(&path, text)
+        .map_err(|e| format!("{}: the metrics could not be written: {e}", path.display()))?;
+    Ok(path)
 }

@@ -4,40 +4,140 @@
 
 use std::fmt::Write as _;
 
+use crate::telemetry::record::Reading;
+use crate::telemetry::signals;
 use crate::verdict::{DeviceReport, DeviceResult, Report};
 use crate::workload::{WorkloadStatus, registry};
 
-fn escape(value: &str) -> String {
+/// A label value with Prometheus's escapes.
+pub fn escape(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
 
-fn labels(d: &DeviceReport) -> String {
-    format!(
-        "gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"{}\",modelName=\"{}\"",
-        d.index,
-        escape(&d.uuid),
-        escape(d.pci_address.as_deref().unwrap_or("")),
-        escape(&d.name)
-    )
+/// Writes a gauge family: HELP, TYPE and each sample (labels already rendered, possibly
+/// empty).
+pub fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for (labels, value) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    }
+}
+
+/// What the metrics say beside the report: when the run ended, under which profile, on
+/// which node.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// When the run ended, in Unix seconds.
+    pub run_unix_seconds: u64,
+    /// The profile the run used (`fleet`), empty when not known.
+    pub profile: String,
+}
+
+/// A device's identity in dcgm-exporter's label formats, so that PromQL joins
+/// (`kiln_device_healthy * on (UUID) group_right DCGM_FI_DEV_GPU_TEMP`) match: NVML's
+/// own values where the NVML source read them, else Vulkan's written the same way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DcgmIdentity {
+    /// `gpu`: NVML's index (Vulkan's where NVML is not there).
+    pub gpu: String,
+    /// `UUID`: `GPU-xxxxxxxx-xxxx-...` on NVIDIA.
+    pub uuid: String,
+    /// `pci_bus_id`: `00000000:3B:00.0`.
+    pub pci_bus_id: String,
+    /// `device`: the device node (`nvidia3`), when NVML gave its minor number.
+    pub device: Option<String>,
+    /// `modelName`: NVML's name (`NVIDIA H200`), else Vulkan's.
+    pub model_name: String,
+}
+
+/// The PCI vendor id of NVIDIA, whose Vulkan device UUID is NVML's UUID.
+const NVIDIA: u32 = 0x10de;
+
+impl DcgmIdentity {
+    /// The identity of a device as its report has it.
+    pub fn of(d: &DeviceReport) -> DcgmIdentity {
+        let id = &d.setup.identity;
+        let text = |key: &str| {
+            id.get(key)
+                .and_then(Reading::text)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+        };
+        let number = |key: &str| id.get(key).and_then(Reading::number);
+        let uuid = text(signals::UUID.name).unwrap_or_else(|| {
+            if d.setup.vendor_id == NVIDIA && !d.uuid.starts_with("GPU-") {
+                format!("GPU-{}", d.uuid)
+            } else {
+                d.uuid.clone()
+            }
+        });
+        DcgmIdentity {
+            gpu: number(signals::NVML_INDEX.name)
+                .map(|n| format!("{n}"))
+                .unwrap_or_else(|| d.index.to_string()),
+            uuid,
+            pci_bus_id: text(signals::PCI_BUS_ID.name)
+                .or_else(|| d.pci_address.as_deref().and_then(nvml_bus_id))
+                .unwrap_or_default(),
+            device: number(signals::MINOR_NUMBER.name).map(|n| format!("nvidia{n}")),
+            model_name: text(signals::NAME.name).unwrap_or_else(|| d.name.clone()),
+        }
+    }
+
+    /// The labels, dcgm-exporter's names first, then `Hostname`.
+    fn labels(&self, hostname: &str) -> String {
+        let mut out = format!(
+            "gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"{}\"",
+            escape(&self.gpu),
+            escape(&self.uuid),
+            escape(&self.pci_bus_id)
+        );
+        if let Some(device) = &self.device {
+            let _ = write!(out, ",device=\"{}\"", escape(device));
+        }
+        let _ = write!(
+            out,
+            ",modelName=\"{}\",Hostname=\"{}\"",
+            escape(&self.model_name),
+            escape(hostname)
+        );
+        out
+    }
+}
+
+/// A PCI address as Vulkan's extension gives it (`0000:3b:00.0`) written as NVML and
+/// dcgm-exporter write it: an eight-digit domain, upper-case hex (`00000000:3B:00.0`).
+pub fn nvml_bus_id(address: &str) -> Option<String> {
+    let (domain, rest) = address.split_once(':')?;
+    let (bus, rest) = rest.split_once(':')?;
+    let (device, function) = rest.split_once('.')?;
+    let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+    Some(format!(
+        "{:08X}:{:02X}:{:02X}.{:X}",
+        hex(domain)?,
+        hex(bus)?,
+        hex(device)?,
+        hex(function)?
+    ))
 }
 
 /// Renders the metrics of a report.
-pub fn render(report: &Report, run_unix_seconds: u64) -> String {
+pub fn render(report: &Report, ctx: &Context) -> String {
     let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        for (labels, value) in samples {
-            let _ = writeln!(out, "{name}{{{labels}}} {value}");
-        }
-    };
+    let labels = |d: &DeviceReport| DcgmIdentity::of(d).labels(&report.host);
+    let mut family =
+        |name: &str, help: &str, samples: Vec<(String, f64)>| gauge(&mut out, name, help, &samples);
     let devices = &report.devices;
     family(
         "kiln_device_healthy",
-        "gauge",
         "1 when the device passed every check of the last kiln run, else 0.",
         devices
             .iter()
@@ -51,7 +151,6 @@ pub fn render(report: &Report, run_unix_seconds: u64) -> String {
     );
     family(
         "kiln_device_result_code",
-        "gauge",
         "The device's result as kiln's exit code: 0 healthy, 1 hardware, 2 environment, 3 software, 4 could not judge.",
         devices
             .iter()
@@ -74,7 +173,6 @@ pub fn render(report: &Report, run_unix_seconds: u64) -> String {
     }
     family(
         "kiln_check_passed",
-        "gauge",
         "1 when the check passed, 0 when it found a fault, -1 when it could not run to the end.",
         checks,
     );
@@ -99,7 +197,6 @@ pub fn render(report: &Report, run_unix_seconds: u64) -> String {
         .collect();
     family(
         "kiln_finding",
-        "gauge",
         "A finding of the last kiln run (1 per finding).",
         findings,
     );
@@ -118,25 +215,54 @@ pub fn render(report: &Report, run_unix_seconds: u64) -> String {
                 })
             })
             .collect();
-        family(fam.name, "gauge", fam.help, samples);
+        family(fam.name, fam.help, samples);
     }
     family(
         "kiln_last_run_timestamp_seconds",
-        "gauge",
         "When the last kiln run ended, in Unix seconds.",
-        vec![(String::new(), run_unix_seconds as f64)],
+        vec![(String::new(), ctx.run_unix_seconds as f64)],
     );
     family(
         "kiln_last_run_duration_seconds",
-        "gauge",
         "How long the last kiln run took.",
         vec![(String::new(), report.wall_s)],
     );
     family(
         "kiln_last_run_exit_code",
-        "gauge",
         "The exit code of the last kiln run.",
         vec![(String::new(), f64::from(report.exit_code))],
     );
-    out.replace("{}", "")
+    family(
+        "kiln_build_info",
+        "kiln's version and the profile of the last run, as labels (always 1).",
+        vec![(
+            format!(
+                "version=\"{}\",profile=\"{}\",Hostname=\"{}\"",
+                escape(&report.tool_version),
+                escape(&ctx.profile),
+                escape(&report.host)
+            ),
+            1.0,
+        )],
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_addresses_are_written_as_nvml_writes_them() {
+        assert_eq!(
+            nvml_bus_id("0000:3b:00.0").as_deref(),
+            Some("00000000:3B:00.0")
+        );
+        assert_eq!(
+            nvml_bus_id("0001:c1:1f.7").as_deref(),
+            Some("00000001:C1:1F.7")
+        );
+        assert_eq!(nvml_bus_id("3b:00.0"), None);
+        assert_eq!(nvml_bus_id("zz:zz:zz.z"), None);
+    }
 }

@@ -289,6 +289,10 @@ impl NvmlSource {
             text(d.pci_info().map(|p| p.bus_id)),
         );
         f.insert(
+            signals::MINOR_NUMBER.name.into(),
+            num(d.minor_number().map(f64::from)),
+        );
+        f.insert(
             signals::DRIVER_VERSION.name.into(),
             text(nvml.sys_driver_version()),
         );

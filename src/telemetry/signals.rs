@@ -179,6 +179,7 @@ catalogue! {
     VBIOS = Identity("vbios", Text, "VBIOS version.");
     INFOROM_IMAGE = Identity("inforom_image", Text, "InfoROM image version.");
     PCI_BUS_ID = Identity("pci_bus_id", Text, "PCI bus id as NVML writes it (`00000000:3B:00.0`).");
+    MINOR_NUMBER = Identity("minor_number", Number, "The device node's minor number (`/dev/nvidia3` is 3).");
     UNIQUE_ID = Identity("unique_id", Text, "amdgpu's unique id of the chip.");
     KERNEL_DRIVER = Identity("kernel_driver", Text, "The kernel driver bound to the device (`amdgpu`, `i915`, `xe`).");
     DRIVER_VERSION = Identity("driver_version", Text, "The driver's version.");
