@@ -239,3 +239,79 @@ fn a_textfile_dir_that_is_not_a_directory_is_refused_before_the_run() {
     );
     assert!(!dir.path().join("run").exists(), "nothing ran");
 }
+
+/// The test cases of a rebuilt scenario's `junit.xml`: (name, outcome element or `passed`,
+/// its message).
+fn junit_cases(scenario: &str) -> (String, Vec<(String, String, String)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    lay_out_scenario(scenario, &run_dir);
+    verdict(&run_dir, &[]);
+    let text = std::fs::read_to_string(run_dir.join("junit.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed XML");
+    let cases = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .map(|c| {
+            let outcome = c
+                .children()
+                .find(|n| ["failure", "error", "skipped"].contains(&n.tag_name().name()));
+            (
+                c.attribute("name").unwrap_or_default().to_owned(),
+                outcome.map_or("passed", |n| n.tag_name().name()).to_owned(),
+                outcome
+                    .and_then(|n| n.attribute("message"))
+                    .unwrap_or_default()
+                    .to_owned()
+                    + outcome.and_then(|n| n.text()).unwrap_or_default(),
+            )
+        })
+        .collect();
+    (text.clone(), cases)
+}
+
+#[test]
+fn junit_counts_each_fault_once_and_skips_what_did_not_run_with_why() {
+    // A wrong multiply-add on a throttling card: the compute case fails with the mismatch,
+    // the verdict's case with the heat alone.
+    let (text, cases) = junit_cases("compute_mismatch_on_hot_card");
+    let failures: Vec<_> = cases.iter().filter(|c| c.1 == "failure").collect();
+    assert_eq!(failures.len(), 2, "{text}");
+    let compute = cases.iter().find(|c| c.0 == "compute").unwrap();
+    assert_eq!(compute.1, "failure");
+    assert!(compute.2.contains("COMPUTE_MISMATCH"), "{text}");
+    assert!(!compute.2.contains("THERMAL_THROTTLE"), "{text}");
+    let verdict = cases.iter().find(|c| c.0 == "verdict").unwrap();
+    assert_eq!(verdict.1, "failure");
+    assert!(verdict.2.contains("THERMAL_THROTTLE"), "{text}");
+    assert!(
+        !verdict.2.contains("COMPUTE_MISMATCH"),
+        "counted once: {text}"
+    );
+    assert!(text.contains("failures=\"2\""), "{text}");
+
+    // A stuck bit alone: one failure, in the VRAM case; the verdict's case says so.
+    let (text, cases) = junit_cases("vram_stuck_bit");
+    assert_eq!(
+        cases.iter().filter(|c| c.1 == "failure").count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(cases.iter().find(|c| c.0 == "vram").unwrap().1, "failure");
+
+    // Killed between compute and PCIe: PCIe is a skipped case saying why, and the device
+    // could not be judged (an error, not a pass).
+    let (text, cases) = junit_cases("killed_between_workloads");
+    let pcie = cases
+        .iter()
+        .find(|c| c.0 == "pcie")
+        .unwrap_or_else(|| panic!("the planned PCIe check has a case: {text}"));
+    assert_eq!(pcie.1, "skipped", "{text}");
+    assert!(pcie.2.contains("did not run"), "{text}");
+    assert_eq!(
+        cases.iter().find(|c| c.0 == "verdict").unwrap().1,
+        "error",
+        "{text}"
+    );
+    assert!(text.contains("skipped=\"1\""), "{text}");
+}

@@ -250,8 +250,33 @@ fn the_first_failure_ends_a_device_when_the_profile_says_so() {
     );
     let report = expect_json(&out, 1);
     let workloads = report["devices"][0]["workloads"].as_array().unwrap();
-    assert_eq!(workloads.len(), 1, "compute and PCIe never started");
     assert_eq!(workloads[0]["status"], "failed");
+    // The rest of the fleet plan never started, and says why.
+    let never: Vec<_> = workloads[1..]
+        .iter()
+        .map(|w| {
+            (
+                w["workload"].as_str().unwrap(),
+                w["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        never,
+        vec![
+            ("compute", "not_run"),
+            ("matrix", "not_run"),
+            ("pcie", "not_run")
+        ]
+    );
+    assert!(
+        workloads[1]["headline"]
+            .as_str()
+            .unwrap()
+            .ends_with("the profile stops a device at its first failure"),
+        "{}",
+        workloads[1]
+    );
     assert!(
         report["notes"].as_array().unwrap().iter().any(|n| n
             .as_str()

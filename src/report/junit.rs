@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use crate::finding::{Class, Finding};
 use crate::verdict::{DeviceReport, DeviceResult, Report};
 use crate::workload::WorkloadStatus;
 
@@ -29,27 +30,41 @@ enum Case {
     Skipped(String),
 }
 
-/// A device's cases: one per workload, then `verdict`, the device's result, which fails
-/// on environment or software findings too and errs when the device could not be judged
-/// (a hang, a crash, a run cut short) even if no workload ever reported.
+/// A device's cases: one per workload, then `verdict`, the device's result. Each fault is
+/// counted once: a workload's case fails with the findings its own result proves; the
+/// verdict's case fails only for what no failed workload's case holds (telemetry, Xids,
+/// rates against peers), and errs when the device could not be judged (a hang, a crash, a
+/// run cut short) even if no workload ever reported. A planned workload that did not run
+/// is skipped, with why.
 fn cases(d: &DeviceReport) -> Vec<(String, f64, Case)> {
-    let findings = || {
-        d.findings
+    let lines = |findings: &[&Finding]| {
+        findings
             .iter()
-            .map(|f| format!("{} ({:?}): {}", f.code, f.class, f.summary))
+            .map(|f| format!("{} ({}): {}", f.code, f.class.name(), f.summary))
             .collect::<Vec<_>>()
             .join("\n")
     };
+    let mut counted: Vec<&str> = Vec::new();
     let mut out: Vec<(String, f64, Case)> = d
         .workloads
         .iter()
         .map(|w| {
             let case = match w.status {
-                WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => Case::Failed {
-                    message: w.headline.clone(),
-                    kind: w.status.name().into(),
-                    body: findings(),
-                },
+                WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => {
+                    let codes: Vec<String> =
+                        w.summary.judge().into_iter().map(|f| f.code).collect();
+                    let own: Vec<&Finding> = d
+                        .findings
+                        .iter()
+                        .filter(|f| codes.contains(&f.code))
+                        .collect();
+                    counted.extend(own.iter().map(|f| f.code.as_str()));
+                    Case::Failed {
+                        message: w.headline.clone(),
+                        kind: w.status.name().into(),
+                        body: lines(&own),
+                    }
+                }
                 WorkloadStatus::Incomplete | WorkloadStatus::NotRun => {
                     Case::Skipped(w.headline.clone())
                 }
@@ -59,16 +74,29 @@ fn cases(d: &DeviceReport) -> Vec<(String, f64, Case)> {
         })
         .collect();
     let kind = d.result.word().to_lowercase();
+    let left: Vec<&Finding> = d
+        .findings
+        .iter()
+        .filter(|f| f.class != Class::Info && !counted.contains(&f.code.as_str()))
+        .collect();
     let verdict = match d.result {
         DeviceResult::Pass => Case::Passed(d.reason.clone()),
         DeviceResult::Inconclusive => Case::Errored {
             message: d.reason.clone(),
             kind,
         },
+        _ if left.is_empty() => Case::Passed(format!(
+            "{}: {} (counted in the failed checks above)",
+            d.result.word(),
+            d.reason
+        )),
         _ => Case::Failed {
-            message: d.reason.clone(),
+            message: left
+                .first()
+                .map(|f| f.summary.clone())
+                .unwrap_or_else(|| d.reason.clone()),
             kind,
-            body: findings(),
+            body: lines(&left),
         },
     };
     // Judging takes no device time: the verdict's case is instant.
@@ -191,16 +219,33 @@ mod tests {
         assert!(text.contains("<failure message=\"a &lt; b &amp; c\" type=\"failed\">"));
         assert!(text.contains("<skipped message=\"a &lt; b &amp; c\"/>"));
         let suite = format!(
-            "failures=\"2\" errors=\"0\" skipped=\"1\" time=\"0.000\" timestamp=\"t\" hostname=\"{}\"",
+            "failures=\"1\" errors=\"0\" skipped=\"1\" time=\"0.000\" timestamp=\"t\" hostname=\"{}\"",
             xml(&report.host)
         );
         assert!(text.contains(&suite), "{text}");
         assert!(text.contains("name=\"vram\" time=\"0.000\">"), "{text}");
         assert!(
             text.contains(
-                "name=\"verdict\" time=\"0.000\"><failure message=\"vram: a &lt; b &amp; c\" type=\"fail\">"
+                "name=\"verdict\" time=\"0.000\"><system-out>FAIL: vram: a &lt; b &amp; c (counted in the failed checks above)"
             ),
-            "the device's verdict is a case of its own: {text}"
+            "the workload's fault is not counted again by the verdict: {text}"
+        );
+        // A finding no workload's case holds (the telemetry's) fails the verdict's case.
+        report.devices[0].findings.push(crate::finding::finding(
+            "THERMAL_THROTTLE",
+            Class::Environment,
+            crate::finding::Severity::Major,
+            crate::finding::Confidence::High,
+            "held at 72% of its clocks by heat".into(),
+            serde_json::Value::Null,
+            "cool it",
+        ));
+        let text = render(&report);
+        assert!(
+            text.contains(
+                "name=\"verdict\" time=\"0.000\"><failure message=\"held at 72% of its clocks by heat\" type=\"fail\">THERMAL_THROTTLE (environment)"
+            ),
+            "{text}"
         );
         // A device that never reported (hung before its first workload) is an error,
         // not an empty suite that reads as green.

@@ -70,6 +70,7 @@ pub fn judge_dir(
     let manifest: Manifest = read_manifest(&manifest_path)?;
     let log = read_events(&dir.join("events.jsonl"))?;
     let plan = planned_outcomes(&manifest.settings);
+    let stop_on_first_failure = manifest.settings["stop_on_first_failure"] == true;
     let mut notes = Vec::new();
     let mut devices: Vec<DeviceEvidence> = Vec::new();
     let mut finished = live;
@@ -168,6 +169,34 @@ pub fn judge_dir(
                         error.map(|e| format!(" ({e})")).unwrap_or_default()
                     ))
                 };
+                // Every planned workload has an outcome: those cut short and those that
+                // never started say so, each with why (JUnit's skipped cases, the
+                // metrics' -1, the report's list).
+                let stopped_at_failure = stop_on_first_failure
+                    && outcomes.iter().any(|o| o.status == WorkloadStatus::Failed);
+                let why = match errors.first() {
+                    Some(e) => format!(": {}", e.message),
+                    None if stopped_at_failure => {
+                        ": the profile stops a device at its first failure".into()
+                    }
+                    None => ": the run stopped before it could".into(),
+                };
+                let mut outcomes = outcomes;
+                for (list, status, said) in [
+                    (
+                        &unfinished,
+                        WorkloadStatus::Incomplete,
+                        "started but did not finish",
+                    ),
+                    (&never_ran, WorkloadStatus::NotRun, "did not run"),
+                ] {
+                    outcomes.extend(list.iter().map(|w| WorkloadOutcome {
+                        workload: w.clone(),
+                        status,
+                        headline: format!("{said}{why}"),
+                        summary: WorkloadResult::from_json(w, serde_json::Value::Null),
+                    }));
+                }
                 let mut report = DeviceReport::new(&info, outcomes, failure);
                 report.failures = errors;
                 report
