@@ -344,9 +344,9 @@ pub fn summary(r: &BenchReport) -> String {
         out.push_str(&format!("note: {n}\n"));
     }
     out.push_str(&format!(
-        "device {} ({:?} layout, {:.2} GiB, {}, medians of {} repetitions)\n",
+        "device {} ({} layout, {:.2} GiB, {}, medians of {} repetitions)\n",
         r.device,
-        r.layout,
+        r.layout.name(),
         to_gib(r.bytes),
         r.timing_source,
         r.repeat
@@ -592,7 +592,7 @@ pub fn compute_summary(r: &ComputeBenchReport) -> String {
     let chains: Vec<String> = r
         .chains
         .iter()
-        .map(|(kind, n)| format!("{kind:?} {n}").to_lowercase())
+        .map(|(kind, n)| format!("{} {n}", kind.label()))
         .collect();
     out.push_str(&format!(
         "  verified {} multiply-adds, {} wrong; chains per work item: {}\n",

@@ -345,7 +345,7 @@ pub fn summary(c: &Comparison) -> String {
             d.name, d.uuid, d.matched_by, d.result_before, d.result_after
         );
         for f in &d.new_findings {
-            let _ = writeln!(out, "  new {} ({:?}): {}", f.code, f.class, f.summary);
+            let _ = writeln!(out, "  new {} ({}): {}", f.code, f.class.word(), f.summary);
         }
         for code in &d.gone_findings {
             let _ = writeln!(out, "  gone {code}");

@@ -31,6 +31,49 @@ impl Class {
             Class::Info => "info",
         }
     }
+
+    /// The class in words for people (`could not test`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Class::CouldNotTest => "could not test",
+            other => other.name(),
+        }
+    }
+}
+
+impl Severity {
+    /// The severity as evidence, metrics and people write it (`critical`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Major => "major",
+            Severity::Minor => "minor",
+            Severity::Note => "note",
+        }
+    }
+}
+
+impl Confidence {
+    /// The confidence in words (`high`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Confidence::High => "high",
+            Confidence::Medium => "medium",
+            Confidence::Low => "low",
+        }
+    }
+}
+
+impl Finding {
+    /// How it is rated, for people: `hardware: critical, high confidence`.
+    pub fn rating(&self) -> String {
+        format!(
+            "{}: {}, {} confidence",
+            self.class.word(),
+            self.severity.word(),
+            self.confidence.word()
+        )
+    }
 }
 
 /// How much a finding matters.

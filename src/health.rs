@@ -852,7 +852,10 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
     faults.sort_by_key(|f| (f.exit_code, kind_rank(&f.code)));
     let exit = faults.first().map_or(exit_code::HEALTHY, |f| f.exit_code);
     let mut line = match faults.first() {
-        None => format!("OK: {} GPUs healthy [KILN-OK-000]", in_scope.len()),
+        None => format!(
+            "OK: {} healthy [KILN-OK-000]",
+            crate::text::count(in_scope.len() as u64, "GPU")
+        ),
         Some(f) if faults.len() > 1 => format!("{} (+{} more)", f.line(), faults.len() - 1),
         Some(f) => f.line(),
     };
@@ -1174,8 +1177,8 @@ pub fn summary(h: &Health) -> String {
         out.push_str(&format!("noted: {n}\n"));
     }
     out.push_str(&format!(
-        "checked: {} GPUs; {}\n",
-        h.gpus,
+        "checked: {}; {}\n",
+        crate::text::count(h.gpus as u64, "GPU"),
         h.checked.join("; ")
     ));
     out

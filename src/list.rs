@@ -25,7 +25,7 @@ pub fn table(devices: &[DeviceInfo], nvml: &dyn Source) -> String {
     }
     let matches = nvml.matches();
     for d in devices {
-        let _ = writeln!(out, "GPU{} {} ({:?})", d.index, d.name, d.kind);
+        let _ = writeln!(out, "GPU{} {} ({})", d.index, d.name, d.kind.word());
         let _ = writeln!(
             out,
             "  vendor {} 0x{:04x} device 0x{:04x}, driver {} {} ({}), Vulkan {}",

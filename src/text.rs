@@ -13,9 +13,34 @@ pub fn quote(text: &str) -> String {
     }
 }
 
+/// A count and its noun, the plural right: `1 round`, `2 rounds`, `3 mismatches`.
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else if noun.ends_with("ch")
+        || noun.ends_with("sh")
+        || noun.ends_with('s')
+        || noun.ends_with('x')
+    {
+        format!("{n} {noun}es")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_take_the_plural_they_need() {
+        assert_eq!(count(1u32, "round"), "1 round");
+        assert_eq!(count(0u32, "round"), "0 rounds");
+        assert_eq!(count(3u64, "mismatch"), "3 mismatches");
+        assert_eq!(count(1u64, "wrong word"), "1 wrong word");
+        assert_eq!(count(2u64, "wrong word"), "2 wrong words");
+    }
 
     #[test]
     fn long_values_are_quoted_cut_short() {

@@ -36,7 +36,7 @@ fn without_an_nvidia_driver_it_says_it_could_not_check() {
 #[test]
 fn each_recorded_fault_gets_its_exit_code_and_fault_code() {
     let cases = [
-        ("healthy_idle", 0, "[KILN-OK-000]", "OK: 1 GPUs healthy"),
+        ("healthy_idle", 0, "[KILN-OK-000]", "OK: 1 GPU healthy"),
         ("healthy_load", 0, "[KILN-OK-000]", "OK"),
         (
             "ecc_uncorrectable_remap_pending",
@@ -200,7 +200,7 @@ fn the_last_full_run_must_be_recent_and_a_pass() {
     let (code, first, _) = check("24h");
     assert_eq!(code, 1, "{first}");
     assert!(
-        first.contains("last full run: 1 memory cells hold a bit stuck")
+        first.contains("last full run: 1 memory cell holds a bit stuck")
             && first.ends_with("[KILN-RUN-002]"),
         "{first}"
     );
@@ -292,7 +292,7 @@ fn an_amd_gpu_with_readable_counters_is_judged_not_could_not_check() {
     let healthy = mi300("ue: 0\nce: 3\n", "ue: 0\nce: 0\n", "");
     let (code, first, all) = health_on(healthy.path(), &[]);
     assert_eq!(code, 0, "{all}");
-    assert_eq!(first, "OK: 1 GPUs healthy [KILN-OK-000]");
+    assert_eq!(first, "OK: 1 GPU healthy [KILN-OK-000]");
     let memory = mi300("ue: 2\nce: 3\n", "ue: 0\nce: 0\n", "");
     let (code, first, _) = health_on(memory.path(), &[]);
     assert_eq!(code, 1, "{first}");
@@ -342,7 +342,7 @@ fn an_intel_gpu_is_judged_on_what_it_exposes() {
     let healthy = arc("16\n");
     let (code, first, all) = health_on(healthy.path(), &[]);
     assert_eq!(code, 0, "{all}");
-    assert_eq!(first, "OK: 1 GPUs healthy [KILN-OK-000]");
+    assert_eq!(first, "OK: 1 GPU healthy [KILN-OK-000]");
     let narrow = arc("8\n");
     let (code, first, _) = health_on(narrow.path(), &[]);
     assert_eq!(code, 2, "{first}");

@@ -29,7 +29,7 @@ plugin() {  # plugin WANT_RC MESSAGE_PATTERN -- env assignments
     fi
 }
 
-plugin 0 'OK: 1 GPUs healthy*' KILN_BIN="$kiln" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/healthy_idle.jsonl"
+plugin 0 'OK: 1 GPU healthy*' KILN_BIN="$kiln" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/healthy_idle.jsonl"
 plugin 1 'GPU0 GPU-6c4f3a5e...: Xid 79 (fallen off the bus)*' KILN_BIN="$kiln" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/xid79.jsonl"
 plugin 1 'GPU0 GPU-6c4f3a5e...: PCIe generation 3 of 5*' KILN_BIN="$kiln" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/pcie_downtrained.jsonl"
 # With the node's state file, the fault stays a problem on the next check (nothing new in
@@ -37,7 +37,7 @@ plugin 1 'GPU0 GPU-6c4f3a5e...: PCIe generation 3 of 5*' KILN_BIN="$kiln" KILN_H
 plugin 1 'GPU0 GPU-6c4f3a5e...: Xid 79*' KILN_BIN="$kiln" KILN_STATE="$t/node-state.json" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/xid79.jsonl"
 plugin 1 'GPU0 GPU-6c4f3a5e...: Xid 79*' KILN_BIN="$kiln" KILN_STATE="$t/node-state.json" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/healthy_idle.jsonl"
 "$kiln" health --state "$t/node-state.json" --telemetry-replay "$fixtures/healthy_idle.jsonl" --clear all >/dev/null
-plugin 0 'OK: 1 GPUs healthy*' KILN_BIN="$kiln" KILN_STATE="$t/node-state.json" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/healthy_idle.jsonl"
+plugin 0 'OK: 1 GPU healthy*' KILN_BIN="$kiln" KILN_STATE="$t/node-state.json" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/healthy_idle.jsonl"
 # kiln could not check (exit 4: no NVIDIA driver on this machine): unknown, not a problem.
 plugin 3 'no GPU to check: *' KILN_BIN="$kiln"
 # A kiln that hangs: the plugin's own timeout answers before NPD's.

@@ -57,6 +57,21 @@ pub enum ErrorShape {
     TransientRead,
 }
 
+impl ErrorShape {
+    /// The shape in words (`single bit`).
+    pub fn word(&self) -> String {
+        match self {
+            ErrorShape::SingleBit => "single bit".into(),
+            ErrorShape::MultiBit => "multi-bit".into(),
+            ErrorShape::WholeWord => "whole word".into(),
+            ErrorShape::Address {
+                source_offset_bytes,
+            } => format!("address (holds 0x{source_offset_bytes:x}'s pattern)"),
+            ErrorShape::TransientRead => "transient read".into(),
+        }
+    }
+}
+
 /// What retesting a failing word in place showed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -75,6 +90,21 @@ pub enum RetestClass {
     Transfer,
     /// The stored value was wrong but every rewrite reads back right: a one-time flip.
     NotReproduced,
+}
+
+impl RetestClass {
+    /// The class in words (`stuck at 0`).
+    pub fn word(self) -> &'static str {
+        match self {
+            RetestClass::StuckAt0 => "stuck at 0",
+            RetestClass::StuckAt1 => "stuck at 1",
+            RetestClass::StuckMixed => "stuck at 0 and 1",
+            RetestClass::PatternSensitive => "pattern-sensitive",
+            RetestClass::Intermittent => "intermittent",
+            RetestClass::Transfer => "transfer (the cell was right)",
+            RetestClass::NotReproduced => "not reproduced",
+        }
+    }
 }
 
 /// One written value and what repeated reads returned.

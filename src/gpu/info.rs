@@ -20,6 +20,17 @@ pub enum DeviceKind {
 }
 
 impl DeviceKind {
+    /// The kind in words (`discrete GPU`).
+    pub fn word(self) -> &'static str {
+        match self {
+            DeviceKind::DiscreteGpu => "discrete GPU",
+            DeviceKind::IntegratedGpu => "integrated GPU",
+            DeviceKind::VirtualGpu => "virtual GPU",
+            DeviceKind::Cpu => "CPU device",
+            DeviceKind::Other => "other device",
+        }
+    }
+
     /// True for real GPUs: the devices a health check is about.
     pub fn is_gpu(self) -> bool {
         matches!(

@@ -231,11 +231,11 @@ fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryReco
         for f in &d.findings {
             let _ = write!(
                 out,
-                "<tr><td>{}</td><td>{:?}</td><td>{:?}</td><td>{:?}</td><td>{}<details><summary>evidence</summary><pre>{}</pre></details></td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}<details><summary>evidence</summary><pre>{}</pre></details></td><td>{}</td></tr>",
                 esc(&f.code),
-                f.class,
-                f.severity,
-                f.confidence,
+                f.class.word(),
+                f.severity.word(),
+                f.confidence.word(),
                 esc(&f.summary),
                 esc(&serde_json::to_string_pretty(&f.evidence).unwrap_or_default()),
                 esc(&f.action)
@@ -280,9 +280,9 @@ fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryReco
     for w in &d.workloads {
         let _ = write!(
             out,
-            "<h3>{}: {:?}</h3><p>{}</p>",
+            "<h3>{}: {}</h3><p>{}</p>",
             esc(&w.workload),
-            w.status,
+            w.status.word(),
             esc(&w.headline)
         );
         for section in w.summary.sections() {

@@ -188,7 +188,7 @@ pub fn render(report: &Report, ctx: &Context) -> String {
                         labels(d),
                         escape(&f.code),
                         f.class.name(),
-                        format!("{:?}", f.severity).to_lowercase()
+                        f.severity.word()
                     ),
                     1.0,
                 )

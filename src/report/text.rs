@@ -54,8 +54,11 @@ pub fn summary(report: &Report) -> String {
         for f in &d.findings {
             let _ = writeln!(
                 out,
-                "  finding {} ({:?}, {:?}, {:?} confidence): {}; {}",
-                f.code, f.class, f.severity, f.confidence, f.summary, f.action
+                "  finding {} ({}): {}; {}",
+                f.code,
+                f.rating(),
+                f.summary,
+                f.action
             );
         }
     }

@@ -63,6 +63,15 @@ pub enum ComputeKind {
 }
 
 impl ComputeKind {
+    /// The kind as people write it (`FP32`).
+    pub fn label(self) -> &'static str {
+        match self {
+            ComputeKind::Fp32 => "FP32",
+            ComputeKind::Int32 => "INT32",
+            ComputeKind::Fp16 => "FP16",
+        }
+    }
+
     /// The name of this kind's rate in comparisons (`compute_fp32_gops`).
     pub fn rate_name(self) -> &'static str {
         match self {
@@ -287,12 +296,12 @@ impl Report for ComputeReport {
             .kinds
             .iter()
             .filter(|k| k.rounds > 0)
-            .map(|k| format!("{:?} {:.1} G ops/s", k.kind, k.gops).to_lowercase())
+            .map(|k| format!("{} {:.1} Gop/s", k.kind.label(), k.gops))
             .collect();
         match self.status() {
             WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => format!(
-                "{} wrong results (silent data corruption) in {verified} verified multiply-adds",
-                self.faults()
+                "{} (silent data corruption) in {verified} verified multiply-adds",
+                crate::text::count(self.faults(), "wrong result")
             ),
             WorkloadStatus::NotRun => format!(
                 "nothing ran: {}",
@@ -406,26 +415,36 @@ impl Kind for Compute {
         let mut lines = vec![c.headline()];
         for k in &c.kinds {
             lines.push(format!(
-                "{:?} {} rounds, {:.1} G ops/s, {} mismatches, {} CPU-checked ({} wrong), {} non-finite",
-                k.kind, k.rounds, k.gops, k.mismatches, k.cpu_checked, k.cpu_mismatches, k.nonfinite
+                "{} {}, {:.1} Gop/s, {}, {} CPU-checked ({} wrong), {} non-finite",
+                k.kind.label(),
+                crate::text::count(k.rounds, "round"),
+                k.gops,
+                crate::text::count(k.mismatches, "mismatch"),
+                k.cpu_checked,
+                k.cpu_mismatches,
+                k.nonfinite
             ));
         }
         lines.extend(c.power.iter().map(PowerTargetReport::line));
         for l in &c.levels {
             lines.push(format!(
-                "load {:.0}%: {:.1} G ops per wall second",
+                "load {:.0}%: {:.1} Gop per wall second",
                 l.duty * 100.0,
                 l.gops_per_wall_s
             ));
         }
         for m in c.records.iter().take(10) {
+            // The shuffled run's invocation; a CPU check has none.
+            let second = match (m.second_invocation, m.second_workgroup) {
+                (Some(i), Some(g)) => format!("then invocation {i} of workgroup {g}"),
+                (Some(i), None) => format!("then invocation {i}"),
+                _ => "checked on the CPU".into(),
+            };
             lines.push(format!(
-                "{:?} item {} (invocation {} then {:?}, workgroup {:?}) expected {:08x?} got {:08x?} [{} round {}]",
-                m.kind,
+                "{} item {} (invocation {} {second}) expected {:08x?} got {:08x?} [{} round {}]",
+                m.kind.label(),
                 m.item,
                 m.first_invocation,
-                m.second_invocation,
-                m.second_workgroup,
                 m.expected,
                 m.actual,
                 m.check,
@@ -436,11 +455,11 @@ impl Kind for Compute {
             Section::Lines(lines),
             Section::Bars {
                 title: "Compute rate (mark: best round)".into(),
-                unit: "G ops/s".into(),
+                unit: "Gop/s".into(),
                 bars: c
                     .kinds
                     .iter()
-                    .map(|k| Bar::marked(format!("{:?}", k.kind), k.gops, Some(k.best_gops)))
+                    .map(|k| Bar::marked(k.kind.label(), k.gops, Some(k.best_gops)))
                     .collect(),
             },
         ]
@@ -1230,8 +1249,12 @@ fn record_mismatches(
             device,
             Event::Note {
                 message: format!(
-                    "compute mismatch ({}): {:?} item {} expected {:08x?} got {:08x?}",
-                    m.check, m.kind, m.item, m.expected, m.actual
+                    "compute mismatch ({}): {} item {} expected {:08x?} got {:08x?}",
+                    m.check,
+                    m.kind.label(),
+                    m.item,
+                    m.expected,
+                    m.actual
                 ),
             },
         );

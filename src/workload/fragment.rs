@@ -170,9 +170,12 @@ impl Report for FragmentReport {
     fn headline(&self) -> String {
         if self.findings.is_empty() {
             format!(
-                "{} rounds, {} allocations, no refusal with memory free, usage back to baseline (allocator p99 {:.0} us)",
-                self.rounds,
-                self.allocator_allocations + self.raw_allocations,
+                "{}, {}, no refusal with memory free, usage back to baseline (allocator p99 {:.0} us)",
+                crate::text::count(self.rounds, "round"),
+                crate::text::count(
+                    self.allocator_allocations + self.raw_allocations,
+                    "allocation"
+                ),
                 self.allocator_latency.p99_us
             )
         } else {
@@ -414,8 +417,9 @@ impl FragmentTest {
             report.findings.push(FragmentFinding::new(
                 FragmentFindingKind::Leak,
                 format_args!(
-                    "usage did not return to its baseline after the workload released everything ({:?} vs {:?} bytes)",
-                    report.end.usage_bytes, report.baseline.usage_bytes
+                    "usage did not return to its baseline after the workload released everything ({} then {})",
+                    shown_bytes(report.baseline.usage_bytes),
+                    shown_bytes(report.end.usage_bytes)
                 ),
             ));
         }
@@ -679,6 +683,11 @@ fn judge_leak(report: &mut FragmentReport) {
             ),
         ));
     }
+}
+
+/// A byte count that may be unknown, for people.
+fn shown_bytes(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "unknown".into(), crate::units::format_bytes)
 }
 
 #[cfg(test)]

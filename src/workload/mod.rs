@@ -112,6 +112,15 @@ impl WorkloadStatus {
         }
     }
 
+    /// The status in words for people (`software fault`, `not run`).
+    pub fn word(self) -> &'static str {
+        match self {
+            WorkloadStatus::SoftwareFault => "software fault",
+            WorkloadStatus::NotRun => "not run",
+            other => other.name(),
+        }
+    }
+
     /// The order every workload judges itself in: what it found outranks how far it got, and
     /// a run cut short (the budget, a stop, a device failure) that found nothing is not a pass.
     /// `found` is the workload's fault status when it found one.

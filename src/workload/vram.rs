@@ -373,8 +373,8 @@ impl Report for VramReport {
         let tested = to_gib(self.coverage.tested_bytes);
         match self.status() {
             WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => format!(
-                "{} wrong words in {tested:.2} GiB tested ({} recorded)",
-                self.errors_total,
+                "{} in {tested:.2} GiB tested ({} recorded)",
+                crate::text::count(self.errors_total, "wrong word"),
                 self.records.len()
             ),
             WorkloadStatus::Passed => format!(
@@ -588,8 +588,13 @@ fn found(v: &VramReport, out: &mut Vec<Finding>) {
             Severity::Critical,
             Confidence::High,
             format!(
-                "{stuck} memory cells hold a bit stuck whatever is written ({} wrong words in all)",
-                v.errors_total
+                "{} a bit stuck whatever is written ({} in all)",
+                if stuck == 1 {
+                    "1 memory cell holds".to_owned()
+                } else {
+                    format!("{stuck} memory cells hold")
+                },
+                crate::text::count(v.errors_total, "wrong word")
             ),
             evidence.clone(),
             rma,
@@ -636,8 +641,8 @@ fn found(v: &VramReport, out: &mut Vec<Finding>) {
             severity,
             confidence,
             format!(
-                "{} wrong words that did not come back on retest",
-                v.errors_total
+                "{} that did not come back on retest",
+                crate::text::count(v.errors_total, "wrong word")
             ),
             evidence,
             "recheck with more passes (kiln run --profile rma): one flip that never repeats is not yet a hardware call",
@@ -722,8 +727,8 @@ fn text_lines(v: &VramReport) -> Vec<String> {
     ));
     if v.errors_total > 0 {
         out.push(format!(
-            "{} wrong words, {} recorded; flips 0->1 {}, 1->0 {}",
-            v.errors_total,
+            "{}, {} recorded; flips 0->1 {}, 1->0 {}",
+            crate::text::count(v.errors_total, "wrong word"),
             v.records.len(),
             v.histograms.zero_to_one,
             v.histograms.one_to_zero
@@ -739,13 +744,13 @@ fn text_lines(v: &VramReport) -> Vec<String> {
         out.push(format!("failing bits {}", bits.join(" ")));
         for r in v.records.iter().take(10) {
             out.push(format!(
-                "offset 0x{:012x} (buffer {} +0x{:x}) expected 0x{:08x} read 0x{:08x} {:?} [{} pass {} step {}]",
+                "offset 0x{:012x} (buffer {} +0x{:x}) expected 0x{:08x} read 0x{:08x} {} [{} pass {} step {}]",
                 r.offset_bytes,
                 r.buffer,
                 r.buffer_offset_bytes,
                 r.expected,
                 r.actual,
-                r.shape,
+                r.shape.word(),
                 r.algorithm.name(),
                 r.pass,
                 r.step
@@ -759,15 +764,15 @@ fn text_lines(v: &VramReport) -> Vec<String> {
         }
         let mut classes: Vec<(String, usize)> = Vec::new();
         for r in &v.retests {
-            let name = format!("{:?}", r.class);
+            let name = r.class.word().to_owned();
             match classes.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, n)) => *n += 1,
                 None => classes.push((name, 1)),
             }
         }
         if !classes.is_empty() {
-            let list: Vec<String> = classes.iter().map(|(n, c)| format!("{n} {c}")).collect();
-            out.push(format!("retests {}", list.join(", ")));
+            let list: Vec<String> = classes.iter().map(|(n, c)| format!("{c} {n}")).collect();
+            out.push(format!("retested words: {}", list.join(", ")));
         }
     }
     if let Some(e) = &v.run.device_error {

@@ -643,9 +643,9 @@ impl Kind for Matrix {
         ];
         for k in &r.kinds {
             lines.push(format!(
-                "{} {} rounds, {} multiplying, {} verified (best {}), {} checksum / {} invalid ({} non-finite) / {} recomputation mismatches, {} tiles recomputed",
+                "{} {}, {} multiplying, {} verified (best {}), {} checksum / {} invalid ({} non-finite) / {} recomputation mismatches, {} recomputed",
                 k.kind.name(),
-                k.rounds,
+                crate::text::count(k.rounds, "round"),
                 k.kind.rate(k.tflops),
                 k.kind.rate(k.verified_tflops),
                 k.kind.rate(k.best_tflops),
@@ -653,7 +653,7 @@ impl Kind for Matrix {
                 k.invalid_values,
                 k.nonfinite,
                 k.redundant_mismatches,
-                k.tiles_recomputed,
+                crate::text::count(k.tiles_recomputed, "tile"),
             ));
         }
         lines.extend(r.power.iter().map(PowerTargetReport::line));

@@ -35,6 +35,14 @@ impl AccessLayout {
             _ => None,
         }
     }
+
+    /// The name `parse` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            AccessLayout::Contiguous => "contiguous",
+            AccessLayout::Coalesced => "coalesced",
+        }
+    }
 }
 
 /// Tuning of the engine; defaults suit the device kind.
