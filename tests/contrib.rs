@@ -97,7 +97,7 @@ fn slurm_hooks_drain_and_resume_a_real_node() {
 }
 
 #[test]
-fn kubernetes_manifests_validate_strictly() {
+fn kubernetes_manifests_validate_strictly_and_reach_the_gpu() {
     let venv = test_venv();
     let dir = root().join("contrib/k8s");
     let out = run(Command::new(venv.join("bin/kubernetes-validate"))
@@ -115,6 +115,129 @@ fn kubernetes_manifests_validate_strictly() {
         );
     }
     assert!(!out.contains("ERROR"), "{out}");
+    // What the schema cannot say: runtime class, capabilities, the GPU request, one pod
+    // per node, /dev/kmsg read-only, and the image the Dockerfile builds.
+    let image = format!("kiln:{}", env!("CARGO_PKG_VERSION"));
+    let out = run(Command::new(venv.join("bin/python"))
+        .arg("check-manifests.py")
+        .arg(&image)
+        .current_dir(&dir));
+    assert!(!out.contains("FAIL"), "{out}");
+    assert!(out.matches("ok ").count() >= 16, "{out}");
+}
+
+/// The Dockerfile's instructions, continuation lines joined, comments dropped.
+fn dockerfile() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut pending = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || (line.is_empty() && pending.is_empty()) {
+            continue;
+        }
+        if let Some(head) = line.strip_suffix('\\') {
+            pending.push_str(head);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(line);
+        let (op, rest) = pending.split_once(' ').unwrap_or((&pending, ""));
+        out.push((op.to_uppercase(), rest.trim().to_owned()));
+        pending.clear();
+    }
+    out
+}
+
+#[test]
+fn the_dockerfile_builds_with_cargo_and_runs_kiln_on_slim_debian_with_the_vulkan_loader() {
+    let all = dockerfile();
+    let stages: Vec<usize> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, (op, _))| op == "FROM")
+        .map(|(i, _)| i)
+        .collect();
+    assert!(stages.len() >= 2, "multi-stage: {all:?}");
+    let build = &all[stages[0]..stages[stages.len() - 1]];
+    let runtime = &all[stages[stages.len() - 1]..];
+    let has = |stage: &[(String, String)], op: &str, needle: &str| {
+        stage
+            .iter()
+            .any(|(o, rest)| o == op && rest.contains(needle))
+    };
+    assert!(
+        build[0].1.starts_with("rust:") && build[0].1.ends_with(" AS build"),
+        "{:?}",
+        build[0]
+    );
+    assert!(has(build, "RUN", "cargo build --release --locked"));
+    assert!(
+        runtime[0].1.starts_with("debian:") && runtime[0].1.contains("-slim"),
+        "{:?}",
+        runtime[0]
+    );
+    assert!(has(runtime, "RUN", "--no-install-recommends libvulkan1"));
+    assert!(has(runtime, "RUN", "rm -rf /var/lib/apt/lists/*"));
+    assert!(
+        runtime.iter().any(|(o, r)| o == "COPY"
+            && r.starts_with("--from=build ")
+            && r.ends_with(" /usr/local/bin/kiln")),
+        "the runtime image carries the binary"
+    );
+    assert!(has(runtime, "ENTRYPOINT", "\"/usr/local/bin/kiln\""));
+    assert!(has(
+        runtime,
+        "ENV",
+        "NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics"
+    ));
+    assert!(has(
+        runtime,
+        "LABEL",
+        &format!(
+            "org.opencontainers.image.version=\"{}\"",
+            env!("CARGO_PKG_VERSION")
+        )
+    ));
+    // The build stage is given everything cargo reads: the manifest, the lock file, the
+    // build script, the sources and what they include, and every workspace member.
+    let copied: Vec<&str> = build
+        .iter()
+        .filter(|(o, _)| o == "COPY")
+        .flat_map(|(_, r)| {
+            let parts: Vec<&str> = r.split_whitespace().collect();
+            parts[..parts.len() - 1].to_vec()
+        })
+        .collect();
+    for path in &copied {
+        assert!(
+            root().join(path).exists(),
+            "COPY {path}: not in the repository"
+        );
+    }
+    let covered = |path: &str| {
+        copied
+            .iter()
+            .any(|c| path == *c || path.starts_with(&format!("{c}/")))
+    };
+    for needed in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "build.rs",
+        "src",
+        "shaders",
+        "profiles",
+        "tests/layers/discrete",
+    ] {
+        assert!(covered(needed), "the build stage lacks {needed}");
+    }
+    let ignored = std::fs::read_to_string(root().join(".dockerignore")).unwrap();
+    for line in ignored.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            !copied.iter().any(|c| c.starts_with(line.trim())),
+            "{line} is both ignored and copied"
+        );
+    }
 }
 
 #[test]

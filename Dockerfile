@@ -1,0 +1,35 @@
+# The kiln image: built with cargo, run on a slim Debian with the Vulkan loader.
+#
+#   docker build -t kiln:0.1.0 .          (or: podman build / buildah bud)
+#   docker run --rm --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics \
+#       kiln:0.1.0 run --profile fleet
+#
+# The GPU's Vulkan driver comes from the host: NVIDIA's container toolkit mounts its ICD
+# (nvidia_icd.json, libGLX_nvidia) only when the capabilities include `graphics`; AMD and
+# Intel need /dev/dri and Mesa's drivers (add mesa-vulkan-drivers below for them).
+
+# --- build ---------------------------------------------------------------------------
+FROM rust:1-bookworm AS build
+WORKDIR /src
+# The committed SPIR-V is used as is (no glslc needed to build the image).
+COPY Cargo.toml Cargo.lock build.rs ./
+COPY src ./src
+COPY shaders ./shaders
+COPY profiles ./profiles
+COPY tests/layers/discrete ./tests/layers/discrete
+RUN cargo build --release --locked --bin kiln \
+    && install -D -m 0755 target/release/kiln /out/kiln
+
+# --- run -----------------------------------------------------------------------------
+FROM debian:bookworm-slim
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libvulkan1 ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/kiln /usr/local/bin/kiln
+# Vulkan needs the graphics capability on NVIDIA (the ICD), NVML needs utility.
+ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics
+LABEL org.opencontainers.image.title="kiln" \
+      org.opencontainers.image.description="GPU stress and health diagnostics" \
+      org.opencontainers.image.version="0.1.0"
+ENTRYPOINT ["/usr/local/bin/kiln"]
+CMD ["run", "--profile", "quick"]
