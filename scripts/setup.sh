@@ -14,6 +14,7 @@ if [ "${1:-}" = "--test" ]; then
   command -v promtool >/dev/null 2>&1 || need+=(prometheus)
   command -v prometheus-node-exporter >/dev/null 2>&1 || need+=(prometheus-node-exporter)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)
   # A real single-node Slurm for the contrib/slurm hooks' test.
   command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld)
   command -v slurmd >/dev/null 2>&1 || need+=(slurmd)

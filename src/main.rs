@@ -610,6 +610,13 @@ fn report(args: ReportArgs) -> Result<i32, AppError> {
         ))
     })?;
     if args.rma {
+        // The page printed for the desk, where a browser can print it; its absence is
+        // said, never fatal: the page itself carries everything.
+        let pdf = args.run_dir.join("report.pdf");
+        let _ = std::fs::remove_file(&pdf);
+        if let Err(why) = kiln::report::pdf::print(&args.run_dir.join("report.html"), &pdf) {
+            err(&format!("kiln: {why}\n"));
+        }
         let path = kiln::report::rma::bundle(&args.run_dir, args.bundle.as_deref())
             .map_err(|e| AppError::Usage(format!("the RMA bundle could not be written: {e}")))?;
         out(&format!("RMA bundle: {}\n", path.display()));

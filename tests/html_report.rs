@@ -5,6 +5,205 @@ mod common;
 
 use common::*;
 
+/// Runs headless Chromium on `page` with a profile of its own under `dir`.
+fn chromium(
+    dir: &std::path::Path,
+    page: &std::path::Path,
+    extra: &[String],
+) -> std::process::Output {
+    std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-pdf-header-footer",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium is needed: run scripts/setup.sh --test")
+}
+
+/// The text of `pdf`'s pages `first..=last` (all with `None`), by pdftotext.
+fn pdf_text(pdf: &std::path::Path, pages: Option<(u32, u32)>) -> String {
+    let mut cmd = std::process::Command::new("pdftotext");
+    cmd.arg("-layout");
+    if let Some((first, last)) = pages {
+        cmd.args(["-f", &first.to_string(), "-l", &last.to_string()]);
+    }
+    let out = cmd
+        .arg(pdf)
+        .arg("-")
+        .output()
+        .expect("pdftotext is needed: run scripts/setup.sh --test");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A scenario's run directory with its reports rebuilt, in `dir`.
+fn scenario_reports(dir: &std::path::Path, scenario: &str) -> std::path::PathBuf {
+    let run_dir = dir.join(scenario);
+    lay_out_scenario(scenario, &run_dir);
+    verdict(&run_dir, &[]);
+    run_dir
+}
+
+#[test]
+fn the_pdf_holds_the_summary_on_page_one_and_every_wrong_word_with_no_empty_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = scenario_reports(dir.path(), "vram_stuck_while_thermal_throttled");
+    let pdf = dir.path().join("report.pdf");
+    let out = chromium(
+        dir.path(),
+        &run_dir.join("report.html"),
+        &[format!("--print-to-pdf={}", pdf.display())],
+    );
+    assert!(pdf.is_file(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Page one: the verdict, the card's identity, what failed, where, how often, action.
+    let first = pdf_text(&pdf, Some((1, 1)));
+    for needle in [
+        "Result: FAIL (exit 1)",
+        "Serial number",
+        "1654923012345",
+        "692-2G520-0200-000",
+        "96.00.74.00.01",
+        "GPU-6c4f3a5e-1b2c-4d5e-8f90-123456789abc",
+        "VRAM_STUCK_BIT",
+        "first at 0x000000000fa0",
+        "Reproduced",
+        "RMA the card",
+    ] {
+        assert!(first.contains(needle), "page 1 lacks `{needle}`:\n{first}");
+    }
+    // The whole document: the wrong-word table and the evidence, nothing in a tooltip.
+    let all = pdf_text(&pdf, None);
+    for needle in [
+        "Wrong words",
+        "0x000000000fa0",
+        "0xa8646c94",
+        "0xa8646e94",
+        "0x00000200",
+        "stuck at 0 and 1",
+        "own-address",
+        "\"first_offsets\"",
+        "hardware thermal slowdown",
+        "Host and run",
+        "Command line",
+    ] {
+        assert!(all.contains(needle), "the PDF lacks `{needle}`:\n{all}");
+    }
+    // No empty page: every page has words on it.
+    let pages = all.split('\u{c}').filter(|p| !p.trim().is_empty()).count();
+    let total = all.matches('\u{c}').count();
+    assert_eq!(pages, total, "an empty page among {total}:\n{all}");
+}
+
+#[test]
+fn compute_matrix_and_pcie_faults_each_have_their_table() {
+    let dir = tempfile::tempdir().unwrap();
+    for (scenario, heading, needle) in [
+        ("compute_wrong_lane", "Wrong results", "<td>FP32</td>"),
+        (
+            "matrix_wrong_element",
+            "Wrong matrix elements",
+            "<td>(77, 201)</td>",
+        ),
+        ("pcie_corrupt_byte", "Corrupted transfers", "<td>0x"),
+    ] {
+        let run_dir = scenario_reports(dir.path(), scenario);
+        let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+        let at = html
+            .find(&format!("<h3>{heading}</h3>"))
+            .unwrap_or_else(|| panic!("{scenario}: no {heading} table"));
+        let table = &html[at..];
+        let table = &table[..table.find("</table>").unwrap()];
+        assert!(table.contains(needle), "{scenario}: {table}");
+        assert!(
+            table.matches("<tr>").count() >= 2,
+            "{scenario}: a heading and a row"
+        );
+    }
+}
+
+#[test]
+fn screenshots_of_the_first_screen_passing_and_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    for (scenario, name, verdict_text) in [
+        ("h200_healthy", "pass", "Result: PASS (exit 0)"),
+        (
+            "vram_stuck_while_thermal_throttled",
+            "fail",
+            "Result: FAIL (exit 1)",
+        ),
+    ] {
+        let run_dir = scenario_reports(dir.path(), scenario);
+        let page = run_dir.join("report.html");
+        let dom = chromium(
+            dir.path(),
+            &page,
+            &["--window-size=1280,900".into(), "--dump-dom".into()],
+        );
+        let dom = String::from_utf8_lossy(&dom.stdout);
+        assert!(dom.contains(verdict_text), "{name}: {dom}");
+        // The summary card's table, as the browser built it.
+        let summary = &dom[dom.find("id=\"summary\"").expect("the summary section")..];
+        let summary = &summary[..summary.find("</section>").unwrap()];
+        assert!(summary.contains("<table class=\"identity\">"), "{summary}");
+        for row in [
+            "Product",
+            "Serial number",
+            "UUID",
+            "PCI address",
+            "Driver",
+            "What failed",
+        ] {
+            assert!(
+                summary.contains(&format!("<th>{row}</th>")),
+                "{name}: {row}"
+            );
+        }
+        if name == "fail" {
+            assert!(
+                dom.contains("<table class=\"rows\">"),
+                "the wrong-word table"
+            );
+            assert!(summary.contains("<th>Action</th>"));
+        }
+        let shot = shots.join(format!("first-screen-{name}.png"));
+        let out = chromium(
+            dir.path(),
+            &page,
+            &[
+                "--window-size=1280,900".into(),
+                format!("--screenshot={}", shot.display()),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let png = std::fs::read(&shot).unwrap();
+        assert!(
+            png.starts_with(b"\x89PNG") && png.len() > 20_000,
+            "{name}: a real screenshot, {} bytes",
+            png.len()
+        );
+    }
+}
+
 #[test]
 fn the_page_shows_the_verdict_the_findings_and_the_charts() {
     let dir = tempfile::tempdir().unwrap();
@@ -28,7 +227,7 @@ fn the_page_shows_the_verdict_the_findings_and_the_charts() {
         "the run's banner"
     );
     assert!(
-        html.contains("class=\"banner warn\" id=\"verdict-0\">ENVIRONMENT: thermal slowdown"),
+        html.contains("class=\"banner warn\" id=\"verdict-0\">GPU0 ENVIRONMENT: thermal slowdown"),
         "the device's banner"
     );
     assert!(html.contains("<td>THERMAL_THROTTLE</td>"));
@@ -45,12 +244,41 @@ fn the_page_shows_the_verdict_the_findings_and_the_charts() {
     assert!(html.contains("class=\"phase\""), "the phase is shaded");
     assert!(html.contains("VRAM error map"));
     assert!(
-        html.contains("<th>serial</th><td>1654923012345</td>"),
+        html.contains("<th>Serial number</th><td>1654923012345</td>"),
         "the identity a support desk asks for"
     );
+    // Throttle reasons are named bands, not a bit mask; every chart has its axes.
+    assert!(html.contains(">hardware thermal slowdown</text>"), "{html}");
+    assert!(!html.contains("bit mask"));
+    assert!(html.contains("time since the run started (s)"));
+    assert!(html.contains("offset in the tested memory (GiB)") || html.contains("no wrong words"));
     assert!(
         !html.contains("http://") && !html.contains("https://"),
         "self-contained: nothing fetched"
+    );
+    // The host as it was when the run started (kept in the manifest for rebuilds).
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert!(
+        html.contains(&format!("<th>Kernel</th><td>{}</td>", kernel.trim())),
+        "the host section"
+    );
+    for row in [
+        "Operating system",
+        "CPU",
+        "Motherboard",
+        "BIOS",
+        "Vulkan loader",
+    ] {
+        assert!(html.contains(&format!("<th>{row}</th>")), "{row}");
+    }
+    let command = html
+        .split("<th>Command line</th><td>")
+        .nth(1)
+        .and_then(|rest| rest.split("</td>").next())
+        .expect("the exact command line");
+    assert!(
+        command.contains(" run ") && command.contains("--workloads vram"),
+        "{command}"
     );
 }
 

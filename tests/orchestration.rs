@@ -239,6 +239,18 @@ fn a_finding_is_confirmed_by_rerunning_its_workload() {
         vec!["vram", "vram", "vram", "pcie"],
         "only the failing workload reruns"
     );
+    // The report's wrong-word table says in how many runs each word came back, and page
+    // one says how often the fault reproduced.
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(html.contains("<th>Found in runs</th>"), "{html}");
+    assert!(
+        html.contains("<td>3 of 3</td>"),
+        "the stuck word in every run"
+    );
+    assert!(
+        html.contains("<th>Reproduced</th><td>found in 3 of 3 runs</td>"),
+        "{html}"
+    );
 }
 
 #[test]

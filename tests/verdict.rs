@@ -244,6 +244,23 @@ fn the_rma_bundle_carries_the_evidence_with_checksums() {
     for needed in ["UUID", "PCI address", "Driver", "To reproduce"] {
         assert!(html.contains(needed), "{needed}");
     }
+    // The PDF a desk can file, printed from the page, its summary on page one.
+    let pdf = unpacked.join("run/report.pdf");
+    assert!(
+        pdf.is_file(),
+        "report.pdf in the bundle (chromium is installed by setup.sh --test)"
+    );
+    let text = std::process::Command::new("pdftotext")
+        .args(["-l", "1"])
+        .arg(&pdf)
+        .arg("-")
+        .output()
+        .expect("pdftotext is needed: run scripts/setup.sh --test");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Result: PASS (exit 0)") && text.contains("Serial number"),
+        "{text}"
+    );
     let out = kiln()
         .args(["report", "--rma"])
         .arg(dir.path().join("nowhere"))

@@ -6,6 +6,7 @@ mod records;
 mod rundir;
 mod writer;
 
+pub mod host;
 pub mod vram;
 
 use std::path::{Path, PathBuf};

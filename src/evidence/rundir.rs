@@ -35,6 +35,10 @@ pub struct Manifest {
     /// cause: not tested, and named so in every report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_tested: Vec<NotTested>,
+    /// The machine: OS, kernel, CPU, board, BIOS, Vulkan loader (absent in runs of an
+    /// older kiln).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_info: Option<super::host::HostInfo>,
 }
 
 /// A GPU of the machine that the run could not test, and why.
@@ -64,6 +68,7 @@ impl Manifest {
             settings,
             stand_in: false,
             not_tested: Vec::new(),
+            host_info: Some(super::host::HostInfo::collect()),
         }
     }
 }

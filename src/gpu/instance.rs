@@ -66,6 +66,23 @@ unsafe extern "system" fn on_validation_message(
     vk::FALSE
 }
 
+/// The Vulkan loader's version (the instance version it supports, `1.3.275`), or `None`
+/// where no loader loads.
+pub fn loader_version() -> Option<String> {
+    // SAFETY: as in `Vulkan::new`: loading libvulkan runs the trusted loader's initialisers.
+    let entry = unsafe { ash::Entry::load() }.ok()?;
+    // SAFETY: entry is a loaded loader; the call has no other precondition.
+    let version = unsafe { entry.try_enumerate_instance_version() }
+        .ok()?
+        .unwrap_or(vk::API_VERSION_1_0);
+    Some(format!(
+        "{}.{}.{}",
+        vk::api_version_major(version),
+        vk::api_version_minor(version),
+        vk::api_version_patch(version)
+    ))
+}
+
 impl Vulkan {
     /// Loads the system's Vulkan loader and creates an instance.
     pub fn new() -> GpuResult<Arc<Vulkan>> {

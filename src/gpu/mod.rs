@@ -14,7 +14,7 @@ pub use context::{
 };
 pub use error::{GpuError, GpuResult};
 pub use info::{DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MemoryTypeInfo, format_uuid};
-pub use instance::{Vulkan, take_validation_messages};
+pub use instance::{Vulkan, loader_version, take_validation_messages};
 pub use library::library_loads;
 pub use shaders::ShaderCode;
 pub(crate) use shaders::embedded_shader;

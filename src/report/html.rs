@@ -1,171 +1,259 @@
-//! `report.html`: one self-contained page (inline CSS and SVG, no network) for people and
-//! support desks: identity, the verdict banner, findings with their evidence, telemetry
-//! over time with the phases shaded, the VRAM error map and bit histogram, and rates.
+//! `report.html`: one self-contained page (inline CSS and SVG, no network) that a support
+//! desk accepts and that prints to a PDF holding everything. Page one is the summary a
+//! support engineer reads in ten seconds: each card's verdict and identity, what failed,
+//! where, how often it came back, and what to do. Then, per device, the findings with
+//! their evidence, every wrong word, result, element or transfer in a table, the Xids,
+//! charts with axes (throttle reasons as named bands), and the workloads; then the host.
 
 use std::fmt::Write as _;
 
-use crate::telemetry::record::{TelemetryData, TelemetryRecord};
-use crate::telemetry::signals;
+use super::html_charts::{band_chart, bars_chart, line_chart, offset_map};
+use crate::evidence::Manifest;
+use crate::finding::{Class, Finding};
+use crate::telemetry::record::{Reading, TelemetryData, TelemetryRecord};
+use crate::telemetry::{signals, throttle};
 use crate::verdict::{DeviceReport, DeviceResult, Report};
-use crate::workload::Section;
-use crate::workload::show::OffsetPoint;
+use crate::workload::{Section, Table};
 
-fn esc(text: &str) -> String {
+/// Text with HTML's special characters escaped.
+pub fn esc(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
 }
 
-const W: f64 = 720.0;
-const H: f64 = 180.0;
-const PAD: f64 = 40.0;
+/// Rows of one table shown at most: a card with a million wrong words still prints.
+const ROWS_SHOWN: usize = 64;
 
-/// A line chart of `series` over time, with `phases` shaded.
-fn line_chart(
-    title: &str,
-    unit: &str,
-    series: &[(String, Vec<(f64, f64)>)],
-    phases: &[(String, f64, f64)],
-) -> String {
-    let points: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
-    let legend: Vec<String> = series
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, p))| !p.is_empty())
-        .map(|(i, (name, _))| format!("<span class=\"k{}\">&#9632; {}</span>", i % 4, esc(name)))
-        .collect();
-    let mut svg = format!(
-        "<figure><figcaption>{} {}</figcaption>",
-        esc(title),
-        legend.join(" ")
-    );
-    if points.is_empty() {
-        svg.push_str("<p class=\"none\">no readings</p></figure>");
-        return svg;
+/// A finding's evidence shown at most, in characters (all of it is in report.json).
+const EVIDENCE_SHOWN: usize = 3000;
+
+fn banner_class(result: DeviceResult) -> &'static str {
+    match result {
+        DeviceResult::Pass => "pass",
+        DeviceResult::Fail => "fail",
+        DeviceResult::Environment | DeviceResult::Software => "warn",
+        DeviceResult::Inconclusive => "unknown",
     }
-    let (t0, t1) = points
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
-    let (v0, v1) = points
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
-    let (t1, v1) = (
-        if t1 > t0 { t1 } else { t0 + 1.0 },
-        if v1 > v0 { v1 } else { v0 + 1.0 },
-    );
-    let x = |t: f64| PAD + (t - t0) / (t1 - t0) * (W - 2.0 * PAD);
-    let y = |v: f64| H - PAD / 2.0 - (v - v0) / (v1 - v0) * (H - PAD);
-    let _ = write!(
-        svg,
-        "<svg viewBox=\"0 0 {W} {H}\" role=\"img\" class=\"chart\">"
-    );
-    for (name, start, end) in phases {
-        let _ = write!(
-            svg,
-            "<rect class=\"phase\" x=\"{:.1}\" y=\"0\" width=\"{:.1}\" height=\"{H}\"/><text x=\"{:.1}\" y=\"12\" class=\"phase-label\">{}</text>",
-            x(*start),
-            (x(*end) - x(*start)).max(1.0),
-            x(*start) + 2.0,
-            esc(name)
-        );
-    }
-    let _ = write!(
-        svg,
-        "<text x=\"2\" y=\"{:.1}\" class=\"axis\">{v1:.0} {unit}</text><text x=\"2\" y=\"{:.1}\" class=\"axis\">{v0:.0}</text>",
-        y(v1) + 4.0,
-        y(v0)
-    );
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let path: Vec<String> = pts
-            .iter()
-            .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v)))
-            .collect();
-        let _ = write!(
-            svg,
-            "<polyline class=\"s{}\" points=\"{}\"><title>{}</title></polyline>",
-            i % 4,
-            path.join(" "),
-            esc(name)
-        );
-    }
-    let _ = write!(
-        svg,
-        "<text x=\"{:.1}\" y=\"{H}\" class=\"axis\">{:.0} s</text></svg>",
-        W - PAD,
-        t1 / 1e3
-    );
-    svg.push_str("</figure>");
-    svg
 }
 
-/// Horizontal bars with an optional reference mark.
-fn bars_chart(title: &str, unit: &str, items: &[(String, f64, Option<f64>)]) -> String {
-    let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
-    let max = items
+/// A device's findings that count, most serious first (the verdict's order).
+fn serious(d: &DeviceReport) -> Vec<&Finding> {
+    let mut found: Vec<&Finding> = d
+        .findings
         .iter()
-        .map(|(_, v, r)| v.max(r.unwrap_or(0.0)))
-        .fold(0.0f64, f64::max)
-        .max(1e-9);
-    let h = 22.0 * items.len() as f64 + 10.0;
-    let _ = write!(
-        svg,
-        "<svg viewBox=\"0 0 {W} {h}\" role=\"img\" class=\"chart\">"
-    );
-    for (i, (label, value, reference)) in items.iter().enumerate() {
-        let y = 5.0 + 22.0 * i as f64;
-        let width = value / max * (W - 260.0);
-        let _ = write!(
-            svg,
-            "<text x=\"0\" y=\"{:.1}\" class=\"axis\">{}</text><rect class=\"bar\" x=\"200\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"16\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\">{value:.2} {unit}</text>",
-            y + 12.0,
-            esc(label),
-            205.0 + width,
-            y + 12.0
-        );
-        if let Some(r) = reference {
-            let rx = 200.0 + r / max * (W - 260.0);
-            let _ = write!(
-                svg,
-                "<line class=\"ref\" x1=\"{rx:.1}\" x2=\"{rx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>",
-                y - 2.0,
-                y + 18.0
-            );
+        .filter(|f| f.class != Class::Info)
+        .collect();
+    found.sort_by_key(|f| (f.severity, f.confidence));
+    found
+}
+
+/// One table of the device, merged over the runs of its workload: a confirmation rerun
+/// finds the same places again, and each place says in how many runs it came back.
+struct Merged {
+    table: Table,
+    /// Each row's runs: in how many of `runs` it was found.
+    found_in: Vec<usize>,
+    runs: usize,
+}
+
+fn tables(d: &DeviceReport) -> Vec<Merged> {
+    let mut out: Vec<(String, Merged)> = Vec::new();
+    for w in &d.workloads {
+        let runs = d
+            .workloads
+            .iter()
+            .filter(|o| o.workload == w.workload && o.together_with() == w.together_with())
+            .count();
+        for section in w.summary.sections() {
+            let Section::Table(t) = section else {
+                continue;
+            };
+            let id = format!("{}/{}", w.workload, t.title);
+            match out.iter_mut().find(|(i, _)| *i == id) {
+                Some((_, m)) => {
+                    for row in t.rows {
+                        match m.table.rows.iter().position(|r| r.key == row.key) {
+                            Some(i) => m.found_in[i] += 1,
+                            None => {
+                                m.table.rows.push(row);
+                                m.found_in.push(1);
+                            }
+                        }
+                    }
+                }
+                None => {
+                    let found_in = vec![1; t.rows.len()];
+                    out.push((
+                        id,
+                        Merged {
+                            table: t,
+                            found_in,
+                            runs,
+                        },
+                    ));
+                }
+            }
         }
     }
-    svg.push_str("</svg></figure>");
-    svg
+    out.into_iter().map(|(_, m)| m).collect()
 }
 
-/// Points over a span of memory: offset (x) against their row (y), each with its tooltip.
-fn offset_map(
-    title: &str,
-    span_bytes: u64,
-    rows: usize,
-    points: &[OffsetPoint],
-    none: &str,
-) -> String {
-    let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
-    if points.is_empty() {
-        let _ = write!(svg, "<p class=\"none\">{}</p></figure>", esc(none));
-        return svg;
-    }
-    let total = span_bytes.max(1) as f64;
+fn table_html(out: &mut String, m: &Merged) {
+    let t = &m.table;
+    let shown = t.rows.len().min(ROWS_SHOWN);
     let _ = write!(
-        svg,
-        "<svg viewBox=\"0 0 {W} {H}\" role=\"img\" class=\"chart\">"
+        out,
+        "<h3>{}</h3><p class=\"count\">{} in all{}; {} recorded place{} shown{}.</p><table class=\"rows\"><tr>",
+        esc(&t.title),
+        crate::text::count(t.total, t.noun),
+        if m.runs > 1 {
+            format!(" in the first of {} runs", m.runs)
+        } else {
+            String::new()
+        },
+        shown,
+        if shown == 1 { "" } else { "s" },
+        if t.rows.len() > shown {
+            format!(" of {} (the rest are in report.json)", t.rows.len())
+        } else {
+            String::new()
+        }
     );
-    for p in points {
-        let x = PAD + p.offset_bytes as f64 / total * (W - 2.0 * PAD);
-        let y = PAD / 2.0 + p.row as f64 / rows.max(1) as f64 * (H - PAD);
+    for c in &t.columns {
+        let _ = write!(out, "<th>{}</th>", esc(c));
+    }
+    if m.runs > 1 {
+        out.push_str("<th>Found in runs</th>");
+    }
+    out.push_str("</tr>");
+    for (row, found_in) in t.rows.iter().zip(&m.found_in).take(shown) {
+        out.push_str("<tr>");
+        for cell in &row.cells {
+            let _ = write!(out, "<td>{}</td>", esc(cell));
+        }
+        if m.runs > 1 {
+            let _ = write!(out, "<td>{found_in} of {}</td>", m.runs);
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+}
+
+/// The identity fields a support desk asks for, labelled for people: the vendor's where
+/// its source read them, else what Vulkan says.
+fn identity_rows(d: &DeviceReport) -> Vec<(&'static str, String)> {
+    let id = &d.setup.identity;
+    let text = |key: &str| {
+        id.get(key)
+            .and_then(Reading::text)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+    };
+    let mut rows = vec![(
+        "Product",
+        text(signals::NAME.name).unwrap_or_else(|| d.name.clone()),
+    )];
+    for (label, key) in [
+        ("Serial number", signals::SERIAL.name),
+        ("Board part number", signals::BOARD_PART_NUMBER.name),
+        ("VBIOS", signals::VBIOS.name),
+        ("InfoROM image", signals::INFOROM_IMAGE.name),
+    ] {
+        rows.push((label, text(key).unwrap_or_else(|| "not read".into())));
+    }
+    rows.push((
+        "UUID",
+        text(signals::UUID.name).unwrap_or_else(|| d.uuid.clone()),
+    ));
+    rows.push((
+        "PCI address",
+        text(signals::PCI_BUS_ID.name)
+            .or_else(|| d.pci_address.clone())
+            .unwrap_or_else(|| "unknown".into()),
+    ));
+    let driver = match text(signals::DRIVER_VERSION.name) {
+        Some(v) => format!("{v} (Vulkan: {})", d.driver),
+        None => d.driver.clone(),
+    };
+    rows.push(("Driver", driver));
+    rows
+}
+
+/// Page one's card for a device: verdict, identity, what failed, where, how often, action.
+fn summary_card(out: &mut String, d: &DeviceReport) {
+    let _ = write!(
+        out,
+        "<div class=\"card\"><div class=\"banner {}\" id=\"verdict-{}\">GPU{} {}: {}</div><table class=\"identity\">",
+        banner_class(d.result),
+        d.index,
+        d.index,
+        d.result.word(),
+        esc(&d.reason)
+    );
+    for (label, value) in identity_rows(d) {
+        let _ = write!(out, "<tr><th>{label}</th><td>{}</td></tr>", esc(&value));
+    }
+    let found = serious(d);
+    let first = found.first();
+    let what = match first {
+        Some(f) => format!("{}: {}", f.code, f.summary),
+        None if d.result == DeviceResult::Pass => "nothing: every check passed".into(),
+        None => d.reason.clone(),
+    };
+    let _ = write!(out, "<tr><th>What failed</th><td>{}</td></tr>", esc(&what));
+    let merged = tables(d);
+    let places: Vec<String> = merged
+        .iter()
+        .filter(|m| m.table.total > 0)
+        .map(|m| {
+            let first_keys: Vec<&str> = m
+                .table
+                .rows
+                .iter()
+                .take(3)
+                .map(|r| r.key.as_str())
+                .collect();
+            format!(
+                "{}, first at {}",
+                crate::text::count(m.table.total, m.table.noun),
+                first_keys.join(", ")
+            )
+        })
+        .collect();
+    if !places.is_empty() {
         let _ = write!(
-            svg,
-            "<circle class=\"err\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\"><title>{}</title></circle>",
-            esc(&p.title)
+            out,
+            "<tr><th>Where</th><td>{}</td></tr>",
+            esc(&places.join("; "))
         );
     }
-    svg.push_str("</svg></figure>");
-    svg
+    if let Some(f) = first {
+        let runs = |key: &str| f.evidence.get(key).and_then(serde_json::Value::as_u64);
+        let again = match (runs("found_in_runs"), runs("runs")) {
+            (Some(found), Some(all)) => format!("found in {found} of {all} runs"),
+            _ => {
+                let most = merged
+                    .iter()
+                    .flat_map(|m| m.found_in.iter().map(move |n| (*n, m.runs)))
+                    .max();
+                match most {
+                    Some((n, all)) if all > 1 => {
+                        format!("the same place in {n} of {all} runs")
+                    }
+                    _ => "one run (no confirmation rerun)".into(),
+                }
+            }
+        };
+        let _ = write!(
+            out,
+            "<tr><th>Reproduced</th><td>{}</td></tr><tr><th>Action</th><td>{}</td></tr>",
+            esc(&again),
+            esc(&f.action)
+        );
+    }
+    out.push_str("</table></div>");
 }
 
 fn series(records: &[TelemetryRecord], device: usize, key: &str) -> Vec<(f64, f64)> {
@@ -175,73 +263,73 @@ fn series(records: &[TelemetryRecord], device: usize, key: &str) -> Vec<(f64, f6
         .filter_map(|r| match &r.data {
             TelemetryData::Sample { readings } => readings
                 .get(key)
-                .and_then(|v| v.number())
+                .and_then(Reading::number)
                 .map(|v| (r.t_ms, v)),
             _ => None,
         })
         .collect()
 }
 
+/// The throttle reasons each sample carries, in words.
+fn throttle_samples(records: &[TelemetryRecord], device: usize) -> Vec<(f64, Vec<String>)> {
+    records
+        .iter()
+        .filter(|r| r.device == Some(device))
+        .filter_map(|r| match &r.data {
+            TelemetryData::Sample { readings } => throttle::reasons_of(readings).map(|names| {
+                (
+                    r.t_ms,
+                    names
+                        .filter(|n| *n != throttle::ThrottleReason::GpuIdle.name())
+                        .map(|n| throttle::label_of(n).to_owned())
+                        .collect(),
+                )
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn findings_table(out: &mut String, d: &DeviceReport) {
+    if d.findings.is_empty() {
+        out.push_str("<p>No findings.</p>");
+        return;
+    }
+    out.push_str("<h3>Findings</h3><table class=\"findings\"><tr><th>Code</th><th>Class</th><th>Severity</th><th>Confidence</th><th>What</th><th>Action</th></tr>");
+    for f in &d.findings {
+        let mut evidence = serde_json::to_string_pretty(&f.evidence).unwrap_or_default();
+        if evidence.chars().count() > EVIDENCE_SHOWN {
+            evidence = evidence.chars().take(EVIDENCE_SHOWN).collect::<String>()
+                + "\n... (cut here: the whole evidence is in report.json)";
+        }
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}<pre class=\"evidence\">{}</pre></td><td>{}</td></tr>",
+            esc(&f.code),
+            f.class.word(),
+            f.severity.word(),
+            f.confidence.word(),
+            esc(&f.summary),
+            esc(&evidence),
+            esc(&f.action)
+        );
+    }
+    out.push_str("</table>");
+}
+
 fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryRecord]) {
-    let class = match d.result {
-        DeviceResult::Pass => "pass",
-        DeviceResult::Fail => "fail",
-        DeviceResult::Environment | DeviceResult::Software => "warn",
-        DeviceResult::Inconclusive => "unknown",
-    };
     let _ = write!(
         out,
-        "<section><h2>GPU{} {}</h2><div class=\"banner {class}\" id=\"verdict-{}\">{}: {}</div>",
+        "<section class=\"device\"><h2>GPU{} {}</h2><div class=\"banner {}\">{}: {}</div>",
         d.index,
         esc(&d.name),
-        d.index,
+        banner_class(d.result),
         d.result.word(),
         esc(&d.reason)
     );
-    let _ = write!(
-        out,
-        "<table class=\"identity\"><tr><th>UUID</th><td>{}</td></tr><tr><th>PCI address</th><td>{}</td></tr><tr><th>Driver</th><td>{}</td></tr>",
-        esc(&d.uuid),
-        esc(d.pci_address.as_deref().unwrap_or("unknown")),
-        esc(&d.driver)
-    );
-    for r in telemetry.iter().filter(|r| r.device == Some(d.index)) {
-        if let TelemetryData::Identity { fields } = &r.data {
-            for key in [
-                signals::SERIAL.name,
-                signals::VBIOS.name,
-                signals::BOARD_PART_NUMBER.name,
-                signals::INFOROM_IMAGE.name,
-                signals::DRIVER_VERSION.name,
-            ] {
-                if let Some(v) = fields
-                    .get(key)
-                    .and_then(crate::telemetry::record::Reading::text)
-                {
-                    let _ = write!(out, "<tr><th>{key}</th><td>{}</td></tr>", esc(v));
-                }
-            }
-        }
-    }
-    out.push_str("</table>");
-    if d.findings.is_empty() {
-        out.push_str("<p>No findings.</p>");
-    } else {
-        out.push_str("<table class=\"findings\"><tr><th>Code</th><th>Class</th><th>Severity</th><th>Confidence</th><th>What</th><th>Action</th></tr>");
-        for f in &d.findings {
-            let _ = write!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}<details><summary>evidence</summary><pre>{}</pre></details></td><td>{}</td></tr>",
-                esc(&f.code),
-                f.class.word(),
-                f.severity.word(),
-                f.confidence.word(),
-                esc(&f.summary),
-                esc(&serde_json::to_string_pretty(&f.evidence).unwrap_or_default()),
-                esc(&f.action)
-            );
-        }
-        out.push_str("</table>");
+    findings_table(out, d);
+    for m in tables(d) {
+        table_html(out, &m);
     }
     xid_table(out, d);
     let phases: Vec<(String, f64, f64)> = d
@@ -253,30 +341,39 @@ fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryReco
         (
             "Temperature",
             "°C",
-            vec![signals::GPU_TEMP_C.name, signals::HBM_TEMP_C.name],
+            [
+                ("GPU", signals::GPU_TEMP_C.name),
+                ("memory (HBM)", signals::HBM_TEMP_C.name),
+            ],
         ),
         (
             "Power",
             "W",
-            vec![signals::POWER_W.name, signals::POWER_LIMIT_ENFORCED_W.name],
+            [
+                ("board draw", signals::POWER_W.name),
+                ("limit in force", signals::POWER_LIMIT_ENFORCED_W.name),
+            ],
         ),
         (
             "Clocks",
             "MHz",
-            vec![signals::CLOCK_SM_MHZ.name, signals::CLOCK_MEM_MHZ.name],
-        ),
-        (
-            "Throttle reasons (bit mask)",
-            "",
-            vec![signals::THROTTLE_REASONS_MASK.name],
+            [
+                ("SM", signals::CLOCK_SM_MHZ.name),
+                ("memory", signals::CLOCK_MEM_MHZ.name),
+            ],
         ),
     ] {
         let s: Vec<(String, Vec<(f64, f64)>)> = keys
             .iter()
-            .map(|k| ((*k).to_owned(), series(telemetry, d.index, k)))
+            .map(|(label, k)| ((*label).to_owned(), series(telemetry, d.index, k)))
             .collect();
         out.push_str(&line_chart(title, unit, &s, &phases));
     }
+    out.push_str(&band_chart(
+        "Throttle reasons (what held the clocks back, when)",
+        &throttle_samples(telemetry, d.index),
+        &phases,
+    ));
     for w in &d.workloads {
         let _ = write!(
             out,
@@ -287,7 +384,8 @@ fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryReco
         );
         for section in w.summary.sections() {
             match section {
-                Section::Lines(_) => {}
+                // Lines are the terminal's; tables are shown above, merged over runs.
+                Section::Lines(_) | Section::Table(_) => {}
                 Section::Bars { title, unit, bars } => {
                     let items: Vec<(String, f64, Option<f64>)> = bars
                         .into_iter()
@@ -307,17 +405,6 @@ fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryReco
     }
     out.push_str("</section>");
 }
-
-const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}\
-.banner{padding:10px 14px;border-radius:6px;font-weight:600;margin:8px 0}.pass{background:#d9f2dc}\
-.fail{background:#f7d4d4}.warn{background:#fcebc5}.unknown{background:#e2e2e2}\
-table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}\
-figure{margin:10px 0}figcaption{font-weight:600}.chart{width:100%;max-width:720px;background:#fafafa;border:1px solid #ddd}\
-polyline{fill:none;stroke-width:1.5}.s0{stroke:#c0392b}.s1{stroke:#2471a3}.s2{stroke:#239b56}.s3{stroke:#7d3c98}\
-.phase{fill:#eef3fb;stroke:#c9d6ea}.phase-label,.axis{font-size:10px;fill:#555}.bar{fill:#5d8fc9}\
-.k0{color:#c0392b}.k1{color:#2471a3}.k2{color:#239b56}.k3{color:#7d3c98}\
-.ref{stroke:#c0392b;stroke-width:2}.err{fill:#c0392b}.none{color:#777}pre{white-space:pre-wrap;font-size:11px}\
-@media print{section{page-break-inside:avoid}}";
 
 /// The device's Xids, each explained from the one catalogue (meaning, class, what to do),
 /// with the phase and how many times: the kernel log's words for a support desk.
@@ -347,7 +434,7 @@ fn xid_table(out: &mut String, d: &DeviceReport) {
             esc(&phase),
             code.map_or("?".to_owned(), |c| c.to_string()),
             esc(info.map_or("not in kiln's catalogue", |i| i.meaning)),
-            info.map_or("", |i| i.class.name()),
+            info.map_or("", |i| i.class.word()),
             esc(info.map_or("", |i| i.action)),
             esc(&message.chars().take(200).collect::<String>())
         );
@@ -355,8 +442,81 @@ fn xid_table(out: &mut String, d: &DeviceReport) {
     out.push_str("</table>");
 }
 
-/// Renders the page.
-pub fn render(report: &Report, telemetry: &[TelemetryRecord]) -> String {
+/// The machine and the run: what a support desk asks before anything else.
+fn host_section(out: &mut String, report: &Report, manifest: Option<&Manifest>) {
+    out.push_str("<section class=\"host\"><h2>Host and run</h2><table class=\"identity\">");
+    let mut row = |label: &str, value: &str| {
+        let _ = write!(out, "<tr><th>{label}</th><td>{}</td></tr>", esc(value));
+    };
+    row("Host", &report.host);
+    let host = manifest
+        .and_then(|m| m.host_info.clone())
+        .unwrap_or_default();
+    let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "not read".into());
+    row("Operating system", &or_unknown(&host.os));
+    row("Kernel", &or_unknown(&host.kernel));
+    let cpu = match (&host.cpu, host.cpu_threads) {
+        (Some(c), Some(n)) => format!("{c} ({n} threads)"),
+        (Some(c), None) => c.clone(),
+        _ => "not read".into(),
+    };
+    row("CPU", &cpu);
+    row(
+        "Memory",
+        &host
+            .memory_bytes
+            .map_or("not read".into(), crate::units::format_bytes),
+    );
+    row("System", &or_unknown(&host.system));
+    row("Motherboard", &or_unknown(&host.board));
+    row("BIOS", &or_unknown(&host.bios));
+    row("Vulkan loader", &or_unknown(&host.vulkan_loader));
+    for d in &report.devices {
+        let version = &d.setup.vulkan_driver_version;
+        let driver = if d.driver.contains(version.as_str()) {
+            d.driver.clone()
+        } else {
+            format!("{} (version {version})", d.driver)
+        };
+        row(&format!("GPU{} Vulkan driver", d.index), &driver);
+    }
+    row("kiln", &report.tool_version);
+    if let Some(m) = manifest {
+        row("Command line", &m.command_line.join(" "));
+    }
+    row("Started (UTC)", &report.started_utc);
+    row("Finished (UTC)", &report.finished_utc);
+    row("Wall time", &format!("{:.1} s", report.wall_s));
+    row("Run directory", &report.run_dir);
+    out.push_str("</table></section>");
+}
+
+const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px;margin:0 0 6px}\
+h2{font-size:17px;margin:18px 0 6px}h3{font-size:15px;margin:14px 0 4px}\
+.banner{padding:8px 12px;border-radius:6px;font-weight:600;margin:6px 0}.pass{background:#d9f2dc}\
+.fail{background:#f7d4d4}.warn{background:#fcebc5}.unknown{background:#e2e2e2}\
+.card{margin:10px 0 16px}.count{margin:2px 0;color:#444}\
+table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}\
+table.identity th{width:170px;background:#f4f4f4}table.rows{font:12px ui-monospace,monospace}table.rows th{font-family:system-ui,sans-serif}\
+figure{margin:10px 0}figcaption{font-weight:600}.chart{width:100%;max-width:760px;background:#fafafa;border:1px solid #ddd}\
+polyline{fill:none;stroke-width:1.5}.s0{stroke:#c0392b}.s1{stroke:#2471a3}.s2{stroke:#239b56}.s3{stroke:#7d3c98}\
+.phase{fill:#eef3fb;stroke:#c9d6ea}.phase-label,.axis{font-size:10px;fill:#555}.axis-title{font-size:10px;fill:#333;font-weight:600}\
+.ax{stroke:#888}.tick{stroke:#888}.grid{stroke:#e3e3e3}.bar{fill:#5d8fc9}\
+.band{opacity:.85}.b0{fill:#c0392b}.b1{fill:#e67e22}.b2{fill:#7d3c98}.b3{fill:#2471a3}\
+.k0{color:#c0392b}.k1{color:#2471a3}.k2{color:#239b56}.k3{color:#7d3c98}\
+.ref{stroke:#c0392b;stroke-width:2}.err{fill:#c0392b}.none{color:#777}\
+pre.evidence{white-space:pre-wrap;word-break:break-all;font-size:10px;background:#f7f7f7;margin:4px 0 0;padding:4px}\
+@page{size:A4 landscape;margin:10mm}\
+@media print{body{margin:0;font-size:11px}section.device,section.host{break-before:page}\
+tr,figure,.card{break-inside:avoid}table.rows{font-size:9px}.chart{max-width:100%}}";
+
+/// Renders the page; `manifest` gives the host and the command line where the run
+/// directory has one.
+pub fn render(
+    report: &Report,
+    telemetry: &[TelemetryRecord],
+    manifest: Option<&Manifest>,
+) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -365,14 +525,9 @@ pub fn render(report: &Report, telemetry: &[TelemetryRecord]) -> String {
     );
     let _ = write!(
         out,
-        "<h1>kiln report {}</h1><div class=\"banner {}\" id=\"verdict\">Result: {} (exit {}){}</div>",
+        "<section id=\"summary\"><h1>kiln GPU report {}</h1><div class=\"banner {}\" id=\"verdict\">Result: {} (exit {}){}</div>",
         esc(&report.run_id),
-        match report.result {
-            DeviceResult::Pass => "pass",
-            DeviceResult::Fail => "fail",
-            DeviceResult::Inconclusive => "unknown",
-            _ => "warn",
-        },
+        banner_class(report.result),
         report.result.word(),
         report.exit_code,
         match (report.interrupted, report.incomplete) {
@@ -383,12 +538,15 @@ pub fn render(report: &Report, telemetry: &[TelemetryRecord]) -> String {
     );
     let _ = write!(
         out,
-        "<p>Host {}, started {}, finished {}, kiln {}.</p>",
+        "<p>Host {}, started {}, finished {} (UTC), kiln {}.</p>",
         esc(&report.host),
         esc(&report.started_utc),
         esc(&report.finished_utc),
         esc(&report.tool_version)
     );
+    for d in &report.devices {
+        summary_card(&mut out, d);
+    }
     if !report.notes.is_empty() {
         out.push_str("<ul class=\"notes\">");
         for n in &report.notes {
@@ -396,9 +554,11 @@ pub fn render(report: &Report, telemetry: &[TelemetryRecord]) -> String {
         }
         out.push_str("</ul>");
     }
+    out.push_str("</section>");
     for d in &report.devices {
         device_section(&mut out, d, telemetry);
     }
+    host_section(&mut out, report, manifest);
     out.push_str("<p>To reproduce: <code>kiln verdict RUN_DIR</code> rebuilds this page from the run directory; the manifest holds the exact command line and seeds.</p></body></html>\n");
     out
 }

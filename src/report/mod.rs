@@ -3,7 +3,9 @@
 //! and the RMA bundle. Rendering only: every result is decided by the verdict.
 
 pub mod html;
+mod html_charts;
 pub mod junit;
+pub mod pdf;
 pub mod prometheus;
 pub mod rma;
 pub mod text;
@@ -12,6 +14,8 @@ use crate::verdict::Report;
 
 /// Writes every report file into the run directory: `report.json`, `report.html`,
 /// `junit.xml` and `kiln.prom` (for node_exporter's textfile collector), each atomically.
+/// The manifest, where the directory has one, gives the page its host and command line
+/// and the metrics their profile.
 /// Returns the first failure.
 pub fn write_all(dir: &std::path::Path, report: &Report) -> std::io::Result<()> {
     crate::evidence::write_json_atomic(&dir.join("report.json"), report)
@@ -21,14 +25,15 @@ pub fn write_all(dir: &std::path::Path, report: &Report) -> std::io::Result<()> 
     )
     .map(|(records, _)| records)
     .unwrap_or_default();
+    let manifest = crate::evidence::read_manifest(&dir.join("manifest.json")).ok();
     crate::fsutil::write_atomic(
         &dir.join("report.html"),
-        html::render(report, &telemetry).as_bytes(),
+        html::render(report, &telemetry, manifest.as_ref()).as_bytes(),
     )?;
     crate::fsutil::write_atomic(&dir.join("junit.xml"), junit::render(report).as_bytes())?;
     crate::fsutil::write_atomic(
         &dir.join(METRICS_FILE),
-        prometheus::render(report, &metrics_context(dir, report)).as_bytes(),
+        prometheus::render(report, &metrics_context(report, manifest.as_ref())).as_bytes(),
     )
 }
 
@@ -38,11 +43,13 @@ pub const METRICS_FILE: &str = "kiln.prom";
 
 /// What the metrics carry beside the report: the run's own end (a rebuilt report keeps
 /// it) and its profile, from the manifest.
-fn metrics_context(dir: &std::path::Path, report: &Report) -> prometheus::Context {
+fn metrics_context(
+    report: &Report,
+    manifest: Option<&crate::evidence::Manifest>,
+) -> prometheus::Context {
     let ended = crate::evidence::parse_utc_timestamp(&report.finished_utc)
         .unwrap_or_else(std::time::SystemTime::now);
-    let profile = crate::evidence::read_manifest(&dir.join("manifest.json"))
-        .ok()
+    let profile = manifest
         .and_then(|m| m.settings.get("profile")?.as_str().map(str::to_owned))
         .unwrap_or_default();
     prometheus::Context {

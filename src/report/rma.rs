@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 /// The evidence files a bundle carries, when the run directory has them.
-const FILES: [&str; 7] = [
+const FILES: [&str; 8] = [
     "report.html",
+    "report.pdf",
     "report.json",
     "manifest.json",
     "events.jsonl",

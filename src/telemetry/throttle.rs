@@ -74,6 +74,31 @@ impl ThrottleReason {
     }
 }
 
+impl ThrottleReason {
+    /// Its name for people (`software power cap`).
+    pub const fn label(self) -> &'static str {
+        match self {
+            ThrottleReason::GpuIdle => "GPU idle",
+            ThrottleReason::ApplicationsClocksSetting => "applications clocks setting",
+            ThrottleReason::SwPowerCap => "software power cap",
+            ThrottleReason::HwSlowdown => "hardware slowdown",
+            ThrottleReason::SyncBoost => "sync boost",
+            ThrottleReason::SwThermalSlowdown => "software thermal slowdown",
+            ThrottleReason::HwThermalSlowdown => "hardware thermal slowdown",
+            ThrottleReason::HwPowerBrakeSlowdown => "hardware power brake",
+            ThrottleReason::DisplayClockSetting => "display clock setting",
+        }
+    }
+}
+
+/// The label of a reason recorded by name; an unknown name (an unknown bit) as it is.
+pub fn label_of(name: &str) -> &str {
+    ThrottleReason::ALL
+        .iter()
+        .find(|r| r.name() == name)
+        .map_or(name, |r| r.label())
+}
+
 /// Names of every reason whose bit is set; unknown bits come out as `0x…`.
 pub fn decode(mask: u64) -> Vec<String> {
     let mut names: Vec<String> = ThrottleReason::ALL

@@ -12,7 +12,7 @@ use serde_json::json;
 use super::hash;
 use super::power::{LOAD_PERIOD, Pacer, PowerController, PowerTargetReport};
 use super::settings::{SettingError, SettingsTable};
-use super::show::{Bar, Section};
+use super::show::{Bar, Section, Table, TableRow};
 use super::{
     Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
     WorkloadStatus, record_device_error,
@@ -451,18 +451,74 @@ impl Kind for Compute {
                 m.round
             ));
         }
-        vec![
-            Section::Lines(lines),
-            Section::Bars {
-                title: "Compute rate (mark: best round)".into(),
-                unit: "Gop/s".into(),
-                bars: c
-                    .kinds
-                    .iter()
-                    .map(|k| Bar::marked(k.kind.label(), k.gops, Some(k.best_gops)))
-                    .collect(),
-            },
-        ]
+        let mut out = vec![Section::Lines(lines)];
+        if c.faults() > 0 {
+            out.push(Section::Table(wrong_results(c)));
+        }
+        out.push(Section::Bars {
+            title: "Compute rate (mark: best round)".into(),
+            unit: "Gop/s".into(),
+            bars: c
+                .kinds
+                .iter()
+                .map(|k| Bar::marked(k.kind.label(), k.gops, Some(k.best_gops)))
+                .collect(),
+        });
+        out
+    }
+}
+
+/// The wrong results, each with the work item, the check and the invocations that
+/// computed it: where on the chip to look.
+fn wrong_results(c: &ComputeReport) -> Table {
+    let words = |v: &[u32; 4]| {
+        v.iter()
+            .map(|w| format!("{w:08x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    Table {
+        title: "Wrong results".into(),
+        noun: "wrong result",
+        columns: vec![
+            "Kind",
+            "Round",
+            "Item",
+            "Check",
+            "Computed by",
+            "Expected",
+            "Got",
+            "XOR",
+        ],
+        rows: c
+            .records
+            .iter()
+            .map(|m| {
+                let xor: [u32; 4] = std::array::from_fn(|i| m.expected[i] ^ m.actual[i]);
+                let by = match (m.second_invocation, m.second_workgroup) {
+                    (Some(i), Some(g)) => format!(
+                        "invocation {}, then {i} of workgroup {g}",
+                        m.first_invocation
+                    ),
+                    (Some(i), None) => format!("invocation {}, then {i}", m.first_invocation),
+                    _ => format!("invocation {} (CPU check)", m.first_invocation),
+                };
+                TableRow {
+                    key: format!("{} item {}", m.kind.label(), m.item),
+                    cells: vec![
+                        m.kind.label().into(),
+                        m.round.to_string(),
+                        m.item.to_string(),
+                        m.check.to_string(),
+                        by,
+                        words(&m.expected),
+                        words(&m.actual),
+                        words(&xor),
+                    ],
+                }
+            })
+            .collect(),
+        total: c.faults(),
     }
 }
 

@@ -14,7 +14,7 @@ pub mod vram;
 
 pub use registry::{PlannedWorkload, Unread, WorkloadConfig, WorkloadName, WorkloadResult};
 pub use settings::{SettingError, SettingsTable};
-pub use show::{Metric, MetricFamily, Section};
+pub use show::{Metric, MetricFamily, Section, Table, TableRow};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

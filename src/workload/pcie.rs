@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::settings::{SettingError, SettingsTable};
-use super::show::{Bar, Metric, MetricFamily, Section};
+use super::show::{Bar, Metric, MetricFamily, Section, Table, TableRow};
 use super::{
     Envelope, FindingKind, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError,
     WorkloadFinding, WorkloadOutcome, WorkloadStatus, join_findings, record_device_error,
@@ -347,7 +347,40 @@ impl Kind for Pcie {
 
     fn sections(p: &PcieReport) -> Vec<Section> {
         let theory = p.link.as_ref().and_then(|l| l.theoretical_gbps);
-        vec![Section::Bars {
+        let mut out = Vec::new();
+        if !p.corruption.is_empty() {
+            out.push(Section::Table(Table {
+                title: "Corrupted transfers".into(),
+                noun: "corrupted transfer",
+                columns: vec![
+                    "Direction",
+                    "Transfer size",
+                    "First wrong byte",
+                    "Sent",
+                    "Got",
+                    "XOR",
+                    "Bytes differing",
+                ],
+                rows: p
+                    .corruption
+                    .iter()
+                    .map(|c| TableRow {
+                        key: format!("{} {} {}", c.direction, c.bytes, c.offset),
+                        cells: vec![
+                            c.direction.clone(),
+                            crate::units::format_exact(c.bytes),
+                            format!("0x{:x}", c.offset),
+                            format!("0x{:02x}", c.expected),
+                            format!("0x{:02x}", c.actual),
+                            format!("0x{:02x}", c.expected ^ c.actual),
+                            c.differing_bytes.to_string(),
+                        ],
+                    })
+                    .collect(),
+                total: p.corruption.len() as u64,
+            }));
+        }
+        out.push(Section::Bars {
             title: "PCIe bandwidth (mark: the link's theory, where known)".into(),
             unit: "GB/s".into(),
             bars: vec![
@@ -355,7 +388,8 @@ impl Kind for Pcie {
                 Bar::marked("device to host", p.peak_d2h_gbps, theory),
                 Bar::new("both at once", p.peak_bidir_gbps),
             ],
-        }]
+        });
+        out
     }
 }
 

@@ -63,6 +63,33 @@ pub struct OffsetPoint {
     pub title: String,
 }
 
+/// A table of what went wrong, one row per place (a wrong word, a wrong element, a
+/// corrupted transfer), for the HTML report and its PDF: the numbers a support desk
+/// reproduces a fault from, never hidden in a tooltip.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    /// Its caption.
+    pub title: String,
+    /// What one row is, for counts (`wrong word`).
+    pub noun: &'static str,
+    /// The column headings.
+    pub columns: Vec<&'static str>,
+    /// The rows, as recorded (the records are capped; `total` says how many there were).
+    pub rows: Vec<TableRow>,
+    /// How many there were in all, recorded or not.
+    pub total: u64,
+}
+
+/// One row of a [`Table`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableRow {
+    /// The place it is about (an offset, an element), the same in every run that finds
+    /// it: the report counts in how many confirmation runs each place came back.
+    pub key: String,
+    /// The cells, one per column.
+    pub cells: Vec<String>,
+}
+
 /// A part of a workload's section in the reports.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Section {
@@ -92,4 +119,6 @@ pub enum Section {
         /// What to say when there is no point.
         none: String,
     },
+    /// What went wrong, place by place, for the HTML report.
+    Table(Table),
 }

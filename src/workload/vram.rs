@@ -22,7 +22,7 @@ use self::engine::{AccessLayout, Engine, EngineConfig, Op, PlantedFault, Sweep};
 use self::layout::{BatchCounters, FLAG_TRANSIENT};
 use self::pattern::Pattern;
 use super::settings::{SettingError, SettingsTable};
-use super::show::{Bar, Metric, MetricFamily, OffsetPoint, Section};
+use super::show::{Bar, Metric, MetricFamily, OffsetPoint, Section, Table, TableRow};
 use super::{
     Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
     WorkloadStatus, record_device_error,
@@ -522,6 +522,9 @@ impl Kind for Vram {
 
     fn sections(result: &VramReport) -> Vec<Section> {
         let mut out = vec![Section::Lines(text_lines(result)), error_map(result)];
+        if result.errors_total > 0 {
+            out.push(Section::Table(wrong_words(result)));
+        }
         let bits: Vec<Bar> = result
             .histograms
             .bit_position
@@ -668,6 +671,65 @@ pub(super) fn sized_for_plan(
             detail: format!("no memory ({e})"),
             ..PlanDetail::default()
         }),
+    }
+}
+
+/// The wrong words, each with everything a support desk reproduces it from: where (in
+/// the tested memory, in GiB, in its buffer), what was written and read, which bits, the
+/// test that found it, and what the in-place retest showed.
+fn wrong_words(v: &VramReport) -> Table {
+    let mask = |m: u32| {
+        if m == 0 {
+            "-".to_owned()
+        } else {
+            format!("0x{m:08x}")
+        }
+    };
+    Table {
+        title: "Wrong words".into(),
+        noun: "wrong word",
+        columns: vec![
+            "Offset",
+            "GiB",
+            "Buffer + offset",
+            "Expected",
+            "Read",
+            "XOR",
+            "Failing bits",
+            "Shape",
+            "Algorithm",
+            "Pass / step",
+            "Retest",
+            "Stuck-at-0 mask",
+            "Stuck-at-1 mask",
+        ],
+        rows: v
+            .records
+            .iter()
+            .map(|r| {
+                let retest = v.retests.iter().find(|t| t.offset_bytes == r.offset_bytes);
+                let bits: Vec<String> = r.flipped_bits.iter().map(u8::to_string).collect();
+                TableRow {
+                    key: format!("0x{:012x}", r.offset_bytes),
+                    cells: vec![
+                        format!("0x{:012x}", r.offset_bytes),
+                        format!("{:.6}", to_gib(r.offset_bytes)),
+                        format!("{} + 0x{:x}", r.buffer, r.buffer_offset_bytes),
+                        format!("0x{:08x}", r.expected),
+                        format!("0x{:08x}", r.actual),
+                        format!("0x{:08x}", r.expected ^ r.actual),
+                        bits.join(" "),
+                        r.shape.word(),
+                        r.algorithm.name().into(),
+                        format!("{} / {}", r.pass, r.step),
+                        retest.map_or("not retested".into(), |t| t.class.word().into()),
+                        retest.map_or("-".into(), |t| mask(t.stuck_at_0_mask)),
+                        retest.map_or("-".into(), |t| mask(t.stuck_at_1_mask)),
+                    ],
+                }
+            })
+            .collect(),
+        total: v.errors_total,
     }
 }
 

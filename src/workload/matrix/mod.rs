@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::power::{LOAD_PERIOD, Pacer, PowerController, PowerTargetReport};
 use super::settings::{SettingError, SettingsTable};
-use super::show::{Bar, Metric, MetricFamily, Section};
+use super::show::{Bar, Metric, MetricFamily, Section, Table, TableRow};
 use super::{
     Envelope, Kind, PlanDetail, Report, RunControl, STOPPED_ON_REQUEST, Workload, WorkloadError,
     WorkloadOutcome, WorkloadStatus, record_device_error,
@@ -659,18 +659,80 @@ impl Kind for Matrix {
         lines.extend(r.power.iter().map(PowerTargetReport::line));
         lines.extend(r.skipped.iter().map(|s| format!("skipped: {s}")));
         lines.extend(r.records.iter().take(10).map(MatrixMismatch::place));
-        vec![
-            Section::Lines(lines),
-            Section::Bars {
-                title: "Matrix rate, verified (mark: multiplication alone)".into(),
-                unit: "T ops/s".into(),
-                bars: r
-                    .kinds
-                    .iter()
-                    .map(|k| Bar::marked(k.kind.name(), k.verified_tflops, Some(k.tflops)))
-                    .collect(),
-            },
-        ]
+        let mut out = vec![Section::Lines(lines)];
+        if r.faults() > 0 {
+            out.push(Section::Table(wrong_elements(r)));
+        }
+        out.push(Section::Bars {
+            title: "Matrix rate, verified (mark: multiplication alone)".into(),
+            unit: "Top/s".into(),
+            bars: r
+                .kinds
+                .iter()
+                .map(|k| Bar::marked(k.kind.name(), k.verified_tflops, Some(k.tflops)))
+                .collect(),
+        });
+        out
+    }
+}
+
+/// The wrong output elements (or tiles, where too many of a tile's rows and columns
+/// disagree to locate each), with the workgroup that computed them.
+fn wrong_elements(r: &MatrixReport) -> Table {
+    let shown = |v: Option<f64>| v.map_or("?".into(), |v| v.to_string());
+    Table {
+        title: "Wrong matrix elements".into(),
+        noun: "failed check",
+        columns: vec![
+            "Kind",
+            "Round",
+            "Tile",
+            "Element (row, column)",
+            "Check",
+            "Expected",
+            "Got",
+            "Bits",
+            "Workgroup",
+        ],
+        rows: r
+            .records
+            .iter()
+            .map(|m| {
+                let element = match (m.row, m.col, m.rows_cols_wrong) {
+                    (Some(row), Some(col), _) => format!("({row}, {col})"),
+                    (_, _, Some([rows, cols])) => {
+                        format!("whole tile: {rows} rows, {cols} columns")
+                    }
+                    _ => "not located".into(),
+                };
+                TableRow {
+                    key: match (m.row, m.col) {
+                        (Some(row), Some(col)) => format!(
+                            "{} element ({row}, {col}) of tile ({}, {})",
+                            m.kind.name(),
+                            m.tile[0],
+                            m.tile[1]
+                        ),
+                        _ => format!("{} tile ({}, {})", m.kind.name(), m.tile[0], m.tile[1]),
+                    },
+                    cells: vec![
+                        m.kind.name().into(),
+                        m.round.to_string(),
+                        format!("({}, {})", m.tile[0], m.tile[1]),
+                        element,
+                        m.check.clone(),
+                        shown(m.expected),
+                        shown(m.actual),
+                        m.actual_bits.map_or("-".into(), |b| format!("0x{b:08x}")),
+                        match m.second_workgroup {
+                            Some(w) => format!("{} (recomputed on {w})", m.workgroup),
+                            None => m.workgroup.to_string(),
+                        },
+                    ],
+                }
+            })
+            .collect(),
+        total: r.faults(),
     }
 }
 

@@ -1,0 +1,423 @@
+//! The report page's charts as inline SVG: every chart has axes with ticks, units and
+//! labels, so that a printed page reads without hovering over anything.
+
+use std::fmt::Write as _;
+
+use super::html::esc;
+use crate::workload::show::OffsetPoint;
+
+/// Drawing area.
+const W: f64 = 760.0;
+const H: f64 = 200.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 16.0;
+const BOTTOM: f64 = 34.0;
+
+/// A step of 1, 2 or 5 times a power of ten near `span / n`.
+fn nice_step(span: f64, n: f64) -> f64 {
+    let raw = (span / n).max(f64::MIN_POSITIVE);
+    let e = 10f64.powf(raw.log10().floor());
+    let f = raw / e;
+    let m = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    m * e
+}
+
+/// Tick values from `lo` to `hi`, about `n` of them, on round numbers.
+pub fn ticks(lo: f64, hi: f64, n: f64) -> Vec<f64> {
+    let step = nice_step(hi - lo, n);
+    let mut v = (lo / step).ceil() * step;
+    let mut out = Vec::new();
+    while v <= hi + step * 1e-9 && out.len() < 50 {
+        out.push(if v.abs() < step * 1e-9 { 0.0 } else { v });
+        v += step;
+    }
+    out
+}
+
+/// A tick's label with as many decimals as its step needs.
+fn tick_label(v: f64, step: f64) -> String {
+    let decimals = if step >= 1.0 {
+        0
+    } else {
+        (-step.log10().floor()) as usize
+    };
+    format!("{v:.decimals$}")
+}
+
+/// A plot area mapping data to the SVG.
+struct Frame {
+    /// Room for the y axis's labels.
+    left: f64,
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    height: f64,
+}
+
+impl Frame {
+    fn new(x: (f64, f64), y: (f64, f64), height: f64) -> Frame {
+        let widen = |(a, b): (f64, f64)| if b > a { (a, b) } else { (a, a + 1.0) };
+        let (x0, x1) = widen(x);
+        let (y0, y1) = widen(y);
+        Frame {
+            left: LEFT,
+            x0,
+            x1,
+            y0,
+            y1,
+            height,
+        }
+    }
+
+    fn x(&self, v: f64) -> f64 {
+        self.left + (v - self.x0) / (self.x1 - self.x0) * (W - self.left - RIGHT)
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        self.height - BOTTOM - (v - self.y0) / (self.y1 - self.y0) * (self.height - TOP - BOTTOM)
+    }
+
+    /// The x axis with its ticks and title.
+    fn x_axis(&self, svg: &mut String, title: &str) {
+        let base = self.height - BOTTOM;
+        let _ = write!(
+            svg,
+            "<line class=\"ax\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{base:.1}\" y2=\"{base:.1}\"/>",
+            self.left,
+            W - RIGHT
+        );
+        let t = ticks(self.x0, self.x1, 8.0);
+        let step = if t.len() > 1 { t[1] - t[0] } else { 1.0 };
+        for v in t {
+            let x = self.x(v);
+            let _ = write!(
+                svg,
+                "<line class=\"tick\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{base:.1}\" y2=\"{:.1}\"/><text class=\"axis\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                base + 4.0,
+                base + 14.0,
+                tick_label(v, step)
+            );
+        }
+        let _ = write!(
+            svg,
+            "<text class=\"axis-title\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            (self.left + W - RIGHT) / 2.0,
+            self.height - 4.0,
+            esc(title)
+        );
+    }
+
+    /// The y axis with grid lines, ticks and its unit.
+    fn y_axis(&self, svg: &mut String, unit: &str) {
+        let t = ticks(self.y0, self.y1, 4.0);
+        let step = if t.len() > 1 { t[1] - t[0] } else { 1.0 };
+        for v in t {
+            let y = self.y(v);
+            let _ = write!(
+                svg,
+                "<line class=\"grid\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text class=\"axis\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+                self.left,
+                W - RIGHT,
+                self.left - 4.0,
+                y + 3.0,
+                tick_label(v, step)
+            );
+        }
+        let _ = write!(
+            svg,
+            "<text class=\"axis-title\" x=\"4\" y=\"{:.1}\">{}</text>",
+            TOP - 4.0,
+            esc(unit)
+        );
+    }
+}
+
+/// The phases of the run, shaded and named, behind a time chart.
+fn shade_phases(svg: &mut String, f: &Frame, phases: &[(String, f64, f64)]) {
+    for (name, start, end) in phases {
+        let (a, b) = (f.x(start / 1e3), f.x(end / 1e3));
+        let _ = write!(
+            svg,
+            "<rect class=\"phase\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"phase-label\">{}</text>",
+            (b - a).max(1.0),
+            f.height - TOP - BOTTOM,
+            a + 2.0,
+            TOP + 10.0,
+            esc(name)
+        );
+    }
+}
+
+/// The time span of the points and phases, in seconds.
+fn time_span(points: impl Iterator<Item = f64>, phases: &[(String, f64, f64)]) -> (f64, f64) {
+    let all: Vec<f64> = points
+        .chain(phases.iter().flat_map(|(_, a, b)| [*a, *b]))
+        .collect();
+    let lo = all.iter().copied().fold(f64::MAX, f64::min);
+    let hi = all.iter().copied().fold(f64::MIN, f64::max);
+    (lo.min(hi) / 1e3, hi / 1e3)
+}
+
+/// A line chart of `series` (milliseconds since the run's start, value) with the phases
+/// shaded, a time axis in seconds and a value axis in `unit`.
+pub fn line_chart(
+    title: &str,
+    unit: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    phases: &[(String, f64, f64)],
+) -> String {
+    let legend: Vec<String> = series
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, p))| !p.is_empty())
+        .map(|(i, (name, _))| format!("<span class=\"k{}\">&#9632; {}</span>", i % 4, esc(name)))
+        .collect();
+    let mut svg = format!(
+        "<figure><figcaption>{} {}</figcaption>",
+        esc(title),
+        legend.join(" ")
+    );
+    let points: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
+    if points.is_empty() {
+        svg.push_str("<p class=\"none\">no readings</p></figure>");
+        return svg;
+    }
+    let (v0, v1) = points
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    // Values from zero where they are all positive: a drop reads as a drop.
+    let v0 = if v0 > 0.0 { 0.0 } else { v0 };
+    let f = Frame::new(
+        time_span(points.iter().map(|p| p.0), phases),
+        (v0, v1 * 1.05),
+        H,
+    );
+    let _ = write!(
+        svg,
+        "<svg viewBox=\"0 0 {W} {H}\" role=\"img\" class=\"chart\">"
+    );
+    shade_phases(&mut svg, &f, phases);
+    f.y_axis(&mut svg, unit);
+    f.x_axis(&mut svg, "time since the run started (s)");
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let path: Vec<String> = pts
+            .iter()
+            .map(|(t, v)| format!("{:.1},{:.1}", f.x(t / 1e3), f.y(*v)))
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline class=\"s{}\" points=\"{}\"><title>{}</title></polyline>",
+            i % 4,
+            path.join(" "),
+            esc(name)
+        );
+    }
+    svg.push_str("</svg></figure>");
+    svg
+}
+
+/// Named bands over time, one row per band, each drawn where it held: throttle reasons
+/// as NVML names them in words, never a bit mask. `samples` are (milliseconds, the
+/// bands that held from then to the next sample).
+pub fn band_chart(
+    title: &str,
+    samples: &[(f64, Vec<String>)],
+    phases: &[(String, f64, f64)],
+) -> String {
+    let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
+    let mut names: Vec<&str> = Vec::new();
+    for (_, held) in samples {
+        for n in held {
+            if !names.contains(&n.as_str()) {
+                names.push(n);
+            }
+        }
+    }
+    if samples.is_empty() {
+        svg.push_str("<p class=\"none\">no readings</p></figure>");
+        return svg;
+    }
+    if names.is_empty() {
+        svg.push_str("<p class=\"none\">nothing held the clocks back in any sample</p></figure>");
+        return svg;
+    }
+    let row = 18.0;
+    let height = TOP + BOTTOM + row * names.len() as f64;
+    let mut f = Frame::new(
+        time_span(samples.iter().map(|s| s.0), phases),
+        (0.0, names.len() as f64),
+        height,
+    );
+    // The names sit left of the bands: room for the longest at about 5.5 units a letter.
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    f.left = f.left.max(longest as f64 * 5.5 + 10.0);
+    let _ = write!(
+        svg,
+        "<svg viewBox=\"0 0 {W} {height}\" role=\"img\" class=\"chart\">"
+    );
+    shade_phases(&mut svg, &f, phases);
+    for (i, name) in names.iter().enumerate() {
+        let y = TOP + row * i as f64;
+        let _ = write!(
+            svg,
+            "<text class=\"axis\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            f.left - 4.0,
+            y + row * 0.7,
+            esc(name)
+        );
+        // One band per stretch the reason held, from its first sample to the next
+        // sample without it.
+        let mut from: Option<f64> = None;
+        for (j, (t, held)) in samples.iter().enumerate() {
+            let holds = held.iter().any(|h| h == name);
+            if holds && from.is_none() {
+                from = Some(*t);
+            }
+            let last = j + 1 == samples.len();
+            if let Some(start) = from.filter(|_| !holds || last) {
+                let end = if holds { t + 1.0 } else { *t };
+                let (a, b) = (f.x(start / 1e3), f.x(end / 1e3));
+                let _ = write!(
+                    svg,
+                    "<rect class=\"band b{}\" x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>",
+                    i % 4,
+                    y + 2.0,
+                    (b - a).max(1.0),
+                    row - 4.0
+                );
+                from = None;
+            }
+        }
+    }
+    f.x_axis(&mut svg, "time since the run started (s)");
+    svg.push_str("</svg></figure>");
+    svg
+}
+
+/// Horizontal bars with an optional reference mark, each labelled with its value.
+pub fn bars_chart(title: &str, unit: &str, items: &[(String, f64, Option<f64>)]) -> String {
+    let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
+    let max = items
+        .iter()
+        .map(|(_, v, r)| v.max(r.unwrap_or(0.0)))
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let h = 22.0 * items.len() as f64 + 10.0;
+    let _ = write!(
+        svg,
+        "<svg viewBox=\"0 0 {W} {h}\" role=\"img\" class=\"chart\">"
+    );
+    for (i, (label, value, reference)) in items.iter().enumerate() {
+        let y = 5.0 + 22.0 * i as f64;
+        let width = value / max * (W - 300.0);
+        let _ = write!(
+            svg,
+            "<text x=\"4\" y=\"{:.1}\" class=\"axis\">{}</text><rect class=\"bar\" x=\"200\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"16\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\">{value:.2} {}</text>",
+            y + 12.0,
+            esc(label),
+            205.0 + width,
+            y + 12.0,
+            esc(unit)
+        );
+        if let Some(r) = reference {
+            let rx = 200.0 + r / max * (W - 300.0);
+            let _ = write!(
+                svg,
+                "<line class=\"ref\" x1=\"{rx:.1}\" x2=\"{rx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>",
+                y - 2.0,
+                y + 18.0
+            );
+        }
+    }
+    svg.push_str("</svg></figure>");
+    svg
+}
+
+/// Points over a span of memory: the offset in GiB on the x axis, the pass and step that
+/// found them on the y axis.
+pub fn offset_map(
+    title: &str,
+    span_bytes: u64,
+    rows: usize,
+    points: &[OffsetPoint],
+    none: &str,
+) -> String {
+    let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
+    if points.is_empty() {
+        let _ = write!(svg, "<p class=\"none\">{}</p></figure>", esc(none));
+        return svg;
+    }
+    let gib = crate::units::to_gib(span_bytes.max(1));
+    let f = Frame::new((0.0, gib), (0.0, rows.max(1) as f64), H);
+    let _ = write!(
+        svg,
+        "<svg viewBox=\"0 0 {W} {H}\" role=\"img\" class=\"chart\">"
+    );
+    f.x_axis(&mut svg, "offset in the tested memory (GiB)");
+    let _ = write!(
+        svg,
+        "<text class=\"axis-title\" x=\"4\" y=\"{:.1}\">pass / step</text>",
+        TOP - 4.0
+    );
+    for p in points {
+        let x = f.x(crate::units::to_gib(p.offset_bytes));
+        let y = f.y(p.row as f64 + 0.5);
+        let _ = write!(
+            svg,
+            "<circle class=\"err\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\"><title>{}</title></circle>",
+            esc(&p.title)
+        );
+    }
+    svg.push_str("</svg></figure>");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_fall_on_round_numbers_across_the_span() {
+        let round =
+            |v: Vec<f64>| -> Vec<f64> { v.iter().map(|x| (x * 1e6).round() / 1e6).collect() };
+        assert_eq!(round(ticks(0.0, 100.0, 4.0)), vec![0.0, 50.0, 100.0]);
+        assert_eq!(round(ticks(0.0, 1.0, 4.0)), vec![0.0, 0.5, 1.0]);
+        assert_eq!(round(ticks(12.0, 31.0, 4.0)), vec![15.0, 20.0, 25.0, 30.0]);
+        assert_eq!(
+            round(ticks(0.0, 1.0, 8.0)),
+            vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+        );
+        assert_eq!(tick_label(0.4, 0.2), "0.4");
+        assert_eq!(tick_label(250.0, 50.0), "250");
+    }
+
+    #[test]
+    fn a_band_is_drawn_only_where_it_held_and_named_in_words() {
+        let hot = || vec!["hardware thermal slowdown".to_owned()];
+        let samples = vec![
+            (0.0, vec![]),
+            (1000.0, hot()),
+            (1200.0, hot()),
+            (2000.0, vec![]),
+        ];
+        let svg = band_chart("Throttle reasons", &samples, &[]);
+        assert!(svg.contains(">hardware thermal slowdown</text>"), "{svg}");
+        // One stretch, one band, from 1 s to 2 s.
+        assert_eq!(svg.matches("<rect class=\"band").count(), 1, "{svg}");
+        let held_to_the_end = band_chart("T", &samples[..3], &[]);
+        assert_eq!(held_to_the_end.matches("<rect class=\"band").count(), 1);
+        assert!(svg.contains("time since the run started (s)"));
+        let quiet = band_chart("Throttle reasons", &[(0.0, vec![])], &[]);
+        assert!(quiet.contains("nothing held the clocks back"));
+    }
+}
