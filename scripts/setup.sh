@@ -2,7 +2,8 @@
 # Installs what kiln needs on Debian or Ubuntu: the Vulkan loader, Mesa's CPU Vulkan
 # driver (lavapipe, so kiln runs even without a GPU) and glslc (to rebuild shaders).
 # With --test, also what the tests check kiln's outputs against: promtool,
-# node_exporter, headless Chromium, Python's jsonschema, a single-node Slurm (slurmctld,
+# node_exporter, headless Chromium and pdftotext, zsh, fish and groff (completions and
+# the man page), Python's jsonschema, a single-node Slurm (slurmctld,
 # slurmd, munge) and, in a virtual environment (KILN_TEST_VENV, default
 # /opt/kiln-test-venv), kubernetes-validate. Installs nothing that is already there.
 set -euo pipefail
@@ -15,6 +16,11 @@ if [ "${1:-}" = "--test" ]; then
   command -v prometheus-node-exporter >/dev/null 2>&1 || need+=(prometheus-node-exporter)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)
+  # The shells kiln writes completions for, and groff to read its man page.
+  command -v zsh >/dev/null 2>&1 || need+=(zsh)
+  command -v fish >/dev/null 2>&1 || need+=(fish)
+  command -v groff >/dev/null 2>&1 || need+=(groff-base)
+  command -v script >/dev/null 2>&1 || need+=(util-linux)
   # A real single-node Slurm for the contrib/slurm hooks' test.
   command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld)
   command -v slurmd >/dev/null 2>&1 || need+=(slurmd)

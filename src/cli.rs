@@ -46,6 +46,20 @@ pub enum Command {
     /// What changed between two runs of the same cards: new findings, rates that
     /// drifted, lifetime error counters that grew (devices matched by UUID or serial).
     Compare(CompareArgs),
+    /// Print the shell completion script for bash, zsh or fish (generated from these
+    /// definitions): `source <(kiln completions bash)`.
+    Completions(CompletionsArgs),
+    /// Print kiln's man page (roff, generated from these definitions):
+    /// `kiln man > kiln.1; man -l kiln.1`.
+    Man,
+}
+
+/// `kiln completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: crate::completions::Shell,
 }
 
 /// `kiln compare`.

@@ -14,6 +14,7 @@
 pub mod bench;
 pub mod cli;
 pub mod compare;
+pub mod completions;
 pub mod error;
 pub mod evidence;
 /// Below the workloads and the verdict, so that either can say what it found without

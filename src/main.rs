@@ -97,6 +97,19 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
         Command::Report(args) => report(args),
         Command::Health(args) => health(args),
         Command::Compare(args) => compare(args),
+        Command::Completions(args) => {
+            use clap::CommandFactory;
+            out(&kiln::completions::completions(
+                &kiln::cli::Cli::command(),
+                args.shell,
+            ));
+            Ok(exit_code::HEALTHY)
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            out(&kiln::completions::man_page(&kiln::cli::Cli::command()));
+            Ok(exit_code::HEALTHY)
+        }
     }
 }
 
@@ -189,7 +202,7 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
             std::path::Path::new(&report.run_dir),
         ));
     }
-    print_result(args.json, &report, &text);
+    print_report(args.json, &report, &text);
     Ok(code)
 }
 
@@ -587,7 +600,7 @@ fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
     if let Some(dir) = &args.textfile_dir {
         text.push_str(&publish_run_metrics(dir, &args.run_dir));
     }
-    print_result(args.json, &report, &text);
+    print_report(args.json, &report, &text);
     Ok(report.exit_code)
 }
 
@@ -627,6 +640,22 @@ fn report(args: ReportArgs) -> Result<i32, AppError> {
     }
     out(&format!("reports rebuilt in {}\n", args.run_dir.display()));
     Ok(report.exit_code)
+}
+
+/// Prints a run's report as [`print_result`] does, its result words coloured where the
+/// summary goes to a terminal that wants colour.
+fn print_report(json: bool, report: &kiln::verdict::Report, summary: &str) {
+    use std::io::IsTerminal;
+    let terminal = if json {
+        std::io::stderr().is_terminal()
+    } else {
+        std::io::stdout().is_terminal()
+    };
+    if terminal && kiln::report::text::colour_wanted() {
+        print_result(json, report, &kiln::report::text::coloured(report, summary));
+    } else {
+        print_result(json, report, summary);
+    }
 }
 
 /// Prints a command's result: with `--json` the JSON on stdout and the summary on stderr,

@@ -377,3 +377,191 @@ fn the_fragment_workload_runs_from_the_command_line() {
     assert_eq!(w["workload"], "fragment");
     assert_eq!(w["summary"]["returned_to_baseline"], true);
 }
+
+/// Runs `kiln ARGS` on a pseudo-terminal (util-linux's `script`), as a person at the
+/// terminal would, and returns everything the terminal showed.
+fn on_a_terminal(args: &str, no_color: bool) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("terminal.log");
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-qfec"])
+        .arg(format!(
+            "{} {args} --out {}",
+            env!("CARGO_BIN_EXE_kiln"),
+            dir.path().join("run").display()
+        ))
+        .arg(&log)
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm-256color");
+    if no_color {
+        cmd.env("NO_COLOR", "1");
+    }
+    let out = cmd.output().expect("script (util-linux) is needed");
+    assert!(out.status.success(), "{out:?}");
+    std::fs::read_to_string(&log).unwrap()
+}
+
+#[test]
+fn a_person_at_the_terminal_sees_progress_with_eta_and_a_coloured_result() {
+    let shown = on_a_terminal(
+        "run --device cpu --workloads vram,compute --duration 4s --vram-bytes 16MiB",
+        false,
+    );
+    // The bar over the device's whole plan: percent, time spent and left, the workload
+    // (which of how many) and the count of faults so far.
+    assert!(shown.contains("% 00:00:0"), "{shown}");
+    assert!(shown.contains(" ETA 00:00:0"), "{shown}");
+    assert!(shown.contains("vram (1 of 2)"), "{shown}");
+    assert!(shown.contains("compute (2 of 2)"), "{shown}");
+    assert!(shown.contains("nothing wrong so far"), "{shown}");
+    assert!(
+        shown.contains("result: \u{1b}[32mPASS\u{1b}[0m (exit 0)"),
+        "the result in green: {shown}"
+    );
+    // NO_COLOR turns the colour off, and nothing else.
+    let plain = on_a_terminal("run --device cpu --workloads compute --passes 1", true);
+    assert!(plain.contains("result: PASS (exit 0)"), "{plain}");
+    assert!(!plain.contains("\u{1b}[32m"), "{plain}");
+}
+
+/// `kiln completions SHELL`, checked to parse in that shell.
+fn completion_script(shell: &str) -> std::path::PathBuf {
+    let out = kiln().args(["completions", shell]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let path = std::env::temp_dir().join(format!("kiln-completion-{}.{shell}", std::process::id()));
+    std::fs::write(&path, &out.stdout).unwrap();
+    let syntax = std::process::Command::new(shell)
+        .arg("-n")
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("{shell} is needed: run scripts/setup.sh --test ({e})"));
+    assert!(syntax.status.success(), "{shell}: {syntax:?}");
+    path
+}
+
+fn shell_says(shell: &str, script: &str) -> String {
+    let out = std::process::Command::new(shell)
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{shell}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn completions_complete_commands_flags_and_their_values_in_bash_zsh_and_fish() {
+    let bash = completion_script("bash");
+    let said = shell_says(
+        "bash",
+        &format!(
+            "source {}; complete -p kiln; \
+             COMP_WORDS=(kiln he); COMP_CWORD=1; _kiln; echo \"1 ${{COMPREPLY[*]}}\"; \
+             COMP_WORDS=(kiln run --textf); COMP_CWORD=2; _kiln; echo \"2 ${{COMPREPLY[*]}}\"; \
+             COMP_WORDS=(kiln run --profile b); COMP_CWORD=3; _kiln; echo \"3 ${{COMPREPLY[*]}}\"; \
+             COMP_WORDS=(kiln completions ''); COMP_CWORD=2; _kiln; echo \"4 ${{COMPREPLY[*]}}\"",
+            bash.display()
+        ),
+    );
+    assert!(
+        said.contains("complete -o filenames -F _kiln kiln"),
+        "{said}"
+    );
+    assert!(said.contains("1 health"), "{said}");
+    assert!(said.contains("2 --textfile-dir"), "{said}");
+    // A profile is a bundled name or a file (the directory's files come too).
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("3 ") && l.split(' ').any(|w| w == "burn-in")),
+        "{said}"
+    );
+    assert!(said.contains("4 bash zsh fish"), "{said}");
+
+    let fish = completion_script("fish");
+    let said = shell_says(
+        "fish",
+        &format!(
+            "source {}; complete -C 'kiln comp'; complete -C 'kiln run --power'; complete -C 'kiln run --profile r'; complete -C 'kiln completions z'",
+            fish.display()
+        ),
+    );
+    for needle in [
+        "compare\t",
+        "completions\t",
+        "--power-target\t",
+        "rma\t",
+        "zsh",
+    ] {
+        assert!(said.contains(needle), "fish lacks {needle}: {said}");
+    }
+
+    // zsh: the script's dispatch with the completion system's functions stubbed to print
+    // what they were given.
+    let zsh = completion_script("zsh");
+    let stubs = "_describe() { print -l -- \"${(@P)2}\" }; _files() {}; _values() {}; \
+                 _arguments() { if [[ $1 == -C ]]; then state=$KILN_STATE; line=($KILN_LINE); return 0; fi; print -l -- \"$@\" }";
+    let said = shell_says(
+        "zsh",
+        &format!(
+            "{stubs}; source {z}; KILN_STATE=command _kiln; KILN_STATE=args KILN_LINE=run _kiln",
+            z = zsh.display()
+        ),
+    );
+    assert!(
+        said.contains("health:A node check for schedulers"),
+        "{said}"
+    );
+    assert!(
+        said.contains("--textfile-dir[Also write the metrics"),
+        "{said}"
+    );
+    assert!(said.contains("--profile[The job"), "{said}");
+    assert!(said.contains("quick fleet burn-in rma"), "{said}");
+    for path in [bash, fish, zsh] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[test]
+fn the_man_page_documents_every_command_and_option_and_renders_cleanly() {
+    let out = kiln().arg("man").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let page = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(page.starts_with(".TH KILN 1"), "{page}");
+    use clap::CommandFactory;
+    let cli = kiln::cli::Cli::command();
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        assert!(
+            page.contains(&format!(".SS \"kiln {}\"", sub.get_name())),
+            "{}",
+            sub.get_name()
+        );
+        for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+            if let Some(long) = arg.get_long() {
+                let roff = format!("\\fB\\-\\-{}\\fR", long.replace('-', "\\-"));
+                assert!(page.contains(&roff), "kiln {} --{long}", sub.get_name());
+            }
+        }
+    }
+    assert!(page.contains(".SH EXIT STATUS"));
+    // groff reads it without a warning, and the text says what it should.
+    let path = std::env::temp_dir().join(format!("kiln-{}.1", std::process::id()));
+    std::fs::write(&path, &page).unwrap();
+    let render = std::process::Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww"])
+        .arg(&path)
+        .output()
+        .expect("groff is needed: run scripts/setup.sh --test");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        render.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&render.stderr)
+    );
+    // Without the terminal's overstrike (bold, underline).
+    let text = regex::Regex::new("(?s).\u{8}")
+        .unwrap()
+        .replace_all(&String::from_utf8_lossy(&render.stdout), "")
+        .into_owned();
+    assert!(text.contains("--textfile-dir DIR"), "{text}");
+    assert!(text.contains("kiln completions"), "{text}");
+}

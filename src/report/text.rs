@@ -48,8 +48,13 @@ pub fn summary(report: &Report) -> String {
                 let _ = writeln!(out, "  {}: {line}", w.workload);
             }
         }
-        for p in &d.telemetry {
-            telemetry_line(&mut out, p);
+        let quiet = d
+            .telemetry
+            .iter()
+            .filter(|p| !telemetry_line(&mut out, p))
+            .count();
+        if quiet > 0 && quiet == d.telemetry.len() {
+            let _ = writeln!(out, "  telemetry: no samples in any phase");
         }
         for f in &d.findings {
             let _ = writeln!(
@@ -115,19 +120,32 @@ fn setup_line(out: &mut String, setup: &Setup) {
     let _ = writeln!(out, "  setup: {}", parts.join(", "));
 }
 
-fn telemetry_line(out: &mut String, p: &PhaseTelemetry) {
-    let mut parts = vec![format!("{} samples", p.samples)];
-    for (key, label) in [
-        (signals::GPU_TEMP_C.name, "temp C"),
-        (signals::POWER_W.name, "power W"),
-        (signals::CLOCK_SM_MHZ.name, "SM MHz"),
+/// A phase's telemetry in one line; false (and nothing written) for a phase with no
+/// sample, counter change or Xid, which the caller says once for the device.
+fn telemetry_line(out: &mut String, p: &PhaseTelemetry) -> bool {
+    let changed = p.counter_deltas.values().any(|d| *d != 0.0);
+    if p.samples == 0 && !changed && p.xids.is_empty() {
+        return false;
+    }
+    let mut parts = vec![crate::text::count(p.samples as u64, "sample")];
+    for (key, label, unit) in [
+        (signals::GPU_TEMP_C.name, "temperature", "°C"),
+        (signals::POWER_W.name, "power", "W"),
+        (signals::CLOCK_SM_MHZ.name, "SM clock", "MHz"),
     ] {
         if let Some(s) = p.gauges.get(key) {
-            parts.push(format!("{label} {:.0}/{:.0}/{:.0}", s.min, s.median, s.max));
+            parts.push(format!(
+                "{label} {:.0}/{:.0}/{:.0} {unit} (min/median/max)",
+                s.min, s.median, s.max
+            ));
         }
     }
     for (reason, share) in &p.throttle_share {
-        parts.push(format!("{reason} {:.0}% of the time", share * 100.0));
+        parts.push(format!(
+            "{} {:.0}% of the time",
+            crate::telemetry::throttle::label_of(reason),
+            share * 100.0
+        ));
     }
     for (counter, delta) in p.counter_deltas.iter().filter(|(_, d)| **d != 0.0) {
         parts.push(format!("{counter} +{delta}"));
@@ -141,4 +159,39 @@ fn telemetry_line(out: &mut String, p: &PhaseTelemetry) {
         parts.push(format!("Xid {}", codes.join(",")));
     }
     let _ = writeln!(out, "  telemetry {}: {}", p.phase, parts.join(", "));
+    true
+}
+
+/// The summary with each result word coloured (ANSI): green for a pass, red for a
+/// hardware fault, yellow for environment or software, bold for could not judge. For a
+/// terminal that shows colour; `NO_COLOR` (any value) and `TERM=dumb` turn it off.
+pub fn coloured(report: &Report, summary: &str) -> String {
+    let paint = |word: &str| {
+        let code = match word {
+            "PASS" => "32",
+            "FAIL" => "31;1",
+            "ENVIRONMENT" | "SOFTWARE" => "33;1",
+            _ => "1",
+        };
+        format!("\x1b[{code}m{word}\x1b[0m")
+    };
+    let mut out = summary.to_owned();
+    for d in &report.devices {
+        let word = d.result.word();
+        let marker = format!("] {word}: ");
+        out = out.replacen(&marker, &format!("] {}: ", paint(word)), 1);
+    }
+    let word = report.result.word();
+    out.replacen(
+        &format!("result: {word}"),
+        &format!("result: {}", paint(word)),
+        1,
+    )
+}
+
+/// Whether output to a terminal should carry colour: not with `NO_COLOR` set (to anything,
+/// per no-color.org) nor on a dumb terminal.
+pub fn colour_wanted() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var("TERM").map_or(true, |t| t != "dumb")
 }

@@ -7,6 +7,7 @@
 
 mod idle;
 mod plan;
+mod progress;
 pub mod protocol;
 mod supervisor;
 pub mod worker;

@@ -7,6 +7,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::idle::{Idleness, WAIT_IDLE_MAX, idleness};
+use super::progress::DeviceProgress;
 use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage, readings_line};
 use super::{Latest, RunOptions, signals_received};
 use crate::error::AppError;
@@ -36,7 +37,7 @@ struct WorkerHandle {
     closed_at: Option<Instant>,
     done: bool,
     finished: bool,
-    bar: indicatif::ProgressBar,
+    progress: DeviceProgress,
     /// The number of the telemetry sample last written to it (for a power target).
     sent: u64,
 }
@@ -69,7 +70,7 @@ impl WorkerHandle {
             },
         );
         self.finished = true;
-        self.bar.finish_and_clear();
+        self.progress.finish();
     }
 
     /// ` during <workload>` when one was running, for the record of how it ended.
@@ -150,11 +151,11 @@ pub(super) fn supervise(
                 let _ = tx.send((slot, None));
             });
         }
-        let bar = bars.add(indicatif::ProgressBar::new_spinner());
-        bar.set_prefix(format!("GPU{} {}", info.index, info.name));
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{prefix} {spinner} {elapsed} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        let progress = DeviceProgress::new(
+            &bars,
+            format!("GPU{} {}", info.index, info.name),
+            opts.plan.len(),
+            opts.duration,
         );
         workers.push(WorkerHandle {
             slot: info.index,
@@ -169,7 +170,7 @@ pub(super) fn supervise(
             closed_at: None,
             done: false,
             finished: false,
-            bar,
+            progress,
             sent: 0,
         });
     }
@@ -242,6 +243,16 @@ pub(super) fn supervise(
         }
         reap(&mut workers, events);
         bound_by_time(opts, &mut workers, workers_started, idle_allowance, events);
+        if opts.progress {
+            let map = latest.lock().ok();
+            for w in workers.iter().filter(|w| !w.finished) {
+                let readings = map.as_ref().and_then(|m| m.get(&w.slot)).map(|(_, r)| r);
+                w.progress.refresh(
+                    workers_started.elapsed().saturating_sub(w.waited_now()),
+                    readings,
+                );
+            }
+        }
         for w in workers
             .iter_mut()
             .filter(|w| !w.finished && w.closed_at.is_none())
@@ -346,7 +357,7 @@ fn reap(workers: &mut [WorkerHandle], events: &mut EventWriter) {
             );
         }
         w.finished = true;
-        w.bar.finish_and_clear();
+        w.progress.finish();
     }
 }
 
@@ -434,23 +445,11 @@ fn relay(w: &mut WorkerHandle, line: &str, events: &mut EventWriter, sidecar: Op
                 w.waited += since.elapsed();
             }
             match &record.event {
-                Event::WorkloadStart { workload, .. } => {
-                    w.running = Some(workload.clone());
-                    w.bar.set_message(workload.clone());
-                }
-                Event::Step {
-                    workload,
-                    algorithm,
-                    pass,
-                    op,
-                    ..
-                } => w
-                    .bar
-                    .set_message(format!("{workload} {algorithm} pass {pass} {op}")),
+                Event::WorkloadStart { workload, .. } => w.running = Some(workload.clone()),
                 Event::WorkloadEnd { .. } => w.running = None,
                 _ => {}
             }
-            w.bar.tick();
+            w.progress.event(&record.event);
             events.emit(record.device, record.event);
         }
         WorkerMessage::Snapshot { phase, when } => {
@@ -458,14 +457,14 @@ fn relay(w: &mut WorkerHandle, line: &str, events: &mut EventWriter, sidecar: Op
                 s.snapshot(Some(w.slot), &phase, when);
             }
         }
-        WorkerMessage::Alive => w.bar.tick(),
+        WorkerMessage::Alive => {}
         WorkerMessage::WaitIdle => {
             w.waiting_since = Some(Instant::now());
-            w.bar.set_message("waiting for the GPU to be idle and cool");
+            w.progress.wait("waiting for the GPU to be idle and cool");
         }
         WorkerMessage::WaitTurn => {
             w.turn_since.get_or_insert_with(Instant::now);
-            w.bar.set_message("waiting for its turn at the PCIe probe");
+            w.progress.wait("waiting for its turn at the PCIe probe");
         }
         WorkerMessage::Done => w.done = true,
     }
