@@ -22,29 +22,9 @@ fn run_dir() -> tempfile::TempDir {
 fn promtool_accepts_the_metrics() {
     let dir = run_dir();
     let prom = std::fs::read(dir.path().join("run/kiln.prom")).unwrap();
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool is needed: run scripts/setup.sh --test");
-    child.stdin.take().unwrap().write_all(&prom).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     // The identity labels are dcgm-exporter's own (UUID, modelName) so that dashboards can
     // join the two; promtool's style lint names them, and nothing else may be reported.
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        assert!(
-            line.ends_with("label names should be written in 'snake_case' not 'camelCase'"),
-            "promtool: {line}"
-        );
-    }
-    assert!(
-        matches!(out.status.code(), Some(0) | Some(3)),
-        "exit 1 is a parse error: {text}"
-    );
+    promtool_accepts(&prom);
     let prom = String::from_utf8_lossy(&prom);
     for family in [
         "kiln_device_healthy",
@@ -61,14 +41,26 @@ fn promtool_accepts_the_metrics() {
 
 #[test]
 fn a_real_node_exporter_scrapes_the_textfile_without_error() {
-    let dir = run_dir();
+    // kiln writes into node_exporter's directory itself (--textfile-dir), and so does
+    // kiln health, beside it.
+    let dir = tempfile::tempdir().unwrap();
     let textfile_dir = dir.path().join("textfile");
     std::fs::create_dir(&textfile_dir).unwrap();
-    std::fs::copy(
-        dir.path().join("run/kiln.prom"),
-        textfile_dir.join("kiln.prom"),
-    )
-    .unwrap();
+    let textfile = textfile_dir.to_str().unwrap();
+    assert_eq!(
+        quick_run(&["--textfile-dir", textfile], &dir.path().join("run"))
+            .status
+            .code(),
+        Some(0)
+    );
+    let health = kiln()
+        .args(["health", "--textfile-dir", textfile])
+        .output()
+        .unwrap();
+    assert!(
+        textfile_dir.join("kiln-health.prom").is_file(),
+        "{health:?}"
+    );
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -113,6 +105,24 @@ fn a_real_node_exporter_scrapes_the_textfile_without_error() {
         body.contains("kiln_device_healthy{"),
         "our metrics are served"
     );
+    assert!(
+        body.contains("kiln_health_exit_code{"),
+        "and the health check's"
+    );
+    // As served, with dcgm-exporter's label names.
+    let healthy = body
+        .lines()
+        .find(|l| l.starts_with("kiln_device_healthy{"))
+        .unwrap();
+    for label in [
+        "gpu=\"",
+        "UUID=\"",
+        "pci_bus_id=\"",
+        "modelName=\"",
+        "Hostname=\"",
+    ] {
+        assert!(healthy.contains(label), "{label} in {healthy}");
+    }
 }
 
 #[test]

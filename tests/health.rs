@@ -501,26 +501,7 @@ fn the_check_writes_its_own_metrics_into_the_textfile_dir() {
     );
     // Its own file: a run's kiln.prom beside it is not replaced.
     assert!(!dir.path().join("kiln.prom").exists());
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool is needed: run scripts/setup.sh --test");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(prom.as_bytes())
-        .unwrap();
-    let checked = child.wait_with_output().unwrap();
-    let said = String::from_utf8_lossy(&checked.stdout).to_string()
-        + &String::from_utf8_lossy(&checked.stderr);
-    for line in said.lines().filter(|l| !l.trim().is_empty()) {
-        assert!(line.ends_with("not 'camelCase'"), "promtool: {line}");
-    }
+    common::promtool_accepts(prom.as_bytes());
     // A directory that is not there is a usage error, before any check.
     let (code, _, _) = health(&["--textfile-dir", "/nonexistent/textfile"]);
     assert_eq!(code, 64);

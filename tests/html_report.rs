@@ -30,6 +30,28 @@ fn chromium(
         .expect("chromium is needed: run scripts/setup.sh --test")
 }
 
+/// Takes a screenshot of `page` at `size` (`--window-size=W,H`) into `shot`, and checks
+/// that it is a real picture.
+fn screenshot(dir: &std::path::Path, page: &std::path::Path, size: &str, shot: &std::path::Path) {
+    let out = chromium(
+        dir,
+        page,
+        &[size.to_owned(), format!("--screenshot={}", shot.display())],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "{}: a real screenshot, {} bytes",
+        shot.display(),
+        png.len()
+    );
+}
+
 /// The text of `pdf`'s pages `first..=last` (all with `None`), by pdftotext.
 fn pdf_text(pdf: &std::path::Path, pages: Option<(u32, u32)>) -> String {
     let mut cmd = std::process::Command::new("pdftotext");
@@ -182,25 +204,7 @@ fn screenshots_of_the_first_screen_passing_and_failing() {
             assert!(summary.contains("<th>Action</th>"));
         }
         let shot = shots.join(format!("first-screen-{name}.png"));
-        let out = chromium(
-            dir.path(),
-            &page,
-            &[
-                "--window-size=1280,900".into(),
-                format!("--screenshot={}", shot.display()),
-            ],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let png = std::fs::read(&shot).unwrap();
-        assert!(
-            png.starts_with(b"\x89PNG") && png.len() > 20_000,
-            "{name}: a real screenshot, {} bytes",
-            png.len()
-        );
+        screenshot(dir.path(), &page, "--window-size=1280,900", &shot);
     }
 }
 
@@ -301,47 +305,15 @@ fn headless_chromium_renders_the_page_with_its_banner_and_charts() {
             .code(),
         Some(2)
     );
-    let page = format!("file://{}", run_dir.join("report.html").display());
+    let page = run_dir.join("report.html");
     let shot = dir.path().join("report.png");
-    let chromium = |extra: &[String]| {
-        std::process::Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--window-size=900,1800",
-            ])
-            .arg(format!(
-                "--user-data-dir={}",
-                dir.path().join("profile").display()
-            ))
-            .args(extra)
-            .arg(&page)
-            .output()
-            .expect("chromium is needed: run scripts/setup.sh --test")
-    };
-    let dom = chromium(&["--dump-dom".into()]);
+    let size = "--window-size=900,1800".to_owned();
+    let dom = chromium(dir.path(), &page, &[size.clone(), "--dump-dom".into()]);
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert!(
         dom.contains("Result: ENVIRONMENT (exit 2)"),
         "the banner renders"
     );
     assert!(dom.matches("<svg").count() >= 5, "the charts render");
-    let out = chromium(&[format!("--screenshot={}", shot.display())]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let png = std::fs::read(&shot).unwrap();
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 20_000,
-        "a real screenshot, {} bytes",
-        png.len()
-    );
+    screenshot(dir.path(), &page, &size, &shot);
 }

@@ -144,13 +144,7 @@ fn table_html(out: &mut String, m: &Merged) {
 /// The identity fields a support desk asks for, labelled for people: the vendor's where
 /// its source read them, else what Vulkan says.
 fn identity_rows(d: &DeviceReport) -> Vec<(&'static str, String)> {
-    let id = &d.setup.identity;
-    let text = |key: &str| {
-        id.get(key)
-            .and_then(Reading::text)
-            .filter(|t| !t.is_empty())
-            .map(str::to_owned)
-    };
+    let text = |key: &str| d.setup.identity_text(key).map(str::to_owned);
     let mut rows = vec![(
         "Product",
         text(signals::NAME.name).unwrap_or_else(|| d.name.clone()),

@@ -64,14 +64,8 @@ const NVIDIA: u32 = 0x10de;
 impl DcgmIdentity {
     /// The identity of a device as its report has it.
     pub fn of(d: &DeviceReport) -> DcgmIdentity {
-        let id = &d.setup.identity;
-        let text = |key: &str| {
-            id.get(key)
-                .and_then(Reading::text)
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned)
-        };
-        let number = |key: &str| id.get(key).and_then(Reading::number);
+        let text = |key: &str| d.setup.identity_text(key).map(str::to_owned);
+        let number = |key: &str| d.setup.identity.get(key).and_then(Reading::number);
         let uuid = text(signals::UUID.name).unwrap_or_else(|| {
             if d.setup.vendor_id == NVIDIA && !d.uuid.starts_with("GPU-") {
                 format!("GPU-{}", d.uuid)

@@ -89,17 +89,10 @@ pub fn summary(report: &Report) -> String {
 
 /// What preflight read of the installation: driver versions, the board, other tenants.
 fn setup_line(out: &mut String, setup: &Setup) {
-    use crate::telemetry::record::Reading;
     if setup.identity.is_empty() {
         return;
     }
-    let text = |key: &str| {
-        setup
-            .identity
-            .get(key)
-            .and_then(Reading::text)
-            .filter(|t| !t.is_empty())
-    };
+    let text = |key: &str| setup.identity_text(key);
     let mut parts = vec![format!(
         "driver {} (Vulkan {})",
         text(signals::DRIVER_VERSION.name).unwrap_or("unknown"),

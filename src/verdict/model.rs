@@ -145,6 +145,17 @@ pub struct Setup {
     pub source_problems: Vec<String>,
 }
 
+impl Setup {
+    /// An identity field the vendor's source read as words, when it is not empty
+    /// (`serial`, `uuid`, `pci_bus_id`).
+    pub fn identity_text(&self, key: &str) -> Option<&str> {
+        self.identity
+            .get(key)
+            .and_then(crate::telemetry::record::Reading::text)
+            .filter(|t| !t.is_empty())
+    }
+}
+
 impl DeviceReport {
     /// Builds a device's report from its workloads' outcomes (and a failure that kept
     /// it from running any, if one did).

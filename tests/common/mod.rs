@@ -561,3 +561,31 @@ pub fn allocation_log(path: &std::path::Path) -> Vec<AllocLine> {
         })
         .collect()
 }
+
+/// Checks Prometheus text with `promtool check metrics`: it must parse, and the only lint
+/// allowed is the one naming dcgm-exporter's camelCase labels (`UUID`, `modelName`,
+/// `Hostname`), kept so that PromQL joins with its series work.
+pub fn promtool_accepts(metrics: &[u8]) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool is needed: run scripts/setup.sh --test");
+    child.stdin.take().unwrap().write_all(metrics).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            line.ends_with("label names should be written in 'snake_case' not 'camelCase'"),
+            "promtool: {line}"
+        );
+    }
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(3)),
+        "exit 1 is a parse error: {text}"
+    );
+}
