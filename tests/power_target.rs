@@ -550,6 +550,12 @@ fn the_same_seed_gives_the_same_run() {
 /// `kiln run` with a power target on the CPU device, its telemetry replayed from
 /// `fixture` (none: telemetry off); returns the load's power report from report.json.
 fn run_with_target(workload: &str, target: &str, fixture: Option<&str>) -> serde_json::Value {
+    run_summary(workload, target, fixture)["power"].clone()
+}
+
+/// The summary of `workload` run for 8 s on the CPU device at `target`, with the
+/// telemetry replayed from `fixture` (None: telemetry off).
+fn run_summary(workload: &str, target: &str, fixture: Option<&str>) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"));
@@ -581,7 +587,7 @@ fn run_with_target(workload: &str, target: &str, fixture: Option<&str>) -> serde
         .and_then(|o| o.iter().find(|o| o["workload"] == workload))
         .unwrap_or_else(|| panic!("{status:?}: no {workload} outcome in {report}"))
         .clone();
-    outcome["summary"]["power"].clone()
+    outcome["summary"].clone()
 }
 
 #[test]
@@ -601,6 +607,26 @@ fn a_run_feeds_the_sidecars_power_readings_to_the_load_through_its_worker() {
         assert!(power["samples"].as_u64().unwrap_or(0) >= 10, "{power}");
         assert!((power["mean_duty"].as_f64().unwrap_or(0.0) - 1.0).abs() < 0.05);
     }
+}
+
+#[test]
+fn a_matrix_load_short_of_its_target_at_full_duty_grows_its_products() {
+    // The replayed card stays at 590-630 W whatever the load, short of 100% of 700 W and
+    // not throttled: full duty cannot help, so the products grow (once at least), and
+    // the report still says the target was out of reach, with what the card drew.
+    let summary = run_summary("matrix", "100", Some("healthy_load.jsonl"));
+    let from = summary["grown_from"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("the products did not grow: {summary}"));
+    let size = summary["size"].as_u64().unwrap();
+    assert!(size >= from * 2 && size.is_power_of_two(), "{summary}");
+    assert_eq!(
+        summary["power"]["outcome"]["kind"], "at_load_limit",
+        "{summary}"
+    );
+    // A card already drawing more than its target never grows them.
+    let held = run_summary("matrix", "80", Some("healthy_load.jsonl"));
+    assert!(held.get("grown_from").is_none(), "{held}");
 }
 
 #[test]

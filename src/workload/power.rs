@@ -533,6 +533,24 @@ impl PowerController {
         self.duty
     }
 
+    /// True once the load has run flat out long enough to count (a pinned stretch) with
+    /// the power below the band and nothing of the environment holding the card back:
+    /// more duty cannot help, a heavier load per period (a larger matrix) may.
+    pub fn starved(&self) -> bool {
+        self.stretch
+            .as_ref()
+            .is_some_and(|s| s.pin == Pin::Full && s.environment.is_empty() && s.counts())
+    }
+
+    /// The load got heavier (a larger matrix): the stretch pinned at full duty so far is
+    /// closed (it stays the finding until the heavier load's own stretch counts or the
+    /// target is reached), and the heavier load is judged afresh.
+    pub fn load_changed(&mut self) {
+        if let Some(stretch) = self.stretch.take() {
+            self.findings.add(&stretch);
+        }
+    }
+
     /// The report as of `now` (time since the load began).
     pub fn report(&self, now: Duration) -> PowerTargetReport {
         let duty_s = self.duty_s + self.duty * now.saturating_sub(self.last_call).as_secs_f64();

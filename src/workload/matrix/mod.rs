@@ -365,6 +365,10 @@ pub struct MatrixReport {
     pub tile: u32,
     /// GEMM dispatches per product.
     pub dispatches_per_product: u32,
+    /// The edge the calibration chose, where a power target out of reach at full duty
+    /// made the products larger (more of each round on the ALUs, less in the checks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grown_from: Option<u32>,
     /// Per kind that ran.
     pub kinds: Vec<MatrixKindResult>,
     /// Kinds not run, and why.
@@ -637,8 +641,15 @@ impl Kind for Matrix {
         let mut lines = vec![
             r.headline(),
             format!(
-                "path: {} ({}x{} tiles, {}-square matrices); cooperative matrices: {}",
-                r.path, r.tile, r.tile, r.size, r.cooperative_matrix
+                "path: {} ({}x{} tiles, {}-square matrices{}); cooperative matrices: {}",
+                r.path,
+                r.tile,
+                r.tile,
+                r.size,
+                r.grown_from
+                    .map(|e| format!(", grown from {e} for the power target"))
+                    .unwrap_or_default(),
+                r.cooperative_matrix
             ),
         ];
         for k in &r.kinds {
@@ -886,6 +897,7 @@ impl MatrixTest {
             path: "shared_memory".into(),
             cooperative_matrix: cooperative_matrix_note(&info),
             size: cfg.size.unwrap_or(0),
+            grown_from: None,
             tile: TILE,
             dispatches_per_product: 1,
             kinds: kinds.iter().map(|&k| MatrixKindResult::new(k)).collect(),
@@ -941,7 +953,15 @@ fn calibrate(
     }
 }
 
-/// Calibrates, then runs rounds of the kinds in turn until the budget.
+/// The longest round a power target may grow the products to: the duty is paced in
+/// [`LOAD_PERIOD`]s, and a round far longer than that would make the load lurch.
+const GROW_ROUND_MAX: Duration = Duration::from_secs(2);
+
+/// Calibrates, then runs rounds of the kinds in turn until the budget. Under a power
+/// target that full duty cannot reach (and nothing of the environment holds the card),
+/// the products grow (edge x2, work x8, while a round stays under [`GROW_ROUND_MAX`] and
+/// the memory allows): a larger product spends more of each round multiplying and less
+/// in the O(n^2) generation and checks, so the card draws more.
 fn drive(
     ctx: &mut DeviceContext,
     cfg: &MatrixConfig,
@@ -966,8 +986,10 @@ fn drive(
     let plant = cfg
         .plant
         .filter(|p| p.row + p.rows <= edge && p.col + p.cols <= edge);
+    let largest = max_edge(ctx.info());
     let mut gpu = Gpu::open(ctx, edge, cfg.record_capacity)?;
     gpu.pieces = pieces;
+    let mut edge = edge;
     let mut round = 0u32;
     let started = Instant::now();
     let mut hold = cfg.power_target.map(PowerController::new);
@@ -1001,8 +1023,42 @@ fn drive(
         if let Err(e) = one_round(&mut gpu, cfg, plant, round, k, events, device, report) {
             break Err(e);
         }
-        pacer.worked(t.elapsed());
+        let took = t.elapsed();
+        pacer.worked(took);
         round += 1;
+        if let Some(hold) = &mut hold
+            && hold.starved()
+            && edge * 2 <= largest
+            && took * 8 <= GROW_ROUND_MAX
+        {
+            // The old buffers go first: both sizes at once may not fit.
+            let pieces = gpu.pieces;
+            drop(gpu);
+            match Gpu::open(ctx, edge * 2, cfg.record_capacity) {
+                Ok(bigger) => {
+                    gpu = bigger;
+                    report.grown_from.get_or_insert(edge);
+                    edge *= 2;
+                    // Eight times the work per product, the same work per dispatch.
+                    gpu.pieces = pieces.saturating_mul(8);
+                    report.size = edge;
+                    report.dispatches_per_product = gpu.pieces;
+                    hold.load_changed();
+                    events.emit(
+                        device,
+                        Event::Note {
+                            message: format!(
+                                "matrix: the power target is out of reach at full duty: products grown to {edge}-square"
+                            ),
+                        },
+                    );
+                }
+                Err(_) => {
+                    gpu = Gpu::open(ctx, edge, cfg.record_capacity)?;
+                    gpu.pieces = pieces;
+                }
+            }
+        }
     };
     if let Some(hold) = &hold {
         report.power = Some(hold.report(started.elapsed()));
