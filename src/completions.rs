@@ -417,26 +417,7 @@ pub fn man_page(cli: &Command) -> String {
         }
     }
     out.push_str(".SH EXIT STATUS\n");
-    for (code, meaning) in [
-        ("0", "every tested GPU healthy"),
-        ("1", "a hardware fault on at least one GPU"),
-        (
-            "2",
-            "an environment or configuration problem (cooling, power delivery, the PCIe link, other tenants)",
-        ),
-        (
-            "3",
-            "a software problem (driver, fragmentation, leaks, a device lost without hardware evidence); a failed self-test",
-        ),
-        (
-            "4",
-            "could not test enough to judge (no GPU tested, a run cut short, only low-confidence findings)",
-        ),
-        (
-            "64",
-            "usage error: bad flags, values, profiles or run directories",
-        ),
-    ] {
+    for (code, meaning) in crate::verdict::exit_code::MEANINGS {
         let _ = write!(out, ".TP\n\\fB{code}\\fR\n{}\n", roff(meaning));
     }
     out.push_str(&format!(

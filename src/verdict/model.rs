@@ -27,6 +27,28 @@ pub mod exit_code {
     pub const INCONCLUSIVE: i32 = 4;
     /// Usage error: bad flags or input.
     pub const USAGE: i32 = 64;
+
+    /// Every code with its meaning in a few words, for the man page and help texts.
+    pub const MEANINGS: [(i32, &str); 6] = [
+        (HEALTHY, "every tested GPU healthy"),
+        (HARDWARE, "a hardware fault on at least one GPU"),
+        (
+            ENVIRONMENT,
+            "an environment or configuration problem (cooling, power delivery, the PCIe link, other tenants)",
+        ),
+        (
+            SOFTWARE,
+            "a software problem (driver, fragmentation, leaks, a device lost without hardware evidence); a failed self-test",
+        ),
+        (
+            INCONCLUSIVE,
+            "could not test enough to judge (no GPU tested, a run cut short, only low-confidence findings)",
+        ),
+        (
+            USAGE,
+            "usage error: bad flags, values, profiles or run directories",
+        ),
+    ];
 }
 
 /// A device's result in one word.
