@@ -624,6 +624,18 @@ fn a_matrix_load_short_of_its_target_at_full_duty_grows_its_products() {
         summary["power"]["outcome"]["kind"], "at_load_limit",
         "{summary}"
     );
+    // The larger products are verified as the first were: a healthy device stays clean
+    // (new buffers get their checksums before their first check).
+    for k in summary["kinds"].as_array().unwrap() {
+        for count in [
+            "checksum_mismatches",
+            "invalid_values",
+            "redundant_mismatches",
+            "nonfinite",
+        ] {
+            assert_eq!(k[count], 0, "{count} after growing: {summary}");
+        }
+    }
     // A card already drawing more than its target never grows them.
     let held = run_summary("matrix", "80", Some("healthy_load.jsonl"));
     assert!(held.get("grown_from").is_none(), "{held}");

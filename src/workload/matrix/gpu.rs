@@ -87,6 +87,8 @@ pub(super) struct Gpu<'c> {
     pub(super) set: Binding,
     /// Dispatches each product is split into.
     pub(super) pieces: u32,
+    /// The seed whose checksums the buffers hold (none yet in new buffers).
+    sums_of: Option<u32>,
 }
 
 /// Words of the readback buffer: the counters and records, then located elements.
@@ -131,6 +133,7 @@ impl<'c> Gpu<'c> {
             readback,
             set,
             pieces: 1,
+            sums_of: None,
         })
     }
 
@@ -178,9 +181,11 @@ impl<'c> Gpu<'c> {
         Ok(ns)
     }
 
-    /// The inputs from `seed` in `kind`'s type, and, when `fresh` (a new seed), their
+    /// The inputs from `seed` in `kind`'s type, and, when `fresh` (a new seed) or when
+    /// these buffers do not hold the seed's checksums yet (new, larger buffers), their
     /// checksums, which every kind shares; GPU ns.
     pub(super) fn prepare(&mut self, kind: MatrixKind, seed: u32, fresh: bool) -> GpuResult<u64> {
+        let fresh = fresh || self.sums_of != Some(seed);
         let l = self.layout;
         let generate = self.ctx.pipeline(GEN, &[])?;
         let sums = self.ctx.pipeline(SUMS, &[])?;
@@ -219,7 +224,9 @@ impl<'c> Gpu<'c> {
             &stage1,
             Self::groups(2 * u64::from(l.edge) * u64::from(tiles_edge)),
         );
-        Ok(rec.submit_and_wait()?.best_ns())
+        let ns = rec.submit_and_wait()?.best_ns();
+        self.sums_of = Some(seed);
+        Ok(ns)
     }
 
     /// Plants `plant`, recomputes the sampled tiles on the mapping (`mul`, `add`), runs
