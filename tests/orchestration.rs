@@ -251,6 +251,32 @@ fn a_finding_is_confirmed_by_rerunning_its_workload() {
         html.contains("<th>Reproduced</th><td>found in 3 of 3 runs</td>"),
         "{html}"
     );
+    // Cut off in its last rerun (the events end before that run's end): the run that
+    // never reported is listed as cut short, and not counted as a run that found nothing.
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let last_end = events
+        .rfind("\"kind\":\"workload_end\",\"workload\":\"vram\"")
+        .expect("the last vram run's end");
+    let line_start = events[..last_end].rfind('\n').map_or(0, |i| i + 1);
+    std::fs::write(run_dir.join("events.jsonl"), &events[..line_start]).unwrap();
+    let report = common::json(&common::verdict(&run_dir, &[]));
+    let device = &report["devices"][0];
+    let stuck = device["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "VRAM_STUCK_BIT")
+        .expect("still found");
+    assert_eq!(stuck["evidence"]["found_in_runs"], 2, "{stuck}");
+    assert_eq!(stuck["evidence"]["runs"], 2, "{stuck}");
+    assert!(
+        device["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["workload"] == "vram" && w["status"] == "incomplete"),
+        "{device}"
+    );
 }
 
 #[test]

@@ -67,6 +67,9 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
                 vram_bandwidth(device, v, t, &mut out)
             }
             WorkloadResult::Pcie(p) => pcie_bandwidth(p, t, &mut out),
+            // No result to count as a run: a planned workload that never started, or
+            // one cut off before it reported (the verdict names them, with why).
+            WorkloadResult::Unread(_) => continue,
             _ => {}
         }
         from_runs.push((w.workload.as_str(), out));
