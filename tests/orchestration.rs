@@ -277,6 +277,11 @@ fn a_finding_is_confirmed_by_rerunning_its_workload() {
             .any(|w| w["workload"] == "vram" && w["status"] == "incomplete"),
         "{device}"
     );
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("<td>2 of 2</td>"),
+        "the page counts the same runs"
+    );
 }
 
 #[test]

@@ -64,7 +64,9 @@ fn tables(d: &DeviceReport) -> Vec<Merged> {
         let runs = d
             .workloads
             .iter()
-            .filter(|o| o.workload == w.workload && o.together_with() == w.together_with())
+            .filter(|o| {
+                o.reported() && o.workload == w.workload && o.together_with() == w.together_with()
+            })
             .count();
         for section in w.summary.sections() {
             let Section::Table(t) = section else {

@@ -57,7 +57,8 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     // Findings from each run of a workload: a workload rerun to confirm (the rma
     // profile) gives one finding per code, saying in how many of its runs it was found.
     let mut from_runs: Vec<(&str, Vec<Finding>)> = Vec::new();
-    for w in &device.workloads {
+    // Only what reported counts as a run (the verdict names the rest, with why).
+    for w in device.workloads.iter().filter(|w| w.reported()) {
         // What the result proves by itself, then how its rates compare with what
         // healthy cards reach.
         let mut out = w.summary.judge();
@@ -67,9 +68,6 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
                 vram_bandwidth(device, v, t, &mut out)
             }
             WorkloadResult::Pcie(p) => pcie_bandwidth(p, t, &mut out),
-            // No result to count as a run: a planned workload that never started, or
-            // one cut off before it reported (the verdict names them, with why).
-            WorkloadResult::Unread(_) => continue,
             _ => {}
         }
         from_runs.push((w.workload.as_str(), out));

@@ -181,6 +181,12 @@ impl From<WorkloadOutcome> for RawOutcome {
 }
 
 impl WorkloadOutcome {
+    /// Whether the workload reported a result: false for a planned one that never
+    /// started and one cut off before it reported, which are not runs that found nothing.
+    pub fn reported(&self) -> bool {
+        !matches!(self.summary, WorkloadResult::Unread(_))
+    }
+
     /// The load this workload ran inside of (`heat`), if it did not run alone.
     pub fn together_with(&self) -> Option<&str> {
         self.summary.envelope().together_with.as_deref()
