@@ -325,3 +325,37 @@ fn junit_counts_each_fault_once_and_skips_what_did_not_run_with_why() {
     );
     assert!(text.contains("skipped=\"1\""), "{text}");
 }
+
+#[test]
+fn every_scenarios_metrics_parse_with_one_series_per_label_set() {
+    // node_exporter rejects a whole textfile that repeats a label set: confirmation
+    // reruns, a combined load beside a lone one, and a code found twice in one run (a
+    // link degraded in width and in generation) must each stay one series.
+    let mut read = 0;
+    for entry in std::fs::read_dir(scenarios()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.starts_with('_') {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run");
+        lay_out_scenario(&name, &run_dir);
+        verdict(&run_dir, &[]);
+        let Ok(prom) = std::fs::read(run_dir.join("kiln.prom")) else {
+            continue;
+        };
+        read += 1;
+        let text = String::from_utf8_lossy(&prom);
+        let mut series: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' ').map(|(s, _)| s))
+            .collect();
+        let all = series.len();
+        series.sort_unstable();
+        series.dedup();
+        assert_eq!(series.len(), all, "{name}: a repeated series in\n{text}");
+        promtool_accepts(&prom);
+    }
+    assert!(read > 50, "only {read} scenarios had metrics");
+}

@@ -282,6 +282,24 @@ fn a_finding_is_confirmed_by_rerunning_its_workload() {
         html.contains("<td>2 of 2</td>"),
         "the page counts the same runs"
     );
+    // The metrics hold one series per check however many runs it had (node_exporter
+    // refuses a file that repeats a label set).
+    let prom = std::fs::read_to_string(run_dir.join("kiln.prom")).unwrap();
+    let samples: Vec<&str> = prom
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.rsplit_once(' ').unwrap().0)
+        .collect();
+    let mut unique = samples.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), samples.len(), "{prom}");
+    assert!(
+        prom.lines().any(|l| l.starts_with("kiln_check_passed{")
+            && l.contains("check=\"vram\"")
+            && l.ends_with(" 0")),
+        "{prom}"
+    );
 }
 
 #[test]

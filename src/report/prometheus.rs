@@ -151,47 +151,69 @@ pub fn render(report: &Report, ctx: &Context) -> String {
             .map(|d| (labels(d), f64::from(d.result.exit_code())))
             .collect(),
     );
-    let mut checks = Vec::new();
+    // One series per device and check: a workload rerun to confirm, or run inside a
+    // combined load as well as alone, must not repeat a label set (node_exporter rejects
+    // the whole file then). A fault in any run is a fault; else anything cut short is -1.
+    let mut checks: Vec<(String, f64)> = Vec::new();
     for d in devices {
+        let mut by_check: Vec<(String, f64)> = Vec::new();
         for w in &d.workloads {
             let value = match w.status {
                 WorkloadStatus::Passed => 1.0,
                 WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => 0.0,
                 WorkloadStatus::Incomplete | WorkloadStatus::NotRun => -1.0,
             };
-            checks.push((
-                format!("{},check=\"{}\"", labels(d), escape(&w.workload)),
-                value,
-            ));
+            let check = match w.together_with() {
+                Some(load) => format!("{load}/{}", w.workload),
+                None => w.workload.clone(),
+            };
+            match by_check.iter_mut().find(|(c, _)| *c == check) {
+                // 0 (a fault) over -1 (cut short) over 1 (passed).
+                Some((_, v)) => {
+                    *v = if *v == 0.0 || value == 0.0 {
+                        0.0
+                    } else {
+                        v.min(value)
+                    }
+                }
+                None => by_check.push((check, value)),
+            }
         }
+        checks.extend(
+            by_check
+                .into_iter()
+                .map(|(c, v)| (format!("{},check=\"{}\"", labels(d), escape(&c)), v)),
+        );
     }
     family(
         "kiln_check_passed",
         "1 when the check passed, 0 when it found a fault, -1 when it could not run to the end.",
         checks,
     );
-    let findings = devices
-        .iter()
-        .flat_map(|d| {
-            d.findings.iter().map(move |f| {
-                (
-                    // Only the class and severity words are lowercased: the identity
-                    // labels must match the other families' for joins.
-                    format!(
-                        "{},code=\"{}\",class=\"{}\",severity=\"{}\"",
-                        labels(d),
-                        escape(&f.code),
-                        f.class.name(),
-                        f.severity.word()
-                    ),
-                    1.0,
-                )
-            })
-        })
-        .collect();
+    // One series per device, code, class and severity, counting the findings behind it
+    // (a degraded link gives PCIE_LINK_DEGRADED for its width and its generation): a
+    // repeated label set would make node_exporter reject the file.
+    let mut findings: Vec<(String, f64)> = Vec::new();
+    for d in devices {
+        for f in &d.findings {
+            // Only the class and severity words are lowercased: the identity labels must
+            // match the other families' for joins.
+            let labels = format!(
+                "{},code=\"{}\",class=\"{}\",severity=\"{}\"",
+                labels(d),
+                escape(&f.code),
+                f.class.name(),
+                f.severity.word()
+            );
+            match findings.iter_mut().find(|(l, _)| *l == labels) {
+                Some((_, n)) => *n += 1.0,
+                None => findings.push((labels, 1.0)),
+            }
+        }
+    }
     family(
         "kiln_finding",
-        "A finding of the last kiln run (1 per finding).",
+        "Findings of the last kiln run, by code (the count of findings with that code).",
         findings,
     );
     // Each workload's numbers, per device from its first outcome that gives them (a rerun
