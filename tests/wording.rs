@@ -17,22 +17,14 @@ fn summaries_and_pages_speak_words_not_enum_names() {
     .unwrap();
     let old_units = regex::Regex::new(r"G ops/s|g ops/s").unwrap();
     // The evidence blocks are JSON as written to disk (snake_case), not prose.
-    let evidence = regex::Regex::new(r"(?s)<pre>.*?</pre>").unwrap();
+    let evidence = regex::Regex::new(r"(?s)<pre[^>]*>.*?</pre>").unwrap();
     let mut read = 0;
-    for entry in std::fs::read_dir(scenarios()).unwrap() {
-        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        if name.starts_with('_') {
-            continue;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let run_dir = dir.path().join("run");
-        lay_out_scenario(&name, &run_dir);
-        let out = verdict(&run_dir, &[]);
+    for_each_rebuilt_scenario(|name, run_dir, out| {
         if !run_dir.join("report.html").is_file() {
-            continue;
+            return;
         }
         read += 1;
-        let text = stderr(&out);
+        let text = stderr(out);
         let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
         let html = evidence.replace_all(&html, "");
         for (what, body) in [("summary", text.as_str()), ("report.html", &html)] {
@@ -48,6 +40,6 @@ fn summaries_and_pages_speak_words_not_enum_names() {
                 }
             }
         }
-    }
+    });
     assert!(read > 50, "only {read} scenarios were read");
 }

@@ -589,3 +589,19 @@ pub fn promtool_accepts(metrics: &[u8]) {
         "exit 1 is a parse error: {text}"
     );
 }
+
+/// Calls `f(name, run_dir, verdict's output)` for every scenario of the corpus, each laid
+/// out in a temporary directory of its own and rebuilt by `kiln verdict --json`.
+pub fn for_each_rebuilt_scenario(mut f: impl FnMut(&str, &std::path::Path, &std::process::Output)) {
+    for entry in std::fs::read_dir(scenarios()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.starts_with('_') {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run");
+        lay_out_scenario(&name, &run_dir);
+        let out = verdict(&run_dir, &[]);
+        f(&name, &run_dir, &out);
+    }
+}
