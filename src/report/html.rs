@@ -9,7 +9,6 @@ use std::fmt::Write as _;
 
 use super::html_charts::{band_chart, bars_chart, line_chart, offset_map};
 use crate::evidence::Manifest;
-use crate::finding::{Class, Finding};
 use crate::telemetry::record::{Reading, TelemetryData, TelemetryRecord};
 use crate::telemetry::{signals, throttle};
 use crate::verdict::{DeviceReport, DeviceResult, Report};
@@ -36,17 +35,6 @@ fn banner_class(result: DeviceResult) -> &'static str {
         DeviceResult::Environment | DeviceResult::Software => "warn",
         DeviceResult::Inconclusive => "unknown",
     }
-}
-
-/// A device's findings that count, most serious first (the verdict's order).
-fn serious(d: &DeviceReport) -> Vec<&Finding> {
-    let mut found: Vec<&Finding> = d
-        .findings
-        .iter()
-        .filter(|f| f.class != Class::Info)
-        .collect();
-    found.sort_by_key(|f| (f.severity, f.confidence));
-    found
 }
 
 /// One table of the device, merged over the runs of its workload: a confirmation rerun
@@ -178,7 +166,8 @@ fn identity_rows(d: &DeviceReport) -> Vec<(&'static str, String)> {
 }
 
 /// Page one's card for a device: verdict, identity, what failed, where, how often, action.
-fn summary_card(out: &mut String, d: &DeviceReport) {
+/// `merged` is the device's [`tables`].
+fn summary_card(out: &mut String, d: &DeviceReport, merged: &[Merged]) {
     let _ = write!(
         out,
         "<div class=\"card\"><div class=\"banner {}\" id=\"verdict-{}\">GPU{} {}: {}</div><table class=\"identity\">",
@@ -191,15 +180,14 @@ fn summary_card(out: &mut String, d: &DeviceReport) {
     for (label, value) in identity_rows(d) {
         let _ = write!(out, "<tr><th>{label}</th><td>{}</td></tr>", esc(&value));
     }
-    let found = serious(d);
-    let first = found.first();
+    // The finding the verdict leads with, in its own order.
+    let first = d.leading_finding();
     let what = match first {
         Some(f) => format!("{}: {}", f.code, f.summary),
         None if d.result == DeviceResult::Pass => "nothing: every check passed".into(),
         None => d.reason.clone(),
     };
     let _ = write!(out, "<tr><th>What failed</th><td>{}</td></tr>", esc(&what));
-    let merged = tables(d);
     let places: Vec<String> = merged
         .iter()
         .filter(|m| m.table.total > 0)
@@ -313,7 +301,13 @@ fn findings_table(out: &mut String, d: &DeviceReport) {
     out.push_str("</table>");
 }
 
-fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryRecord]) {
+/// A device's section; `merged` is its [`tables`].
+fn device_section(
+    out: &mut String,
+    d: &DeviceReport,
+    merged: &[Merged],
+    telemetry: &[TelemetryRecord],
+) {
     let _ = write!(
         out,
         "<section class=\"device\"><h2>GPU{} {}</h2><div class=\"banner {}\">{}: {}</div>",
@@ -324,8 +318,8 @@ fn device_section(out: &mut String, d: &DeviceReport, telemetry: &[TelemetryReco
         esc(&d.reason)
     );
     findings_table(out, d);
-    for m in tables(d) {
-        table_html(out, &m);
+    for m in merged {
+        table_html(out, m);
     }
     xid_table(out, d);
     let phases: Vec<(String, f64, f64)> = d
@@ -540,8 +534,10 @@ pub fn render(
         esc(&report.finished_utc),
         esc(&report.tool_version)
     );
-    for d in &report.devices {
-        summary_card(&mut out, d);
+    // Each device's tables, merged over its runs, serve its card and its section.
+    let merged: Vec<Vec<Merged>> = report.devices.iter().map(tables).collect();
+    for (d, m) in report.devices.iter().zip(&merged) {
+        summary_card(&mut out, d, m);
     }
     if !report.notes.is_empty() {
         out.push_str("<ul class=\"notes\">");
@@ -551,8 +547,8 @@ pub fn render(
         out.push_str("</ul>");
     }
     out.push_str("</section>");
-    for d in &report.devices {
-        device_section(&mut out, d, telemetry);
+    for (d, m) in report.devices.iter().zip(&merged) {
+        device_section(&mut out, d, m, telemetry);
     }
     host_section(&mut out, report, manifest);
     out.push_str("<p>To reproduce: <code>kiln verdict RUN_DIR</code> rebuilds this page from the run directory; the manifest holds the exact command line and seeds.</p></body></html>\n");

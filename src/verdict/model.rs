@@ -366,25 +366,16 @@ impl DeviceReport {
             .start
             .clone()
             .unwrap_or_else(|| (self.result, self.reason.clone()));
-        let judged = |f: &&Finding| {
-            matches!(
-                f.class,
-                Class::Hardware | Class::Environment | Class::Software
-            )
-        };
-        let decisive = self
-            .findings
-            .iter()
-            .filter(judged)
-            .filter(|f| f.severity <= Severity::Major && f.confidence <= Confidence::Medium)
-            .min_by_key(|f| (f.class, f.severity, f.confidence));
-        if let Some(f) = decisive {
-            self.result = match f.class {
+        if let Some((class, summary)) = self
+            .decisive_finding()
+            .map(|f| (f.class, f.summary.clone()))
+        {
+            self.result = match class {
                 Class::Hardware => DeviceResult::Fail,
                 Class::Environment => DeviceResult::Environment,
                 _ => DeviceResult::Software,
             };
-            self.reason = f.summary.clone();
+            self.reason = summary;
             return;
         }
         self.result = start;
@@ -392,14 +383,12 @@ impl DeviceReport {
         if start != DeviceResult::Pass {
             return;
         }
-        let tentative = self
-            .findings
-            .iter()
-            .filter(judged)
-            .min_by_key(|f| (f.class, f.severity, f.confidence));
-        if let Some(f) = tentative {
+        if let Some(reason) = self
+            .most_serious(Self::judged)
+            .map(|f| format!("not yet a call: {}; recheck: {}", f.summary, f.action))
+        {
             self.result = DeviceResult::Inconclusive;
-            self.reason = format!("not yet a call: {}; recheck: {}", f.summary, f.action);
+            self.reason = reason;
         } else if let Some(w) = self.workloads.iter().find(|w| {
             matches!(
                 w.status,
@@ -410,6 +399,40 @@ impl DeviceReport {
             self.result = DeviceResult::Inconclusive;
             self.reason = format!("{}: {} (no rule judged it)", w.workload, w.headline);
         }
+    }
+
+    /// The most serious of the findings `keep` keeps: class first (hardware, environment,
+    /// software, could not test), then severity, then confidence.
+    fn most_serious(&self, keep: impl Fn(&Finding) -> bool) -> Option<&Finding> {
+        self.findings
+            .iter()
+            .filter(|f| keep(f))
+            .min_by_key(|f| (f.class, f.severity, f.confidence))
+    }
+
+    /// A finding of a class the verdict judges by (hardware, environment, software).
+    fn judged(f: &Finding) -> bool {
+        matches!(
+            f.class,
+            Class::Hardware | Class::Environment | Class::Software
+        )
+    }
+
+    /// The finding that decides the result: the most serious major-or-worse finding of at
+    /// least medium confidence of a judged class.
+    fn decisive_finding(&self) -> Option<&Finding> {
+        self.most_serious(|f| {
+            Self::judged(f) && f.severity <= Severity::Major && f.confidence <= Confidence::Medium
+        })
+    }
+
+    /// The finding a report leads with, in the verdict's own order: the one that decided
+    /// the result, else the most serious judged one (a recheck), else the most serious of
+    /// any but information (a GPU that could not be tested).
+    pub fn leading_finding(&self) -> Option<&Finding> {
+        self.decisive_finding()
+            .or_else(|| self.most_serious(Self::judged))
+            .or_else(|| self.most_serious(|f| f.class != Class::Info))
     }
 }
 
