@@ -64,10 +64,7 @@ fn values_of(arg: &Arg) -> Values {
         .filter(|v| !v.is_hide_set())
         .map(|v| v.get_name().to_owned())
         .collect();
-    let paths = matches!(
-        arg.get_value_hint(),
-        ValueHint::AnyPath | ValueHint::FilePath | ValueHint::DirPath
-    );
+    let paths = takes_paths(arg);
     // A profile is a bundled name or a file.
     if arg.get_id() == "profile" {
         return Values::Words {
@@ -83,6 +80,14 @@ fn values_of(arg: &Arg) -> Values {
         (true, true) => Values::Paths,
         (true, false) => Values::Free,
     }
+}
+
+/// Whether the argument's values are file or directory names.
+fn takes_paths(arg: &Arg) -> bool {
+    matches!(
+        arg.get_value_hint(),
+        ValueHint::AnyPath | ValueHint::FilePath | ValueHint::DirPath
+    )
 }
 
 fn takes_value(arg: &Arg) -> bool {
@@ -121,13 +126,9 @@ fn subs(cli: &Command) -> Vec<Sub> {
                     .flat_map(|a| a.get_possible_values())
                     .map(|v| v.get_name().to_owned())
                     .collect(),
-                positional_paths: s.get_arguments().any(|a| {
-                    a.is_positional()
-                        && matches!(
-                            a.get_value_hint(),
-                            ValueHint::AnyPath | ValueHint::FilePath | ValueHint::DirPath
-                        )
-                }),
+                positional_paths: s
+                    .get_arguments()
+                    .any(|a| a.is_positional() && takes_paths(a)),
             }
         })
         .collect()

@@ -208,14 +208,7 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
 
 /// Refuses a `--textfile-dir` that is not a directory, as a usage error.
 fn textfile_dir_usable(dir: &std::path::Path) -> Result<(), AppError> {
-    if dir.is_dir() {
-        Ok(())
-    } else {
-        Err(AppError::Usage(format!(
-            "--textfile-dir {}: not a directory (give node_exporter's --collector.textfile.directory)",
-            dir.display()
-        )))
-    }
+    kiln::report::check_textfile_dir(dir).map_err(AppError::Usage)
 }
 
 /// Copies a run's metrics into node_exporter's textfile directory; says in a line where

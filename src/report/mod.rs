@@ -61,19 +61,28 @@ fn metrics_context(
     }
 }
 
+/// Whether `dir` can be node_exporter's textfile directory; checked before a run, so that
+/// one that cannot take the metrics is said at once, not hours later.
+pub fn check_textfile_dir(dir: &std::path::Path) -> Result<(), String> {
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(format!(
+            "--textfile-dir {}: not a directory (give node_exporter's --collector.textfile.directory)",
+            dir.display()
+        ))
+    }
+}
+
 /// Puts a metrics file into node_exporter's textfile directory under `name`, atomically
 /// (the collector reads only `*.prom`, so the temporary `.prom.tmp` is never half-read).
+/// The directory was checked before ([`check_textfile_dir`]); one gone since fails the
+/// write, said with its path.
 pub fn publish_metrics(
     textfile_dir: &std::path::Path,
     name: &str,
     text: &[u8],
 ) -> Result<std::path::PathBuf, String> {
-    if !textfile_dir.is_dir() {
-        return Err(format!(
-            "--textfile-dir {}: not a directory (node_exporter's --collector.textfile.directory)",
-            textfile_dir.display()
-        ));
-    }
     let path = textfile_dir.join(name);
     crate::fsutil::write_atomic(&path, text)
         .map_err(|e| format!("{}: the metrics could not be written: {e}", path.display()))?;
