@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::telemetry::record::Reading;
-use crate::telemetry::signals;
+use crate::telemetry::{nvml, signals};
 use crate::verdict::{DeviceReport, DeviceResult, Report};
 use crate::workload::{WorkloadStatus, registry};
 
@@ -79,7 +79,7 @@ impl DcgmIdentity {
                 .unwrap_or_else(|| d.index.to_string()),
             uuid,
             pci_bus_id: text(signals::PCI_BUS_ID.name)
-                .or_else(|| d.pci_address.as_deref().and_then(nvml_bus_id))
+                .or_else(|| d.pci_address.as_deref().and_then(nvml::nvml_bus_id))
                 .unwrap_or_default(),
             device: number(signals::MINOR_NUMBER.name).map(|n| format!("nvidia{n}")),
             model_name: text(signals::NAME.name).unwrap_or_else(|| d.name.clone()),
@@ -105,22 +105,6 @@ impl DcgmIdentity {
         );
         out
     }
-}
-
-/// A PCI address as Vulkan's extension gives it (`0000:3b:00.0`) written as NVML and
-/// dcgm-exporter write it: an eight-digit domain, upper-case hex (`00000000:3B:00.0`).
-pub fn nvml_bus_id(address: &str) -> Option<String> {
-    let (domain, rest) = address.split_once(':')?;
-    let (bus, rest) = rest.split_once(':')?;
-    let (device, function) = rest.split_once('.')?;
-    let hex = |s: &str| u32::from_str_radix(s, 16).ok();
-    Some(format!(
-        "{:08X}:{:02X}:{:02X}.{:X}",
-        hex(domain)?,
-        hex(bus)?,
-        hex(device)?,
-        hex(function)?
-    ))
 }
 
 /// Renders the metrics of a report.
@@ -262,23 +246,4 @@ pub fn render(report: &Report, ctx: &Context) -> String {
         )],
     );
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pci_addresses_are_written_as_nvml_writes_them() {
-        assert_eq!(
-            nvml_bus_id("0000:3b:00.0").as_deref(),
-            Some("00000000:3B:00.0")
-        );
-        assert_eq!(
-            nvml_bus_id("0001:c1:1f.7").as_deref(),
-            Some("00000001:C1:1F.7")
-        );
-        assert_eq!(nvml_bus_id("3b:00.0"), None);
-        assert_eq!(nvml_bus_id("zz:zz:zz.z"), None);
-    }
 }

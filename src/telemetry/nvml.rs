@@ -116,6 +116,22 @@ pub fn normalise_bus_id(id: &str) -> Option<String> {
     Some(format!("{domain:04x}:{}", rest.to_ascii_lowercase()))
 }
 
+/// A PCI address as Vulkan's extension gives it (`0000:3b:00.0`) written as NVML and
+/// dcgm-exporter write it: an eight-digit domain, upper-case hex (`00000000:3B:00.0`).
+pub fn nvml_bus_id(address: &str) -> Option<String> {
+    let (domain, rest) = address.split_once(':')?;
+    let (bus, rest) = rest.split_once(':')?;
+    let (device, function) = rest.split_once('.')?;
+    let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+    Some(format!(
+        "{:08X}:{:02X}:{:02X}.{:X}",
+        hex(domain)?,
+        hex(bus)?,
+        hex(device)?,
+        hex(function)?
+    ))
+}
+
 impl NvmlSource {
     /// Initialises NVML and matches every Vulkan device to its NVML device.
     pub fn new(devices: &[DeviceInfo]) -> NvmlSource {
@@ -839,6 +855,27 @@ mod tests {
             Some("0000:05:00.0")
         );
         assert_eq!(normalise_bus_id("garbage"), None);
+    }
+
+    #[test]
+    fn pci_addresses_are_written_as_nvml_writes_them() {
+        assert_eq!(
+            nvml_bus_id("0000:3b:00.0").as_deref(),
+            Some("00000000:3B:00.0")
+        );
+        assert_eq!(
+            nvml_bus_id("0001:c1:1f.7").as_deref(),
+            Some("00000001:C1:1F.7")
+        );
+        assert_eq!(nvml_bus_id("3b:00.0"), None);
+        assert_eq!(nvml_bus_id("zz:zz:zz.z"), None);
+        // The two forms go both ways.
+        assert_eq!(
+            nvml_bus_id("0000:3b:00.0")
+                .and_then(|id| normalise_bus_id(&id))
+                .as_deref(),
+            Some("0000:3b:00.0")
+        );
     }
 
     #[test]
