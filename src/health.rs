@@ -1114,7 +1114,7 @@ fn last_run(dir: &Path) -> Option<Run> {
 /// (`kiln-health.prom`): the exit code, the GPUs found, one series per open fault (with
 /// dcgm-exporter's `gpu` and `UUID` labels where the fault is one GPU's) and when it ran.
 pub fn metrics(h: &Health, hostname: &str, now: SystemTime) -> String {
-    use crate::report::prometheus::{escape, gauge};
+    use crate::report::prometheus::{counted, escape, gauge};
     let host = format!("Hostname=\"{}\"", escape(hostname));
     let mut out = String::new();
     gauge(
@@ -1130,8 +1130,7 @@ pub fn metrics(h: &Health, hostname: &str, now: SystemTime) -> String {
         &[(host.clone(), h.gpus as f64)],
     );
     // Two open events of one code on one GPU are one series with a count.
-    let mut faults: BTreeMap<String, f64> = BTreeMap::new();
-    for (labels, n) in h.faults.iter().map(|f| {
+    let faults = counted(h.faults.iter().map(|f| {
         let mut labels = String::new();
         if let Some(g) = f.gpu {
             labels.push_str(&format!("gpu=\"{g}\","));
@@ -1144,15 +1143,13 @@ pub fn metrics(h: &Health, hostname: &str, now: SystemTime) -> String {
             escape(&f.code),
             f.exit_code
         ));
-        (labels, 1.0)
-    }) {
-        *faults.entry(labels).or_default() += n;
-    }
+        labels
+    }));
     gauge(
         &mut out,
         "kiln_health_fault",
         "Faults of the last kiln health check by code (open faults stay until cleared).",
-        &faults.into_iter().collect::<Vec<_>>(),
+        &faults,
     );
     let secs = now
         .duration_since(std::time::UNIX_EPOCH)

@@ -31,6 +31,19 @@ pub fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]
     }
 }
 
+/// One sample per distinct label set, valued by how many times it came, in first-seen
+/// order: a textfile must never repeat a label set (node_exporter rejects it whole).
+pub fn counted(label_sets: impl IntoIterator<Item = String>) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for labels in label_sets {
+        match out.iter_mut().find(|(l, _)| *l == labels) {
+            Some((_, n)) => *n += 1.0,
+            None => out.push((labels, 1.0)),
+        }
+    }
+    out
+}
+
 /// What the metrics say beside the report: when the run ended, under which profile, on
 /// which node.
 #[derive(Debug, Clone)]
@@ -177,24 +190,19 @@ pub fn render(report: &Report, ctx: &Context) -> String {
     // One series per device, code, class and severity, counting the findings behind it
     // (a degraded link gives PCIE_LINK_DEGRADED for its width and its generation): a
     // repeated label set would make node_exporter reject the file.
-    let mut findings: Vec<(String, f64)> = Vec::new();
-    for d in devices {
-        for f in &d.findings {
+    let findings = counted(devices.iter().flat_map(|d| {
+        d.findings.iter().map(move |f| {
             // Only the class and severity words are lowercased: the identity labels must
             // match the other families' for joins.
-            let labels = format!(
+            format!(
                 "{},code=\"{}\",class=\"{}\",severity=\"{}\"",
                 labels(d),
                 escape(&f.code),
                 f.class.name(),
                 f.severity.word()
-            );
-            match findings.iter_mut().find(|(l, _)| *l == labels) {
-                Some((_, n)) => *n += 1.0,
-                None => findings.push((labels, 1.0)),
-            }
-        }
-    }
+            )
+        })
+    }));
     family(
         "kiln_finding",
         "Findings of the last kiln run, by code (the count of findings with that code).",
