@@ -1,5 +1,10 @@
 //! Compiles `shaders/*.comp` to SPIR-V with `glslc` when it is installed; otherwise uses
 //! the committed `.spv` beside each source, so a machine without shader tools still builds.
+//!
+//! Shaders for the matrix units (`GL_KHR_cooperative_matrix`) need a newer compiler than
+//! the glslc Debian and Ubuntu ship: they are compiled with the glslangValidator that
+//! `KILN_GLSLANG` names (flags in `shaders/glslang.args`), and otherwise taken from the
+//! committed `.spv`, which `tests/tools.rs` checks against its source with that compiler.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,6 +13,13 @@ fn main() {
     let shader_dir = Path::new("shaders");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rerun-if-changed=shaders");
+    println!("cargo:rerun-if-env-changed=KILN_GLSLANG");
+    let glslang = std::env::var_os("KILN_GLSLANG").map(PathBuf::from);
+    let glslang_args: Vec<String> = std::fs::read_to_string(shader_dir.join("glslang.args"))
+        .expect("shaders/glslang.args is part of the source tree")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
     let args: Vec<String> = std::fs::read_to_string(shader_dir.join("glslc.args"))
         .expect("shaders/glslc.args is part of the source tree")
         .split_whitespace()
@@ -30,24 +42,32 @@ fn main() {
         let stem = source.file_stem().expect("a .comp file has a stem");
         let committed = source.with_extension("spv");
         let built = out_dir.join(stem).with_extension("spv");
-        if have_glslc {
-            let output = Command::new("glslc")
-                .args(&args)
+        let text = std::fs::read_to_string(source).expect("a shader source is readable");
+        let (compiler, flags) = if text.contains("GL_KHR_cooperative_matrix") {
+            (glslang.as_deref(), &glslang_args)
+        } else {
+            (have_glslc.then_some(Path::new("glslc")), &args)
+        };
+        if let Some(compiler) = compiler {
+            let output = Command::new(compiler)
+                .args(flags)
                 .arg(source)
                 .arg("-o")
                 .arg(&built)
                 .output()
-                .expect("glslc ran a moment ago");
+                .unwrap_or_else(|e| panic!("{} does not run: {e}", compiler.display()));
             if !output.status.success() {
                 panic!(
-                    "glslc failed on {}:\n{}",
+                    "{} failed on {}:\n{}{}",
+                    compiler.display(),
                     source.display(),
+                    String::from_utf8_lossy(&output.stdout),
                     String::from_utf8_lossy(&output.stderr)
                 );
             }
         } else {
             std::fs::copy(&committed, &built).unwrap_or_else(|e| {
-                panic!("no glslc and no committed {}: {e}", committed.display())
+                panic!("no compiler and no committed {}: {e}", committed.display())
             });
         }
     }

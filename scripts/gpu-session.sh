@@ -26,9 +26,10 @@ step 150 quick kiln run --profile quick --json --out "$out/run"
 step 30 health-after kiln health --json --state "$out/health-state.json" --runs "$out" --max-age 1h
 step 60 bench-vram kiln bench vram --bytes 8GiB --json
 step 40 bench-compute kiln bench compute --duration 10s --json
-# The matrix path: which path ran and why (VK_KHR_cooperative_matrix offered or not), the
-# verified rate next to the same kernel unverified; then a short run held at 90% of the
-# power limit through the real NVML feed (reached after, share in band, why not).
+# The matrix path: fp16 and int8 on the tensor cores (VK_KHR_cooperative_matrix, in the
+# shape the driver lists) and fp32 on the ALUs, the verified rate next to the same kernel
+# unverified and the units against the shared-memory kernel; then a short run held at 90%
+# of the power limit through the real NVML feed (reached after, share in band, why not).
 step 40 bench-matrix kiln bench matrix --duration 12s --json
 step 60 matrix-power kiln run --workloads matrix --duration 40s --power-target 90 --json --out "$out/matrix"
 step 40 bench-pcie kiln bench pcie --json

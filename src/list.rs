@@ -75,6 +75,7 @@ pub fn table(devices: &[DeviceInfo], nvml: &dyn Source) -> String {
             l.timestamp_valid_bits,
             d.shader_int64
         );
+        let _ = writeln!(out, "  matrix units: {}", matrix_units_line(d));
         if let Some(m) = matches.iter().find(|m| m.device == d.index) {
             let line = match (m.index, nvml.identity(d.index)) {
                 (Some(i), Some(id)) => {
@@ -141,4 +142,25 @@ pub fn not_visible(missing: &[crate::evidence::NotTested]) -> String {
         );
     }
     out
+}
+
+/// The device's matrix units in one line: the shapes kiln can drive, or why none.
+fn matrix_units_line(d: &crate::gpu::DeviceInfo) -> String {
+    let units = &d.matrix_units;
+    if !d.cooperative_matrix {
+        return "none offered to shaders (no VK_KHR_cooperative_matrix)".into();
+    }
+    if let Some(why) = &units.unusable {
+        return format!("not usable: {why}");
+    }
+    format!(
+        "{} (subgroup {})",
+        units
+            .shapes
+            .iter()
+            .map(crate::gpu::MatrixUnitShape::describe)
+            .collect::<Vec<_>>()
+            .join("; "),
+        units.subgroup_size
+    )
 }

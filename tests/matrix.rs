@@ -2,6 +2,11 @@
 //! verifies its products and finds nothing; a flipped bit in one element and a wrong
 //! tile, planted between the multiplication and the checks, are each found at their
 //! coordinates with the value the element should have.
+//!
+//! scripts/test.sh runs this suite twice: on the system's CPU device, which has no matrix
+//! units (every kind on the shared-memory kernel), and on a CPU device that has them
+//! (scripts/matrix-units-driver.sh, with KILN_EXPECT_MATRIX_UNITS set), where fp16 and
+//! int8 must run on the units, so that a silent fall back to the ALUs fails the suite.
 
 mod common;
 
@@ -11,20 +16,38 @@ use common::*;
 use kiln::evidence::MemorySink;
 use kiln::gpu::DeviceContext;
 use kiln::workload::matrix::{
-    Matrix, MatrixConfig, MatrixKind, MatrixReport, MatrixTest, PlantedFault, reference_element,
+    Matrix, MatrixConfig, MatrixKind, MatrixPath, MatrixReport, MatrixTest, PlantedFault,
+    reference_element,
 };
-use kiln::workload::{Kind, Report, RunControl, WorkloadStatus};
+use kiln::workload::{Kind, Report, RunControl, WorkloadError, WorkloadStatus};
 
 /// A 256-square product: 16 tiles, one recomputed per round; 33.5 M operations.
 const EDGE: u32 = 256;
 
 fn run(config: MatrixConfig, budget: Option<Duration>) -> MatrixReport {
+    try_run(config, budget).unwrap()
+}
+
+fn try_run(config: MatrixConfig, budget: Option<Duration>) -> Result<MatrixReport, WorkloadError> {
     let (vulkan, info) = device();
     let mut ctx = DeviceContext::open(&vulkan, &info).unwrap();
     let mut sink = MemorySink::default();
-    MatrixTest { config }
-        .run_report(&mut ctx, &RunControl::new(budget), &mut sink)
-        .unwrap()
+    MatrixTest { config }.run_report(&mut ctx, &RunControl::new(budget), &mut sink)
+}
+
+/// Whether this suite runs on the device with matrix units (scripts/test.sh says so).
+fn expect_matrix_units() -> bool {
+    std::env::var_os("KILN_EXPECT_MATRIX_UNITS").is_some()
+}
+
+/// Where `kind` must run here: on the matrix units where the suite expects them and
+/// they have a kernel for the kind (fp16, int8), else on the shared-memory kernel.
+fn expected_path(kind: MatrixKind) -> &'static str {
+    if expect_matrix_units() && kind != MatrixKind::Fp32 {
+        "matrix_units"
+    } else {
+        "shared_memory"
+    }
 }
 
 /// The kinds this device runs: fp16 only where it has fp16 arithmetic.
@@ -50,7 +73,12 @@ fn fixed(kinds: Vec<MatrixKind>, rounds: u32, plant: Option<PlantedFault>) -> Ma
 fn a_clean_run_of_every_kind_verifies_its_products_and_finds_nothing() {
     let kinds = kinds();
     let report = run(fixed(kinds.clone(), 2 * kinds.len() as u32, None), None);
-    assert_eq!(report.path, "shared_memory");
+    let expected = if expect_matrix_units() {
+        "mixed"
+    } else {
+        "shared_memory"
+    };
+    assert_eq!(report.path, expected, "{}", report.cooperative_matrix);
     assert!(!report.cooperative_matrix.is_empty());
     assert_eq!(report.size, EDGE);
     assert_eq!(report.faults(), 0, "{:?}", report.records.first());
@@ -63,6 +91,13 @@ fn a_clean_run_of_every_kind_verifies_its_products_and_finds_nothing() {
     );
     assert_eq!(report.kinds.len(), kinds.len());
     for k in &report.kinds {
+        assert_eq!(
+            k.path,
+            expected_path(k.kind),
+            "{}",
+            report.cooperative_matrix
+        );
+        assert_eq!(k.shape.is_some(), k.path == "matrix_units");
         assert_eq!(k.rounds, 2, "{:?}", k.kind);
         assert_eq!(k.verified_ops, 2 * 2 * u64::from(EDGE).pow(3));
         assert_eq!(k.tiles_recomputed, 2, "one tile in 16, each round");
@@ -274,4 +309,151 @@ fn a_size_the_device_cannot_hold_is_refused_before_anything_runs() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("matrix size 16384 needs"), "{stderr}");
+}
+
+#[test]
+fn the_device_with_matrix_units_lists_them_and_the_run_names_its_shape() {
+    let (_, info) = device();
+    let units = &info.matrix_units;
+    if !expect_matrix_units() {
+        // The system's CPU device and the emulated cards have none, and say why not.
+        let report = run(
+            fixed(vec![MatrixKind::Fp16, MatrixKind::Int8], 2, None),
+            None,
+        );
+        assert_eq!(report.path, "shared_memory");
+        assert!(
+            report.cooperative_matrix.contains("fp16: ")
+                && report.cooperative_matrix.contains("int8: "),
+            "{}",
+            report.cooperative_matrix
+        );
+        return;
+    }
+    assert!(
+        info.cooperative_matrix && units.unusable.is_none(),
+        "{units:?}"
+    );
+    let report = run(
+        fixed(vec![MatrixKind::Fp16, MatrixKind::Int8], 2, None),
+        None,
+    );
+    assert_eq!(report.path, "matrix_units", "{}", report.cooperative_matrix);
+    for k in &report.kinds {
+        let [m, n, kk] = k.shape.unwrap();
+        let types = match k.kind {
+            MatrixKind::Fp16 => ["f16", "f16", "f32", "f32"],
+            _ => ["s8", "s8", "s32", "s32"],
+        };
+        // The shape is one the device lists for the kind's types.
+        assert!(
+            units
+                .shapes
+                .iter()
+                .any(|s| (s.m, s.n, s.k) == (m, n, kk)
+                    && [s.a.as_str(), &s.b, &s.c, &s.result] == types),
+            "{k:?} not in {units:?}"
+        );
+        assert!(
+            report
+                .cooperative_matrix
+                .contains(&format!("{} in {m}x{n}x{kk} blocks", k.kind.name())),
+            "{}",
+            report.cooperative_matrix
+        );
+    }
+    assert_eq!(report.faults(), 0);
+    // The sections say it in words.
+    let text = format!("{:?}", Matrix::sections(&report));
+    assert!(
+        text.contains(&format!(
+            "on the matrix units ({}x",
+            report.kinds[0].shape.unwrap()[0]
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_path_setting_puts_every_kind_on_the_shared_memory_kernel_or_demands_the_units() {
+    let kinds = kinds();
+    let alu = run(
+        MatrixConfig {
+            path: MatrixPath::SharedMemory,
+            ..fixed(kinds.clone(), kinds.len() as u32, None)
+        },
+        None,
+    );
+    assert_eq!(alu.path, "shared_memory");
+    assert!(
+        alu.kinds
+            .iter()
+            .all(|k| k.path == "shared_memory" && k.shape.is_none())
+    );
+    assert_eq!(alu.faults(), 0);
+    // fp32 has no matrix-unit kernel: demanding the units for it is refused before
+    // anything runs, in a sentence that says why.
+    let err = try_run(
+        MatrixConfig {
+            path: MatrixPath::MatrixUnits,
+            ..fixed(vec![MatrixKind::Fp32], 1, None)
+        },
+        None,
+    )
+    .expect_err("fp32 cannot run on the matrix units");
+    let text = err.to_string();
+    assert!(
+        text.contains("matrix_units") && text.contains("fp32"),
+        "{text}"
+    );
+    // fp16 and int8 can, on the device that has units; elsewhere the demand is refused.
+    let demanded = try_run(
+        MatrixConfig {
+            path: MatrixPath::MatrixUnits,
+            ..fixed(vec![MatrixKind::Int8], 1, None)
+        },
+        None,
+    );
+    match demanded {
+        Ok(r) => {
+            assert!(
+                expect_matrix_units(),
+                "units ran where none were expected: {r:?}"
+            );
+            assert_eq!(r.path, "matrix_units");
+            assert_eq!(r.faults(), 0);
+        }
+        Err(e) => assert!(!expect_matrix_units(), "{e}"),
+    }
+}
+
+#[test]
+fn a_profile_that_demands_the_matrix_units_is_planned_only_where_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("units.toml");
+    std::fs::write(
+        &profile,
+        "description = \"the matrix units or nothing\"\nduration = \"5s\"\n\n[[workload]]\nkind = \"matrix\"\nkinds = [\"fp16\", \"int8\"]\npath = \"matrix_units\"\n",
+    )
+    .unwrap();
+    let out = kiln()
+        .args(["run", "--device", "0", "--dry-run", "--profile"])
+        .arg(&profile)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if expect_matrix_units() {
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stdout.contains("fp16/int8 on the matrix units"), "{stdout}");
+    } else {
+        // Refused before anything runs, in one sentence that says why.
+        assert_eq!(out.status.code(), Some(64), "{stdout}{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("path = \"matrix_units\"")
+                && stderr.contains("VK_KHR_cooperative_matrix"),
+            "{stderr}"
+        );
+    }
 }

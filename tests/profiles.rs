@@ -259,6 +259,12 @@ fn malformed() -> Vec<(String, Option<usize>, Option<&'static str>, &'static str
             "unknown matrix kind `fp64` (known: fp32, fp16, int8)",
         ),
         (
+            matrix("path = \"tensor\""),
+            Some(4),
+            Some("path"),
+            "unknown matrix path `tensor` (known: auto, matrix_units, shared_memory)",
+        ),
+        (
             matrix("power_target = 120"),
             Some(4),
             Some("power_target"),

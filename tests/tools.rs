@@ -111,31 +111,66 @@ fn compute_bench_reports_the_verified_rates_against_their_own_roofline() {
     }
 }
 
+/// Where scripts/setup.sh --test puts the shader tools newer than Debian's glslc.
+fn test_venv_tool(name: &str) -> std::path::PathBuf {
+    let venv = std::env::var_os("KILN_TEST_VENV").unwrap_or("/opt/kiln-test-venv".into());
+    std::path::Path::new(&venv).join("bin").join(name)
+}
+
+/// A compiler's flags, from shaders/NAME.
+fn shader_flags(name: &str) -> Vec<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(root.join("shaders").join(name))
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
 #[test]
 fn committed_spirv_matches_its_source() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let shaders = root.join("shaders");
-    let args: Vec<String> = std::fs::read_to_string(shaders.join("glslc.args"))
-        .unwrap()
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
+    let glslc_args = shader_flags("glslc.args");
+    let glslang_args = shader_flags("glslang.args");
+    let glslang = test_venv_tool("glslangValidator");
     let tmp = tempfile::tempdir().unwrap();
-    let mut checked = 0;
+    let (mut checked, mut matrix_units) = (0, 0);
     for entry in std::fs::read_dir(&shaders).unwrap() {
         let src = entry.unwrap().path();
         if src.extension().is_none_or(|e| e != "comp") {
             continue;
         }
         let fresh = tmp.path().join("fresh.spv");
-        let status = std::process::Command::new("glslc")
-            .args(&args)
+        // The matrix units' shaders need the newer compiler build.rs uses for them.
+        let units = std::fs::read_to_string(&src)
+            .unwrap()
+            .contains("GL_KHR_cooperative_matrix");
+        let (compiler, args) = if units {
+            matrix_units += 1;
+            (glslang.clone(), &glslang_args)
+        } else {
+            ("glslc".into(), &glslc_args)
+        };
+        let output = std::process::Command::new(&compiler)
+            .args(args)
             .arg(&src)
             .arg("-o")
             .arg(&fresh)
-            .status()
-            .expect("glslc is needed for this test: run scripts/setup.sh");
-        assert!(status.success(), "{} does not compile", src.display());
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} is needed for this test ({e}): run scripts/setup.sh --test",
+                    compiler.display()
+                )
+            });
+        assert!(
+            output.status.success(),
+            "{} does not compile: {}{}",
+            src.display(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
         let committed = std::fs::read(src.with_extension("spv")).unwrap_or_default();
         assert!(
             committed == std::fs::read(&fresh).unwrap(),
@@ -145,4 +180,33 @@ fn committed_spirv_matches_its_source() {
         checked += 1;
     }
     assert!(checked >= 7, "only {checked} shaders found");
+    assert!(matrix_units >= 2, "only {matrix_units} matrix-unit shaders");
+}
+
+#[test]
+fn the_matrix_unit_spirv_is_valid_for_vulkan() {
+    // glslc's output is validated as it is made; glslangValidator's is not, and a driver
+    // may take invalid SPIR-V in silence: spirv-val holds it to the Vulkan rules.
+    let shaders = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let val = test_venv_tool("spirv-val");
+    let mut validated = 0;
+    for name in ["matrix_units_f16.spv", "matrix_units_i8.spv"] {
+        let out = std::process::Command::new(&val)
+            .args(["--target-env", "vulkan1.1"])
+            .arg(shaders.join(name))
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} is needed for this test ({e}): run scripts/setup.sh --test",
+                    val.display()
+                )
+            });
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        validated += 1;
+    }
+    assert_eq!(validated, 2);
 }

@@ -41,6 +41,7 @@ fn info() -> DeviceInfo {
         shader_int64: true,
         shader_float16: true,
         cooperative_matrix: false,
+        matrix_units: Default::default(),
         compute_queue_family: Some(0),
     }
 }

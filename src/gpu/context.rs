@@ -390,17 +390,31 @@ impl DeviceContext {
         let supported = unsafe { vulkan.instance.get_physical_device_features(physical) };
         let features =
             vk::PhysicalDeviceFeatures::default().shader_int64(supported.shader_int64 == vk::TRUE);
-        // 16-bit float arithmetic where the device has it (the fp16 compute pass).
-        let mut f16 = vk::PhysicalDeviceShaderFloat16Int8Features::default().shader_float16(true);
-        let f16_extension = [ash::khr::shader_float16_int8::NAME.as_ptr()];
+        // 16-bit float arithmetic where the device has it (the fp16 compute pass), and the
+        // matrix units where kiln can drive them (the matrix workload), with the 8-bit
+        // integers and the memory model their shaders use.
+        let units = !info.matrix_units.shapes.is_empty();
+        let mut f16_int8 = vk::PhysicalDeviceShaderFloat16Int8Features::default()
+            .shader_float16(info.shader_float16)
+            .shader_int8(units && info.matrix_units.int8);
+        let mut coop =
+            vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
+        let mut model =
+            vk::PhysicalDeviceVulkanMemoryModelFeatures::default().vulkan_memory_model(true);
+        let mut extensions = Vec::new();
         let mut create = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queue_info)
             .enabled_features(&features);
-        if info.shader_float16 {
-            create = create
-                .enabled_extension_names(&f16_extension)
-                .push_next(&mut f16);
+        if info.shader_float16 || f16_int8.shader_int8 == vk::TRUE {
+            extensions.push(ash::khr::shader_float16_int8::NAME.as_ptr());
+            create = create.push_next(&mut f16_int8);
         }
+        if units {
+            extensions.push(ash::khr::cooperative_matrix::NAME.as_ptr());
+            extensions.push(ash::khr::vulkan_memory_model::NAME.as_ptr());
+            create = create.push_next(&mut coop).push_next(&mut model);
+        }
+        create = create.enabled_extension_names(&extensions);
         let vk_err = |call, r| GpuError::from_vk(call, r, &running);
         // SAFETY: physical belongs to the instance; create points at live data.
         let device = unsafe { vulkan.instance.create_device(physical, &create, None) }

@@ -66,6 +66,62 @@ pub struct MemoryTypeInfo {
     pub flags: Vec<String>,
 }
 
+/// What a device's matrix units offer shaders (`VK_KHR_cooperative_matrix`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MatrixUnits {
+    /// The shapes and types they multiply at subgroup scope, as the device lists them
+    /// (`vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR`); empty where kiln cannot use
+    /// them.
+    pub shapes: Vec<MatrixUnitShape>,
+    /// Why kiln cannot drive them although the device offers the extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unusable: Option<String>,
+    /// Invocations per subgroup: the matrix-unit shaders' workgroups are whole subgroups.
+    pub subgroup_size: u32,
+    /// Whether shaders may compute in 8-bit integers (`shaderInt8`), which int8 matrices
+    /// need.
+    pub int8: bool,
+}
+
+/// One multiplication the matrix units perform: (M x K) x (K x N) + (M x N), with the
+/// component types of A, B, C and the result (`f16`, `f32`, `s8`, `s32`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixUnitShape {
+    /// Rows of A and of the result.
+    pub m: u32,
+    /// Columns of B and of the result.
+    pub n: u32,
+    /// Columns of A, rows of B.
+    pub k: u32,
+    /// A's component type.
+    pub a: String,
+    /// B's component type.
+    pub b: String,
+    /// The accumulator's component type.
+    pub c: String,
+    /// The result's component type.
+    pub result: String,
+    /// Whether integer accumulation saturates instead of wrapping.
+    pub saturating: bool,
+}
+
+impl MatrixUnitShape {
+    /// The shape in a few characters: `f16 x f16 + f32 -> f32, 16x16x16`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} x {} + {} -> {}, {}x{}x{}{}",
+            self.a,
+            self.b,
+            self.c,
+            self.result,
+            self.m,
+            self.n,
+            self.k,
+            if self.saturating { " saturating" } else { "" }
+        )
+    }
+}
+
 /// The limits that shape how kiln cuts and dispatches work.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceLimits {
@@ -134,6 +190,9 @@ pub struct DeviceInfo {
     /// True when the device offers matrix units to shaders (`VK_KHR_cooperative_matrix`).
     #[serde(default)]
     pub cooperative_matrix: bool,
+    /// What those matrix units multiply, and whether kiln can drive them.
+    #[serde(default)]
+    pub matrix_units: MatrixUnits,
     /// Queue family used for compute.
     pub compute_queue_family: Option<u32>,
 }
@@ -223,6 +282,54 @@ pub fn decode_driver_version(vendor_id: u32, v: u32) -> String {
             v & 0x3f
         ),
         _ => format!("{}.{}.{}", v >> 22, (v >> 12) & 0x3ff, v & 0xfff),
+    }
+}
+
+#[cfg(test)]
+impl DeviceInfo {
+    /// A device with nothing but its place, kind and identity, for tests.
+    pub(crate) fn for_tests(
+        index: usize,
+        kind: DeviceKind,
+        vendor_id: u32,
+        device_id: u32,
+        uuid: &str,
+        pci_address: Option<&str>,
+    ) -> DeviceInfo {
+        DeviceInfo {
+            index,
+            name: format!("device {index}"),
+            vendor_id,
+            vendor_name: String::new(),
+            device_id,
+            kind,
+            driver_name: String::new(),
+            driver_info: String::new(),
+            driver_version: String::new(),
+            driver_version_raw: 0,
+            api_version: "1.3.0".into(),
+            device_uuid: uuid.into(),
+            pci_address: pci_address.map(str::to_owned),
+            heaps: Vec::new(),
+            memory_types: Vec::new(),
+            memory_budget_supported: false,
+            limits: DeviceLimits {
+                max_storage_buffer_range_bytes: 0,
+                max_memory_allocation_size_bytes: 0,
+                max_buffer_size_bytes: None,
+                max_texel_buffer_elements: 0,
+                max_compute_work_group_count: [0; 3],
+                max_compute_work_group_invocations: 0,
+                timestamp_period_ns: 1.0,
+                timestamp_valid_bits: 0,
+                max_push_constants_size_bytes: 0,
+            },
+            shader_int64: false,
+            shader_float16: false,
+            cooperative_matrix: false,
+            matrix_units: Default::default(),
+            compute_queue_family: None,
+        }
     }
 }
 

@@ -7,13 +7,13 @@ use ash::vk;
 
 use super::error::{GpuError, GpuResult};
 use super::info::{
-    DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MemoryTypeInfo, decode_driver_version,
-    format_uuid, vendor_name,
+    DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MatrixUnitShape, MatrixUnits, MemoryTypeInfo,
+    decode_driver_version, format_uuid, vendor_name,
 };
 
 /// The loaded Vulkan library and one instance; shared by every device context.
 pub struct Vulkan {
-    _entry: ash::Entry,
+    entry: ash::Entry,
     pub(crate) instance: ash::Instance,
     /// The messenger that takes a validation layer's messages, when one is active.
     messenger: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
@@ -171,7 +171,7 @@ impl Vulkan {
             })
             .flatten();
         Ok(Arc::new(Vulkan {
-            _entry: entry,
+            entry,
             instance,
             messenger,
         }))
@@ -356,6 +356,7 @@ impl Vulkan {
             shader_int64: unsafe { self.instance.get_physical_device_features(pd) }.shader_int64
                 == vk::TRUE,
             cooperative_matrix: has(ash::khr::cooperative_matrix::NAME),
+            matrix_units: self.matrix_units(pd, &has),
             shader_float16: has(ash::khr::shader_float16_int8::NAME) && {
                 let mut f16 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
                 let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut f16);
@@ -368,6 +369,120 @@ impl Vulkan {
             },
             compute_queue_family: compute_family,
         })
+    }
+}
+
+/// A component type of a cooperative matrix in a few characters (`f16`, `s8`).
+fn component_name(t: vk::ComponentTypeKHR) -> String {
+    match t {
+        vk::ComponentTypeKHR::FLOAT16 => "f16".into(),
+        vk::ComponentTypeKHR::FLOAT32 => "f32".into(),
+        vk::ComponentTypeKHR::FLOAT64 => "f64".into(),
+        vk::ComponentTypeKHR::SINT8 => "s8".into(),
+        vk::ComponentTypeKHR::SINT16 => "s16".into(),
+        vk::ComponentTypeKHR::SINT32 => "s32".into(),
+        vk::ComponentTypeKHR::SINT64 => "s64".into(),
+        vk::ComponentTypeKHR::UINT8 => "u8".into(),
+        vk::ComponentTypeKHR::UINT16 => "u16".into(),
+        vk::ComponentTypeKHR::UINT32 => "u32".into(),
+        vk::ComponentTypeKHR::UINT64 => "u64".into(),
+        other => format!("type {}", other.as_raw()),
+    }
+}
+
+impl Vulkan {
+    /// What the device's matrix units multiply, where kiln can drive them: the
+    /// extension and its feature, the Vulkan memory model its shaders are written in
+    /// (`VK_KHR_vulkan_memory_model`, enabled by extension because the instance is 1.1),
+    /// and basic subgroup operations in compute shaders (a workgroup's subgroups share
+    /// out a tile's strips).
+    fn matrix_units(&self, pd: vk::PhysicalDevice, has: &dyn Fn(&CStr) -> bool) -> MatrixUnits {
+        let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
+        let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+        // SAFETY: pd belongs to this instance; subgroup properties are core in 1.1.
+        unsafe {
+            self.instance
+                .get_physical_device_properties2(pd, &mut props)
+        };
+        let mut units = MatrixUnits {
+            subgroup_size: subgroup.subgroup_size,
+            ..MatrixUnits::default()
+        };
+        let has_int8 = has(ash::khr::shader_float16_int8::NAME);
+        let has_coop = has(ash::khr::cooperative_matrix::NAME);
+        let has_model = has(ash::khr::vulkan_memory_model::NAME);
+        let mut f16_int8 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
+        let mut coop = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
+        let mut model = vk::PhysicalDeviceVulkanMemoryModelFeatures::default();
+        let mut features = vk::PhysicalDeviceFeatures2::default();
+        if has_int8 {
+            features = features.push_next(&mut f16_int8);
+        }
+        if has_coop {
+            features = features.push_next(&mut coop);
+        }
+        if has_model {
+            features = features.push_next(&mut model);
+        }
+        // SAFETY: the chain holds only structs whose extensions the device reports.
+        unsafe {
+            self.instance
+                .get_physical_device_features2(pd, &mut features)
+        };
+        units.int8 = has_int8 && f16_int8.shader_int8 == vk::TRUE;
+        if !has_coop {
+            return units;
+        }
+        let compute_basic = subgroup
+            .supported_stages
+            .contains(vk::ShaderStageFlags::COMPUTE)
+            && subgroup
+                .supported_operations
+                .contains(vk::SubgroupFeatureFlags::BASIC);
+        let why = if coop.cooperative_matrix != vk::TRUE {
+            Some("it offers VK_KHR_cooperative_matrix without its cooperativeMatrix feature")
+        } else if !has_model || model.vulkan_memory_model != vk::TRUE {
+            Some(
+                "it lacks the Vulkan memory model (VK_KHR_vulkan_memory_model) that cooperative-matrix shaders are written in",
+            )
+        } else if !compute_basic {
+            Some("its compute shaders lack basic subgroup operations")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            units.unusable = Some(why.into());
+            return units;
+        }
+        let loader = ash::khr::cooperative_matrix::Instance::new(&self.entry, &self.instance);
+        // SAFETY: pd belongs to this instance, which reports the extension for it.
+        match unsafe { loader.get_physical_device_cooperative_matrix_properties(pd) } {
+            Ok(list) => {
+                units.shapes = list
+                    .iter()
+                    .filter(|p| p.scope == vk::ScopeKHR::SUBGROUP)
+                    .map(|p| MatrixUnitShape {
+                        m: p.m_size,
+                        n: p.n_size,
+                        k: p.k_size,
+                        a: component_name(p.a_type),
+                        b: component_name(p.b_type),
+                        c: component_name(p.c_type),
+                        result: component_name(p.result_type),
+                        saturating: p.saturating_accumulation == vk::TRUE,
+                    })
+                    .collect();
+                if units.shapes.is_empty() {
+                    units.unusable = Some("it lists no subgroup-scope matrix shapes".into());
+                }
+            }
+            Err(r) => {
+                units.unusable = Some(format!(
+                    "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR failed ({r})"
+                ))
+            }
+        }
+        units
     }
 }
 

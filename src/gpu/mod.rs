@@ -13,7 +13,10 @@ pub use context::{
     Pipeline, RawMemory, Recording, Timing,
 };
 pub use error::{GpuError, GpuResult};
-pub use info::{DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MemoryTypeInfo, format_uuid};
+pub use info::{
+    DeviceInfo, DeviceKind, DeviceLimits, HeapInfo, MatrixUnitShape, MatrixUnits, MemoryTypeInfo,
+    format_uuid,
+};
 pub use instance::{Vulkan, loader_version, take_validation_messages};
 pub use library::library_loads;
 pub use shaders::ShaderCode;

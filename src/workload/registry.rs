@@ -345,7 +345,7 @@ mod tests {
         assert_eq!(keys(WorkloadName::Fragment), ["rounds"]);
         assert_eq!(
             keys(WorkloadName::Matrix),
-            ["rounds", "power_target", "kinds", "size"]
+            ["rounds", "power_target", "kinds", "path", "size"]
         );
         // heat takes which load runs beside the VRAM test, and what its parts take.
         let mut all = vec!["load".to_owned()];

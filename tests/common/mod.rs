@@ -70,7 +70,16 @@ pub fn flip(word: u64, xor: u32) -> PlantedFault {
 
 /// Path of the kiln binary under test.
 pub fn kiln() -> std::process::Command {
-    std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+    // A suite run on another driver through a runner (scripts/matrix-units-driver.sh)
+    // starts kiln through the same runner, on the same device.
+    match std::env::var_os("KILN_TEST_RUNNER") {
+        Some(runner) => {
+            let mut cmd = std::process::Command::new(runner);
+            cmd.arg(env!("CARGO_BIN_EXE_kiln"));
+            cmd
+        }
+        None => std::process::Command::new(env!("CARGO_BIN_EXE_kiln")),
+    }
 }
 
 /// `kiln verdict --json RUN_DIR`, plus `extra` flags.

@@ -10,6 +10,12 @@ use super::*;
 pub struct MatrixBenchKind {
     /// The kind.
     pub kind: MatrixKind,
+    /// Where its products ran: `matrix_units` or `shared_memory`.
+    #[serde(default = "super::shared_memory")]
+    pub path: String,
+    /// The matrix units' shape (M, N, K), where they ran the products.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<[u32; 3]>,
     /// Verified rate: operations per GPU second of whole rounds, in 10^12.
     pub verified_tflops: f64,
     /// The verified run's multiplications alone.
@@ -18,6 +24,10 @@ pub struct MatrixBenchKind {
     pub roofline_tflops: f64,
     /// The verified rate over the roofline: what the checks cost.
     pub of_roofline: f64,
+    /// Where the kind ran on the matrix units: the shared-memory kernel's roofline on
+    /// the same edge, what the units are held against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alu_roofline_tflops: Option<f64>,
     /// The product's spec-sheet peak of this kind on its matrix units (dense), where
     /// kiln knows it.
     pub spec_matrix_tflops: Option<f64>,
@@ -69,32 +79,33 @@ fn spec_peaks(device: &DeviceInfo) -> Option<(&'static str, f64, f64, f64)> {
         .copied()
 }
 
-/// The GEMM kernel of `kind` on `edge`-square matrices back to back for `duration`,
-/// nothing generated or checked between products: the ceiling the verified rate is held
-/// against, in 10^12 operations per GPU second.
-pub fn roofline(
+/// `kernel` on `edge`-square matrices back to back for `duration`, nothing generated or
+/// checked between products: the ceiling the verified rate is held against, in 10^12
+/// operations per GPU second.
+fn roofline(
     ctx: &mut DeviceContext,
-    kind: MatrixKind,
+    kernel: &Kernel,
     edge: u32,
     pieces: u32,
     duration: Duration,
 ) -> GpuResult<f64> {
     let mut gpu = Gpu::open(ctx, edge, 0)?;
     gpu.pieces = pieces;
-    gpu.prepare(kind, 1, true)?;
+    gpu.prepare(kernel.kind, 1, true)?;
     // Untimed: the first dispatch may finish compiling the pipeline.
-    gpu.multiply(kind)?;
+    gpu.multiply(kernel)?;
     let started = Instant::now();
     let (mut ops, mut ns) = (0u64, 0u64);
     while ops == 0 || started.elapsed() < duration {
-        ns += gpu.multiply(kind)?;
+        ns += gpu.multiply(kernel)?;
         ops += gpu.layout.ops();
     }
     Ok(ops as f64 / ns.max(1) as f64 / 1e3)
 }
 
 /// `kiln bench matrix`: the verified test for half of `duration`, then each kind's
-/// roofline on the same edge for the rest.
+/// roofline on the same edge for the rest (and, for a kind on the matrix units, the
+/// shared-memory kernel's too).
 pub fn bench(
     ctx: &mut DeviceContext,
     duration: Duration,
@@ -109,18 +120,30 @@ pub fn bench(
         return Err(WorkloadError::Gpu(GpuError::Unsupported(e.clone())));
     }
     let spec = spec_peaks(&info);
-    let each = (duration / 2 / report.kinds.len().max(1) as u32).max(Duration::from_millis(300));
+    let rooflines = report.kinds.len() + report.kinds.iter().filter(|k| k.shape.is_some()).count();
+    let each = (duration / 2 / rooflines.max(1) as u32).max(Duration::from_millis(300));
     let mut kinds = Vec::new();
     for k in &report.kinds {
-        let roof = roofline(
-            ctx,
-            k.kind,
-            report.size,
-            report.dispatches_per_product,
-            each,
-        )?;
+        let (kernel, _) = Kernel::choose(k.kind, &info, true);
+        let mut roof_of = |kernel: &Kernel| {
+            roofline(
+                ctx,
+                kernel,
+                report.size,
+                report.dispatches_per_product,
+                each,
+            )
+        };
+        let roof = roof_of(&kernel)?;
+        let alu_roofline_tflops = match kernel.shape {
+            Some(_) => Some(roof_of(&Kernel::shared_memory(k.kind))?),
+            None => None,
+        };
         kinds.push(MatrixBenchKind {
             kind: k.kind,
+            path: k.path.clone(),
+            shape: k.shape,
+            alu_roofline_tflops,
             verified_tflops: k.verified_tflops,
             gemm_tflops: k.tflops,
             roofline_tflops: roof,
@@ -171,6 +194,13 @@ pub fn bench_summary(r: &MatrixBenchReport) -> String {
                 .map(|s| format!("; matrix units' spec {}", k.kind.rate(s)))
                 .unwrap_or_default()
         ));
+        if let (Some([m, n, kk]), Some(alu)) = (k.shape, k.alu_roofline_tflops) {
+            out.push_str(&format!(
+                "        on the matrix units ({m}x{n}x{kk}); the shared-memory kernel's roofline {}: units {:.2}x the ALUs\n",
+                k.kind.rate(alu),
+                if alu > 0.0 { k.roofline_tflops / alu } else { 0.0 }
+            ));
+        }
     }
     if let Some(fp32) = r.spec_fp32_alu_tflops {
         let roof = r

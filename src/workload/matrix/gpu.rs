@@ -144,12 +144,14 @@ impl<'c> Gpu<'c> {
             .clamp(1, u64::from(MAX_GROUPS)) as u32
     }
 
-    /// The product of `kind` on the current inputs, in `self.pieces` submissions; GPU ns.
-    pub(super) fn multiply(&mut self, kind: MatrixKind) -> GpuResult<u64> {
+    /// The product on `kernel` of the current inputs, in `self.pieces` submissions; GPU
+    /// ns.
+    pub(super) fn multiply(&mut self, kernel: &Kernel) -> GpuResult<u64> {
+        let kind = kernel.kind;
         let tiles = self.layout.tiles;
         let pieces = self.pieces.clamp(1, tiles);
         let per = tiles.div_ceil(pieces);
-        let pipeline = self.ctx.pipeline(kind.shader(), &[])?;
+        let pipeline = self.ctx.pipeline(kernel.shader, kernel.spec())?;
         let mut ns = 0;
         let mut first = 0;
         while first < tiles {
@@ -157,9 +159,10 @@ impl<'c> Gpu<'c> {
             let set = self.set;
             let l = self.layout;
             let mut rec = self.ctx.record(format!(
-                "matrix {} product of {}-square matrices, tiles {first}..{}",
+                "matrix {} product of {}-square matrices on the {}, tiles {first}..{}",
                 kind.name(),
                 l.edge,
+                kernel.path().replace('_', " "),
                 first + count
             ))?;
             let push = [
@@ -229,17 +232,18 @@ impl<'c> Gpu<'c> {
         Ok(ns)
     }
 
-    /// Plants `plant`, recomputes the sampled tiles on the mapping (`mul`, `add`), runs
-    /// both checks and copies counters and records to the host; GPU ns.
+    /// Plants `plant`, recomputes the sampled tiles on `kernel` with the mapping (`mul`,
+    /// `add`), runs both checks and copies counters and records to the host; GPU ns.
     pub(super) fn check(
         &mut self,
-        kind: MatrixKind,
+        kernel: &Kernel,
         (mul, add): (u32, u32),
         plant: Option<PlantedFault>,
         record_capacity: u32,
     ) -> GpuResult<u64> {
         let l = self.layout;
-        let gemm = self.ctx.pipeline(kind.shader(), &[])?;
+        let kind = kernel.kind;
+        let gemm = self.ctx.pipeline(kernel.shader, kernel.spec())?;
         let check = self.ctx.pipeline(CHECK, &[])?;
         let planter = match plant {
             Some(_) => Some(self.ctx.pipeline(PLANT, &[])?),

@@ -14,9 +14,12 @@
 //! computed it.
 //!
 //! Two paths, one result model. Where a device offers matrix units through
-//! `VK_KHR_cooperative_matrix`, the report says so; the multiplication runs here on the
-//! tiled shared-memory kernel (the ALUs, shared memory, registers and L2), which every
-//! Vulkan device runs. The report names the path and why the other did not run.
+//! `VK_KHR_cooperative_matrix` with a shape for a kind's types, that kind multiplies on
+//! them (shaders/matrix_units.glsl, in the device's own tile shape); every other kind
+//! runs on the tiled shared-memory kernel (the ALUs, shared memory, registers and L2),
+//! which every Vulkan device runs. Both write C in the same layout, so the checks and the
+//! locator are the same for both. The report names each kind's path and why a kind did
+//! not run on the matrix units.
 
 use std::time::{Duration, Instant};
 
@@ -33,26 +36,30 @@ use super::{
 use crate::evidence::{Event, EventSink};
 use crate::finding::{Class, Confidence, Finding, Severity, finding};
 use crate::gpu::{
-    Binding, BufferKind, DeviceContext, DeviceInfo, GpuBuffer, GpuError, GpuResult, ShaderCode,
-    embedded_shader,
+    Binding, BufferKind, DeviceContext, DeviceInfo, GpuBuffer, GpuError, GpuResult,
+    MatrixUnitShape, ShaderCode, embedded_shader,
 };
 use crate::limits::Bounds;
 
 mod bench;
 mod gpu;
+mod kernel;
 mod locate;
 
 use super::hash;
 pub use bench::{
-    MatrixBenchKind, MatrixBenchReport, MatrixSelfCheck, bench, bench_summary, roofline, self_check,
+    MatrixBenchKind, MatrixBenchReport, MatrixSelfCheck, bench, bench_summary, self_check,
 };
 use gpu::{Gpu, Layout};
+use kernel::Kernel;
 use locate::locate;
 pub use locate::reference_element;
 
 const GEMM_F32: ShaderCode = embedded_shader!("matrix_gemm_f32");
 const GEMM_F16: ShaderCode = embedded_shader!("matrix_gemm_f16");
 const GEMM_I8: ShaderCode = embedded_shader!("matrix_gemm_i8");
+const UNITS_F16: ShaderCode = embedded_shader!("matrix_units_f16");
+const UNITS_I8: ShaderCode = embedded_shader!("matrix_units_i8");
 const GEN: ShaderCode = embedded_shader!("matrix_gen");
 const SUMS: ShaderCode = embedded_shader!("matrix_sums");
 const CHECK: ShaderCode = embedded_shader!("matrix_check");
@@ -97,6 +104,9 @@ const LOCATE_PER_TILE: usize = 64;
 const MEMORY_SHARE: u64 = 8;
 /// Workgroups per dispatch at most (maxComputeWorkGroupCount is at least 65535).
 const MAX_GROUPS: u32 = 65_535;
+/// Subgroups in a workgroup of the matrix-unit kernel at most: each takes strips of a
+/// tile, so that several are in flight on a compute unit at once.
+const UNIT_SUBGROUPS: u32 = 4;
 
 /// `size`: the matrices' edge.
 const EDGE_BOUNDS: Bounds<u64> = Bounds {
@@ -165,11 +175,22 @@ impl MatrixKind {
         }
     }
 
+    /// The shared-memory kernel.
     fn shader(self) -> ShaderCode {
         match self {
             MatrixKind::Fp32 => GEMM_F32,
             MatrixKind::Fp16 => GEMM_F16,
             MatrixKind::Int8 => GEMM_I8,
+        }
+    }
+
+    /// The matrix-unit kernel and the component types it multiplies (A, B, C, result,
+    /// as `MatrixUnitShape` names them), where this build has one.
+    fn unit_kernel(self) -> Option<(ShaderCode, [&'static str; 4])> {
+        match self {
+            MatrixKind::Fp32 => None,
+            MatrixKind::Fp16 => Some((UNITS_F16, ["f16", "f16", "f32", "f32"])),
+            MatrixKind::Int8 => Some((UNITS_I8, ["s8", "s8", "s32", "s32"])),
         }
     }
 
@@ -235,6 +256,33 @@ pub struct MatrixConfig {
     /// cycle; None: flat out.
     #[serde(default)]
     pub power_target: Option<u32>,
+    /// Where the products run.
+    #[serde(default)]
+    pub path: MatrixPath,
+}
+
+/// Where a matrix test's products run (`path` in a profile).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatrixPath {
+    /// Each kind on the matrix units where the device has them for its types, else on the
+    /// shared-memory kernel.
+    #[default]
+    Auto,
+    /// Every kind on the matrix units, or the test does not start (to be sure that the
+    /// units are what is tested).
+    MatrixUnits,
+    /// Every kind on the shared-memory kernel (to compare with the units, or to rule them
+    /// out).
+    SharedMemory,
+}
+
+impl MatrixPath {
+    const NAMES: [(&'static str, MatrixPath); 3] = [
+        ("auto", MatrixPath::Auto),
+        ("matrix_units", MatrixPath::MatrixUnits),
+        ("shared_memory", MatrixPath::SharedMemory),
+    ];
 }
 
 impl Default for MatrixConfig {
@@ -248,6 +296,7 @@ impl Default for MatrixConfig {
             seed: 0x6D61_7478,
             plant: None,
             power_target: None,
+            path: MatrixPath::Auto,
         }
     }
 }
@@ -291,6 +340,12 @@ pub struct MatrixMismatch {
 pub struct MatrixKindResult {
     /// The kind.
     pub kind: MatrixKind,
+    /// Where its products ran: `matrix_units` or `shared_memory`.
+    #[serde(default = "shared_memory")]
+    pub path: String,
+    /// The matrix units' shape (M, N, K), where they ran the products.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<[u32; 3]>,
     /// Rounds completed (a product and its checks each).
     pub rounds: u32,
     /// Operations (two per multiply-add) whose results were checked.
@@ -325,10 +380,16 @@ pub struct MatrixKindResult {
     pub best_tflops: f64,
 }
 
+fn shared_memory() -> String {
+    "shared_memory".into()
+}
+
 impl MatrixKindResult {
-    fn new(kind: MatrixKind) -> MatrixKindResult {
+    fn new(kernel: &Kernel) -> MatrixKindResult {
         MatrixKindResult {
-            kind,
+            kind: kernel.kind,
+            path: kernel.path().into(),
+            shape: kernel.shape,
             rounds: 0,
             verified_ops: 0,
             checksum_mismatches: 0,
@@ -355,9 +416,11 @@ impl MatrixKindResult {
 /// Everything the matrix test found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MatrixReport {
-    /// The multiplication path that ran (`shared_memory`).
+    /// The multiplication path that ran: `matrix_units`, `shared_memory`, or `mixed`
+    /// (each kind says its own).
     pub path: String,
-    /// Why the matrix units' path (cooperative matrices) did not run.
+    /// The matrix units (cooperative matrices): which kinds ran on them, in what shape,
+    /// and why the others did not.
     pub cooperative_matrix: String,
     /// The matrices' edge (M = N = K).
     pub size: u32,
@@ -530,6 +593,21 @@ impl Kind for Matrix {
             }
             config.kinds = kinds;
         }
+        if let Some(name) = table.text("path")? {
+            config.path = MatrixPath::NAMES
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|&(_, p)| p)
+                .ok_or_else(|| {
+                    SettingError::new(
+                        "path",
+                        format!(
+                            "unknown matrix path {} (known: auto, matrix_units, shared_memory)",
+                            crate::text::quote(&name)
+                        ),
+                    )
+                })?;
+        }
         if let Some(edge) = table.count("size", &EDGE_BOUNDS)? {
             if !edge.is_power_of_two() {
                 return Err(SettingError::new(
@@ -556,16 +634,31 @@ impl Kind for Matrix {
             }
             None => format!("up to {}", max_edge(device)),
         };
-        let kinds: Vec<&str> = settings
+        let kinds: Vec<MatrixKind> = settings
             .kinds
             .iter()
-            .filter(|&&k| k != MatrixKind::Fp16 || device.shader_float16)
-            .map(|k| k.name())
+            .copied()
+            .filter(|&k| k != MatrixKind::Fp16 || device.shader_float16)
             .collect();
+        let chosen = kernels_for(&kinds, device, settings.path)?;
+        let on = |units: bool| {
+            chosen
+                .iter()
+                .filter(|(k, _)| k.shape.is_some() == units)
+                .map(|(k, _)| k.kind.name())
+                .collect::<Vec<_>>()
+                .join("/")
+        };
+        let paths = match (on(true), on(false)) {
+            (units, alu) if units.is_empty() => format!("{alu} on the shared-memory kernel"),
+            (units, alu) if alu.is_empty() => format!("{units} on the matrix units"),
+            (units, alu) => {
+                format!("{units} on the matrix units, {alu} on the shared-memory kernel")
+            }
+        };
         Ok(PlanDetail {
             detail: format!(
-                "verified GEMM ({}) on {edge}-square matrices, shared-memory path{}",
-                kinds.join("/"),
+                "verified GEMM ({paths}) on {edge}-square matrices{}",
                 settings
                     .power_target
                     .map(|p| format!(", power held at {p}% of the limit"))
@@ -654,9 +747,13 @@ impl Kind for Matrix {
         ];
         for k in &r.kinds {
             lines.push(format!(
-                "{} {}, {} multiplying, {} verified (best {}), {} checksum / {} invalid ({} non-finite) / {} recomputation mismatches, {} recomputed",
+                "{} {} on the {}, {} multiplying, {} verified (best {}), {} checksum / {} invalid ({} non-finite) / {} recomputation mismatches, {} recomputed",
                 k.kind.name(),
                 crate::text::count(k.rounds, "round"),
+                match k.shape {
+                    Some([m, n, kk]) => format!("matrix units ({m}x{n}x{kk})"),
+                    None => "shared-memory kernel".into(),
+                },
                 k.kind.rate(k.tflops),
                 k.kind.rate(k.verified_tflops),
                 k.kind.rate(k.best_tflops),
@@ -768,15 +865,51 @@ impl Workload for MatrixTest {
     }
 }
 
-/// Why the matrix units' path does not run on `device`.
-fn cooperative_matrix_note(device: &DeviceInfo) -> String {
-    if device.cooperative_matrix {
-        "the device offers VK_KHR_cooperative_matrix, but this build has no cooperative-matrix \
-         shaders (its shader compiler predates GL_KHR_cooperative_matrix): the multiplication \
-         runs on the ALUs, not the matrix units"
-            .into()
-    } else {
-        "the device does not offer VK_KHR_cooperative_matrix".into()
+/// Which kinds multiply on the matrix units and in what shape, and why the others do
+/// not.
+fn units_note(chosen: &[(Kernel, Option<String>)]) -> String {
+    let on: Vec<String> = chosen
+        .iter()
+        .filter_map(|(k, _)| {
+            k.shape
+                .map(|[m, n, kk]| format!("{} in {m}x{n}x{kk} blocks", k.kind.name()))
+        })
+        .collect();
+    let mut parts = Vec::new();
+    if !on.is_empty() {
+        parts.push(format!("on the matrix units: {}", on.join(", ")));
+    }
+    parts.extend(chosen.iter().filter_map(|(_, why)| why.clone()));
+    parts.join("; ")
+}
+
+/// The kernel of each kind on `device`, and why a kind is not on the matrix units; an
+/// error where `path` demands the units and a kind cannot have them.
+fn kernels_for(
+    kinds: &[MatrixKind],
+    device: &DeviceInfo,
+    path: MatrixPath,
+) -> Result<Vec<(Kernel, Option<String>)>, String> {
+    let chosen: Vec<(Kernel, Option<String>)> = kinds
+        .iter()
+        .map(|&k| Kernel::choose(k, device, path != MatrixPath::SharedMemory))
+        .collect();
+    if path == MatrixPath::MatrixUnits
+        && let Some(why) = chosen.iter().find_map(|(_, why)| why.as_ref())
+    {
+        return Err(format!(
+            "path = \"matrix_units\" asks every kind to run on the matrix units, but {why}"
+        ));
+    }
+    Ok(chosen)
+}
+
+/// The report's path: one name where every kind took the same, else `mixed`.
+fn overall_path(kernels: &[Kernel]) -> &'static str {
+    match kernels.first() {
+        Some(first) if kernels.iter().all(|k| k.path() == first.path()) => first.path(),
+        Some(_) => "mixed",
+        None => "shared_memory",
     }
 }
 
@@ -885,6 +1018,8 @@ impl MatrixTest {
                 "the planted fault lies outside the {edge}-square product"
             )));
         }
+        let chosen = kernels_for(&kinds, &info, cfg.path).map_err(WorkloadError::Config)?;
+        let kernels: Vec<Kernel> = chosen.iter().map(|(k, _)| *k).collect();
         let started = Instant::now();
         events.emit(
             device,
@@ -894,19 +1029,19 @@ impl MatrixTest {
             },
         );
         let mut report = MatrixReport {
-            path: "shared_memory".into(),
-            cooperative_matrix: cooperative_matrix_note(&info),
+            path: overall_path(&kernels).into(),
+            cooperative_matrix: units_note(&chosen),
             size: cfg.size.unwrap_or(0),
             grown_from: None,
             tile: TILE,
             dispatches_per_product: 1,
-            kinds: kinds.iter().map(|&k| MatrixKindResult::new(k)).collect(),
+            kinds: kernels.iter().map(MatrixKindResult::new).collect(),
             skipped,
             records: Vec::new(),
             power: None,
             run: Envelope::default(),
         };
-        if let Err(e) = drive(ctx, &cfg, control, events, device, &mut report) {
+        if let Err(e) = drive(ctx, &cfg, &kernels, control, events, device, &mut report) {
             report.run.device_error = Some(record_device_error(events, device, &e));
         }
         for k in &mut report.kinds {
@@ -933,17 +1068,17 @@ impl MatrixTest {
 fn calibrate(
     ctx: &mut DeviceContext,
     cfg: &MatrixConfig,
-    kind: MatrixKind,
+    kernel: &Kernel,
 ) -> GpuResult<(u32, u32)> {
     let target_ns = cfg.dispatch_target.as_nanos() as u64;
     let largest = max_edge(ctx.info());
     let mut edge = cfg.size.unwrap_or(MIN_EDGE);
     loop {
         let mut gpu = Gpu::open(ctx, edge, 0)?;
-        gpu.prepare(kind, cfg.seed, true)?;
+        gpu.prepare(kernel.kind, cfg.seed, true)?;
         // The first dispatch of a pipeline may finish compiling it: the second is timed.
-        gpu.multiply(kind)?;
-        let took = gpu.multiply(kind)?.max(1);
+        gpu.multiply(kernel)?;
+        let took = gpu.multiply(kernel)?.max(1);
         if cfg.size.is_none() && took < target_ns / 4 && edge * 2 <= largest {
             edge *= 2;
             continue;
@@ -965,12 +1100,13 @@ const GROW_ROUND_MAX: Duration = Duration::from_secs(2);
 fn drive(
     ctx: &mut DeviceContext,
     cfg: &MatrixConfig,
+    kernels: &[Kernel],
     control: &RunControl,
     events: &mut dyn EventSink,
     device: Option<usize>,
     report: &mut MatrixReport,
 ) -> GpuResult<()> {
-    let (edge, pieces) = calibrate(ctx, cfg, report.kinds[0].kind)?;
+    let (edge, pieces) = calibrate(ctx, cfg, &kernels[0])?;
     report.size = edge;
     report.dispatches_per_product = pieces;
     if let Some(p) = cfg.plant
@@ -1020,7 +1156,17 @@ fn drive(
         }
         let k = round as usize % report.kinds.len();
         let t = Instant::now();
-        if let Err(e) = one_round(&mut gpu, cfg, plant, round, k, events, device, report) {
+        let at = (round, k);
+        if let Err(e) = one_round(
+            &mut gpu,
+            cfg,
+            &kernels[k],
+            plant,
+            at,
+            events,
+            device,
+            report,
+        ) {
             break Err(e);
         }
         let took = t.elapsed();
@@ -1072,14 +1218,14 @@ fn drive(
 fn one_round(
     gpu: &mut Gpu,
     cfg: &MatrixConfig,
+    kernel: &Kernel,
     plant: Option<PlantedFault>,
-    round: u32,
-    k: usize,
+    (round, k): (u32, usize),
     events: &mut dyn EventSink,
     device: Option<usize>,
     report: &mut MatrixReport,
 ) -> GpuResult<()> {
-    let kind = report.kinds[k].kind;
+    let kind = kernel.kind;
     // A new input set every INPUT_ROUNDS rounds: its checksums (2/TILE of a product's
     // work) serve every kind that multiplies it, and each round recomputes other tiles.
     let seed = cfg.seed ^ (round / INPUT_ROUNDS).wrapping_mul(0x9E37_79B9);
@@ -1087,8 +1233,8 @@ fn one_round(
     let l = gpu.layout;
     let mapping = recompute_mapping(cfg.seed, round, l.tiles);
     let prep_ns = gpu.prepare(kind, seed, fresh)?;
-    let gemm_ns = gpu.multiply(kind)?;
-    let check_ns = gpu.check(kind, mapping, plant, cfg.record_capacity)?;
+    let gemm_ns = gpu.multiply(kernel)?;
+    let check_ns = gpu.check(kernel, mapping, plant, cfg.record_capacity)?;
     let words = gpu.words()?;
     // Row and column records in the first half of the capacity, element records in the
     // second (matrix_common.glsl).
