@@ -24,8 +24,13 @@ for card in nvidia/none amd/small intel/rebar; do
 done
 # The matrix workload's cooperative-matrix path, on a CPU device that has matrix units
 # (scripts/matrix-units-driver.sh, installed by setup.sh --test): fp16 and int8 must run
-# on the units there, and every planted fault must still be found at its coordinates.
+# on the units there, and every planted fault must still be found at its coordinates;
+# then the matrix suite on that device disguised as an NVIDIA card without BAR.
 units="${KILN_MATRIX_UNITS_DIR:-/opt/kiln-matrix-units}/run"
 echo "== the matrix suites on a CPU device with matrix units (VK_KHR_cooperative_matrix)"
 KILN_EXPECT_MATRIX_UNITS=1 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" \
     cargo test "$@" --test matrix --test tools
+echo "== the matrix suite on an emulated nvidia card with matrix units, BAR: none"
+VK_LAYER_PATH="$PWD/$layer" VK_INSTANCE_LAYERS=VK_LAYER_KILN_emulated_discrete \
+    KILN_EMULATE_VENDOR=nvidia KILN_EMULATE_BAR=none KILN_EXPECT_MATRIX_UNITS=1 \
+    CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" cargo test "$@" --test matrix
