@@ -6,31 +6,11 @@
 // multiply-adds per 16 shared-memory reads: twice the rate of 4 x 4 on a CPU Vulkan
 // device (measured), and the register blocking GPUs' own SGEMM kernels use. The variant file defines ELEM (the staged
 // type), ACC (the accumulator), ZERO, load_a, load_b, MAC and STORE before including it.
-//
-// Which tiles a dispatch computes: slot s (tile_first <= s < tile_first + tile_count)
-// computes tile (s x mul + add) mod tiles. The primary run uses mul 1, add 0; the
-// recomputation of sampled tiles uses another odd multiplier and offset, so the same
-// tile lands on another workgroup (and, most likely, another compute unit), and writes
-// slot s's tile to a compact area (compact = 1) to be compared bit for bit.
-#include "matrix_common.glsl"
+// Which tiles a dispatch computes: matrix_product.glsl.
+#include "matrix_product.glsl"
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x = 64) in;
-
-layout(push_constant) uniform Push {
-    uint m;
-    uint n;
-    uint k;
-    uint tile_first;
-    uint tile_count;
-    uint mul;
-    uint add;
-    uint compact;
-    uint out_base;
-    uint b_base;
-} pc;
-
-layout(set = 0, binding = 1, std430) restrict writeonly buffer C { uint c[]; };
 
 shared ELEM sa[16][TILE];
 shared ELEM sb[16][TILE];
@@ -39,14 +19,12 @@ void main() {
     uint lid = gl_LocalInvocationID.x;
     uint tx = lid & 7u;
     uint ty = lid >> 3u;
-    uint tiles_n = pc.n / TILE;
-    uint tiles = (pc.m / TILE) * tiles_n;
     // Whole workgroups take whole tiles, so the barriers below are reached uniformly.
     for (uint s = gl_WorkGroupID.x; s < pc.tile_count; s += gl_NumWorkGroups.x) {
         uint slot = pc.tile_first + s;
-        uint tile = (slot * pc.mul + pc.add) & (tiles - 1u);
-        uint i0 = (tile / tiles_n) * TILE;
-        uint j0 = (tile % tiles_n) * TILE;
+        uvec2 origin = tile_origin(slot);
+        uint i0 = origin.x;
+        uint j0 = origin.y;
         ACC acc[8][8];
         [[unroll]] for (uint a = 0u; a < 8u; a++) {
             [[unroll]] for (uint b = 0u; b < 8u; b++) {

@@ -1,6 +1,6 @@
 // GEMM on the matrix units (VK_KHR_cooperative_matrix), shared by the fp16 and int8
 // variants: the same tiles, push constants, input layout and output layout as the
-// shared-memory kernel (matrix_gemm.glsl), so the checks, the recomputation and the
+// shared-memory kernel (matrix_product.glsl), so the checks, the recomputation and the
 // locator apply unchanged. Each workgroup computes TILE x TILE outputs; its subgroups
 // share out the tile's strips of SHAPE_M rows, and each strip accumulates TILE / SHAPE_N
 // matrices of SHAPE_M x SHAPE_N over K, SHAPE_K at a time. The shape is the device's
@@ -14,7 +14,7 @@
 // shared-memory kernel's. The variant file enables GL_KHR_cooperative_matrix (which
 // tells build.rs that it needs a newer compiler than glslc) and defines ELEM, ACC, ZERO
 // and PER_WORD before including it.
-#include "matrix_common.glsl"
+#include "matrix_product.glsl"
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 
@@ -25,32 +25,16 @@ layout(constant_id = 3) const uint SHAPE_K = 16u;
 const uint STRIPS = TILE / SHAPE_M;
 const uint BLOCKS = TILE / SHAPE_N;
 
-layout(push_constant) uniform Push {
-    uint m;
-    uint n;
-    uint k;
-    uint tile_first;
-    uint tile_count;
-    uint mul;
-    uint add;
-    uint compact;
-    uint out_base;
-    uint b_base;
-} pc;
-
 layout(set = 0, binding = 0, std430) restrict readonly buffer AB { uint ab[]; };
-layout(set = 0, binding = 1, std430) restrict writeonly buffer C { uint c[]; };
 
 void main() {
-    uint tiles_n = pc.n / TILE;
-    uint tiles = (pc.m / TILE) * tiles_n;
     // Whole workgroups take whole tiles and whole subgroups whole strips, so every
     // cooperative operation is reached by its whole subgroup.
     for (uint s = gl_WorkGroupID.x; s < pc.tile_count; s += gl_NumWorkGroups.x) {
         uint slot = pc.tile_first + s;
-        uint tile = (slot * pc.mul + pc.add) & (tiles - 1u);
-        uint i0 = (tile / tiles_n) * TILE;
-        uint j0 = (tile % tiles_n) * TILE;
+        uvec2 origin = tile_origin(slot);
+        uint i0 = origin.x;
+        uint j0 = origin.y;
         for (uint strip = gl_SubgroupID; strip < STRIPS; strip += gl_NumSubgroups) {
             uint row = i0 + strip * SHAPE_M;
             coopmat<ACC, gl_ScopeSubgroup, SHAPE_M, SHAPE_N, gl_MatrixUseAccumulator> acc[BLOCKS];

@@ -1588,17 +1588,6 @@ mod tests {
         assert!(cause.message.contains("vendor 0x1ed5"));
     }
 
-    fn device(
-        index: usize,
-        kind: DeviceKind,
-        vendor_id: u32,
-        device_id: u32,
-        uuid: &str,
-        pci_address: Option<&str>,
-    ) -> DeviceInfo {
-        DeviceInfo::for_tests(index, kind, vendor_id, device_id, uuid, pci_address)
-    }
-
     fn inventory_gpu(
         address: Option<&str>,
         vendor_id: u32,
@@ -1643,7 +1632,7 @@ mod tests {
         ]);
         // Vulkan's PCI addresses are deliberately crossed: the UUID decides.
         let devices = [
-            device(
+            DeviceInfo::for_tests(
                 0,
                 DeviceKind::DiscreteGpu,
                 0x10de,
@@ -1651,7 +1640,7 @@ mod tests {
                 "aaaaaaaa-0000-0000-0000-000000000002",
                 Some("0000:05:00.0"),
             ),
-            device(
+            DeviceInfo::for_tests(
                 1,
                 DeviceKind::DiscreteGpu,
                 0x10de,
@@ -1671,7 +1660,7 @@ mod tests {
             inventory_gpu(Some("0000:07:00.0"), 0x1002, 0x744c, None),
         ]);
         let devices = [
-            device(
+            DeviceInfo::for_tests(
                 0,
                 DeviceKind::DiscreteGpu,
                 0x1002,
@@ -1679,7 +1668,7 @@ mod tests {
                 "00000000-0000-0000-0000-000000000000",
                 Some("0000:07:00.0"),
             ),
-            device(
+            DeviceInfo::for_tests(
                 1,
                 DeviceKind::DiscreteGpu,
                 0x1002,
@@ -1699,7 +1688,7 @@ mod tests {
             inventory_gpu(Some("0000:07:00.0"), 0x8086, 0x56a0, None),
         ]);
         let devices = [
-            device(
+            DeviceInfo::for_tests(
                 0,
                 DeviceKind::Cpu,
                 0x10005,
@@ -1707,10 +1696,10 @@ mod tests {
                 "00000000-0000-0000-0000-000000000000",
                 None,
             ),
-            device(1, DeviceKind::DiscreteGpu, 0x8086, 0x56a0, "1", None),
-            device(2, DeviceKind::DiscreteGpu, 0x8086, 0x56a0, "2", None),
+            DeviceInfo::for_tests(1, DeviceKind::DiscreteGpu, 0x8086, 0x56a0, "1", None),
+            DeviceInfo::for_tests(2, DeviceKind::DiscreteGpu, 0x8086, 0x56a0, "2", None),
             // An address that is not the GPU's: no pairing by ids for it.
-            device(
+            DeviceInfo::for_tests(
                 3,
                 DeviceKind::DiscreteGpu,
                 0x1002,
@@ -1730,7 +1719,7 @@ mod tests {
             0x2335,
             Some("GPU-6d657361-3232-2e33-2e36-000000000000"),
         )]);
-        let devices = [device(
+        let devices = [DeviceInfo::for_tests(
             0,
             DeviceKind::Cpu,
             0x10de,

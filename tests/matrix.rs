@@ -289,22 +289,28 @@ fn heat_runs_the_vram_test_and_the_matrix_load_at_once() {
     assert!(matrix["kinds"][0]["rounds"].as_u64().unwrap_or(0) >= 1);
 }
 
-#[test]
-fn a_size_the_device_cannot_hold_is_refused_before_anything_runs() {
+/// `kiln run --dry-run` on device 0 with a profile of one matrix workload whose table
+/// holds `keys`.
+fn dry_run_matrix(keys: &str) -> std::process::Output {
     let dir = tempfile::tempdir().unwrap();
-    let profile = dir.path().join("big.toml");
-    // 16384-square fp32 inputs are a 2 GiB buffer: beyond the storage-buffer range of the
-    // CPU device (128 MiB) and of many cards, and beyond the emulated cards' 1 GiB.
+    let profile = dir.path().join("matrix.toml");
     std::fs::write(
         &profile,
-        "description = \"too big\"\nduration = \"5s\"\n\n[[workload]]\nkind = \"matrix\"\nsize = 16384\n",
+        format!("description = \"matrix\"\nduration = \"5s\"\n\n[[workload]]\nkind = \"matrix\"\n{keys}\n"),
     )
     .unwrap();
-    let out = kiln()
+    kiln()
         .args(["run", "--device", "0", "--dry-run", "--profile"])
         .arg(&profile)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_size_the_device_cannot_hold_is_refused_before_anything_runs() {
+    // 16384-square fp32 inputs are a 2 GiB buffer: beyond the storage-buffer range of the
+    // CPU device (128 MiB) and of many cards, and beyond the emulated cards' 1 GiB.
+    let out = dry_run_matrix("size = 16384");
     assert_eq!(out.status.code(), Some(64), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -429,18 +435,7 @@ fn the_path_setting_puts_every_kind_on_the_shared_memory_kernel_or_demands_the_u
 
 #[test]
 fn a_profile_that_demands_the_matrix_units_is_planned_only_where_they_are() {
-    let dir = tempfile::tempdir().unwrap();
-    let profile = dir.path().join("units.toml");
-    std::fs::write(
-        &profile,
-        "description = \"the matrix units or nothing\"\nduration = \"5s\"\n\n[[workload]]\nkind = \"matrix\"\nkinds = [\"fp16\", \"int8\"]\npath = \"matrix_units\"\n",
-    )
-    .unwrap();
-    let out = kiln()
-        .args(["run", "--device", "0", "--dry-run", "--profile"])
-        .arg(&profile)
-        .output()
-        .unwrap();
+    let out = dry_run_matrix("kinds = [\"fp16\", \"int8\"]\npath = \"matrix_units\"");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if expect_matrix_units() {

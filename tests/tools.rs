@@ -117,6 +117,19 @@ fn test_venv_tool(name: &str) -> std::path::PathBuf {
     std::path::Path::new(&venv).join("bin").join(name)
 }
 
+/// `tool` with `args`, which this test needs installed.
+fn run_tool(tool: &std::path::Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    std::process::Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{} is needed for this test ({e}): run scripts/setup.sh --test",
+                tool.display()
+            )
+        })
+}
+
 /// A compiler's flags, from shaders/NAME.
 fn shader_flags(name: &str) -> Vec<String> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -152,18 +165,9 @@ fn committed_spirv_matches_its_source() {
         } else {
             ("glslc".into(), &glslc_args)
         };
-        let output = std::process::Command::new(&compiler)
-            .args(args)
-            .arg(&src)
-            .arg("-o")
-            .arg(&fresh)
-            .output()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{} is needed for this test ({e}): run scripts/setup.sh --test",
-                    compiler.display()
-                )
-            });
+        let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        all.extend([src.as_os_str(), "-o".as_ref(), fresh.as_os_str()]);
+        let output = run_tool(&compiler, &all);
         assert!(
             output.status.success(),
             "{} does not compile: {}{}",
@@ -191,16 +195,15 @@ fn the_matrix_unit_spirv_is_valid_for_vulkan() {
     let val = test_venv_tool("spirv-val");
     let mut validated = 0;
     for name in ["matrix_units_f16.spv", "matrix_units_i8.spv"] {
-        let out = std::process::Command::new(&val)
-            .args(["--target-env", "vulkan1.1"])
-            .arg(shaders.join(name))
-            .output()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{} is needed for this test ({e}): run scripts/setup.sh --test",
-                    val.display()
-                )
-            });
+        let spv = shaders.join(name);
+        let out = run_tool(
+            &val,
+            &[
+                "--target-env".as_ref(),
+                "vulkan1.1".as_ref(),
+                spv.as_os_str(),
+            ],
+        );
         assert!(
             out.status.success(),
             "{name}: {}",
