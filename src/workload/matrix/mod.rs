@@ -139,12 +139,17 @@ impl MatrixKind {
         }
     }
 
-    /// The name of this kind's rate in comparisons (`matrix_fp16_tflops`).
-    pub fn rate_name(self) -> &'static str {
-        match self {
-            MatrixKind::Fp32 => "matrix_fp32_tflops",
-            MatrixKind::Fp16 => "matrix_fp16_tflops",
-            MatrixKind::Int8 => "matrix_int8_tops",
+    /// The name of this kind's rate in comparisons (`matrix_fp16_tflops`), on the
+    /// matrix units (`matrix_fp16_units_tflops`) or not: a driver that starts or stops
+    /// offering the units changes the kernel, and two kernels' rates are not a drift.
+    pub fn rate_name(self, on_units: bool) -> &'static str {
+        match (self, on_units) {
+            (MatrixKind::Fp32, false) => "matrix_fp32_tflops",
+            (MatrixKind::Fp32, true) => "matrix_fp32_units_tflops",
+            (MatrixKind::Fp16, false) => "matrix_fp16_tflops",
+            (MatrixKind::Fp16, true) => "matrix_fp16_units_tflops",
+            (MatrixKind::Int8, false) => "matrix_int8_tops",
+            (MatrixKind::Int8, true) => "matrix_int8_units_tops",
         }
     }
 
@@ -726,7 +731,7 @@ impl Kind for Matrix {
             .kinds
             .iter()
             .filter(|k| k.rounds > 0)
-            .map(|k| (k.kind.rate_name(), k.tflops))
+            .map(|k| (k.kind.rate_name(k.shape.is_some()), k.tflops))
             .collect()
     }
 
@@ -1349,6 +1354,40 @@ mod tests {
         let big = Layout::new(16384, 0); // 65536 tiles, more than one dispatch's groups
         assert_eq!(big.primary_workgroup(1, 65_535), 0);
         assert_eq!(big.primary_workgroup(1, 65_534), 65_534);
+    }
+
+    #[test]
+    fn a_kind_on_the_matrix_units_is_compared_only_with_itself_on_them() {
+        let mut report = MatrixReport {
+            path: "mixed".into(),
+            cooperative_matrix: String::new(),
+            size: 256,
+            tile: TILE,
+            dispatches_per_product: 1,
+            grown_from: None,
+            kinds: Vec::new(),
+            skipped: Vec::new(),
+            records: Vec::new(),
+            power: None,
+            run: Envelope::default(),
+        };
+        for kernel in [
+            Kernel::shared_memory(MatrixKind::Fp16),
+            Kernel::shared_memory(MatrixKind::Int8),
+        ] {
+            let mut k = MatrixKindResult::new(&kernel);
+            k.rounds = 2;
+            k.tflops = 1.0;
+            report.kinds.push(k);
+        }
+        report.kinds[1].shape = Some([16, 16, 32]);
+        let names: Vec<&str> = Matrix::rates(&report).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["matrix_fp16_tflops", "matrix_int8_units_tops"]);
+        let all: std::collections::BTreeSet<&str> = MatrixKind::ALL
+            .into_iter()
+            .flat_map(|k| [k.rate_name(false), k.rate_name(true)])
+            .collect();
+        assert_eq!(all.len(), 6, "every kind and path has its own name");
     }
 
     #[test]
