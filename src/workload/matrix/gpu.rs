@@ -162,7 +162,7 @@ impl<'c> Gpu<'c> {
                 "matrix {} product of {}-square matrices on the {}, tiles {first}..{}",
                 kind.name(),
                 l.edge,
-                kernel.path().replace('_', " "),
+                path_words(kernel.shape),
                 first + count
             ))?;
             let push = [

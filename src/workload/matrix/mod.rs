@@ -755,10 +755,7 @@ impl Kind for Matrix {
                 "{} {} on the {}, {} multiplying, {} verified (best {}), {} checksum / {} invalid ({} non-finite) / {} recomputation mismatches, {} recomputed",
                 k.kind.name(),
                 crate::text::count(k.rounds, "round"),
-                match k.shape {
-                    Some([m, n, kk]) => format!("matrix units ({m}x{n}x{kk})"),
-                    None => "shared-memory kernel".into(),
-                },
+                path_words(k.shape),
                 k.kind.rate(k.tflops),
                 k.kind.rate(k.verified_tflops),
                 k.kind.rate(k.best_tflops),
@@ -867,6 +864,15 @@ impl Workload for MatrixTest {
         events: &mut dyn EventSink,
     ) -> Result<WorkloadOutcome, WorkloadError> {
         Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
+    }
+}
+
+/// Where products with the matrix units' `shape` (None: the shared-memory kernel) run,
+/// in words.
+fn path_words(shape: Option<[u32; 3]>) -> String {
+    match shape {
+        Some([m, n, k]) => format!("matrix units ({m}x{n}x{k})"),
+        None => "shared-memory kernel".into(),
     }
 }
 
