@@ -1029,7 +1029,31 @@ impl MatrixTest {
                 "the planted fault lies outside the {edge}-square product"
             )));
         }
-        let chosen = kernels_for(&kinds, &info, cfg.path).map_err(WorkloadError::Config)?;
+        let mut chosen = kernels_for(&kinds, &info, cfg.path).map_err(WorkloadError::Config)?;
+        for (kernel, why) in &mut chosen {
+            // A driver that lists the units but cannot build the kernel for them leaves
+            // the ALUs to test, and says so; unless the units were demanded.
+            if kernel.shape.is_none() {
+                continue;
+            }
+            if let Err(e) = ctx.pipeline(kernel.shader, kernel.spec()) {
+                if cfg.path == MatrixPath::MatrixUnits || e.is_device_fatal() {
+                    return Err(WorkloadError::Gpu(e));
+                }
+                let name = kernel.kind.name();
+                let note = format!(
+                    "{name}: the driver could not build the matrix-unit kernel ({e}); {name} runs on the shared-memory kernel"
+                );
+                events.emit(
+                    device,
+                    Event::Note {
+                        message: format!("matrix {note}"),
+                    },
+                );
+                *kernel = Kernel::shared_memory(kernel.kind);
+                *why = Some(note);
+            }
+        }
         let kernels: Vec<Kernel> = chosen.iter().map(|(k, _)| *k).collect();
         let started = Instant::now();
         events.emit(
