@@ -453,8 +453,9 @@ pub fn summary(report: &SelftestReport) -> String {
     }
     for m in &report.matrix {
         out.push_str(&format!(
-            "matrix {}: {} -> {}\n",
+            "matrix {} ({}): {} -> {}\n",
             m.kind.name(),
+            m.path.replace('_', " "),
             m.planted,
             if m.found {
                 "found exactly".to_owned()

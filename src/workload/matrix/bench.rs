@@ -226,6 +226,9 @@ pub fn bench_summary(r: &MatrixBenchReport) -> String {
 pub struct MatrixSelfCheck {
     /// The kind multiplied.
     pub kind: MatrixKind,
+    /// Where its products ran: `matrix_units` or `shared_memory`.
+    #[serde(default = "super::shared_memory")]
+    pub path: String,
     /// What was planted, in words.
     pub planted: String,
     /// True when it was found exactly where and as it was planted, and nothing else.
@@ -292,8 +295,14 @@ pub fn self_check(
             && located[0].col == Some(col)
             && located[0].expected == Some(expected as f64)
             && located[0].actual_bits == Some(bits);
+        let path = |r: &MatrixReport| {
+            r.kinds
+                .first()
+                .map_or_else(shared_memory, |k| k.path.clone())
+        };
         out.push(MatrixSelfCheck {
             kind,
+            path: path(&r),
             planted: format!("bits {xor:#x} of element ({row}, {col})"),
             found,
             detail: first_places(&r),
@@ -316,6 +325,7 @@ pub fn self_check(
             && r.records.iter().all(|m| m.tile == tile);
         out.push(MatrixSelfCheck {
             kind,
+            path: path(&r),
             planted: format!("wrong tile ({}, {})", tile[0], tile[1]),
             found,
             detail: first_places(&r),
