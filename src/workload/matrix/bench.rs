@@ -124,7 +124,12 @@ pub fn bench(
     let each = (duration / 2 / rooflines.max(1) as u32).max(Duration::from_millis(300));
     let mut kinds = Vec::new();
     for k in &report.kinds {
-        let (kernel, _) = Kernel::choose(k.kind, &info, true);
+        // The kernel the verified rounds ran on: the shared-memory one where the units
+        // were not used, whatever the device lists (a driver may fail to build theirs).
+        let kernel = match k.shape {
+            Some(_) => Kernel::choose(k.kind, &info, true).0,
+            None => Kernel::shared_memory(k.kind),
+        };
         let mut roof_of = |kernel: &Kernel| {
             roofline(
                 ctx,
