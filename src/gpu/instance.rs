@@ -75,12 +75,17 @@ pub fn loader_version() -> Option<String> {
     let version = unsafe { entry.try_enumerate_instance_version() }
         .ok()?
         .unwrap_or(vk::API_VERSION_1_0);
-    Some(format!(
+    Some(version_text(version))
+}
+
+/// A Vulkan version as `major.minor.patch`.
+fn version_text(version: u32) -> String {
+    format!(
         "{}.{}.{}",
         vk::api_version_major(version),
         vk::api_version_minor(version),
         vk::api_version_patch(version)
-    ))
+    )
 }
 
 impl Vulkan {
@@ -220,6 +225,7 @@ impl Vulkan {
         let has_pci = has(ash::ext::pci_bus_info::NAME);
         let has_budget = has(ash::ext::memory_budget::NAME);
         let has_driver_props = has(ash::khr::driver_properties::NAME);
+        let (float16, int8) = self.float16_int8(pd, &has);
 
         let mut id_props = vk::PhysicalDeviceIDProperties::default();
         let mut pci = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
@@ -319,12 +325,7 @@ impl Vulkan {
             driver_info,
             driver_version: decode_driver_version(props.vendor_id, props.driver_version),
             driver_version_raw: props.driver_version,
-            api_version: format!(
-                "{}.{}.{}",
-                vk::api_version_major(props.api_version),
-                vk::api_version_minor(props.api_version),
-                vk::api_version_patch(props.api_version)
-            ),
+            api_version: version_text(props.api_version),
             device_uuid: format_uuid(&id_props.device_uuid),
             pci_address: has_pci.then(|| {
                 format!(
@@ -356,17 +357,8 @@ impl Vulkan {
             shader_int64: unsafe { self.instance.get_physical_device_features(pd) }.shader_int64
                 == vk::TRUE,
             cooperative_matrix: has(ash::khr::cooperative_matrix::NAME),
-            matrix_units: self.matrix_units(pd, &has),
-            shader_float16: has(ash::khr::shader_float16_int8::NAME) && {
-                let mut f16 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
-                let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut f16);
-                // SAFETY: the device reports the extension whose struct is chained.
-                unsafe {
-                    self.instance
-                        .get_physical_device_features2(pd, &mut features)
-                };
-                f16.shader_float16 == vk::TRUE
-            },
+            matrix_units: self.matrix_units(pd, &has, int8),
+            shader_float16: float16,
             compute_queue_family: compute_family,
         })
     }
@@ -391,12 +383,36 @@ fn component_name(t: vk::ComponentTypeKHR) -> String {
 }
 
 impl Vulkan {
+    /// Whether shaders may compute in 16-bit floats and in 8-bit integers
+    /// (`VK_KHR_shader_float16_int8`).
+    fn float16_int8(&self, pd: vk::PhysicalDevice, has: &dyn Fn(&CStr) -> bool) -> (bool, bool) {
+        if !has(ash::khr::shader_float16_int8::NAME) {
+            return (false, false);
+        }
+        let mut f16_int8 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
+        let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut f16_int8);
+        // SAFETY: the device reports the extension whose struct is chained.
+        unsafe {
+            self.instance
+                .get_physical_device_features2(pd, &mut features)
+        };
+        (
+            f16_int8.shader_float16 == vk::TRUE,
+            f16_int8.shader_int8 == vk::TRUE,
+        )
+    }
+
     /// What the device's matrix units multiply, where kiln can drive them: the
     /// extension and its feature, the Vulkan memory model its shaders are written in
     /// (`VK_KHR_vulkan_memory_model`, enabled by extension because the instance is 1.1),
     /// and basic subgroup operations in compute shaders (a workgroup's subgroups share
     /// out a tile's strips).
-    fn matrix_units(&self, pd: vk::PhysicalDevice, has: &dyn Fn(&CStr) -> bool) -> MatrixUnits {
+    fn matrix_units(
+        &self,
+        pd: vk::PhysicalDevice,
+        has: &dyn Fn(&CStr) -> bool,
+        int8: bool,
+    ) -> MatrixUnits {
         let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
         let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
         // SAFETY: pd belongs to this instance; subgroup properties are core in 1.1.
@@ -406,18 +422,14 @@ impl Vulkan {
         };
         let mut units = MatrixUnits {
             subgroup_size: subgroup.subgroup_size,
+            int8,
             ..MatrixUnits::default()
         };
-        let has_int8 = has(ash::khr::shader_float16_int8::NAME);
         let has_coop = has(ash::khr::cooperative_matrix::NAME);
         let has_model = has(ash::khr::vulkan_memory_model::NAME);
-        let mut f16_int8 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
         let mut coop = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
         let mut model = vk::PhysicalDeviceVulkanMemoryModelFeatures::default();
         let mut features = vk::PhysicalDeviceFeatures2::default();
-        if has_int8 {
-            features = features.push_next(&mut f16_int8);
-        }
         if has_coop {
             features = features.push_next(&mut coop);
         }
@@ -429,7 +441,6 @@ impl Vulkan {
             self.instance
                 .get_physical_device_features2(pd, &mut features)
         };
-        units.int8 = has_int8 && f16_int8.shader_int8 == vk::TRUE;
         if !has_coop {
             return units;
         }
