@@ -57,9 +57,11 @@ pub fn read_jsonl<T: serde::de::DeserializeOwned>(
     Ok((records, truncated_tail))
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file beside it (`<name>.tmp`), synced,
-/// then renamed over it, so a reader sees the old file or the new one, never half of one.
-/// A failure (a full disk) removes the temporary file rather than leave it behind.
+/// Writes `bytes` to `path` atomically: a temporary file beside it, synced, then renamed
+/// over it, so a reader sees the old file or the new one, never half of one. The temporary
+/// name is this writer's own ([`temporary_beside`]), so two writers of one file (two
+/// processes, two threads) never write into each other's. A failure (a full disk) removes
+/// the temporary file rather than leave it behind.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_atomic_with(path, |f| f.write_all(bytes))
 }
@@ -70,11 +72,12 @@ pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut File) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    let mut name = path.file_name().unwrap_or_default().to_owned();
-    name.push(".tmp");
-    let tmp = path.with_file_name(name);
+    let tmp = temporary_beside(path);
     let write = || -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         fill(&mut f)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -84,6 +87,21 @@ pub fn write_atomic_with(
     })?;
     sync_dir(path.parent());
     Ok(())
+}
+
+/// A temporary name beside `path` that no other writer uses: `<name>.<pid>-<n>.tmp`, with
+/// the process id and a count of this process's temporary files. It ends in `.tmp`, so a
+/// reader that takes files by their suffix (node_exporter takes `*.prom`) never reads one.
+pub fn temporary_beside(path: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(format!(
+        ".{}-{}.tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    path.with_file_name(name)
 }
 
 /// Syncs the directory `dir` (the current one when empty or none), ignoring failures: some
@@ -133,7 +151,11 @@ mod tests {
             Err(std::io::Error::other("no space left on device"))
         });
         assert!(failed_fill.is_err());
-        assert!(!dir.path().join("kiln.prom.tmp").exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "only report.json: no temporary file is left"
+        );
         write_atomic(&dir.path().join("kiln.prom"), b"ok").unwrap();
         assert_eq!(std::fs::read(dir.path().join("kiln.prom")).unwrap(), b"ok");
         write_atomic(&dir.path().join("kiln.prom"), b"again").unwrap();
@@ -141,5 +163,33 @@ mod tests {
             std::fs::read(dir.path().join("kiln.prom")).unwrap(),
             b"again"
         );
+    }
+
+    #[test]
+    fn writers_of_one_file_never_share_a_temporary_file() {
+        // Two runs (or threads) replacing one file at the same moment: each writes its own
+        // temporary file, so the file ends as one writer's bytes whole, never a mix.
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("manifest.json");
+        let a = temporary_beside(&target);
+        let b = temporary_beside(&target);
+        assert_ne!(a, b);
+        assert!(a.to_string_lossy().ends_with(".tmp"), "{}", a.display());
+        let writers: Vec<Vec<u8>> = (0..8u8).map(|i| vec![b'a' + i; 64 * 1024]).collect();
+        let barrier = std::sync::Barrier::new(writers.len());
+        std::thread::scope(|s| {
+            for bytes in &writers {
+                let (target, barrier) = (&target, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    for _ in 0..20 {
+                        write_atomic(target, bytes).unwrap();
+                    }
+                });
+            }
+        });
+        let written = std::fs::read(&target).unwrap();
+        assert!(writers.contains(&written), "the file is one writer's whole");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

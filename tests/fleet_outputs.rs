@@ -187,7 +187,11 @@ fn the_metrics_join_dcgm_exporters_series_in_promql_and_land_in_the_textfile_dir
         prom,
         std::fs::read_to_string(dir.path().join("run/kiln.prom")).unwrap()
     );
-    assert!(!textfile.join("kiln.prom.tmp").exists());
+    let left: Vec<String> = std::fs::read_dir(&textfile)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["kiln.prom"], "no temporary file is left beside it");
     assert!(
         prom.contains("kiln_build_info{version=\"") && prom.contains("profile=\"quick\""),
         "{prom}"

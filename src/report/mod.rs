@@ -75,9 +75,9 @@ pub fn check_textfile_dir(dir: &std::path::Path) -> Result<(), String> {
 }
 
 /// Puts a metrics file into node_exporter's textfile directory under `name`, atomically
-/// (the collector reads only `*.prom`, so the temporary `.prom.tmp` is never half-read).
-/// The directory was checked before ([`check_textfile_dir`]); one gone since fails the
-/// write, said with its path.
+/// (the collector reads only `*.prom`, so the temporary `kiln.prom.<pid>-<n>.tmp` is never
+/// half-read). The directory was checked before ([`check_textfile_dir`]); one gone since
+/// fails the write, said with its path.
 pub fn publish_metrics(
     textfile_dir: &std::path::Path,
     name: &str,
