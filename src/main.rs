@@ -152,6 +152,9 @@ fn layout(name: &Option<String>) -> Option<AccessLayout> {
 }
 
 fn run(args: RunArgs) -> Result<i32, AppError> {
+    // From the first moment: a signal while the profile, the baseline or the devices are
+    // read gives an interrupted verdict, not a run killed before it wrote anything.
+    kiln::run::catch_signals();
     let profile = kiln::profile::load(&args.profile).map_err(|e| AppError::Usage(e.to_string()))?;
     let opts = run_options(&args, profile)?;
     // A textfile directory that cannot take the metrics is found now, not hours later.
@@ -318,6 +321,7 @@ fn run_options(
         (None, Some(_)) => None,
         (None, None) => profile.duration,
     };
+    let step_timeout = args.step_timeout.unwrap_or(profile.step_timeout);
     let telemetry_interval = args
         .telemetry_interval
         .or(profile.telemetry_interval)
@@ -331,18 +335,18 @@ fn run_options(
         confirm: profile.confirm,
         wait_idle: args.wait_idle || profile.wait_idle,
         out: args.out.clone(),
-        fence_timeout: args
-            .vram
-            .fence_timeout
-            .or(profile.fence_timeout)
-            .unwrap_or(kiln::gpu::DEFAULT_FENCE_TIMEOUT),
+        fence_timeout: kiln::run::fence_timeout_for(
+            args.vram.fence_timeout.or(profile.fence_timeout),
+            step_timeout,
+        )
+        .map_err(AppError::Usage)?,
         progress: std::io::stderr().is_terminal(),
         telemetry_interval: (!telemetry_interval.is_zero()).then_some(telemetry_interval),
         thresholds: match &args.thresholds {
             Some(path) => profile.thresholds.overlay(path).map_err(AppError::Usage)?,
             None => profile.thresholds,
         },
-        step_timeout: args.step_timeout.unwrap_or(profile.step_timeout),
+        step_timeout,
         test_hooks: kiln::run::TestHooks {
             replicate: args.replicate.map_or(1, usize::from),
             hang_slot: args.test_hang_device,

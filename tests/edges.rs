@@ -489,6 +489,16 @@ fn flags_get_the_bounds_of_the_profile_keys_they_override() {
     usage_error(&["run", "--duration", "0"], "0 is outside 1s..168h");
     usage_error(&["run", "--fence-timeout", "0"], "0 is outside 100ms..600s");
     usage_error(&["run", "--step-timeout", "0"], "0 is outside 1s..1h");
+    // A wait for the device bounded at or past the watchdog's patience could never end in
+    // its own timeout: refused.
+    usage_error(
+        &["run", "--fence-timeout", "30s", "--step-timeout", "30s"],
+        "the fence timeout (30.0 s) must be shorter than the step timeout (30.0 s)",
+    );
+    usage_error(
+        &["run", "--fence-timeout", "60s"],
+        "must be shorter than the step timeout (30.0 s)",
+    );
     usage_error(
         &["run", "--pcie-max-bytes", "1"],
         "1 is outside 4KiB..16GiB",
@@ -688,6 +698,85 @@ fn damaged_evidence_is_named_never_skipped() {
     let report = expect_json(&verdict(early.path(), &[]), 4);
     assert_eq!(report["incomplete"], true);
     assert_eq!(report["devices"][0]["result"], "inconclusive");
+}
+
+/// The findings of `code` on the report's first device.
+fn findings_of<'a>(report: &'a serde_json::Value, code: &str) -> Vec<&'a serde_json::Value> {
+    report["devices"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == code)
+        .collect()
+}
+
+#[test]
+fn evidence_the_run_wrote_that_is_missing_is_named_never_a_clean_pass() {
+    let (_dir, run_dir) = recorded_run();
+    let whole = expect_json(&verdict(&run_dir, &[]), 0);
+    assert!(findings_of(&whole, "EVIDENCE_MISSING").is_empty());
+    let manifest = read_json(&run_dir.join("manifest.json"));
+    assert_eq!(
+        manifest["evidence"],
+        serde_json::json!(["events.jsonl", "telemetry.jsonl"]),
+        "the manifest lists what the run writes"
+    );
+
+    // The telemetry deleted: not a pass with its checks quietly gone.
+    let telemetry = std::fs::read(run_dir.join("telemetry.jsonl")).unwrap();
+    std::fs::remove_file(run_dir.join("telemetry.jsonl")).unwrap();
+    let report = expect_json(&verdict(&run_dir, &[]), 4);
+    let device = &report["devices"][0];
+    assert_eq!(device["result"], "inconclusive", "{device}");
+    let missing = findings_of(&report, "EVIDENCE_MISSING");
+    assert_eq!(missing.len(), 1, "{device}");
+    assert_eq!(missing[0]["evidence"]["file"], "telemetry.jsonl");
+    assert_eq!(missing[0]["class"], "could_not_test");
+    assert!(
+        device["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("telemetry.jsonl is missing from the run directory"),
+        "{device}"
+    );
+
+    // The same from a manifest of an older kiln, which lists no files: its settings say
+    // telemetry ran.
+    let mut older = manifest.clone();
+    older.as_object_mut().unwrap().remove("evidence");
+    std::fs::write(
+        run_dir.join("manifest.json"),
+        serde_json::to_vec_pretty(&older).unwrap(),
+    )
+    .unwrap();
+    let report = expect_json(&verdict(&run_dir, &[]), 4);
+    assert_eq!(findings_of(&report, "EVIDENCE_MISSING").len(), 1);
+
+    // The events deleted too: each file named.
+    std::fs::write(run_dir.join("manifest.json"), manifest.to_string()).unwrap();
+    std::fs::remove_file(run_dir.join("events.jsonl")).unwrap();
+    let report = expect_json(&verdict(&run_dir, &[]), 4);
+    let files: Vec<&str> = findings_of(&report, "EVIDENCE_MISSING")
+        .iter()
+        .map(|f| f["evidence"]["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["events.jsonl", "telemetry.jsonl"]);
+    std::fs::write(run_dir.join("telemetry.jsonl"), telemetry).unwrap();
+
+    // A run without telemetry writes none and lists none: nothing is missing.
+    let dir = tempfile::tempdir().unwrap();
+    let quiet = dir.path().join("quiet");
+    let out = common::quick_run(
+        &["--workloads", "vram", "--telemetry-interval", "0", "--json"],
+        &quiet,
+    );
+    let report = expect_json(&out, 0);
+    assert!(!quiet.join("telemetry.jsonl").exists());
+    assert!(findings_of(&report, "EVIDENCE_MISSING").is_empty());
+    assert_eq!(
+        read_json(&quiet.join("manifest.json"))["evidence"],
+        serde_json::json!(["events.jsonl"])
+    );
 }
 
 #[test]

@@ -98,8 +98,22 @@ fn a_hung_device_is_abandoned_and_the_other_finishes() {
         hang < log.len() - 1,
         "the run went on to its end after the hang"
     );
+    // Recorded one step timeout after the hung worker's last word (the hook's note), not
+    // the step and fence timeouts added.
+    let hook = position(&|e| {
+        e["device"] == 1
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("never returns"))
+    });
+    let waited_s =
+        (log[hang]["t_ms"].as_f64().unwrap() - log[hook]["t_ms"].as_f64().unwrap()) / 1e3;
+    assert!(
+        (3.0..3.8).contains(&waited_s),
+        "the watchdog waited {waited_s:.2} s for a 3 s step timeout"
+    );
     assert_eq!(log.last().unwrap()["kind"], "run_end");
-    // The watchdog waited its patience (3 s step + 1 s fence), not forever.
+    // The watchdog waited its patience (the 3 s step timeout), not forever.
     assert!(wall < Duration::from_secs(60), "{wall:?}");
 }
 
@@ -441,7 +455,7 @@ fn a_long_allocator_phase_is_not_taken_for_a_hang() {
             "--step-timeout",
             "1s",
             "--fence-timeout",
-            "1s",
+            "500ms",
         ],
     );
     let report = expect_json(&out, 0);
@@ -461,7 +475,7 @@ fn heat_whose_memory_side_ends_first_is_not_taken_for_a_hang() {
     let profile = dir.path().join("heat.toml");
     std::fs::write(
         &profile,
-        "description = \"heat\"\nduration = \"5s\"\nstep_timeout = \"1s\"\nfence_timeout = \"1s\"\n[[workload]]\nkind = \"heat\"\nalgorithms = [\"own-address\"]\npasses = 1\n",
+        "description = \"heat\"\nduration = \"5s\"\nstep_timeout = \"1s\"\n[[workload]]\nkind = \"heat\"\nalgorithms = [\"own-address\"]\npasses = 1\n",
     )
     .unwrap();
     let out = run_with(

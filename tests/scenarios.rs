@@ -1,8 +1,8 @@
 //! The scenario corpus: recorded run directories, each with the verdict a person who knows the
 //! hardware expects (`tests/scenarios/<name>/expected.json`), rebuilt by `kiln verdict` from the
 //! files alone. A scenario is a base run (`_base`, or the scenario it names in `run_from`) with
-//! its own files laid over it and, where it names one, a recorded telemetry fixture as its
-//! telemetry. The faulty runs were recorded with `cargo run --example plant_run`; the ones a
+//! its own files laid over it, less the files it names in `without`, and, where it names one,
+//! a recorded telemetry fixture as its telemetry. The faulty runs were recorded with `cargo run --example plant_run`; the ones a
 //! CPU device cannot record are derived from those by `scripts/derive-scenarios.py`.
 
 mod common;
@@ -26,6 +26,11 @@ struct Expected {
     /// `common::lay_out_scenario`).
     #[allow(dead_code)]
     telemetry_fixture: Option<String>,
+    /// Files of the base left out of this scenario's run directory (read by
+    /// `common::lay_out_scenario`): evidence lost after the run.
+    #[allow(dead_code)]
+    #[serde(default)]
+    without: Vec<String>,
     exit_code: i32,
     result: String,
     /// Finding codes in the order the report lists them.

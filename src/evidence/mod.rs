@@ -16,7 +16,8 @@ pub use records::{
     DeviceErrorKind, EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA,
 };
 pub use rundir::{
-    Manifest, NotTested, RunDir, default_run_dir, hostname, parse_utc_timestamp, utc_timestamp,
+    EvidenceFile, Manifest, NotTested, RunDir, default_run_dir, hostname, parse_utc_timestamp,
+    utc_timestamp,
 };
 pub use writer::{EventSink, EventWriter, JsonlWriter, MemorySink, write_json_atomic};
 
@@ -40,6 +41,14 @@ pub enum EvidenceError {
         line: usize,
         /// What is wrong.
         message: String,
+    },
+    /// The run directory holds another run's files, or another run claimed it first.
+    #[error("{}: {reason}; choose a new --out", path.display())]
+    RunDirTaken {
+        /// The directory.
+        path: PathBuf,
+        /// Why it cannot be this run's, in words.
+        reason: &'static str,
     },
     /// A file was written by a newer kiln, in a schema this one does not know.
     #[error(

@@ -39,6 +39,53 @@ pub struct Manifest {
     /// older kiln).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_info: Option<super::host::HostInfo>,
+    /// The evidence files the run writes beside the manifest (absent in runs of an older
+    /// kiln: [`Manifest::evidence_files`] tells them from the settings). One of them
+    /// missing is evidence lost, which the verdict names, never a part that found nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Vec<EvidenceFile>>,
+}
+
+/// An evidence file of a run directory, as the manifest lists it (by its file name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EvidenceFile {
+    /// `events.jsonl`: every workload's start, steps, results and the device errors.
+    #[serde(rename = "events.jsonl")]
+    Events,
+    /// `telemetry.jsonl`: the sidecar's samples, counters, identity and Xids.
+    #[serde(rename = "telemetry.jsonl")]
+    Telemetry,
+}
+
+impl EvidenceFile {
+    /// The files a run writes: the events always, the telemetry when the sidecar runs.
+    pub fn written_by(telemetry: bool) -> Vec<EvidenceFile> {
+        let mut files = vec![EvidenceFile::Events];
+        if telemetry {
+            files.push(EvidenceFile::Telemetry);
+        }
+        files
+    }
+
+    /// Its name in the run directory.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            EvidenceFile::Events => "events.jsonl",
+            EvidenceFile::Telemetry => "telemetry.jsonl",
+        }
+    }
+
+    /// What cannot be judged without it, in words.
+    pub fn judges(self) -> &'static str {
+        match self {
+            EvidenceFile::Events => {
+                "no workload's result, device error or interruption could be read"
+            }
+            EvidenceFile::Telemetry => {
+                "thermal, power, clock, throttle, ECC, remap and Xid checks could not be judged"
+            }
+        }
+    }
 }
 
 /// A GPU of the machine that the run could not test, and why.
@@ -69,9 +116,28 @@ impl Manifest {
             stand_in: false,
             not_tested: Vec::new(),
             host_info: Some(super::host::HostInfo::collect()),
+            evidence: Some(EvidenceFile::written_by(false)),
         }
     }
+
+    /// The evidence files the run wrote: as listed, or for a manifest of an older kiln,
+    /// as its settings imply (the telemetry when it had devices and an interval).
+    pub fn evidence_files(&self) -> Vec<EvidenceFile> {
+        if let Some(files) = &self.evidence {
+            return files.clone();
+        }
+        let telemetry =
+            !self.devices.is_empty() && self.settings["telemetry_interval_s"].is_number();
+        EvidenceFile::written_by(telemetry)
+    }
 }
+
+/// The file that claims a run directory for the run that made it (its process id and
+/// host inside): created exclusively, first, and kept.
+pub const CLAIM_FILE: &str = ".kiln-run";
+
+/// How many names [`RunDir::create_default`] tries before it gives up.
+const DEFAULT_NAME_TRIES: u32 = 100;
 
 /// An open run directory.
 pub struct RunDir {
@@ -79,25 +145,79 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// Creates `path` (and its parents). An existing directory is accepted only when
-    /// empty, so evidence of an earlier run is never mixed in or overwritten.
+    /// Creates `path` (and its parents) and claims it for this run. An existing directory
+    /// is accepted only when empty, so evidence of an earlier run is never mixed in or
+    /// overwritten; the claim ([`CLAIM_FILE`], created exclusively before anything else is
+    /// written) makes the check and the taking one step, so of two runs given the same
+    /// directory at the same moment exactly one has it and the other writes nothing there.
     pub fn create(path: &Path) -> EvidenceResult<RunDir> {
-        if path.exists() {
-            let empty = std::fs::read_dir(path)
-                .map_err(|e| EvidenceError::io(path, e))?
-                .next()
-                .is_none();
-            if !empty {
-                return Err(EvidenceError::Io {
+        std::fs::create_dir_all(path).map_err(|e| EvidenceError::io(path, e))?;
+        let holds_files = std::fs::read_dir(path)
+            .map_err(|e| EvidenceError::io(path, e))?
+            .next()
+            .is_some();
+        if holds_files {
+            return Err(EvidenceError::RunDirTaken {
+                path: path.to_owned(),
+                reason: "the run directory already holds files",
+            });
+        }
+        let claim = path.join(CLAIM_FILE);
+        let mut file = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&claim)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(EvidenceError::RunDirTaken {
                     path: path.to_owned(),
-                    message: "the run directory already holds files; choose a new --out".into(),
+                    reason: "another kiln run claimed this run directory at the same moment",
                 });
             }
-        }
-        std::fs::create_dir_all(path).map_err(|e| EvidenceError::io(path, e))?;
+            Err(e) => return Err(EvidenceError::io(&claim, e)),
+        };
+        // Whose it is, for a person who finds the directory.
+        let owner = format!(
+            "{{\"pid\":{},\"host\":{}}}\n",
+            std::process::id(),
+            serde_json::Value::from(hostname())
+        );
+        std::io::Write::write_all(&mut file, owner.as_bytes())
+            .map_err(|e| EvidenceError::io(&claim, e))?;
         Ok(RunDir {
             path: path.to_owned(),
         })
+    }
+
+    /// Creates and claims a new run directory of kiln's own naming ([`default_run_dir`]):
+    /// when another run took that name in the same second (several runs started at once,
+    /// one per GPU), the next free `-2`, `-3`, ... is taken instead.
+    pub fn create_default() -> EvidenceResult<RunDir> {
+        RunDir::create_first_free(&default_run_dir())
+    }
+
+    /// Creates and claims `base`, or when another run has it, the first free of `base-2`,
+    /// `base-3`, ...
+    fn create_first_free(base: &Path) -> EvidenceResult<RunDir> {
+        let mut last = None;
+        for n in 1..=DEFAULT_NAME_TRIES {
+            let path = if n == 1 {
+                base.to_owned()
+            } else {
+                let mut name = base.file_name().unwrap_or_default().to_owned();
+                name.push(format!("-{n}"));
+                base.with_file_name(name)
+            };
+            match RunDir::create(&path) {
+                Err(e @ EvidenceError::RunDirTaken { .. }) => last = Some(e),
+                other => return other,
+            }
+        }
+        Err(last.unwrap_or_else(|| EvidenceError::RunDirTaken {
+            path: base.to_owned(),
+            reason: "no free run directory name",
+        }))
     }
 
     /// The directory.
@@ -217,6 +337,79 @@ pub fn parse_utc_timestamp(text: &str) -> Option<SystemTime> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn of_runs_claiming_one_directory_at_once_exactly_one_has_it() {
+        let root = tempfile::tempdir().unwrap();
+        for round in 0..200 {
+            // Half the rounds into a directory that does not exist yet, half into an
+            // empty one (`mktemp -d`).
+            let path = root.path().join(format!("run-{round}"));
+            if round % 2 == 1 {
+                std::fs::create_dir(&path).unwrap();
+            }
+            let barrier = std::sync::Barrier::new(4);
+            let results: Vec<EvidenceResult<RunDir>> = std::thread::scope(|s| {
+                let claims: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            RunDir::create(&path)
+                        })
+                    })
+                    .collect();
+                claims.into_iter().map(|c| c.join().unwrap()).collect()
+            });
+            let won = results.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(won, 1, "round {round}: {won} runs claimed the directory");
+            for lost in results.iter().filter_map(|r| r.as_ref().err()) {
+                assert!(
+                    matches!(lost, EvidenceError::RunDirTaken { .. }),
+                    "round {round}: {lost}"
+                );
+                assert!(lost.to_string().ends_with("choose a new --out"), "{lost}");
+            }
+            let files: Vec<_> = std::fs::read_dir(&path).unwrap().collect();
+            assert_eq!(files.len(), 1, "round {round}: only the claim is there");
+        }
+    }
+
+    #[test]
+    fn a_run_directory_holding_files_is_refused_and_left_as_it_was() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("manifest.json"), "{}").unwrap();
+        let err = RunDir::create(root.path()).err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: the run directory already holds files; choose a new --out",
+                root.path().display()
+            )
+        );
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1);
+        assert_eq!(
+            std::fs::read(root.path().join("manifest.json")).unwrap(),
+            b"{}"
+        );
+    }
+
+    #[test]
+    fn a_name_of_kilns_own_taken_in_the_same_second_moves_to_the_next_free() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().join("kiln-runs").join("20261201T120000Z-node");
+        let first = RunDir::create_first_free(&base).unwrap();
+        let second = RunDir::create_first_free(&base).unwrap();
+        let third = RunDir::create_first_free(&base).unwrap();
+        assert_eq!(first.path(), base);
+        assert_eq!(
+            second.path(),
+            root.path().join("kiln-runs/20261201T120000Z-node-2")
+        );
+        assert_eq!(
+            third.path(),
+            root.path().join("kiln-runs/20261201T120000Z-node-3")
+        );
+    }
 
     #[test]
     fn a_timestamp_reads_back_as_the_time_it_names() {

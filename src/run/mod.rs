@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::AppError;
 use crate::evidence::{
-    Event, EventSink, EvidenceError, JsonlWriter, Manifest, RunDir, default_run_dir, utc_timestamp,
+    Event, EventSink, EvidenceError, EvidenceFile, JsonlWriter, Manifest, RunDir, utc_timestamp,
 };
 use crate::gpu::DeviceInfo;
 use crate::select::{Selection, select_for_run};
@@ -96,12 +96,43 @@ fn signals_received() -> usize {
     SIGNALS.load(Ordering::SeqCst)
 }
 
-fn install_signal_handler() {
-    SIGNALS.store(0, Ordering::SeqCst);
-    // One handler per process: a second run in the same process keeps the first.
-    let _ = ctrlc::set_handler(|| {
-        SIGNALS.fetch_add(1, Ordering::SeqCst);
+/// Counts SIGINT, SIGTERM and SIGHUP from now on, instead of dying of them: installed first
+/// thing in a run (by `kiln run` before it reads its profile, and by [`run`] for any other
+/// caller), so that a signal at any moment (choosing the devices, the preflight) ends in an
+/// interrupted verdict and its reports. Installing it again changes nothing.
+pub fn catch_signals() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // One handler per process; one that cannot be installed leaves the default
+        // action, which ends the run with no report, as before any run.
+        let _ = ctrlc::set_handler(|| {
+            SIGNALS.fetch_add(1, Ordering::SeqCst);
+        });
     });
+}
+
+/// What the run records when a signal came before any workload started.
+const INTERRUPTED_BEFORE_WORK: &str =
+    "interrupted by a signal before any workload started: nothing was tested";
+
+/// The bound on each wait for the device, from the one asked for (flag or profile) and the
+/// step timeout: a wait must end below the watchdog's patience, so that a device that stops
+/// answering is recorded by its own timeout (what it was waiting for) rather than as a hang.
+/// Unasked, it is the default or half the step timeout, whichever is shorter; asked at or
+/// above the step timeout, it could never fire, and is refused with the sentence why.
+pub fn fence_timeout_for(
+    asked: Option<Duration>,
+    step_timeout: Duration,
+) -> Result<Duration, String> {
+    match asked {
+        Some(fence) if fence >= step_timeout => Err(format!(
+            "the fence timeout ({:.1} s) must be shorter than the step timeout ({:.1} s): the watchdog would abandon a device before any wait for it could time out",
+            fence.as_secs_f64(),
+            step_timeout.as_secs_f64()
+        )),
+        Some(fence) => Ok(fence),
+        None => Ok(crate::gpu::DEFAULT_FENCE_TIMEOUT.min(step_timeout / 2)),
+    }
 }
 
 /// The devices of a run: each with its place in the run (`info.index`, the name every
@@ -126,6 +157,7 @@ fn slots(devices: Vec<DeviceInfo>, replicate: usize) -> Vec<(usize, DeviceInfo)>
 /// Runs the test on every selected device, all at once, each in its own worker process,
 /// and writes the run directory.
 pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
+    catch_signals();
     let started = Instant::now();
     let started_utc = utc_timestamp(SystemTime::now());
     let Selection {
@@ -138,9 +170,13 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     check_sizes(&devices, &opts.plan)?;
     let slots = slots(devices, opts.test_hooks.replicate);
     let infos: Vec<DeviceInfo> = slots.iter().map(|(_, info)| info.clone()).collect();
-    let dir_path = opts.out.clone().unwrap_or_else(default_run_dir);
-    // A run directory that cannot be made is the user's choice to fix: a usage error.
-    let run_dir = RunDir::create(&dir_path).map_err(|e| AppError::Usage(e.to_string()))?;
+    // A run directory that cannot be made, or is another run's, is the user's choice to
+    // fix: a usage error. One of kiln's own naming is never another run's.
+    let run_dir = match &opts.out {
+        Some(path) => RunDir::create(path),
+        None => RunDir::create_default(),
+    }
+    .map_err(|e| AppError::Usage(e.to_string()))?;
     let settings = serde_json::json!({
         "profile": &opts.profile,
         "duration_s": opts.duration.map(|d| d.as_secs_f64()),
@@ -150,16 +186,17 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         "stop_on_first_failure": opts.stop_on_first_failure,
         "plan": &opts.plan,
     });
+    // Nothing to watch when no device can be tested.
+    let telemetry_interval = opts.telemetry_interval.filter(|_| !infos.is_empty());
     let mut manifest = Manifest::new(infos.clone(), settings, started_utc);
     manifest.stand_in = stand_in;
     manifest.not_tested = not_tested;
+    manifest.evidence = Some(EvidenceFile::written_by(telemetry_interval.is_some()));
     run_dir.write_manifest(&manifest)?;
     let mut events = run_dir.events(started)?;
     let latest = Latest::default();
     let mut latest_from = None;
-    let sidecar = match opts.telemetry_interval {
-        // Nothing to watch when no device can be tested.
-        _ if infos.is_empty() => None,
+    let sidecar = match telemetry_interval {
         Some(interval) => {
             let (sidecar, readings, telemetry_notes) =
                 start_telemetry(&run_dir, &infos, interval, started, &opts.test_hooks)?;
@@ -167,6 +204,7 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
             latest_from = Some(readings);
             Some(sidecar)
         }
+        None if infos.is_empty() => None,
         None => {
             notes.push("telemetry off (--telemetry-interval 0): no temperature, power, clock or counter evidence".into());
             None
@@ -181,14 +219,20 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         );
     }
     if let Some(s) = &sidecar {
-        preflight(s, &infos, opts.telemetry_interval.unwrap_or_default());
+        preflight(s, &infos, telemetry_interval.unwrap_or_default());
     }
-    install_signal_handler();
     let latest = latest_from.unwrap_or(latest);
-    if opts.wait_idle && !infos.is_empty() {
+    if opts.wait_idle && !infos.is_empty() && signals_received() == 0 {
         idle::wait_until_idle(&infos, &latest, &mut events);
     }
-    if !slots.is_empty() {
+    if signals_received() > 0 {
+        events.emit(
+            None,
+            Event::Interrupted {
+                message: INTERRUPTED_BEFORE_WORK.into(),
+            },
+        );
+    } else if !slots.is_empty() {
         supervisor::supervise(opts, &slots, &mut events, sidecar.as_ref(), &latest)?;
     }
     if let Some(s) = sidecar {
@@ -224,12 +268,16 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
 /// idle samples (throttle reasons, clocks, temperature, power at rest) as a phase of its
 /// own, `preflight`, so that what was wrong before kiln touched the card is told apart from
 /// what its load did. The identity (driver, other processes) and the Xid history were read
-/// when the sidecar started.
+/// when the sidecar started. A signal cuts the idle second short (the counters are still
+/// read after it).
 fn preflight(sidecar: &Sidecar, devices: &[DeviceInfo], interval: Duration) {
     for d in devices {
         sidecar.snapshot(Some(d.index), PREFLIGHT, Boundary::Before);
     }
-    std::thread::sleep((interval * 3).max(Duration::from_secs(1)));
+    let idle_until = Instant::now() + (interval * 3).max(Duration::from_secs(1));
+    while Instant::now() < idle_until && signals_received() == 0 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     for d in devices {
         sidecar.snapshot(Some(d.index), PREFLIGHT, Boundary::After);
     }
@@ -280,3 +328,29 @@ fn start_telemetry(
 /// is idle and for a power target's loop (which takes every new sample, even one that
 /// reads the same as the last).
 type Latest = Arc<Mutex<BTreeMap<usize, (u64, Readings)>>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_wait_for_the_device_ends_below_the_watchdogs_patience() {
+        let s = Duration::from_secs;
+        // Unasked: the default, or half a short step timeout.
+        assert_eq!(fence_timeout_for(None, s(30)), Ok(s(10)));
+        assert_eq!(
+            fence_timeout_for(None, s(3)),
+            Ok(Duration::from_millis(1500))
+        );
+        // Asked below the step timeout: as asked.
+        assert_eq!(fence_timeout_for(Some(s(20)), s(30)), Ok(s(20)));
+        // At or above it, it could never fire: refused, saying why.
+        for asked in [s(30), s(60)] {
+            let why = fence_timeout_for(Some(asked), s(30)).unwrap_err();
+            assert!(
+                why.contains("must be shorter than the step timeout (30.0 s)"),
+                "{why}"
+            );
+        }
+    }
+}

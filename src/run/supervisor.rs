@@ -176,7 +176,7 @@ pub(super) fn supervise(
     }
     drop(tx);
     let workers_started = Instant::now();
-    // Some steps idle on purpose (the retention test): the watchdog allows for them.
+    // Some steps idle on purpose (the retention test): the budget allows for them.
     let idle_allowance = opts
         .plan
         .iter()
@@ -188,7 +188,11 @@ pub(super) fn supervise(
         .map(|v| v.retention_delay)
         .max()
         .unwrap_or_default();
-    let patience = opts.step_timeout + opts.fence_timeout + idle_allowance;
+    // The watchdog's patience is the step timeout, as the README says: a deliberate wait
+    // (an idle step, a wait for an idle device or a PCIe turn) shows as progress, and every
+    // wait for the device is bounded below it (the fence timeout is shorter), so a device's
+    // own timeout is recorded before the watchdog would call it a hang.
+    let patience = opts.step_timeout;
     // A load holding a power target reads the device's power from the telemetry here.
     let holds_power = opts.plan.iter().any(|p| p.config.power_target().is_some());
     let mut stopping = false;

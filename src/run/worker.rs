@@ -154,14 +154,19 @@ fn wait_for_idle(stop: &AtomicBool, resumed: &Receiver<()>, pipe: &Pipe) {
     }
 }
 
-/// Sends [`WorkerMessage::Alive`] each time the device has finished more work, until the
-/// test ends.
-fn heartbeat(pipe: Pipe, completed: Arc<AtomicU64>, ended: Arc<AtomicBool>) {
+/// Sends [`WorkerMessage::Alive`] each time the device has finished more work or a
+/// workload said it is alive (`alive`, an idle step), until the test ends.
+fn heartbeat(pipe: Pipe, completed: Arc<AtomicU64>, alive: Arc<AtomicU64>, ended: Arc<AtomicBool>) {
     std::thread::spawn(move || {
-        let mut seen = completed.load(Ordering::Relaxed);
+        let count = || {
+            completed
+                .load(Ordering::Relaxed)
+                .wrapping_add(alive.load(Ordering::Relaxed))
+        };
+        let mut seen = count();
         while !ended.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(250));
-            let now = completed.load(Ordering::Relaxed);
+            let now = count();
             if now != seen {
                 seen = now;
                 pipe.send(&WorkerMessage::Alive);
@@ -218,11 +223,18 @@ fn test_device(
     };
     device_ctx.main.set_fence_timeout(job.fence_timeout);
     let ended = Arc::new(AtomicBool::new(false));
+    let alive = Arc::new(AtomicU64::new(0));
     heartbeat(
         pipe.clone(),
         device_ctx.main.completed_counter(),
+        Arc::clone(&alive),
         Arc::clone(&ended),
     );
+    let shared = Shared {
+        stop,
+        feed,
+        alive: &alive,
+    };
     // Each workload gets its weight's share of the budget, less when those before it ran
     // over (the time left is shared by the weights left), never more: a workload that
     // ends early (a fixed number of passes) shortens the run instead of lengthening the
@@ -279,7 +291,7 @@ fn test_device(
             left.min(whole * planned.weight / weight_total)
         });
         weight_left = weight_left.saturating_sub(planned.weight);
-        let mut failed = run_planned(planned, budget, &mut device_ctx, (stop, feed), pipe, events);
+        let mut failed = run_planned(planned, budget, &mut device_ctx, &shared, pipe, events);
         // To confirm: a workload that found something runs again, with the same seeds, so
         // the report can say whether it reproduces.
         if failed && let Some(confirm) = job.confirm {
@@ -298,7 +310,7 @@ fn test_device(
                         ),
                     },
                 );
-                failed |= run_planned(planned, budget, &mut device_ctx, (stop, feed), pipe, events);
+                failed |= run_planned(planned, budget, &mut device_ctx, &shared, pipe, events);
             }
         }
         if failed && job.stop_on_first_failure {
@@ -359,21 +371,31 @@ struct Contexts {
     fence_timeout: Duration,
 }
 
+/// What every workload's control shares with the worker: the stop, the power target's
+/// feed and the heartbeat's count of deliberate waits.
+struct Shared<'a> {
+    stop: &'a Arc<AtomicBool>,
+    feed: &'a PowerFeed,
+    alive: &'a Arc<AtomicU64>,
+}
+
 /// Runs one planned workload (two at once for `heat`) between counter snapshots and
 /// records how each ended; true when one failed.
 fn run_planned(
     planned: &PlannedWorkload,
     budget: Option<Duration>,
     contexts: &mut Contexts,
-    (stop, feed): (&Arc<AtomicBool>, &PowerFeed),
+    shared: &Shared,
     pipe: &Pipe,
     events: &mut PipeSink,
 ) -> bool {
     let device = Some(events.slot);
+    let stop = shared.stop;
     let control = || {
         let mut c = RunControl::new(budget);
         c.stop = Arc::clone(stop);
-        c.power = Some(feed.clone());
+        c.power = Some(shared.feed.clone());
+        c.alive = Arc::clone(shared.alive);
         c
     };
     let mut workloads = planned.config.build();
@@ -442,6 +464,11 @@ fn run_planned(
     for (name, result) in results {
         match result {
             Ok(mut outcome) => {
+                // A stop asked for while it ran ended it before its plan did, whatever
+                // the workload itself noticed.
+                if stop.load(Ordering::Relaxed) {
+                    outcome.stopped_on_request();
+                }
                 failed |= outcome.status == WorkloadStatus::Failed;
                 if together {
                     outcome.summary.envelope_mut().together_with = Some(phase.to_owned());

@@ -10,7 +10,8 @@ pub mod xid;
 use std::path::Path;
 
 use crate::evidence::{
-    Event, EvidenceError, Manifest, read_events, read_jsonl, read_manifest, utc_timestamp,
+    Event, EvidenceError, EvidenceFile, Manifest, read_events, read_jsonl, read_manifest,
+    utc_timestamp,
 };
 use crate::gpu::DeviceInfo;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
@@ -38,6 +39,14 @@ fn status_from(name: &str) -> WorkloadStatus {
         "incomplete" => WorkloadStatus::Incomplete,
         _ => WorkloadStatus::NotRun,
     }
+}
+
+/// When a signal stopped the run, and what each device was running then.
+struct Interruption {
+    /// Seconds since the run started.
+    at_s: f64,
+    /// The workloads each device (by index) had started and not ended.
+    running: std::collections::BTreeMap<usize, Vec<String>>,
 }
 
 /// What the events say about one device.
@@ -68,13 +77,20 @@ pub fn judge_dir(
         return Err(VerdictError::NotARunDir(dir.display().to_string()));
     }
     let manifest: Manifest = read_manifest(&manifest_path)?;
-    let log = read_events(&dir.join("events.jsonl"))?;
+    // Evidence the run wrote that is not there is named, never read as a part that found
+    // nothing (a missing file reads as no records).
+    let missing: Vec<EvidenceFile> = manifest
+        .evidence_files()
+        .into_iter()
+        .filter(|f| !dir.join(f.file_name()).exists())
+        .collect();
+    let log = read_events(&dir.join(EvidenceFile::Events.file_name()))?;
     let plan = planned_outcomes(&manifest.settings);
     let stop_on_first_failure = manifest.settings["stop_on_first_failure"] == true;
     let mut notes = Vec::new();
     let mut devices: Vec<DeviceEvidence> = Vec::new();
     let mut finished = live;
-    let mut interrupted = false;
+    let mut interrupted: Option<Interruption> = None;
     let mut last_ms = 0.0;
     for r in &log.records {
         last_ms = r.t_ms;
@@ -125,7 +141,15 @@ pub fn judge_dir(
                 }
             }
             (Event::Interrupted { message }, _) => {
-                interrupted = true;
+                if interrupted.is_none() {
+                    interrupted = Some(Interruption {
+                        at_s: r.t_ms / 1e3,
+                        running: devices
+                            .iter()
+                            .map(|d| (d.info.index, d.unfinished.clone()))
+                            .collect(),
+                    });
+                }
                 notes.push(message.clone());
             }
             (Event::RunEnd { .. }, _) => finished = true,
@@ -204,18 +228,25 @@ pub fn judge_dir(
         )
         .collect();
     // Devices the manifest selected but the events never started: not tested.
+    let never_started = if missing.contains(&EvidenceFile::Events) {
+        "not judged: the run's events are missing"
+    } else if interrupted.is_some() {
+        "not tested: a signal interrupted the run before this device's test started"
+    } else {
+        "never started before the run stopped"
+    };
     for info in &manifest.devices {
         if !reports.iter().any(|d| d.index == info.index) {
             reports.push(DeviceReport::new(
                 info,
                 Vec::new(),
-                Some("never started before the run stopped".into()),
+                Some(never_started.into()),
             ));
         }
     }
     // A torn last line (a crash while writing) is expected and tolerated by the reader; a
     // damaged line before it is a corrupt file, said with its line, never skipped.
-    let telemetry = dir.join("telemetry.jsonl");
+    let telemetry = dir.join(EvidenceFile::Telemetry.file_name());
     if telemetry.is_file() {
         let (records, _) = read_jsonl::<TelemetryRecord>(&telemetry)?;
         attach_telemetry(&records, &mut reports, &mut notes);
@@ -228,6 +259,21 @@ pub fn judge_dir(
     let from_peers = rules::peers(&reports, thresholds);
     for (d, more) in reports.iter_mut().zip(from_peers) {
         d.add_findings(more);
+    }
+    // What holds for the run as a whole holds for every device it tested: evidence lost,
+    // and a stop before the plan's end, each keep a device from passing.
+    for d in &mut reports {
+        let mut more: Vec<_> = missing
+            .iter()
+            .map(|f| rules::evidence_missing(*f))
+            .collect();
+        if let Some(i) = &interrupted {
+            let running = i.running.get(&d.index).map_or(&[][..], Vec::as_slice);
+            more.push(rules::run_interrupted(i.at_s, running, &d.workloads));
+        }
+        if !more.is_empty() {
+            d.add_findings(more);
+        }
     }
     if manifest.stand_in {
         for d in &mut reports {
@@ -252,7 +298,7 @@ pub fn judge_dir(
         reports,
     );
     report.incomplete = incomplete;
-    report.interrupted = interrupted;
+    report.interrupted = interrupted.is_some();
     report.no_gpu_tested =
         manifest.stand_in || (manifest.devices.is_empty() && !manifest.not_tested.is_empty());
     // The run's own finish: its start and its last record (the end of the run), so that a

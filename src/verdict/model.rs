@@ -359,8 +359,10 @@ impl DeviceReport {
 
     /// The result from the findings: the most serious class among the major-or-worse
     /// findings of at least medium confidence decides, and its most serious finding is the
-    /// reason. With none, a device that ran to its end and has only minor or low-confidence
-    /// findings is "could not judge yet" (recheck), never a fault and never a pass.
+    /// reason. With none, a device with a major "could not test" finding (evidence missing,
+    /// an interrupted run) could not be judged whole, and a device that ran to its end and
+    /// has only minor or low-confidence findings is "could not judge yet" (recheck): neither
+    /// is ever a fault or a pass.
     fn settle(&mut self) {
         let (start, start_reason) = self
             .start
@@ -381,6 +383,16 @@ impl DeviceReport {
         self.result = start;
         self.reason = start_reason;
         if start != DeviceResult::Pass {
+            return;
+        }
+        // What could not be tested (evidence lost, a run stopped before its end) keeps a
+        // device that found nothing from passing.
+        if let Some(reason) = self
+            .most_serious(|f| f.class == Class::CouldNotTest && f.severity <= Severity::Major)
+            .map(|f| f.summary.clone())
+        {
+            self.result = DeviceResult::Inconclusive;
+            self.reason = reason;
             return;
         }
         if let Some(reason) = self

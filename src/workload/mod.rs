@@ -17,7 +17,7 @@ pub use settings::{SettingError, SettingsTable};
 pub use show::{Metric, MetricFamily, Section, Table, TableRow};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,10 @@ pub struct RunControl {
     /// The device's latest telemetry sample, for a load that holds a power target; None
     /// where no telemetry reaches the workload.
     pub power: Option<power::PowerFeed>,
+    /// Counts the moments a workload is alive without the device finishing work (an idle
+    /// step it takes on purpose): the run's watchdog reads it beside the device's own
+    /// progress, so a deliberate wait is never taken for a hang.
+    pub alive: Arc<AtomicU64>,
 }
 
 impl RunControl {
@@ -63,7 +67,13 @@ impl RunControl {
             stop: Arc::new(AtomicBool::new(false)),
             progress: indicatif::ProgressBar::hidden(),
             power: None,
+            alive: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Says the workload is alive though the device finishes nothing now (see `alive`).
+    pub fn still_alive(&self) {
+        self.alive.fetch_add(1, Ordering::Relaxed);
     }
 
     /// True once the budget is spent: start nothing new.
@@ -185,6 +195,21 @@ impl WorkloadOutcome {
     /// started and one cut off before it reported, which are not runs that found nothing.
     pub fn reported(&self) -> bool {
         !matches!(self.summary, WorkloadResult::Unread(_))
+    }
+
+    /// Marks a workload that ended while a stop was asked for (a signal, the run ending
+    /// the device's test) as stopped early, unless it already says how it was cut short:
+    /// the one rule that keeps a workload's early return on a stop from reading as a run
+    /// of its whole plan, whichever phase it was in. Its status and headline follow.
+    pub fn stopped_on_request(&mut self) {
+        if self.summary.envelope().cut_short() {
+            return;
+        }
+        self.summary.envelope_mut().stopped_early = Some(STOPPED_ON_REQUEST.into());
+        if let Some((status, headline)) = self.summary.status_and_headline() {
+            self.status = status;
+            self.headline = headline;
+        }
     }
 
     /// The load this workload ran inside of (`heat`), if it did not run alone.

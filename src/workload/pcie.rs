@@ -270,6 +270,11 @@ impl Report for PcieReport {
             _ if !self.findings.is_empty() => {
                 format!("{rates}; {}", join_findings(&self.findings))
             }
+            WorkloadStatus::Incomplete => format!(
+                "{} transfers verified ({rates}), but the probe stopped early: {}",
+                self.transfers_verified,
+                self.run.why_cut_short().unwrap_or("unknown")
+            ),
             _ => format!("{} transfers verified, {rates}", self.transfers_verified),
         }
     }
@@ -635,6 +640,9 @@ impl PcieTest {
                         device,
                     )?);
                     last_round = round_started.elapsed();
+                }
+                if control.stop_requested() {
+                    report.run.stopped_early = Some(super::STOPPED_ON_REQUEST.into());
                 }
                 report.sustained = sustained(&rounds, started.elapsed());
             }

@@ -168,6 +168,15 @@ macro_rules! registry {
                 }
             }
 
+            /// How the run ended and its sentence for people, as the workload judges its
+            /// own result; None for a summary no workload reads.
+            pub fn status_and_headline(&self) -> Option<(super::WorkloadStatus, String)> {
+                match self {
+                    $(WorkloadResult::$variant(r) => Some((r.status(), r.headline())),)+
+                    WorkloadResult::Unread(_) => None,
+                }
+            }
+
             /// What the result proves by itself.
             pub fn judge(&self) -> Vec<Finding> {
                 match self {

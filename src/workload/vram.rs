@@ -1097,6 +1097,7 @@ fn run_algorithm(
                     if control.stopped() {
                         return Ok(false);
                     }
+                    control.still_alive();
                     std::thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
                 }
                 continue;

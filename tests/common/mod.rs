@@ -305,7 +305,7 @@ fn copy_scenario_files(from: &std::path::Path, to: &std::path::Path) {
 
 /// Writes scenario `name`'s run directory into `run_dir`: its base first (`_base`, or the
 /// scenario its `expected.json` names in `run_from`, laid out the same way), then the
-/// telemetry fixture it names, then its own files.
+/// telemetry fixture it names, then its own files, less those it names in `without`.
 pub fn lay_out_scenario(name: &str, run_dir: &std::path::Path) {
     fn lay(name: &str, run_dir: &std::path::Path, depth: usize) {
         assert!(depth < 8, "{name}: run_from goes round in a circle");
@@ -324,6 +324,9 @@ pub fn lay_out_scenario(name: &str, run_dir: &std::path::Path) {
             use_telemetry_fixture(run_dir, fixture);
         }
         copy_scenario_files(&dir, run_dir);
+        for lost in expected["without"].as_array().into_iter().flatten() {
+            std::fs::remove_file(run_dir.join(lost.as_str().unwrap())).unwrap();
+        }
     }
     std::fs::create_dir_all(run_dir).unwrap();
     lay(name, run_dir, 0);
