@@ -17,6 +17,7 @@ COPY src ./src
 COPY shaders ./shaders
 COPY profiles ./profiles
 COPY tests/layers/discrete ./tests/layers/discrete
+COPY tests/fakes/nvml ./tests/fakes/nvml
 RUN cargo build --release --locked --bin kiln \
     && install -D -m 0755 target/release/kiln /out/kiln
 

@@ -271,6 +271,7 @@ fn history_before_the_run_is_not_evidence_against_the_card() {
                     message: "An uncorrectable double bit error".into(),
                     kernel_us: Some(1_000),
                     before_run: true,
+                    t_ms: None,
                 },
             },
         },

@@ -60,6 +60,7 @@ pub fn parse_xid(message: &str) -> Option<XidEvent> {
             message: text,
             kernel_us: None,
             before_run: false,
+            t_ms: None,
         });
     }
     if message.contains("fallen off the bus") {
@@ -73,6 +74,7 @@ pub fn parse_xid(message: &str) -> Option<XidEvent> {
             message: message.trim().to_owned(),
             kernel_us: None,
             before_run: false,
+            t_ms: None,
         });
     }
     None

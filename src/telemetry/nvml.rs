@@ -67,13 +67,19 @@ pub fn explain(e: &NvmlError) -> Gap {
     }
 }
 
-/// What the event thread sends: an event, or why it stopped watching.
+/// What the event thread sends: an event, a GPU it found lost, or why it stopped watching.
 enum EventMessage {
     /// An Xid or ECC event of the GPU with this UUID.
     Event(String, XidEvent),
+    /// The GPU of this NVML index answers `GPU_IS_LOST`: its events end there, and the
+    /// thread goes on watching the others.
+    Lost(u32),
     /// The thread ended, and why.
     Stopped(String),
 }
+
+/// The stable word a reading carries when NVML answers `GPU_IS_LOST`.
+const GPU_LOST: &str = "gpu_lost";
 
 /// NVML as a telemetry source.
 pub struct NvmlSource {
@@ -83,6 +89,11 @@ pub struct NvmlSource {
     down: Option<Gap>,
     events: Option<Receiver<EventMessage>>,
     stop_events: Arc<AtomicBool>,
+    /// The devices NVML has reported lost, each said once (as an Xid 79, its own or
+    /// NVML's), and read no more.
+    lost: Vec<usize>,
+    /// Each device's last gauges before it was lost, for the record of the loss.
+    last: std::collections::BTreeMap<usize, Readings>,
 }
 
 fn num(r: Result<f64, NvmlError>) -> Reading {
@@ -91,6 +102,9 @@ fn num(r: Result<f64, NvmlError>) -> Reading {
         Err(NvmlError::NotSupported) => Reading::not_supported(),
         Err(NvmlError::NoPermission) => Reading::Unavailable {
             unavailable: "no_permission".into(),
+        },
+        Err(NvmlError::GpuLost) => Reading::Unavailable {
+            unavailable: GPU_LOST.into(),
         },
         Err(e) => Reading::Unavailable {
             unavailable: e.to_string(),
@@ -164,6 +178,8 @@ impl NvmlSource {
             down,
             events: None,
             stop_events: Arc::new(AtomicBool::new(false)),
+            lost: Vec::new(),
+            last: std::collections::BTreeMap::new(),
         }
     }
 
@@ -203,77 +219,70 @@ impl NvmlSource {
                     Ok(n) => n,
                     Err(e) => return stopped(format!("NVML would not start for it: {e}")),
                 };
-                let mut set = match nvml.create_event_set() {
-                    Ok(s) => s,
-                    Err(e) => return stopped(format!("no event set: {e}")),
-                };
                 let kinds = EventTypes::CRITICAL_XID_ERROR
                     | EventTypes::DOUBLE_BIT_ECC_ERROR
                     | EventTypes::SINGLE_BIT_ECC_ERROR;
-                for i in indices {
-                    let Ok(device) = nvml.device_by_index(i) else {
-                        continue;
-                    };
-                    // Register only what the device supports: a refused registration
-                    // releases the whole set.
-                    let supported = device
-                        .supported_event_types()
-                        .unwrap_or(EventTypes::empty());
-                    let wanted = kinds & supported;
-                    if wanted.is_empty() {
-                        continue;
-                    }
-                    set = match device.register_events(wanted, set) {
+                let mut watched = indices;
+                // A lost GPU ends a set's wait with an error for every GPU in it: the set is
+                // made again without it, so that the others stay watched.
+                while !watched.is_empty() {
+                    let mut set = match nvml.create_event_set() {
                         Ok(s) => s,
-                        // A failed registration releases the set: start a fresh one.
-                        Err(_) => match nvml.create_event_set() {
-                            Ok(s) => s,
-                            Err(e) => return stopped(format!("no event set: {e}")),
-                        },
+                        Err(e) => return stopped(format!("no event set: {e}")),
                     };
-                }
-                while !stop.load(Ordering::Relaxed) {
-                    match set.wait(500) {
-                        Ok(data) => {
-                            let uuid = data.device.uuid().unwrap_or_default();
-                            let (code, message) =
-                                if data.event_type.contains(EventTypes::CRITICAL_XID_ERROR) {
-                                    match data.event_data {
-                                        Some(XidError::Value(v)) => {
-                                            (Some(v as u32), "critical Xid (NVML event)".to_owned())
-                                        }
-                                        _ => (
-                                            None,
-                                            "critical Xid of unknown value (NVML event)".to_owned(),
-                                        ),
-                                    }
-                                } else if data.event_type.contains(EventTypes::DOUBLE_BIT_ECC_ERROR)
-                                {
-                                    (Some(48), "double-bit ECC error (NVML event)".to_owned())
-                                } else {
-                                    (None, "single-bit ECC error (NVML event)".to_owned())
-                                };
-                            let event = XidEvent {
-                                bus_id: data
-                                    .device
-                                    .pci_info()
-                                    .ok()
-                                    .and_then(|p| normalise_bus_id(&p.bus_id)),
-                                code,
-                                pid: None,
-                                process: None,
-                                message,
-                                kernel_us: None,
-                                before_run: false,
-                            };
-                            if tx.send(EventMessage::Event(uuid, event)).is_err() {
-                                return;
-                            }
+                    for &i in &watched {
+                        let Ok(device) = nvml.device_by_index(i) else {
+                            continue;
+                        };
+                        // Register only what the device supports: a refused registration
+                        // releases the whole set.
+                        let supported = device
+                            .supported_event_types()
+                            .unwrap_or(EventTypes::empty());
+                        let wanted = kinds & supported;
+                        if wanted.is_empty() {
+                            continue;
                         }
-                        Err(NvmlError::Timeout) => {}
-                        Err(e) => return stopped(format!("waiting for events failed: {e}")),
+                        set = match device.register_events(wanted, set) {
+                            Ok(s) => s,
+                            // A failed registration releases the set: start a fresh one.
+                            Err(_) => match nvml.create_event_set() {
+                                Ok(s) => s,
+                                Err(e) => return stopped(format!("no event set: {e}")),
+                            },
+                        };
                     }
+                    loop {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        match set.wait(500) {
+                            Ok(data) => {
+                                let uuid = data.device.uuid().unwrap_or_default();
+                                let event = event_of(&data);
+                                if tx.send(EventMessage::Event(uuid, event)).is_err() {
+                                    return;
+                                }
+                            }
+                            Err(NvmlError::Timeout) => {}
+                            Err(NvmlError::GpuLost) => break,
+                            Err(e) => return stopped(format!("waiting for events failed: {e}")),
+                        }
+                    }
+                    let (lost, live): (Vec<u32>, Vec<u32>) = watched.iter().partition(|&&i| {
+                        matches!(nvml.device_by_index(i), Err(NvmlError::GpuLost))
+                    });
+                    if lost.is_empty() {
+                        return stopped("waiting for events failed: a GPU is lost".into());
+                    }
+                    for i in lost {
+                        if tx.send(EventMessage::Lost(i)).is_err() {
+                            return;
+                        }
+                    }
+                    watched = live;
                 }
+                stopped("every watched GPU is lost".into())
             })
             .ok()?;
         Some(rx)
@@ -372,11 +381,11 @@ impl NvmlSource {
         f
     }
 
-    fn gauges(nvml: &Nvml, index: u32) -> Readings {
+    /// The device's gauges, or `GpuLost` when NVML answers that it is lost (for its
+    /// handle, or for any reading): a lost device's tick is no sample.
+    fn gauges(nvml: &Nvml, index: u32) -> Result<Readings, NvmlError> {
         let mut g = Readings::new();
-        let Ok(d) = nvml.device_by_index(index) else {
-            return g;
-        };
+        let d = nvml.device_by_index(index)?;
         g.insert(
             signals::GPU_TEMP_C.name.into(),
             num(d.temperature(TemperatureSensor::Gpu).map(f64::from)),
@@ -524,7 +533,13 @@ impl NvmlSource {
             signals::PCIE_REPLAYS.name.into(),
             num(d.pcie_replay_counter().map(f64::from)),
         );
-        g
+        let lost = g
+            .values()
+            .any(|r| matches!(r, Reading::Unavailable { unavailable } if unavailable == GPU_LOST));
+        if lost {
+            return Err(NvmlError::GpuLost);
+        }
+        Ok(g)
     }
 
     fn counters(nvml: &Nvml, index: u32) -> Readings {
@@ -613,6 +628,79 @@ impl NvmlSource {
             num(d.total_energy_consumption().map(|e| e as f64)),
         );
         c
+    }
+}
+
+/// An NVML event as an Xid record: a critical Xid by its number, a double-bit ECC error as
+/// Xid 48 (what the driver logs for one), a single-bit one by name.
+fn event_of(data: &nvml_wrapper::struct_wrappers::event::EventData) -> XidEvent {
+    let (code, message) = if data.event_type.contains(EventTypes::CRITICAL_XID_ERROR) {
+        match data.event_data {
+            Some(XidError::Value(v)) => (Some(v as u32), "critical Xid (NVML event)".to_owned()),
+            _ => (
+                None,
+                "critical Xid of unknown value (NVML event)".to_owned(),
+            ),
+        }
+    } else if data.event_type.contains(EventTypes::DOUBLE_BIT_ECC_ERROR) {
+        (Some(48), "double-bit ECC error (NVML event)".to_owned())
+    } else {
+        (None, "single-bit ECC error (NVML event)".to_owned())
+    };
+    XidEvent {
+        bus_id: data
+            .device
+            .pci_info()
+            .ok()
+            .and_then(|p| normalise_bus_id(&p.bus_id)),
+        code,
+        pid: None,
+        process: None,
+        message,
+        kernel_us: None,
+        before_run: false,
+        t_ms: None,
+    }
+}
+
+/// The record of a GPU NVML answers `GPU_IS_LOST` for, as the Xid it is (79, fallen off the
+/// bus: NVML's words for the same state), with the last readings before it.
+fn lost_event(last: Option<&Readings>) -> XidEvent {
+    let said = |key: &str, unit: &str| {
+        last.and_then(|r| r.get(key))
+            .and_then(Reading::number)
+            .map(|v| format!("{v:.0} {unit}"))
+    };
+    let readings: Vec<String> = [
+        said(signals::GPU_TEMP_C.name, "°C"),
+        said(signals::POWER_W.name, "W"),
+        said(signals::CLOCK_SM_MHZ.name, "MHz SM"),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(
+        last.and_then(|r| r.get(signals::THROTTLE_REASONS.name))
+            .and_then(Reading::text)
+            .filter(|t| !t.is_empty())
+            .map(|t| format!("throttled: {t}")),
+    )
+    .collect();
+    let last_words = if readings.is_empty() {
+        "no reading before it".to_owned()
+    } else {
+        format!("last readings {}", readings.join(", "))
+    };
+    XidEvent {
+        bus_id: None,
+        code: Some(79),
+        pid: None,
+        process: None,
+        message: format!(
+            "GPU is lost: NVML answers GPU_IS_LOST, the GPU has fallen off the bus or is otherwise inaccessible ({last_words})"
+        ),
+        kernel_us: None,
+        before_run: false,
+        t_ms: None,
     }
 }
 
@@ -721,21 +809,41 @@ impl Source for NvmlSource {
         let Some(nvml) = &self.nvml else {
             return Vec::new();
         };
-        let mut out: Vec<(Option<usize>, TelemetryData)> = self
-            .matched()
-            .map(|(device, i)| {
-                (
+        let mut out: Vec<(Option<usize>, TelemetryData)> = Vec::new();
+        let mut lost_now = Vec::new();
+        let matched: Vec<(usize, u32)> = self.matched().collect();
+        for (device, i) in matched {
+            if self.lost.contains(&device) {
+                continue;
+            }
+            match Self::gauges(nvml, i) {
+                Ok(readings) => {
+                    self.last.insert(device, readings.clone());
+                    out.push((Some(device), TelemetryData::Sample { readings }));
+                }
+                Err(NvmlError::GpuLost) => lost_now.push(device),
+                // Any other failure of the handle reads as a sample that says it.
+                Err(e) => out.push((
                     Some(device),
                     TelemetryData::Sample {
-                        readings: Self::gauges(nvml, i),
+                        readings: Readings::from([(
+                            signals::GPU_TEMP_C.name.to_owned(),
+                            num(Err(e)),
+                        )]),
                     },
-                )
-            })
-            .collect();
+                )),
+            }
+        }
         if let Some(events) = &self.events {
             for message in events.try_iter() {
                 let (uuid, xid) = match message {
                     EventMessage::Event(uuid, xid) => (uuid, xid),
+                    EventMessage::Lost(index) => {
+                        if let Some(m) = self.matches.iter().find(|m| m.index == Some(index)) {
+                            lost_now.push(m.device);
+                        }
+                        continue;
+                    }
                     EventMessage::Stopped(why) => {
                         out.push((
                             None,
@@ -759,8 +867,27 @@ impl Source for NvmlSource {
                             && nvml_uuid(nvml, m.index).as_deref() == Some(body.as_str())
                     })
                     .map(|m| m.device);
+                // The driver's own Xid 79 records the loss: NVML's answer later says the same.
+                if let Some(d) = device
+                    && xid.code == Some(79)
+                    && !self.lost.contains(&d)
+                {
+                    self.lost.push(d);
+                }
                 out.push((device, TelemetryData::Xid { xid }));
             }
+        }
+        for device in lost_now {
+            if self.lost.contains(&device) {
+                continue;
+            }
+            self.lost.push(device);
+            out.push((
+                Some(device),
+                TelemetryData::Xid {
+                    xid: lost_event(self.last.get(&device)),
+                },
+            ));
         }
         out
     }
@@ -769,7 +896,9 @@ impl Source for NvmlSource {
         let Some(nvml) = &self.nvml else {
             return Vec::new();
         };
+        // A lost device's counters cannot be read: its loss is the record.
         self.matched()
+            .filter(|(device, _)| !self.lost.contains(device))
             .map(|(device, i)| (device, Self::counters(nvml, i)))
             .collect()
     }
@@ -875,6 +1004,36 @@ mod tests {
                 .and_then(|id| normalise_bus_id(&id))
                 .as_deref(),
             Some("0000:3b:00.0")
+        );
+    }
+
+    #[test]
+    fn a_lost_gpu_is_recorded_as_the_xid_it_is_with_its_last_readings() {
+        let last = Readings::from([
+            (signals::GPU_TEMP_C.name.to_owned(), Reading::Number(83.4)),
+            (signals::POWER_W.name.to_owned(), Reading::Number(612.0)),
+            (
+                signals::THROTTLE_REASONS.name.to_owned(),
+                Reading::Text("hw_slowdown".into()),
+            ),
+        ]);
+        let event = lost_event(Some(&last));
+        assert_eq!(event.code, Some(79));
+        assert!(event.message.contains("GPU_IS_LOST"), "{}", event.message);
+        assert!(
+            event
+                .message
+                .ends_with("(last readings 83 °C, 612 W, throttled: hw_slowdown)"),
+            "{}",
+            event.message
+        );
+        assert!(lost_event(None).message.ends_with("(no reading before it)"));
+        // Read as a reading, GPU_IS_LOST is its stable word, never a number.
+        assert_eq!(
+            num(Err(NvmlError::GpuLost)),
+            Reading::Unavailable {
+                unavailable: GPU_LOST.into()
+            }
         );
     }
 

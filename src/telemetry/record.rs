@@ -77,6 +77,10 @@ pub struct XidEvent {
     pub kernel_us: Option<u64>,
     /// True for lines logged before the run started (history, not evidence of this run).
     pub before_run: bool,
+    /// When the run saw it, in milliseconds since the run started: set in a phase's
+    /// summary from the record that carried it (the record itself has its time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_ms: Option<f64>,
 }
 
 /// One line of `telemetry.jsonl`.

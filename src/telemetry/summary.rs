@@ -257,7 +257,11 @@ fn window(
     let mut xids = Vec::new();
     for r in records.iter().filter(inside) {
         match &r.data {
-            TelemetryData::Sample { readings } if r.device == Some(device) => {
+            // A sample with no reading (a source whose every call failed) is no sample: a
+            // phase of them must read as unwatched, never as watched and calm.
+            TelemetryData::Sample { readings }
+                if r.device == Some(device) && readings.values().any(|v| v.number().is_some()) =>
+            {
                 samples += 1;
                 for g in GAUGES {
                     if let Some(v) = readings.get(g).and_then(Reading::number) {
@@ -274,7 +278,10 @@ fn window(
             TelemetryData::Xid { xid }
                 if !xid.before_run && (r.device == Some(device) || r.device.is_none()) =>
             {
-                xids.push(xid.clone());
+                xids.push(XidEvent {
+                    t_ms: Some(r.t_ms),
+                    ..xid.clone()
+                });
             }
             _ => {}
         }
@@ -352,6 +359,28 @@ mod tests {
         assert_eq!((temp.samples, temp.min, temp.max), (10, 60.0, 69.0));
         assert_eq!(phase.gauges["pcie_width"].samples, 20);
         assert_eq!(phase.gauges["pcie_gen"].samples, 10);
+    }
+
+    #[test]
+    fn a_sample_with_no_reading_is_no_sample() {
+        // A source whose every call failed (a lost GPU, a refused library) wrote records
+        // that hold no number: the phase reads as unwatched, never as watched and calm.
+        let mut records = vec![snapshot(0.0, "before", serde_json::json!({}))];
+        for i in 0..5 {
+            records.push(record(
+                10.0 + 20.0 * f64::from(i),
+                "nvml",
+                serde_json::json!({"kind": "sample", "readings": {
+                    "gpu_temp_c": {"unavailable": "gpu_lost"}, "power_w": {"unavailable": "gpu_lost"}}}),
+            ));
+        }
+        records.push(record(
+            120.0,
+            "nvml",
+            serde_json::json!({"kind": "sample", "readings": {}}),
+        ));
+        records.push(snapshot(300.0, "after", serde_json::json!({})));
+        assert_eq!(summarize(&records)[0].samples, 0);
     }
 
     #[test]

@@ -454,6 +454,75 @@ pub fn discrete_layer_dir() -> std::path::PathBuf {
     .clone()
 }
 
+/// The directory holding the fake NVML (`tests/fakes/nvml`) as `libnvidia-ml.so.1`, built
+/// once per test binary into `target/fakes` (its own target directory, as the layer's).
+pub fn fake_nvml_dir() -> std::path::PathBuf {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let target = root.join("target/fakes");
+        let cargo = std::env::var_os("CARGO")
+            .or_else(|| option_env!("CARGO").map(std::ffi::OsString::from))
+            .unwrap_or_else(|| "cargo".into());
+        let out = std::process::Command::new(&cargo)
+            .args(["build", "-p", "kiln-fake-nvml", "--target-dir"])
+            .arg(&target)
+            .arg("--manifest-path")
+            .arg(root.join("Cargo.toml"))
+            .env_remove("CARGO_TARGET_DIR")
+            .current_dir(root)
+            .output()
+            .unwrap_or_else(|e| panic!("running {cargo:?} to build the fake NVML: {e}"));
+        assert!(
+            out.status.success(),
+            "building the fake NVML failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let built = target.join("debug/libkiln_fake_nvml.so");
+        assert!(built.is_file(), "{} was not built", built.display());
+        let dir = target.join("nvml");
+        std::fs::create_dir_all(&dir).unwrap();
+        // Copied aside and renamed, so that a test binary loading it meanwhile never maps
+        // half a library.
+        let temp = dir.join(format!("libnvidia-ml.so.1.{}", std::process::id()));
+        std::fs::copy(&built, &temp).unwrap();
+        std::fs::rename(&temp, dir.join("libnvidia-ml.so.1")).unwrap();
+        dir
+    })
+    .clone()
+}
+
+/// The NVIDIA driver version the emulated NVIDIA node reports, through Vulkan and NVML alike.
+pub const FAKE_DRIVER_VERSION: &str = "550.90.07";
+
+/// The environment of an emulated NVIDIA node: lavapipe dressed as an NVIDIA card without
+/// BAR (its driver at [`FAKE_DRIVER_VERSION`]) and the fake NVML answering for it by the same
+/// UUID from `scenario` (a JSON file, see `tests/fakes/nvml/src/scenario.rs`), its clock
+/// starting now, every NVML call logged to `calls`.
+pub fn nvidia_node_env(
+    scenario: &std::path::Path,
+    calls: &std::path::Path,
+) -> Vec<(String, std::ffi::OsString)> {
+    let mut env = emulated_env("nvidia", "none", &calls.with_extension("layer.log"));
+    let library = fake_nvml_dir();
+    // The clock starts once everything is built: a scenario's times are from kiln's start.
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    env.extend([
+        (
+            "KILN_EMULATE_DRIVER_VERSION".into(),
+            FAKE_DRIVER_VERSION.into(),
+        ),
+        ("LD_LIBRARY_PATH".into(), library.into()),
+        ("KILN_FAKE_NVML".into(), scenario.into()),
+        ("KILN_FAKE_NVML_EPOCH".into(), format!("{epoch:.3}").into()),
+        ("KILN_FAKE_NVML_LOG".into(), calls.into()),
+    ]);
+    env
+}
+
 /// The emulated-discrete configurations (vendor, BAR) the memory tests run in.
 pub const EMULATED: &[(&str, &str)] = &[
     ("nvidia", "none"),

@@ -39,7 +39,10 @@ pub struct FakeHeap {
 pub struct Config {
     pub vendor_id: u32,
     pub device_id: u32,
-    pub device_name: &'static str,
+    pub device_name: String,
+    /// The driver version as the vendor packs it, when the card states one (else the
+    /// driver's own).
+    pub driver_version: Option<u32>,
     pub max_storage_range: Option<u32>,
     pub log: Option<std::path::PathBuf>,
     pub heaps: Vec<FakeHeap>,
@@ -78,6 +81,13 @@ impl Config {
                     "KILN_EMULATE_VENDOR={vendor}: expected nvidia, amd or intel"
                 ));
             }
+        };
+        let device_name = var("KILN_EMULATE_NAME").unwrap_or_else(|| device_name.to_owned());
+        let driver_version = match var("KILN_EMULATE_DRIVER_VERSION") {
+            None => None,
+            Some(v) => Some(pack_version(vendor_id, &v).ok_or_else(|| {
+                format!("KILN_EMULATE_DRIVER_VERSION={v}: expected a dotted version (550.90.07)")
+            })?),
         };
         let bar_name = var("KILN_EMULATE_BAR").unwrap_or_else(|| "none".into());
         let bar = match bar_name.to_ascii_lowercase().as_str() {
@@ -150,6 +160,7 @@ impl Config {
             vendor_id,
             device_id,
             device_name,
+            driver_version,
             max_storage_range,
             log,
             heaps,
@@ -171,6 +182,24 @@ impl Config {
             let _ = file.flush();
         }
     }
+}
+
+/// A dotted driver version (`550.90.07`) packed as `vendor_id`'s driver packs it in
+/// `VkPhysicalDeviceProperties::driverVersion`: NVIDIA 10.8.8.6 bits, others Vulkan's 10.10.12.
+fn pack_version(vendor_id: u32, text: &str) -> Option<u32> {
+    let parts: Vec<u32> = text
+        .split('.')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let part = |i: usize| parts.get(i).copied().unwrap_or(0);
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    Some(if vendor_id == 0x10DE {
+        (part(0) << 22) | (part(1) << 14) | (part(2) << 6) | part(3)
+    } else {
+        (part(0) << 22) | (part(1) << 12) | part(2)
+    })
 }
 
 /// `device_local|host_visible|...`, the names kiln prints.

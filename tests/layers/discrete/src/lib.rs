@@ -14,6 +14,9 @@
 //!   (a 256 MiB device-local heap 2 holds the host-visible VRAM type).
 //! - `KILN_EMULATE_VRAM_BYTES`, `KILN_EMULATE_HOST_BYTES`: heap sizes (default 1 GiB each).
 //! - `KILN_EMULATE_MAX_STORAGE_RANGE`: lowers `maxStorageBufferRange`.
+//! - `KILN_EMULATE_NAME`, `KILN_EMULATE_DRIVER_VERSION` (dotted, `550.90.07`): the card's
+//!   name and its driver's version, packed as the vendor packs it (else the driver's own),
+//!   so that the card agrees with what a fake vendor library says of it.
 //! - `KILN_EMULATE_LOG`: a file that gets one line per event, appended and flushed:
 //!   `alloc type=T heap=H bytes=N flags=device_local|...`, `free type=T heap=H bytes=N`,
 //!   `map type=T`, `map-refused type=T`, `refused-heap-full type=T heap=H bytes=N`,
@@ -513,6 +516,9 @@ fn disguise(config: &Config, props: &mut vk::PhysicalDeviceProperties) {
     props.device_type = vk::PhysicalDeviceType::DISCRETE_GPU;
     props.vendor_id = config.vendor_id;
     props.device_id = config.device_id;
+    if let Some(v) = config.driver_version {
+        props.driver_version = v;
+    }
     props.device_name = [0; vk::MAX_PHYSICAL_DEVICE_NAME_SIZE];
     for (dst, src) in props.device_name.iter_mut().zip(
         config
