@@ -185,3 +185,72 @@ fn a_loss_the_driver_announced_with_xid_79_is_one_xid_not_two() {
     let manifest = read_json(&run_dir.join("manifest.json"));
     assert_eq!(manifest["devices"][0]["vendor_id"], 0x10de);
 }
+
+/// The report's other processes of the device, as the identity holds them.
+fn other_processes(report: &Value) -> &Value {
+    &report["devices"][0]["setup"]["identity"]["other_processes"]
+}
+
+#[test]
+fn a_process_list_that_cannot_be_read_is_unknown_never_none() {
+    let tenant = json!([{"pid": 4242, "bytes": 2_147_483_648u64}]);
+    // Readable: the tenant is the environment's.
+    let node = Node::new(json!({"processes": tenant}));
+    let (out, _) = node.run(4);
+    let report = expect_json(&out, 2);
+    assert_eq!(other_processes(&report), "4242:2147483648");
+    assert!(finding_codes(&report["devices"][0]).contains(&"OTHER_TENANTS"));
+    // Refused: the same tenant cannot be seen, and the report says the list is unknown.
+    let node = Node::new(json!({"processes": tenant, "refuse": ["processes"]}));
+    let (out, _) = node.run(4);
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    let report = expect_json(&out, 0);
+    assert_eq!(
+        other_processes(&report),
+        &json!({"unavailable": "no_permission"})
+    );
+    assert!(
+        summary.contains("other processes: unknown (no permission)"),
+        "{summary}"
+    );
+    assert!(!summary.contains("other processes: none"), "{summary}");
+    // A driver without the calls (an old one) says so the same way.
+    let node = Node::new(json!({"processes": tenant, "errors": {
+        "nvmlDeviceGetComputeRunningProcesses_v3": "function_not_found"
+    }}));
+    let (out, _) = node.run(4);
+    let report = expect_json(&out, 0);
+    assert_eq!(
+        other_processes(&report),
+        &json!({"unavailable": "function_not_found"})
+    );
+}
+
+#[test]
+fn a_refused_event_registration_is_a_named_gap_not_silence() {
+    let node = Node::new(json!({"refuse": ["events"],
+        "events": [{"at_s": 3.0, "kind": "xid", "xid": 48}]}));
+    let (out, run_dir) = node.run(5);
+    let report = expect_json(&out, 0);
+    let gap = telemetry(&run_dir)
+        .into_iter()
+        .find(|r| r["kind"] == "unavailable" && r["cause"] == "events_no_permission")
+        .expect("the refusal is recorded");
+    assert_eq!(gap["device"], 0, "{gap}");
+    let said = report["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .any(|n| {
+            n.starts_with("NVML would not watch device 0's Xid and ECC events (no permission)")
+        });
+    assert!(said, "{}", report["notes"]);
+    assert!(
+        report["devices"][0]["setup"]["source_problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "events_no_permission")
+    );
+}

@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use crate::telemetry::record::Reading;
 use crate::telemetry::signals;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::verdict::{Report, Setup};
@@ -106,10 +107,16 @@ fn setup_line(out: &mut String, setup: &Setup) {
             parts.push(format!("{label} {v}"));
         }
     }
-    parts.push(format!(
-        "other processes: {}",
-        text(signals::OTHER_PROCESSES.name).unwrap_or("none")
-    ));
+    // A list read and empty is "none"; one that could not be read says why.
+    let processes = match setup.identity.get(signals::OTHER_PROCESSES.name) {
+        Some(Reading::Text(t)) if t.is_empty() => "none".to_owned(),
+        Some(Reading::Text(t)) => t.clone(),
+        Some(Reading::Unavailable { unavailable }) => {
+            format!("unknown ({})", unavailable.replace('_', " "))
+        }
+        Some(Reading::Number(_)) | None => "not read".to_owned(),
+    };
+    parts.push(format!("other processes: {processes}"));
     let _ = writeln!(out, "  setup: {}", parts.join(", "));
 }
 

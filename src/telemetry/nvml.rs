@@ -74,6 +74,9 @@ enum EventMessage {
     /// The GPU of this NVML index answers `GPU_IS_LOST`: its events end there, and the
     /// thread goes on watching the others.
     Lost(u32),
+    /// NVML would not watch the events of the GPU of this NVML index (registration refused
+    /// or failed), with the reading that says why.
+    Refused(u32, Reading),
     /// The thread ended, and why.
     Stopped(String),
 }
@@ -96,20 +99,23 @@ pub struct NvmlSource {
     last: std::collections::BTreeMap<usize, Readings>,
 }
 
+/// A reading, or why there is none: a stable word for the failures the evidence and the
+/// rules act on (`not_supported`, `no_permission`, `gpu_lost`, `function_not_found` for a
+/// call this driver lacks, `timeout`, `unknown`), else NVML's own words. Never a zero.
 fn num(r: Result<f64, NvmlError>) -> Reading {
-    match r {
-        Ok(v) => Reading::Number(v),
-        Err(NvmlError::NotSupported) => Reading::not_supported(),
-        Err(NvmlError::NoPermission) => Reading::Unavailable {
-            unavailable: "no_permission".into(),
-        },
-        Err(NvmlError::GpuLost) => Reading::Unavailable {
-            unavailable: GPU_LOST.into(),
-        },
-        Err(e) => Reading::Unavailable {
-            unavailable: e.to_string(),
-        },
-    }
+    let word = match r {
+        Ok(v) => return Reading::Number(v),
+        Err(NvmlError::NotSupported) => return Reading::not_supported(),
+        Err(NvmlError::NoPermission) => "no_permission".to_owned(),
+        Err(NvmlError::GpuLost) => GPU_LOST.to_owned(),
+        Err(NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_)) => {
+            "function_not_found".to_owned()
+        }
+        Err(NvmlError::Timeout) => "timeout".to_owned(),
+        Err(NvmlError::Unknown) => "unknown".to_owned(),
+        Err(e) => e.to_string(),
+    };
+    Reading::Unavailable { unavailable: word }
 }
 
 fn text(r: Result<String, NvmlError>) -> Reading {
@@ -235,21 +241,38 @@ impl NvmlSource {
                             continue;
                         };
                         // Register only what the device supports: a refused registration
-                        // releases the whole set.
-                        let supported = device
-                            .supported_event_types()
-                            .unwrap_or(EventTypes::empty());
+                        // releases the whole set. A device that supports none is not
+                        // watched by NVML (said by its support, not a refusal).
+                        let supported = match device.supported_event_types() {
+                            Ok(types) => types,
+                            Err(NvmlError::NotSupported) => EventTypes::empty(),
+                            Err(e) => {
+                                if tx.send(EventMessage::Refused(i, num(Err(e)))).is_err() {
+                                    return;
+                                }
+                                continue;
+                            }
+                        };
                         let wanted = kinds & supported;
                         if wanted.is_empty() {
                             continue;
                         }
                         set = match device.register_events(wanted, set) {
                             Ok(s) => s,
-                            // A failed registration releases the set: start a fresh one.
-                            Err(_) => match nvml.create_event_set() {
-                                Ok(s) => s,
-                                Err(e) => return stopped(format!("no event set: {e}")),
-                            },
+                            // A failed registration releases the set: start a fresh one,
+                            // and say which GPU is not watched, and why.
+                            Err(e) => {
+                                if tx
+                                    .send(EventMessage::Refused(i, num(Err(e.error))))
+                                    .is_err()
+                                {
+                                    return;
+                                }
+                                match nvml.create_event_set() {
+                                    Ok(s) => s,
+                                    Err(e) => return stopped(format!("no event set: {e}")),
+                                }
+                            }
                         };
                     }
                     loop {
@@ -357,27 +380,7 @@ impl NvmlSource {
                 num(d.temperature_threshold(threshold).map(f64::from)),
             );
         }
-        let mut processes = Vec::new();
-        for list in [
-            d.running_compute_processes(),
-            d.running_graphics_processes(),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            // kiln's own context is not another tenant.
-            for p in list.into_iter().filter(|p| p.pid != std::process::id()) {
-                let used = match p.used_gpu_memory {
-                    UsedGpuMemory::Used(b) => b.to_string(),
-                    UsedGpuMemory::Unavailable => "unknown".into(),
-                };
-                processes.push(format!("{}:{used}", p.pid));
-            }
-        }
-        f.insert(
-            signals::OTHER_PROCESSES.name.into(),
-            Reading::Text(processes.join(",")),
-        );
+        f.insert(signals::OTHER_PROCESSES.name.into(), other_processes(&d));
         f
     }
 
@@ -631,6 +634,38 @@ impl NvmlSource {
     }
 }
 
+/// Other processes on the GPU, `pid:bytes` joined by commas (kiln's own left out), or why the
+/// list could not be read: a refused or failed list is unknown, never "none". A card that
+/// lists no processes of one kind (no graphics engine) is read from the other.
+fn other_processes(d: &nvml_wrapper::Device) -> Reading {
+    let mut processes = Vec::new();
+    let mut readable = false;
+    for list in [
+        d.running_compute_processes(),
+        d.running_graphics_processes(),
+    ] {
+        match list {
+            Ok(list) => {
+                readable = true;
+                for p in list.into_iter().filter(|p| p.pid != std::process::id()) {
+                    let used = match p.used_gpu_memory {
+                        UsedGpuMemory::Used(b) => b.to_string(),
+                        UsedGpuMemory::Unavailable => "unknown".into(),
+                    };
+                    processes.push(format!("{}:{used}", p.pid));
+                }
+            }
+            Err(NvmlError::NotSupported) => {}
+            Err(e) => return num(Err(e)),
+        }
+    }
+    if readable {
+        Reading::Text(processes.join(","))
+    } else {
+        Reading::not_supported()
+    }
+}
+
 /// An NVML event as an Xid record: a critical Xid by its number, a double-bit ECC error as
 /// Xid 48 (what the driver logs for one), a single-bit one by name.
 fn event_of(data: &nvml_wrapper::struct_wrappers::event::EventData) -> XidEvent {
@@ -660,6 +695,24 @@ fn event_of(data: &nvml_wrapper::struct_wrappers::event::EventData) -> XidEvent 
         kernel_us: None,
         before_run: false,
         t_ms: None,
+    }
+}
+
+/// The gap of a GPU whose Xid and ECC events NVML would not watch: named with its cause
+/// word (`no_permission`, ...), never a quiet "no Xid since".
+fn events_refused(device: Option<usize>, why: &Reading) -> TelemetryData {
+    let cause = match why {
+        Reading::Unavailable { unavailable } => unavailable.clone(),
+        _ => "unknown".to_owned(),
+    };
+    let which = device.map_or_else(|| "a GPU".to_owned(), |d| format!("device {d}"));
+    TelemetryData::Unavailable {
+        message: format!(
+            "NVML would not watch {which}'s Xid and ECC events ({}): its Xids are seen only in the kernel log, where that is readable",
+            cause.replace('_', " ")
+        ),
+        missing: vec![signals::group::NVML_EVENTS.into()],
+        cause: Some(format!("events_{cause}")),
     }
 }
 
@@ -842,6 +895,15 @@ impl Source for NvmlSource {
                         if let Some(m) = self.matches.iter().find(|m| m.index == Some(index)) {
                             lost_now.push(m.device);
                         }
+                        continue;
+                    }
+                    EventMessage::Refused(index, why) => {
+                        let device = self
+                            .matches
+                            .iter()
+                            .find(|m| m.index == Some(index))
+                            .map(|m| m.device);
+                        out.push((device, events_refused(device, &why)));
                         continue;
                     }
                     EventMessage::Stopped(why) => {
@@ -1028,13 +1090,27 @@ mod tests {
             event.message
         );
         assert!(lost_event(None).message.ends_with("(no reading before it)"));
-        // Read as a reading, GPU_IS_LOST is its stable word, never a number.
-        assert_eq!(
-            num(Err(NvmlError::GpuLost)),
-            Reading::Unavailable {
-                unavailable: GPU_LOST.into()
-            }
-        );
+        // Read as a reading, every failure kiln can meet is its stable word, never a
+        // number.
+        for (error, word) in [
+            (NvmlError::GpuLost, GPU_LOST),
+            (NvmlError::NoPermission, "no_permission"),
+            (NvmlError::NotSupported, "not_supported"),
+            (NvmlError::FunctionNotFound, "function_not_found"),
+            (
+                NvmlError::FailedToLoadSymbol("nvmlDeviceGetFieldValues".into()),
+                "function_not_found",
+            ),
+            (NvmlError::Timeout, "timeout"),
+            (NvmlError::Unknown, "unknown"),
+        ] {
+            assert_eq!(
+                num(Err(error)),
+                Reading::Unavailable {
+                    unavailable: word.into()
+                }
+            );
+        }
     }
 
     #[test]
