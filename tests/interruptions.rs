@@ -54,11 +54,7 @@ fn start(run_dir: &Path, args: &[&str]) -> Child {
 }
 
 fn events(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    common::jsonl(&dir.join("events.jsonl"))
 }
 
 /// The outcomes of workload `name` on the report's first device.
@@ -152,18 +148,21 @@ fn summary<'a>(report: &'a Value, name: &str) -> &'a Value {
     &outcomes(report, name)[0]["summary"]
 }
 
+/// A VRAM test whose sweeps are long enough to be interrupted inside one.
+const VRAM_SWEEPS: &[&str] = &[
+    "--workloads",
+    "vram",
+    "--vram-bytes",
+    "256MiB",
+    "--algorithms",
+    "own-address,moving-inversions",
+];
+
 #[test]
 fn a_signal_in_any_phase_of_the_vram_test_leaves_it_stopped_early() {
     interrupt(&Case {
         phase: "a vram sweep",
-        args: &[
-            "--workloads",
-            "vram",
-            "--vram-bytes",
-            "256MiB",
-            "--algorithms",
-            "own-address,moving-inversions",
-        ],
+        args: VRAM_SWEEPS,
         opens: "\"kind\":\"step\"",
         after: Duration::ZERO,
         delivery: Delivery::CtrlC,
@@ -178,14 +177,7 @@ fn a_signal_in_any_phase_of_the_vram_test_leaves_it_stopped_early() {
     });
     interrupt(&Case {
         phase: "a vram sweep after memory was verified once",
-        args: &[
-            "--workloads",
-            "vram",
-            "--vram-bytes",
-            "256MiB",
-            "--algorithms",
-            "own-address,moving-inversions",
-        ],
+        args: VRAM_SWEEPS,
         opens: "\"op\":\"verify\"",
         after: Duration::ZERO,
         delivery: Delivery::TermToKiln,

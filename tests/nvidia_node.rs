@@ -78,11 +78,7 @@ impl Node {
 }
 
 fn telemetry(run_dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run_dir.join("telemetry.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    common::jsonl(&run_dir.join("telemetry.jsonl"))
 }
 
 #[test]

@@ -15,11 +15,7 @@ fn parallel_run(out: &Path, extra: &[&str]) -> std::process::Output {
 }
 
 fn events(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    common::jsonl(&dir.join("events.jsonl"))
 }
 
 #[test]

@@ -405,35 +405,53 @@ pub fn usage_error(args: &[&str], needle: &str) {
     );
 }
 
+/// Builds the test-only library crate `package` of the workspace into `target/<target>` (a
+/// target directory of its own, so that the build never waits on the lock of the `cargo
+/// test` that runs it) and returns the library's path.
+fn build_test_library(package: &str, target: &str) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = root.join("target").join(target);
+    let cargo = std::env::var_os("CARGO")
+        .or_else(|| option_env!("CARGO").map(std::ffi::OsString::from))
+        .unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(&cargo)
+        .args(["build", "-p", package, "--target-dir"])
+        .arg(&target)
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"))
+        .env_remove("CARGO_TARGET_DIR")
+        .current_dir(root)
+        .output()
+        .unwrap_or_else(|e| panic!("running {cargo:?} to build {package}: {e}"));
+    assert!(
+        out.status.success(),
+        "building {package} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let library = target
+        .join("debug")
+        .join(format!("lib{}.so", package.replace('-', "_")));
+    assert!(library.is_file(), "{} was not built", library.display());
+    library
+}
+
+/// The lines of a JSON-lines evidence file (`events.jsonl`, `telemetry.jsonl`).
+pub fn jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// The directory holding the emulated-discrete test layer (`tests/layers/discrete`): its
-/// library and its manifest, built once per test binary into `target/layers` (a target
-/// directory of its own, so this build never waits on the lock of the `cargo test` that
-/// runs it).
+/// library and its manifest, built once per test binary into `target/layers`.
 pub fn discrete_layer_dir() -> std::path::PathBuf {
     static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let target = root.join("target/layers");
-        let cargo = std::env::var_os("CARGO")
-            .or_else(|| option_env!("CARGO").map(std::ffi::OsString::from))
-            .unwrap_or_else(|| "cargo".into());
-        let out = std::process::Command::new(&cargo)
-            .args(["build", "-p", "kiln-discrete-layer", "--target-dir"])
-            .arg(&target)
-            .arg("--manifest-path")
-            .arg(root.join("Cargo.toml"))
-            .env_remove("CARGO_TARGET_DIR")
-            .current_dir(root)
-            .output()
-            .unwrap_or_else(|e| panic!("running {cargo:?} to build the test layer: {e}"));
-        assert!(
-            out.status.success(),
-            "building the emulated-discrete layer failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let dir = target.join("debug");
-        let library = dir.join("libkiln_discrete_layer.so");
-        assert!(library.is_file(), "{} was not built", library.display());
+        let library = build_test_library("kiln-discrete-layer", "layers");
+        let dir = library.parent().unwrap().to_owned();
         let template = std::fs::read_to_string(
             root.join("tests/layers/discrete/VkLayer_kiln_discrete.json.in"),
         )
@@ -459,28 +477,8 @@ pub fn discrete_layer_dir() -> std::path::PathBuf {
 pub fn fake_nvml_dir() -> std::path::PathBuf {
     static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let target = root.join("target/fakes");
-        let cargo = std::env::var_os("CARGO")
-            .or_else(|| option_env!("CARGO").map(std::ffi::OsString::from))
-            .unwrap_or_else(|| "cargo".into());
-        let out = std::process::Command::new(&cargo)
-            .args(["build", "-p", "kiln-fake-nvml", "--target-dir"])
-            .arg(&target)
-            .arg("--manifest-path")
-            .arg(root.join("Cargo.toml"))
-            .env_remove("CARGO_TARGET_DIR")
-            .current_dir(root)
-            .output()
-            .unwrap_or_else(|e| panic!("running {cargo:?} to build the fake NVML: {e}"));
-        assert!(
-            out.status.success(),
-            "building the fake NVML failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let built = target.join("debug/libkiln_fake_nvml.so");
-        assert!(built.is_file(), "{} was not built", built.display());
-        let dir = target.join("nvml");
+        let built = build_test_library("kiln-fake-nvml", "fakes");
+        let dir = built.parent().unwrap().parent().unwrap().join("nvml");
         std::fs::create_dir_all(&dir).unwrap();
         // Copied aside and renamed, so that a test binary loading it meanwhile never maps
         // half a library.
