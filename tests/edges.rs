@@ -702,12 +702,7 @@ fn damaged_evidence_is_named_never_skipped() {
 
 /// The findings of `code` on the report's first device.
 fn findings_of<'a>(report: &'a serde_json::Value, code: &str) -> Vec<&'a serde_json::Value> {
-    report["devices"][0]["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["code"] == code)
-        .collect()
+    common::findings_of(&report["devices"][0], code)
 }
 
 #[test]

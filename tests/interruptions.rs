@@ -140,6 +140,17 @@ fn interrupt(case: &Case) {
     assert_eq!(rebuilt["interrupted"], true, "{what}");
 }
 
+/// True when the device's RUN_INTERRUPTED finding says the signal came before any work.
+fn says_nothing_was_tested(device: &Value) -> bool {
+    common::findings_of(device, "RUN_INTERRUPTED")
+        .iter()
+        .any(|f| {
+            f["summary"]
+                .as_str()
+                .is_some_and(|s| s.ends_with("nothing was tested"))
+        })
+}
+
 fn check(ok: bool, why: impl FnOnce() -> String) -> Result<(), String> {
     if ok { Ok(()) } else { Err(why()) }
 }
@@ -376,12 +387,7 @@ fn a_signal_between_workloads_or_in_the_preflight_never_passes() {
         landed: |report, log| {
             let started = log.iter().any(|e| e["kind"] == "workload_start");
             let device = &report["devices"][0];
-            let said = device["findings"].as_array().unwrap().iter().any(|f| {
-                f["code"] == "RUN_INTERRUPTED"
-                    && f["summary"]
-                        .as_str()
-                        .is_some_and(|s| s.ends_with("nothing was tested"))
-            });
+            let said = says_nothing_was_tested(device);
             check(!started && said, || {
                 format!(
                     "a workload started ({started}) or the report did not say nothing was tested: {device}"
@@ -442,13 +448,7 @@ fn a_signal_before_the_devices_are_chosen_gives_a_report_that_nothing_was_tested
                 .contains("before this device's test started"),
             "{device}"
         );
-        let said = device["findings"].as_array().unwrap().iter().any(|f| {
-            f["code"] == "RUN_INTERRUPTED"
-                && f["summary"]
-                    .as_str()
-                    .is_some_and(|s| s.ends_with("nothing was tested"))
-        });
-        assert!(said, "{device}");
+        assert!(says_nothing_was_tested(device), "{device}");
         assert!(
             !events(&run_dir)
                 .iter()

@@ -120,12 +120,7 @@ fn a_gpu_that_nvml_reports_lost_mid_run_fails_with_its_last_readings() {
     let report = expect_json(&out, 1);
     let device = &report["devices"][0];
     assert_eq!(device["result"], "fail", "{device}");
-    let lost: Vec<&Value> = device["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["code"] == "XID_FALLEN_OFF_BUS")
-        .collect();
+    let lost = common::findings_of(device, "XID_FALLEN_OFF_BUS");
     assert_eq!(lost.len(), 1, "{:?}", finding_codes(device));
     let xids = lost[0]["evidence"]["xids"].as_array().unwrap();
     assert_eq!(xids.len(), 1, "the loss is counted once: {xids:?}");
@@ -164,11 +159,8 @@ fn a_loss_the_driver_announced_with_xid_79_is_one_xid_not_two() {
     let (out, run_dir) = node.run(10);
     let report = expect_json(&out, 1);
     let device = &report["devices"][0];
-    let lost = device["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["code"] == "XID_FALLEN_OFF_BUS")
+    let lost = *common::findings_of(device, "XID_FALLEN_OFF_BUS")
+        .first()
         .unwrap_or_else(|| panic!("{:?}", finding_codes(device)));
     let xids = lost["evidence"]["xids"].as_array().unwrap();
     assert_eq!(xids.len(), 1, "{xids:?}");

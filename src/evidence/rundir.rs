@@ -179,9 +179,8 @@ impl RunDir {
         };
         // Whose it is, for a person who finds the directory.
         let owner = format!(
-            "{{\"pid\":{},\"host\":{}}}\n",
-            std::process::id(),
-            serde_json::Value::from(hostname())
+            "{}\n",
+            serde_json::json!({"pid": std::process::id(), "host": hostname()})
         );
         std::io::Write::write_all(&mut file, owner.as_bytes())
             .map_err(|e| EvidenceError::io(&claim, e))?;

@@ -229,27 +229,30 @@ impl NvmlSource {
                     | EventTypes::DOUBLE_BIT_ECC_ERROR
                     | EventTypes::SINGLE_BIT_ECC_ERROR;
                 let mut watched = indices;
-                // A lost GPU ends a set's wait with an error for every GPU in it: the set is
-                // made again without it, so that the others stay watched.
-                while !watched.is_empty() {
+                let refused = |i: u32, why: Reading| tx.send(EventMessage::Refused(i, why)).is_ok();
+                // A lost GPU ends a set's wait with an error for every GPU in it, and a failed
+                // registration releases the set: either way the set is made again from the
+                // GPUs still watched, so that the others stay watched. A GPU that refused is
+                // said once and dropped.
+                'build: while !watched.is_empty() {
                     let mut set = match nvml.create_event_set() {
                         Ok(s) => s,
                         Err(e) => return stopped(format!("no event set: {e}")),
                     };
-                    for &i in &watched {
+                    for i in watched.clone() {
                         let Ok(device) = nvml.device_by_index(i) else {
                             continue;
                         };
-                        // Register only what the device supports: a refused registration
-                        // releases the whole set. A device that supports none is not
-                        // watched by NVML (said by its support, not a refusal).
+                        // Register only what the device supports (a device that supports
+                        // none is not watched by NVML: said by its support, not a refusal).
                         let supported = match device.supported_event_types() {
                             Ok(types) => types,
                             Err(NvmlError::NotSupported) => EventTypes::empty(),
                             Err(e) => {
-                                if tx.send(EventMessage::Refused(i, num(Err(e)))).is_err() {
+                                if !refused(i, num(Err(e))) {
                                     return;
                                 }
+                                watched.retain(|&w| w != i);
                                 continue;
                             }
                         };
@@ -259,19 +262,12 @@ impl NvmlSource {
                         }
                         set = match device.register_events(wanted, set) {
                             Ok(s) => s,
-                            // A failed registration releases the set: start a fresh one,
-                            // and say which GPU is not watched, and why.
                             Err(e) => {
-                                if tx
-                                    .send(EventMessage::Refused(i, num(Err(e.error))))
-                                    .is_err()
-                                {
+                                if !refused(i, num(Err(e.error))) {
                                     return;
                                 }
-                                match nvml.create_event_set() {
-                                    Ok(s) => s,
-                                    Err(e) => return stopped(format!("no event set: {e}")),
-                                }
+                                watched.retain(|&w| w != i);
+                                continue 'build;
                             }
                         };
                     }
@@ -303,9 +299,11 @@ impl NvmlSource {
                             return;
                         }
                     }
+                    if live.is_empty() {
+                        return stopped("every watched GPU is lost".into());
+                    }
                     watched = live;
                 }
-                stopped("every watched GPU is lost".into())
             })
             .ok()?;
         Some(rx)

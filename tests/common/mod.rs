@@ -141,6 +141,16 @@ pub fn finding_codes(device: &serde_json::Value) -> Vec<&str> {
         .collect()
 }
 
+/// The findings of `code` on a reported device.
+pub fn findings_of<'a>(device: &'a serde_json::Value, code: &str) -> Vec<&'a serde_json::Value> {
+    device["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == code)
+        .collect()
+}
+
 /// A recorded telemetry fixture, `tests/fixtures/telemetry/<name>.jsonl`.
 pub fn telemetry_fixture(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
