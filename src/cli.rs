@@ -326,10 +326,12 @@ pub struct SelftestArgs {
 /// `kiln bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// What to measure: vram, compute, matrix or pcie.
-    #[arg(value_parser = ["vram", "compute", "matrix", "pcie"])]
+    /// What to measure: vram, compute, matrix, pcie or telemetry (what the telemetry
+    /// sidecar costs on every GPU of the machine).
+    #[arg(value_parser = ["vram", "compute", "matrix", "pcie", "telemetry"])]
     pub what: String,
-    /// How long to load the device (compute, default 5s; matrix, default 6s).
+    /// How long to load the device (compute, default 5s; matrix, default 6s) or to sample
+    /// (telemetry, default 10s).
     #[arg(long, value_name = "DURATION", value_parser = bench_duration)]
     pub duration: Option<Duration>,
     /// Device, by index, UUID or PCI address (default: the first GPU).
@@ -345,6 +347,9 @@ pub struct BenchArgs {
     /// Access layout (vram; default: by device kind).
     #[arg(long, value_name = "LAYOUT", value_parser = ["contiguous", "coalesced"])]
     pub layout: Option<String>,
+    /// Sampling interval (telemetry; default 200ms, a run's default).
+    #[arg(long, value_name = "DURATION", value_parser = sample_interval)]
+    pub interval: Option<Duration>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,

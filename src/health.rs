@@ -19,7 +19,7 @@ use crate::finding::{Class, Finding, Severity};
 use crate::inventory::{InventoryGpu, System};
 use crate::telemetry::record::{Reading, Readings, TelemetryData, XidEvent};
 use crate::telemetry::summary::{GAUGES, PhaseTelemetry, Stat};
-use crate::telemetry::{Source, Target, cause, signals};
+use crate::telemetry::{Source, cause, signals};
 use crate::verdict::{DeviceReport, Setup, exit_code};
 use crate::verdict::{rules, thresholds::Thresholds};
 
@@ -343,18 +343,7 @@ fn open(opts: &HealthOptions, system: &System) -> Opened {
                     nvml_index: g.nvml_index,
                 })
                 .collect();
-            let targets: Vec<Target> = gpus
-                .iter()
-                .map(|g| Target {
-                    index: g.index,
-                    name: g.name.clone(),
-                    uuid: g
-                        .uuid
-                        .as_deref()
-                        .map(|u| u.trim_start_matches("GPU-").to_ascii_lowercase()),
-                    pci_address: g.pci_address.clone(),
-                })
-                .collect();
+            let targets = crate::inventory::targets(&inventory.gpus);
             let (sources, mut notes) = crate::telemetry::live_sources_for(&targets);
             notes.extend(inventory.notes.iter().cloned());
             Opened {
@@ -476,6 +465,123 @@ fn who() -> String {
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
         .unwrap_or_else(|| "unknown user".into())
+}
+
+/// A group of readings a node check judges, named for people.
+struct Group {
+    name: &'static str,
+    /// Whether a reading is the group's.
+    holds: fn(&str) -> bool,
+    /// Read from the gauges rather than the counters.
+    gauges: bool,
+}
+
+/// Every group, in the order they are said.
+const GROUPS: [Group; 6] = [
+    Group {
+        name: "ECC",
+        holds: |k| k.starts_with("ecc_"),
+        gauges: false,
+    },
+    Group {
+        name: "row remapping",
+        holds: |k| k.starts_with("remap"),
+        gauges: false,
+    },
+    Group {
+        name: "retired pages",
+        holds: |k| k.starts_with("retired_pages"),
+        gauges: false,
+    },
+    Group {
+        name: "RAS",
+        holds: |k| k.starts_with("ras_"),
+        gauges: false,
+    },
+    Group {
+        name: "PCIe link",
+        holds: |k| {
+            ["pcie_gen", "pcie_width", "pcie_speed"]
+                .iter()
+                .any(|p| k.starts_with(p))
+        },
+        gauges: true,
+    },
+    Group {
+        name: "recovery action",
+        holds: |k| k == signals::RECOVERY_ACTION.name,
+        gauges: false,
+    },
+];
+
+/// The groups that tell a GPU's memory health: one that the card has but that cannot be
+/// read leaves the GPU unchecked.
+const MEMORY_GROUPS: [&str; 3] = ["ECC", "row remapping", "retired pages"];
+
+/// How a group of readings was read.
+#[derive(Debug, Clone, PartialEq)]
+enum GroupRead {
+    /// At least one of its readings is a number.
+    Read,
+    /// Every reading says the card does not have it.
+    NotSupported,
+    /// None could be read, for this reason (`no_permission`, `gpu_lost`, ...).
+    Failed(String),
+    /// No source offered it.
+    Absent,
+}
+
+fn group_read(readings: Option<&Readings>, belongs: fn(&str) -> bool) -> GroupRead {
+    let mut read = GroupRead::Absent;
+    for (_, r) in readings.into_iter().flatten().filter(|(k, _)| belongs(k)) {
+        match r {
+            Reading::Number(_) => return GroupRead::Read,
+            Reading::Unavailable { unavailable } if unavailable != "not_supported" => {
+                if !matches!(read, GroupRead::Failed(_)) {
+                    read = GroupRead::Failed(unavailable.clone());
+                }
+            }
+            _ => {
+                if read == GroupRead::Absent {
+                    read = GroupRead::NotSupported;
+                }
+            }
+        }
+    }
+    read
+}
+
+/// Why a GPU has no counters at all, in words: NVML's own reason, a GPU NVML answers lost
+/// for, or no NVML device for it.
+fn no_counters_why(seen: &Seen, gpu: usize) -> String {
+    let lost = seen
+        .xids
+        .iter()
+        .any(|(d, x)| *d == Some(gpu) && x.code == Some(79));
+    if lost {
+        return "the GPU is lost: NVML answers GPU_IS_LOST".into();
+    }
+    let said = |c: &str| seen.causes.iter().any(|x| x == c);
+    let why = [
+        (cause::NVML_MISSING, "NVML not available"),
+        (
+            cause::DRIVER_NOT_LOADED,
+            "the NVIDIA kernel driver is not loaded",
+        ),
+        (
+            cause::VERSION_MISMATCH,
+            "NVML and the kernel driver differ in version",
+        ),
+        (cause::NO_PERMISSION, "NVML refused access (no permission)"),
+        (cause::NVML_FAILED, "NVML failed to start"),
+        (
+            cause::NO_NVML_DEVICE,
+            "NVML has no device with this GPU's UUID or PCI address",
+        ),
+    ]
+    .into_iter()
+    .find(|(c, _)| said(c));
+    why.map_or("NVML read none", |(_, w)| w).to_owned()
 }
 
 /// Runs the check.
@@ -617,6 +723,8 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
     // Each GPU in scope, judged by the verdict's own rules on what was read now.
     let thresholds = Thresholds::default();
     let mut node_findings: Vec<Finding> = Vec::new();
+    let mut read_groups = std::collections::BTreeSet::new();
+    let mut unsupported_groups = std::collections::BTreeSet::new();
     for &g in &in_scope {
         let gpu = &gpus[&g];
         let key = gpu.key();
@@ -625,17 +733,57 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         let vendor_counters = counters.is_some_and(|c| c.values().any(|v| v.number().is_some()));
         let readings = seen.gauges.get(&g).is_some_and(|r| !r.is_empty());
         let nvidia = gpu.vendor_id == Some(0x10de) || gpu.uuid.is_some();
-        if !vendor_counters && (nvidia || !readings) {
+        let groups: Vec<(&str, GroupRead)> = GROUPS
+            .iter()
+            .map(|group| {
+                let from = if group.gauges {
+                    seen.gauges.get(&g)
+                } else {
+                    counters
+                };
+                (group.name, group_read(from, group.holds))
+            })
+            .collect();
+        for (name, read) in &groups {
+            match read {
+                GroupRead::Read => read_groups.insert(*name),
+                GroupRead::NotSupported => unsupported_groups.insert(*name),
+                _ => false,
+            };
+        }
+        // Memory health the card has but that could not be read is not checked: named,
+        // each with why, and the GPU could not be checked.
+        let failed: Vec<String> = groups
+            .iter()
+            .filter(|(name, _)| MEMORY_GROUPS.contains(name))
+            .filter_map(|(name, read)| match read {
+                GroupRead::Failed(why) => Some(format!("{name} ({})", why.replace('_', " "))),
+                _ => None,
+            })
+            .collect();
+        let none = groups
+            .iter()
+            .filter(|(name, _)| MEMORY_GROUPS.contains(name))
+            .all(|(_, read)| *read == GroupRead::Absent);
+        let message = if !failed.is_empty() {
+            Some(format!("could not read {}", failed.join(", ")))
+        } else if nvidia && (none || !vendor_counters) {
+            Some(format!(
+                "no ECC, remap or retired-page counters ({})",
+                no_counters_why(&seen, g)
+            ))
+        } else if !nvidia && !vendor_counters && !readings {
+            Some("nothing readable for this GPU (no vendor counters or sensors)".into())
+        } else {
+            None
+        };
+        if let Some(message) = message {
             faults.push(Fault {
                 gpu: Some(g),
                 uuid: gpu.uuid.clone(),
                 code: "KILN-NOT-002".into(),
                 exit_code: exit_code::INCONCLUSIVE,
-                message: if nvidia {
-                    "no ECC, remap or retired-page counters (NVML not available)".into()
-                } else {
-                    "nothing readable for this GPU (no vendor counters or sensors)".into()
-                },
+                message,
                 open_since: None,
             });
         }
@@ -728,7 +876,28 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         }
         state.gpus.entry(NODE.into()).or_default().xid_kernel_us = position.max(newest);
     }
-    checked.push("ECC, row remapping, retired pages, RAS, PCIe link, recovery action".to_owned());
+    // Only what was read is checked; what the cards do not have is said as such.
+    let in_order = |set: &std::collections::BTreeSet<&str>| -> Vec<&str> {
+        GROUPS
+            .iter()
+            .map(|g| g.name)
+            .filter(|n| set.contains(n))
+            .collect()
+    };
+    let read_groups = in_order(&read_groups);
+    if !read_groups.is_empty() {
+        checked.push(read_groups.join(", "));
+    }
+    let unsupported: Vec<&str> = in_order(&unsupported_groups)
+        .into_iter()
+        .filter(|n| !read_groups.contains(n))
+        .collect();
+    if !unsupported.is_empty() {
+        checked.push(format!(
+            "not supported by the card: {}",
+            unsupported.join(", ")
+        ));
+    }
     checked.push(if position_known(&state) {
         "Xids since the last check".to_owned()
     } else {

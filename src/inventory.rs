@@ -62,6 +62,10 @@ pub struct System {
     pub root: PathBuf,
     /// The environment variables the diagnosis reads, as the process saw them.
     pub env: BTreeMap<String, String>,
+    /// Whether NVML is asked for the GPUs it lists. A live process always asks (a sysfs
+    /// fixture under `KILN_SYSTEM_ROOT` changes where sysfs is read, nothing else); the
+    /// inventory's own fixture tests do not, so that the machine's NVML stays out of them.
+    pub nvml: bool,
 }
 
 impl System {
@@ -73,10 +77,14 @@ impl System {
             .iter()
             .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
             .collect();
-        System { root, env }
+        System {
+            root,
+            env,
+            nvml: true,
+        }
     }
 
-    /// True when `root` is not `/` (a fixture): NVML is then not consulted.
+    /// True when `root` is not `/` (a fixture): libraries are then not loaded.
     pub fn is_fixture(&self) -> bool {
         self.root != Path::new("/")
     }
@@ -134,12 +142,31 @@ pub struct Inventory {
     pub notes: Vec<String>,
 }
 
-/// Lists the machine's GPUs from sysfs and, on the real machine, NVML, merged by PCI address.
+/// The inventory's GPUs as the live telemetry sources' targets, each by its place in the
+/// list: what `kiln health` and `kiln bench telemetry` watch, whether or not Vulkan sees them.
+pub fn targets(gpus: &[InventoryGpu]) -> Vec<crate::telemetry::Target> {
+    gpus.iter()
+        .enumerate()
+        .map(|(index, g)| crate::telemetry::Target {
+            index,
+            name: g.name.clone(),
+            uuid: g
+                .uuid
+                .as_deref()
+                .map(|u| u.trim_start_matches("GPU-").to_ascii_lowercase()),
+            pci_address: g.pci_address.clone(),
+            nvml_index: g.nvml_index,
+        })
+        .collect()
+}
+
+/// Lists the machine's GPUs from sysfs and NVML (where [`System::nvml`] says to ask it),
+/// merged by PCI address.
 pub fn read(system: &System) -> Inventory {
     let mut inventory = Inventory::default();
     let mut names = PciNames::new(system);
     read_sysfs(system, &mut names, &mut inventory);
-    if !system.is_fixture() {
+    if system.nvml {
         merge_nvml(&mut inventory, nvml::inventory());
     }
     for gpu in inventory.gpus.iter_mut().filter(|g| g.name.is_empty()) {
@@ -1011,6 +1038,7 @@ mod tests {
             System {
                 root: self.dir.path().to_path_buf(),
                 env: self.env.clone(),
+                nvml: false,
             }
         }
 
@@ -1741,6 +1769,7 @@ mod tests {
         let system = System {
             root: PathBuf::from("/"),
             env: System::from_env().env,
+            nvml: true,
         };
         assert!(!system.is_fixture());
         let inventory = read(&system);

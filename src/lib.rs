@@ -12,6 +12,7 @@
 #![deny(unsafe_code)]
 
 pub mod bench;
+pub mod bench_telemetry;
 pub mod cli;
 pub mod compare;
 pub mod completions;

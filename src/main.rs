@@ -325,7 +325,7 @@ fn run_options(
     let telemetry_interval = args
         .telemetry_interval
         .or(profile.telemetry_interval)
-        .unwrap_or(std::time::Duration::from_millis(200));
+        .unwrap_or(kiln::telemetry::DEFAULT_INTERVAL);
     Ok(kiln::run::RunOptions {
         profile: profile.name,
         devices: args.devices.clone(),
@@ -509,8 +509,9 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
         (
             args.duration.is_some(),
             "--duration",
-            &["compute", "matrix"],
+            &["compute", "matrix", "telemetry"],
         ),
+        (args.interval.is_some(), "--interval", &["telemetry"]),
     ] {
         if set && !only.contains(&args.what.as_str()) {
             return Err(AppError::Usage(format!(
@@ -535,6 +536,20 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
             exit_code::HEALTHY
         } else {
             exit_code::HARDWARE
+        });
+    }
+    if args.what == "telemetry" {
+        let report =
+            kiln::bench_telemetry::bench_telemetry(&kiln::bench_telemetry::TelemetryBenchOptions {
+                duration: args.duration.unwrap_or(std::time::Duration::from_secs(10)),
+                interval: args.interval.unwrap_or(kiln::telemetry::DEFAULT_INTERVAL),
+            });
+        print_result(args.json, &report, &kiln::bench_telemetry::summary(&report));
+        // Missed ticks are the sidecar's own failure to keep up: software.
+        return Ok(if report.missed_ticks == 0 {
+            exit_code::HEALTHY
+        } else {
+            exit_code::SOFTWARE
         });
     }
     if args.what == "pcie" {

@@ -51,6 +51,33 @@ impl Node {
         }
     }
 
+    /// A node of `gpus` GPUs that Vulkan does not see (only NVML lists them), each
+    /// answering as `gpu` does, on its own PCI address and UUID.
+    fn of_gpus(gpus: usize, gpu: Value) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let gpus: Vec<Value> = (0..gpus)
+            .map(|i| {
+                let mut g = gpu.clone();
+                g["uuid"] = format!("GPU-6b696c6e-0000-4000-8000-{i:012x}").into();
+                g["bus_id"] = format!("00000000:{:02X}:00.0", 0x18 + 0x10 * i).into();
+                g["minor"] = i.into();
+                g
+            })
+            .collect();
+        let scenario = dir.path().join("scenario.json");
+        std::fs::write(
+            &scenario,
+            json!({"driver_version": common::FAKE_DRIVER_VERSION, "gpus": gpus}).to_string(),
+        )
+        .unwrap();
+        let calls = dir.path().join("nvml-calls.log");
+        Node {
+            dir,
+            scenario,
+            calls,
+        }
+    }
+
     fn kiln(&self) -> std::process::Command {
         let mut cmd = kiln();
         cmd.envs(nvidia_node_env(&self.scenario, &self.calls));
@@ -241,4 +268,284 @@ fn a_refused_event_registration_is_a_named_gap_not_silence() {
             .iter()
             .any(|c| c == "events_no_permission")
     );
+}
+
+/// One NVML call of the fake's log.
+struct Call {
+    /// Seconds on the scenario's clock.
+    t: f64,
+    symbol: String,
+    gpu: Option<usize>,
+    /// The calling thread's name, as the kernel holds it (15 bytes at most).
+    thread: String,
+}
+
+fn calls(path: &Path) -> Vec<Call> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split(' ');
+            Some(Call {
+                t: parts.next()?.parse().ok()?,
+                symbol: parts.next()?.to_owned(),
+                gpu: parts.next()?.parse().ok(),
+                thread: parts.next()?.to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// Calls per symbol.
+fn by_symbol<'a>(calls: &[&'a Call]) -> std::collections::BTreeMap<&'a str, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for c in calls {
+        *out.entry(c.symbol.as_str()).or_default() += 1;
+    }
+    out
+}
+
+#[test]
+fn sampling_stays_within_fifteen_nvml_calls_per_gpu_per_tick() {
+    // A card with fans, so that every kind of reading is taken.
+    let node = Node::new(json!({"fans": 2, "fan_pct": 35}));
+    let (out, run_dir) = node.run(8);
+    let report = expect_json(&out, 0);
+    let log = calls(&node.calls);
+    // The steady middle of the run, phase boundaries and all.
+    let (from_s, to_s) = (2.5, 7.0);
+    let on_gpu = |thread: &str| -> Vec<&Call> {
+        log.iter()
+            .filter(|c| (from_s..to_s).contains(&c.t) && c.gpu == Some(0) && c.thread == thread)
+            .collect()
+    };
+    let tick = on_gpu("kiln-telemetry");
+    let ticks = tick
+        .iter()
+        .filter(|c| c.symbol == "nvmlDeviceGetTemperature")
+        .count();
+    assert!(ticks >= 15, "{ticks} ticks in 4.5 s at the default 200 ms");
+    // The counters read at a phase boundary are the boundary's, not a tick's: each
+    // snapshot reads four ECC totals, and one handle and one batch of field values beside
+    // the counters' own calls.
+    let counters = [
+        "nvmlDeviceGetTotalEccErrors",
+        "nvmlDeviceGetMemoryErrorCounter",
+        "nvmlDeviceGetRetiredPages",
+        "nvmlDeviceGetRetiredPagesPendingStatus",
+        "nvmlDeviceGetPcieReplayCounter",
+        "nvmlDeviceGetTotalEnergyConsumption",
+        "nvmlDeviceGetViolationStatus",
+    ];
+    let (boundary, tick): (Vec<&Call>, Vec<&Call>) = tick
+        .into_iter()
+        .partition(|c| counters.contains(&c.symbol.as_str()));
+    let snapshots = by_symbol(&boundary)
+        .get("nvmlDeviceGetTotalEccErrors")
+        .map_or(0, |n| n / 4);
+    let per_snapshot = (boundary.len() + 2 * snapshots) as f64 / snapshots.max(1) as f64;
+    eprintln!("{snapshots} counter snapshots of {per_snapshot:.0} NVML calls each");
+    assert!(per_snapshot <= 32.0, "{per_snapshot} calls per snapshot");
+    let per_tick = (tick.len() - 2 * snapshots) as f64 / ticks as f64;
+    let symbols = by_symbol(&tick);
+    eprintln!("{per_tick:.1} NVML calls per GPU per tick over {ticks} ticks: {symbols:?}");
+    assert!(
+        per_tick <= 15.0,
+        "{per_tick:.1} calls per tick: {symbols:?}"
+    );
+    // What does not change is read once per run, never on the tick.
+    for fixed in [
+        "nvmlDeviceGetMaxClockInfo",
+        "nvmlDeviceGetPowerManagementDefaultLimit",
+        "nvmlDeviceGetMaxPcieLinkGeneration",
+        "nvmlDeviceGetMaxPcieLinkWidth",
+        "nvmlDeviceGetNumFans",
+    ] {
+        assert_eq!(symbols.get(fixed), None, "{fixed} re-read mid-run");
+    }
+    // The slow calls are never on the tick, and keep their own schedule: about once a
+    // second, each.
+    let slow = on_gpu("kiln-nvml-slow");
+    let slow_symbols = by_symbol(&slow);
+    eprintln!("slow schedule in {:.1} s: {slow_symbols:?}", to_s - from_s);
+    for symbol in [
+        "nvmlDeviceGetPcieThroughput",
+        "nvmlDeviceGetFanSpeed_v2",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+    ] {
+        assert_eq!(symbols.get(symbol), None, "{symbol} on the tick");
+        let n = slow_symbols.get(symbol).copied().unwrap_or(0);
+        // Twice a round for throughput (each way) and the fans (two of them).
+        assert!((3..=12).contains(&n), "{n} calls of {symbol} in 4.5 s");
+    }
+    // And the slow readings reach the samples.
+    let fans = telemetry(&run_dir)
+        .into_iter()
+        .filter(|r| r["kind"] == "sample" && r["source"] == "nvml")
+        .filter(|r| r["readings"]["fan1_speed_pct"] == 35.0)
+        .count();
+    assert!(fans >= 3, "{fans} samples with the fans");
+    assert_eq!(report["devices"][0]["result"], "pass");
+}
+
+#[test]
+fn eight_gpus_whose_calls_take_their_real_time_miss_no_tick() {
+    // A millisecond a call, as a busy driver answers, and the PCIe throughput's 20 ms
+    // sampling window, the process lists a few: the sidecar must keep every 200 ms tick.
+    let node = Node::of_gpus(
+        8,
+        json!({"latency_ms": {
+            "*": 1.0,
+            "nvmlDeviceGetPcieThroughput": 20.0,
+            "nvmlDeviceGetComputeRunningProcesses_v3": 3.0,
+            "nvmlDeviceGetGraphicsRunningProcesses_v3": 3.0
+        }}),
+    );
+    let out = node
+        .kiln()
+        .args(["bench", "telemetry", "--duration", "5s", "--json"])
+        .output()
+        .unwrap();
+    let report = expect_json(&out, 0);
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(report["gpus"], 8, "{report}");
+    assert_eq!(report["nvml_gpus"], 8, "{report}");
+    assert_eq!(report["missed_ticks"], 0, "{report}");
+    assert!(report["ticks"].as_u64().unwrap() >= 20, "{report}");
+    let share = report["tick_share_max"].as_f64().unwrap();
+    assert!(share < 1.0, "{report}");
+    // 14 calls of a millisecond per GPU: well over a tenth of the interval for eight, and
+    // the bench says so.
+    let median = report["tick_share_median"].as_f64().unwrap();
+    assert!((0.3..1.0).contains(&median), "{report}");
+}
+
+impl Node {
+    /// `kiln health --json` on the node: (exit code, the report).
+    fn health(&self) -> (i32, Value) {
+        let out = self.kiln().args(["health", "--json"]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let rest: String = stdout.lines().skip(1).collect::<Vec<_>>().join("\n");
+        let report: Value = serde_json::from_str(&rest).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        assert_eq!(report["line"], stdout.lines().next().unwrap_or_default());
+        (out.status.code().unwrap_or(-1), report)
+    }
+}
+
+/// The faults' codes of a health report.
+fn fault_codes(report: &Value) -> Vec<&str> {
+    report["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["code"].as_str())
+        .collect()
+}
+
+fn checked(report: &Value) -> Vec<&str> {
+    report["checked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+#[test]
+fn health_checks_only_the_counters_it_read_and_says_why_it_could_not() {
+    // Every counter read: healthy, and the memory checks are listed.
+    let (code, report) = Node::new(json!({})).health();
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["line"], "OK: 1 GPU healthy [KILN-OK-000]");
+    assert!(
+        checked(&report).contains(&"ECC, row remapping, retired pages, PCIe link, recovery action"),
+        "{report}"
+    );
+    // The counters refused: could not check, each group named with why, and none listed as
+    // checked, although the energy and the link still read.
+    let (code, report) = Node::new(json!({"refuse": ["counters"]})).health();
+    assert_eq!(code, 4, "{report}");
+    let line = report["line"].as_str().unwrap();
+    assert!(
+        line.contains(
+            "could not read ECC (no permission), row remapping (no permission), retired pages (no permission)"
+        ) && line.ends_with("[KILN-NOT-002]"),
+        "{line}"
+    );
+    assert!(!line.contains("NVML not available"), "{line}");
+    assert!(
+        !checked(&report).iter().any(|c| c.contains("ECC")),
+        "{report}"
+    );
+    // One group timing out is enough to leave the GPU unchecked.
+    let (code, report) = Node::new(json!({"errors": {
+        "nvmlDeviceGetTotalEccErrors": "timeout",
+        "nvmlDeviceGetMemoryErrorCounter": "timeout"
+    }}))
+    .health();
+    assert_eq!(code, 4, "{report}");
+    assert!(
+        report["line"]
+            .as_str()
+            .unwrap()
+            .contains("could not read ECC (timeout)"),
+        "{report}"
+    );
+    // A GeForce card has none of them: nothing is missing, and the report says what the
+    // card does not have rather than claiming it checked it.
+    let (code, report) = Node::new(json!({
+        "name": "NVIDIA GeForce RTX 4090", "fans": 1,
+        "unsupported": ["ecc", "retired_pages", "remap", "hbm_temp"]
+    }))
+    .health();
+    assert_eq!(code, 0, "{report}");
+    let said = checked(&report);
+    assert!(said.contains(&"PCIe link, recovery action"), "{said:?}");
+    assert!(
+        said.contains(&"not supported by the card: ECC, row remapping, retired pages"),
+        "{said:?}"
+    );
+}
+
+#[test]
+fn health_on_a_gpu_nvml_answers_lost_for_reports_the_loss() {
+    let (code, report) = Node::new(json!({"lost_at_s": 0.0})).health();
+    assert_eq!(code, 1, "{report}");
+    let codes = fault_codes(&report);
+    assert_eq!(codes.first(), Some(&"KILN-XID-079"), "{report}");
+    let said = report.to_string();
+    assert!(!said.contains("NVML not available"), "{said}");
+    assert!(!said.contains("no NVML device"), "{said}");
+}
+
+#[test]
+fn a_sysfs_fixture_changes_where_sysfs_is_read_and_nvml_is_still_asked() {
+    // The card on the PCI bus as sysfs shows it, and NVML answering for it at the same
+    // address: one GPU, its counters read through NVML, its link through sysfs.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("sys/bus/pci/devices/0000:18:00.0");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, content) in [
+        ("class", "0x030200\n"),
+        ("vendor", "0x10de\n"),
+        ("device", "0x2335\n"),
+        ("current_link_speed", "32.0 GT/s PCIe\n"),
+        ("max_link_speed", "32.0 GT/s PCIe\n"),
+        ("current_link_width", "16\n"),
+        ("max_link_width", "16\n"),
+    ] {
+        std::fs::write(dir.join(file), content).unwrap();
+    }
+    let driver = root.path().join("sys/bus/pci/drivers/nvidia");
+    std::fs::create_dir_all(&driver).unwrap();
+    std::os::unix::fs::symlink(&driver, dir.join("driver")).unwrap();
+    let node = Node::of_gpus(1, json!({}));
+    let mut gpu = node.kiln();
+    gpu.env("KILN_SYSTEM_ROOT", root.path());
+    let out = gpu.args(["health", "--json"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.starts_with("OK: 1 GPU healthy [KILN-OK-000]"), "{stdout}");
+    assert!(!stdout.contains("KILN-CNT-002"), "{stdout}");
+    assert!(stdout.contains("ECC, row remapping"), "{stdout}");
 }

@@ -17,6 +17,9 @@ pub mod throttle;
 
 use self::record::{Readings, TelemetryData};
 
+/// The sampling interval of a run unless a flag or profile says otherwise.
+pub const DEFAULT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// A telemetry source (NVML, sysfs, the kernel log, a recorded file): one module behind
 /// this trait, and one line in [`live_sources_for`] for a live one.
 pub trait Source: Send {
@@ -132,6 +135,9 @@ pub struct Target {
     pub uuid: Option<String>,
     /// PCI address `0000:05:00.0`, when known.
     pub pci_address: Option<String>,
+    /// NVML's index, where the inventory took the GPU from NVML's list: a GPU lost before
+    /// kiln started answers nothing else, and is still this GPU.
+    pub nvml_index: Option<u32>,
 }
 
 impl From<&crate::gpu::DeviceInfo> for Target {
@@ -141,6 +147,7 @@ impl From<&crate::gpu::DeviceInfo> for Target {
             name: d.name.clone(),
             uuid: Some(d.device_uuid.clone()),
             pci_address: d.pci_address.clone(),
+            nvml_index: None,
         }
     }
 }

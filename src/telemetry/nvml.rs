@@ -84,6 +84,16 @@ enum EventMessage {
 /// The stable word a reading carries when NVML answers `GPU_IS_LOST`.
 const GPU_LOST: &str = "gpu_lost";
 
+/// The most NVML calls a tick makes for one GPU, its handle included (the test suite holds
+/// kiln to it through the fake NVML's call log). At the default 200 ms interval eight GPUs
+/// then cost well under a tick even where each call takes a millisecond.
+pub const CALLS_PER_TICK: usize = 15;
+
+/// How often the slow readings are taken: PCIe throughput (each call blocks for its ~20 ms
+/// sampling window on a real driver), the fans and the other processes on the GPU. They
+/// are read on their own thread, so that the tick never waits for them.
+pub const SLOW_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// NVML as a telemetry source.
 pub struct NvmlSource {
     nvml: Option<Nvml>,
@@ -97,6 +107,12 @@ pub struct NvmlSource {
     lost: Vec<usize>,
     /// Each device's last gauges before it was lost, for the record of the loss.
     last: std::collections::BTreeMap<usize, Readings>,
+    /// Each device's properties that do not change while kiln runs, read once.
+    fixed: std::collections::BTreeMap<usize, Readings>,
+    /// The slow readings, from their own thread, by NVML index.
+    slow: Option<Receiver<(u32, Readings)>>,
+    /// Slow readings not yet laid into a sample, by device.
+    fresh: std::collections::BTreeMap<usize, Readings>,
 }
 
 /// A reading, or why there is none: a stable word for the failures the evidence and the
@@ -186,6 +202,9 @@ impl NvmlSource {
             stop_events: Arc::new(AtomicBool::new(false)),
             lost: Vec::new(),
             last: std::collections::BTreeMap::new(),
+            fixed: std::collections::BTreeMap::new(),
+            slow: None,
+            fresh: std::collections::BTreeMap::new(),
         }
     }
 
@@ -309,6 +328,75 @@ impl NvmlSource {
         Some(rx)
     }
 
+    /// The slow readings ([`slow_at`]) of every matched GPU, every [`SLOW_INTERVAL`], on a
+    /// thread with its own NVML handle. A GPU that answers `GPU_IS_LOST` is read no more
+    /// (the tick records the loss).
+    fn spawn_slow(&self) -> Option<Receiver<(u32, Readings)>> {
+        let mut watched: Vec<u32> = self.matched().map(|(_, i)| i).collect();
+        if watched.is_empty() {
+            return None;
+        }
+        let (tx, rx) = channel();
+        let stop = self.stop_events.clone();
+        std::thread::Builder::new()
+            .name("kiln-nvml-slow".into())
+            .spawn(move || {
+                let nvml = match Nvml::init() {
+                    Ok(n) => n,
+                    Err(e) => {
+                        // Said as each slow reading's failure, never as silence.
+                        let failed = num(Err(e));
+                        for i in watched {
+                            let _ = tx.send((i, slow_failed(&failed)));
+                        }
+                        return;
+                    }
+                };
+                let mut fans = std::collections::BTreeMap::new();
+                while !watched.is_empty() {
+                    let round = std::time::Instant::now();
+                    let mut lost = Vec::new();
+                    for &i in &watched {
+                        let readings = match nvml.device_by_index(i) {
+                            Ok(d) => {
+                                let count = fans
+                                    .entry(i)
+                                    .or_insert_with(|| d.num_fans().map_err(|e| num(Err(e))));
+                                slow_at(&d, count)
+                            }
+                            Err(e) => slow_failed(&num(Err(e))),
+                        };
+                        if is_lost(&readings) {
+                            lost.push(i);
+                        } else if tx.send((i, readings)).is_err() {
+                            return;
+                        }
+                    }
+                    watched.retain(|i| !lost.contains(i));
+                    while round.elapsed() < SLOW_INTERVAL {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                }
+            })
+            .ok()?;
+        Some(rx)
+    }
+
+    /// Lays the slow readings that arrived since the last tick aside, by device.
+    fn take_slow(&mut self) {
+        let Some(slow) = &self.slow else {
+            return;
+        };
+        for (index, readings) in slow.try_iter() {
+            if let Some(m) = self.matches.iter().find(|m| m.index == Some(index)) {
+                self.fresh.entry(m.device).or_default().extend(readings);
+            }
+        }
+    }
+
     fn identity_at(nvml: &Nvml, index: u32) -> Readings {
         let mut f = Readings::new();
         let Ok(d) = nvml.device_by_index(index) else {
@@ -382,8 +470,12 @@ impl NvmlSource {
         f
     }
 
-    /// The device's gauges, or `GpuLost` when NVML answers that it is lost (for its
-    /// handle, or for any reading): a lost device's tick is no sample.
+    /// The device's gauges read on the tick, or `GpuLost` when NVML answers that it is lost
+    /// (for its handle, or for any reading): a lost device's tick is no sample. Only what
+    /// moves from tick to tick is read here; what never changes is read once
+    /// ([`fixed_at`]), what is slow or slowly changing on its own schedule ([`slow_at`]),
+    /// and the cumulative counters at phase boundaries ([`NvmlSource::counters`]), so that
+    /// a tick costs at most [`CALLS_PER_TICK`] calls.
     fn gauges(nvml: &Nvml, index: u32) -> Result<Readings, NvmlError> {
         let mut g = Readings::new();
         let d = nvml.device_by_index(index)?;
@@ -391,43 +483,23 @@ impl NvmlSource {
             signals::GPU_TEMP_C.name.into(),
             num(d.temperature(TemperatureSensor::Gpu).map(f64::from)),
         );
-        g.insert(
-            signals::HBM_TEMP_C.name.into(),
-            field(&d, FIELD_MEMORY_TEMP),
-        );
+        let [hbm] = fields(&d, [FIELD_MEMORY_TEMP]);
+        g.insert(signals::HBM_TEMP_C.name.into(), hbm);
         g.insert(
             signals::POWER_W.name.into(),
             num(d.power_usage().map(|mw| f64::from(mw) / 1e3)),
         );
+        // An administrator's cap or the driver's power brake moves it: read every tick.
         g.insert(
             signals::POWER_LIMIT_ENFORCED_W.name.into(),
             num(d.enforced_power_limit().map(|mw| f64::from(mw) / 1e3)),
         );
-        g.insert(
-            signals::POWER_LIMIT_DEFAULT_W.name.into(),
-            num(d
-                .power_management_limit_default()
-                .map(|mw| f64::from(mw) / 1e3)),
-        );
-        g.insert(
-            signals::ENERGY_MJ.name.into(),
-            num(d.total_energy_consumption().map(|e| e as f64)),
-        );
-        for (now, max, clock) in [
-            (signals::CLOCK_SM_MHZ, signals::CLOCK_SM_MAX_MHZ, Clock::SM),
-            (
-                signals::CLOCK_MEM_MHZ,
-                signals::CLOCK_MEM_MAX_MHZ,
-                Clock::Memory,
-            ),
-            (
-                signals::CLOCK_GRAPHICS_MHZ,
-                signals::CLOCK_GRAPHICS_MAX_MHZ,
-                Clock::Graphics,
-            ),
+        for (now, clock) in [
+            (signals::CLOCK_SM_MHZ, Clock::SM),
+            (signals::CLOCK_MEM_MHZ, Clock::Memory),
+            (signals::CLOCK_GRAPHICS_MHZ, Clock::Graphics),
         ] {
             g.insert(now.name.into(), num(d.clock_info(clock).map(f64::from)));
-            g.insert(max.name.into(), num(d.max_clock_info(clock).map(f64::from)));
         }
         match d.current_throttle_reasons() {
             Ok(reasons) => {
@@ -444,28 +516,6 @@ impl NvmlSource {
             }
             Err(e) => {
                 g.insert(signals::THROTTLE_REASONS_MASK.name.into(), num(Err(e)));
-            }
-        }
-        for (signal, policy) in [
-            (signals::VIOLATION_POWER_NS, PerformancePolicy::Power),
-            (signals::VIOLATION_THERMAL_NS, PerformancePolicy::Thermal),
-        ] {
-            g.insert(
-                signal.name.into(),
-                num(d.violation_status(policy).map(|v| v.violation_time as f64)),
-            );
-        }
-        match d.num_fans() {
-            Ok(n) => {
-                for i in 0..n {
-                    g.insert(
-                        signals::fan_speed_pct(i),
-                        num(d.fan_speed(i).map(f64::from)),
-                    );
-                }
-            }
-            Err(e) => {
-                g.insert(signals::fan_speed_pct(0), num(Err(e)));
             }
         }
         match d.utilization_rates() {
@@ -506,6 +556,7 @@ impl NvmlSource {
             signals::PSTATE.name.into(),
             text(d.performance_state().map(|p| format!("P{}", p.as_c()))),
         );
+        // A link that retrains under load shows for moments: its state is read every tick.
         g.insert(
             signals::PCIE_GEN.name.into(),
             num(d.current_pcie_link_gen().map(f64::from)),
@@ -514,30 +565,7 @@ impl NvmlSource {
             signals::PCIE_WIDTH.name.into(),
             num(d.current_pcie_link_width().map(f64::from)),
         );
-        g.insert(
-            signals::PCIE_GEN_MAX.name.into(),
-            num(d.max_pcie_link_gen().map(f64::from)),
-        );
-        g.insert(
-            signals::PCIE_WIDTH_MAX.name.into(),
-            num(d.max_pcie_link_width().map(f64::from)),
-        );
-        g.insert(
-            signals::PCIE_TX_KBPS.name.into(),
-            num(d.pcie_throughput(PcieUtilCounter::Send).map(f64::from)),
-        );
-        g.insert(
-            signals::PCIE_RX_KBPS.name.into(),
-            num(d.pcie_throughput(PcieUtilCounter::Receive).map(f64::from)),
-        );
-        g.insert(
-            signals::PCIE_REPLAYS.name.into(),
-            num(d.pcie_replay_counter().map(f64::from)),
-        );
-        let lost = g
-            .values()
-            .any(|r| matches!(r, Reading::Unavailable { unavailable } if unavailable == GPU_LOST));
-        if lost {
+        if is_lost(&g) {
             return Err(NvmlError::GpuLost);
         }
         Ok(g)
@@ -611,14 +639,36 @@ impl NvmlSource {
                 .are_pages_pending_retired()
                 .map(|p| f64::from(u8::from(p)))),
         );
-        for (key, id) in [
-            (signals::REMAPPED_CORRECTABLE.name, FIELD_REMAPPED_COR),
-            (signals::REMAPPED_UNCORRECTABLE.name, FIELD_REMAPPED_UNC),
-            (signals::REMAP_PENDING.name, FIELD_REMAP_PENDING),
-            (signals::REMAP_FAILURE.name, FIELD_REMAP_FAILURE),
-            (signals::RECOVERY_ACTION.name, FIELD_RECOVERY_ACTION),
+        let keys = [
+            signals::REMAPPED_CORRECTABLE.name,
+            signals::REMAPPED_UNCORRECTABLE.name,
+            signals::REMAP_PENDING.name,
+            signals::REMAP_FAILURE.name,
+            signals::RECOVERY_ACTION.name,
+        ];
+        let values = fields(
+            &d,
+            [
+                FIELD_REMAPPED_COR,
+                FIELD_REMAPPED_UNC,
+                FIELD_REMAP_PENDING,
+                FIELD_REMAP_FAILURE,
+                FIELD_RECOVERY_ACTION,
+            ],
+        );
+        for (key, value) in keys.into_iter().zip(values) {
+            c.insert(key.into(), value);
+        }
+        // Cumulative time held below the requested clocks: its growth over a phase is the
+        // time the phase was capped.
+        for (signal, policy) in [
+            (signals::VIOLATION_POWER_NS, PerformancePolicy::Power),
+            (signals::VIOLATION_THERMAL_NS, PerformancePolicy::Thermal),
         ] {
-            c.insert(key.into(), field(&d, id));
+            c.insert(
+                signal.name.into(),
+                num(d.violation_status(policy).map(|v| v.violation_time as f64)),
+            );
         }
         c.insert(
             signals::PCIE_REPLAYS.name.into(),
@@ -630,6 +680,94 @@ impl NvmlSource {
         );
         c
     }
+}
+
+/// What does not change while kiln runs: the clocks' maximums, the default power limit and
+/// the link's maximum. Read once per device and laid into every sample.
+fn fixed_at(nvml: &Nvml, index: u32) -> Readings {
+    let mut f = Readings::new();
+    let d = match nvml.device_by_index(index) {
+        Ok(d) => d,
+        Err(e) => {
+            f.insert(signals::CLOCK_SM_MAX_MHZ.name.into(), num(Err(e)));
+            return f;
+        }
+    };
+    for (max, clock) in [
+        (signals::CLOCK_SM_MAX_MHZ, Clock::SM),
+        (signals::CLOCK_MEM_MAX_MHZ, Clock::Memory),
+        (signals::CLOCK_GRAPHICS_MAX_MHZ, Clock::Graphics),
+    ] {
+        f.insert(max.name.into(), num(d.max_clock_info(clock).map(f64::from)));
+    }
+    f.insert(
+        signals::POWER_LIMIT_DEFAULT_W.name.into(),
+        num(d
+            .power_management_limit_default()
+            .map(|mw| f64::from(mw) / 1e3)),
+    );
+    f.insert(
+        signals::PCIE_GEN_MAX.name.into(),
+        num(d.max_pcie_link_gen().map(f64::from)),
+    );
+    f.insert(
+        signals::PCIE_WIDTH_MAX.name.into(),
+        num(d.max_pcie_link_width().map(f64::from)),
+    );
+    f
+}
+
+/// True when no reading failed for a passing cause (a timeout, an unknown error, a lost
+/// GPU): what is settled need not be read again.
+fn settled(readings: &Readings) -> bool {
+    readings.values().all(|r| match r {
+        Reading::Unavailable { unavailable } => {
+            ![GPU_LOST, "timeout", "unknown"].contains(&unavailable.as_str())
+        }
+        _ => true,
+    })
+}
+
+/// Every slow reading failed, and why.
+fn slow_failed(why: &Reading) -> Readings {
+    [
+        signals::PCIE_TX_KBPS.name.to_owned(),
+        signals::PCIE_RX_KBPS.name.to_owned(),
+        signals::OTHER_PROCESSES_NOW.name.to_owned(),
+        signals::fan_speed_pct(0),
+    ]
+    .into_iter()
+    .map(|k| (k, why.clone()))
+    .collect()
+}
+
+/// The slow readings: PCIe throughput each way, every fan (`fans` is the device's count,
+/// read once), and the other processes on the GPU.
+fn slow_at(d: &nvml_wrapper::Device, fans: &Result<u32, Reading>) -> Readings {
+    let mut s = Readings::new();
+    s.insert(
+        signals::PCIE_TX_KBPS.name.into(),
+        num(d.pcie_throughput(PcieUtilCounter::Send).map(f64::from)),
+    );
+    s.insert(
+        signals::PCIE_RX_KBPS.name.into(),
+        num(d.pcie_throughput(PcieUtilCounter::Receive).map(f64::from)),
+    );
+    match fans {
+        Ok(n) => {
+            for i in 0..*n {
+                s.insert(
+                    signals::fan_speed_pct(i),
+                    num(d.fan_speed(i).map(f64::from)),
+                );
+            }
+        }
+        Err(why) => {
+            s.insert(signals::fan_speed_pct(0), why.clone());
+        }
+    }
+    s.insert(signals::OTHER_PROCESSES_NOW.name.into(), other_processes(d));
+    s
 }
 
 /// Other processes on the GPU, `pid:bytes` joined by commas (kiln's own left out), or why the
@@ -755,30 +893,54 @@ fn lost_event(last: Option<&Readings>) -> XidEvent {
     }
 }
 
-fn field(d: &nvml_wrapper::Device, id: u32) -> Reading {
+/// Field values in one call (NVML's way to read many at once), each its reading: a field
+/// the device does not have is not supported, and a failed call is every field's failure.
+fn fields<const N: usize>(d: &nvml_wrapper::Device, ids: [u32; N]) -> [Reading; N] {
     use nvml_wrapper::enums::device::SampleValue;
-    match d.field_values_for(&[FieldId(id)]) {
-        Ok(mut values) => match values.pop() {
-            Some(Ok(sample)) => match sample.value {
-                Ok(SampleValue::F64(v)) => Reading::Number(v),
-                Ok(SampleValue::U32(v)) => Reading::Number(f64::from(v)),
-                Ok(SampleValue::U64(v)) => Reading::Number(v as f64),
-                Ok(SampleValue::I64(v)) => Reading::Number(v as f64),
-                Err(e) => num(Err(e)),
-            },
-            Some(Err(e)) => num(Err(e)),
-            None => Reading::not_supported(),
-        },
-        Err(e) => num(Err(e)),
+    let mut out: [Reading; N] = std::array::from_fn(|_| Reading::not_supported());
+    match d.field_values_for(&ids.map(FieldId)) {
+        Ok(values) => {
+            for (slot, value) in out.iter_mut().zip(values) {
+                *slot = match value.and_then(|sample| sample.value) {
+                    Ok(SampleValue::F64(v)) => Reading::Number(v),
+                    Ok(SampleValue::U32(v)) => Reading::Number(f64::from(v)),
+                    Ok(SampleValue::U64(v)) => Reading::Number(v as f64),
+                    Ok(SampleValue::I64(v)) => Reading::Number(v as f64),
+                    Err(e) => num(Err(e)),
+                };
+            }
+        }
+        Err(e) => {
+            let failed = num(Err(e));
+            out = std::array::from_fn(|_| failed.clone());
+        }
     }
+    out
+}
+
+/// True when any reading says the GPU is lost.
+fn is_lost(readings: &Readings) -> bool {
+    readings
+        .values()
+        .any(|r| matches!(r, Reading::Unavailable { unavailable } if unavailable == GPU_LOST))
 }
 
 fn match_device(nvml: &Nvml, info: &Target) -> Match {
     let count = nvml.device_count().unwrap_or(0);
     let mut by_pci = None;
     for i in 0..count {
-        let Ok(d) = nvml.device_by_index(i) else {
-            continue;
+        let d = match nvml.device_by_index(i) {
+            Ok(d) => d,
+            // Lost before kiln started: known only by the index it was listed under, and
+            // watched so that its loss is recorded, never taken for a GPU NVML lacks.
+            Err(NvmlError::GpuLost) if info.nvml_index == Some(i) => {
+                return Match {
+                    device: info.index,
+                    index: Some(i),
+                    by: "nvml_index".into(),
+                };
+            }
+            Err(_) => continue,
         };
         if let Ok(uuid) = d.uuid() {
             let body = uuid.trim_start_matches("GPU-").to_ascii_lowercase();
@@ -839,10 +1001,21 @@ impl Source for NvmlSource {
     }
 
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
-        // Events are only wanted while sampling: `kiln list` matches without them.
+        // Events and the slow readings are only wanted while sampling: `kiln list` matches
+        // without them.
         self.events = self.spawn_events();
+        self.slow = self.spawn_slow();
         if let Some(down) = &self.down {
             return vec![down.clone().record()];
+        }
+        // What never changes is read before the first tick, so that no tick pays for it.
+        if let Some(nvml) = &self.nvml {
+            for (device, i) in self.matched().collect::<Vec<_>>() {
+                let f = fixed_at(nvml, i);
+                if settled(&f) {
+                    self.fixed.insert(device, f);
+                }
+            }
         }
         self.matches
             .iter()
@@ -857,6 +1030,7 @@ impl Source for NvmlSource {
     }
 
     fn sample(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
+        self.take_slow();
         let Some(nvml) = &self.nvml else {
             return Vec::new();
         };
@@ -868,7 +1042,23 @@ impl Source for NvmlSource {
                 continue;
             }
             match Self::gauges(nvml, i) {
-                Ok(readings) => {
+                Ok(mut readings) => {
+                    // A tick whose every call failed stays a sample with no reading: what
+                    // was read once, or on the slow schedule, must not make it one.
+                    if readings.values().any(|r| r.number().is_some()) {
+                        let fixed = match self.fixed.get(&device) {
+                            Some(f) => f.clone(),
+                            None => {
+                                let f = fixed_at(nvml, i);
+                                if settled(&f) {
+                                    self.fixed.insert(device, f.clone());
+                                }
+                                f
+                            }
+                        };
+                        readings.extend(fixed);
+                        readings.extend(self.fresh.remove(&device).unwrap_or_default());
+                    }
                     self.last.insert(device, readings.clone());
                     out.push((Some(device), TelemetryData::Sample { readings }));
                 }

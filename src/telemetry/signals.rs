@@ -122,7 +122,7 @@ catalogue! {
     POWER_W = Gauge("power_w", Watts, "Board power draw (Intel's from energy-counter deltas).");
     POWER_LIMIT_ENFORCED_W = Gauge("power_limit_enforced_w", Watts, "The power limit in force, an administrator's cap included.");
     POWER_LIMIT_DEFAULT_W = Gauge("power_limit_default_w", Watts, "The card's default power limit.");
-    ENERGY_MJ = Counter("energy_mj", Millijoules, "Energy used since the driver loaded; sampled and snapshotted.");
+    ENERGY_MJ = Counter("energy_mj", Millijoules, "Energy used since the driver loaded; snapshotted around every phase.");
     // Clocks and what holds them.
     CLOCK_SM_MHZ = Gauge("clock_sm_mhz", Megahertz, "SM (shader) clock (amdgpu's sclk, Intel's GT clock).");
     CLOCK_SM_MAX_MHZ = Gauge("clock_sm_max_mhz", Megahertz, "The SM clock's maximum.");
@@ -132,8 +132,8 @@ catalogue! {
     CLOCK_GRAPHICS_MAX_MHZ = Gauge("clock_graphics_max_mhz", Megahertz, "The graphics clock's maximum.");
     THROTTLE_REASONS_MASK = Gauge("throttle_reasons_mask", Bitmask, "NVML's clocks-event (throttle) bit mask, raw: charted, never judged.");
     THROTTLE_REASONS = Gauge("throttle_reasons", Text, "The throttle reasons holding the clocks, decoded from the mask, comma-separated (empty for none).");
-    VIOLATION_POWER_NS = Counter("violation_power_ns", Nanoseconds, "Time held below the requested clocks by the power policy; sampled.");
-    VIOLATION_THERMAL_NS = Counter("violation_thermal_ns", Nanoseconds, "Time held below the requested clocks by the thermal policy; sampled.");
+    VIOLATION_POWER_NS = Counter("violation_power_ns", Nanoseconds, "Time held below the requested clocks by the power policy; snapshotted around every phase.");
+    VIOLATION_THERMAL_NS = Counter("violation_thermal_ns", Nanoseconds, "Time held below the requested clocks by the thermal policy; snapshotted around every phase.");
     PSTATE = Gauge("pstate", Text, "Performance state (`P0` fastest).");
     // Cooling, load and memory.
     FAN0_RPM = Gauge("fan0_rpm", Rpm, "Fan speed (amdgpu's hwmon fan1).");
@@ -149,9 +149,9 @@ catalogue! {
     PCIE_WIDTH_MAX = Gauge("pcie_width_max", Lanes, "The most PCIe lanes the device supports.");
     PCIE_SPEED_GTS = Gauge("pcie_speed_gts", GigatransfersPerSecond, "PCIe transfer rate per lane now (sysfs).");
     PCIE_SPEED_MAX_GTS = Gauge("pcie_speed_max_gts", GigatransfersPerSecond, "The highest PCIe transfer rate per lane (sysfs).");
-    PCIE_TX_KBPS = Gauge("pcie_tx_kbps", KilobytesPerSecond, "PCIe throughput the device sends.");
-    PCIE_RX_KBPS = Gauge("pcie_rx_kbps", KilobytesPerSecond, "PCIe throughput the device receives.");
-    PCIE_REPLAYS = Counter("pcie_replays", Count, "PCIe replays (link-level retransmissions); sampled and snapshotted.");
+    PCIE_TX_KBPS = Gauge("pcie_tx_kbps", KilobytesPerSecond, "PCIe throughput the device sends (NVML: read every second, off the tick).");
+    PCIE_RX_KBPS = Gauge("pcie_rx_kbps", KilobytesPerSecond, "PCIe throughput the device receives (NVML: read every second, off the tick).");
+    PCIE_REPLAYS = Counter("pcie_replays", Count, "PCIe replays (link-level retransmissions); snapshotted around every phase.");
     AER_CORRECTABLE = Counter("aer_correctable", Count, "PCIe AER correctable errors of the device (sysfs).");
     AER_NONFATAL = Counter("aer_nonfatal", Count, "PCIe AER uncorrectable non-fatal errors (sysfs).");
     AER_FATAL = Counter("aer_fatal", Count, "PCIe AER fatal errors (sysfs).");
@@ -191,7 +191,8 @@ catalogue! {
     TEMP_GPU_MAX_C = Identity("temp_gpu_max_c", Celsius, "The GPU's highest rated temperature.");
     TEMP_MEM_MAX_C = Identity("temp_mem_max_c", Celsius, "The memory's highest rated temperature.");
     OTHER_PROCESSES = Identity("other_processes", Text, "Other processes on the GPU at the start, `pid:bytes` joined by commas (`unknown` bytes where not said).");
-    MATCHED_BY = Identity("matched_by", Text, "How the source matched the device: `uuid` or `pci`.");
+    OTHER_PROCESSES_NOW = Gauge("other_processes_now", Text, "Other processes on the GPU during the run, as `other_processes` (NVML: read every second, off the tick).");
+        MATCHED_BY = Identity("matched_by", Text, "How the source matched the device: `uuid` or `pci`.");
     // Events.
     XID = Event("xid", Code, "An Xid of the kernel log (or a GPU fallen off the bus), or NVML's critical Xid and ECC events.");
 }
@@ -217,7 +218,7 @@ pub const FAN_SPEED_PCT: Family = Family {
     pattern: "fan{i}_speed_pct",
     unit: Unit::Percent,
     kind: Kind::Gauge,
-    about: "Fan speed of fan i, as a share of its maximum.",
+    about: "Fan speed of fan i, as a share of its maximum (NVML: read every second, off the tick).",
     matches: |n| {
         n.strip_prefix("fan")
             .and_then(|n| n.strip_suffix("_speed_pct"))

@@ -1,8 +1,8 @@
 //! A `libnvidia-ml.so.1` for kiln's tests: it exports the NVML calls kiln makes (through
 //! nvml-wrapper, with NVML's C types) and answers them for the GPUs of a scripted scenario
 //! ([`scenario`]), so that kiln's real NVML code runs against an emulated NVIDIA node. Every
-//! call is logged (`KILN_FAKE_NVML_LOG`: `<seconds> <symbol> <gpu index or ->` a line) so
-//! that tests can hold kiln to a call budget.
+//! call is logged (`KILN_FAKE_NVML_LOG`: `<seconds> <symbol> <gpu index or -> <thread>` a
+//! line, the thread by the name the kernel holds) so that tests can hold kiln to a call budget.
 //!
 //! A device handle is its index plus one; an event set is a boxed [`EventSet`]. A GPU the
 //! scenario loses answers every call with `NVML_ERROR_GPU_IS_LOST` from then on, as a GPU
@@ -40,7 +40,12 @@ fn log_call(symbol: &str, gpu: Option<usize>) {
         && let Ok(mut f) = file.lock()
     {
         let gpu = gpu.map_or_else(|| "-".to_owned(), |g| g.to_string());
-        let _ = writeln!(f, "{:.3} {symbol} {gpu}", scenario().now());
+        // The caller's thread name as the kernel holds it (set by its own std, which this
+        // library's std does not share; cut to 15 bytes).
+        let thread = std::fs::read_to_string("/proc/thread-self/comm")
+            .map(|n| n.trim().replace(' ', "_"))
+            .unwrap_or_else(|_| "-".into());
+        let _ = writeln!(f, "{:.3} {symbol} {gpu} {thread}", scenario().now());
     }
 }
 

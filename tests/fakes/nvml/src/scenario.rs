@@ -212,10 +212,17 @@ impl Gpu {
             .unwrap_or(default)
     }
 
-    /// Its readings at `t` seconds: the healthy card's, with every timeline entry up to `t`
-    /// laid over them in order.
+    /// Its readings at `t` seconds: the healthy card's, with the readings its spec gives
+    /// beside its identity (`"fans": 2`) and then every timeline entry up to `t` laid over
+    /// them in order.
     pub fn state_at(&self, t: f64) -> State {
         let mut state = healthy_h200();
+        // A reading given beside the identity holds from the start.
+        for (k, v) in &self.spec {
+            if state.contains_key(k) {
+                state.insert(k.clone(), v.clone());
+            }
+        }
         for (at, entry) in &self.timeline {
             if *at > t {
                 break;
