@@ -803,6 +803,8 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
             vulkan_driver_version: String::new(),
             identity: seen.identity.get(&g).cloned().unwrap_or_default(),
             source_problems: seen.causes.clone(),
+            // A node check starts no worker: whose an Xid is, is not known here.
+            kiln_pids: Vec::new(),
         };
         let device = DeviceReport::observed(
             g,
@@ -1060,7 +1062,12 @@ fn kind_rank(code: &str) -> usize {
 
 /// The one phase a health check judges: what was read now, and the Xids since the last
 /// check.
-fn health_phase(device: usize, xids: Vec<XidEvent>) -> PhaseTelemetry {
+fn health_phase(device: usize, seen: Vec<XidEvent>) -> PhaseTelemetry {
+    // One fault, however many ways it came (the kernel log, NVML's events), is one.
+    let mut xids = Vec::new();
+    for x in seen {
+        crate::telemetry::record::add_xid(&mut xids, x);
+    }
     PhaseTelemetry {
         device,
         phase: "health".into(),
@@ -1073,6 +1080,7 @@ fn health_phase(device: usize, xids: Vec<XidEvent>) -> PhaseTelemetry {
         counters_after: BTreeMap::new(),
         counters_unavailable: Vec::new(),
         xids,
+        other_processes: Vec::new(),
     }
 }
 

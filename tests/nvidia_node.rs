@@ -268,6 +268,7 @@ fn a_refused_event_registration_is_a_named_gap_not_silence() {
             .iter()
             .any(|c| c == "events_no_permission")
     );
+    common::validate_report(&run_dir.join("report.json"));
 }
 
 /// One NVML call of the fake's log.
@@ -545,7 +546,77 @@ fn a_sysfs_fixture_changes_where_sysfs_is_read_and_nvml_is_still_asked() {
     let out = gpu.args(["health", "--json"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.starts_with("OK: 1 GPU healthy [KILN-OK-000]"), "{stdout}");
+    assert!(
+        stdout.starts_with("OK: 1 GPU healthy [KILN-OK-000]"),
+        "{stdout}"
+    );
     assert!(!stdout.contains("KILN-CNT-002"), "{stdout}");
     assert!(stdout.contains("ECC, row remapping"), "{stdout}");
+}
+
+#[test]
+fn one_double_bit_error_is_one_xid_48_with_every_way_it_came_named() {
+    // The driver raises Xid 48 and NVML its double-bit ECC event for the same error.
+    let node = Node::new(json!({"events": [
+        {"at_s": 3.0, "kind": "xid", "xid": 48},
+        {"at_s": 3.0, "kind": "dbe"}
+    ], "timeline": [{"at_s": 3.0, "ecc_uncorrected_volatile": 1, "ecc_uncorrected_aggregate": 1}]}));
+    let (out, run_dir) = node.run(6);
+    let report = expect_json(&out, 1);
+    let device = &report["devices"][0];
+    let memory = common::findings_of(device, "XID_MEMORY_HARDWARE");
+    assert_eq!(memory.len(), 1, "{:?}", finding_codes(device));
+    let evidence = &memory[0]["evidence"];
+    assert_eq!(
+        evidence["codes"],
+        json!([{"code": 48, "count": 1}]),
+        "{evidence}"
+    );
+    assert_eq!(
+        evidence["seen_by"],
+        json!(["nvml_xid_event", "nvml_ecc_event"]),
+        "{evidence}"
+    );
+    let summary = memory[0]["summary"].as_str().unwrap();
+    assert!(!summary.contains("x2"), "{summary}");
+    // Both records are kept in the evidence as they came.
+    let recorded = telemetry(&run_dir)
+        .iter()
+        .filter(|r| r["kind"] == "xid")
+        .count();
+    assert_eq!(recorded, 2);
+    common::validate_report(&run_dir.join("report.json"));
+}
+
+#[test]
+fn a_tenant_arriving_mid_run_is_the_environment_and_kiln_s_own_workers_are_not_tenants() {
+    // kiln's own workers are on every process list a real driver gives: never tenants.
+    let node = Node::new(json!({"kiln_workers_listed": true}));
+    let (out, run_dir) = node.run(6);
+    let report = expect_json(&out, 0);
+    assert!(
+        !finding_codes(&report["devices"][0]).contains(&"OTHER_TENANTS"),
+        "{}",
+        report["devices"][0]
+    );
+    // The workers are in the evidence.
+    let workers = common::jsonl(&run_dir.join("events.jsonl"))
+        .into_iter()
+        .filter(|e| e["kind"] == "worker" && e["pid"].as_u64().is_some())
+        .count();
+    assert_eq!(workers, 1);
+    // A tenant that starts four seconds in, with kiln's workers beside it.
+    let node = Node::new(json!({"kiln_workers_listed": true,
+        "processes": [{"pid": 4242, "bytes": 2_147_483_648u64, "from_s": 4.0}]}));
+    let (out, run_dir) = node.run(8);
+    let report = expect_json(&out, 2);
+    let tenants = common::findings_of(&report["devices"][0], "OTHER_TENANTS");
+    assert_eq!(tenants.len(), 1, "{}", report["devices"][0]);
+    let summary = tenants[0]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("1 other processes started using the GPU during the test (pid:bytes 4242:2147483648 from the "),
+        "{summary}"
+    );
+    assert!(!summary.contains("when the test started"), "{summary}");
+    common::validate_report(&run_dir.join("report.json"));
 }

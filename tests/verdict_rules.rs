@@ -272,6 +272,7 @@ fn history_before_the_run_is_not_evidence_against_the_card() {
                     kernel_us: Some(1_000),
                     before_run: true,
                     t_ms: None,
+                    seen_by: Vec::new(),
                 },
             },
         },
@@ -305,6 +306,7 @@ fn a_device_without_telemetry_says_what_could_not_be_checked() {
         counters_after: Default::default(),
         counters_unavailable: vec![],
         xids: vec![],
+        other_processes: vec![],
     }];
     d.judge(&Thresholds::default());
     assert_eq!(codes(&d), vec!["TELEMETRY_MISSING"]);

@@ -48,6 +48,12 @@ pub enum Event {
         /// Identity, memory and limits.
         info: Box<DeviceInfo>,
     },
+    /// The worker process testing a device started: its pid, so that the verdict tells
+    /// an Xid raised in kiln's own process from another process's.
+    Worker {
+        /// The worker's process id.
+        pid: u32,
+    },
     /// A workload starts, with its settings.
     WorkloadStart {
         /// Workload name.

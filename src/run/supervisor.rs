@@ -127,6 +127,9 @@ pub(super) fn supervise(
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| AppError::Start(format!("cannot start a device worker: {e}")))?;
+        // Its GPU memory is kiln's own, never a tenant's, and its Xids are kiln's.
+        crate::telemetry::claim_process(child.id());
+        events.emit(Some(info.index), Event::Worker { pid: child.id() });
         let mut stdin = child.stdin.take();
         if let Some(pipe) = stdin.as_mut() {
             let line = job.to_line();

@@ -10,7 +10,7 @@ use std::sync::mpsc::{Receiver, channel};
 
 use regex::Regex;
 
-use super::record::{TelemetryData, XidEvent};
+use super::record::{TelemetryData, XidChannel, XidEvent};
 use super::{Gap, Source, cause, signals};
 
 fn xid_pattern() -> &'static Regex {
@@ -61,6 +61,7 @@ pub fn parse_xid(message: &str) -> Option<XidEvent> {
             kernel_us: None,
             before_run: false,
             t_ms: None,
+            seen_by: vec![XidChannel::KernelLog],
         });
     }
     if message.contains("fallen off the bus") {
@@ -75,6 +76,7 @@ pub fn parse_xid(message: &str) -> Option<XidEvent> {
             kernel_us: None,
             before_run: false,
             t_ms: None,
+            seen_by: vec![XidChannel::KernelLog],
         });
     }
     None

@@ -112,6 +112,24 @@ pub mod cause {
     ];
 }
 
+/// kiln's own processes beside this one (the run's workers, by pid): another process on a
+/// GPU is a tenant, kiln's own are not.
+static OWN_PROCESSES: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Records that `pid` is one of kiln's own processes (a worker it started).
+pub fn claim_process(pid: u32) {
+    if let Ok(mut own) = OWN_PROCESSES.lock()
+        && !own.contains(&pid)
+    {
+        own.push(pid);
+    }
+}
+
+/// True for this process and every process claimed with [`claim_process`].
+pub fn is_own_process(pid: u32) -> bool {
+    pid == std::process::id() || OWN_PROCESSES.lock().is_ok_and(|own| own.contains(&pid))
+}
+
 /// How a source matched a device it was given to its own device, or why it did not.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Match {

@@ -17,7 +17,7 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 
-use super::record::{Reading, Readings, TelemetryData, XidEvent};
+use super::record::{Reading, Readings, TelemetryData, XidChannel, XidEvent};
 use super::{Gap, Match, Source, Target, cause};
 use super::{signals, throttle};
 use crate::gpu::DeviceInfo;
@@ -770,7 +770,8 @@ fn slow_at(d: &nvml_wrapper::Device, fans: &Result<u32, Reading>) -> Readings {
     s
 }
 
-/// Other processes on the GPU, `pid:bytes` joined by commas (kiln's own left out), or why the
+/// Other processes on the GPU, `pid:bytes` joined by commas (kiln's own, its workers too, left
+/// out), or why the
 /// list could not be read: a refused or failed list is unknown, never "none". A card that
 /// lists no processes of one kind (no graphics engine) is read from the other.
 fn other_processes(d: &nvml_wrapper::Device) -> Reading {
@@ -783,7 +784,7 @@ fn other_processes(d: &nvml_wrapper::Device) -> Reading {
         match list {
             Ok(list) => {
                 readable = true;
-                for p in list.into_iter().filter(|p| p.pid != std::process::id()) {
+                for p in list.into_iter().filter(|p| !super::is_own_process(p.pid)) {
                     let used = match p.used_gpu_memory {
                         UsedGpuMemory::Used(b) => b.to_string(),
                         UsedGpuMemory::Unavailable => "unknown".into(),
@@ -805,18 +806,25 @@ fn other_processes(d: &nvml_wrapper::Device) -> Reading {
 /// An NVML event as an Xid record: a critical Xid by its number, a double-bit ECC error as
 /// Xid 48 (what the driver logs for one), a single-bit one by name.
 fn event_of(data: &nvml_wrapper::struct_wrappers::event::EventData) -> XidEvent {
-    let (code, message) = if data.event_type.contains(EventTypes::CRITICAL_XID_ERROR) {
-        match data.event_data {
+    let ((code, message), channel) = if data.event_type.contains(EventTypes::CRITICAL_XID_ERROR) {
+        let said = match data.event_data {
             Some(XidError::Value(v)) => (Some(v as u32), "critical Xid (NVML event)".to_owned()),
             _ => (
                 None,
                 "critical Xid of unknown value (NVML event)".to_owned(),
             ),
-        }
+        };
+        (said, XidChannel::NvmlXidEvent)
     } else if data.event_type.contains(EventTypes::DOUBLE_BIT_ECC_ERROR) {
-        (Some(48), "double-bit ECC error (NVML event)".to_owned())
+        (
+            (Some(48), "double-bit ECC error (NVML event)".to_owned()),
+            XidChannel::NvmlEccEvent,
+        )
     } else {
-        (None, "single-bit ECC error (NVML event)".to_owned())
+        (
+            (None, "single-bit ECC error (NVML event)".to_owned()),
+            XidChannel::NvmlEccEvent,
+        )
     };
     XidEvent {
         bus_id: data
@@ -831,6 +839,7 @@ fn event_of(data: &nvml_wrapper::struct_wrappers::event::EventData) -> XidEvent 
         kernel_us: None,
         before_run: false,
         t_ms: None,
+        seen_by: vec![channel],
     }
 }
 
@@ -890,6 +899,7 @@ fn lost_event(last: Option<&Readings>) -> XidEvent {
         kernel_us: None,
         before_run: false,
         t_ms: None,
+        seen_by: vec![XidChannel::NvmlGpuLost],
     }
 }
 

@@ -60,7 +60,28 @@ fn recorded_sample<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Readings, D
     Ok(readings)
 }
 
-/// An Xid (or "fallen off the bus") line from the kernel log.
+/// A way an Xid reaches kiln. One fault often comes by several (the driver's Xid 48 line
+/// in the kernel log, NVML's critical-Xid event and its double-bit ECC event): it is
+/// counted once, with every way that saw it named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum XidChannel {
+    /// A line of the kernel log (`NVRM: Xid ...`).
+    KernelLog,
+    /// NVML's critical-Xid event.
+    NvmlXidEvent,
+    /// NVML's ECC event (a double-bit error is recorded as the Xid 48 the driver logs).
+    NvmlEccEvent,
+    /// NVML answering `GPU_IS_LOST` (recorded as Xid 79).
+    NvmlGpuLost,
+}
+
+/// How far apart (ms, by when kiln saw them) two records of one fault can be and still be
+/// one: each way is read within a tick or two of the fault, and the journal's reader a
+/// second later at most.
+pub const SAME_FAULT_MS: f64 = 3_000.0;
+
+/// An Xid (or "fallen off the bus") line from the kernel log, or an NVML event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct XidEvent {
     /// PCI bus id as the driver printed it (`0000:05:00`), when it did.
@@ -81,6 +102,81 @@ pub struct XidEvent {
     /// summary from the record that carried it (the record itself has its time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub t_ms: Option<f64>,
+    /// Every way it was seen; empty in evidence written before kiln named them (see
+    /// [`XidEvent::channels`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen_by: Vec<XidChannel>,
+}
+
+impl XidEvent {
+    /// Its code: the one given, or 79 for a "fallen off the bus" line that gives none.
+    pub fn code(&self) -> Option<u32> {
+        self.code
+            .or_else(|| self.message.contains("fallen off the bus").then_some(79))
+    }
+
+    /// The ways it was seen: as recorded, else read from the words kiln wrote for it.
+    pub fn channels(&self) -> Vec<XidChannel> {
+        if !self.seen_by.is_empty() {
+            return self.seen_by.clone();
+        }
+        let words = &self.message;
+        vec![if words.contains("GPU_IS_LOST") {
+            XidChannel::NvmlGpuLost
+        } else if words.contains("ECC error (NVML event)") {
+            XidChannel::NvmlEccEvent
+        } else if words.contains("(NVML event)") {
+            XidChannel::NvmlXidEvent
+        } else {
+            XidChannel::KernelLog
+        }]
+    }
+
+    /// True when `other` is this fault seen another way: the same code, seen by none of
+    /// the same ways, within [`SAME_FAULT_MS`] (a record without a time is of the same
+    /// moment, as in a node check).
+    fn same_fault(&self, other: &XidEvent) -> bool {
+        let near = match (self.t_ms, other.t_ms) {
+            (Some(a), Some(b)) => (a - b).abs() <= SAME_FAULT_MS,
+            _ => true,
+        };
+        let mine = self.channels();
+        near && self.code().is_some()
+            && self.code() == other.code()
+            && self.before_run == other.before_run
+            && !other.channels().iter().any(|c| mine.contains(c))
+    }
+
+    /// Folds in `other`, the same fault seen another way: every way named, and what only
+    /// one way says (the process, the bus, the kernel's time) kept. The kernel log's words
+    /// are kept over NVML's, which carry no text.
+    fn absorb(&mut self, other: XidEvent) {
+        let mut seen = self.channels();
+        seen.extend(other.channels());
+        seen.sort();
+        seen.dedup();
+        if other.channels().contains(&XidChannel::KernelLog) {
+            self.message = other.message;
+        }
+        self.seen_by = seen;
+        self.bus_id = self.bus_id.take().or(other.bus_id);
+        self.pid = self.pid.or(other.pid);
+        self.process = self.process.take().or(other.process);
+        self.kernel_us = self.kernel_us.or(other.kernel_us);
+        self.t_ms = match (self.t_ms, other.t_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// Adds `event` to `xids`, folded into the first record of the same fault seen another way
+/// where there is one: a fault is counted once, however many ways it came.
+pub fn add_xid(xids: &mut Vec<XidEvent>, event: XidEvent) {
+    match xids.iter_mut().find(|x| x.same_fault(&event)) {
+        Some(x) => x.absorb(event),
+        None => xids.push(event),
+    }
 }
 
 /// One line of `telemetry.jsonl`.
@@ -169,5 +265,105 @@ impl Boundary {
             Boundary::Before => "before",
             Boundary::After => "after",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xid(code: u32, t_ms: f64, channel: XidChannel, message: &str) -> XidEvent {
+        XidEvent {
+            bus_id: None,
+            code: Some(code),
+            pid: None,
+            process: None,
+            message: message.into(),
+            kernel_us: None,
+            before_run: false,
+            t_ms: Some(t_ms),
+            seen_by: vec![channel],
+        }
+    }
+
+    #[test]
+    fn one_fault_seen_three_ways_is_one_with_every_way_named() {
+        let mut xids = Vec::new();
+        add_xid(
+            &mut xids,
+            xid(
+                48,
+                1_000.0,
+                XidChannel::NvmlXidEvent,
+                "critical Xid (NVML event)",
+            ),
+        );
+        add_xid(
+            &mut xids,
+            xid(
+                48,
+                1_010.0,
+                XidChannel::NvmlEccEvent,
+                "double-bit ECC error (NVML event)",
+            ),
+        );
+        let mut line = xid(
+            48,
+            1_600.0,
+            XidChannel::KernelLog,
+            "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.",
+        );
+        line.pid = Some(4242);
+        line.kernel_us = Some(77_000_000);
+        add_xid(&mut xids, line);
+        assert_eq!(xids.len(), 1, "{xids:?}");
+        let x = &xids[0];
+        assert_eq!(
+            x.seen_by,
+            [
+                XidChannel::KernelLog,
+                XidChannel::NvmlXidEvent,
+                XidChannel::NvmlEccEvent
+            ]
+        );
+        // The driver's words, pid and time are kept; the first sight is when it happened.
+        assert!(x.message.starts_with("An uncorrectable double bit error"));
+        assert_eq!(
+            (x.pid, x.kernel_us, x.t_ms),
+            (Some(4242), Some(77_000_000), Some(1_000.0))
+        );
+    }
+
+    #[test]
+    fn two_faults_stay_two_however_they_came() {
+        let mut xids = Vec::new();
+        // Two lines of the same way are two faults, even at once.
+        add_xid(&mut xids, xid(48, 1_000.0, XidChannel::KernelLog, "a"));
+        add_xid(&mut xids, xid(48, 1_001.0, XidChannel::KernelLog, "b"));
+        // Each NVML event pairs with one of them.
+        add_xid(&mut xids, xid(48, 1_002.0, XidChannel::NvmlXidEvent, "c"));
+        add_xid(&mut xids, xid(48, 1_003.0, XidChannel::NvmlXidEvent, "d"));
+        assert_eq!(xids.len(), 2, "{xids:?}");
+        assert!(xids.iter().all(|x| x.seen_by.len() == 2));
+        // Another code, or the same code a minute later, is another fault.
+        add_xid(&mut xids, xid(94, 1_004.0, XidChannel::NvmlEccEvent, "e"));
+        add_xid(&mut xids, xid(48, 61_000.0, XidChannel::NvmlEccEvent, "f"));
+        assert_eq!(xids.len(), 4, "{xids:?}");
+    }
+
+    #[test]
+    fn old_evidence_says_its_way_by_its_words() {
+        let mut old = xid(79, 0.0, XidChannel::KernelLog, "");
+        old.seen_by.clear();
+        old.message = "GPU is lost: NVML answers GPU_IS_LOST (no reading before it)".into();
+        assert_eq!(old.channels(), [XidChannel::NvmlGpuLost]);
+        old.message = "double-bit ECC error (NVML event)".into();
+        assert_eq!(old.channels(), [XidChannel::NvmlEccEvent]);
+        old.message = "critical Xid (NVML event)".into();
+        assert_eq!(old.channels(), [XidChannel::NvmlXidEvent]);
+        old.message = "GPU has fallen off the bus.".into();
+        old.code = None;
+        assert_eq!(old.channels(), [XidChannel::KernelLog]);
+        assert_eq!(old.code(), Some(79));
     }
 }

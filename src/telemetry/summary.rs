@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::record::{Boundary, Reading, Readings, TelemetryData, TelemetryRecord, XidEvent};
+use super::record::{
+    Boundary, Reading, Readings, TelemetryData, TelemetryRecord, XidEvent, add_xid,
+};
 use super::signals;
 use super::throttle::{self, ThrottleReason};
 
@@ -79,6 +81,11 @@ pub struct PhaseTelemetry {
     pub counters_unavailable: Vec<String>,
     /// Xids during the phase.
     pub xids: Vec<XidEvent>,
+    /// Other processes seen on the GPU during the phase, `pid:bytes` (the most each held),
+    /// by pid: a tenant that arrives after the start is as much the environment's as one
+    /// there before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_processes: Vec<String>,
 }
 
 impl PhaseTelemetry {
@@ -195,16 +202,24 @@ fn between_phases(
                 }
             }
         }
-        let xids: Vec<XidEvent> = records
+        let mut xids: Vec<XidEvent> = Vec::new();
+        for r in records
             .iter()
             .filter(|r| r.device == Some(device) || r.device.is_none())
-            .filter_map(|r| match &r.data {
-                TelemetryData::Xid { xid } if !xid.before_run && !covered(r.t_ms) => {
-                    Some(xid.clone())
-                }
-                _ => None,
-            })
-            .collect();
+        {
+            if let TelemetryData::Xid { xid } = &r.data
+                && !xid.before_run
+                && !covered(r.t_ms)
+            {
+                add_xid(
+                    &mut xids,
+                    XidEvent {
+                        t_ms: Some(r.t_ms),
+                        ..xid.clone()
+                    },
+                );
+            }
+        }
         if gaps.values().all(|v| *v <= 0.0) && xids.is_empty() {
             continue;
         }
@@ -221,6 +236,7 @@ fn between_phases(
             counters_after: BTreeMap::new(),
             counters_unavailable: Vec::new(),
             xids,
+            other_processes: Vec::new(),
         });
     }
     out
@@ -255,6 +271,7 @@ fn window(
     let mut with_reasons = 0usize;
     let mut samples = 0;
     let mut xids = Vec::new();
+    let mut tenants: BTreeMap<u32, Option<u64>> = BTreeMap::new();
     for r in records.iter().filter(inside) {
         match &r.data {
             // A sample with no reading (a source whose every call failed) is no sample: a
@@ -268,6 +285,15 @@ fn window(
                         gauges.entry(g).or_default().push(v);
                     }
                 }
+                if let Some(list) = readings
+                    .get(signals::OTHER_PROCESSES_NOW.name)
+                    .and_then(Reading::text)
+                {
+                    for (pid, bytes) in list.split(',').filter_map(parse_process) {
+                        let most = tenants.entry(pid).or_insert(bytes);
+                        *most = (*most).max(bytes);
+                    }
+                }
                 if let Some(reasons) = throttle::reasons_of(readings) {
                     with_reasons += 1;
                     for reason in reasons {
@@ -278,10 +304,13 @@ fn window(
             TelemetryData::Xid { xid }
                 if !xid.before_run && (r.device == Some(device) || r.device.is_none()) =>
             {
-                xids.push(XidEvent {
-                    t_ms: Some(r.t_ms),
-                    ..xid.clone()
-                });
+                add_xid(
+                    &mut xids,
+                    XidEvent {
+                        t_ms: Some(r.t_ms),
+                        ..xid.clone()
+                    },
+                );
             }
             _ => {}
         }
@@ -304,7 +333,20 @@ fn window(
         counters_after: BTreeMap::new(),
         counters_unavailable: Vec::new(),
         xids,
+        other_processes: tenants
+            .into_iter()
+            .map(|(pid, bytes)| match bytes {
+                Some(b) => format!("{pid}:{b}"),
+                None => format!("{pid}:unknown"),
+            })
+            .collect(),
     }
+}
+
+/// One `pid:bytes` entry of a process list (`unknown` bytes where NVML did not say).
+fn parse_process(entry: &str) -> Option<(u32, Option<u64>)> {
+    let (pid, bytes) = entry.trim().split_once(':')?;
+    Some((pid.parse().ok()?, bytes.parse().ok()))
 }
 
 #[cfg(test)]

@@ -92,6 +92,7 @@ pub fn judge_dir(
     let mut finished = live;
     let mut interrupted: Option<Interruption> = None;
     let mut last_ms = 0.0;
+    let mut workers: Vec<(usize, u32)> = Vec::new();
     for r in &log.records {
         last_ms = r.t_ms;
         match (&r.event, r.device) {
@@ -153,6 +154,7 @@ pub fn judge_dir(
                 notes.push(message.clone());
             }
             (Event::RunEnd { .. }, _) => finished = true,
+            (Event::Worker { pid }, Some(d)) => workers.push((d, *pid)),
             _ => {}
         }
     }
@@ -250,6 +252,11 @@ pub fn judge_dir(
     if telemetry.is_file() {
         let (records, _) = read_jsonl::<TelemetryRecord>(&telemetry)?;
         attach_telemetry(&records, &mut reports, &mut notes);
+    }
+    // Every worker of the run is kiln's own: an Xid any of them raised is kiln's.
+    let own: Vec<u32> = workers.iter().map(|(_, pid)| *pid).collect();
+    for d in &mut reports {
+        d.setup.kiln_pids = own.clone();
     }
     // Workers start together, so their records interleave: report in device order.
     reports.sort_by_key(|d| d.index);

@@ -165,6 +165,10 @@ pub struct Setup {
     /// (`driver_not_loaded`, `version_mismatch`, `nvml_missing`, ...).
     #[serde(default)]
     pub source_problems: Vec<String>,
+    /// The run's own worker processes, by pid: an Xid one of them raised is kiln's own,
+    /// any other pid another process's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kiln_pids: Vec<u32>,
 }
 
 impl Setup {

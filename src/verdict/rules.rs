@@ -151,7 +151,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
         link(phase, &mut out);
         counters(phase, &mut out);
         pcie_replays(phase, t, &mut out);
-        xids(phase, &mut out);
+        xids(phase, &device.setup.kiln_pids, &mut out);
     }
     standing(device, &mut out);
     device_failure(device, &xid_codes, &mut out);
@@ -844,21 +844,35 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     }
 }
 
+/// The finding of an application's Xid raised by a process that is not kiln's own.
+const XID_OTHER_PROCESS: &str = "XID_OTHER_PROCESS";
+
 /// The Xids of a phase, judged from the one catalogue ([`super::xid`]): one finding per
 /// finding code, naming every code and count behind it, at the most serious row's class
 /// and severity. Xid 154's recovery action, read from its text, is the action.
-fn xids(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
+fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
     let mut groups: Vec<(
         &'static str,
         Vec<(&XidInfo, &crate::telemetry::record::XidEvent)>,
     )> = Vec::new();
+    // An application's fault raised by a process that is not one of kiln's (where kiln
+    // knows its own) is that process's, not this test's.
+    let others = |e: &crate::telemetry::record::XidEvent| {
+        e.pid
+            .is_some_and(|pid| !kiln_pids.is_empty() && !kiln_pids.contains(&pid))
+    };
     for event in &p.xids {
         let Some(info) = xid::code_of(event.code, &event.message).and_then(xid::lookup) else {
             continue;
         };
-        match groups.iter_mut().find(|(f, _)| *f == info.finding) {
+        let finding = if info.finding == "XID_APPLICATION" && others(event) {
+            XID_OTHER_PROCESS
+        } else {
+            info.finding
+        };
+        match groups.iter_mut().find(|(f, _)| *f == finding) {
             Some((_, members)) => members.push((info, event)),
-            None => groups.push((info.finding, vec![(info, event)])),
+            None => groups.push((finding, vec![(info, event)])),
         }
     }
     for (code, members) in groups {
@@ -897,18 +911,65 @@ fn xids(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Some(words) => format!("{words} (the driver's recovery action, Xid 154); then retest"),
             None => worst.action.to_owned(),
         };
-        let phase = during(p);
+        let mut phase = during(p);
+        // Whose processes raised them, where the kernel log names them.
+        let mut raised_by: Vec<serde_json::Value> = Vec::new();
+        for (_, e) in &members {
+            if let Some(pid) = e.pid {
+                let who =
+                    json!({"pid": pid, "process": e.process, "kiln": kiln_pids.contains(&pid)});
+                if !raised_by.contains(&who) {
+                    raised_by.push(who);
+                }
+            }
+        }
+        let pids = |kiln: bool| -> Vec<String> {
+            members
+                .iter()
+                .filter_map(|(_, e)| {
+                    let pid = e.pid.filter(|p| kiln_pids.contains(p) == kiln)?;
+                    Some(match &e.process {
+                        Some(name) => format!("pid {pid} {name}"),
+                        None => format!("pid {pid}"),
+                    })
+                })
+                .fold(Vec::new(), |mut all, p| {
+                    if !all.contains(&p) {
+                        all.push(p);
+                    }
+                    all
+                })
+        };
+        let (mut class, mut severity, mut confidence, mut action) =
+            (worst.class, worst.severity, worst.confidence, action);
+        if code == XID_OTHER_PROCESS {
+            phase = format!(
+                "raised by another process ({}) {phase}",
+                pids(false).join(", ")
+            );
+            (class, severity, confidence) = (Class::Environment, Severity::Major, Confidence::High);
+            action = "not this test's fault, nor the card's by itself: the other process's owner should look at it; rerun on an idle GPU".into();
+        } else if worst.finding == "XID_APPLICATION" && !pids(true).is_empty() {
+            phase = format!("in kiln's own worker ({}) {phase}", pids(true).join(", "));
+        }
+        // Every way the faults reached kiln, each fault counted once however many there were.
+        let mut seen_by: Vec<crate::telemetry::record::XidChannel> =
+            members.iter().flat_map(|(_, e)| e.channels()).collect();
+        seen_by.sort();
+        seen_by.dedup();
         out.push(Finding {
             code: code.into(),
-            class: worst.class,
-            severity: worst.severity,
-            confidence: worst.confidence,
+            class,
+            severity,
+            confidence,
             summary: format!("{listed} {phase}"),
             evidence: json!({
                 "phase": p.phase,
                 "worst_code": worst.code,
                 "codes": counts.iter().map(|(c, n)| json!({"code": c, "count": n})).collect::<Vec<_>>(),
                 "xids": members.iter().take(16).map(|(_, e)| e).collect::<Vec<_>>(),
+                "seen_by": seen_by,
+                "raised_by": raised_by,
                 "source": worst.source,
             }),
             action,
@@ -1037,21 +1098,56 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
         ));
     }
     let tenants = tenants(device);
+    // Those that came after the start, each with the first phase it was seen in.
+    let mut arrived: Vec<(&str, &str)> = Vec::new();
+    for p in &device.telemetry {
+        for entry in &p.other_processes {
+            let pid = entry.split(':').next().unwrap_or(entry);
+            let known = |e: &str| e.split(':').next() == Some(pid);
+            if !tenants.iter().any(|t| known(t)) && !arrived.iter().any(|(e, _)| known(e)) {
+                arrived.push((entry.as_str(), p.phase.as_str()));
+            }
+        }
+    }
+    if tenants.is_empty() && arrived.is_empty() {
+        return;
+    }
+    let mut said = Vec::new();
     if !tenants.is_empty() {
-        out.push(finding(
-            "OTHER_TENANTS",
-            Class::Environment,
-            Severity::Major,
-            Confidence::High,
-            format!(
-                "{} other processes were using the GPU when the test started (pid:bytes {})",
-                tenants.len(),
-                tenants.join(", ")
-            ),
-            json!({signals::OTHER_PROCESSES.name: tenants}),
-            "rerun when the GPU is idle (drain the node, or --wait-idle)",
+        said.push(format!(
+            "{} other processes were using the GPU when the test started (pid:bytes {})",
+            tenants.len(),
+            tenants.join(", ")
         ));
     }
+    if !arrived.is_empty() {
+        let listed: Vec<String> = arrived
+            .iter()
+            .map(|(entry, phase)| format!("{entry} from the {phase} phase"))
+            .collect();
+        said.push(format!(
+            "{} {} the GPU during the test (pid:bytes {})",
+            arrived.len(),
+            if tenants.is_empty() {
+                "other processes started using"
+            } else {
+                "more started using"
+            },
+            listed.join(", ")
+        ));
+    }
+    out.push(finding(
+        "OTHER_TENANTS",
+        Class::Environment,
+        Severity::Major,
+        Confidence::High,
+        said.join("; "),
+        json!({
+            signals::OTHER_PROCESSES.name: tenants,
+            "arrived": arrived.iter().map(|(entry, phase)| json!({"process": entry, "phase": phase})).collect::<Vec<_>>(),
+        }),
+        "rerun when the GPU is idle (drain the node, or --wait-idle)",
+    ));
 }
 
 const NVIDIA_VENDOR_ID: u32 = 0x10de;

@@ -747,11 +747,23 @@ unsafe fn processes(
         return nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT;
     }
     let now = scenario().now();
-    let list: Vec<_> = gpu
+    let mut list: Vec<scenario::Process> = gpu
         .processes
         .iter()
         .filter(|p| p.graphics == graphics && p.from_s <= now && p.until_s.is_none_or(|u| now < u))
+        .cloned()
         .collect();
+    // kiln's own workers, as a real driver lists them: its child processes, each holding
+    // the memory it tests.
+    if gpu.kiln_workers_listed && !graphics {
+        list.extend(children().into_iter().map(|pid| scenario::Process {
+            pid,
+            bytes: 1 << 30,
+            from_s: 0.0,
+            until_s: None,
+            graphics: false,
+        }));
+    }
     // SAFETY: the caller's pointers are valid, its array holds `*count` entries.
     unsafe {
         let room = *count as usize;
@@ -772,6 +784,21 @@ unsafe fn processes(
         }
     }
     OK
+}
+
+/// The child processes of the process that loaded the library.
+fn children() -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
 }
 
 #[unsafe(no_mangle)]

@@ -7,6 +7,7 @@
 //!     "uuid": "GPU-6d657361-3232-2e33-2e36-000000000000", "bus_id": "00000000:3B:00.0",
 //!     "timeline": [{"at_s": 0, "temp_c": 38}, {"at_s": 5, "temp_c": 84, "throttle": 32}],
 //!     "processes": [{"pid": 4242, "bytes": 2147483648, "from_s": 2}],
+//!     "kiln_workers_listed": true,
 //!     "events": [{"at_s": 3, "kind": "xid", "xid": 48}, {"at_s": 3, "kind": "dbe"}],
 //!     "refuse": ["processes"], "unsupported": ["ecc"], "lost_at_s": 8,
 //!     "errors": {"nvmlDeviceGetPcieThroughput": "unknown"},
@@ -52,6 +53,9 @@ pub struct Gpu {
     pub processes: Vec<Process>,
     pub events: Vec<Event>,
     pub lost_at_s: Option<f64>,
+    /// Whether the process lists name the loading process's children (kiln's workers)
+    /// beside the scenario's processes, as a real driver lists every process on the GPU.
+    pub kiln_workers_listed: bool,
     refuse: Vec<String>,
     unsupported: Vec<String>,
     errors: BTreeMap<String, String>,
@@ -59,6 +63,7 @@ pub struct Gpu {
 }
 
 /// Another process holding memory on the GPU.
+#[derive(Clone)]
 pub struct Process {
     pub pid: u32,
     pub bytes: u64,
@@ -178,6 +183,7 @@ impl Gpu {
         };
         Gpu {
             lost_at_s: f64_of(obj.get("lost_at_s")),
+            kiln_workers_listed: obj.get("kiln_workers_listed") == Some(&Value::Bool(true)),
             refuse: expand(strings(obj.get("refuse"))),
             unsupported: expand(strings(obj.get("unsupported"))),
             errors: map_of("errors")
