@@ -519,12 +519,11 @@ fn health_on_a_gpu_nvml_answers_lost_for_reports_the_loss() {
     assert!(!said.contains("no NVML device"), "{said}");
 }
 
-#[test]
-fn a_sysfs_fixture_changes_where_sysfs_is_read_and_nvml_is_still_asked() {
-    // The card on the PCI bus as sysfs shows it, and NVML answering for it at the same
-    // address: one GPU, its counters read through NVML, its link through sysfs.
+/// A machine root for `KILN_SYSTEM_ROOT` holding one NVIDIA card at `bdf`, bound to the
+/// nvidia driver, on a Gen5 x16 link.
+fn sysfs_card(bdf: &str) -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("sys/bus/pci/devices/0000:18:00.0");
+    let dir = root.path().join("sys/bus/pci/devices").join(bdf);
     std::fs::create_dir_all(&dir).unwrap();
     for (file, content) in [
         ("class", "0x030200\n"),
@@ -540,6 +539,14 @@ fn a_sysfs_fixture_changes_where_sysfs_is_read_and_nvml_is_still_asked() {
     let driver = root.path().join("sys/bus/pci/drivers/nvidia");
     std::fs::create_dir_all(&driver).unwrap();
     std::os::unix::fs::symlink(&driver, dir.join("driver")).unwrap();
+    root
+}
+
+#[test]
+fn a_sysfs_fixture_changes_where_sysfs_is_read_and_nvml_is_still_asked() {
+    // The card on the PCI bus as sysfs shows it, and NVML answering for it at the same
+    // address: one GPU, its counters read through NVML, its link through sysfs.
+    let root = sysfs_card("0000:18:00.0");
     let node = Node::of_gpus(1, json!({}));
     let mut gpu = node.kiln();
     gpu.env("KILN_SYSTEM_ROOT", root.path());
@@ -619,4 +626,67 @@ fn a_tenant_arriving_mid_run_is_the_environment_and_kiln_s_own_workers_are_not_t
     );
     assert!(!summary.contains("when the test started"), "{summary}");
     common::validate_report(&run_dir.join("report.json"));
+}
+
+#[test]
+fn vulkan_nvml_and_sysfs_meet_on_one_card_by_its_uuid_and_pci_address() {
+    const UUID: &str = "GPU-4b494c4e-4832-3030-8000-00000000003b";
+    let card = |node: &Node| {
+        let mut cmd = node.kiln();
+        cmd.env("KILN_EMULATE_PCI_ADDRESS", "0000:3b:00.0")
+            .env("KILN_EMULATE_UUID", UUID);
+        cmd
+    };
+    // NVML knows the card by both: matched by UUID, and Vulkan gives the address.
+    let node = Node::of_gpus(1, json!({}));
+    std::fs::write(
+        &node.scenario,
+        json!({"driver_version": common::FAKE_DRIVER_VERSION,
+               "gpus": [{"uuid": UUID, "bus_id": "00000000:3B:00.0"}]})
+        .to_string(),
+    )
+    .unwrap();
+    let listed = expect_json(&card(&node).args(["list", "--json"]).output().unwrap(), 0);
+    let device = &listed[0];
+    assert_eq!(device["pci_address"], "0000:3b:00.0", "{device}");
+    assert_eq!(
+        device["device_uuid"],
+        "4b494c4e-4832-3030-8000-00000000003b"
+    );
+    assert_eq!(device["nvml"]["matched_by"], "uuid", "{device}");
+    // An NVML whose UUID differs (a MIG or driver quirk) still finds it by its address.
+    std::fs::write(
+        &node.scenario,
+        json!({"driver_version": common::FAKE_DRIVER_VERSION,
+               "gpus": [{"uuid": "GPU-00000000-0000-0000-0000-000000000001", "bus_id": "00000000:3B:00.0"}]})
+        .to_string(),
+    )
+    .unwrap();
+    let listed = expect_json(&card(&node).args(["list", "--json"]).output().unwrap(), 0);
+    assert_eq!(listed[0]["nvml"]["matched_by"], "pci", "{}", listed[0]);
+    // sysfs at the same address reads the same card's link during a run.
+    let root = sysfs_card("0000:3b:00.0");
+    let run_dir = node.dir.path().join("run-sysfs");
+    let out = card(&node)
+        .env("KILN_SYSTEM_ROOT", root.path())
+        .args([
+            "run",
+            "--workloads",
+            "compute",
+            "--duration",
+            "3s",
+            "--json",
+            "--out",
+        ])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    expect_json(&out, 0);
+    let link = telemetry(&run_dir).into_iter().any(|r| {
+        r["source"] == "sysfs" && r["device"] == 0 && r["readings"]["pcie_speed_gts"] == 32.0
+    });
+    assert!(link, "no sysfs link reading for the card");
+    // Without the address, the layer's card has none, as lavapipe has none.
+    let listed = expect_json(&node.kiln().args(["list", "--json"]).output().unwrap(), 0);
+    assert!(listed[0]["pci_address"].is_null(), "{}", listed[0]);
 }

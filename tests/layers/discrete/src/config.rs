@@ -44,6 +44,11 @@ pub struct Config {
     /// driver's own).
     pub driver_version: Option<u32>,
     pub max_storage_range: Option<u32>,
+    /// The card's PCI address (domain, bus, device, function), given through
+    /// `VK_EXT_pci_bus_info`, which the layer then advertises.
+    pub pci: Option<[u32; 4]>,
+    /// The card's UUID (`deviceUUID`), so that Vulkan, NVML and sysfs meet on one.
+    pub uuid: Option<[u8; 16]>,
     pub log: Option<std::path::PathBuf>,
     pub heaps: Vec<FakeHeap>,
     pub types: Vec<FakeType>,
@@ -108,6 +113,18 @@ impl Config {
                 format!("KILN_EMULATE_MAX_STORAGE_RANGE={v}: expected a positive 32-bit number")
             })?),
         };
+        let pci = match var("KILN_EMULATE_PCI_ADDRESS") {
+            None => None,
+            Some(v) => Some(pci_address(&v).ok_or_else(|| {
+                format!("KILN_EMULATE_PCI_ADDRESS={v}: expected domain:bus:device.function (0000:3b:00.0)")
+            })?),
+        };
+        let uuid = match var("KILN_EMULATE_UUID") {
+            None => None,
+            Some(v) => Some(uuid_bytes(&v).ok_or_else(|| {
+                format!("KILN_EMULATE_UUID={v}: expected 32 hex digits (dashes and GPU- allowed)")
+            })?),
+        };
         let log = std::env::var_os("KILN_EMULATE_LOG")
             .filter(|v| !v.is_empty())
             .map(std::path::PathBuf::from);
@@ -162,6 +179,8 @@ impl Config {
             device_name,
             driver_version,
             max_storage_range,
+            pci,
+            uuid,
             log,
             heaps,
             types,
@@ -182,6 +201,33 @@ impl Config {
             let _ = file.flush();
         }
     }
+}
+
+/// `0000:3b:00.0` as its four numbers.
+fn pci_address(text: &str) -> Option<[u32; 4]> {
+    let (domain, rest) = text.split_once(':')?;
+    let (bus, rest) = rest.split_once(':')?;
+    let (device, function) = rest.split_once('.')?;
+    let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+    Some([hex(domain)?, hex(bus)?, hex(device)?, hex(function)?])
+}
+
+/// A UUID as NVML or Vulkan writes it (`GPU-6d657361-...`, or the bare 32 digits) as its
+/// 16 bytes.
+fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
+    let digits: String = text
+        .trim_start_matches("GPU-")
+        .chars()
+        .filter(|c| *c != '-')
+        .collect();
+    if digits.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(digits.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
 }
 
 /// A dotted driver version (`550.90.07`) packed as `vendor_id`'s driver packs it in

@@ -14,6 +14,9 @@
 //!   (a 256 MiB device-local heap 2 holds the host-visible VRAM type).
 //! - `KILN_EMULATE_VRAM_BYTES`, `KILN_EMULATE_HOST_BYTES`: heap sizes (default 1 GiB each).
 //! - `KILN_EMULATE_MAX_STORAGE_RANGE`: lowers `maxStorageBufferRange`.
+//! - `KILN_EMULATE_PCI_ADDRESS` (`0000:3b:00.0`): the card's place on the bus, given
+//!   through `VK_EXT_pci_bus_info` (advertised); `KILN_EMULATE_UUID` (32 hex digits, dashes
+//!   and `GPU-` allowed): its `deviceUUID`, so that Vulkan, NVML and sysfs meet on one card.
 //! - `KILN_EMULATE_NAME`, `KILN_EMULATE_DRIVER_VERSION` (dotted, `550.90.07`): the card's
 //!   name and its driver's version, packed as the vendor packs it (else the driver's own),
 //!   so that the card agrees with what a fake vendor library says of it.
@@ -561,13 +564,61 @@ unsafe fn properties2(
         data.properties2.or(data.properties2_khr)
     };
     let Some(f) = f else { return };
-    // SAFETY: the application's arguments, passed down.
-    unsafe { f(pd, p_properties) };
-    // SAFETY: the driver filled the struct the application gave.
-    if let Some(props) = unsafe { p_properties.as_mut() }
-        && props.properties.device_type == vk::PhysicalDeviceType::CPU
-    {
-        disguise(&data.config, &mut props.properties);
+    // SAFETY: pd belongs to data's instance.
+    let emulated = unsafe { is_emulated(&data, pd) };
+    if !emulated || p_properties.is_null() {
+        // SAFETY: the application's arguments, passed down.
+        unsafe { f(pd, p_properties) };
+        return;
+    }
+    // The PCI struct is the layer's to fill (the driver may not know the extension): out
+    // of the chain for the call down, back after, then filled, with the card's UUID.
+    let pci_type = vk::StructureType::PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT;
+    let mut removed: Vec<(*mut vk::BaseOutStructure<'_>, *mut vk::BaseOutStructure<'_>)> =
+        Vec::new();
+    // SAFETY: walking the application's output chain; every struct starts with sType and
+    // pNext, and each is of the type its sType says.
+    unsafe {
+        let mut prev = p_properties as *mut vk::BaseOutStructure<'_>;
+        while !(*prev).p_next.is_null() {
+            let cur = (*prev).p_next;
+            if (*cur).s_type == pci_type && data.config.pci.is_some() {
+                removed.push((prev, cur));
+                (*prev).p_next = (*cur).p_next;
+            } else {
+                prev = cur;
+            }
+        }
+        f(pd, p_properties);
+        for (prev, cur) in removed.into_iter().rev() {
+            (*prev).p_next = cur;
+        }
+        disguise(&data.config, &mut (*p_properties).properties);
+        let mut cur = (*p_properties).p_next as *mut vk::BaseOutStructure<'_>;
+        while !cur.is_null() {
+            match (*cur).s_type {
+                vk::StructureType::PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT => {
+                    if let Some([domain, bus, device, function]) = data.config.pci {
+                        let p = &mut *(cur as *mut vk::PhysicalDevicePCIBusInfoPropertiesEXT<'_>);
+                        (p.pci_domain, p.pci_bus, p.pci_device, p.pci_function) =
+                            (domain, bus, device, function);
+                    }
+                }
+                vk::StructureType::PHYSICAL_DEVICE_ID_PROPERTIES => {
+                    if let Some(uuid) = data.config.uuid {
+                        (*(cur as *mut vk::PhysicalDeviceIDProperties<'_>)).device_uuid = uuid;
+                    }
+                }
+                vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES => {
+                    if let Some(uuid) = data.config.uuid {
+                        (*(cur as *mut vk::PhysicalDeviceVulkan11Properties<'_>)).device_uuid =
+                            uuid;
+                    }
+                }
+                _ => {}
+            }
+            cur = (*cur).p_next;
+        }
     }
 }
 
@@ -721,10 +772,22 @@ unsafe fn real_extensions(
     }
 }
 
-fn has_budget(extensions: &[vk::ExtensionProperties]) -> bool {
+fn has_extension(extensions: &[vk::ExtensionProperties], name: &std::ffi::CStr) -> bool {
     extensions
         .iter()
-        .any(|e| e.extension_name_as_c_str().ok() == Some(ash::ext::memory_budget::NAME))
+        .any(|e| e.extension_name_as_c_str().ok() == Some(name))
+}
+
+/// An extension's properties, as a driver lists it.
+fn extension(name: &std::ffi::CStr, spec_version: u32) -> vk::ExtensionProperties {
+    let mut e = vk::ExtensionProperties {
+        spec_version,
+        ..Default::default()
+    };
+    for (dst, src) in e.extension_name.iter_mut().zip(name.to_bytes()) {
+        *dst = *src as c_char;
+    }
+    e
 }
 
 unsafe extern "system" fn enumerate_device_extension_properties(
@@ -747,22 +810,34 @@ unsafe extern "system" fn enumerate_device_extension_properties(
     } else {
         None
     };
-    let Some(mut list) = real.filter(|r| !has_budget(r)) else {
+    // What a discrete card has that the driver underneath may not: the memory budget, and
+    // the PCI address where the card has one.
+    let mut wanted = vec![extension(
+        ash::ext::memory_budget::NAME,
+        ash::ext::memory_budget::SPEC_VERSION,
+    )];
+    if data.config.pci.is_some() {
+        wanted.push(extension(
+            ash::ext::pci_bus_info::NAME,
+            ash::ext::pci_bus_info::SPEC_VERSION,
+        ));
+    }
+    let Some(mut list) = real else {
         // SAFETY: the application's arguments, passed down.
         return unsafe { f(pd, p_layer_name, p_count, p_properties) };
     };
-    let mut budget = vk::ExtensionProperties {
-        spec_version: ash::ext::memory_budget::SPEC_VERSION,
-        ..Default::default()
-    };
-    for (dst, src) in budget
-        .extension_name
-        .iter_mut()
-        .zip(ash::ext::memory_budget::NAME.to_bytes())
-    {
-        *dst = *src as c_char;
+    let missing: Vec<vk::ExtensionProperties> = wanted
+        .into_iter()
+        .filter(|w| {
+            w.extension_name_as_c_str()
+                .is_ok_and(|name| !has_extension(&list, name))
+        })
+        .collect();
+    if missing.is_empty() {
+        // SAFETY: the application's arguments, passed down.
+        return unsafe { f(pd, p_layer_name, p_count, p_properties) };
     }
-    list.push(budget);
+    list.extend(missing);
     // SAFETY: p_count is the application's counter, p_properties its array of *p_count.
     unsafe {
         if p_properties.is_null() {
@@ -822,10 +897,22 @@ unsafe extern "system" fn create_device(
     };
     // SAFETY: pd belongs to the instance.
     let emulated = unsafe { is_emulated(&instance, pd) };
-    // Strip VK_EXT_memory_budget when only this layer provides it.
-    // SAFETY: pd belongs to the instance.
-    let strip =
-        emulated && unsafe { real_extensions(&instance, pd) }.is_some_and(|r| !has_budget(&r));
+    // Strip the extensions only this layer provides (the memory budget, the PCI address):
+    // the driver underneath would refuse them.
+    let real = if emulated {
+        // SAFETY: pd belongs to the instance.
+        unsafe { real_extensions(&instance, pd) }
+    } else {
+        None
+    };
+    let ours = |name: &CStr| {
+        real.as_ref().is_some_and(|r| {
+            (name == ash::ext::memory_budget::NAME
+                || (name == ash::ext::pci_bus_info::NAME && instance.config.pci.is_some()))
+                && !has_extension(r, name)
+        })
+    };
+    let strip = real.is_some();
     // SAFETY: the application's create info and its extension names.
     let mut local = unsafe { *p_create_info };
     let kept: Vec<*const c_char> = if local.enabled_extension_count == 0 {
@@ -841,7 +928,7 @@ unsafe extern "system" fn create_device(
         .iter()
         .copied()
         // SAFETY: each name is NUL-terminated.
-        .filter(|&n| !(strip && unsafe { CStr::from_ptr(n) } == ash::ext::memory_budget::NAME))
+        .filter(|&n| !(strip && ours(unsafe { CStr::from_ptr(n) })))
         .collect()
     };
     if strip {
