@@ -768,10 +768,17 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         let message = if !failed.is_empty() {
             Some(format!("could not read {}", failed.join(", ")))
         } else if nvidia && (none || !vendor_counters) {
-            Some(format!(
-                "no ECC, remap or retired-page counters ({})",
+            let unsupported = !none
+                && groups
+                    .iter()
+                    .filter(|(name, _)| MEMORY_GROUPS.contains(name))
+                    .all(|(_, read)| *read != GroupRead::Read);
+            let why = if unsupported {
+                "NVML answers not supported for every counter and sensor".to_owned()
+            } else {
                 no_counters_why(&seen, g)
-            ))
+            };
+            Some(format!("no ECC, remap or retired-page counters ({why})"))
         } else if !nvidia && !vendor_counters && !readings {
             Some("nothing readable for this GPU (no vendor counters or sensors)".into())
         } else {

@@ -690,3 +690,186 @@ fn vulkan_nvml_and_sysfs_meet_on_one_card_by_its_uuid_and_pci_address() {
     let listed = expect_json(&node.kiln().args(["list", "--json"]).output().unwrap(), 0);
     assert!(listed[0]["pci_address"].is_null(), "{}", listed[0]);
 }
+
+#[test]
+fn every_nvml_error_kiln_can_meet_is_said_never_read_as_zero_nor_passed_silently() {
+    for (code, word) in [
+        ("not_supported", "not_supported"),
+        ("no_permission", "no_permission"),
+        ("function_not_found", "function_not_found"),
+        ("unknown", "unknown"),
+        ("timeout", "timeout"),
+        ("gpu_is_lost", "gpu_lost"),
+    ] {
+        // Every reading and counter answers with the error; who the card is still reads,
+        // so it is matched and each command meets the error on every read.
+        let node =
+            Node::new(json!({"errors": {"gauges": code, "hbm_temp": code, "counters": code}}));
+        let lost = code == "gpu_is_lost";
+        // `kiln list`: the card, matched.
+        let listed = expect_json(&node.kiln().args(["list", "--json"]).output().unwrap(), 0);
+        assert_eq!(
+            listed[0]["nvml"]["matched_by"], "uuid",
+            "{code}: {}",
+            listed[0]
+        );
+        // `kiln monitor`: every record says the word, none a zero.
+        let out = node
+            .kiln()
+            .args(["monitor", "--duration", "2s", "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{code}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let nvml_samples: Vec<&Value> = records
+            .iter()
+            .filter(|r| r["kind"] == "sample" && r["source"] == "nvml")
+            .collect();
+        for s in &nvml_samples {
+            assert_eq!(
+                s["readings"]["gpu_temp_c"],
+                json!({"unavailable": word}),
+                "{code}: {s}"
+            );
+            assert!(
+                !s["readings"]
+                    .as_object()
+                    .unwrap()
+                    .values()
+                    .any(Value::is_number),
+                "{code}: a number where every read failed: {s}"
+            );
+        }
+        if lost {
+            assert!(
+                records
+                    .iter()
+                    .any(|r| r["kind"] == "xid" && r["xid"]["code"] == 79),
+                "{code}: the loss is recorded"
+            );
+        } else {
+            assert!(!nvml_samples.is_empty(), "{code}: {records:?}");
+        }
+        // `kiln run`: never a silent pass.
+        let (out, _) = node.run(4);
+        let exit = out.status.code();
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{code}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let device = &report["devices"][0];
+        let codes = finding_codes(device);
+        if lost {
+            assert_eq!(exit, Some(1), "{code}: {codes:?}");
+            assert!(codes.contains(&"XID_FALLEN_OFF_BUS"), "{code}: {codes:?}");
+        } else {
+            assert!(codes.contains(&"TELEMETRY_MISSING"), "{code}: {codes:?}");
+            let unavailable = device["telemetry"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|p| p["counters_unavailable"].as_array().unwrap())
+                .any(|c| c == "ecc_uncorrected_volatile");
+            assert!(
+                unavailable,
+                "{code}: the counters are unavailable, not zero"
+            );
+        }
+        // `kiln health`: what it could not read is said, with the word.
+        let (exit, health) = node.health();
+        let line = health["line"].as_str().unwrap();
+        match code {
+            // Nothing at all to read is nothing checked, said as what the card answers.
+            "not_supported" => {
+                assert_eq!(exit, 4, "{code}: {health}");
+                assert!(
+                    line.contains("(NVML answers not supported for every counter and sensor)"),
+                    "{line}"
+                );
+                assert!(
+                    checked(&health)
+                        .iter()
+                        .any(|c| c.starts_with("not supported by the card: ECC")),
+                    "{code}: {health}"
+                );
+            }
+            "gpu_is_lost" => {
+                assert_eq!(exit, 1, "{code}: {health}");
+                assert!(line.contains("KILN-XID-079"), "{line}");
+            }
+            _ => {
+                assert_eq!(exit, 4, "{code}: {health}");
+                let said = word.replace('_', " ");
+                assert!(
+                    line.contains(&format!("could not read ECC ({said})")),
+                    "{code}: {line}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn an_old_driver_without_the_newer_calls_is_read_for_what_it_has() {
+    // An R470 node: the `_v3` process lists and the `_v2` memory call are not in its
+    // library at all. A tenant holds 2 GiB that such a driver cannot list.
+    const OLD: &str = "470.199.02";
+    let node = Node::new(json!({"processes": [{"pid": 4242, "bytes": 2_147_483_648u64}]}));
+    std::fs::write(
+        &node.scenario,
+        std::fs::read_to_string(&node.scenario)
+            .unwrap()
+            .replace(common::FAKE_DRIVER_VERSION, OLD),
+    )
+    .unwrap();
+    let run_dir = node.dir.path().join("run");
+    let out = node
+        .kiln()
+        .env("LD_LIBRARY_PATH", common::old_fake_nvml_dir())
+        .env("KILN_EMULATE_DRIVER_VERSION", OLD)
+        .args([
+            "run",
+            "--workloads",
+            "vram,compute",
+            "--vram-bytes",
+            "32MiB",
+        ])
+        .args(["--duration", "4s", "--json", "--out"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    let report = expect_json(&out, 0);
+    let device = &report["devices"][0];
+    assert_eq!(device["setup"]["identity"]["driver_version"], OLD);
+    // The list it cannot give is unknown, with why, never "none".
+    assert_eq!(
+        other_processes(&report),
+        &json!({"unavailable": "function_not_found"})
+    );
+    assert!(
+        summary.contains("other processes: unknown (function not found)"),
+        "{summary}"
+    );
+    // The memory it cannot read is said so in every sample; the rest reads.
+    let samples: Vec<Value> = telemetry(&run_dir)
+        .into_iter()
+        .filter(|r| r["kind"] == "sample" && r["source"] == "nvml")
+        .collect();
+    assert!(!samples.is_empty());
+    for s in &samples {
+        assert_eq!(
+            s["readings"]["mem_used_bytes"],
+            json!({"unavailable": "function_not_found"}),
+            "{s}"
+        );
+        assert!(s["readings"]["gpu_temp_c"].is_number(), "{s}");
+    }
+    assert!(!finding_codes(device).contains(&"TELEMETRY_MISSING"));
+}

@@ -419,6 +419,11 @@ pub fn usage_error(args: &[&str], needle: &str) {
 /// target directory of its own, so that the build never waits on the lock of the `cargo
 /// test` that runs it) and returns the library's path.
 fn build_test_library(package: &str, target: &str) -> std::path::PathBuf {
+    build_test_library_with(package, target, &[])
+}
+
+/// [`build_test_library`] with cargo features.
+fn build_test_library_with(package: &str, target: &str, features: &[&str]) -> std::path::PathBuf {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let target = root.join("target").join(target);
     let cargo = std::env::var_os("CARGO")
@@ -427,6 +432,12 @@ fn build_test_library(package: &str, target: &str) -> std::path::PathBuf {
     let out = std::process::Command::new(&cargo)
         .args(["build", "-p", package, "--target-dir"])
         .arg(&target)
+        .args(
+            (!features.is_empty())
+                .then(|| ["--features".to_owned(), features.join(",")])
+                .into_iter()
+                .flatten(),
+        )
         .arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
         .env_remove("CARGO_TARGET_DIR")
@@ -486,18 +497,28 @@ pub fn discrete_layer_dir() -> std::path::PathBuf {
 /// once per test binary into `target/fakes` (its own target directory, as the layer's).
 pub fn fake_nvml_dir() -> std::path::PathBuf {
     static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let built = build_test_library("kiln-fake-nvml", "fakes");
-        let dir = built.parent().unwrap().parent().unwrap().join("nvml");
-        std::fs::create_dir_all(&dir).unwrap();
-        // Copied aside and renamed, so that a test binary loading it meanwhile never maps
-        // half a library.
-        let temp = dir.join(format!("libnvidia-ml.so.1.{}", std::process::id()));
-        std::fs::copy(&built, &temp).unwrap();
-        std::fs::rename(&temp, dir.join("libnvidia-ml.so.1")).unwrap();
-        dir
-    })
-    .clone()
+    DIR.get_or_init(|| fake_nvml_in("fakes", &[])).clone()
+}
+
+/// The directory of the fake NVML built as an R470-era library (`old_driver`: the calls
+/// added in R510 not exported).
+pub fn old_fake_nvml_dir() -> std::path::PathBuf {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| fake_nvml_in("fakes-old", &["old_driver"]))
+        .clone()
+}
+
+/// Builds the fake NVML into `target/<target>` and lays it out as `libnvidia-ml.so.1`.
+fn fake_nvml_in(target: &str, features: &[&str]) -> std::path::PathBuf {
+    let built = build_test_library_with("kiln-fake-nvml", target, features);
+    let dir = built.parent().unwrap().parent().unwrap().join("nvml");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Copied aside and renamed, so that a test binary loading it meanwhile never maps half a
+    // library.
+    let temp = dir.join(format!("libnvidia-ml.so.1.{}", std::process::id()));
+    std::fs::copy(&built, &temp).unwrap();
+    std::fs::rename(&temp, dir.join("libnvidia-ml.so.1")).unwrap();
+    dir
 }
 
 /// The NVIDIA driver version the emulated NVIDIA node reports, through Vulkan and NVML alike.

@@ -10,7 +10,7 @@
 //!     "kiln_workers_listed": true,
 //!     "events": [{"at_s": 3, "kind": "xid", "xid": 48}, {"at_s": 3, "kind": "dbe"}],
 //!     "refuse": ["processes"], "unsupported": ["ecc"], "lost_at_s": 8,
-//!     "errors": {"nvmlDeviceGetPcieThroughput": "unknown"},
+//!     "errors": {"nvmlDeviceGetPcieThroughput": "unknown", "counters": "timeout"},
 //!     "latency_ms": {"nvmlDeviceGetPcieThroughput": 20}}]}
 //! ```
 //!
@@ -186,9 +186,11 @@ impl Gpu {
             kiln_workers_listed: obj.get("kiln_workers_listed") == Some(&Value::Bool(true)),
             refuse: expand(strings(obj.get("refuse"))),
             unsupported: expand(strings(obj.get("unsupported"))),
+            // By symbol, by group (`counters` standing for its groups) or `*` for every call.
             errors: map_of("errors")
                 .into_iter()
                 .filter_map(|(k, v)| Some((k, v.as_str()?.to_owned())))
+                .flat_map(|(k, v)| expand(vec![k]).into_iter().map(move |k| (k, v.clone())))
                 .collect(),
             latency: map_of("latency_ms")
                 .into_iter()
@@ -248,7 +250,10 @@ impl Gpu {
     /// The error a call of `symbol` in `group` answers with, by the scenario's name for it
     /// (`no_permission`, `not_supported`, ...), if any.
     pub fn error_for(&self, symbol: &str, group: &str) -> Option<String> {
-        if let Some(e) = self.errors.get(symbol) {
+        let given = [symbol, group, "*"]
+            .iter()
+            .find_map(|k| self.errors.get(*k));
+        if let Some(e) = given {
             return Some(e.clone());
         }
         if self.refuse.iter().any(|g| g == group) {
