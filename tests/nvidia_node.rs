@@ -564,13 +564,25 @@ fn a_sysfs_fixture_changes_where_sysfs_is_read_and_nvml_is_still_asked() {
 #[test]
 fn one_double_bit_error_is_one_xid_48_with_every_way_it_came_named() {
     // The driver raises Xid 48 and NVML its double-bit ECC event for the same error.
+    // A single-bit error just after, and the row the DBE hit remapped on the next reset.
     let node = Node::new(json!({"events": [
         {"at_s": 3.0, "kind": "xid", "xid": 48},
-        {"at_s": 3.0, "kind": "dbe"}
-    ], "timeline": [{"at_s": 3.0, "ecc_uncorrected_volatile": 1, "ecc_uncorrected_aggregate": 1}]}));
+        {"at_s": 3.0, "kind": "dbe"},
+        {"at_s": 3.2, "kind": "sbe"}
+    ], "timeline": [{"at_s": 3.0, "ecc_uncorrected_volatile": 1, "ecc_uncorrected_aggregate": 1,
+        "ecc_corrected_volatile": 1, "remapped_unc": 1, "remap_pending": 1}]}));
     let (out, run_dir) = node.run(6);
     let report = expect_json(&out, 1);
     let device = &report["devices"][0];
+    let codes = finding_codes(device);
+    for code in [
+        "ECC_UNCORRECTABLE",
+        "ROW_REMAP_PENDING",
+        "XID_MEMORY_HARDWARE",
+    ] {
+        assert!(codes.contains(&code), "{code} missing: {codes:?}");
+    }
+    assert_eq!(device["result"], "fail");
     let memory = common::findings_of(device, "XID_MEMORY_HARDWARE");
     assert_eq!(memory.len(), 1, "{:?}", finding_codes(device));
     let evidence = &memory[0]["evidence"];
@@ -586,12 +598,12 @@ fn one_double_bit_error_is_one_xid_48_with_every_way_it_came_named() {
     );
     let summary = memory[0]["summary"].as_str().unwrap();
     assert!(!summary.contains("x2"), "{summary}");
-    // Both records are kept in the evidence as they came.
+    // Every record is kept in the evidence as it came (the single-bit one too).
     let recorded = telemetry(&run_dir)
         .iter()
         .filter(|r| r["kind"] == "xid")
         .count();
-    assert_eq!(recorded, 2);
+    assert_eq!(recorded, 3);
     common::validate_report(&run_dir.join("report.json"));
 }
 
@@ -872,4 +884,105 @@ fn an_old_driver_without_the_newer_calls_is_read_for_what_it_has() {
         assert!(s["readings"]["gpu_temp_c"].is_number(), "{s}");
     }
     assert!(!finding_codes(device).contains(&"TELEMETRY_MISSING"));
+}
+
+#[test]
+fn a_thermal_climb_through_sw_then_hw_slowdown_is_the_cooling_and_its_near_misses_are_not() {
+    // Hot under load, the driver slows the clocks in software (0x20) and then the
+    // hardware's thermal slowdown (0x40, with HW slowdown 0x08) holds them.
+    let climb = Node::new(json!({"timeline": [
+        {"at_s": 0, "temp_c": 45},
+        {"at_s": 1.5, "temp_c": 84, "throttle": 0x20, "util_gpu": 100},
+        {"at_s": 3.0, "temp_c": 91, "throttle": 0x20 | 0x40 | 0x08, "sm_mhz": 1410}
+    ]}));
+    let (out, _) = climb.run(8);
+    let report = expect_json(&out, 2);
+    let device = &report["devices"][0];
+    let thermal = common::findings_of(device, "THERMAL_THROTTLE");
+    assert!(!thermal.is_empty(), "{:?}", finding_codes(device));
+    let summary = thermal[0]["summary"].as_str().unwrap();
+    assert!(summary.contains("(hottest 91 °C)"), "{summary}");
+    // Not the power delivery: the card was hot.
+    assert!(!finding_codes(device).contains(&"POWER_DELIVERY"));
+    // Hot without a slowdown is no throttling.
+    let warm = Node::new(json!({"timeline": [{"at_s": 0, "temp_c": 84, "util_gpu": 100}]}));
+    let (out, _) = warm.run(5);
+    let report = expect_json(&out, 0);
+    assert!(!finding_codes(&report["devices"][0]).contains(&"THERMAL_THROTTLE"));
+    // A HW slowdown while cool is the power, not the cooling.
+    let cool = Node::new(json!({"timeline": [{"at_s": 0, "temp_c": 52, "throttle": 0x08}]}));
+    let (out, _) = cool.run(5);
+    let report = expect_json(&out, 2);
+    let codes = finding_codes(&report["devices"][0]);
+    assert!(codes.contains(&"POWER_DELIVERY"), "{codes:?}");
+    assert!(!codes.contains(&"THERMAL_THROTTLE"), "{codes:?}");
+}
+
+#[test]
+fn an_administrator_s_power_cap_is_noted_and_a_card_at_its_own_limit_is_not() {
+    // 450 W of the H200's 700, and the SW power cap (0x04) holding the clocks.
+    let capped = Node::new(json!({"power_limit_w": 450, "power_w": 448, "throttle": 0x04}));
+    let (out, _) = capped.run(5);
+    let report = expect_json(&out, 0);
+    let device = &report["devices"][0];
+    let cap = common::findings_of(device, "ADMIN_POWER_CAP");
+    assert_eq!(cap.len(), 1, "{:?}", finding_codes(device));
+    assert_eq!(cap[0]["class"], "info");
+    assert_eq!(cap[0]["evidence"]["power_limit_enforced_w"]["max"], 450.0);
+    assert_eq!(cap[0]["evidence"]["power_limit_default_w"]["min"], 700.0);
+    // The card at its own limit is not an administrator's cap.
+    let own = Node::new(json!({"power_w": 698, "throttle": 0x04}));
+    let (out, _) = own.run(5);
+    let report = expect_json(&out, 0);
+    assert!(!finding_codes(&report["devices"][0]).contains(&"ADMIN_POWER_CAP"));
+    // Nor is a lower limit that never held the clocks.
+    let unused = Node::new(json!({"power_limit_w": 450}));
+    let (out, _) = unused.run(5);
+    let report = expect_json(&out, 0);
+    assert!(!finding_codes(&report["devices"][0]).contains(&"ADMIN_POWER_CAP"));
+}
+
+#[test]
+fn an_eight_gpu_node_tests_what_vulkan_sees_and_names_why_each_other_gpu_is_not_tested() {
+    // Eight H200s as NVML lists them; Vulkan sees only the first (the layer's card at its
+    // address and UUID); the fourth has MIG on.
+    const FIRST: &str = "GPU-6b696c6e-0000-4000-8000-000000000000";
+    let node = Node::of_gpus(8, json!({}));
+    let mut spec = common::read_json(&node.scenario);
+    spec["gpus"][3]["mig"] = true.into();
+    std::fs::write(&node.scenario, spec.to_string()).unwrap();
+    let run_dir = node.dir.path().join("run");
+    let out = node
+        .kiln()
+        .env("KILN_EMULATE_UUID", FIRST)
+        .env("KILN_EMULATE_PCI_ADDRESS", "0000:18:00.0")
+        .args([
+            "run",
+            "--workloads",
+            "compute",
+            "--duration",
+            "3s",
+            "--json",
+            "--out",
+        ])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let report = expect_json(&out, 4);
+    let devices = report["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 8, "{report}");
+    assert_eq!(devices[0]["result"], "pass", "{}", devices[0]);
+    assert_eq!(devices[0]["setup"]["identity"]["uuid"], FIRST);
+    for (i, d) in devices.iter().enumerate().skip(1) {
+        let missing = common::findings_of(d, "GPU_NOT_VISIBLE");
+        assert_eq!(missing.len(), 1, "GPU{i}: {d}");
+        let (cause, action) = (&missing[0]["evidence"]["cause"], &missing[0]["action"]);
+        if i == 3 {
+            assert_eq!(cause, "mig_enabled", "{action}");
+            assert!(action.as_str().unwrap().contains("-mig 0"), "{action}");
+        } else {
+            // The test's own setting limits Vulkan to lavapipe: that is the reason given.
+            assert_eq!(cause, "driver_files_override", "GPU{i}: {action}");
+        }
+    }
 }
