@@ -37,24 +37,12 @@ impl Node {
     fn new(mut gpu: Value) -> Node {
         let dir = tempfile::tempdir().unwrap();
         gpu["uuid"] = card_uuid(dir.path()).into();
-        let scenario = dir.path().join("scenario.json");
-        std::fs::write(
-            &scenario,
-            json!({"driver_version": common::FAKE_DRIVER_VERSION, "gpus": [gpu]}).to_string(),
-        )
-        .unwrap();
-        let calls = dir.path().join("nvml-calls.log");
-        Node {
-            dir,
-            scenario,
-            calls,
-        }
+        Node::in_dir(dir, vec![gpu])
     }
 
     /// A node of `gpus` GPUs that Vulkan does not see (only NVML lists them), each
     /// answering as `gpu` does, on its own PCI address and UUID.
     fn of_gpus(gpus: usize, gpu: Value) -> Node {
-        let dir = tempfile::tempdir().unwrap();
         let gpus: Vec<Value> = (0..gpus)
             .map(|i| {
                 let mut g = gpu.clone();
@@ -64,6 +52,11 @@ impl Node {
                 g
             })
             .collect();
+        Node::in_dir(tempfile::tempdir().unwrap(), gpus)
+    }
+
+    /// The node of these GPUs, its scenario and call log in `dir`.
+    fn in_dir(dir: tempfile::TempDir, gpus: Vec<Value>) -> Node {
         let scenario = dir.path().join("scenario.json");
         std::fs::write(
             &scenario,
@@ -86,9 +79,17 @@ impl Node {
 
     /// `kiln run --json` of VRAM and compute for `seconds` into the node's run directory.
     fn run(&self, seconds: u32) -> (std::process::Output, PathBuf) {
+        self.run_as(&mut self.kiln(), seconds)
+    }
+
+    /// [`Node::run`] by `cmd` (the node's `kiln` with more settings).
+    fn run_as(
+        &self,
+        cmd: &mut std::process::Command,
+        seconds: u32,
+    ) -> (std::process::Output, PathBuf) {
         let run_dir = self.dir.path().join("run");
-        let out = self
-            .kiln()
+        let out = cmd
             .args([
                 "run",
                 "--workloads",
@@ -102,6 +103,20 @@ impl Node {
             .unwrap();
         (out, run_dir)
     }
+}
+
+/// `cmd` as `kiln run --json` of the compute workload for `seconds` into `run_dir`.
+fn compute_run(
+    cmd: &mut std::process::Command,
+    seconds: u32,
+    run_dir: &Path,
+) -> std::process::Output {
+    cmd.args(["run", "--workloads", "compute", "--duration"])
+        .arg(format!("{seconds}s"))
+        .args(["--json", "--out"])
+        .arg(run_dir)
+        .output()
+        .unwrap()
 }
 
 fn telemetry(run_dir: &Path) -> Vec<Value> {
@@ -206,6 +221,16 @@ fn other_processes(report: &Value) -> &Value {
     &report["devices"][0]["setup"]["identity"]["other_processes"]
 }
 
+/// Asserts that a run's report and summary say its process list is unknown for `word`'s
+/// reason, never "none".
+fn assert_processes_unknown(out: &std::process::Output, report: &Value, word: &str) {
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(other_processes(report), &json!({"unavailable": word}));
+    let said = format!("other processes: unknown ({})", word.replace('_', " "));
+    assert!(summary.contains(&said), "{summary}");
+    assert!(!summary.contains("other processes: none"), "{summary}");
+}
+
 #[test]
 fn a_process_list_that_cannot_be_read_is_unknown_never_none() {
     let tenant = json!([{"pid": 4242, "bytes": 2_147_483_648u64}]);
@@ -218,17 +243,8 @@ fn a_process_list_that_cannot_be_read_is_unknown_never_none() {
     // Refused: the same tenant cannot be seen, and the report says the list is unknown.
     let node = Node::new(json!({"processes": tenant, "refuse": ["processes"]}));
     let (out, _) = node.run(4);
-    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
     let report = expect_json(&out, 0);
-    assert_eq!(
-        other_processes(&report),
-        &json!({"unavailable": "no_permission"})
-    );
-    assert!(
-        summary.contains("other processes: unknown (no permission)"),
-        "{summary}"
-    );
-    assert!(!summary.contains("other processes: none"), "{summary}");
+    assert_processes_unknown(&out, &report, "no_permission");
     // A driver without the calls (an old one) says so the same way.
     let node = Node::new(json!({"processes": tenant, "errors": {
         "nvmlDeviceGetComputeRunningProcesses_v3": "function_not_found"
@@ -679,20 +695,11 @@ fn vulkan_nvml_and_sysfs_meet_on_one_card_by_its_uuid_and_pci_address() {
     // sysfs at the same address reads the same card's link during a run.
     let root = sysfs_card("0000:3b:00.0");
     let run_dir = node.dir.path().join("run-sysfs");
-    let out = card(&node)
-        .env("KILN_SYSTEM_ROOT", root.path())
-        .args([
-            "run",
-            "--workloads",
-            "compute",
-            "--duration",
-            "3s",
-            "--json",
-            "--out",
-        ])
-        .arg(&run_dir)
-        .output()
-        .unwrap();
+    let out = compute_run(
+        card(&node).env("KILN_SYSTEM_ROOT", root.path()),
+        3,
+        &run_dir,
+    );
     expect_json(&out, 0);
     let link = telemetry(&run_dir).into_iter().any(|r| {
         r["source"] == "sysfs" && r["device"] == 0 && r["readings"]["pcie_speed_gts"] == 32.0
@@ -840,35 +847,17 @@ fn an_old_driver_without_the_newer_calls_is_read_for_what_it_has() {
             .replace(common::FAKE_DRIVER_VERSION, OLD),
     )
     .unwrap();
-    let run_dir = node.dir.path().join("run");
-    let out = node
-        .kiln()
-        .env("LD_LIBRARY_PATH", common::old_fake_nvml_dir())
-        .env("KILN_EMULATE_DRIVER_VERSION", OLD)
-        .args([
-            "run",
-            "--workloads",
-            "vram,compute",
-            "--vram-bytes",
-            "32MiB",
-        ])
-        .args(["--duration", "4s", "--json", "--out"])
-        .arg(&run_dir)
-        .output()
-        .unwrap();
-    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (out, run_dir) = node.run_as(
+        node.kiln()
+            .env("LD_LIBRARY_PATH", common::old_fake_nvml_dir())
+            .env("KILN_EMULATE_DRIVER_VERSION", OLD),
+        4,
+    );
     let report = expect_json(&out, 0);
     let device = &report["devices"][0];
     assert_eq!(device["setup"]["identity"]["driver_version"], OLD);
     // The list it cannot give is unknown, with why, never "none".
-    assert_eq!(
-        other_processes(&report),
-        &json!({"unavailable": "function_not_found"})
-    );
-    assert!(
-        summary.contains("other processes: unknown (function not found)"),
-        "{summary}"
-    );
+    assert_processes_unknown(&out, &report, "function_not_found");
     // The memory it cannot read is said so in every sample; the rest reads.
     let samples: Vec<Value> = telemetry(&run_dir)
         .into_iter()
@@ -952,22 +941,13 @@ fn an_eight_gpu_node_tests_what_vulkan_sees_and_names_why_each_other_gpu_is_not_
     spec["gpus"][3]["mig"] = true.into();
     std::fs::write(&node.scenario, spec.to_string()).unwrap();
     let run_dir = node.dir.path().join("run");
-    let out = node
-        .kiln()
-        .env("KILN_EMULATE_UUID", FIRST)
-        .env("KILN_EMULATE_PCI_ADDRESS", "0000:18:00.0")
-        .args([
-            "run",
-            "--workloads",
-            "compute",
-            "--duration",
-            "3s",
-            "--json",
-            "--out",
-        ])
-        .arg(&run_dir)
-        .output()
-        .unwrap();
+    let out = compute_run(
+        node.kiln()
+            .env("KILN_EMULATE_UUID", FIRST)
+            .env("KILN_EMULATE_PCI_ADDRESS", "0000:18:00.0"),
+        3,
+        &run_dir,
+    );
     let report = expect_json(&out, 4);
     let devices = report["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 8, "{report}");

@@ -552,6 +552,39 @@ unsafe extern "system" fn get_physical_device_properties(
     }
 }
 
+/// Calls `down` with every struct of `s_type` taken out of the output chain at `head`
+/// (the driver underneath may not know it), puts them back, and returns them for the layer
+/// to fill.
+///
+/// # Safety
+/// `head` is a valid output chain: every struct starts with sType and pNext.
+unsafe fn without_in_chain(
+    head: *mut vk::BaseOutStructure<'_>,
+    s_type: vk::StructureType,
+    down: impl FnOnce(),
+) -> Vec<*mut vk::BaseOutStructure<'static>> {
+    let mut removed: Vec<(*mut vk::BaseOutStructure<'_>, *mut vk::BaseOutStructure<'_>)> =
+        Vec::new();
+    // SAFETY: walking the chain the caller vouches for.
+    unsafe {
+        let mut prev = head;
+        while !(*prev).p_next.is_null() {
+            let cur = (*prev).p_next;
+            if (*cur).s_type == s_type {
+                removed.push((prev, cur));
+                (*prev).p_next = (*cur).p_next;
+            } else {
+                prev = cur;
+            }
+        }
+        down();
+        for &(prev, cur) in removed.iter().rev() {
+            (*prev).p_next = cur;
+        }
+    }
+    removed.into_iter().map(|(_, cur)| cur.cast()).collect()
+}
+
 unsafe fn properties2(
     pd: vk::PhysicalDevice,
     p_properties: *mut vk::PhysicalDeviceProperties2<'_>,
@@ -574,24 +607,13 @@ unsafe fn properties2(
     // The PCI struct is the layer's to fill (the driver may not know the extension): out
     // of the chain for the call down, back after, then filled, with the card's UUID.
     let pci_type = vk::StructureType::PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT;
-    let mut removed: Vec<(*mut vk::BaseOutStructure<'_>, *mut vk::BaseOutStructure<'_>)> =
-        Vec::new();
-    // SAFETY: walking the application's output chain; every struct starts with sType and
-    // pNext, and each is of the type its sType says.
+    // SAFETY: the application's output chain; every struct starts with sType and pNext,
+    // and each is of the type its sType says.
     unsafe {
-        let mut prev = p_properties as *mut vk::BaseOutStructure<'_>;
-        while !(*prev).p_next.is_null() {
-            let cur = (*prev).p_next;
-            if (*cur).s_type == pci_type && data.config.pci.is_some() {
-                removed.push((prev, cur));
-                (*prev).p_next = (*cur).p_next;
-            } else {
-                prev = cur;
-            }
-        }
-        f(pd, p_properties);
-        for (prev, cur) in removed.into_iter().rev() {
-            (*prev).p_next = cur;
+        if data.config.pci.is_some() {
+            without_in_chain(p_properties.cast(), pci_type, || f(pd, p_properties));
+        } else {
+            f(pd, p_properties);
         }
         disguise(&data.config, &mut (*p_properties).properties);
         let mut cur = (*p_properties).p_next as *mut vk::BaseOutStructure<'_>;
@@ -698,27 +720,14 @@ unsafe fn memory_properties2(
     // Take the budget struct out of the chain (the driver may not know it), call down,
     // put it back and fill it.
     let budget_type = vk::StructureType::PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
-    let mut budgets: Vec<*mut vk::PhysicalDeviceMemoryBudgetPropertiesEXT<'_>> = Vec::new();
-    let mut removed: Vec<(*mut vk::BaseOutStructure<'_>, *mut vk::BaseOutStructure<'_>)> =
-        Vec::new();
-    // SAFETY: walking the application's output chain; every struct starts with
-    // sType and pNext.
+    // SAFETY: the application's output chain; every struct starts with sType and pNext.
+    let budgets: Vec<*mut vk::PhysicalDeviceMemoryBudgetPropertiesEXT<'_>> =
+        unsafe { without_in_chain(p_properties.cast(), budget_type, || f(pd, p_properties)) }
+            .into_iter()
+            .map(|b| b.cast())
+            .collect();
+    // SAFETY: the driver filled the struct the application gave.
     unsafe {
-        let mut prev = p_properties as *mut vk::BaseOutStructure<'_>;
-        while !(*prev).p_next.is_null() {
-            let cur = (*prev).p_next;
-            if (*cur).s_type == budget_type {
-                budgets.push(cur as *mut vk::PhysicalDeviceMemoryBudgetPropertiesEXT<'_>);
-                removed.push((prev, cur));
-                (*prev).p_next = (*cur).p_next;
-            } else {
-                prev = cur;
-            }
-        }
-        f(pd, p_properties);
-        for (prev, cur) in removed.into_iter().rev() {
-            (*prev).p_next = cur;
-        }
         fake_memory(&data.config, &mut (*p_properties).memory_properties);
     }
     let usage = lock(&MEMORY).usage;
