@@ -310,3 +310,44 @@ fn the_summary_says_how_each_device_is_installed() {
         "{text}"
     );
 }
+
+#[test]
+fn a_device_whose_xids_nothing_can_show_is_said_to_be_unwatched() {
+    let gap = |source: &str, device: Option<u32>, cause: &str| {
+        let mut r = serde_json::json!({"t_ms": 36.0, "source": source, "kind": "unavailable",
+            "message": format!("{cause} (test)"), "missing": ["xid"], "cause": cause});
+        if let Some(d) = device {
+            r["device"] = d.into();
+        }
+        r.to_string()
+    };
+    let unwatched = "GPU0: no Xid is watched";
+    for (gaps, said) in [
+        // NVML will not watch its events, and the kernel log cannot be read: nothing shows
+        // an Xid.
+        (
+            vec![
+                gap("nvml", Some(0), "events_no_permission"),
+                gap("kmsg", None, "kernel_log_unreadable"),
+            ],
+            true,
+        ),
+        // Either one alone still shows them.
+        (vec![gap("nvml", Some(0), "events_no_permission")], false),
+        (vec![gap("kmsg", None, "kernel_log_unreadable")], false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run");
+        common::lay_out_scenario("_base", &run_dir);
+        let telemetry = run_dir.join("telemetry.jsonl");
+        let mut text = std::fs::read_to_string(&telemetry).unwrap();
+        for g in &gaps {
+            text.push_str(g);
+            text.push('\n');
+        }
+        std::fs::write(&telemetry, text).unwrap();
+        let report = json(&verdict(&run_dir, &[]));
+        let notes = report["notes"].to_string();
+        assert_eq!(notes.contains(unwatched), said, "{gaps:?}: {notes}");
+    }
+}

@@ -229,7 +229,7 @@ impl Source for KmsgSource {
                                  grant CAP_SYSLOG or set kernel.dmesg_restrict=0"
                             ),
                             missing: vec![signals::XID.name.into()],
-                            cause: Some(cause::NO_PERMISSION.into()),
+                            cause: Some(cause::KERNEL_LOG_UNREADABLE.into()),
                         };
                         self.unreadable = Some(gap.clone());
                         out.push(gap.record());

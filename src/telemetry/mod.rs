@@ -102,6 +102,12 @@ pub mod cause {
     pub const NVML_FAILED: &str = "nvml_failed";
     /// NVML works but has no device with this device's UUID or PCI address.
     pub const NO_NVML_DEVICE: &str = "no_nvml_device";
+    /// Neither `/dev/kmsg` nor `journalctl -k` can be read: no Xid line is seen. Its own
+    /// word, so that a kernel log kiln may not read is never taken for NVML refusing it.
+    pub const KERNEL_LOG_UNREADABLE: &str = "kernel_log_unreadable";
+    /// The prefix of the cause of a GPU whose Xid and ECC events NVML will not watch
+    /// (`events_no_permission`, ...).
+    pub const EVENTS_REFUSED: &str = "events_";
     /// Every cause of NVML not starting: with any of them nothing NVML says is known.
     pub const NVML_DOWN: [&str; 5] = [
         NVML_MISSING,

@@ -857,7 +857,7 @@ fn events_refused(device: Option<usize>, why: &Reading) -> TelemetryData {
             cause.replace('_', " ")
         ),
         missing: vec![signals::group::NVML_EVENTS.into()],
-        cause: Some(format!("events_{cause}")),
+        cause: Some(format!("{}{cause}", super::cause::EVENTS_REFUSED)),
     }
 }
 

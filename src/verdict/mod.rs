@@ -253,6 +253,19 @@ pub fn judge_dir(
         let (records, _) = read_jsonl::<TelemetryRecord>(&telemetry)?;
         attach_telemetry(&records, &mut reports, &mut notes);
     }
+    // A device whose Xids neither NVML's events nor the kernel log can show: said, never a
+    // quiet "no Xid".
+    for d in &reports {
+        let problem = |p: &dyn Fn(&str) -> bool| d.setup.source_problems.iter().any(|c| p(c));
+        if problem(&|c| c.starts_with(crate::telemetry::cause::EVENTS_REFUSED))
+            && problem(&|c| c == crate::telemetry::cause::KERNEL_LOG_UNREADABLE)
+        {
+            notes.push(format!(
+                "GPU{}: no Xid is watched (NVML would not watch its events and the kernel log is not readable): an Xid during the run would go unseen",
+                d.index
+            ));
+        }
+    }
     // Every worker of the run is kiln's own: an Xid any of them raised is kiln's.
     let own: Vec<u32> = workers.iter().map(|(_, pid)| *pid).collect();
     for d in &mut reports {
