@@ -844,7 +844,8 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     }
 }
 
-/// The finding of an application's Xid raised by a process that is not kiln's own.
+/// The finding of an application's Xid raised by a process that is not kiln's own:
+/// information about the node, never a finding against the card.
 const XID_OTHER_PROCESS: &str = "XID_OTHER_PROCESS";
 
 /// The Xids of a phase, judged from the one catalogue ([`super::xid`]): one finding per
@@ -943,12 +944,14 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
         let (mut class, mut severity, mut confidence, mut action) =
             (worst.class, worst.severity, worst.confidence, action);
         if code == XID_OTHER_PROCESS {
+            // A fact about the node, not about the card: another process's engine fault,
+            // or the cleanup of a process stopped (43, 45), is that process's.
             phase = format!(
                 "raised by another process ({}) {phase}",
                 pids(false).join(", ")
             );
-            (class, severity, confidence) = (Class::Environment, Severity::Major, Confidence::High);
-            action = "not this test's fault, nor the card's by itself: the other process's owner should look at it; rerun on an idle GPU".into();
+            (class, severity, confidence) = (Class::Info, Severity::Note, Confidence::High);
+            action = "nothing against this card: the other process's owner should look at it (a tenant on the GPU during the test is its own finding)".into();
         } else if worst.finding == "XID_APPLICATION" && !pids(true).is_empty() {
             phase = format!("in kiln's own worker ({}) {phase}", pids(true).join(", "));
         }
