@@ -710,128 +710,140 @@ fn vulkan_nvml_and_sysfs_meet_on_one_card_by_its_uuid_and_pci_address() {
     assert!(listed[0]["pci_address"].is_null(), "{}", listed[0]);
 }
 
-#[test]
-fn every_nvml_error_kiln_can_meet_is_said_never_read_as_zero_nor_passed_silently() {
-    for (code, word) in [
-        ("not_supported", "not_supported"),
-        ("no_permission", "no_permission"),
-        ("function_not_found", "function_not_found"),
-        ("unknown", "unknown"),
-        ("timeout", "timeout"),
-        ("gpu_is_lost", "gpu_lost"),
-    ] {
-        // Every reading and counter answers with the error; who the card is still reads,
-        // so it is matched and each command meets the error on every read.
-        let node =
-            Node::new(json!({"errors": {"gauges": code, "hbm_temp": code, "counters": code}}));
-        let lost = code == "gpu_is_lost";
-        // `kiln list`: the card, matched.
-        let listed = expect_json(&node.kiln().args(["list", "--json"]).output().unwrap(), 0);
+/// One NVML error on every reading and counter, through `list`, `monitor`, `run` and
+/// `health`: said with its stable `word` everywhere, never a zero, never a silent pass.
+fn nvml_error_is_said_everywhere(code: &str, word: &str) {
+    // Every reading and counter answers with the error; who the card is still reads,
+    // so it is matched and each command meets the error on every read.
+    let node = Node::new(json!({"errors": {"gauges": code, "hbm_temp": code, "counters": code}}));
+    let lost = code == "gpu_is_lost";
+    // `kiln list`: the card, matched.
+    let listed = expect_json(&node.kiln().args(["list", "--json"]).output().unwrap(), 0);
+    assert_eq!(
+        listed[0]["nvml"]["matched_by"], "uuid",
+        "{code}: {}",
+        listed[0]
+    );
+    // `kiln monitor`: every record says the word, none a zero.
+    let out = node
+        .kiln()
+        .args(["monitor", "--duration", "2s", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{code}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let nvml_samples: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "sample" && r["source"] == "nvml")
+        .collect();
+    for s in &nvml_samples {
         assert_eq!(
-            listed[0]["nvml"]["matched_by"], "uuid",
-            "{code}: {}",
-            listed[0]
+            s["readings"]["gpu_temp_c"],
+            json!({"unavailable": word}),
+            "{code}: {s}"
         );
-        // `kiln monitor`: every record says the word, none a zero.
-        let out = node
-            .kiln()
-            .args(["monitor", "--duration", "2s", "--json"])
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{code}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        let nvml_samples: Vec<&Value> = records
-            .iter()
-            .filter(|r| r["kind"] == "sample" && r["source"] == "nvml")
-            .collect();
-        for s in &nvml_samples {
-            assert_eq!(
-                s["readings"]["gpu_temp_c"],
-                json!({"unavailable": word}),
-                "{code}: {s}"
-            );
-            assert!(
-                !s["readings"]
-                    .as_object()
-                    .unwrap()
-                    .values()
-                    .any(Value::is_number),
-                "{code}: a number where every read failed: {s}"
-            );
-        }
-        if lost {
-            assert!(
-                records
-                    .iter()
-                    .any(|r| r["kind"] == "xid" && r["xid"]["code"] == 79),
-                "{code}: the loss is recorded"
-            );
-        } else {
-            assert!(!nvml_samples.is_empty(), "{code}: {records:?}");
-        }
-        // `kiln run`: never a silent pass.
-        let (out, _) = node.run(4);
-        let exit = out.status.code();
-        let report: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{code}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
-        let device = &report["devices"][0];
-        let codes = finding_codes(device);
-        if lost {
-            assert_eq!(exit, Some(1), "{code}: {codes:?}");
-            assert!(codes.contains(&"XID_FALLEN_OFF_BUS"), "{code}: {codes:?}");
-        } else {
-            assert!(codes.contains(&"TELEMETRY_MISSING"), "{code}: {codes:?}");
-            let unavailable = device["telemetry"]
-                .as_array()
+        assert!(
+            !s["readings"]
+                .as_object()
                 .unwrap()
+                .values()
+                .any(Value::is_number),
+            "{code}: a number where every read failed: {s}"
+        );
+    }
+    if lost {
+        assert!(
+            records
                 .iter()
-                .flat_map(|p| p["counters_unavailable"].as_array().unwrap())
-                .any(|c| c == "ecc_uncorrected_volatile");
+                .any(|r| r["kind"] == "xid" && r["xid"]["code"] == 79),
+            "{code}: the loss is recorded"
+        );
+    } else {
+        assert!(!nvml_samples.is_empty(), "{code}: {records:?}");
+    }
+    // `kiln run`: never a silent pass.
+    let (out, _) = node.run(4);
+    let exit = out.status.code();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{code}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let device = &report["devices"][0];
+    let codes = finding_codes(device);
+    if lost {
+        assert_eq!(exit, Some(1), "{code}: {codes:?}");
+        assert!(codes.contains(&"XID_FALLEN_OFF_BUS"), "{code}: {codes:?}");
+    } else {
+        assert!(codes.contains(&"TELEMETRY_MISSING"), "{code}: {codes:?}");
+        let unavailable = device["telemetry"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|p| p["counters_unavailable"].as_array().unwrap())
+            .any(|c| c == "ecc_uncorrected_volatile");
+        assert!(
+            unavailable,
+            "{code}: the counters are unavailable, not zero"
+        );
+    }
+    // `kiln health`: what it could not read is said, with the word.
+    let (exit, health) = node.health();
+    let line = health["line"].as_str().unwrap();
+    match code {
+        // Nothing at all to read is nothing checked, said as what the card answers.
+        "not_supported" => {
+            assert_eq!(exit, 4, "{code}: {health}");
             assert!(
-                unavailable,
-                "{code}: the counters are unavailable, not zero"
+                line.contains("(NVML answers not supported for every counter and sensor)"),
+                "{line}"
+            );
+            assert!(
+                checked(&health)
+                    .iter()
+                    .any(|c| c.starts_with("not supported by the card: ECC")),
+                "{code}: {health}"
             );
         }
-        // `kiln health`: what it could not read is said, with the word.
-        let (exit, health) = node.health();
-        let line = health["line"].as_str().unwrap();
-        match code {
-            // Nothing at all to read is nothing checked, said as what the card answers.
-            "not_supported" => {
-                assert_eq!(exit, 4, "{code}: {health}");
-                assert!(
-                    line.contains("(NVML answers not supported for every counter and sensor)"),
-                    "{line}"
-                );
-                assert!(
-                    checked(&health)
-                        .iter()
-                        .any(|c| c.starts_with("not supported by the card: ECC")),
-                    "{code}: {health}"
-                );
-            }
-            "gpu_is_lost" => {
-                assert_eq!(exit, 1, "{code}: {health}");
-                assert!(line.contains("KILN-XID-079"), "{line}");
-            }
-            _ => {
-                assert_eq!(exit, 4, "{code}: {health}");
-                let said = word.replace('_', " ");
-                assert!(
-                    line.contains(&format!("could not read ECC ({said})")),
-                    "{code}: {line}"
-                );
-            }
+        "gpu_is_lost" => {
+            assert_eq!(exit, 1, "{code}: {health}");
+            assert!(line.contains("KILN-XID-079"), "{line}");
+        }
+        _ => {
+            assert_eq!(exit, 4, "{code}: {health}");
+            let said = word.replace('_', " ");
+            assert!(
+                line.contains(&format!("could not read ECC ({said})")),
+                "{code}: {line}"
+            );
         }
     }
+}
+
+/// The tests of every NVML error kiln can meet, one each so that they run side by side.
+macro_rules! nvml_error_tests {
+    ($($name:ident: $code:literal => $word:literal;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                nvml_error_is_said_everywhere($code, $word);
+            }
+        )*
+    };
+}
+
+nvml_error_tests! {
+    nvml_not_supported_is_said_never_zero: "not_supported" => "not_supported";
+    nvml_no_permission_is_said_never_zero: "no_permission" => "no_permission";
+    nvml_function_not_found_is_said_never_zero: "function_not_found" => "function_not_found";
+    nvml_unknown_is_said_never_zero: "unknown" => "unknown";
+    nvml_timeout_is_said_never_zero: "timeout" => "timeout";
+    nvml_gpu_is_lost_is_said_never_zero: "gpu_is_lost" => "gpu_lost";
 }
 
 #[test]

@@ -359,10 +359,15 @@ impl NvmlSource {
                     for &i in &watched {
                         let readings = match nvml.device_by_index(i) {
                             Ok(d) => {
-                                let count = fans
-                                    .entry(i)
-                                    .or_insert_with(|| d.num_fans().map_err(|e| num(Err(e))));
-                                slow_at(&d, count)
+                                let count = match fans.get(&i) {
+                                    Some(known) => Clone::clone(known),
+                                    None => d.num_fans().map_err(|e| num(Err(e))),
+                                };
+                                // The count is read once, unless its failure may pass.
+                                if count.as_ref().err().is_none_or(|why| !passing(why)) {
+                                    fans.insert(i, count.clone());
+                                }
+                                slow_at(&d, &count)
                             }
                             Err(e) => slow_failed(&num(Err(e))),
                         };
@@ -717,15 +722,34 @@ fn fixed_at(nvml: &Nvml, index: u32) -> Readings {
     f
 }
 
-/// True when no reading failed for a passing cause (a timeout, an unknown error, a lost
-/// GPU): what is settled need not be read again.
+/// The fixed properties of `device` (NVML index `index`): from `cache`, else read, and kept
+/// there once settled.
+fn fixed_cached(
+    cache: &mut std::collections::BTreeMap<usize, Readings>,
+    nvml: &Nvml,
+    device: usize,
+    index: u32,
+) -> Readings {
+    if let Some(f) = cache.get(&device) {
+        return f.clone();
+    }
+    let f = fixed_at(nvml, index);
+    if settled(&f) {
+        cache.insert(device, f.clone());
+    }
+    f
+}
+
+/// True for a failure that may pass (a timeout, an unknown error, a lost GPU): what failed
+/// so is read again.
+fn passing(reading: &Reading) -> bool {
+    matches!(reading, Reading::Unavailable { unavailable }
+        if [GPU_LOST, "timeout", "unknown"].contains(&unavailable.as_str()))
+}
+
+/// True when no reading failed for a passing cause: what is settled need not be read again.
 fn settled(readings: &Readings) -> bool {
-    readings.values().all(|r| match r {
-        Reading::Unavailable { unavailable } => {
-            ![GPU_LOST, "timeout", "unknown"].contains(&unavailable.as_str())
-        }
-        _ => true,
-    })
+    !readings.values().any(passing)
 }
 
 /// Every slow reading failed, and why.
@@ -770,10 +794,10 @@ fn slow_at(d: &nvml_wrapper::Device, fans: &Result<u32, Reading>) -> Readings {
     s
 }
 
-/// Other processes on the GPU, `pid:bytes` joined by commas (kiln's own, its workers too, left
-/// out), or why the
-/// list could not be read: a refused or failed list is unknown, never "none". A card that
-/// lists no processes of one kind (no graphics engine) is read from the other.
+/// Other processes on the GPU, `pid:bytes` joined by commas (kiln's own, its workers too,
+/// left out), or why the list could not be read: a refused or failed list is unknown, never
+/// "none". A card that lists no processes of one kind (no graphics engine) is read from the
+/// other.
 fn other_processes(d: &nvml_wrapper::Device) -> Reading {
     let mut processes = Vec::new();
     let mut readable = false;
@@ -1021,10 +1045,7 @@ impl Source for NvmlSource {
         // What never changes is read before the first tick, so that no tick pays for it.
         if let Some(nvml) = &self.nvml {
             for (device, i) in self.matched().collect::<Vec<_>>() {
-                let f = fixed_at(nvml, i);
-                if settled(&f) {
-                    self.fixed.insert(device, f);
-                }
+                fixed_cached(&mut self.fixed, nvml, device, i);
             }
         }
         self.matches
@@ -1056,17 +1077,7 @@ impl Source for NvmlSource {
                     // A tick whose every call failed stays a sample with no reading: what
                     // was read once, or on the slow schedule, must not make it one.
                     if readings.values().any(|r| r.number().is_some()) {
-                        let fixed = match self.fixed.get(&device) {
-                            Some(f) => f.clone(),
-                            None => {
-                                let f = fixed_at(nvml, i);
-                                if settled(&f) {
-                                    self.fixed.insert(device, f.clone());
-                                }
-                                f
-                            }
-                        };
-                        readings.extend(fixed);
+                        readings.extend(fixed_cached(&mut self.fixed, nvml, device, i));
                         readings.extend(self.fresh.remove(&device).unwrap_or_default());
                     }
                     self.last.insert(device, readings.clone());
