@@ -147,6 +147,8 @@ catalogue! {
     PCIE_GEN_MAX = Gauge("pcie_gen_max", Generation, "The highest PCIe generation the device supports.");
     PCIE_WIDTH = Gauge("pcie_width", Lanes, "PCIe lanes the link runs at now.");
     PCIE_WIDTH_MAX = Gauge("pcie_width_max", Lanes, "The most PCIe lanes the device supports.");
+    PCIE_SLOT_GEN_MAX = Gauge("pcie_slot_gen_max", Generation, "The highest PCIe generation of the port the device sits in: its slot, or the switch above it (sysfs).");
+    PCIE_SLOT_WIDTH_MAX = Gauge("pcie_slot_width_max", Lanes, "The most PCIe lanes of the port the device sits in (sysfs).");
     PCIE_SPEED_GTS = Gauge("pcie_speed_gts", GigatransfersPerSecond, "PCIe transfer rate per lane now (sysfs).");
     PCIE_SPEED_MAX_GTS = Gauge("pcie_speed_max_gts", GigatransfersPerSecond, "The highest PCIe transfer rate per lane (sysfs).");
     PCIE_TX_KBPS = Gauge("pcie_tx_kbps", KilobytesPerSecond, "PCIe throughput the device sends (NVML: read every second, off the tick).");

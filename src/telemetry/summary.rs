@@ -12,7 +12,7 @@ use super::signals;
 use super::throttle::{self, ThrottleReason};
 
 /// Gauges summarised by min/median/max.
-pub const GAUGES: [&str; 17] = [
+pub const GAUGES: [&str; 19] = [
     signals::GPU_TEMP_C.name,
     signals::HBM_TEMP_C.name,
     signals::POWER_W.name,
@@ -27,6 +27,8 @@ pub const GAUGES: [&str; 17] = [
     signals::PCIE_GEN_MAX.name,
     signals::PCIE_WIDTH.name,
     signals::PCIE_WIDTH_MAX.name,
+    signals::PCIE_SLOT_GEN_MAX.name,
+    signals::PCIE_SLOT_WIDTH_MAX.name,
     signals::MEM_USED_BYTES.name,
     signals::UTIL_GPU_PCT.name,
     signals::UTIL_MEM_PCT.name,

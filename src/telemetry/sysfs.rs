@@ -125,9 +125,31 @@ pub fn read_hwmon(device_dir: &Path) -> Readings {
     out
 }
 
-/// PCIe link state of one device directory.
+/// PCIe link state of one device directory, and the maxima of the port above it (the slot,
+/// or a switch's port) where sysfs has them: a card can only be as fast as its slot, and
+/// which of the two limits the link is a different answer.
 pub fn read_link(device_dir: &Path) -> Readings {
     let mut out = Readings::new();
+    // The device's directory lies under its upstream port's in the device tree.
+    let port = std::fs::canonicalize(device_dir)
+        .ok()
+        .and_then(|d| d.parent().map(Path::to_path_buf))
+        .filter(|p| p.join("max_link_speed").is_file());
+    if let Some(port) = port {
+        let slot_speed = read(&port.join("max_link_speed")).and_then(|t| parse_link_speed(&t));
+        if let Some(g) = slot_speed.and_then(generation) {
+            out.insert(
+                signals::PCIE_SLOT_GEN_MAX.name.into(),
+                Reading::Number(f64::from(g)),
+            );
+        }
+        if let Some(w) = read(&port.join("max_link_width")).and_then(|t| parse_width(&t)) {
+            out.insert(
+                signals::PCIE_SLOT_WIDTH_MAX.name.into(),
+                Reading::Number(f64::from(w)),
+            );
+        }
+    }
     let speed = |file: &str| read(&device_dir.join(file)).and_then(|t| parse_link_speed(&t));
     let width = |file: &str| read(&device_dir.join(file)).and_then(|t| parse_width(&t));
     for (key, gen_key, value) in [
@@ -802,6 +824,36 @@ mod tests {
             std::fs::write(hw.join(file), text).unwrap();
         }
         root
+    }
+
+    #[test]
+    fn the_slot_s_maxima_are_read_apart_from_the_card_s() {
+        // A Gen5 x16 card below a Gen4 x16 root port, as the device tree nests them.
+        let root = tempfile::tempdir().unwrap();
+        let port = root.path().join("sys/devices/pci0000:00/0000:00:01.0");
+        let card = port.join("0000:01:00.0");
+        std::fs::create_dir_all(&card).unwrap();
+        for (dir, speed, width) in [
+            (&port, "16.0 GT/s PCIe\n", "16\n"),
+            (&card, "32.0 GT/s PCIe\n", "16\n"),
+        ] {
+            std::fs::write(dir.join("max_link_speed"), speed).unwrap();
+            std::fs::write(dir.join("max_link_width"), width).unwrap();
+        }
+        std::fs::write(card.join("current_link_speed"), "16.0 GT/s PCIe\n").unwrap();
+        std::fs::write(card.join("current_link_width"), "16\n").unwrap();
+        let bus = root.path().join("sys/bus/pci/devices");
+        std::fs::create_dir_all(&bus).unwrap();
+        std::os::unix::fs::symlink(&card, bus.join("0000:01:00.0")).unwrap();
+        let link = read_link(&bus.join("0000:01:00.0"));
+        let n = |k: &str| link.get(k).and_then(Reading::number);
+        assert_eq!(n(signals::PCIE_GEN_MAX.name), Some(5.0));
+        assert_eq!(n(signals::PCIE_SLOT_GEN_MAX.name), Some(4.0));
+        assert_eq!(n(signals::PCIE_SLOT_WIDTH_MAX.name), Some(16.0));
+        assert_eq!(n(signals::PCIE_GEN.name), Some(4.0));
+        // A device with no port above it in the tree says nothing of a slot.
+        let flat = read_link(&fake_tree().path().join("sys/bus/pci/devices/0000:05:00.0"));
+        assert!(!flat.contains_key(signals::PCIE_SLOT_GEN_MAX.name));
     }
 
     #[test]

@@ -632,58 +632,85 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
 
 /// A link below its maximum: its width at any time (a GPU keeps its lanes at idle, so
 /// fewer is a slot, riser or contact), its generation only while the GPU is busy (links
-/// drop their generation at idle by design; REFERENCE.md §4). Once per device and kind,
-/// from the first phase that shows it.
+/// drop their generation at idle by design; REFERENCE.md §4). Where sysfs gives the slot's
+/// own maxima, the two are kept apart: a link at the slot's maximum but below the card's is
+/// the slot limiting the card (`PCIE_SLOT_LIMITS`, a note), one below both is degraded. Once
+/// per device and kind, from the first phase that shows it.
 fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     let busy = p
         .gauges
         .get(signals::UTIL_GPU_PCT.name)
         .is_some_and(|u| u.median >= 50.0);
-    let below = |now: &str, max: &str| match (p.gauges.get(now), p.gauges.get(max)) {
-        (Some(n), Some(m)) => (n.max < m.min).then_some((n.max, m.min)),
-        _ => None,
-    };
-    for (what, now, max, judged) in [
+    let least = |key: &str| p.gauges.get(key).map(|s| s.min);
+    for (what, now, max, slot, judged) in [
         (
             "generation",
             signals::PCIE_GEN.name,
             signals::PCIE_GEN_MAX.name,
+            signals::PCIE_SLOT_GEN_MAX.name,
             busy,
         ),
         (
             "width",
             signals::PCIE_WIDTH.name,
             signals::PCIE_WIDTH_MAX.name,
+            signals::PCIE_SLOT_WIDTH_MAX.name,
             true,
         ),
     ] {
-        let seen = out.iter().any(|f| {
-            f.code == "PCIE_LINK_DEGRADED" && f.evidence.get("what") == Some(&json!(what))
-        });
-        if !judged || seen {
+        let seen = |out: &[Finding], code: &str| {
+            out.iter()
+                .any(|f| f.code == code && f.evidence.get("what") == Some(&json!(what)))
+        };
+        let (Some(card), Some(highest)) = (least(max), p.gauges.get(now).map(|s| s.max)) else {
             continue;
-        }
-        if let Some((n, m)) = below(now, max) {
-            let phase = if p.phase == "health" {
-                String::new()
-            } else {
-                format!(" in the {} phase", p.phase)
-            };
-            let when = if busy {
-                format!("while the GPU was busy{phase}")
-            } else {
-                phase.trim_start().to_owned()
-            };
+        };
+        // What the link can reach here: the lower of the card's and the slot's maxima.
+        let slot_max = least(slot);
+        let limit = slot_max.map_or(card, |s| s.min(card));
+        let evidence = json!({"what": what, "phase": p.phase, now: p.gauges.get(now), max: p.gauges.get(max), slot: p.gauges.get(slot)});
+        if let Some(s) = slot_max.filter(|s| *s < card)
+            && !seen(out, "PCIE_SLOT_LIMITS")
+        {
+            // A fact of where the card sits, not a fault: the link is judged against it.
             out.push(finding(
-                "PCIE_LINK_DEGRADED",
-                Class::Environment,
-                Severity::Major,
+                "PCIE_SLOT_LIMITS",
+                Class::Info,
+                Severity::Note,
                 Confidence::High,
-                format!("PCIe {what} {n} of {m} {when}").trim_end().to_owned(),
-                json!({"what": what, "phase": p.phase, now: p.gauges.get(now), max: p.gauges.get(max)}),
-                "check the slot, riser and BIOS link settings; reseat the card",
+                format!("the slot allows PCIe {what} {s} of the card's {card}: the card runs below its own maximum by where it sits, not by itself"),
+                evidence.clone(),
+                "move the card to a slot (or riser) with its own PCIe generation and width where the host bandwidth matters",
             ));
         }
+        if !judged || seen(out, "PCIE_LINK_DEGRADED") || highest >= limit {
+            continue;
+        }
+        let phase = if p.phase == "health" {
+            String::new()
+        } else {
+            format!(" in the {} phase", p.phase)
+        };
+        let when = if busy {
+            format!("while the GPU was busy{phase}")
+        } else {
+            phase.trim_start().to_owned()
+        };
+        let of = match slot_max {
+            Some(s) if s < card => format!("{limit} (the slot's; the card's {card})"),
+            _ => format!("{limit}"),
+        };
+        out.push(finding(
+            "PCIE_LINK_DEGRADED",
+            Class::Environment,
+            Severity::Major,
+            Confidence::High,
+            format!("PCIe {what} {highest} of {of} {when}")
+                .trim_end()
+                .to_owned(),
+            evidence,
+            "check the slot, riser and BIOS link settings; reseat the card",
+        ));
     }
 }
 
