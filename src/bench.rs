@@ -328,7 +328,7 @@ fn open_device(
 }
 
 /// The median: the machine may be shared, and one slow repetition should not decide.
-fn median(values: &mut [f64]) -> f64 {
+pub(crate) fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => 0.0,

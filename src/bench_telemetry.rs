@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::median;
 use crate::telemetry::record::{Readings, TelemetryData, TelemetryRecord};
 use crate::telemetry::sidecar::{Command, RealClock, run_loop};
 use crate::telemetry::{Source, live_sources_for};
@@ -79,14 +80,6 @@ impl Source for Stopwatch {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// Samples every GPU of the machine for `opts.duration` at `opts.interval`, as a run's
 /// sidecar does, and measures each tick.
 pub fn bench_telemetry(opts: &TelemetryBenchOptions) -> TelemetryBenchReport {
@@ -147,7 +140,7 @@ pub fn bench_telemetry(opts: &TelemetryBenchOptions) -> TelemetryBenchReport {
     let tick_shares: Vec<f64> = (0..ticks)
         .map(|i| per_source.iter().map(|(_, t)| t[i]).sum())
         .collect();
-    let tick_share_median = median(tick_shares.clone());
+    let tick_share_median = median(&mut tick_shares.clone());
     TelemetryBenchReport {
         gpus: targets.len(),
         nvml_gpus,
@@ -160,7 +153,7 @@ pub fn bench_telemetry(opts: &TelemetryBenchOptions) -> TelemetryBenchReport {
         tick_share_per_gpu: tick_share_median / targets.len().max(1) as f64,
         source_share: per_source
             .into_iter()
-            .map(|(name, t)| (name.to_owned(), median(t)))
+            .map(|(name, mut t)| (name.to_owned(), median(&mut t)))
             .collect(),
         notes,
     }

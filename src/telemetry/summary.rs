@@ -346,7 +346,7 @@ fn window(
 }
 
 /// One `pid:bytes` entry of a process list (`unknown` bytes where NVML did not say).
-fn parse_process(entry: &str) -> Option<(u32, Option<u64>)> {
+pub fn parse_process(entry: &str) -> Option<(u32, Option<u64>)> {
     let (pid, bytes) = entry.trim().split_once(':')?;
     Some((pid.parse().ok()?, bytes.parse().ok()))
 }

@@ -1132,8 +1132,9 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
     let mut arrived: Vec<(&str, &str)> = Vec::new();
     for p in &device.telemetry {
         for entry in &p.other_processes {
-            let pid = entry.split(':').next().unwrap_or(entry);
-            let known = |e: &str| e.split(':').next() == Some(pid);
+            let pid_of = |e: &str| crate::telemetry::summary::parse_process(e).map(|(pid, _)| pid);
+            let Some(pid) = pid_of(entry) else { continue };
+            let known = |e: &str| pid_of(e) == Some(pid);
             if !tenants.iter().any(|t| known(t)) && !arrived.iter().any(|(e, _)| known(e)) {
                 arrived.push((entry.as_str(), p.phase.as_str()));
             }

@@ -427,14 +427,16 @@ fn clock_key(clock: nvmlClockType_t, max: bool) -> Option<&'static str> {
     })
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
+/// Answers a clock call: the clock now, or its maximum.
+unsafe fn clock(
+    symbol: &str,
     device: nvmlDevice_t,
     clock: nvmlClockType_t,
+    max: bool,
     mhz: *mut c_uint,
 ) -> nvmlReturn_t {
-    on_device("nvmlDeviceGetClockInfo", device, "gauges", |_, s| {
-        match clock_key(clock, false) {
+    on_device(symbol, device, "gauges", |_, s| {
+        match clock_key(clock, max) {
             // SAFETY: as the caller's pointer is.
             Some(key) => unsafe { put(mhz, s.u(key) as c_uint) },
             None => nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED,
@@ -443,18 +445,23 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
+pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
     device: nvmlDevice_t,
-    clock: nvmlClockType_t,
+    clock_type: nvmlClockType_t,
     mhz: *mut c_uint,
 ) -> nvmlReturn_t {
-    on_device("nvmlDeviceGetMaxClockInfo", device, "gauges", |_, s| {
-        match clock_key(clock, true) {
-            // SAFETY: as the caller's pointer is.
-            Some(key) => unsafe { put(mhz, s.u(key) as c_uint) },
-            None => nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED,
-        }
-    })
+    // SAFETY: as the caller's pointer is.
+    unsafe { clock("nvmlDeviceGetClockInfo", device, clock_type, false, mhz) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
+    device: nvmlDevice_t,
+    clock_type: nvmlClockType_t,
+    mhz: *mut c_uint,
+) -> nvmlReturn_t {
+    // SAFETY: as the caller's pointer is.
+    unsafe { clock("nvmlDeviceGetMaxClockInfo", device, clock_type, true, mhz) }
 }
 
 #[unsafe(no_mangle)]
