@@ -107,7 +107,33 @@ def h200_events(verify_gbps, write_gbps, scenario_from="_base"):
         rate = throughput[key]
         rate["gib_per_s"] = gbps * GIB_PER_GB
         rate["gpu_s"] = rate["bytes"] / (gbps * 1e9)
+    set_compute_rates(events, H200_COMPUTE_GOPS)
     return events
+
+
+# What kiln's verified chains compute on a healthy H200, 10^9 operations per second: about
+# three quarters of the spec sheet's 67 TFLOP/s fp32 and 33.5 TOP/s int32.
+H200_COMPUTE_GOPS = {"fp32": 50000.0, "int32": 25000.0}
+
+
+def set_compute_rates(events, gops, device=None):
+    """The compute workload's rates (per kind, 10^9 operations per second) in a run's events,
+    its headline to match."""
+    for e in events:
+        if e["kind"] != "workload_end" or e["workload"] != "compute":
+            continue
+        if device is not None and e.get("device") != device:
+            continue
+        for k in e["summary"]["kinds"]:
+            if k["kind"] in gops and k["rounds"] > 0:
+                k["gops"] = gops[k["kind"]]
+                k["best_gops"] = round(gops[k["kind"]] * 1.04, 1)
+                k["gpu_s"] = k["verified_ops"] * 2 * k["rounds"] / (gops[k["kind"]] * 1e9)
+        head, sep, _ = e["headline"].partition(" (FP32")
+        if sep:
+            rates = ", ".join(f"{k['kind'].upper()} {k['gops']:.1f} Gop/s"
+                              for k in e["summary"]["kinds"] if k["rounds"] > 0)
+            e["headline"] = f"{head} ({rates})"
 
 
 def pair(fp32_gops):
@@ -123,9 +149,8 @@ def pair(fp32_gops):
                 twin["info"].update({"index": 1, "device_uuid": "7d5e4b6f-2c3d-4e6f-9a01-23456789abcd",
                                      "pci_address": "0000:06:00.0"})
             events.append(twin)
-    for e in events:
-        if e["kind"] == "workload_end" and e["workload"] == "compute":
-            e["summary"]["kinds"][0]["gops"] = fp32_gops[e["device"]]
+    for device, fp32 in enumerate(fp32_gops):
+        set_compute_rates(events, dict(H200_COMPUTE_GOPS, fp32=fp32), device)
     return events
 
 
@@ -267,9 +292,9 @@ def main():
             e["info"].update({"name": "AMD Radeon RX 7900 XTX", "vendor_id": 0x1002,
                               "vendor_name": "AMD", "device_id": 0x744C, "driver_name": "radv",
                               "driver_info": "Mesa 24.2.8", "driver_version": "24.2.8"})
-    scenario("unknown_gpu_bandwidth_unjudged", {
-        "about": "a GPU kiln has no bandwidth reference for: its memory is checked for errors and the report says speed was not judged",
-        "exit_code": 0, "result": "pass", "codes": ["VRAM_BANDWIDTH_UNJUDGED", "TELEMETRY_MISSING"],
+    scenario("unknown_gpu_rates_unjudged", {
+        "about": "a GPU kiln has no product figures for: its results are verified and its stability judged, and the report says its rates were not held to a floor",
+        "exit_code": 0, "result": "pass", "codes": ["PRODUCT_UNKNOWN", "TELEMETRY_MISSING"],
         "incomplete": False}, events=events)
 
     field_cases()
@@ -306,24 +331,29 @@ def h200_counters(**over):
          "retired_pages_sbe": {"unavailable": NS}, "retired_pages_dbe": {"unavailable": NS},
          "retired_pages_pending": {"unavailable": NS},
          "remapped_correctable": 0, "remapped_uncorrectable": 0, "remap_pending": 0,
-         "remap_failure": 0, "recovery_action": 0, "pcie_replays": 0, "energy_mj": 2_000_000}
+         "remap_failure": 0, "recovery_action": 0, "pcie_replays": 0, "energy_mj": 2_000_000,
+         "remap_banks_max": 2560, "remap_banks_high": 0, "remap_banks_partial": 0,
+         "remap_banks_low": 0, "remap_banks_none": 0, "sram_uncorrected_parity": 0,
+         "sram_uncorrected_secded": 0, "sram_corrected": 0, "sram_threshold_exceeded": 0}
     c.update(over)
     return c
 
 
-def h200_sample(phase, t, temp=None, mask=None, sm=1980, mem=3201, power=None, limit=700.0):
+def h200_sample(phase, t, temp=None, mask=None, sm=1980, mem=3201, power=None, limit=700.0,
+                sm_max=1980, mem_max=3201, default=700.0):
+    """An H200's sample (or, with its maxima and default limit, another NVIDIA card's)."""
     idle = phase == "preflight"
     if temp is None:
         temp = 36.0 if idle else 58.0 + 0.5 * t
     if mask is None:
         mask = 0x1 if idle else 0
     if power is None:
-        power = 90.0 if idle else 640.0
+        power = 90.0 if idle else 0.91 * default
     return {"gpu_temp_c": round(temp, 1), "hbm_temp_c": round(temp + 7, 1),
-            "power_w": power, "power_limit_enforced_w": limit, "power_limit_default_w": 700.0,
-            "clock_sm_mhz": 345 if idle else sm, "clock_sm_max_mhz": 1980,
-            "clock_mem_mhz": 1593 if idle else mem, "clock_mem_max_mhz": 3201,
-            "clock_graphics_mhz": 345 if idle else sm, "clock_graphics_max_mhz": 1980,
+            "power_w": power, "power_limit_enforced_w": limit, "power_limit_default_w": default,
+            "clock_sm_mhz": 345 if idle else sm, "clock_sm_max_mhz": sm_max,
+            "clock_mem_mhz": mem_max // 2 if idle else mem, "clock_mem_max_mhz": mem_max,
+            "clock_graphics_mhz": 345 if idle else sm, "clock_graphics_max_mhz": sm_max,
             "throttle_reasons_mask": mask,
             "throttle_reasons": ",".join(n for b, n in REASONS if mask & b),
             "util_gpu_pct": 0 if idle else 100, "util_mem_pct": 0 if idle else 88,
@@ -460,13 +490,16 @@ def field_cases():
                                        power=448.0 if ph != "preflight" else None, limit=450.0,
                                        sm=1410)
     field("admin_cap_holds_the_card_below_its_floor",
-          "an administrator capped an H200 at 450 W of its 700 W default and its VRAM streamed 2600 GB/s, below the 3225 GB/s floor: the configuration explains it (environment, of weight), not a slow card",
-          2, "environment", ["ADMIN_POWER_CAP", "BANDWIDTH_LOW_THROTTLED"],
+          "an administrator capped an H200 at 450 W of its 700 W default: its SM clock sat at 1410 of 1980 MHz and its VRAM streamed 2600 GB/s, below the 3225 GB/s floor: the configuration holds the card below its product (environment, of weight), named with how to restore it, not a slow card",
+          2, "environment", ["CONFIG_LIMITS_CARD"],
           events=h200_events(2600.0, 2450.0), telemetry=run_telemetry(sample=capped),
           reason="administrator's power limit of 450 W")
+    mild_cap = lambda ph, t: h200_sample(ph, t, mask=0x4 if ph != "preflight" else None,
+                                         power=598.0 if ph != "preflight" else None, limit=600.0,
+                                         sm=1830)
     field("admin_cap_within_the_floor",
-          "the same 450 W cap on an H200 that still streamed 4100 GB/s: the cap is noted, and the card passed",
-          0, "pass", ["ADMIN_POWER_CAP"], run_from="h200_healthy", telemetry=run_telemetry(sample=capped))
+          "near miss: a 600 W cap on an H200 (700 W default) that held the SM clock at 1830 of 1980 MHz while VRAM streamed 4100 GB/s and compute stayed above its floor: the cap is noted, and the card passed",
+          0, "pass", ["ADMIN_POWER_CAP"], run_from="h200_healthy", telemetry=run_telemetry(sample=mild_cap))
     field("tenants_explain_low_bandwidth",
           "two other processes used the GPU while its VRAM streamed 2300 GB/s: they share the bandwidth, so the low rate is theirs, not a slow card",
           2, "environment", ["BANDWIDTH_LOW_THROTTLED", "OTHER_TENANTS"],
@@ -535,20 +568,26 @@ def field_cases():
           2, "environment", ["PCIE_BANDWIDTH_LOW"], run_from="h200_healthy", events=pcie_on(gen5, 35.0, 27.0))
     gen4_slot = {"generation": 4, "generation_max": 4, "width": 16, "width_max": 16,
                  "theoretical_gbps": 31.5, "card_max": [5, 16], "samples": 40}
+    # Its telemetry (the slot's maxima from sysfs) is the scenario's own file.
     field("gen5_card_in_a_gen4_slot",
-          "a Gen5 card in a Gen4 x16 slot, trained to the slot's best and moving 25/27 GB/s: the link the slot allows, not a degraded one",
-          0, "pass", [], run_from="h200_healthy", events=pcie_on(gen4_slot, 25.0, 27.0))
+          "a Gen5 x16 H200 in a Gen4 x16 slot, its link at Gen4 x16 all load long: the slot, not the card, sets the link, said as a note (half the host bandwidth the card could have), and the link is not degraded",
+          0, "pass", ["PCIE_SLOT_LIMITS"], events=pcie_on(gen4_slot, 25.0, 27.0))
     field("staging_in_vram_not_judged",
           "transfers whose staging buffers could only live in device memory (no host memory type) never crossed the bus: their 300 GB/s is not a PCIe rate and is not judged either way",
           0, "pass", [], run_from="h200_healthy",
           events=pcie_on(dict(gen5, generation=3, theoretical_gbps=15.75), 2.0, 300.0, in_host=False))
 
     # AMD through sysfs: RAS counters judged by the same rules.
-    amd_events = copy.deepcopy(events_of("unknown_gpu_bandwidth_unjudged"))
+    # What a healthy MI300X streams and computes with kiln's kernels (about 80% of its
+    # 5.3 TB/s, about 60% of its 163.4 TFLOP/s fp32).
+    amd_events = h200_events(4300.0, 4100.0)
+    set_compute_rates(amd_events, {"fp32": 98000.0, "int32": 49000.0})
     for e in amd_events:
         if e["kind"] == "device_start":
-            e["info"].update({"name": "AMD Instinct MI300X", "device_id": 0x74A1,
-                              "driver_name": "radv", "pci_address": "0000:0c:00.0"})
+            e["info"].update({"name": "AMD Instinct MI300X", "vendor_id": 0x1002,
+                              "vendor_name": "AMD", "device_id": 0x74A1, "driver_name": "radv",
+                              "driver_info": "Mesa 24.2.8", "driver_version": "24.2.8",
+                              "pci_address": "0000:0c:00.0"})
 
     def amd_sample(phase, t):
         idle = phase == "preflight"
@@ -569,25 +608,328 @@ def field_cases():
                     "kernel_driver": "amdgpu", "driver_version": "6.8.5"}
     field("amd_gfx_uncorrectable_ras",
           "an MI300X whose amdgpu RAS counters show two uncorrectable errors in the graphics block during compute: hardware, read from sysfs without any vendor library",
-          1, "fail", ["VRAM_BANDWIDTH_UNJUDGED", "RAS_UNCORRECTABLE"], events=amd_events,
+          1, "fail", ["RAS_UNCORRECTABLE"], events=amd_events,
           telemetry=run_telemetry(sample=amd_sample, identity=amd_identity, source="sysfs",
                                   counters_at=lambda t: amd_counters(gfx_ue=2 if t > 13.05 else 0)))
     field("amd_memory_uncorrectable",
           "the same MI300X with one uncorrectable error in its memory controller (umc) during VRAM: an uncorrectable ECC error, as NVML's would be",
-          1, "fail", ["VRAM_BANDWIDTH_UNJUDGED", "ECC_UNCORRECTABLE"], events=amd_events,
+          1, "fail", ["ECC_UNCORRECTABLE"], events=amd_events,
           telemetry=run_telemetry(sample=amd_sample, identity=amd_identity, source="sysfs",
                                   counters_at=lambda t: amd_counters(umc_ue=1 if t > 1.05 else 0)))
     field("amd_healthy",
           "a healthy MI300X read through sysfs (temperatures, power, clocks, RAS counters all readable and quiet): a pass, not 'could not check'",
-          0, "pass", ["VRAM_BANDWIDTH_UNJUDGED"], events=amd_events,
+          0, "pass", [], events=amd_events,
           telemetry=run_telemetry(sample=amd_sample, identity=amd_identity, source="sysfs",
                                   counters_at=lambda t: amd_counters()))
+
+    product_cases()
+    whose_xid_cases()
+    amd_and_intel_heat_cases()
+    nvlink_and_rma_cases()
 
     # The headline names the finding that decided.
     field("fragmented_allocator_headline",
           "the allocator torture found fragmentation while VRAM and compute passed: the device line says fragmentation, not 'vram: no errors'",
           3, "software", ["ALLOC_FAIL_FRAGMENTED", "TELEMETRY_MISSING"], run_from="alloc_fragmented",
           reason="alloc_fail_fragmented")
+
+
+def card_events(name, device_id, verify_gbps, write_gbps, gops, uuid=None):
+    """The healthy H200 run as another NVIDIA card would have written it: its name, its VRAM
+    rates (GB/s) and its compute rates (10^9 operations per second, per kind)."""
+    events = h200_events(verify_gbps, write_gbps)
+    set_compute_rates(events, gops)
+    for e in events:
+        if e["kind"] == "device_start":
+            e["info"].update({"name": name, "device_id": device_id})
+            if uuid:
+                e["info"]["device_uuid"] = uuid
+    return events
+
+
+def product_cases():
+    """The card against its product: rates below their floors, and configurations that hold
+    a card below what its product does, each with the near miss that must not fire."""
+    # An H100 SXM whose clocks were locked for a benchmark (nvidia-smi -lgc 1275) and never
+    # reset: the applications-clocks reason all load long, cool, every rate a third down.
+    h100 = dict(name="NVIDIA H100 80GB HBM3", device_id=0x2330)
+    h100_identity = h200_identity(name="NVIDIA H100 80GB HBM3", temp_slowdown_c=87)
+    locked = lambda ph, t: h200_sample(ph, t, mask=0x2 if ph != "preflight" else None,
+                                       sm=1275, power=None if ph == "preflight" else 455.0)
+    field("locked_application_clocks",
+          "an H100 SXM whose SM clock someone locked at 1275 MHz (nvidia-smi -lgc) and never reset: the applications-clocks reason all load long on a cool card, fp32 compute 34 TFLOP/s where a healthy one computes 50: a configuration that holds the card below its product (environment), with the command that restores it; the card is not slow",
+          2, "environment", ["CONFIG_LIMITS_CARD"],
+          events=card_events(**h100, verify_gbps=2450.0, write_gbps=2300.0,
+                             gops={"fp32": 33600.0, "int32": 16800.0}),
+          telemetry=run_telemetry(sample=locked, identity=h100_identity),
+          reason="locked or application clocks")
+    near_max = lambda ph, t: h200_sample(ph, t, mask=0x2 if ph != "preflight" else None, sm=1935)
+    field("application_clocks_near_the_maximum",
+          "near miss: application clocks set to 1935 MHz on an H100 SXM whose maximum is 1980 (the reason set all load long, the clock at 98% of its maximum, every rate at its product's): noted, not a finding of weight",
+          0, "pass", ["CLOCKS_LOCKED"],
+          events=card_events(**h100, verify_gbps=2700.0, write_gbps=2600.0,
+                             gops={"fp32": 49000.0, "int32": 24500.0}),
+          telemetry=run_telemetry(sample=near_max, identity=h100_identity))
+
+    # An RTX 4090 (450 W) that its owner limited to 300 W and forgot: the software power cap
+    # all load long, the SM clock at 2010 of its 3105 MHz maximum, fp32 compute 30% down.
+    rtx = dict(name="NVIDIA GeForce RTX 4090", device_id=0x2684)
+    rtx_identity = h200_identity(name="NVIDIA GeForce RTX 4090", serial="[N/A]",
+                                 board_part_number="[N/A]", ecc_enabled="false",
+                                 ecc_enabled_pending="false", temp_slowdown_c=90,
+                                 temp_shutdown_c=93, temp_gpu_max_c=88,
+                                 temp_mem_max_c={"unavailable": NS})
+    rtx_counters = lambda t: h200_counters(
+        ecc_corrected_volatile={"unavailable": NS}, ecc_uncorrected_volatile={"unavailable": NS},
+        ecc_corrected_aggregate={"unavailable": NS}, ecc_uncorrected_aggregate={"unavailable": NS},
+        remapped_correctable={"unavailable": NS}, remapped_uncorrectable={"unavailable": NS},
+        remap_pending={"unavailable": NS}, remap_failure={"unavailable": NS},
+        recovery_action={"unavailable": NS})
+    rtx_sample = lambda sm, limit, mask: lambda ph, t: h200_sample(
+        ph, t, mask=mask if ph != "preflight" else None, sm=sm, mem=10501, limit=limit,
+        power=None if ph == "preflight" else limit - 2.0, sm_max=3105, mem_max=10501,
+        default=450.0, temp=None if ph == "preflight" else 64.0)
+    field("rtx4090_power_limited_to_300w",
+          "an RTX 4090 whose owner set a 300 W limit (of 450 W) and forgot it: the software power cap all load long, the SM clock at 2010 of 3105 MHz and fp32 compute 35 TFLOP/s (its product's reference 49.6, floor 37.2): the configuration holds the card below its product, environment of weight, with the default limit to restore",
+          2, "environment", ["CONFIG_LIMITS_CARD"],
+          events=card_events(**rtx, verify_gbps=880.0, write_gbps=840.0,
+                             gops={"fp32": 35000.0, "int32": 17500.0}),
+          telemetry=run_telemetry(sample=rtx_sample(2010, 300.0, 0x4), identity=rtx_identity,
+                                  counters_at=rtx_counters),
+          reason="administrator's power limit of 300 W")
+    field("rtx4090_at_its_own_power_limit",
+          "near miss: the same RTX 4090 at its own 450 W limit, the software power cap holding it now and then as it does on every healthy 4090 under full load, the SM clock at 2745 MHz and fp32 compute 62 TFLOP/s: its product's behaviour, nothing to say",
+          0, "pass", [],
+          events=card_events(**rtx, verify_gbps=900.0, write_gbps=860.0,
+                             gops={"fp32": 62000.0, "int32": 31000.0}),
+          telemetry=run_telemetry(sample=rtx_sample(2745, 450.0, 0x4), identity=rtx_identity,
+                                  counters_at=rtx_counters))
+
+    # HBM held at half its clock with nothing thermal or power-related to explain it: a
+    # locked memory clock (nvidia-smi -lmc), shown by VRAM streaming below its floor.
+    slow_hbm = lambda ph, t: h200_sample(ph, t, mem=1593)
+    field("memory_clock_locked",
+          "an H200 whose memory clock sat at 1593 of 3201 MHz all load long with no thermal or power reason (nvidia-smi -lmc) and whose VRAM streamed 2150 GB/s, below the 3225 GB/s floor: the configuration, not the memory",
+          2, "environment", ["CONFIG_LIMITS_CARD"],
+          events=h200_events(2150.0, 2050.0), telemetry=run_telemetry(sample=slow_hbm),
+          reason="a locked memory clock")
+
+    # Compute below its product with nothing to explain it: the card, said with the
+    # confidence the floor allows.
+    a100 = dict(name="NVIDIA A100-SXM4-80GB", device_id=0x20B2)
+    a100_identity = h200_identity(name="NVIDIA A100-SXM4-80GB", temp_slowdown_c=89,
+                                  temp_shutdown_c=92, temp_gpu_max_c=85, temp_mem_max_c=95)
+    a100_sample = lambda ph, t: h200_sample(ph, t, sm=1410, mem=1593, sm_max=1410, mem_max=1593,
+                                            default=400.0, limit=400.0)
+    slow_a100 = card_events(**a100, verify_gbps=1500.0, write_gbps=1450.0,
+                            gops={"fp32": 6500.0, "int32": 6400.0})
+    field("compute_slow_unexplained",
+          "an A100 SXM4 at its full 1410 MHz, cool and unthrottled, computing fp32 at 6.5 TFLOP/s where its product's reference is 11.7 (floor 8.8): slow with nothing to explain it, at low confidence against kiln's built-in reference, so a recheck rather than an RMA",
+          4, "inconclusive", ["COMPUTE_RATE_LOW"], events=slow_a100,
+          telemetry=run_telemetry(sample=a100_sample, identity=a100_identity))
+    field("compute_slow_below_site_floor",
+          "the same A100 judged by the site's own floors from its healthy A100s (fp32 12 TFLOP/s, int32 12 TOP/s): a slow card at medium confidence, hardware",
+          1, "fail", ["COMPUTE_RATE_LOW"], run_from="compute_slow_unexplained",
+          thresholds={"floors": {"compute_fp32_gops": 12000, "compute_int32_gops": 12000}})
+    hot_a100 = lambda ph, t: h200_sample(
+        ph, t, sm=1410 if ph != "compute" else 870, mem=1593, sm_max=1410, mem_max=1593,
+        default=400.0, limit=400.0, temp=None if ph != "compute" else 88.5,
+        mask=None if ph != "compute" else 0x40)
+    field("compute_slow_while_throttled",
+          "the same slow A100 while its compute phase ran at 88.5 C under hardware thermal slowdown (the SM clock at 870 MHz): the heat explains the rate (environment), and the cooling is the finding",
+          2, "environment", ["COMPUTE_RATE_LOW_THROTTLED", "THERMAL_THROTTLE"],
+          events=slow_a100, telemetry=run_telemetry(sample=hot_a100, identity=a100_identity))
+
+
+def whose_xid_cases():
+    """Whose Xid it is: kiln's own worker is pid 31337 in these runs (its `worker` event)."""
+    telemetry = read_jsonl(CORPUS / "xid13_from_kiln_itself" / "telemetry.jsonl")
+    base = [r for r in telemetry if r["kind"] != "xid"]
+
+    def with_xids(xids):
+        recs = base + [{"t_ms": t, "device": 0, "source": "kmsg", "kind": "xid",
+                        "xid": {"bus_id": "0000:05:00", "code": code, "pid": pid,
+                                "process": name, "message": message,
+                                "kernel_us": int(5_000_000 + t * 1000), "before_run": False}}
+                       for (t, code, pid, name, message) in xids]
+        recs.sort(key=lambda r: r["t_ms"])
+        return recs
+    field("xid43_and_45_after_another_process_was_killed",
+          "someone killed another user's python3 (pid 4242) on the GPU during the test: the driver logged Xid 43 (channel stopped) and Xid 45 (preemptive cleanup) for it, a normal consequence of stopping a process: facts about the node naming the process, never against the card",
+          0, "pass", ["XID_OTHER_PROCESS"], run_from="xid13_from_kiln_itself",
+          telemetry=with_xids([(3001.0, 43, 4242, "python3", "Ch 0000001c, engmask 00000101"),
+                               (3002.0, 45, 4242, "python3", "Ch 0000001c")]))
+    field("xid13_in_kiln_worker_beside_a_double_bit_error",
+          "a double-bit error (Xid 48) hit the memory kiln's own worker (pid 31337) was using, and the worker's kernel faulted on the bad data (Xid 13): the memory decides (hardware); the engine exception is the fault's consequence, kept as information, not a software finding against kiln",
+          1, "fail", ["XID_MEMORY_HARDWARE", "XID_APPLICATION"], run_from="xid13_from_kiln_itself",
+          telemetry=with_xids([(3001.0, 48, 31337, "kiln", "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."),
+                               (3003.0, 13, 31337, "kiln", "Graphics SM Warp Exception on (GPC 4, TPC 1, SM 0): Out Of Range Address")]),
+          reason="Xid 48")
+    field("gpu_fatal_timeout_during_compute",
+          "Xid 158 (GPU fatal timeout) during compute on an H200 whose workloads otherwise passed: a fault of the GPU outside its memory, hardware, reset and retest, RMA if it returns after resets",
+          1, "fail", ["XID_GPU_HARDWARE"], run_from="h200_healthy",
+          telemetry=run_telemetry(xids=[(15.2, 158, "GPU fatal timeout")]))
+
+
+def amd_and_intel_heat_cases():
+    """Heat on cards read through sysfs: amdgpu's junction and memory temperatures against
+    the limits its driver protects them at, its gpu_metrics throttle status, Intel's throttle
+    files."""
+    def mi300x_events(fp32):
+        events = h200_events(4300.0, 4100.0)
+        set_compute_rates(events, {"fp32": fp32, "int32": fp32 / 2})
+        for e in events:
+            if e["kind"] == "device_start":
+                e["info"].update({"name": "AMD Instinct MI300X", "vendor_id": 0x1002,
+                                  "vendor_name": "AMD", "device_id": 0x74A1, "driver_name": "radv",
+                                  "driver_info": "Mesa 24.2.8", "driver_version": "24.2.8",
+                                  "pci_address": "0000:0c:00.0"})
+        return events
+    identity = {"name": "AMD Instinct MI300X", "serial": "692412000456", "vbios": "113-M3000100-102",
+                "kernel_driver": "amdgpu", "driver_version": "6.8.5", "temp_hotspot_max_c": 110,
+                "temp_mem_max_c": 95}
+
+    def mi300x(junction, sclk, reasons=None, hbm=80.0, cap=750.0):
+        """An MI300X's sysfs sample under load: `reasons` the gpu_metrics throttle status
+        (None: not decoded, said as such)."""
+        def sample(phase, t):
+            idle = phase == "preflight"
+            r = {"gpu_hotspot_temp_c": 46.0 if idle else junction, "hbm_temp_c": 41.0 if idle else hbm,
+                 "power_w": 140.0 if idle else min(cap, 735.0), "power_limit_enforced_w": cap,
+                 "power_limit_default_w": 750.0, "util_gpu_pct": 0 if idle else 100,
+                 "clock_sm_mhz": 150 if idle else sclk, "clock_sm_max_mhz": 2100,
+                 "clock_mem_mhz": 900 if idle else 1300, "clock_mem_max_mhz": 1300,
+                 "mem_used_bytes": 1 << 30, "mem_total_bytes": 192 << 30,
+                 "pcie_gen": 5, "pcie_gen_max": 5, "pcie_width": 16, "pcie_width_max": 16}
+            if reasons is None:
+                r["throttle_reasons"] = {"unavailable": "unknown_layout"}
+            else:
+                r["throttle_reasons"] = "" if idle else reasons
+            return r
+        return sample
+    counters = lambda t: {"ecc_uncorrected_volatile": 0, "ecc_corrected_volatile": 3,
+                          "ras_gfx_ue": 0, "ras_gfx_ce": 0, "ras_uncorrected_other": 0,
+                          "retired_pages_dbe": 0, "retired_pages_pending": 0,
+                          "aer_correctable": 0, "aer_nonfatal": 0, "aer_fatal": 0}
+    amd = dict(identity=identity, source="sysfs", counters_at=counters)
+    field("mi300x_junction_at_its_limit_with_clocks_down",
+          "an MI300X whose junction sat at 108 C against its 110 C limit with the graphics clock at 1550 of 2100 MHz all load long, on a driver whose gpu_metrics layout kiln cannot decode (no throttle status): held back for heat, the cooling's finding, and the fp32 rate below its floor is the heat's",
+          2, "environment", ["COMPUTE_RATE_LOW_THROTTLED", "THERMAL_THROTTLE"],
+          events=mi300x_events(72000.0), telemetry=run_telemetry(sample=mi300x(108.0, 1550), **amd),
+          reason="junction at 108")
+    field("mi300x_socket_thermal_limit_from_gpu_metrics",
+          "an MI300X whose gpu_metrics residency counters show the socket's thermal limit holding its clocks (1700 of 2100 MHz) all load long at a 104 C junction: thermal slowdown read from the firmware itself, the cooling's finding",
+          2, "environment", ["THERMAL_THROTTLE"],
+          events=mi300x_events(80000.0),
+          telemetry=run_telemetry(sample=mi300x(104.0, 1700, reasons="sw_thermal_slowdown"), **amd),
+          reason="junction 104")
+    field("mi300x_warm_at_full_clock",
+          "near miss: an MI300X with a 96 C junction (limit 110 C) at its full 2100 MHz and no throttle status readable: warm, not held back, nothing to say",
+          0, "pass", [], events=mi300x_events(98000.0),
+          telemetry=run_telemetry(sample=mi300x(96.0, 2100), **amd))
+    field("mi300x_at_its_own_power_limit",
+          "near miss: an MI300X at its own 750 W cap, the firmware's package power limit (PPT) holding it now and then at a cool 85 C junction: its product's behaviour under full load, nothing to say",
+          0, "pass", [], events=mi300x_events(96000.0),
+          telemetry=run_telemetry(sample=mi300x(85.0, 1950, reasons="sw_power_cap"), **amd))
+    field("mi300x_power_capped_by_its_administrator",
+          "an MI300X whose administrator set a 450 W cap (of 750 W): the firmware's package power limit holding the graphics clock at 1350 of 2100 MHz all load long: a configuration that holds the card below its product, with the AMD command that restores it",
+          2, "environment", ["CONFIG_LIMITS_CARD"], events=mi300x_events(70000.0),
+          telemetry=run_telemetry(sample=mi300x(78.0, 1350, reasons="sw_power_cap", cap=450.0), **amd),
+          reason="administrator's power limit of 450 W")
+
+    # An Arc A770 in a case with poor airflow: i915's throttle files name the thermal limit.
+    arc_events = card_events("Intel(R) Arc(TM) A770 Graphics", 0x56A0, 420.0, 400.0,
+                             {"fp32": 12500.0, "int32": 6200.0})
+    for e in arc_events:
+        if e["kind"] == "device_start":
+            e["info"].update({"vendor_id": 0x8086, "vendor_name": "Intel", "driver_name": "Intel open-source Mesa driver",
+                              "driver_info": "Mesa 24.2.8", "pci_address": "0000:03:00.0"})
+
+    def arc(reasons, temp):
+        def sample(phase, t):
+            idle = phase == "preflight"
+            return {"gpu_temp_c": 40.0 if idle else temp, "power_w": 30.0 if idle else 205.0,
+                    "power_limit_enforced_w": 225.0, "power_limit_default_w": 225.0,
+                    "clock_sm_mhz": 600 if idle else (1700 if reasons else 2400),
+                    "clock_sm_max_mhz": 2400, "throttle_reasons": "" if idle else reasons,
+                    "pcie_gen": 4, "pcie_gen_max": 4, "pcie_width": 16, "pcie_width_max": 16}
+        return sample
+    intel = dict(identity={"name": "Intel(R) Arc(TM) A770 Graphics", "kernel_driver": "i915"},
+                 source="sysfs", counters_at=lambda t: {"aer_correctable": 0, "aer_nonfatal": 0, "aer_fatal": 0})
+    field("arc_a770_thermal_limit",
+          "an Arc A770 whose i915 throttle files name the thermal limit all load long at 97 C, the GT clock at 1700 of 2400 MHz: thermal slowdown, the case's cooling",
+          2, "environment", ["THERMAL_THROTTLE"], events=arc_events,
+          telemetry=run_telemetry(sample=arc("sw_thermal_slowdown", 97.0), **intel))
+    field("arc_a770_cool",
+          "near miss: the same Arc A770 in a cooled case, no throttle file set, the GT clock at 2400 MHz: nothing to say",
+          0, "pass", [], events=arc_events,
+          telemetry=run_telemetry(sample=arc("", 71.0), **intel))
+
+
+def nvlink_counters(links=18, state=lambda l: 1, **counts):
+    """An HGX H200's 18 NVLinks at a boundary: `state(l)` each, and counts given as
+    `replay={7: 14}`."""
+    c = {}
+    for l in range(links):
+        c[f"nvlink{l}_state"] = state(l)
+        for kind in ("replay", "recovery", "crc_flit", "crc_data"):
+            c[f"nvlink{l}_{kind}"] = counts.get(kind, {}).get(l, 0)
+    return c
+
+
+def nvlink_and_rma_cases():
+    """NVLink read passively at every boundary, and NVIDIA's RMA criteria: spare rows per
+    bank and the SRAM's threshold flag."""
+    def counters(nvlink):
+        return lambda t: h200_counters(**nvlink(t))
+    in_compute = lambda t: t > 13.05
+    field("nvlink_replays_during_compute",
+          "an HGX H200 whose NVLink 7 replayed 14 times during compute (its other 17 links clean): a fault of that link, as DCGM's health watch fails any replay; the link, reseat the baseboard connection",
+          1, "fail", ["NVLINK_ERRORS"], run_from="h200_healthy",
+          telemetry=run_telemetry(counters_at=counters(
+              lambda t: nvlink_counters(replay={7: 14 if in_compute(t) else 0}))),
+          reason="NVLink 7")
+    field("nvlink_crc_trickle",
+          "near miss: six CRC flit errors on NVLink 3 over the six-second compute phase, one a second, far below the 100 a second at which they matter: worth a look, a recheck rather than a fault",
+          4, "inconclusive", ["NVLINK_ERRORS"], run_from="h200_healthy",
+          telemetry=run_telemetry(counters_at=counters(
+              lambda t: nvlink_counters(crc_flit={3: 6 if in_compute(t) else 0}))))
+    field("nvlink_old_errors_not_growing",
+          "near miss: NVLink 7 carries 120 replays and 3 recoveries from weeks ago that did not grow during the run: history, not this run's fault",
+          0, "pass", [], run_from="h200_healthy",
+          telemetry=run_telemetry(counters_at=counters(
+              lambda t: nvlink_counters(replay={7: 120}, recovery={7: 3}))))
+    field("nvlink_went_down_during_vram",
+          "NVLink 5 of an HGX H200 was up when the run started and down after the VRAM phase: a link lost under load, hardware",
+          1, "fail", ["NVLINK_DOWN"], run_from="h200_healthy",
+          telemetry=run_telemetry(counters_at=counters(
+              lambda t: nvlink_counters(state=lambda l: 0 if l == 5 and t > 10 else 1))))
+    field("nvlink_links_unused",
+          "near miss: a PCIe card whose NVLinks are all down (no bridge fitted): nothing to judge",
+          0, "pass", [], run_from="h200_healthy",
+          telemetry=run_telemetry(counters_at=counters(
+              lambda t: nvlink_counters(state=lambda l: 0))))
+    field("remap_banks_with_no_spare_left",
+          "an H200 whose row remapper histogram shows one memory bank with no spare row left and one with few (12 uncorrectable remaps, no failure yet): the next uncorrectable error there fails remapping, an RMA criterion; plan the replacement",
+          1, "fail", ["ROW_REMAP_BANKS_LOW"], run_from="h200_healthy",
+          telemetry=run_telemetry(counters_at=lambda t: h200_counters(
+              remap_banks_max=2550, remap_banks_high=6, remap_banks_partial=2, remap_banks_low=1,
+              remap_banks_none=1, remapped_uncorrectable=12)))
+    field("remap_banks_running_low",
+          "near miss: two banks with few spare rows left and none exhausted (4 uncorrectable remaps): a warning worth a recheck, not yet a fault",
+          4, "inconclusive", ["ROW_REMAP_BANKS_LOW"], run_from="h200_healthy",
+          telemetry=run_telemetry(counters_at=lambda t: h200_counters(
+              remap_banks_max=2556, remap_banks_high=1, remap_banks_partial=1, remap_banks_low=2,
+              remapped_uncorrectable=4)))
+    field("sram_threshold_exceeded",
+          "an H200 whose driver flags its on-chip SRAM past the threshold of unique uncorrectable errors (5 parity errors in one bank), though every workload passed: NVIDIA's RMA criterion, hardware",
+          1, "fail", ["SRAM_THRESHOLD_EXCEEDED"], run_from="h200_healthy",
+          telemetry=run_telemetry(counters_at=lambda t: h200_counters(
+              sram_uncorrected_parity=5, sram_threshold_exceeded=1)))
+    field("sram_errors_below_threshold",
+          "near miss: two uncorrectable SRAM parity errors in the card's history, below the threshold, none during the run: nothing to say",
+          0, "pass", [], run_from="h200_healthy",
+          telemetry=run_telemetry(counters_at=lambda t: h200_counters(sram_uncorrected_parity=2)))
 
 
 if __name__ == "__main__":

@@ -448,20 +448,15 @@ pub struct KindRatios {
     pub fp16: Option<f64>,
 }
 
-/// Spec-sheet fp32 rates of GPUs kiln knows, in 10^9 operations per second.
+/// The spec-sheet fp32 rate of a GPU kiln knows, in 10^9 operations per second, from the
+/// one product table.
 fn gpu_theoretical_gflops(name: &str) -> Option<(f64, String)> {
-    let table = [
-        ("H200", 67_000.0),
-        ("H100 80GB HBM3", 67_000.0),
-        ("H100 PCIe", 51_200.0),
-        ("A100", 19_500.0),
-        ("RTX 4090", 82_600.0),
-        ("RTX 3090", 35_600.0),
-    ];
-    table
-        .iter()
-        .find(|(key, _)| name.contains(key))
-        .map(|(key, g)| (*g, format!("{key} spec sheet fp32 rate")))
+    crate::product::lookup(name).map(|p| {
+        (
+            p.fp32_tflops * 1e3,
+            format!("{} spec sheet fp32 rate", p.name),
+        )
+    })
 }
 
 /// Runs the compute benchmark.

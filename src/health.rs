@@ -125,6 +125,85 @@ struct GpuState {
     /// Its counters at the last check.
     #[serde(default)]
     counters: BTreeMap<String, f64>,
+    /// Its Xids that need a reset or a reboot, by code: the resets seen since each first
+    /// came, so that one that comes back after two is known for what it is.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    xid_resets: BTreeMap<u32, XidHistory>,
+}
+
+/// One Xid code's history on one GPU.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct XidHistory {
+    /// Resets (or reboots) of the GPU seen since the code first came.
+    resets: u32,
+    /// When it last came (UTC).
+    last_seen_utc: String,
+}
+
+/// Resets after which an Xid that needs one is the hardware's: it came back twice after
+/// the cure its own catalogue row prescribes (gpud's policy, REFERENCE.md §6).
+const RESETS_BEFORE_INSPECTION: u32 = 2;
+
+/// How long an Xid's history is kept after it last came.
+const XID_HISTORY_KEPT: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// Whether the GPU was reset (or the node rebooted) since the last check: a new boot, a
+/// count since driver load that went back (a reset clears the volatile ECC counts and the
+/// energy), or a recovery action the driver asked for that is no longer asked.
+fn reset_since(now: &Readings, before: Option<&GpuState>, rebooted: bool) -> bool {
+    let Some(before) = before else {
+        return false;
+    };
+    let went_back = now.iter().any(|(k, v)| {
+        let (Some(v), Some(b)) = (v.number(), before.counters.get(k)) else {
+            return false;
+        };
+        (signals::counts_since_driver_load(k) || k == signals::ENERGY_MJ.name) && v < *b
+    });
+    let action_done = before
+        .counters
+        .get(signals::RECOVERY_ACTION.name)
+        .is_some_and(|b| *b > 0.0)
+        && now
+            .get(signals::RECOVERY_ACTION.name)
+            .and_then(Reading::number)
+            == Some(0.0);
+    rebooted || went_back || action_done
+}
+
+/// Carries a GPU's Xid history to this check: a reset counts against every code already
+/// seen, then each code that needs a reset and came now is recorded. Returns the codes that
+/// came back after [`RESETS_BEFORE_INSPECTION`] resets, with how many.
+fn escalate(
+    history: &mut BTreeMap<u32, XidHistory>,
+    codes_now: &[u32],
+    reset: bool,
+    now_utc: &str,
+) -> Vec<(u32, u32)> {
+    let now = parse_utc_timestamp(now_utc);
+    history.retain(|_, h| match (now, parse_utc_timestamp(&h.last_seen_utc)) {
+        (Some(n), Some(then)) => n
+            .duration_since(then)
+            .map_or(true, |age| age <= XID_HISTORY_KEPT),
+        _ => true,
+    });
+    if reset {
+        for h in history.values_mut() {
+            h.resets += 1;
+        }
+    }
+    let mut back = Vec::new();
+    for &code in codes_now {
+        if !crate::verdict::xid::lookup(code).is_some_and(|x| x.resolution.needs_reset()) {
+            continue;
+        }
+        let h = history.entry(code).or_default();
+        if h.resets >= RESETS_BEFORE_INSPECTION && !back.iter().any(|(c, _)| *c == code) {
+            back.push((code, h.resets));
+        }
+        h.last_seen_utc = now_utc.to_owned();
+    }
+    back
 }
 
 /// A fault event that stays until cleared.
@@ -392,6 +471,10 @@ fn fault_code(finding: &Finding) -> Option<(String, bool)> {
         "DRIVER_VERSION_MISMATCH" => fixed("KILN-DRV-002", false),
         "RECOVERY_ACTION_PENDING" => fixed("KILN-DRV-003", false),
         "ECC_MODE_PENDING" => fixed("KILN-CFG-001", false),
+        "ROW_REMAP_BANKS_LOW" => fixed("KILN-MEM-005", false),
+        "SRAM_THRESHOLD_EXCEEDED" => fixed("KILN-MEM-006", false),
+        "NVLINK_ERRORS" => fixed("KILN-NVL-001", true),
+        "NVLINK_DOWN" => fixed("KILN-NVL-002", false),
         code if code.starts_with("XID_") || code == "AUX_POWER_MISSING" => {
             let xid = finding
                 .evidence
@@ -477,7 +560,7 @@ struct Group {
 }
 
 /// Every group, in the order they are said.
-const GROUPS: [Group; 6] = [
+const GROUPS: [Group; 8] = [
     Group {
         name: "ECC",
         holds: |k| k.starts_with("ecc_"),
@@ -494,8 +577,18 @@ const GROUPS: [Group; 6] = [
         gauges: false,
     },
     Group {
+        name: "SRAM",
+        holds: |k| k.starts_with("sram_"),
+        gauges: false,
+    },
+    Group {
         name: "RAS",
         holds: |k| k.starts_with("ras_"),
+        gauges: false,
+    },
+    Group {
+        name: "NVLink",
+        holds: |k| signals::nvlink_part(k).is_some(),
         gauges: false,
     },
     Group {
@@ -662,7 +755,8 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
     let keys: Vec<String> = gpus.values().map(Gpu::key).collect();
     state.migrate(&keys);
     let boot = boot_id(&system);
-    if boot.is_some() && state.boot_id.is_some() && state.boot_id != boot {
+    let rebooted = boot.is_some() && state.boot_id.is_some() && state.boot_id != boot;
+    if rebooted {
         for g in state.gpus.values_mut() {
             g.xid_kernel_us = 0;
         }
@@ -797,6 +891,17 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         let position = before.as_ref().map_or(0, |b| b.xid_kernel_us);
         let (xids, newest) = new_xids(&seen.xids, Some(g), position);
         let now_counters = counters.cloned().unwrap_or_default();
+        // An Xid that a reset should cure, back after two: the card's, not the software's.
+        let mut xid_resets = before
+            .as_ref()
+            .map(|b| b.xid_resets.clone())
+            .unwrap_or_default();
+        let codes_now: Vec<u32> = xids
+            .iter()
+            .filter_map(|x| crate::verdict::xid::code_of(x.code, &x.message))
+            .collect();
+        let reset = reset_since(&now_counters, before.as_ref(), rebooted);
+        let back = escalate(&mut xid_resets, &codes_now, reset, &now_utc);
         let mut phase = health_phase(g, xids);
         phase.samples = usize::from(readings);
         phase.gauges = gauges_of(seen.gauges.get(&g));
@@ -831,9 +936,30 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
             }
             place(&f, Some(gpu), &key, &mut faults, &mut events, &mut noted);
         }
+        // Said instead of the Xid's own fault: the hardware's, whatever its catalogue row.
+        for (code, resets) in back {
+            let meaning = crate::verdict::xid::lookup(code).map_or("", |x| x.meaning);
+            let fault = Fault {
+                gpu: Some(g),
+                uuid: gpu.uuid.clone(),
+                code: format!("KILN-XID-{code:03}"),
+                exit_code: exit_code::HARDWARE,
+                message: format!(
+                    "Xid {code} ({meaning}) came back after {resets} resets that should have cured it: the GPU, not the software; inspect the hardware"
+                ),
+                open_since: None,
+            };
+            let same = |f: &Fault| f.gpu == Some(g) && f.code == fault.code;
+            faults.retain(|f| !same(f));
+            events.retain(|(_, f)| !same(f));
+            noted.retain(|n| !n.contains(&format!("[{}]", fault.code)));
+            events.push((key.clone(), fault.clone()));
+            faults.push(fault);
+        }
         let mut kept = GpuState {
             xid_kernel_us: position.max(newest),
             counters: BTreeMap::new(),
+            xid_resets,
         };
         for (k, v) in &now_counters {
             if let Some(v) = v.number() {
@@ -1059,8 +1185,8 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
 /// The order of fault kinds within one exit code.
 fn kind_rank(code: &str) -> usize {
     [
-        "KILN-MEM", "KILN-RAS", "KILN-CNT", "KILN-XID", "KILN-PCI", "KILN-DRV", "KILN-CFG",
-        "KILN-RUN", "KILN-NOT",
+        "KILN-MEM", "KILN-RAS", "KILN-CNT", "KILN-XID", "KILN-NVL", "KILN-PCI", "KILN-DRV",
+        "KILN-CFG", "KILN-RUN", "KILN-NOT",
     ]
     .iter()
     .position(|k| code.starts_with(k))
@@ -1083,6 +1209,7 @@ fn health_phase(device: usize, seen: Vec<XidEvent>) -> PhaseTelemetry {
         samples: 0,
         gauges: BTreeMap::new(),
         throttle_share: BTreeMap::new(),
+        reasons_read: 0,
         counter_deltas: BTreeMap::new(),
         counters_after: BTreeMap::new(),
         counters_unavailable: Vec::new(),
@@ -1398,6 +1525,69 @@ mod tests {
     }
 
     #[test]
+    fn an_xid_a_reset_should_cure_is_the_hardware_s_after_two_resets() {
+        let mut h = BTreeMap::new();
+        let t = |day: u32| format!("2026-12-{day:02}T10:00:00Z");
+        // Xid 79 (a reboot cures it, says the catalogue), then a reboot, then again.
+        assert!(escalate(&mut h, &[79], false, &t(1)).is_empty());
+        assert!(
+            escalate(&mut h, &[79], true, &t(2)).is_empty(),
+            "back after one"
+        );
+        assert_eq!(escalate(&mut h, &[79], true, &t(3)), vec![(79, 2)]);
+        // An application's Xid is cured by restarting it: never escalated.
+        let mut app = BTreeMap::new();
+        for day in 1..=4 {
+            assert!(escalate(&mut app, &[13], true, &t(day)).is_empty());
+        }
+        assert!(app.is_empty(), "not even kept");
+        // Resets with no Xid since: nothing comes back; an old history is let go.
+        let mut quiet = BTreeMap::new();
+        escalate(&mut quiet, &[48], false, &t(1));
+        escalate(&mut quiet, &[], true, &t(2));
+        escalate(&mut quiet, &[], true, &t(3));
+        assert_eq!(quiet[&48].resets, 2);
+        assert!(escalate(&mut quiet, &[], false, &t(20)).is_empty());
+        assert!(quiet.is_empty(), "a fortnight after it last came");
+    }
+
+    #[test]
+    fn a_reset_is_seen_in_the_counts_it_clears_and_the_action_it_answers() {
+        let before = GpuState {
+            xid_kernel_us: 0,
+            counters: BTreeMap::from([
+                ("ecc_corrected_volatile".to_owned(), 40.0),
+                ("ecc_corrected_aggregate".to_owned(), 900.0),
+                ("energy_mj".to_owned(), 8.0e9),
+                ("recovery_action".to_owned(), 1.0),
+            ]),
+            xid_resets: BTreeMap::new(),
+        };
+        let reading = |pairs: &[(&str, f64)]| -> Readings {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Reading::Number(*v)))
+                .collect()
+        };
+        let same = reading(&[
+            ("ecc_corrected_volatile", 41.0),
+            ("ecc_corrected_aggregate", 901.0),
+            ("energy_mj", 8.1e9),
+            ("recovery_action", 1.0),
+        ]);
+        assert!(!reset_since(&same, Some(&before), false));
+        assert!(reset_since(&same, Some(&before), true), "a reboot");
+        let cleared = reading(&[("ecc_corrected_volatile", 0.0), ("energy_mj", 8.1e9)]);
+        assert!(reset_since(&cleared, Some(&before), false));
+        let answered = reading(&[("energy_mj", 8.2e9), ("recovery_action", 0.0)]);
+        assert!(reset_since(&answered, Some(&before), false));
+        assert!(
+            !reset_since(&same, None, true),
+            "no earlier check: nothing to compare"
+        );
+    }
+
+    #[test]
     fn growth_on_a_first_check_is_the_volatile_counts_only() {
         let mut now = Readings::new();
         now.insert("ecc_uncorrected_volatile".into(), Reading::Number(2.0));
@@ -1411,6 +1601,7 @@ mod tests {
                 ("ecc_uncorrected_volatile".to_owned(), 2.0),
                 ("ecc_uncorrected_aggregate".to_owned(), 8.0),
             ]),
+            xid_resets: BTreeMap::new(),
         };
         let later = growth(&now, Some(&before));
         assert_eq!(later["ecc_uncorrected_volatile"], 0.0);

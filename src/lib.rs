@@ -29,6 +29,8 @@ pub mod inventory;
 pub mod limits;
 pub mod list;
 pub mod monitor;
+/// Below the verdict, the benchmarks and the workloads: what each product's spec sheet promises.
+pub mod product;
 pub mod profile;
 pub mod report;
 pub mod run;

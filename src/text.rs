@@ -29,9 +29,33 @@ pub fn count(n: impl Into<u64>, noun: &str) -> String {
     }
 }
 
+/// Items joined as people list them: `a`, `a and b`, `a, b and c`.
+pub fn list<S: AsRef<str>>(items: &[S]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.as_ref().to_owned(),
+        [head @ .., last] => format!(
+            "{} and {}",
+            head.iter()
+                .map(AsRef::as_ref)
+                .collect::<Vec<_>>()
+                .join(", "),
+            last.as_ref()
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_read_as_people_write_them() {
+        assert_eq!(list::<&str>(&[]), "");
+        assert_eq!(list(&["vram"]), "vram");
+        assert_eq!(list(&["vram", "compute"]), "vram and compute");
+        assert_eq!(list(&["vram", "compute", "pcie"]), "vram, compute and pcie");
+    }
 
     #[test]
     fn counts_take_the_plural_they_need() {

@@ -399,6 +399,69 @@ fn a_new_boot_reads_the_kernel_log_from_its_start() {
     assert!(all.contains("a new boot since the last check"), "{all}");
 }
 
+#[test]
+fn an_xid_that_comes_back_after_two_resets_is_the_hardware_s() {
+    // Xid 79 (a reboot is its cure), on three boots: the driver's fault twice, then the card's.
+    let root = tempfile::tempdir().unwrap();
+    let boot = root.path().join("proc/sys/kernel/random/boot_id");
+    std::fs::create_dir_all(boot.parent().unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let state = state.to_str().unwrap();
+    let recording = fixture("xid79");
+    let args = [
+        "--telemetry-replay",
+        &recording,
+        "--state",
+        state,
+        "--clear",
+        "all",
+    ];
+    let mut lines = Vec::new();
+    for n in 1..=3 {
+        std::fs::write(&boot, format!("6a1f0b8e-0000-4000-8000-00000000000{n}\n")).unwrap();
+        let (code, first, _) = health_on(root.path(), &args);
+        assert_eq!(code, 1, "boot {n}: {first}");
+        assert!(first.ends_with("[KILN-XID-079]"), "{first}");
+        lines.push(first);
+    }
+    assert!(
+        !lines[1].contains("came back"),
+        "once after one reboot is not yet the card: {}",
+        lines[1]
+    );
+    assert!(
+        lines[2].contains("came back after 2 resets") && lines[2].contains("inspect the hardware"),
+        "{}",
+        lines[2]
+    );
+    // The history is kept in the state file, by GPU and code.
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
+    let resets = kept["gpus"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find_map(|g| g["xid_resets"]["79"]["resets"].as_u64());
+    assert_eq!(resets, Some(2), "{kept}");
+    // An application's Xid after as many reboots stays the application's.
+    let app = tempfile::tempdir().unwrap();
+    let app_state = app.path().join("state.json");
+    let app_args = [
+        "--telemetry-replay",
+        &fixture("xid13_storm"),
+        "--state",
+        app_state.to_str().unwrap(),
+        "--clear",
+        "all",
+    ];
+    for n in 4..=6 {
+        std::fs::write(&boot, format!("6a1f0b8e-0000-4000-8000-00000000000{n}\n")).unwrap();
+        let (_, first, _) = health_on(root.path(), &app_args);
+        assert!(!first.contains("came back"), "{first}");
+    }
+}
+
 /// Lays out scenario `name` as a run in `dir`, started at `started_utc`, with its report.
 fn run_in(dir: &Path, name: &str, scenario: &str, started_utc: &str) -> std::path::PathBuf {
     let run = dir.join(name);

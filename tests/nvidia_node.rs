@@ -475,7 +475,9 @@ fn health_checks_only_the_counters_it_read_and_says_why_it_could_not() {
     assert_eq!(code, 0, "{report}");
     assert_eq!(report["line"], "OK: 1 GPU healthy [KILN-OK-000]");
     assert!(
-        checked(&report).contains(&"ECC, row remapping, retired pages, PCIe link, recovery action"),
+        checked(&report).contains(
+            &"ECC, row remapping, retired pages, SRAM, NVLink, PCIe link, recovery action"
+        ),
         "{report}"
     );
     // The counters refused: could not check, each group named with why, and none listed as
@@ -511,15 +513,15 @@ fn health_checks_only_the_counters_it_read_and_says_why_it_could_not() {
     // A GeForce card has none of them: nothing is missing, and the report says what the
     // card does not have rather than claiming it checked it.
     let (code, report) = Node::new(json!({
-        "name": "NVIDIA GeForce RTX 4090", "fans": 1,
-        "unsupported": ["ecc", "retired_pages", "remap", "hbm_temp"]
+        "name": "NVIDIA GeForce RTX 4090", "fans": 1, "nvlinks": 0,
+        "unsupported": ["ecc", "retired_pages", "remap", "hbm_temp", "sram"]
     }))
     .health();
     assert_eq!(code, 0, "{report}");
     let said = checked(&report);
     assert!(said.contains(&"PCIe link, recovery action"), "{said:?}");
     assert!(
-        said.contains(&"not supported by the card: ECC, row remapping, retired pages"),
+        said.contains(&"not supported by the card: ECC, row remapping, retired pages, SRAM"),
         "{said:?}"
     );
 }
@@ -885,6 +887,93 @@ fn an_old_driver_without_the_newer_calls_is_read_for_what_it_has() {
         assert!(s["readings"]["gpu_temp_c"].is_number(), "{s}");
     }
     assert!(!finding_codes(device).contains(&"TELEMETRY_MISSING"));
+    // R550's SRAM status is not in its library: said, and judged by nothing.
+    let snapshot = telemetry(&run_dir)
+        .into_iter()
+        .find(|r| r["kind"] == "snapshot" && r["source"] == "nvml")
+        .unwrap();
+    assert_eq!(
+        snapshot["counters"]["sram_threshold_exceeded"],
+        json!({"unavailable": "function_not_found"}),
+        "{snapshot}"
+    );
+    assert!(
+        snapshot["counters"]["remap_banks_max"].is_number(),
+        "{snapshot}"
+    );
+}
+
+#[test]
+fn nvlink_errors_and_a_link_lost_mid_run_are_read_per_link_and_judged() {
+    // An HGX H200's 18 links: link 7 replays and link 5 goes down two seconds in.
+    let node = Node::new(json!({"timeline": [
+        {"at_s": 0, "util_gpu": 100},
+        {"at_s": 2, "nvlink_replay": {"7": 9}, "nvlink_crc_flit": {"7": 40}, "nvlink_down": [5]}
+    ]}));
+    let (out, run_dir) = node.run(5);
+    let report = expect_json(&out, 1);
+    let device = &report["devices"][0];
+    let errors = common::findings_of(device, "NVLINK_ERRORS");
+    assert_eq!(
+        errors.len(),
+        1,
+        "one finding, for the one bad link: {device}"
+    );
+    assert_eq!(errors[0]["evidence"]["link"], 7);
+    assert_eq!(errors[0]["severity"], "major");
+    let down = common::findings_of(device, "NVLINK_DOWN");
+    assert_eq!(down.len(), 1, "{device}");
+    assert_eq!(down[0]["evidence"]["link"], 5);
+    // Every link's state and counters at every boundary, none past the 18th.
+    let snapshot = telemetry(&run_dir)
+        .into_iter()
+        .find(|r| r["kind"] == "snapshot" && r["source"] == "nvml")
+        .unwrap();
+    let links = snapshot["counters"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.ends_with("_state") && k.starts_with("nvlink"))
+        .count();
+    assert_eq!(links, 18, "{snapshot}");
+    // A GPU without NVLink is asked once and says nothing.
+    let plain = Node::new(json!({"nvlinks": 0}));
+    let (out, run_dir) = plain.run(3);
+    expect_json(&out, 0);
+    let snapshot = telemetry(&run_dir)
+        .into_iter()
+        .find(|r| r["kind"] == "snapshot" && r["source"] == "nvml")
+        .unwrap();
+    assert!(
+        !snapshot["counters"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("nvlink")),
+        "{snapshot}"
+    );
+}
+
+#[test]
+fn the_remapper_s_banks_and_the_sram_flag_reach_the_run_and_the_node_check() {
+    let node = Node::new(json!({
+        "remap_banks": [2550, 6, 2, 1, 1], "remapped_unc": 12,
+        "sram_unc_parity": 5, "sram_threshold": 1
+    }));
+    let (out, _) = node.run(3);
+    let report = expect_json(&out, 1);
+    let codes = finding_codes(&report["devices"][0]);
+    assert!(codes.contains(&"ROW_REMAP_BANKS_LOW"), "{codes:?}");
+    assert!(codes.contains(&"SRAM_THRESHOLD_EXCEEDED"), "{codes:?}");
+    let (code, health) = node.health();
+    assert_eq!(code, 1, "{health}");
+    let faults = fault_codes(&health);
+    assert!(faults.contains(&"KILN-MEM-005"), "{faults:?}");
+    assert!(faults.contains(&"KILN-MEM-006"), "{faults:?}");
+    // A card whose driver refuses the SRAM status (it wants root) is not judged on it.
+    let refused = Node::new(json!({"refuse": ["sram"]}));
+    let (code, health) = refused.health();
+    assert_eq!(code, 0, "{health}");
 }
 
 #[test]
@@ -902,7 +991,10 @@ fn a_thermal_climb_through_sw_then_hw_slowdown_is_the_cooling_and_its_near_misse
     let thermal = common::findings_of(device, "THERMAL_THROTTLE");
     assert!(!thermal.is_empty(), "{:?}", finding_codes(device));
     let summary = thermal[0]["summary"].as_str().unwrap();
-    assert!(summary.contains("(hottest 91 °C)"), "{summary}");
+    assert!(
+        summary.contains("(hottest 91 °C, memory 41 °C)"),
+        "{summary}"
+    );
     // Not the power delivery: the card was hot.
     assert!(!finding_codes(device).contains(&"POWER_DELIVERY"));
     // Hot without a slowdown is no throttling.
@@ -921,8 +1013,10 @@ fn a_thermal_climb_through_sw_then_hw_slowdown_is_the_cooling_and_its_near_misse
 
 #[test]
 fn an_administrator_s_power_cap_is_noted_and_a_card_at_its_own_limit_is_not() {
-    // 450 W of the H200's 700, and the SW power cap (0x04) holding the clocks.
-    let capped = Node::new(json!({"power_limit_w": 450, "power_w": 448, "throttle": 0x04}));
+    // 450 W of the H200's 700, and the SW power cap (0x04) holding the clocks of a busy
+    // card (a cap holds only under load) that still ran at its maximum clock: a note.
+    let capped =
+        Node::new(json!({"power_limit_w": 450, "power_w": 448, "throttle": 0x04, "util_gpu": 100}));
     let (out, _) = capped.run(5);
     let report = expect_json(&out, 0);
     let device = &report["devices"][0];
@@ -932,7 +1026,7 @@ fn an_administrator_s_power_cap_is_noted_and_a_card_at_its_own_limit_is_not() {
     assert_eq!(cap[0]["evidence"]["power_limit_enforced_w"]["max"], 450.0);
     assert_eq!(cap[0]["evidence"]["power_limit_default_w"]["min"], 700.0);
     // The card at its own limit is not an administrator's cap.
-    let own = Node::new(json!({"power_w": 698, "throttle": 0x04}));
+    let own = Node::new(json!({"power_w": 698, "throttle": 0x04, "util_gpu": 100}));
     let (out, _) = own.run(5);
     let report = expect_json(&out, 0);
     assert!(!finding_codes(&report["devices"][0]).contains(&"ADMIN_POWER_CAP"));

@@ -163,6 +163,7 @@ fn every_finding_code_has_a_scenario_and_every_scenario_code_a_rule() {
     let mut sources = vec![
         root.join("src/verdict/rules.rs"),
         root.join("src/verdict/xid.rs"),
+        root.join("src/verdict/performance.rs"),
     ];
     // A workload is a file or a directory of them (`matrix/`, `vram/`).
     let mut dirs = vec![root.join("src/workload")];

@@ -86,15 +86,16 @@ fn heat_and_power_are_the_environment() {
     assert_eq!(codes(&d), vec!["POWER_BRAKE"]);
     assert_eq!(d.result, DeviceResult::Environment);
     let d = judged("sw_power_cap");
-    assert_eq!(codes(&d), vec!["ADMIN_POWER_CAP"]);
-    // A cap is a configuration: noted; it weighs (environment) only where it holds the
-    // card below a floor (the scenario admin_cap_holds_the_card_below_its_floor).
-    assert_eq!(d.findings[0].class, Class::Info);
-    assert_eq!(
-        d.result,
-        DeviceResult::Pass,
-        "an intended cap that costs nothing is noted, not failed"
+    // A 400 W cap of 700 held the SM clock at 1410 of 1980 MHz under load: a configuration
+    // that holds the card below its product, environment of weight, with the limit to restore.
+    assert_eq!(codes(&d), vec!["CONFIG_LIMITS_CARD"]);
+    assert_eq!(d.findings[0].class, Class::Environment);
+    assert!(
+        d.findings[0].action.contains("nvidia-smi -pl 700"),
+        "{}",
+        d.findings[0].action
     );
+    assert_eq!(d.result, DeviceResult::Environment);
     let d = judged("pcie_downtrained");
     assert_eq!(codes(&d), vec!["PCIE_LINK_DEGRADED", "PCIE_LINK_DEGRADED"]);
     assert_eq!(d.result, DeviceResult::Environment);
@@ -302,6 +303,7 @@ fn a_device_without_telemetry_says_what_could_not_be_checked() {
         samples: 0,
         gauges: Default::default(),
         throttle_share: Default::default(),
+        reasons_read: 0,
         counter_deltas: Default::default(),
         counters_after: Default::default(),
         counters_unavailable: vec![],

@@ -5,8 +5,12 @@
 //! imports nothing of `crate::inventory`, which builds its list of the machine's GPUs on
 //! NVML's listing here.
 
+pub mod gpu_metrics;
 pub mod kmsg;
 pub mod nvml;
+/// NVML calls the wrapper lacks: unsafe FFI, fenced like `gpu/`'s.
+#[allow(unsafe_code)]
+pub mod nvml_ext;
 pub mod record;
 pub mod replay;
 pub mod sidecar;

@@ -17,6 +17,7 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 
+use super::nvml_ext;
 use super::record::{Reading, Readings, TelemetryData, XidChannel, XidEvent};
 use super::{Gap, Match, Source, Target, cause};
 use super::{signals, throttle};
@@ -34,7 +35,7 @@ const FIELD_RECOVERY_ACTION: u32 = 230;
 
 /// The signals NVML would have given: named when NVML is missing.
 pub const NVML_SIGNALS: &str = "GPU and HBM temperature, power and power limits, energy, clocks, throttle reasons, \
-     ECC and row-remapping counters, retired pages, PCIe link and replays, and Xid events from NVML";
+     ECC, SRAM and row-remapping counters, retired pages, PCIe link and replays, NVLink, and Xid events from NVML";
 
 /// Explains an NVML initialisation failure as a fact of the environment: why (the cause
 /// one of [`cause::NVML_DOWN`]), and what is therefore missing.
@@ -664,6 +665,48 @@ impl NvmlSource {
         for (key, value) in keys.into_iter().zip(values) {
             c.insert(key.into(), value);
         }
+        // How close each memory bank is to its last spare row, and the SRAM's own RMA flag.
+        match nvml_ext::row_remapper_histogram(&d) {
+            Ok(h) => {
+                for (signal, banks) in [
+                    (signals::REMAP_BANKS_MAX, h.max),
+                    (signals::REMAP_BANKS_HIGH, h.high),
+                    (signals::REMAP_BANKS_PARTIAL, h.partial),
+                    (signals::REMAP_BANKS_LOW, h.low),
+                    (signals::REMAP_BANKS_NONE, h.none),
+                ] {
+                    c.insert(signal.name.into(), Reading::Number(f64::from(banks)));
+                }
+            }
+            Err(e) => {
+                c.insert(signals::REMAP_BANKS_NONE.name.into(), num(Err(e)));
+            }
+        }
+        match nvml_ext::sram_ecc_status(&d) {
+            Ok(s) => {
+                for (signal, value) in [
+                    (
+                        signals::SRAM_UNCORRECTED_PARITY,
+                        s.uncorrected_parity as f64,
+                    ),
+                    (
+                        signals::SRAM_UNCORRECTED_SECDED,
+                        s.uncorrected_secded as f64,
+                    ),
+                    (signals::SRAM_CORRECTED, s.corrected as f64),
+                    (
+                        signals::SRAM_THRESHOLD_EXCEEDED,
+                        f64::from(u8::from(s.threshold_exceeded)),
+                    ),
+                ] {
+                    c.insert(signal.name.into(), Reading::Number(value));
+                }
+            }
+            Err(e) => {
+                c.insert(signals::SRAM_THRESHOLD_EXCEEDED.name.into(), num(Err(e)));
+            }
+        }
+        nvlinks(&d, &mut c);
         // Cumulative time held below the requested clocks: its growth over a phase is the
         // time the phase was capped.
         for (signal, policy) in [
@@ -684,6 +727,45 @@ impl NvmlSource {
             num(d.total_energy_consumption().map(|e| e as f64)),
         );
         c
+    }
+}
+
+/// The most NVLinks NVML numbers (`NVML_NVLINK_MAX_LINKS` of the headers kiln is built
+/// with; an H100's 18).
+const NVLINK_MAX_LINKS: u32 = 18;
+
+/// Every NVLink of the device, at a phase boundary: whether it is up, and its error
+/// counters. A GPU without NVLink answers `NotSupported` for link 0, and a link past its
+/// last `NotSupported` or `InvalidArg` (drivers differ): nothing more is asked then. A link
+/// whose state cannot be read for another reason says why, never "down".
+fn nvlinks(d: &nvml_wrapper::Device, c: &mut Readings) {
+    use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
+    for link in 0..NVLINK_MAX_LINKS {
+        let l = d.link_wrapper_for(link);
+        match l.is_active() {
+            Err(NvmlError::NotSupported | NvmlError::InvalidArg) => break,
+            state => {
+                let failed = state.is_err();
+                c.insert(
+                    signals::nvlink(link, "state"),
+                    num(state.map(|up| f64::from(u8::from(up)))),
+                );
+                if failed {
+                    break;
+                }
+            }
+        }
+        for (what, counter) in signals::NVLINK_COUNTERS.iter().zip([
+            ErrorCounter::DlReplay,
+            ErrorCounter::DlRecovery,
+            ErrorCounter::DlCrcFlit,
+            ErrorCounter::DlCrcData,
+        ]) {
+            c.insert(
+                signals::nvlink(link, what),
+                num(l.error_counter(counter).map(|v| v as f64)),
+            );
+        }
     }
 }
 

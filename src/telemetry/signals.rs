@@ -131,7 +131,7 @@ catalogue! {
     CLOCK_GRAPHICS_MHZ = Gauge("clock_graphics_mhz", Megahertz, "Graphics clock.");
     CLOCK_GRAPHICS_MAX_MHZ = Gauge("clock_graphics_max_mhz", Megahertz, "The graphics clock's maximum.");
     THROTTLE_REASONS_MASK = Gauge("throttle_reasons_mask", Bitmask, "NVML's clocks-event (throttle) bit mask, raw: charted, never judged.");
-    THROTTLE_REASONS = Gauge("throttle_reasons", Text, "The throttle reasons holding the clocks, decoded from the mask, comma-separated (empty for none).");
+    THROTTLE_REASONS = Gauge("throttle_reasons", Text, "The throttle reasons holding the clocks, by NVML's names, comma-separated (empty for none): NVML's mask decoded, amdgpu's gpu_metrics throttlers and residencies, Intel's throttle files.");
     VIOLATION_POWER_NS = Counter("violation_power_ns", Nanoseconds, "Time held below the requested clocks by the power policy; snapshotted around every phase.");
     VIOLATION_THERMAL_NS = Counter("violation_thermal_ns", Nanoseconds, "Time held below the requested clocks by the thermal policy; snapshotted around every phase.");
     PSTATE = Gauge("pstate", Text, "Performance state (`P0` fastest).");
@@ -170,6 +170,15 @@ catalogue! {
     REMAPPED_UNCORRECTABLE = Counter("remapped_uncorrectable", Count, "Rows remapped for uncorrectable errors.");
     REMAP_PENDING = State("remap_pending", Flag, "A row remap waits for a reset.");
     REMAP_FAILURE = State("remap_failure", Flag, "Row remapping has failed: no spare rows are left.");
+    REMAP_BANKS_MAX = State("remap_banks_max", Count, "Memory banks with every spare row left (NVML's row remapper histogram).");
+    REMAP_BANKS_HIGH = State("remap_banks_high", Count, "Memory banks with most of their spare rows left.");
+    REMAP_BANKS_PARTIAL = State("remap_banks_partial", Count, "Memory banks with some of their spare rows left.");
+    REMAP_BANKS_LOW = State("remap_banks_low", Count, "Memory banks with few spare rows left: the warning before a remap failure.");
+    REMAP_BANKS_NONE = State("remap_banks_none", Count, "Memory banks with no spare row left: the next uncorrectable error in one fails row remapping.");
+    SRAM_UNCORRECTED_PARITY = Counter("sram_uncorrected_parity", Count, "Uncorrectable errors in the GPU's parity-protected SRAM, over the card's life (NVML's SRAM ECC status).");
+    SRAM_UNCORRECTED_SECDED = Counter("sram_uncorrected_secded", Count, "Uncorrectable errors in the GPU's SEC-DED-protected SRAM, over the card's life.");
+    SRAM_CORRECTED = Counter("sram_corrected", Count, "Corrected errors in the GPU's SRAM, over the card's life.");
+    SRAM_THRESHOLD_EXCEEDED = State("sram_threshold_exceeded", Flag, "The driver's flag that an SRAM bank passed its threshold of unique uncorrectable errors (an RMA criterion).");
     RECOVERY_ACTION = State("recovery_action", Code, "The recovery the driver asks for: 0 none, 1 GPU reset, 2 node reboot, 3 drain peer-to-peer, 4 drain and reset.");
     RAS_UNCORRECTED_OTHER = Counter("ras_uncorrected_other", Count, "Uncorrectable RAS errors of every amdgpu block but the memory's, summed.");
     // Who the device is.
@@ -191,7 +200,8 @@ catalogue! {
     TEMP_SLOWDOWN_C = Identity("temp_slowdown_c", Celsius, "Temperature at which the card slows down.");
     TEMP_SHUTDOWN_C = Identity("temp_shutdown_c", Celsius, "Temperature at which the card shuts down.");
     TEMP_GPU_MAX_C = Identity("temp_gpu_max_c", Celsius, "The GPU's highest rated temperature.");
-    TEMP_MEM_MAX_C = Identity("temp_mem_max_c", Celsius, "The memory's highest rated temperature.");
+    TEMP_MEM_MAX_C = Identity("temp_mem_max_c", Celsius, "The memory's highest rated temperature (amdgpu: the mem sensor's critical limit).");
+    TEMP_HOTSPOT_MAX_C = Identity("temp_hotspot_max_c", Celsius, "The junction (hotspot) temperature the driver protects the die at (amdgpu: the junction sensor's critical limit).");
     OTHER_PROCESSES = Identity("other_processes", Text, "Other processes on the GPU at the start, `pid:bytes` joined by commas (`unknown` bytes where not said).");
     OTHER_PROCESSES_NOW = Gauge("other_processes_now", Text, "Other processes on the GPU during the run, as `other_processes` (NVML: read every second, off the tick).");
         MATCHED_BY = Identity("matched_by", Text, "How the source matched the device: `uuid` or `pci`.");
@@ -270,8 +280,50 @@ pub const HWMON: Family = Family {
     matches: |n| n.starts_with("hwmon_"),
 };
 
+/// Whether one NVLink is up: 1 active, 0 not.
+pub const NVLINK_STATE: Family = Family {
+    pattern: "nvlink{l}_state",
+    unit: Unit::Flag,
+    kind: Kind::State,
+    about: "Whether NVLink l is up (1) or down (0), read at every phase boundary.",
+    matches: |n| nvlink_part(n).is_some_and(|(_, what)| what == "state"),
+};
+
+/// One NVLink's error counters, by kind: the data link's replays and recoveries, and the
+/// CRC errors it received in flow-control digits and in data.
+pub const NVLINK_ERRORS: Family = Family {
+    pattern: "nvlink{l}_{replay|recovery|crc_flit|crc_data}",
+    unit: Unit::Count,
+    kind: Kind::Counter,
+    about: "NVLink l's error counters: replays and recoveries of its data link, CRC errors in flow-control digits and in data; snapshotted around every phase.",
+    matches: |n| nvlink_part(n).is_some_and(|(_, what)| NVLINK_COUNTERS.contains(&what)),
+};
+
 /// Every family.
-pub const FAMILIES: [Family; 5] = [FAN_SPEED_PCT, ECC_AT, RAS_BLOCK_UE, RAS_BLOCK_CE, HWMON];
+pub const FAMILIES: [Family; 7] = [
+    FAN_SPEED_PCT,
+    ECC_AT,
+    RAS_BLOCK_UE,
+    RAS_BLOCK_CE,
+    HWMON,
+    NVLINK_STATE,
+    NVLINK_ERRORS,
+];
+
+/// NVLink error counters by their names' ending, in NVML's order.
+pub const NVLINK_COUNTERS: [&str; 4] = ["replay", "recovery", "crc_flit", "crc_data"];
+
+/// `what` (`state`, `replay`, ...) of NVLink `link`.
+pub fn nvlink(link: u32, what: &str) -> String {
+    format!("nvlink{link}_{what}")
+}
+
+/// The link and the part of an NVLink signal's name (`(7, "replay")` of `nvlink7_replay`).
+pub fn nvlink_part(name: &str) -> Option<(u32, &str)> {
+    let rest = name.strip_prefix("nvlink")?;
+    let (link, what) = rest.split_once('_')?;
+    Some((link.parse().ok()?, what))
+}
 
 /// The four ECC totals, each the stem of its per-location family members.
 pub const ECC_TOTALS: [Signal; 4] = [
@@ -396,6 +448,10 @@ mod tests {
         assert_eq!(ras_ue_block(RAS_UNCORRECTED_OTHER.name), None);
         assert!((RAS_BLOCK_CE.matches)(&ras_ce("sdma")));
         assert!((HWMON.matches)(&hwmon("temp", "edge", "c")));
+        assert!((NVLINK_STATE.matches)(&nvlink(17, "state")));
+        assert!((NVLINK_ERRORS.matches)(&nvlink(3, "crc_flit")));
+        assert!(!(NVLINK_ERRORS.matches)("nvlinkx_replay"));
+        assert_eq!(nvlink_part("nvlink12_crc_data"), Some((12, "crc_data")));
         assert!(counts_since_driver_load(ECC_CORRECTED_VOLATILE.name));
         assert!(counts_since_driver_load(&ras_ue("gfx")));
         assert!(!counts_since_driver_load(ECC_CORRECTED_AGGREGATE.name));

@@ -12,8 +12,9 @@ use super::signals;
 use super::throttle::{self, ThrottleReason};
 
 /// Gauges summarised by min/median/max.
-pub const GAUGES: [&str; 19] = [
+pub const GAUGES: [&str; 20] = [
     signals::GPU_TEMP_C.name,
+    signals::GPU_HOTSPOT_TEMP_C.name,
     signals::HBM_TEMP_C.name,
     signals::POWER_W.name,
     signals::POWER_LIMIT_ENFORCED_W.name,
@@ -73,6 +74,10 @@ pub struct PhaseTelemetry {
     /// Share of samples (0..1) under each throttle reason that occurred, by the reason's
     /// name (unknown bits as `0x…`).
     pub throttle_share: BTreeMap<String, f64>,
+    /// Samples that said which throttle reasons held (none held is a reading too): where
+    /// none did, the reasons are unknown, not absent.
+    #[serde(default)]
+    pub reasons_read: usize,
     /// Counter after minus before, for counters numeric at both ends.
     pub counter_deltas: BTreeMap<String, f64>,
     /// Counter values at the phase's end: standing states (a pending remap, a failed
@@ -234,6 +239,7 @@ fn between_phases(
             samples: 0,
             gauges: BTreeMap::new(),
             throttle_share: BTreeMap::new(),
+            reasons_read: 0,
             counter_deltas: gaps,
             counters_after: BTreeMap::new(),
             counters_unavailable: Vec::new(),
@@ -331,6 +337,7 @@ fn window(
             .into_iter()
             .map(|(k, n)| (k, n as f64 / with_reasons.max(1) as f64))
             .collect(),
+        reasons_read: with_reasons,
         counter_deltas: BTreeMap::new(),
         counters_after: BTreeMap::new(),
         counters_unavailable: Vec::new(),

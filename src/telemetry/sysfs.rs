@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::record::{Reading, Readings, TelemetryData};
-use super::{Gap, Source, signals};
+use super::throttle::ThrottleReason;
+use super::{Gap, Source, gpu_metrics, signals};
 
 /// `16.0 GT/s PCIe`, `8.0 GT/s`, `2.5 GT/s` -> GT/s; `Unknown` -> None.
 pub fn parse_link_speed(text: &str) -> Option<f64> {
@@ -418,6 +419,128 @@ fn temp_labelled(hwmon: &Path, label: &str) -> Option<f64> {
     millidegrees_c(&hwmon.join(format!("{stem}_input")))
 }
 
+/// The critical limit (°C) of the sensor whose `tempN_label` reads `label`: `tempN_crit`,
+/// the temperature the driver slows the card at to protect it.
+fn temp_limit_labelled(hwmon: &Path, label: &str) -> Option<f64> {
+    let mut labels: Vec<String> = std::fs::read_dir(hwmon)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("temp") && n.ends_with("_label"))
+        .collect();
+    labels.sort();
+    let file = labels
+        .iter()
+        .find(|n| read_word(&hwmon.join(n)).is_some_and(|l| l.eq_ignore_ascii_case(label)))?;
+    let stem = file.strip_suffix("_label")?;
+    millidegrees_c(&hwmon.join(format!("{stem}_crit")))
+}
+
+/// What a device's `gpu_metrics` table says, laid under NVML's names where the device's
+/// other files did not say it (hwmon and the DPM tables come first: they are what the
+/// driver reports to everyone), and its throttle status as reasons. `last` is the table's
+/// throttle residency at the previous tick (MI300), which its reasons are measured against;
+/// the new one is returned for the next tick. A table kiln cannot decode says why in
+/// place of the reasons, never as "none".
+pub fn read_gpu_metrics(
+    device_dir: &Path,
+    out: &mut Readings,
+    last: Option<gpu_metrics::Residency>,
+) -> Option<gpu_metrics::Residency> {
+    let bytes = std::fs::read(device_dir.join("gpu_metrics")).ok()?;
+    let m = match gpu_metrics::decode(&bytes) {
+        Ok(m) => m,
+        Err(e) => {
+            let why = match e {
+                gpu_metrics::MetricsError::Short { .. } => "short_table",
+                gpu_metrics::MetricsError::Unknown { .. } => "unknown_layout",
+            };
+            out.insert(
+                signals::THROTTLE_REASONS.name.into(),
+                Reading::Unavailable {
+                    unavailable: why.into(),
+                },
+            );
+            return None;
+        }
+    };
+    for (key, value) in [
+        (signals::GPU_TEMP_C.name, m.temp_edge_c),
+        (signals::GPU_HOTSPOT_TEMP_C.name, m.temp_hotspot_c),
+        (signals::HBM_TEMP_C.name, m.temp_mem_c),
+        (signals::POWER_W.name, m.power_w),
+        (signals::CLOCK_SM_MHZ.name, m.gfxclk_mhz),
+        (signals::CLOCK_MEM_MHZ.name, m.uclk_mhz),
+    ] {
+        if !out.contains_key(key) {
+            put(out, key, value);
+        }
+    }
+    let reasons: Option<Vec<ThrottleReason>> = match (m.throttlers, m.residency, last) {
+        (Some(bits), ..) => Some(gpu_metrics::reasons_of(bits)),
+        // A reason held for most of the tick holds in its sample.
+        (None, Some(now), Some(before)) => now.since(&before).map(|shares| {
+            shares
+                .into_iter()
+                .filter(|(_, share)| *share >= 0.5)
+                .map(|(r, _)| r)
+                .collect()
+        }),
+        _ => None,
+    };
+    if let Some(reasons) = reasons {
+        out.insert(
+            signals::THROTTLE_REASONS.name.into(),
+            Reading::Text(
+                reasons
+                    .iter()
+                    .map(|r| r.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        );
+    }
+    m.residency
+}
+
+/// Why an Intel GT's clocks are held, from the driver's throttle files (i915:
+/// `drm/cardN/gt/gt0/throttle_reason_*`; xe: `tile0/gt0/freq0/throttle/reason_*`), each `1`
+/// while it holds, as NVML's reasons: the power limits (PL1, PL2, PL4) and the regulator's
+/// current limit as a power cap, the thermal and running-average thermal limits as thermal
+/// slowdown, PROCHOT and the regulator's thermal alert as hardware slowdown.
+pub fn read_intel_throttle(device_dir: &Path, driver: Driver) -> Option<Reading> {
+    let (dir, prefix) = if driver == Driver::Xe {
+        (device_dir.join("tile0/gt0/freq0/throttle"), "reason_")
+    } else {
+        (first_card(device_dir)?.join("gt/gt0"), "throttle_reason_")
+    };
+    if !dir.is_dir() {
+        return None;
+    }
+    let mut reasons: Vec<ThrottleReason> = [
+        ("pl1", ThrottleReason::SwPowerCap),
+        ("pl2", ThrottleReason::SwPowerCap),
+        ("pl4", ThrottleReason::SwPowerCap),
+        ("vr_tdc", ThrottleReason::SwPowerCap),
+        ("thermal", ThrottleReason::SwThermalSlowdown),
+        ("ratl", ThrottleReason::SwThermalSlowdown),
+        ("prochot", ThrottleReason::HwSlowdown),
+        ("vr_thermalert", ThrottleReason::HwSlowdown),
+    ]
+    .into_iter()
+    .filter(|(file, _)| read_number(&dir.join(format!("{prefix}{file}"))) == Some(1.0))
+    .map(|(_, r)| r)
+    .collect();
+    reasons.sort();
+    reasons.dedup();
+    Some(Reading::Text(
+        reasons
+            .iter()
+            .map(|r| r.name())
+            .collect::<Vec<_>>()
+            .join(","),
+    ))
+}
+
 /// The first `drm/cardN` directory of an i915 device.
 fn first_card(device_dir: &Path) -> Option<PathBuf> {
     std::fs::read_dir(device_dir.join("drm"))
@@ -637,6 +760,18 @@ pub fn read_identity(root: &Path, device_dir: &Path, driver: Driver) -> Readings
         signals::KERNEL_DRIVER.name.into(),
         Reading::Text(driver.name().to_owned()),
     );
+    // The limits the driver protects the die and the memory at (amdgpu's junction and mem
+    // sensors), so that a hot card is judged against its own.
+    if let Some(hwmon) = first_hwmon(device_dir) {
+        for (key, label) in [
+            (signals::TEMP_HOTSPOT_MAX_C.name, "junction"),
+            (signals::TEMP_MEM_MAX_C.name, "mem"),
+        ] {
+            if let Some(limit) = temp_limit_labelled(&hwmon, label) {
+                out.insert(key.into(), Reading::Number(limit));
+            }
+        }
+    }
     out
 }
 
@@ -646,6 +781,8 @@ pub struct SysfsSource {
     devices: Vec<(usize, String)>,
     /// The last energy-counter reading (µJ) per device, for i915 / xe power.
     last_energy: BTreeMap<usize, (Instant, u64)>,
+    /// The last throttle residency counters per device (MI300's `gpu_metrics`).
+    last_residency: BTreeMap<usize, gpu_metrics::Residency>,
 }
 
 impl SysfsSource {
@@ -655,6 +792,7 @@ impl SysfsSource {
             root: root.to_owned(),
             devices,
             last_energy: BTreeMap::new(),
+            last_residency: BTreeMap::new(),
         }
     }
 
@@ -694,9 +832,19 @@ impl SysfsSource {
             let mut readings = read_link(&dir);
             readings.extend(read_hwmon(&dir));
             match Driver::of(&dir) {
-                Some(Driver::Amdgpu) => readings.extend(read_amdgpu_gauges(&dir)),
+                Some(Driver::Amdgpu) => {
+                    readings.extend(read_amdgpu_gauges(&dir));
+                    let last = self.last_residency.get(i).copied();
+                    match read_gpu_metrics(&dir, &mut readings, last) {
+                        Some(r) => self.last_residency.insert(*i, r),
+                        None => self.last_residency.remove(i),
+                    };
+                }
                 Some(driver @ (Driver::I915 | Driver::Xe)) => {
                     readings.extend(read_intel_gauges(&dir, driver));
+                    if let Some(reasons) = read_intel_throttle(&dir, driver) {
+                        readings.insert(signals::THROTTLE_REASONS.name.into(), reasons);
+                    }
                     let energy = energy_uj(&dir);
                     // Power is over one tick: a tick without a reading starts afresh.
                     let previous = match energy {
@@ -1245,6 +1393,125 @@ mod tests {
             "0 is a disabled limit, not a limit of zero"
         );
         assert!(!readings.contains_key("power_w"));
+    }
+
+    #[test]
+    fn an_mi300_s_gpu_metrics_give_its_throttle_reasons_from_one_tick_to_the_next() {
+        let root = mi300_tree("ue: 0\nce: 0\n");
+        write_files(
+            &root.path().join("sys/bus/pci/devices").join(BDF),
+            &[
+                ("hwmon/hwmon4/temp2_crit", "110000\n"),
+                ("hwmon/hwmon4/temp3_crit", "95000\n"),
+            ],
+        );
+        let dev = root.path().join("sys/bus/pci/devices").join(BDF);
+        // The final 1.6 layout: residency counters at 32.., the dies' clocks at 264.
+        let table = |ticks: u32, socket_thermal: u32| {
+            let fields: Vec<(usize, Vec<u8>)> = vec![
+                (4, 107u16.to_le_bytes().to_vec()),
+                (32, ticks.to_le_bytes().to_vec()),
+                (40, 0u32.to_le_bytes().to_vec()),
+                (44, socket_thermal.to_le_bytes().to_vec()),
+                (264, 1550u16.to_le_bytes().to_vec()),
+            ];
+            let refs: Vec<(usize, &[u8])> =
+                fields.iter().map(|(a, b)| (*a, b.as_slice())).collect();
+            gpu_metrics::table_for_tests(6, 1664, &refs)
+        };
+        std::fs::write(dev.join("gpu_metrics"), table(1000, 500)).unwrap();
+        let mut source = source(root.path());
+        let TelemetryData::Identity { fields } = &source.start()[0].1 else {
+            panic!("identity");
+        };
+        assert_eq!(fields["temp_hotspot_max_c"], Reading::Number(110.0));
+        assert_eq!(fields["temp_mem_max_c"], Reading::Number(95.0));
+        let first = sample_at(&mut source, Instant::now());
+        assert!(
+            !first.contains_key("throttle_reasons"),
+            "one table says nothing of a share: no reasons, not none"
+        );
+        assert_eq!(
+            first["gpu_hotspot_temp_c"],
+            Reading::Number(61.0),
+            "hwmon comes first"
+        );
+        // The socket's thermal limit held 90 of the next 100 ticks.
+        std::fs::write(dev.join("gpu_metrics"), table(1100, 590)).unwrap();
+        let second = sample_at(&mut source, Instant::now());
+        assert_eq!(
+            second["throttle_reasons"],
+            Reading::Text("sw_thermal_slowdown".into())
+        );
+        // 10 of the next 100: not for most of the tick.
+        std::fs::write(dev.join("gpu_metrics"), table(1200, 600)).unwrap();
+        let third = sample_at(&mut source, Instant::now());
+        assert_eq!(third["throttle_reasons"], Reading::Text(String::new()));
+        // A layout kiln cannot decode says so in place of the reasons.
+        let mut v19 = gpu_metrics::table_for_tests(9, 1150, &[]);
+        v19[4] = 47;
+        std::fs::write(dev.join("gpu_metrics"), v19).unwrap();
+        let fourth = sample_at(&mut source, Instant::now());
+        assert_eq!(
+            fourth["throttle_reasons"],
+            Reading::Unavailable {
+                unavailable: "unknown_layout".into()
+            }
+        );
+    }
+
+    #[test]
+    fn an_rdna_table_fills_what_hwmon_lacks_and_names_its_throttlers() {
+        let root = tempfile::tempdir().unwrap();
+        let bits: u64 = (1 << 0) | (1 << 36);
+        let table = gpu_metrics::table_for_tests(
+            3,
+            120,
+            &[
+                (4, &71u16.to_le_bytes()),
+                (6, &104u16.to_le_bytes()),
+                (54, &2210u16.to_le_bytes()),
+                (112, &bits.to_le_bytes()),
+            ],
+        );
+        let dev = device(root.path(), "amdgpu", &[("gpu_busy_percent", "99\n")]);
+        std::fs::write(dev.join("gpu_metrics"), table).unwrap();
+        let readings = sample_at(&mut source(root.path()), Instant::now());
+        assert_eq!(readings["gpu_hotspot_temp_c"], Reading::Number(104.0));
+        assert_eq!(readings["clock_sm_mhz"], Reading::Number(2210.0));
+        assert_eq!(
+            readings["throttle_reasons"],
+            Reading::Text("sw_power_cap,sw_thermal_slowdown".into())
+        );
+    }
+
+    #[test]
+    fn intel_throttle_files_name_the_reasons() {
+        for (driver, dir, prefix) in [
+            ("i915", "drm/card1/gt/gt0", "throttle_reason_"),
+            ("xe", "tile0/gt0/freq0/throttle", "reason_"),
+        ] {
+            let root = tempfile::tempdir().unwrap();
+            let files = [
+                (format!("{dir}/{prefix}pl1"), "1\n"),
+                (format!("{dir}/{prefix}thermal"), "1\n"),
+                (format!("{dir}/{prefix}prochot"), "0\n"),
+                (format!("{dir}/{prefix}status"), "1\n"),
+            ];
+            let refs: Vec<(&str, &str)> = files.iter().map(|(f, t)| (f.as_str(), *t)).collect();
+            device(root.path(), driver, &refs);
+            let readings = sample_at(&mut source(root.path()), Instant::now());
+            assert_eq!(
+                readings["throttle_reasons"],
+                Reading::Text("sw_power_cap,sw_thermal_slowdown".into()),
+                "{driver}"
+            );
+        }
+        // Without the files the reasons are unknown, not none.
+        let root = tempfile::tempdir().unwrap();
+        device(root.path(), "i915", &[("drm/card0/gt_act_freq_mhz", "1\n")]);
+        let readings = sample_at(&mut source(root.path()), Instant::now());
+        assert!(!readings.contains_key("throttle_reasons"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! never finished (a crash, a hang, a kill), which it marks incomplete.
 
 mod model;
+pub mod performance;
 pub mod rules;
 pub mod thresholds;
 pub mod xid;

@@ -4,11 +4,11 @@
 use serde_json::json;
 
 use super::DeviceReport;
-use super::thresholds::{Thresholds, pcie_reached, vram_reference_gbps};
+use super::performance;
+use super::thresholds::{Thresholds, pcie_reached};
 use super::xid::{self, XidInfo};
 use crate::evidence::DeviceErrorKind;
 use crate::finding::{Class, Confidence, Finding, Severity, finding};
-use crate::gpu::DeviceKind;
 use crate::telemetry::record::Reading;
 use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
@@ -16,7 +16,6 @@ use crate::telemetry::throttle::ThrottleReason;
 use crate::telemetry::{cause, signals};
 use crate::workload::WorkloadResult;
 use crate::workload::pcie::PcieReport;
-use crate::workload::vram::VramReport;
 
 /// The finding of a GPU the machine has (NVML, sysfs) that Vulkan cannot see: not tested,
 /// so nothing is known of its health and the run cannot pass. The cause read from the
@@ -121,18 +120,30 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     // Findings from each run of a workload: a workload rerun to confirm (the rma
     // profile) gives one finding per code, saying in how many of its runs it was found.
     let mut from_runs: Vec<(&str, Vec<Finding>)> = Vec::new();
+    // Settings seen holding a rate below its product's floor, for the one finding of the
+    // configuration.
+    let mut held = Vec::new();
+    let tenants = tenants(device).len();
     // Only what reported counts as a run (the verdict names the rest, with why).
-    for w in device.workloads.iter().filter(|w| w.reported()) {
+    for (i, w) in device.workloads.iter().enumerate() {
+        if !w.reported() {
+            continue;
+        }
         // What the result proves by itself, then how its rates compare with what
-        // healthy cards reach.
+        // healthy cards reach: the n-th run of a workload ran in its n-th phase.
         let mut out = w.summary.judge();
-        match &w.summary {
-            // Rates measured beside another load are not the device's alone.
-            WorkloadResult::Vram(v) if w.together_with().is_none() => {
-                vram_bandwidth(device, v, t, &mut out)
-            }
-            WorkloadResult::Pcie(p) => pcie_bandwidth(p, t, &mut out),
-            _ => {}
+        let nth = device.workloads[..i]
+            .iter()
+            .filter(|o| o.workload == w.workload)
+            .count();
+        let phase = device
+            .telemetry
+            .iter()
+            .filter(|p| p.phase == w.workload)
+            .nth(nth);
+        performance::rates_of_run(device, w, phase, t, tenants, &mut held, &mut out);
+        if let WorkloadResult::Pcie(p) = &w.summary {
+            pcie_bandwidth(p, t, &mut out);
         }
         from_runs.push((w.workload.as_str(), out));
     }
@@ -147,19 +158,94 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
         })
         .collect();
     for phase in &device.telemetry {
-        throttling(phase, t, &mut out);
+        throttling(phase, &device.setup, t, &mut out);
         link(phase, &mut out);
         counters(phase, &mut out);
         pcie_replays(phase, t, &mut out);
         xids(phase, &device.setup.kiln_pids, &mut out);
     }
+    for code in ["THERMAL_THROTTLE", "POWER_BRAKE", "POWER_DELIVERY"] {
+        one_per_device(&mut out, code);
+    }
+    nvlinks(device, &mut out);
     standing(device, &mut out);
     device_failure(device, &xid_codes, &mut out);
     setup(device, &mut out);
+    performance::configuration(device, t, held, &mut out);
+    performance::product_unknown(device, t, &mut out);
     overclocked(device, &mut out);
-    one_admin_cap(&mut out);
+    application_xids_beside_hardware(&mut out);
     telemetry_missing(device, &mut out);
     out
+}
+
+/// A condition found in several phases (a card hot all run long) said once: the first
+/// phase's finding, naming the others, at the surest confidence of them, with every phase's
+/// evidence.
+fn one_per_device(out: &mut Vec<Finding>, code: &str) {
+    let found: Vec<Finding> = out.iter().filter(|f| f.code == code).cloned().collect();
+    let [first, rest @ ..] = found.as_slice() else {
+        return;
+    };
+    if rest.is_empty() {
+        return;
+    }
+    let mut merged = first.clone();
+    let phases: Vec<&str> = rest
+        .iter()
+        .filter_map(|f| f.evidence.get("phase").and_then(|p| p.as_str()))
+        .collect();
+    merged.summary = format!(
+        "{}; the same in the {} {}",
+        first.summary,
+        crate::text::list(&phases),
+        if phases.len() == 1 { "phase" } else { "phases" }
+    );
+    merged.confidence = found
+        .iter()
+        .map(|f| f.confidence)
+        .min()
+        .unwrap_or(first.confidence);
+    merged.evidence = json!({"phases": found.iter().map(|f| &f.evidence).collect::<Vec<_>>()});
+    let mut placed = false;
+    out.retain_mut(|f| {
+        if f.code != code {
+            return true;
+        }
+        if placed {
+            return false;
+        }
+        placed = true;
+        *f = merged.clone();
+        true
+    });
+}
+
+/// An application's Xids (an engine exception, a channel reset) beside a hardware fault of
+/// weight are its consequence, whoever's process raised them: kiln's own worker hit by a
+/// double-bit error is not a software fault of kiln's. Kept as information naming the fault.
+fn application_xids_beside_hardware(out: &mut [Finding]) {
+    let Some(fault) = out
+        .iter()
+        .filter(|f| {
+            f.class == Class::Hardware
+                && f.severity <= Severity::Major
+                && f.confidence <= Confidence::Medium
+        })
+        .map(|f| f.code.clone())
+        .next()
+    else {
+        return;
+    };
+    for f in out.iter_mut().filter(|f| f.code == "XID_APPLICATION") {
+        f.class = Class::Info;
+        f.severity = Severity::Note;
+        f.summary = format!(
+            "{}, beside a hardware fault ({fault}): its consequence, not the application's",
+            f.summary
+        );
+        f.action = format!("follow the hardware finding ({fault})");
+    }
 }
 
 /// One finding per workload and code: the first run's, with the count of runs that found
@@ -249,145 +335,37 @@ fn pcie_bandwidth(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
     }
 }
 
-/// Throttle reasons that slow the clocks for heat or power, any of which explains a
-/// workload running below its floor.
-const SLOWING_REASONS: [ThrottleReason; 5] = [
-    ThrottleReason::HwSlowdown,
-    ThrottleReason::HwThermalSlowdown,
-    ThrottleReason::SwThermalSlowdown,
-    ThrottleReason::HwPowerBrakeSlowdown,
-    ThrottleReason::SwPowerCap,
-];
-
-/// What in a phase's telemetry explains a slow workload: clocks throttled for heat or
-/// power, or a memory clock held below its maximum.
-fn slowdown_explanation(p: &PhaseTelemetry, t: &Thresholds) -> Vec<String> {
-    let mut why: Vec<String> = SLOWING_REASONS
-        .iter()
-        .filter_map(|r| {
-            let share = p.throttle_share_of(*r);
-            (share > t.throttle_share)
-                .then(|| format!("{} {:.0}% of the phase", r.name(), share * 100.0))
-        })
-        .collect();
-    if let (Some(now), Some(max)) = (
-        p.gauges.get(signals::CLOCK_MEM_MHZ.name),
-        p.gauges.get(signals::CLOCK_MEM_MAX_MHZ.name),
-    ) && now.median < 0.9 * max.median
-    {
-        why.push(format!(
-            "memory clock {:.0} of {:.0} MHz",
-            now.median, max.median
-        ));
-    }
-    why
-}
-
-/// VRAM streaming rate against the product's floor (REFERENCE.md §5): below it with the
-/// clocks throttled is the environment; below it with nothing to explain it is the card,
-/// at medium confidence against a site's own floor and low against the built-in reference
-/// (which was measured by other tools' kernels, not kiln's).
-fn vram_bandwidth(device: &DeviceReport, v: &VramReport, t: &Thresholds, out: &mut Vec<Finding>) {
-    if v.run.cut_short() || v.throughput.sweep_wall_s <= 0.0 {
-        return;
-    }
-    let (floor_gbps, source, confidence) = if t.vram_floor_gbps > 0.0 {
-        (
-            t.vram_floor_gbps,
-            "the site's floor (vram_floor_gbps)",
-            Confidence::Medium,
-        )
-    } else if let Some((reference, source)) = vram_reference_gbps(&device.name) {
-        (t.vram_floor_share * reference, source, Confidence::Low)
+/// The temperatures a phase reached, in words: the GPU's (edge), the junction's and the
+/// memory's, those that were read (`hottest 88 °C, junction 104 °C`).
+fn hottest(p: &PhaseTelemetry) -> String {
+    let parts: Vec<String> = [
+        ("hottest", signals::GPU_TEMP_C.name),
+        ("junction", signals::GPU_HOTSPOT_TEMP_C.name),
+        ("memory", signals::HBM_TEMP_C.name),
+    ]
+    .iter()
+    .filter_map(|(word, key)| {
+        p.gauges
+            .get(*key)
+            .map(|s| format!("{word} {:.0} °C", s.max))
+    })
+    .collect();
+    if parts.is_empty() {
+        "no temperature read".into()
     } else {
-        if matches!(
-            device.kind,
-            DeviceKind::DiscreteGpu | DeviceKind::IntegratedGpu
-        ) {
-            out.push(finding(
-                "VRAM_BANDWIDTH_UNJUDGED",
-                Class::Info,
-                Severity::Note,
-                Confidence::High,
-                format!("kiln has no bandwidth reference for {}: its memory was checked for errors, not for speed", device.name),
-                json!({"name": device.name}),
-                "set vram_floor_gbps in a thresholds file from this product's healthy cards",
-            ));
-        }
-        return;
-    };
-    let gib = crate::units::GIB as f64 / 1e9;
-    let rate_gbps = v
-        .throughput
-        .write
-        .gib_per_s
-        .max(v.throughput.verify.gib_per_s)
-        * gib;
-    if rate_gbps >= floor_gbps {
-        return;
-    }
-    let phase = device.telemetry.iter().find(|p| p.phase == "vram");
-    let mut why = phase
-        .map(|p| slowdown_explanation(p, t))
-        .unwrap_or_default();
-    // Other processes on the GPU share its memory bandwidth: they explain a slow rate,
-    // which is then not the card's.
-    let tenants = tenants(device);
-    if !tenants.is_empty() {
-        why.push(format!("{} other processes on the GPU", tenants.len()));
-    }
-    // An administrator's power cap that holds the card below its floor is the finding that
-    // matters: the configuration, not the card, and of weight (the node is not fit as set).
-    if let Some(p) = phase
-        && let Some((enforced, default)) = admin_cap(p, t)
-    {
-        out.push(finding(
-            "ADMIN_POWER_CAP",
-            Class::Environment,
-            Severity::Major,
-            Confidence::High,
-            format!("an administrator's power limit of {enforced:.0} W (default {default:.0} W) held VRAM at {rate_gbps:.0} GB/s, below the floor of {floor_gbps:.0} GB/s"),
-            json!({signals::POWER_LIMIT_ENFORCED_W.name: enforced, signals::POWER_LIMIT_DEFAULT_W.name: default, "rate_gbps": rate_gbps, "floor_gbps": floor_gbps}),
-            "restore the default power limit (nvidia-smi -pl), or set this site's floor for capped cards, then rerun",
-        ));
-    }
-    let evidence = json!({
-        "rate_gbps": rate_gbps,
-        "floor_gbps": floor_gbps,
-        "floor_source": source,
-        "write_gib_per_s": v.throughput.write.gib_per_s,
-        "verify_gib_per_s": v.throughput.verify.gib_per_s,
-        "explained_by": why,
-    });
-    if why.is_empty() {
-        out.push(finding(
-            "VRAM_BANDWIDTH_LOW",
-            Class::Hardware,
-            Severity::Major,
-            confidence,
-            format!("VRAM streamed at {rate_gbps:.0} GB/s, below the floor of {floor_gbps:.0} GB/s, with no throttling to explain it"),
-            evidence,
-            "rerun with the GPU alone, cool and at default clocks; RMA if it stays below the floor",
-        ));
-    } else {
-        out.push(finding(
-            "BANDWIDTH_LOW_THROTTLED",
-            Class::Environment,
-            Severity::Minor,
-            Confidence::High,
-            format!("VRAM streamed at {rate_gbps:.0} GB/s, below the floor of {floor_gbps:.0} GB/s, explained by {}", why.join(", ")),
-            evidence,
-            "fix what throttled the clocks, then rerun: the card is not shown slow by itself",
-        ));
+        parts.join(", ")
     }
 }
 
-fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
+fn throttling(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds, out: &mut Vec<Finding>) {
     let share = |r: ThrottleReason| p.throttle_share_of(r);
-    let max_temp = p.gauges.get(signals::GPU_TEMP_C.name).map(|s| s.max);
-    let evidence = json!({"phase": p.phase, "throttle_share": p.throttle_share, signals::GPU_TEMP_C.name: p.gauges.get(signals::GPU_TEMP_C.name)});
+    let evidence = json!({"phase": p.phase, "throttle_share": p.throttle_share,
+        signals::GPU_TEMP_C.name: p.gauges.get(signals::GPU_TEMP_C.name),
+        signals::GPU_HOTSPOT_TEMP_C.name: p.gauges.get(signals::GPU_HOTSPOT_TEMP_C.name),
+        signals::HBM_TEMP_C.name: p.gauges.get(signals::HBM_TEMP_C.name)});
     let thermal =
         share(ThrottleReason::HwThermalSlowdown).max(share(ThrottleReason::SwThermalSlowdown));
+    let cooling = "improve cooling: airflow, fans, dust, thermal paste";
     if thermal > t.throttle_share {
         out.push(finding(
             "THERMAL_THROTTLE",
@@ -395,13 +373,28 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
             Severity::Major,
             Confidence::High,
             format!(
-                "thermal slowdown {:.0}% of the {} phase (hottest {:.0} °C)",
+                "thermal slowdown {:.0}% of the {} phase ({})",
                 thermal * 100.0,
                 p.phase,
-                max_temp.unwrap_or(f64::NAN)
+                hottest(p)
             ),
             evidence.clone(),
-            "improve cooling: airflow, fans, dust, thermal paste",
+            cooling,
+        ));
+    } else if let Some(hot) = performance::held_for_heat(p, setup, t) {
+        // No throttle status could be read, but a sensor sat at its limit under load while
+        // the clock stayed down: the card held itself back for heat.
+        out.push(finding(
+            "THERMAL_THROTTLE",
+            Class::Environment,
+            Severity::Major,
+            Confidence::Medium,
+            format!(
+                "{hot} in the {} phase: held back for heat (no throttle status was read)",
+                p.phase
+            ),
+            evidence.clone(),
+            cooling,
         ));
     }
     if share(ThrottleReason::HwPowerBrakeSlowdown) > t.throttle_share {
@@ -432,66 +425,6 @@ fn throttling(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
             evidence.clone(),
             "check the PSU and the power cables to the card",
         ));
-    }
-    let capped = match (
-        p.gauges.get(signals::POWER_LIMIT_ENFORCED_W.name),
-        p.gauges.get(signals::POWER_LIMIT_DEFAULT_W.name),
-    ) {
-        (Some(e), Some(d)) => e.max < d.min,
-        _ => false,
-    };
-    if share(ThrottleReason::SwPowerCap) > t.throttle_share && capped {
-        // A configuration, noted: it becomes a finding of weight where it holds the card
-        // below a floor (see `vram_bandwidth`).
-        out.push(finding("ADMIN_POWER_CAP", Class::Info, Severity::Note, Confidence::High,
-            format!("an enforced power limit below the default capped the clocks {:.0}% of the {} phase", share(ThrottleReason::SwPowerCap) * 100.0, p.phase),
-            json!({"phase": p.phase, signals::POWER_LIMIT_ENFORCED_W.name: p.gauges.get(signals::POWER_LIMIT_ENFORCED_W.name), signals::POWER_LIMIT_DEFAULT_W.name: p.gauges.get(signals::POWER_LIMIT_DEFAULT_W.name)}),
-            "restore the default power limit (nvidia-smi -pl) if the cap is not intended"));
-    }
-}
-
-/// The enforced and default power limits of a phase where an administrator's cap held the
-/// clocks (the SW power cap reason above the threshold with the limit below its default).
-fn admin_cap(p: &PhaseTelemetry, t: &Thresholds) -> Option<(f64, f64)> {
-    let share = p.throttle_share_of(ThrottleReason::SwPowerCap);
-    let (enforced, default) = (
-        p.gauges.get(signals::POWER_LIMIT_ENFORCED_W.name)?,
-        p.gauges.get(signals::POWER_LIMIT_DEFAULT_W.name)?,
-    );
-    (share > t.throttle_share && enforced.max < default.min).then_some((enforced.max, default.min))
-}
-
-/// The admin cap once per device: where it held the card below a floor (Major), the notes
-/// of the same cap per phase add nothing; otherwise one note names every phase it capped.
-fn one_admin_cap(out: &mut Vec<Finding>) {
-    let note = |f: &Finding| f.code == "ADMIN_POWER_CAP" && f.class == Class::Info;
-    let weighty = out
-        .iter()
-        .any(|f| f.code == "ADMIN_POWER_CAP" && f.class == Class::Environment);
-    let later: Vec<String> = out
-        .iter()
-        .filter(|f| note(f))
-        .skip(1)
-        .filter_map(|f| {
-            f.evidence
-                .get("phase")
-                .and_then(|p| p.as_str())
-                .map(str::to_owned)
-        })
-        .collect();
-    let mut first = true;
-    out.retain(|f| {
-        if !note(f) {
-            return true;
-        }
-        let keep = first && !weighty;
-        first = false;
-        keep
-    });
-    if let Some(f) = out.iter_mut().find(|f| note(f))
-        && !later.is_empty()
-    {
-        f.summary = format!("{} (and of the {} phases)", f.summary, later.join(", "));
     }
 }
 
@@ -535,7 +468,10 @@ fn overclocked(device: &DeviceReport, out: &mut Vec<Finding>) {
     ));
     for f in out.iter_mut().filter(|f| f.class == Class::Hardware) {
         let blamed = (sm.is_some() && f.code.starts_with("COMPUTE_"))
-            || (mem.is_some() && f.code.starts_with("VRAM_") && f.code != "VRAM_BANDWIDTH_LOW");
+            || (mem.is_some() && f.code.starts_with("VRAM_"));
+        // A slow rate while clocked above the maximum is no overclock's doing.
+        let blamed =
+            blamed && !["VRAM_BANDWIDTH_LOW", "COMPUTE_RATE_LOW"].contains(&f.code.as_str());
         if blamed {
             f.class = Class::Environment;
             f.summary = format!("{} while clocked above its maximum", f.summary);
@@ -610,6 +546,69 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             format!("the driver asks to {action} before the GPU is used again"),
             json!({signals::RECOVERY_ACTION.name: last(signals::RECOVERY_ACTION.name)}),
             &format!("{action}, then retest; the kernel log's Xids say why"),
+        ));
+    }
+    // How close the memory is to a remap failure, by bank (NVIDIA's RMA criterion is a
+    // bank that needs one more uncorrectable row than it has spares).
+    let (low, none) = (
+        last(signals::REMAP_BANKS_LOW.name).unwrap_or(0.0),
+        last(signals::REMAP_BANKS_NONE.name).unwrap_or(0.0),
+    );
+    if (low > 0.0 || none > 0.0) && !already(out, "ROW_REMAP_FAILURE") {
+        let banks = |n: f64| crate::text::count(n as u64, "memory bank");
+        let (severity, said) = if none > 0.0 {
+            (
+                Severity::Major,
+                format!(
+                    "{} with no spare row left and {} with only a few: the next uncorrectable error in one without fails row remapping",
+                    banks(none),
+                    banks(low)
+                ),
+            )
+        } else {
+            (
+                Severity::Minor,
+                format!(
+                    "{} with only a few spare rows left: the warning before a remap failure",
+                    banks(low)
+                ),
+            )
+        };
+        out.push(finding(
+            "ROW_REMAP_BANKS_LOW",
+            Class::Hardware,
+            severity,
+            Confidence::High,
+            format!("{said} {lasting}"),
+            json!({
+                signals::REMAP_BANKS_MAX.name: last(signals::REMAP_BANKS_MAX.name),
+                signals::REMAP_BANKS_HIGH.name: last(signals::REMAP_BANKS_HIGH.name),
+                signals::REMAP_BANKS_PARTIAL.name: last(signals::REMAP_BANKS_PARTIAL.name),
+                signals::REMAP_BANKS_LOW.name: low,
+                signals::REMAP_BANKS_NONE.name: none,
+                signals::REMAPPED_UNCORRECTABLE.name: last(signals::REMAPPED_UNCORRECTABLE.name),
+            }),
+            "plan the card's replacement: watch its uncorrectable remaps and rerun the rma profile; RMA when a remap fails",
+        ));
+    }
+    if last(signals::SRAM_THRESHOLD_EXCEEDED.name).is_some_and(|v| v > 0.0) {
+        out.push(finding(
+            "SRAM_THRESHOLD_EXCEEDED",
+            Class::Hardware,
+            Severity::Critical,
+            Confidence::High,
+            format!(
+                "the driver flags the GPU's on-chip SRAM past its threshold of uncorrectable errors ({} parity, {} SEC-DED) {lasting}",
+                last(signals::SRAM_UNCORRECTED_PARITY.name).unwrap_or(0.0),
+                last(signals::SRAM_UNCORRECTED_SECDED.name).unwrap_or(0.0)
+            ),
+            json!({
+                signals::SRAM_THRESHOLD_EXCEEDED.name: last(signals::SRAM_THRESHOLD_EXCEEDED.name),
+                signals::SRAM_UNCORRECTED_PARITY.name: last(signals::SRAM_UNCORRECTED_PARITY.name),
+                signals::SRAM_UNCORRECTED_SECDED.name: last(signals::SRAM_UNCORRECTED_SECDED.name),
+                "source": "NVIDIA RMA policy: more than 4 unique uncorrectable errors in a parity-protected SRAM bank, or 2 in a SEC-DED one",
+            }),
+            "RMA candidate: run NVIDIA's field diagnostic and send this report",
         ));
     }
     let text = |key: &str| device.setup.identity.get(key).and_then(Reading::text);
@@ -714,6 +713,150 @@ fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     }
 }
 
+/// CRC errors per second on an NVLink from which they matter (DCGM's health watch: "CRC
+/// errors only matter at rates of 100+ per second"); fewer are worth a look.
+const NVLINK_CRC_PER_S: f64 = 100.0;
+
+/// Every NVLink of the device over the run, one finding per bad link: one that went down
+/// during a phase (`NVLINK_DOWN`), or one down while others of the GPU are up (a note of
+/// weight only where the run saw it go: a PCIe card's bridges may leave links unused); and
+/// its errors (`NVLINK_ERRORS`): any replay or recovery of its data link is a fault (as in
+/// DCGM's health watch), CRC errors at 100 a second or more too, fewer are minor. A GPU
+/// whose links are all down (MIG, no bridge) says nothing here.
+fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
+    use std::collections::BTreeMap;
+    #[derive(Default)]
+    struct Link {
+        went_down: Vec<String>,
+        counts: BTreeMap<&'static str, f64>,
+        crc_per_s: f64,
+        phases: Vec<String>,
+    }
+    let mut links: BTreeMap<u32, Link> = BTreeMap::new();
+    let mut last_state: BTreeMap<u32, f64> = BTreeMap::new();
+    for p in &device.telemetry {
+        let seconds = (p.end_ms - p.start_ms) / 1e3;
+        let mut crc: BTreeMap<u32, f64> = BTreeMap::new();
+        for (name, value) in &p.counter_deltas {
+            let Some((l, what)) = signals::nvlink_part(name) else {
+                continue;
+            };
+            if what == "state" {
+                if *value < 0.0 {
+                    links.entry(l).or_default().went_down.push(p.phase.clone());
+                }
+                continue;
+            }
+            let Some(kind) = signals::NVLINK_COUNTERS.iter().find(|k| **k == what) else {
+                continue;
+            };
+            if *value > 0.0 {
+                let link = links.entry(l).or_default();
+                *link.counts.entry(kind).or_default() += value;
+                if !link.phases.contains(&p.phase) {
+                    link.phases.push(p.phase.clone());
+                }
+                if kind.starts_with("crc") {
+                    *crc.entry(l).or_default() += value;
+                }
+            }
+        }
+        for (l, n) in crc {
+            if seconds > 0.0 {
+                let link = links.entry(l).or_default();
+                link.crc_per_s = link.crc_per_s.max(n / seconds);
+            }
+        }
+        for (name, value) in &p.counters_after {
+            if let Some((l, "state")) = signals::nvlink_part(name) {
+                last_state.insert(l, *value);
+            }
+        }
+    }
+    let up = last_state.values().filter(|v| **v > 0.0).count();
+    for (l, state) in &last_state {
+        if *state <= 0.0 && up > 0 && links.get(l).is_none_or(|k| k.went_down.is_empty()) {
+            out.push(finding(
+                "NVLINK_DOWN",
+                Class::Hardware,
+                Severity::Minor,
+                Confidence::Medium,
+                format!("NVLink {l} is down while {up} of the GPU's links are up"),
+                json!({"link": l, "links_up": up}),
+                "on a board whose links should all be up (SXM, a full set of bridges): reseat the card or bridge and check the NVLink topology (nvidia-smi nvlink -s)",
+            ));
+        }
+    }
+    for (l, link) in links {
+        if !link.went_down.is_empty() {
+            out.push(finding(
+                "NVLINK_DOWN",
+                Class::Hardware,
+                Severity::Major,
+                Confidence::High,
+                format!(
+                    "NVLink {l} went down during the {} {}",
+                    crate::text::list(&link.went_down),
+                    if link.went_down.len() == 1 { "phase" } else { "phases" }
+                ),
+                json!({"link": l, "phases": link.went_down}),
+                "check the NVLink bridge or baseboard, reseat, and reset the GPU; RMA if it follows the card",
+            ));
+        }
+        if link.counts.is_empty() {
+            continue;
+        }
+        let count = |k: &str| link.counts.get(k).copied().unwrap_or(0.0);
+        let fatal = count("replay") + count("recovery") > 0.0 || link.crc_per_s >= NVLINK_CRC_PER_S;
+        let listed: Vec<String> = link
+            .counts
+            .iter()
+            .map(|(k, n)| {
+                let (one, many) = match *k {
+                    "replay" => ("replay", "replays"),
+                    "recovery" => ("recovery", "recoveries"),
+                    "crc_flit" => (
+                        "CRC error in a flow-control digit",
+                        "CRC errors in flow-control digits",
+                    ),
+                    _ => ("CRC error in data", "CRC errors in data"),
+                };
+                format!("{n:.0} {}", if *n == 1.0 { one } else { many })
+            })
+            .collect();
+        out.push(finding(
+            "NVLINK_ERRORS",
+            Class::Hardware,
+            if fatal { Severity::Major } else { Severity::Minor },
+            Confidence::Medium,
+            format!(
+                "NVLink {l}: {} {}{}",
+                listed.join(", "),
+                during_phases(&link.phases),
+                if link.crc_per_s > 0.0 {
+                    format!(" (CRC errors at {:.0} a second at most)", link.crc_per_s)
+                } else {
+                    String::new()
+                }
+            ),
+            json!({"link": l, "counts": link.counts, "crc_per_s": link.crc_per_s, "phases": link.phases,
+                   "source": "DCGM health watch: any replay or recovery fails a link; CRC errors fail it at 100 a second or more"}),
+            "check the NVLink bridge or baseboard and reseat; rerun, and RMA if the errors follow the card",
+        ));
+    }
+}
+
+/// Phases in words: `during the vram phase`, `during the vram and compute phases`, or
+/// `since the last check` for `kiln health`'s one phase.
+fn during_phases(phases: &[String]) -> String {
+    match phases {
+        [one] if one == "health" => "since the last check".into(),
+        [one] if one == BETWEEN_PHASES => "between the phases".into(),
+        [_] => format!("during the {} phase", phases[0]),
+        _ => format!("during the {} phases", crate::text::list(phases)),
+    }
+}
+
 /// PCIe replays above what a bit error rate of 1e-12 allows on the link the phase ran at.
 fn pcie_replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
     let replays = p
@@ -790,8 +933,14 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             "RMA candidate: reset the GPU to apply pending retirements, retest, and send this report",
         ));
     }
+    // On-chip SRAM's uncorrectable errors are ECC errors of the GPU's own, where the totals
+    // did not count them.
     let ecc = delta(signals::ECC_UNCORRECTED_VOLATILE.name)
-        .max(delta(signals::ECC_UNCORRECTED_AGGREGATE.name));
+        .max(delta(signals::ECC_UNCORRECTED_AGGREGATE.name))
+        .max(
+            delta(signals::SRAM_UNCORRECTED_PARITY.name)
+                + delta(signals::SRAM_UNCORRECTED_SECDED.name),
+        );
     if ecc > 0.0 {
         out.push(finding(
             "ECC_UNCORRECTABLE",

@@ -18,41 +18,22 @@ pub struct Thresholds {
     /// PCIe replays per minute per GT/s per lane allowed: ceil(1e-12 x GT/s x 60 x lanes)
     /// per minute (REFERENCE.md §4).
     pub replays_per_gts_lane_minute: f64,
-    /// VRAM streaming rate below this share of the product's reference is low (DCGM sets
-    /// its floors at 0.75 of what the product measures).
-    pub vram_floor_share: f64,
+    /// A rate below this share of the product's reference is low, one rule for every rate
+    /// (DCGM sets its floors at 0.75 of what the product measures), and so is a clock a
+    /// setting holds below this share of its maximum. `vram_floor_share` in older files.
+    #[serde(alias = "vram_floor_share")]
+    pub floor_share: f64,
     /// A site's own VRAM floor in GB/s, measured on its cards; 0 uses the product's
-    /// reference ([`VRAM_REFERENCE_GBPS`]) times `vram_floor_share`.
+    /// reference ([`crate::product`]) times `floor_share`.
     pub vram_floor_gbps: f64,
+    /// A site's own floors for other rates, by the rate's name and in its unit
+    /// (`{"compute_fp32_gops": 45000}`), measured on its cards: they replace the product's
+    /// reference times `floor_share`.
+    pub floors: std::collections::BTreeMap<String, f64>,
     /// A device this share below the median of its peers (devices of the same model in
     /// the same run) in a rate is a finding.
     pub peer_slow_share: f64,
 }
-
-/// What tools measure as VRAM bandwidth on known products, in GB/s (REFERENCE.md §5): the
-/// base of the built-in floors. A device matches when its name holds every word of a row.
-pub const VRAM_REFERENCE_GBPS: &[(&[&str], f64, &str)] = &[
-    (
-        &["H200"],
-        4300.0,
-        "REFERENCE.md §5: H200 device-to-device copy about 4.3 TB/s",
-    ),
-    (
-        &["H100", "HBM3"],
-        2500.0,
-        "REFERENCE.md §5: H100 SXM about 2.5 TB/s",
-    ),
-    (
-        &["A100", "80GB"],
-        1564.0,
-        "REFERENCE.md §5: A100 80 GB about 1564 GB/s",
-    ),
-    (
-        &["RTX 3090"],
-        742.0,
-        "REFERENCE.md §5: RTX 3090 memtest_vulkan 742-757 GB/s",
-    ),
-];
 
 /// What healthy cards reach on a PCIe link of each generation, per direction, as a share of
 /// the link's theory (REFERENCE.md §5): generation, host-to-device, device-to-host, source.
@@ -90,14 +71,6 @@ pub fn pcie_reached(generation: u32) -> (f64, f64, &'static str) {
     (row.1, row.2, row.3)
 }
 
-/// The reference VRAM bandwidth of the product called `name`, if kiln knows it.
-pub fn vram_reference_gbps(name: &str) -> Option<(f64, &'static str)> {
-    VRAM_REFERENCE_GBPS
-        .iter()
-        .find(|(words, _, _)| words.iter().all(|w| name.contains(w)))
-        .map(|(_, gbps, source)| (*gbps, *source))
-}
-
 impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
@@ -105,8 +78,9 @@ impl Default for Thresholds {
             thermal_margin_c: 5.0,
             pcie_low_share: 0.75,
             replays_per_gts_lane_minute: 60e-12 * 1e9,
-            vram_floor_share: 0.75,
+            floor_share: 0.75,
             vram_floor_gbps: 0.0,
+            floors: std::collections::BTreeMap::new(),
             peer_slow_share: 0.10,
         }
     }
@@ -136,14 +110,14 @@ pub fn table(t: &Thresholds) -> Vec<(&'static str, f64, &'static str)> {
             "REFERENCE.md §4: replays above ceil(1e-12 x GT/s x 60 x lanes) per minute",
         ),
         (
-            "vram_floor_share",
-            t.vram_floor_share,
-            "REFERENCE.md §5: DCGM sets its floors at 0.75 of what a product measures",
+            "floor_share",
+            t.floor_share,
+            "REFERENCE.md §5: DCGM sets its floors at 0.75 of what a product measures; one share for every rate and for a clock a setting holds",
         ),
         (
             "vram_floor_gbps",
             t.vram_floor_gbps,
-            "the site's own floor from its cards (0: the product's reference x vram_floor_share)",
+            "the site's own floor from its cards (0: the product's reference x floor_share)",
         ),
         (
             "peer_slow_share",
@@ -167,7 +141,16 @@ impl Thresholds {
         let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
         // A JSON object of known keys, each once: an array would fill the fields by
         // position, and a key given twice would silently keep one of its values.
-        let own: UniqueKeys = serde_json::from_str(&text).map_err(|e| at(&e))?;
+        let mut own: UniqueKeys = serde_json::from_str(&text).map_err(|e| at(&e))?;
+        // An older file's name for a field is read as the field's.
+        if let Some(v) = own.0.remove("vram_floor_share") {
+            if own.0.contains_key("floor_share") {
+                return Err(at(
+                    &"`vram_floor_share` and `floor_share` are one setting: give one",
+                ));
+            }
+            own.0.insert("floor_share".into(), v);
+        }
         let own = serde_json::Value::Object(own.0);
         // Unknown fields and wrong types are refused by parsing the file alone first.
         serde_json::from_value::<Thresholds>(own.clone()).map_err(|e| at(&e))?;
@@ -187,7 +170,7 @@ impl Thresholds {
         for (name, v) in [
             ("throttle_share", self.throttle_share),
             ("pcie_low_share", self.pcie_low_share),
-            ("vram_floor_share", self.vram_floor_share),
+            ("floor_share", self.floor_share),
             ("peer_slow_share", self.peer_slow_share),
         ] {
             if !(0.0..=1.0).contains(&v) {
@@ -204,6 +187,20 @@ impl Thresholds {
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{name} must be a number of at least 0, not {v}"));
+            }
+        }
+        for (rate, v) in &self.floors {
+            if crate::product::Rate::from_name(rate).is_none() {
+                let known: Vec<&str> = crate::product::Rate::ALL.iter().map(|r| r.name()).collect();
+                return Err(format!(
+                    "floors: `{rate}` is not a rate kiln judges (one of {})",
+                    known.join(", ")
+                ));
+            }
+            if !(v.is_finite() && *v > 0.0) {
+                return Err(format!(
+                    "floors: `{rate}` must be a number above 0, not {v}"
+                ));
             }
         }
         Ok(())
@@ -299,14 +296,16 @@ mod tests {
                 .unwrap_err()
                 .contains("at least 0")
         );
-        assert_eq!(
-            vram_reference_gbps("NVIDIA H100 80GB HBM3").map(|r| r.0),
-            Some(2500.0)
-        );
-        assert_eq!(
-            vram_reference_gbps("NVIDIA H100 PCIe"),
-            None,
-            "the PCIe H100 has slower memory than the SXM part's reference"
+        let old = load(r#"{"vram_floor_share": 0.6}"#).unwrap();
+        assert_eq!(old.floor_share, 0.6, "an older file's name still reads");
+        let site = load(r#"{"floors": {"compute_fp32_gops": 45000}}"#).unwrap();
+        assert_eq!(site.floors.get("compute_fp32_gops"), Some(&45000.0));
+        let unknown = load(r#"{"floors": {"compute_fp64_gops": 1}}"#).unwrap_err();
+        assert!(unknown.contains("not a rate kiln judges"), "{unknown}");
+        assert!(
+            load(r#"{"floors": {"vram_gib_per_s": 0}}"#)
+                .unwrap_err()
+                .contains("above 0")
         );
         assert!(Thresholds::load(std::path::Path::new("/nonexistent/t.json")).is_err());
     }

@@ -7,7 +7,71 @@ use crate::finding::{Class, Confidence, Severity};
 
 /// Where the rows come from.
 const REF: &str = "shared/REFERENCE.md §2";
-const NV: &str = "NVIDIA Xid catalogue for Ampere and newer (docs.nvidia.com/deploy/xid-errors)";
+const NV: &str = "NVIDIA Xid catalog for Ampere and newer (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html)";
+const NV_OLD: &str =
+    "NVIDIA Xid error listing r555 (docs.nvidia.com/deploy/xid-errors), for GPUs before Ampere";
+
+/// What NVIDIA's Xid catalog says to do first about a code (its "Resolution Bucket
+/// (Immediate Action)"), for every code kiln knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// Restart the application (`RESTART_APP`).
+    RestartApp,
+    /// Reset the GPU (`RESET_GPU`).
+    ResetGpu,
+    /// Reboot the node (`RESTART_BM`).
+    RebootNode,
+    /// Check the mechanicals: seating, cables, power, cooling (`CHECK_MECHANICALS`).
+    CheckMechanicals,
+    /// Contact the vendor's support (`CONTACT_SUPPORT`).
+    ContactSupport,
+    /// Update the driver or firmware (`UPDATE_SWFW`).
+    UpdateSoftware,
+    /// Nothing at once (`IGNORE`): the code informs, or follows another.
+    Ignore,
+    /// Look at the Xid before it and follow that one (`WORKFLOW_XID_45`).
+    FollowEarlierXid,
+    /// Reset the GPU, then look at its row remapping (`WORKFLOW_XID_48`).
+    MemoryWorkflow,
+    /// Check the NVLink connection (bridge, baseboard, cables), reset, and decode the
+    /// error's fields where NVIDIA's catalog gives a table for them (`WORKFLOW_NVLINK_ERR`,
+    /// `WORKFLOW_NVLINK5_ERR`).
+    NvlinkWorkflow,
+    /// Do what the driver's recovery action says (`XID_154`).
+    RecoveryAction,
+}
+
+impl Resolution {
+    /// In words, as an instruction.
+    pub fn words(self) -> &'static str {
+        match self {
+            Resolution::RestartApp => "restart the application",
+            Resolution::ResetGpu => "reset the GPU",
+            Resolution::RebootNode => "reboot the node",
+            Resolution::CheckMechanicals => {
+                "check the mechanicals (seating, power cables, cooling)"
+            }
+            Resolution::ContactSupport => "contact the vendor's support",
+            Resolution::UpdateSoftware => "update the driver and firmware",
+            Resolution::Ignore => "no immediate action",
+            Resolution::FollowEarlierXid => "follow the Xid before it",
+            Resolution::MemoryWorkflow => "reset the GPU, then check its row remapping",
+            Resolution::NvlinkWorkflow => {
+                "check the NVLink connection, reset the GPU, and decode the error's fields"
+            }
+            Resolution::RecoveryAction => "do what the driver's recovery action asks",
+        }
+    }
+
+    /// Whether it takes a GPU reset or more (a reboot): a code that comes back after that
+    /// has not been cured by it.
+    pub fn needs_reset(self) -> bool {
+        matches!(
+            self,
+            Resolution::ResetGpu | Resolution::RebootNode | Resolution::MemoryWorkflow
+        )
+    }
+}
 
 /// One Xid code.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,8 +88,10 @@ pub struct XidInfo {
     pub confidence: Confidence,
     /// The finding it gives (`XID_MEMORY_HARDWARE`, ...).
     pub finding: &'static str,
-    /// What to do.
+    /// What to do, in kiln's words.
     pub action: &'static str,
+    /// What NVIDIA's catalog says to do first.
+    pub resolution: Resolution,
     /// Where the row comes from.
     pub source: &'static str,
 }
@@ -33,15 +99,17 @@ pub struct XidInfo {
 const APP: &str = "the card is likely fine: look at the workload or the driver; hardware only if it recurs on unrelated work";
 const MEMORY_RMA: &str = "RMA candidate: drain, reset the GPU, retest, and send this report";
 const FIRMWARE: &str = "update the driver; hardware only if it persists across drivers";
+const NVLINK: &str = "check the NVLink bridge or baseboard and reseat; RMA if it follows the card";
+const GPU_FAULT: &str = "reset the GPU and retest; RMA if it recurs after resets";
 
+/// A row of the catalogue: the code, what it means, its judgement (class, severity,
+/// confidence, finding, kiln's action) and NVIDIA's first action.
 const fn row(
     code: u32,
     meaning: &'static str,
-    class: Class,
-    (severity, confidence): (Severity, Confidence),
-    finding: &'static str,
-    action: &'static str,
-    source: &'static str,
+    (class, severity, confidence): (Class, Severity, Confidence),
+    (finding, action): (&'static str, &'static str),
+    (resolution, source): (Resolution, &'static str),
 ) -> XidInfo {
     XidInfo {
         code,
@@ -51,236 +119,461 @@ const fn row(
         confidence,
         finding,
         action,
+        resolution,
         source,
     }
 }
 
-/// Every Xid kiln judges, in code order.
+use Class::{Environment, Hardware, Software};
+use Confidence::{High, Medium};
+use Resolution as R;
+use Severity::{Critical, Major, Minor};
+
+/// Every Xid kiln judges, in code order. Classes follow REFERENCE.md §2 and the causes
+/// NVIDIA's listing names; the resolution is NVIDIA's catalog's first action.
 pub const CATALOGUE: &[XidInfo] = &[
     row(
         8,
         "GPU stopped processing (idle timeout)",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_APPLICATION",
-        APP,
-        NV,
+        (Software, Major, Medium),
+        ("XID_APPLICATION", APP),
+        (R::RestartApp, NV),
     ),
     row(
         11,
         "invalid or corrupted push buffer stream",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_DRIVER",
-        "the driver, or corruption on the way to the GPU: check PCIe replays and AER, then the driver",
-        NV,
+        (Software, Major, Medium),
+        (
+            "XID_DRIVER",
+            "the driver, or corruption on the way to the GPU: check PCIe replays and AER, then the driver",
+        ),
+        (R::RestartApp, NV),
     ),
     row(
         13,
         "graphics engine exception",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_APPLICATION",
-        APP,
-        REF,
+        (Software, Major, Medium),
+        ("XID_APPLICATION", APP),
+        (R::RestartApp, REF),
     ),
     row(
         31,
         "GPU memory page fault (MMU fault)",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_APPLICATION",
-        APP,
-        REF,
+        (Software, Major, Medium),
+        ("XID_APPLICATION", APP),
+        (R::RestartApp, REF),
     ),
     row(
         32,
         "invalid or corrupted push buffer stream",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_DRIVER",
-        "the driver, or DMA/PCIe corruption: check PCIe replays and AER, then the driver",
-        REF,
+        (Software, Major, Medium),
+        (
+            "XID_DRIVER",
+            "the driver, or DMA/PCIe corruption: check PCIe replays and AER, then the driver",
+        ),
+        (R::RestartApp, REF),
     ),
     row(
         38,
         "driver firmware error",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_FIRMWARE",
-        FIRMWARE,
-        REF,
+        (Software, Major, Medium),
+        ("XID_FIRMWARE", FIRMWARE),
+        (R::Ignore, REF),
     ),
     row(
         43,
         "GPU stopped processing (channel reset)",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_APPLICATION",
-        APP,
-        REF,
+        (Software, Minor, Medium),
+        (
+            "XID_APPLICATION",
+            "usually a process that was stopped or killed: look at the Xid before it and at who ran",
+        ),
+        (R::Ignore, REF),
+    ),
+    row(
+        44,
+        "graphics engine fault during a context switch",
+        (Software, Minor, Medium),
+        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (R::Ignore, NV),
     ),
     row(
         45,
         "preemptive cleanup after earlier errors",
-        Class::Software,
-        (Severity::Minor, Confidence::Medium),
-        "XID_APPLICATION",
-        "usually the tail of another Xid or a killed process: look at the Xid before it",
-        REF,
+        (Software, Minor, Medium),
+        (
+            "XID_APPLICATION",
+            "usually the tail of another Xid or a killed process: look at the Xid before it",
+        ),
+        (R::FollowEarlierXid, REF),
+    ),
+    row(
+        46,
+        "GPU stopped processing (GPU timeout)",
+        (Software, Major, Medium),
+        (
+            "XID_DRIVER",
+            "reset the GPU; the driver first, hardware if it recurs across drivers",
+        ),
+        (R::ResetGpu, NV),
     ),
     row(
         48,
         "double-bit ECC error",
-        Class::Hardware,
-        (Severity::Critical, Confidence::High),
-        "XID_MEMORY_HARDWARE",
-        MEMORY_RMA,
-        REF,
+        (Hardware, Critical, High),
+        ("XID_MEMORY_HARDWARE", MEMORY_RMA),
+        (R::MemoryWorkflow, REF),
     ),
     row(
         54,
         "auxiliary power not connected",
-        Class::Environment,
-        (Severity::Critical, Confidence::High),
-        "AUX_POWER_MISSING",
-        "connect the card's power cables",
-        REF,
+        (Environment, Critical, High),
+        ("AUX_POWER_MISSING", "connect the card's power cables"),
+        (R::CheckMechanicals, REF),
+    ),
+    row(
+        57,
+        "error programming the video memory interface",
+        (Hardware, Major, Medium),
+        (
+            "XID_MEMORY_HARDWARE",
+            "reset the GPU and retest; RMA if it recurs",
+        ),
+        (R::ContactSupport, NV_OLD),
+    ),
+    row(
+        58,
+        "unstable video memory interface",
+        (Hardware, Major, Medium),
+        (
+            "XID_MEMORY_HARDWARE",
+            "reset the GPU and retest; RMA if it recurs",
+        ),
+        (R::ContactSupport, NV_OLD),
     ),
     row(
         61,
         "internal micro-controller warning",
-        Class::Software,
-        (Severity::Minor, Confidence::Medium),
-        "XID_FIRMWARE",
-        FIRMWARE,
-        REF,
+        (Software, Minor, Medium),
+        ("XID_FIRMWARE", FIRMWARE),
+        (R::ContactSupport, REF),
     ),
     row(
         62,
         "internal micro-controller halt",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_FIRMWARE",
-        "reset the GPU and update the driver; RMA if it recurs",
-        REF,
+        (Software, Major, Medium),
+        (
+            "XID_FIRMWARE",
+            "reset the GPU and update the driver; RMA if it recurs",
+        ),
+        (R::ResetGpu, REF),
     ),
     row(
         63,
         "row remap or page retirement recorded",
-        Class::Hardware,
-        (Severity::Major, Confidence::High),
-        "XID_ROW_REMAP",
-        "handled degradation: reset the GPU to apply the remap, then retest; RMA only if remaps fail (Xid 64) or keep growing",
-        REF,
+        (Hardware, Major, High),
+        (
+            "XID_ROW_REMAP",
+            "handled degradation: reset the GPU to apply the remap, then retest; RMA only if remaps fail (Xid 64) or keep growing",
+        ),
+        (R::Ignore, REF),
     ),
     row(
         64,
         "row remap or page retirement failed",
-        Class::Hardware,
-        (Severity::Critical, Confidence::High),
-        "XID_MEMORY_HARDWARE",
-        "RMA the card: its memory can no longer heal itself",
-        REF,
+        (Hardware, Critical, High),
+        (
+            "XID_MEMORY_HARDWARE",
+            "RMA the card: its memory can no longer heal itself",
+        ),
+        (R::ResetGpu, REF),
+    ),
+    row(
+        68,
+        "video decoder (NVDEC) exception",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", APP),
+        (R::RestartApp, NV),
     ),
     row(
         69,
         "graphics engine class error",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_APPLICATION",
-        APP,
-        REF,
+        (Software, Major, Medium),
+        ("XID_APPLICATION", APP),
+        (R::RestartApp, REF),
     ),
     row(
         74,
         "NVLink error",
-        Class::Hardware,
-        (Severity::Major, Confidence::Medium),
-        "XID_NVLINK",
-        "check the NVLink bridge or baseboard and reseat; RMA if it follows the card",
-        REF,
+        (Hardware, Major, Medium),
+        ("XID_NVLINK", NVLINK),
+        (R::NvlinkWorkflow, REF),
     ),
     row(
         79,
         "fallen off the bus",
-        Class::Hardware,
-        (Severity::Critical, Confidence::Medium),
-        "XID_FALLEN_OFF_BUS",
-        "check slot, riser, PSU and temperature; RMA if it follows the card",
-        REF,
+        (Hardware, Critical, Medium),
+        (
+            "XID_FALLEN_OFF_BUS",
+            "check slot, riser, PSU and temperature; RMA if it follows the card",
+        ),
+        (R::RebootNode, REF),
+    ),
+    row(
+        80,
+        "corrupted data sent to the GPU",
+        (Software, Major, Medium),
+        (
+            "XID_DRIVER",
+            "corruption on the way to the GPU: check PCIe replays and AER, system memory, then the driver",
+        ),
+        (R::RestartApp, NV),
     ),
     row(
         92,
         "high single-bit ECC error rate",
-        Class::Hardware,
-        (Severity::Minor, Confidence::Medium),
-        "XID_ECC_RATE",
-        "an early warning: watch the corrected ECC count, rerun with the rma profile",
-        REF,
+        (Hardware, Minor, Medium),
+        (
+            "XID_ECC_RATE",
+            "an early warning: watch the corrected ECC count, rerun with the rma profile",
+        ),
+        (R::Ignore, REF),
+    ),
+    row(
+        93,
+        "InfoROM wear limit exceeded",
+        (Software, Minor, Medium),
+        (
+            "XID_FIRMWARE",
+            "the InfoROM has been written more than provisioned: tell the vendor's support if it recurs",
+        ),
+        (R::Ignore, NV),
     ),
     row(
         94,
         "contained ECC error",
-        Class::Hardware,
-        (Severity::Major, Confidence::High),
-        "XID_MEMORY_HARDWARE",
-        "the GPU contained an uncorrectable error: reset, retest, and RMA if they recur",
-        REF,
+        (Hardware, Major, High),
+        (
+            "XID_MEMORY_HARDWARE",
+            "the GPU contained an uncorrectable error: reset, retest, and RMA if they recur",
+        ),
+        (R::RestartApp, REF),
     ),
     row(
         95,
         "uncontained ECC error",
-        Class::Hardware,
-        (Severity::Critical, Confidence::High),
-        "XID_MEMORY_HARDWARE",
-        MEMORY_RMA,
-        REF,
+        (Hardware, Critical, High),
+        ("XID_MEMORY_HARDWARE", MEMORY_RMA),
+        (R::ResetGpu, REF),
     ),
     row(
         109,
         "context-switch timeout",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_TIMEOUT",
-        "a long non-preemptible dispatch (the Linux face of a Vulkan device-lost hang): the driver or the workload, not the card",
-        REF,
+        (Software, Major, Medium),
+        (
+            "XID_TIMEOUT",
+            "a long non-preemptible dispatch (the Linux face of a Vulkan device-lost hang): the driver or the workload, not the card",
+        ),
+        (R::ResetGpu, REF),
+    ),
+    row(
+        110,
+        "security fault",
+        (Hardware, Major, Medium),
+        ("XID_GPU_HARDWARE", GPU_FAULT),
+        (R::ResetGpu, NV),
     ),
     row(
         119,
         "GSP RPC timeout",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_FIRMWARE",
-        FIRMWARE,
-        REF,
+        (Software, Major, Medium),
+        ("XID_FIRMWARE", FIRMWARE),
+        (R::ResetGpu, REF),
     ),
     row(
         120,
         "GSP error",
-        Class::Software,
-        (Severity::Major, Confidence::Medium),
-        "XID_FIRMWARE",
-        FIRMWARE,
-        REF,
+        (Software, Major, Medium),
+        ("XID_FIRMWARE", FIRMWARE),
+        (R::ResetGpu, REF),
+    ),
+    row(
+        121,
+        "C2C (chip-to-chip) link error",
+        (Hardware, Major, Medium),
+        (
+            "XID_NVLINK",
+            "the link between the GPU and its CPU: tell the vendor's support if it recurs",
+        ),
+        (R::Ignore, NV),
+    ),
+    row(
+        136,
+        "link training failed",
+        (Hardware, Major, Medium),
+        ("XID_NVLINK", NVLINK),
+        (R::ResetGpu, NV),
+    ),
+    row(
+        137,
+        "NVLink privilege error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", APP),
+        (R::Ignore, NV),
     ),
     row(
         140,
         "unrecovered ECC error",
-        Class::Hardware,
-        (Severity::Critical, Confidence::High),
-        "XID_MEMORY_HARDWARE",
-        MEMORY_RMA,
-        REF,
+        (Hardware, Critical, High),
+        ("XID_MEMORY_HARDWARE", MEMORY_RMA),
+        (R::ResetGpu, REF),
+    ),
+    row(
+        143,
+        "GPU initialization failure",
+        (Hardware, Major, Medium),
+        ("XID_GPU_HARDWARE", GPU_FAULT),
+        (R::ResetGpu, NV),
+    ),
+    row(
+        144,
+        "NVLink error (SAW)",
+        (Hardware, Major, Medium),
+        ("XID_NVLINK", NVLINK),
+        (R::NvlinkWorkflow, NV),
+    ),
+    row(
+        145,
+        "NVLink error (RLW)",
+        (Hardware, Major, Medium),
+        ("XID_NVLINK", NVLINK),
+        (R::NvlinkWorkflow, NV),
+    ),
+    row(
+        146,
+        "NVLink error (TLW)",
+        (Hardware, Major, Medium),
+        ("XID_NVLINK", NVLINK),
+        (R::NvlinkWorkflow, NV),
+    ),
+    row(
+        147,
+        "NVLink error (TREX)",
+        (Hardware, Major, Medium),
+        ("XID_NVLINK", NVLINK),
+        (R::NvlinkWorkflow, NV),
+    ),
+    row(
+        148,
+        "NVLink error (NVLPW control)",
+        (Hardware, Major, Medium),
+        ("XID_NVLINK", NVLINK),
+        (R::NvlinkWorkflow, NV),
+    ),
+    row(
+        149,
+        "NVLink error (NETIR)",
+        (Hardware, Major, Medium),
+        ("XID_NVLINK", NVLINK),
+        (R::NvlinkWorkflow, NV),
+    ),
+    row(
+        150,
+        "NVLink error (MSE watchdog)",
+        (Hardware, Major, Medium),
+        ("XID_NVLINK", NVLINK),
+        (R::NvlinkWorkflow, NV),
     ),
     row(
         154,
         "GPU recovery action changed",
-        Class::Software,
-        (Severity::Critical, Confidence::High),
-        "XID_RECOVERY_ACTION",
-        "do what the driver asks, then retest; the Xid before it says why",
-        REF,
+        (Software, Critical, High),
+        (
+            "XID_RECOVERY_ACTION",
+            "do what the driver asks, then retest; the Xid before it says why",
+        ),
+        (R::RecoveryAction, REF),
+    ),
+    row(
+        155,
+        "NVLink software-defined error",
+        (Software, Major, Medium),
+        (
+            "XID_DRIVER",
+            "the driver or the software using the link: reset the GPU, then look at them",
+        ),
+        (R::ResetGpu, NV),
+    ),
+    row(
+        156,
+        "resource retirement recorded",
+        (Hardware, Major, High),
+        (
+            "XID_ROW_REMAP",
+            "handled degradation: reset the GPU to apply it, then retest",
+        ),
+        (R::ResetGpu, NV),
+    ),
+    row(
+        157,
+        "resource retirement failed",
+        (Hardware, Critical, High),
+        (
+            "XID_GPU_HARDWARE",
+            "RMA candidate: the GPU can no longer retire a failing resource",
+        ),
+        (R::ContactSupport, NV),
+    ),
+    row(
+        158,
+        "GPU fatal timeout",
+        (Hardware, Major, Medium),
+        ("XID_GPU_HARDWARE", GPU_FAULT),
+        (R::ResetGpu, NV),
+    ),
+    row(
+        167,
+        "PCIe fatal timeout",
+        (Hardware, Critical, Medium),
+        (
+            "XID_FALLEN_OFF_BUS",
+            "check slot, riser, PSU and temperature; RMA if it follows the card",
+        ),
+        (R::ResetGpu, NV),
+    ),
+    row(
+        168,
+        "errors in write-protected memory: reduced memory capacity",
+        (Hardware, Major, High),
+        ("XID_MEMORY_HARDWARE", MEMORY_RMA),
+        (R::ResetGpu, NV),
+    ),
+    row(
+        169,
+        "internal micro-controller (SEC2) halt",
+        (Software, Major, Medium),
+        (
+            "XID_FIRMWARE",
+            "reset the GPU and update the driver; RMA if it recurs",
+        ),
+        (R::ResetGpu, NV),
+    ),
+    row(
+        171,
+        "uncorrectable DRAM error (beside Xid 48)",
+        (Hardware, Critical, High),
+        ("XID_MEMORY_HARDWARE", MEMORY_RMA),
+        (R::MemoryWorkflow, NV),
+    ),
+    row(
+        172,
+        "uncorrectable on-chip SRAM error (beside Xid 48)",
+        (Hardware, Critical, High),
+        (
+            "XID_MEMORY_HARDWARE",
+            "RMA candidate: an uncorrectable error in the GPU's own SRAM (an RMA criterion past its threshold); reset, retest, and send this report",
+        ),
+        (R::MemoryWorkflow, NV),
     ),
 ];
 
@@ -341,6 +634,20 @@ mod tests {
         for x in CATALOGUE {
             assert!(!x.meaning.is_empty() && !x.action.is_empty() && !x.source.is_empty());
             assert!(x.finding.starts_with("XID_") || x.finding == "AUX_POWER_MISSING");
+        }
+    }
+
+    #[test]
+    fn a_reset_or_more_is_what_escalation_counts() {
+        assert!(lookup(79).unwrap().resolution.needs_reset(), "a reboot");
+        assert!(lookup(48).unwrap().resolution.needs_reset());
+        assert!(
+            !lookup(13).unwrap().resolution.needs_reset(),
+            "a restart of the app"
+        );
+        assert!(!lookup(45).unwrap().resolution.needs_reset());
+        for x in CATALOGUE {
+            assert!(!x.resolution.words().is_empty());
         }
     }
 

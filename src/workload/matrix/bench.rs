@@ -53,30 +53,20 @@ pub struct MatrixBenchReport {
     pub faults: u64,
 }
 
-/// Spec-sheet peaks, in 10^12 operations per second: fp32 on the ALUs, then fp16 (fp32
-/// accumulate) and int8 on the matrix units, dense (no structured sparsity). Sources: the
-/// vendors' datasheets (NVIDIA H200, H100 and A100 datasheets; AMD Instinct MI300X
-/// datasheet; NVIDIA Ada Lovelace architecture whitepaper for the RTX 4090 and L40S).
-/// Longer names first, so that `H100 PCIe` is not read as `H100`.
-const SPEC_PEAKS: &[(&str, f64, f64, f64)] = &[
-    ("H200", 67.0, 989.5, 1979.0),
-    ("H100 PCIe", 51.2, 756.5, 1513.0),
-    ("H100", 67.0, 989.5, 1979.0),
-    ("A100", 19.5, 312.0, 624.0),
-    ("MI300X", 81.7, 1307.4, 2614.9),
-    ("L40S", 91.6, 362.1, 733.0),
-    ("RTX 4090", 82.6, 165.2, 660.6),
-];
-
-/// The spec-sheet peaks of `device` (fp32 ALU, fp16 matrix, int8 matrix), where known.
-fn spec_peaks(device: &DeviceInfo) -> Option<(&'static str, f64, f64, f64)> {
+/// The spec-sheet peaks of `device` (its product's name, fp32 on the ALUs, fp16 and int8
+/// on the matrix units, dense), from the one product table, where kiln knows it.
+fn spec_peaks(device: &DeviceInfo) -> Option<(&'static str, f64, Option<f64>, Option<f64>)> {
     if !device.kind.is_gpu() {
         return None;
     }
-    SPEC_PEAKS
-        .iter()
-        .find(|(key, ..)| device.name.contains(key))
-        .copied()
+    crate::product::lookup(&device.name).map(|p| {
+        (
+            p.name,
+            p.fp32_tflops,
+            p.matrix_fp16_tflops,
+            p.matrix_int8_tops,
+        )
+    })
 }
 
 /// `kernel` on `edge`-square matrices back to back for `duration`, nothing generated or
@@ -158,8 +148,8 @@ pub fn bench(
                 0.0
             },
             spec_matrix_tflops: spec.and_then(|(_, _, fp16, int8)| match k.kind {
-                MatrixKind::Fp16 => Some(fp16),
-                MatrixKind::Int8 => Some(int8),
+                MatrixKind::Fp16 => fp16,
+                MatrixKind::Int8 => int8,
                 MatrixKind::Fp32 => None,
             }),
         });

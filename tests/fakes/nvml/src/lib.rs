@@ -703,6 +703,110 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPagesPendingStatus(
     )
 }
 
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
+    device: nvmlDevice_t,
+    link: c_uint,
+    active: *mut nvmlEnableState_t,
+) -> nvmlReturn_t {
+    on_device("nvmlDeviceGetNvLinkState", device, "nvlink", |_, s| {
+        // No NVLink at all: not supported; a link past the last: an invalid argument, as
+        // recent drivers answer.
+        let links = s.u("nvlinks");
+        if links == 0 {
+            return nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
+        }
+        if u64::from(link) >= links {
+            return nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT;
+        }
+        let up = !s.list("nvlink_down").contains(&u64::from(link));
+        // SAFETY: as the caller's pointer is.
+        unsafe { put(active, nvmlEnableState_t::from(up)) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkErrorCounter(
+    device: nvmlDevice_t,
+    link: c_uint,
+    counter: nvmlNvLinkErrorCounter_t,
+    value: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    on_device(
+        "nvmlDeviceGetNvLinkErrorCounter",
+        device,
+        "nvlink",
+        |_, s| {
+            if u64::from(link) >= s.u("nvlinks") {
+                return nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT;
+            }
+            let key = match counter {
+                0 => "nvlink_replay",
+                1 => "nvlink_recovery",
+                2 => "nvlink_crc_flit",
+                3 => "nvlink_crc_data",
+                _ => return nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED,
+            };
+            // SAFETY: as the caller's pointer is.
+            unsafe { put(value, s.at(key, u64::from(link))) }
+        },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRowRemapperHistogram(
+    device: nvmlDevice_t,
+    values: *mut nvmlRowRemapperHistogramValues_t,
+) -> nvmlReturn_t {
+    on_device(
+        "nvmlDeviceGetRowRemapperHistogram",
+        device,
+        "remap",
+        |_, s| {
+            let banks = s.list("remap_banks");
+            let at = |i: usize| banks.get(i).copied().unwrap_or(0) as c_uint;
+            let v = nvmlRowRemapperHistogramValues_t {
+                max: at(0),
+                high: at(1),
+                partial: at(2),
+                low: at(3),
+                none: at(4),
+            };
+            // SAFETY: as the caller's pointer is.
+            unsafe { put(values, v) }
+        },
+    )
+}
+
+/// An R550 call: the R470-era library has none.
+#[cfg(not(feature = "old_driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetSramEccErrorStatus(
+    device: nvmlDevice_t,
+    status: *mut nvmlEccSramErrorStatus_t,
+) -> nvmlReturn_t {
+    on_device("nvmlDeviceGetSramEccErrorStatus", device, "sram", |_, s| {
+        if status.is_null() {
+            return nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT;
+        }
+        // SAFETY: the caller's struct, whose version it set.
+        let asked = unsafe { (*status).version };
+        let v1 = std::mem::size_of::<nvmlEccSramErrorStatus_t>() as u32 | (1 << 24);
+        if asked != v1 {
+            return nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        }
+        // SAFETY: the struct is plain integers, for which all zeros is a valid value.
+        let mut v: nvmlEccSramErrorStatus_t = unsafe { std::mem::zeroed() };
+        v.version = v1;
+        v.aggregateUncParity = s.u("sram_unc_parity");
+        v.aggregateUncSecDed = s.u("sram_unc_secded");
+        v.aggregateCor = s.u("sram_cor");
+        v.bThresholdExceeded = s.u("sram_threshold").min(1) as c_uint;
+        // SAFETY: as the caller's pointer is.
+        unsafe { put(status, v) }
+    })
+}
+
 /// A field value's reading and group: HBM temperature (82), the row remapper (142-145) and
 /// the recovery action (230); every other field is not supported.
 fn field(id: c_uint) -> Option<(&'static str, &'static str)> {

@@ -7,6 +7,8 @@
 //!     "uuid": "GPU-6d657361-3232-2e33-2e36-000000000000", "bus_id": "00000000:3B:00.0",
 //!     "timeline": [{"at_s": 0, "temp_c": 38}, {"at_s": 5, "temp_c": 84, "throttle": 32}],
 //!     "processes": [{"pid": 4242, "bytes": 2147483648, "from_s": 2}],
+//!     "nvlinks": 18, "nvlink_down": [3], "nvlink_replay": {"7": 12},
+//!     "remap_banks": [2550, 6, 2, 1, 1], "sram_threshold": 1,
 //!     "kiln_workers_listed": true,
 //!     "events": [{"at_s": 3, "kind": "xid", "xid": 48}, {"at_s": 3, "kind": "dbe"}],
 //!     "refuse": ["processes"], "unsupported": ["ecc"], "lost_at_s": 8,
@@ -41,7 +43,11 @@ fn healthy_h200() -> Map<String, Value> {
         "remapped_cor": 0, "remapped_unc": 0, "remap_pending": 0, "remap_failure": 0,
         "recovery_action": 0,
         "slowdown_c": 90, "shutdown_c": 92, "gpu_max_c": 87, "mem_max_c": 95,
-        "fans": 0, "fan_pct": 0
+        "fans": 0, "fan_pct": 0,
+        "nvlinks": 18, "nvlink_down": [],
+        "nvlink_replay": {}, "nvlink_recovery": {}, "nvlink_crc_flit": {}, "nvlink_crc_data": {},
+        "remap_banks": [2560, 0, 0, 0, 0],
+        "sram_unc_parity": 0, "sram_unc_secded": 0, "sram_cor": 0, "sram_threshold": 0
     }"#;
     serde_json::from_str(HEALTHY).unwrap_or_default()
 }
@@ -116,7 +122,18 @@ fn expand(groups: Vec<String>) -> Vec<String> {
     let mut out = Vec::new();
     for g in groups {
         if g == "counters" {
-            out.extend(["ecc", "retired_pages", "remap", "recovery", "replays"].map(String::from));
+            out.extend(
+                [
+                    "ecc",
+                    "retired_pages",
+                    "remap",
+                    "recovery",
+                    "replays",
+                    "nvlink",
+                    "sram",
+                ]
+                .map(String::from),
+            );
         } else {
             out.push(g);
         }
@@ -286,6 +303,25 @@ impl State {
     /// A reading as an unsigned integer.
     pub fn u(&self, key: &str) -> u64 {
         self.f(key).max(0.0) as u64
+    }
+
+    /// A reading that is a list of numbers (`nvlink_down`, `remap_banks`).
+    pub fn list(&self, key: &str) -> Vec<u64> {
+        self.0
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default()
+    }
+
+    /// One entry of a reading that is a map by number (`nvlink_replay`'s link 7); 0 where
+    /// it gives none.
+    pub fn at(&self, key: &str, index: u64) -> u64 {
+        self.0
+            .get(key)
+            .and_then(|m| m.get(index.to_string()))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
     }
 }
 

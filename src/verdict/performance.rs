@@ -1,0 +1,677 @@
+//! The card against its product: every rate a workload measured held to the product's floor
+//! ([`crate::product`]), and the settings that hold a card below what its product does (an
+//! administrator's power cap, locked clocks, a sync-boost group), as one rule whichever rate
+//! or clock shows it. A rate below its floor is the configuration's where a setting held the
+//! clocks, the environment's where heat, power or other tenants did, and the card's only
+//! where nothing explains it.
+
+use serde_json::json;
+
+use super::DeviceReport;
+use super::thresholds::Thresholds;
+use crate::finding::{Class, Confidence, Finding, Severity, finding};
+use crate::product::{self, Product, Rate, Vendor};
+use crate::telemetry::record::Reading;
+use crate::telemetry::signals::{self, Signal};
+use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry};
+use crate::telemetry::throttle::ThrottleReason;
+use crate::workload::WorkloadOutcome;
+
+/// The code of a configuration holding the card below its product.
+pub const CONFIG_LIMITS_CARD: &str = "CONFIG_LIMITS_CARD";
+
+/// A setting that can hold a card below what its product does, with what it held.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Setting {
+    /// An enforced power limit below the card's default, holding the clocks (the software
+    /// power cap): an administrator's cap.
+    PowerCap {
+        /// The limit in force, W.
+        enforced_w: f64,
+        /// The card's default limit, W.
+        default_w: f64,
+    },
+    /// Locked or application clocks holding the shader clock (the applications clocks
+    /// setting reason: `nvidia-smi -lgc` or `-ac`).
+    LockedClocks,
+    /// The memory clock held below its maximum under load with nothing thermal or
+    /// power-related holding it: locked memory clocks.
+    MemoryClock,
+    /// A sync-boost group holding the card to the slowest of its group.
+    SyncBoost,
+    /// The display clock setting holding the clocks.
+    DisplayClock,
+}
+
+impl Setting {
+    /// Its name in evidence (`power_cap`).
+    pub fn key(&self) -> &'static str {
+        match self {
+            Setting::PowerCap { .. } => "power_cap",
+            Setting::LockedClocks => "locked_clocks",
+            Setting::MemoryClock => "memory_clock",
+            Setting::SyncBoost => "sync_boost",
+            Setting::DisplayClock => "display_clock",
+        }
+    }
+
+    /// What it is, in words.
+    pub fn words(&self) -> String {
+        match self {
+            Setting::PowerCap {
+                enforced_w,
+                default_w,
+            } => format!(
+                "an administrator's power limit of {enforced_w:.0} W (the card's default {default_w:.0} W)"
+            ),
+            Setting::LockedClocks => "locked or application clocks".into(),
+            Setting::MemoryClock => "a locked memory clock".into(),
+            Setting::SyncBoost => "a sync-boost group".into(),
+            Setting::DisplayClock => "the display clock setting".into(),
+        }
+    }
+
+    /// How to restore the product's own setting, on this vendor's card.
+    pub fn restore(&self, vendor: Option<Vendor>) -> String {
+        match (self, vendor) {
+            (
+                Setting::PowerCap {
+                    default_w: d,
+                    enforced_w: _,
+                },
+                Some(Vendor::Amd),
+            ) => {
+                format!(
+                    "restore the default power cap of {d:.0} W (rocm-smi --resetpoweroverdrive)"
+                )
+            }
+            (Setting::PowerCap { default_w: d, .. }, Some(Vendor::Intel)) => {
+                format!("restore the default power limit of {d:.0} W (hwmon power1_max)")
+            }
+            (Setting::PowerCap { default_w: d, .. }, _) => {
+                format!("restore the default power limit (nvidia-smi -pl {d:.0})")
+            }
+            (Setting::LockedClocks, _) => {
+                "reset locked and application clocks (nvidia-smi -rgc; nvidia-smi -rac)".into()
+            }
+            (Setting::MemoryClock, _) => "reset the locked memory clock (nvidia-smi -rmc)".into(),
+            (Setting::SyncBoost, _) => {
+                "take the GPU out of its sync-boost group (dcgmi config --set -s 0)".into()
+            }
+            (Setting::DisplayClock, _) => {
+                "turn off what holds the display clock (a display on a compute card)".into()
+            }
+        }
+    }
+}
+
+/// A setting seen holding a card below its product in one phase, and what showed it.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The setting.
+    pub setting: Setting,
+    /// The phase it held the card in.
+    pub phase: String,
+    /// What showed it: a rate under its floor, or a clock under its share of its maximum.
+    pub shown_by: String,
+}
+
+/// Whether a phase ran a load: busy (where utilisation is read) and not the idle evidence
+/// around the workloads.
+fn loaded(p: &PhaseTelemetry) -> bool {
+    ![PREFLIGHT, BETWEEN_PHASES, "health"].contains(&p.phase.as_str())
+        && p.gauges
+            .get(signals::UTIL_GPU_PCT.name)
+            .is_none_or(|u| u.median >= 50.0)
+}
+
+/// Throttle reasons of heat and power delivery: the environment's, not a setting's.
+const HEAT_AND_POWER: [ThrottleReason; 4] = [
+    ThrottleReason::HwSlowdown,
+    ThrottleReason::HwThermalSlowdown,
+    ThrottleReason::SwThermalSlowdown,
+    ThrottleReason::HwPowerBrakeSlowdown,
+];
+
+/// A clock's median and its maximum in a phase, where both were read.
+fn clock(p: &PhaseTelemetry, now: &str, max: &str) -> Option<(f64, f64)> {
+    let (now, max) = (p.gauges.get(now)?, p.gauges.get(max)?);
+    (max.min > 0.0).then_some((now.median, max.min))
+}
+
+/// The settings holding the clocks in a loaded phase: each by the reason NVML gives for it
+/// (the software power cap only with the limit below its default: a card at its own limit
+/// runs as its product does), and a memory clock below 90% of its maximum under load
+/// with no reason of heat or power for it.
+pub fn settings_in(p: &PhaseTelemetry, t: &Thresholds) -> Vec<Setting> {
+    if !loaded(p) {
+        return Vec::new();
+    }
+    let holds = |r: ThrottleReason| p.throttle_share_of(r) > t.throttle_share;
+    let mut out = Vec::new();
+    if holds(ThrottleReason::SwPowerCap)
+        && let (Some(e), Some(d)) = (
+            p.gauges.get(signals::POWER_LIMIT_ENFORCED_W.name),
+            p.gauges.get(signals::POWER_LIMIT_DEFAULT_W.name),
+        )
+        && e.max < d.min
+    {
+        out.push(Setting::PowerCap {
+            enforced_w: e.max,
+            default_w: d.min,
+        });
+    }
+    for (reason, setting) in [
+        (
+            ThrottleReason::ApplicationsClocksSetting,
+            Setting::LockedClocks,
+        ),
+        (ThrottleReason::SyncBoost, Setting::SyncBoost),
+        (ThrottleReason::DisplayClockSetting, Setting::DisplayClock),
+    ] {
+        if holds(reason) {
+            out.push(setting);
+        }
+    }
+    let heat_or_power = HEAT_AND_POWER.iter().any(|r| holds(*r));
+    if !heat_or_power
+        && let Some((now, max)) = clock(
+            p,
+            signals::CLOCK_MEM_MHZ.name,
+            signals::CLOCK_MEM_MAX_MHZ.name,
+        )
+        && now < 0.9 * max
+    {
+        out.push(Setting::MemoryClock);
+    }
+    out
+}
+
+/// The shader clock as the vendor's people call it: NVIDIA's SM clock, AMD's graphics
+/// clock (sclk), Intel's GT clock.
+pub fn shader_clock(vendor_id: u32) -> &'static str {
+    match vendor_id {
+        0x1002 => "graphics clock",
+        0x8086 => "GT clock",
+        _ => "SM clock",
+    }
+}
+
+/// The clock a setting holds, in words, with its share of its maximum: `the SM clock at
+/// 1275 of 1980 MHz (64%)`.
+fn clock_of(p: &PhaseTelemetry, setting: &Setting, vendor_id: u32) -> Option<(String, f64)> {
+    let (name, now, max) = match setting {
+        Setting::MemoryClock => (
+            "memory clock",
+            signals::CLOCK_MEM_MHZ.name,
+            signals::CLOCK_MEM_MAX_MHZ.name,
+        ),
+        _ => (
+            shader_clock(vendor_id),
+            signals::CLOCK_SM_MHZ.name,
+            signals::CLOCK_SM_MAX_MHZ.name,
+        ),
+    };
+    let (now, max) = clock(p, now, max)?;
+    Some((
+        format!(
+            "the {name} at {now:.0} of {max:.0} MHz ({:.0}%)",
+            100.0 * now / max
+        ),
+        now / max,
+    ))
+}
+
+/// The clock a setting held below `floor_share` of its maximum (the card's own maximum is
+/// its product's), in words.
+fn clock_held(
+    p: &PhaseTelemetry,
+    setting: &Setting,
+    vendor_id: u32,
+    t: &Thresholds,
+) -> Option<String> {
+    clock_of(p, setting, vendor_id)
+        .filter(|(_, share)| *share < t.floor_share)
+        .map(|(words, _)| words)
+}
+
+/// A rate's floor on this device: the site's own (medium confidence), else the product's
+/// reference times `floor_share` (low: measured by other tools' kernels, or kiln's taken
+/// cautiously). In the workload's unit, with its source.
+struct Floor {
+    value: f64,
+    source: String,
+    confidence: Confidence,
+    /// The product's reference, in the workload's unit, where the floor rests on it.
+    reference: Option<f64>,
+}
+
+fn floor_of(product: Option<&Product>, rate: Rate, t: &Thresholds) -> Option<Floor> {
+    let site = match rate {
+        Rate::Vram if t.vram_floor_gbps > 0.0 => Some((
+            t.vram_floor_gbps / rate.to_spec_unit(1.0),
+            "the site's floor (vram_floor_gbps)".to_owned(),
+        )),
+        _ => t
+            .floors
+            .get(rate.name())
+            .map(|v| (*v, format!("the site's floor (floors.{})", rate.name()))),
+    };
+    let reference = product
+        .and_then(|p| p.reference(rate))
+        .map(|r| (r.value / rate.to_spec_unit(1.0), r.source));
+    match (site, reference) {
+        (Some((value, source)), reference) => Some(Floor {
+            value,
+            source,
+            confidence: Confidence::Medium,
+            reference: reference.map(|r| r.0),
+        }),
+        (None, Some((reference, source))) => Some(Floor {
+            value: t.floor_share * reference,
+            source: format!("{:.0}% of {source}", 100.0 * t.floor_share),
+            confidence: Confidence::Low,
+            reference: Some(reference),
+        }),
+        (None, None) => None,
+    }
+}
+
+/// A rate in the product's unit, in words: `fp32 compute 41.0 TFLOP/s`.
+fn said(rate: Rate, measured: f64) -> String {
+    let v = rate.to_spec_unit(measured);
+    let digits = if v >= 100.0 { 0 } else { 1 };
+    format!("{} {v:.digits$} {}", rate.label(), rate.spec_unit())
+}
+
+/// A card that held itself back for heat where no throttle status could be read (an amdgpu
+/// whose `gpu_metrics` kiln cannot decode, a card with no such file): a sensor within
+/// `thermal_margin_c` of the limit its driver protects it at, under load, with the SM clock
+/// below 90% of its maximum. In words (`the junction at 108 °C, its limit 110 °C, with the SM
+/// clock at 1550 of 2100 MHz`).
+pub fn held_for_heat(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds) -> Option<String> {
+    let identity = &setup.identity;
+    if p.reasons_read > 0 || p.samples == 0 || !loaded(p) {
+        return None;
+    }
+    let (sm, max) = clock(
+        p,
+        signals::CLOCK_SM_MHZ.name,
+        signals::CLOCK_SM_MAX_MHZ.name,
+    )?;
+    if sm >= 0.9 * max {
+        return None;
+    }
+    [
+        ("junction", signals::GPU_HOTSPOT_TEMP_C, signals::TEMP_HOTSPOT_MAX_C),
+        ("memory", signals::HBM_TEMP_C, signals::TEMP_MEM_MAX_C),
+        ("GPU", signals::GPU_TEMP_C, signals::TEMP_SLOWDOWN_C),
+    ]
+    .iter()
+    .find_map(|(word, now, limit)| {
+        let hottest = p.gauges.get(now.name)?.max;
+        let limit = identity.get(limit.name).and_then(Reading::number)?;
+        (hottest >= limit - t.thermal_margin_c).then(|| {
+            format!(
+                "the {word} at {hottest:.0} °C, its limit {limit:.0} °C, with the {} at {sm:.0} of {max:.0} MHz",
+                shader_clock(setup.vendor_id)
+            )
+        })
+    })
+}
+
+/// What in a phase explains a slow rate that no setting does: clocks throttled for heat or
+/// power (the card at its own power limit included), heat where no throttle status was
+/// read, or other processes on the GPU.
+fn environment_explanation(
+    p: Option<&PhaseTelemetry>,
+    setup: &super::Setup,
+    t: &Thresholds,
+    tenants: usize,
+) -> Vec<String> {
+    let mut why: Vec<String> = p
+        .map(|p| {
+            HEAT_AND_POWER
+                .iter()
+                .chain([&ThrottleReason::SwPowerCap])
+                .filter_map(|r| {
+                    let share = p.throttle_share_of(*r);
+                    (share > t.throttle_share).then(|| {
+                        format!(
+                            "{} {:.0}% of the {} phase",
+                            r.label(),
+                            share * 100.0,
+                            p.phase
+                        )
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(hot) = p.and_then(|p| held_for_heat(p, setup, t)) {
+        why.push(hot);
+    }
+    if tenants > 0 {
+        why.push(format!("{tenants} other processes on the GPU"));
+    }
+    why
+}
+
+/// The codes of a slow rate: unexplained (the card), and explained by the environment.
+fn codes(rate: Rate) -> (&'static str, &'static str) {
+    match rate {
+        Rate::Vram => ("VRAM_BANDWIDTH_LOW", "BANDWIDTH_LOW_THROTTLED"),
+        _ => ("COMPUTE_RATE_LOW", "COMPUTE_RATE_LOW_THROTTLED"),
+    }
+}
+
+/// One run of a workload's rates against its product's floors. A rate a setting explains
+/// goes into `held` (the configuration's finding names every rate it held); the rest give
+/// their findings here, per run, so that reruns count.
+pub fn rates_of_run(
+    device: &DeviceReport,
+    w: &WorkloadOutcome,
+    phase: Option<&PhaseTelemetry>,
+    t: &Thresholds,
+    tenants: usize,
+    held: &mut Vec<Held>,
+    out: &mut Vec<Finding>,
+) {
+    // Rates measured beside another load, or by a run cut short, are not the device's.
+    if w.together_with().is_some() || w.summary.envelope().cut_short() {
+        return;
+    }
+    let product = product::lookup(&device.name);
+    let settings = phase.map(|p| settings_in(p, t)).unwrap_or_default();
+    let why = environment_explanation(phase, &device.setup, t, tenants);
+    // The slow rates of the run by the code they give: each code once, naming every rate.
+    let mut slow: Vec<(
+        &'static str,
+        Vec<String>,
+        Vec<serde_json::Value>,
+        Confidence,
+    )> = Vec::new();
+    for (name, measured) in w.summary.rates() {
+        let Some(rate) = Rate::from_name(name) else {
+            continue;
+        };
+        let Some(floor) = floor_of(product, rate, t) else {
+            continue;
+        };
+        if measured.is_nan() || measured <= 0.0 || measured >= floor.value {
+            continue;
+        }
+        let figure = |v: f64| {
+            let v = rate.to_spec_unit(v);
+            let digits = if v >= 100.0 { 0 } else { 1 };
+            format!("{v:.digits$}")
+        };
+        let under = match (floor.reference, product) {
+            (Some(r), Some(p)) => format!(
+                ", {:.0}% under the {} {} a healthy {} reaches",
+                100.0 * (1.0 - measured / r),
+                figure(r),
+                rate.spec_unit(),
+                p.name
+            ),
+            _ => String::new(),
+        };
+        let shown = format!(
+            "{}{under} (floor {})",
+            said(rate, measured),
+            figure(floor.value)
+        );
+        if !settings.is_empty() {
+            held.extend(settings.iter().map(|setting| Held {
+                setting: setting.clone(),
+                phase: w.workload.clone(),
+                shown_by: shown.clone(),
+            }));
+            continue;
+        }
+        let code = if why.is_empty() {
+            codes(rate).0
+        } else {
+            codes(rate).1
+        };
+        let evidence = json!({
+            "rate": rate.name(),
+            "measured": measured,
+            "floor": floor.value,
+            "floor_source": floor.source,
+            "reference": floor.reference,
+        });
+        match slow.iter_mut().find(|(c, ..)| *c == code) {
+            Some((_, lines, rates, confidence)) => {
+                lines.push(shown);
+                rates.push(evidence);
+                *confidence = (*confidence).min(floor.confidence);
+            }
+            None => slow.push((code, vec![shown], vec![evidence], floor.confidence)),
+        }
+    }
+    for (code, lines, rates, confidence) in slow {
+        let evidence = json!({"phase": w.workload, "rates": rates, "explained_by": why});
+        out.push(if why.is_empty() {
+            finding(
+                code,
+                Class::Hardware,
+                Severity::Major,
+                confidence,
+                format!("{}, with nothing to explain it", lines.join("; ")),
+                evidence,
+                "rerun with the GPU alone, cool and at default clocks; RMA if it stays below the floor",
+            )
+        } else {
+            finding(
+                code,
+                Class::Environment,
+                Severity::Minor,
+                Confidence::High,
+                format!("{}, explained by {}", lines.join("; "), why.join(", ")),
+                evidence,
+                "fix what held the card back, then rerun: the card is not shown slow by itself",
+            )
+        });
+    }
+}
+
+/// The configuration of the card against its product, once per device: one
+/// `CONFIG_LIMITS_CARD` (environment, major) naming every setting that held the card below
+/// its product, whichever rate or clock showed it, and how to restore each; a setting that
+/// held the clocks but kept the card within its floors is a note (`ADMIN_POWER_CAP`,
+/// `CLOCKS_LOCKED`).
+pub fn configuration(
+    device: &DeviceReport,
+    t: &Thresholds,
+    mut held: Vec<Held>,
+    out: &mut Vec<Finding>,
+) {
+    // Every setting seen holding the clocks, with its phase, the clock it held there and
+    // that phase's limits and clocks as evidence.
+    let mut seen: Vec<(Setting, String, Option<String>, serde_json::Value)> = Vec::new();
+    for p in &device.telemetry {
+        for setting in settings_in(p, t) {
+            if let Some(clock) = clock_held(p, &setting, device.setup.vendor_id, t) {
+                held.push(Held {
+                    setting: setting.clone(),
+                    phase: p.phase.clone(),
+                    shown_by: clock,
+                });
+            }
+            let clock = clock_of(p, &setting, device.setup.vendor_id).map(|(words, _)| words);
+            let gauges = |names: &[Signal]| {
+                names
+                    .iter()
+                    .filter_map(|s| {
+                        Some((
+                            s.name.to_owned(),
+                            serde_json::to_value(p.gauges.get(s.name)?).ok()?,
+                        ))
+                    })
+                    .collect::<serde_json::Map<String, serde_json::Value>>()
+            };
+            let evidence = serde_json::Value::Object(gauges(&[
+                signals::POWER_LIMIT_ENFORCED_W,
+                signals::POWER_LIMIT_DEFAULT_W,
+                signals::CLOCK_SM_MHZ,
+                signals::CLOCK_SM_MAX_MHZ,
+                signals::CLOCK_MEM_MHZ,
+                signals::CLOCK_MEM_MAX_MHZ,
+            ]));
+            seen.push((setting, p.phase.clone(), clock, evidence));
+        }
+    }
+    let vendor = product::lookup(&device.name)
+        .map(|p| p.vendor)
+        .or(match device.setup.vendor_id {
+            0x10de => Some(Vendor::Nvidia),
+            0x1002 => Some(Vendor::Amd),
+            0x8086 => Some(Vendor::Intel),
+            _ => None,
+        });
+    // Per setting, in the order first seen: its phases and what showed it.
+    let mut by_setting: Vec<(Setting, Vec<&Held>)> = Vec::new();
+    for h in &held {
+        match by_setting
+            .iter_mut()
+            .find(|(s, _)| s.key() == h.setting.key())
+        {
+            Some((_, list)) => list.push(h),
+            None => by_setting.push((h.setting.clone(), vec![h])),
+        }
+    }
+    if !by_setting.is_empty() {
+        let parts: Vec<String> = by_setting
+            .iter()
+            .map(|(s, list)| {
+                // Each thing shown once, with every phase it was shown in.
+                let mut shown: Vec<(&str, Vec<&str>)> = Vec::new();
+                for h in list {
+                    match shown.iter_mut().find(|(by, _)| *by == h.shown_by) {
+                        Some((_, phases)) if !phases.contains(&h.phase.as_str()) => {
+                            phases.push(&h.phase)
+                        }
+                        Some(_) => {}
+                        None => shown.push((&h.shown_by, vec![&h.phase])),
+                    }
+                }
+                let shown: Vec<String> = shown
+                    .iter()
+                    .map(|(by, phases)| {
+                        let noun = if phases.len() == 1 { "phase" } else { "phases" };
+                        format!("{by} in the {} {noun}", crate::text::list(phases))
+                    })
+                    .collect();
+                format!("{} held {}", s.words(), shown.join("; "))
+            })
+            .collect();
+        let restore: Vec<String> = by_setting.iter().map(|(s, _)| s.restore(vendor)).collect();
+        out.push(finding(
+            CONFIG_LIMITS_CARD,
+            Class::Environment,
+            Severity::Major,
+            Confidence::High,
+            format!(
+                "a configuration holds the card below its product: {}",
+                parts.join("; ")
+            ),
+            json!({
+                "settings": by_setting.iter().map(|(s, list)| json!({
+                    "setting": s.key(),
+                    "words": s.words(),
+                    "held": list.iter().map(|h| json!({"phase": h.phase, "shown_by": h.shown_by})).collect::<Vec<_>>(),
+                    "restore": s.restore(vendor),
+                })).collect::<Vec<_>>(),
+            }),
+            &format!("{}, then rerun: the card is not shown slow by itself", restore.join("; ")),
+        ));
+    }
+    // Settings that held the clocks without holding the card below its product: noted.
+    let holding = |key: &str| by_setting.iter().any(|(s, _)| s.key() == key);
+    for key in ["power_cap", "locked_clocks"] {
+        let phases: Vec<&str> = seen
+            .iter()
+            .filter(|(s, ..)| s.key() == key)
+            .map(|(_, p, ..)| p.as_str())
+            .fold(Vec::new(), |mut all, p| {
+                if !all.contains(&p) {
+                    all.push(p);
+                }
+                all
+            });
+        let Some((setting, _, clock, gauges)) = seen.iter().find(|(s, ..)| s.key() == key) else {
+            continue;
+        };
+        let clock = clock
+            .as_deref()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        if holding(key) {
+            continue;
+        }
+        let noun = if phases.len() == 1 { "phase" } else { "phases" };
+        let during = format!("in the {} {noun}", crate::text::list(&phases));
+        let (code, summary) = match setting {
+            Setting::PowerCap { .. } => (
+                "ADMIN_POWER_CAP",
+                format!(
+                    "{} capped the clocks{clock} {during}, and the card stayed within its product's floors",
+                    setting.words()
+                ),
+            ),
+            _ => (
+                "CLOCKS_LOCKED",
+                format!(
+                    "{} held the clocks{clock} {during}, and the card stayed within its product's floors",
+                    setting.words()
+                ),
+            ),
+        };
+        out.push(finding(
+            code,
+            Class::Info,
+            Severity::Note,
+            Confidence::High,
+            summary,
+            {
+                let mut evidence = json!({"setting": setting.key(), "phases": phases});
+                if let (Some(map), Some(more)) = (evidence.as_object_mut(), gauges.as_object()) {
+                    map.extend(more.clone());
+                }
+                evidence
+            },
+            &format!("{} if it is not intended", setting.restore(vendor)),
+        ));
+    }
+}
+
+/// A GPU kiln has no product figures for: its rates were checked for stability, not for
+/// speed, said once (unless the site gave a floor for every rate it measured).
+pub fn product_unknown(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>) {
+    if !device.kind.is_gpu() || product::lookup(&device.name).is_some() {
+        return;
+    }
+    let measured: Vec<Rate> = device
+        .workloads
+        .iter()
+        .filter(|w| w.reported())
+        .flat_map(|w| w.summary.rates())
+        .filter_map(|(name, _)| Rate::from_name(name))
+        .collect();
+    if measured.is_empty() || measured.iter().all(|r| floor_of(None, *r, t).is_some()) {
+        return;
+    }
+    out.push(finding(
+        "PRODUCT_UNKNOWN",
+        Class::Info,
+        Severity::Note,
+        Confidence::High,
+        format!(
+            "kiln has no product figures for {}: its results were verified and its stability judged, but its rates were not held to a floor",
+            device.name
+        ),
+        json!({"name": device.name}),
+        "set floors (vram_floor_gbps, floors) in a thresholds file from this product's healthy cards",
+    ));
+}
