@@ -310,7 +310,7 @@ NS = "not_supported"
 REASONS = [(0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"),
            (0x8, "hw_slowdown"), (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"),
            (0x40, "hw_thermal_slowdown"), (0x80, "hw_power_brake_slowdown"),
-           (0x100, "display_clock_setting")]
+           (0x100, "display_clock_setting"), (0x200, "board_limit"), (0x400, "reliability_policy")]
 
 
 def h200_identity(**over):
@@ -626,6 +626,7 @@ def field_cases():
     whose_xid_cases()
     amd_and_intel_heat_cases()
     nvlink_and_rma_cases()
+    tenant_arrival_cases()
 
     # The headline names the finding that decided.
     field("fragmented_allocator_headline",
@@ -765,6 +766,10 @@ def whose_xid_cases():
           telemetry=with_xids([(3001.0, 48, 31337, "kiln", "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."),
                                (3003.0, 13, 31337, "kiln", "Graphics SM Warp Exception on (GPC 4, TPC 1, SM 0): Out Of Range Address")]),
           reason="Xid 48")
+    field("smbpbi_test_message_during_the_run",
+          "the board's management controller sent its SMBPBI test message (Xid 106) during the run: the driver informs, nothing against the card",
+          0, "pass", ["XID_INFORMATIONAL"], run_from="h200_healthy",
+          telemetry=run_telemetry(xids=[(7.5, 106, "SMBPBI test message")]))
     field("gpu_fatal_timeout_during_compute",
           "Xid 158 (GPU fatal timeout) during compute on an H200 whose workloads otherwise passed: a fault of the GPU outside its memory, hardware, reset and retest, RMA if it returns after resets",
           1, "fail", ["XID_GPU_HARDWARE"], run_from="h200_healthy",
@@ -930,6 +935,46 @@ def nvlink_and_rma_cases():
           "near miss: two uncorrectable SRAM parity errors in the card's history, below the threshold, none during the run: nothing to say",
           0, "pass", [], run_from="h200_healthy",
           telemetry=run_telemetry(counters_at=lambda t: h200_counters(sram_uncorrected_parity=2)))
+
+
+def tenant_arrival_cases():
+    """A process that starts using the GPU mid-run: its arrival, its memory and what it did
+    to the rates, which are judged on the part of the phase before it came."""
+    def with_rates(events, before, after, arrives_s):
+        """The compute phase's rate a second (fp32, 10^9 op/s): `before` until the other
+        process arrives, `after` from then; the run's compute result the mean of both."""
+        out = []
+        for e in events:
+            out.append(e)
+            if e["kind"] == "workload_start" and e["workload"] == "compute":
+                t = 14.0
+                while t < 19.0:
+                    out.append({"t_ms": t * 1000, "device": 0, "kind": "rates", "workload": "compute",
+                                "rates": {"compute_fp32_gops": before if t < arrives_s else after}})
+                    t += 1.0
+        share = (arrives_s - 13.05) / (19.0 - 13.05)
+        set_compute_rates(out, {"fp32": before * share + after * (1 - share),
+                                "int32": H200_COMPUTE_GOPS["int32"]})
+        return out
+
+    def tenant_from(arrives_s, gib):
+        def sample(phase, t):
+            r = h200_sample(phase, t)
+            if t >= arrives_s:
+                r["other_processes_now"] = f"5120:{gib << 30}"
+            return r
+        return sample
+    field("tenant_arrives_mid_compute",
+          "another user's job (pid 5120, 40 GiB) started on the H200 two seconds into the compute phase and halved kiln's fp32 rate (50 TFLOP/s before it, 25 after): the environment, with its arrival, its memory and the rates before and after; the card, judged on the part of the phase before it came, is not slow",
+          2, "environment", ["OTHER_TENANTS"],
+          events=with_rates(h200_events(4100.0, 3900.0), 50000.0, 25000.0, 15.0),
+          telemetry=run_telemetry(sample=tenant_from(15.0, 40)),
+          reason="50.0 TFLOP/s before it, 25.0 after")
+    field("slow_before_the_tenant_came",
+          "near miss: the same arrival on an H200 that already computed only 22 TFLOP/s before the other process came (floor 30.2): the tenant is the environment's finding, and the card's own slowness is still named, at the confidence kiln's built-in floor allows",
+          2, "environment", ["COMPUTE_RATE_LOW", "OTHER_TENANTS"],
+          events=with_rates(h200_events(4100.0, 3900.0), 22000.0, 11000.0, 15.0),
+          telemetry=run_telemetry(sample=tenant_from(15.0, 40)))
 
 
 if __name__ == "__main__":

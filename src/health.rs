@@ -1215,6 +1215,7 @@ fn health_phase(device: usize, seen: Vec<XidEvent>) -> PhaseTelemetry {
         counters_unavailable: Vec::new(),
         xids,
         other_processes: Vec::new(),
+        processes_first_ms: BTreeMap::new(),
     }
 }
 

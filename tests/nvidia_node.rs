@@ -651,10 +651,25 @@ fn a_tenant_arriving_mid_run_is_the_environment_and_kiln_s_own_workers_are_not_t
     assert_eq!(tenants.len(), 1, "{}", report["devices"][0]);
     let summary = tenants[0]["summary"].as_str().unwrap();
     assert!(
-        summary.starts_with("1 other processes started using the GPU during the test (pid:bytes 4242:2147483648 from the "),
+        summary.starts_with("pid 4242 (2.00 GiB) started using the GPU during the test, "),
         "{summary}"
     );
     assert!(!summary.contains("when the test started"), "{summary}");
+    // Its arrival is timed, and the compute rate before and after it is said.
+    let arrived = &tenants[0]["evidence"]["arrived"][0];
+    assert!(
+        arrived["first_seen_ms"].as_f64().unwrap() >= 4000.0,
+        "{arrived}"
+    );
+    if arrived["phase"] == "compute" {
+        let rates = arrived["rates"].as_array().unwrap();
+        assert!(
+            rates
+                .iter()
+                .any(|r| r.as_str().unwrap().contains("before it")),
+            "{arrived}"
+        );
+    }
     common::validate_report(&run_dir.join("report.json"));
 }
 
@@ -901,6 +916,38 @@ fn an_old_driver_without_the_newer_calls_is_read_for_what_it_has() {
         snapshot["counters"]["remap_banks_max"].is_number(),
         "{snapshot}"
     );
+    // The clocks' reasons still read, under the old name of the call.
+    assert!(
+        samples
+            .iter()
+            .all(|s| s["readings"]["throttle_reasons"].is_string())
+    );
+}
+
+#[test]
+fn every_clocks_event_reason_the_driver_sets_is_named() {
+    // R580's board limit (0x200) and reliability policy (0x400), which nvml-wrapper drops.
+    let node = Node::new(json!({"throttle": 0x600 | 0x04, "util_gpu": 100}));
+    let out = node
+        .kiln()
+        .args(["monitor", "--duration", "2s", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let reasons: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["kind"] == "sample" && r["source"] == "nvml")
+        .filter_map(|r| {
+            r["readings"]["throttle_reasons"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert!(!reasons.is_empty());
+    for r in &reasons {
+        assert_eq!(r, "sw_power_cap,board_limit,reliability_policy");
+    }
 }
 
 #[test]

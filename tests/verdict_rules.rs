@@ -309,6 +309,7 @@ fn a_device_without_telemetry_says_what_could_not_be_checked() {
         counters_unavailable: vec![],
         xids: vec![],
         other_processes: vec![],
+        processes_first_ms: Default::default(),
     }];
     d.judge(&Thresholds::default());
     assert_eq!(codes(&d), vec!["TELEMETRY_MISSING"]);

@@ -86,6 +86,15 @@ pub enum Event {
         /// False when cut short.
         completed: bool,
     },
+    /// What a workload measured over its last stretch of about a second, by the names its
+    /// result gives its rates: a rate that changes mid-run (another process arriving, a
+    /// clock held) shows when it did.
+    Rates {
+        /// Workload name.
+        workload: String,
+        /// Each rate, in its own unit (`compute_fp32_gops`).
+        rates: std::collections::BTreeMap<String, f64>,
+    },
     /// A wrong word, as recorded.
     VramError {
         /// The record.

@@ -472,6 +472,28 @@ impl NvmlSource {
                 num(d.temperature_threshold(threshold).map(f64::from)),
             );
         }
+        // Settings that shape how the GPU serves work: said where a configuration finding
+        // names what holds the card.
+        f.insert(
+            signals::PERSISTENCE_MODE.name.into(),
+            text(
+                d.is_in_persistent_mode()
+                    .map(|on| if on { "on" } else { "off" }.to_owned()),
+            ),
+        );
+        f.insert(
+            signals::COMPUTE_MODE.name.into(),
+            text(d.compute_mode().map(|m| {
+                use nvml_wrapper::enum_wrappers::device::ComputeMode;
+                match m {
+                    ComputeMode::Default => "default",
+                    ComputeMode::ExclusiveThread => "exclusive_thread",
+                    ComputeMode::Prohibited => "prohibited",
+                    ComputeMode::ExclusiveProcess => "exclusive_process",
+                }
+                .to_owned()
+            })),
+        );
         f.insert(signals::OTHER_PROCESSES.name.into(), other_processes(&d));
         f
     }
@@ -507,9 +529,8 @@ impl NvmlSource {
         ] {
             g.insert(now.name.into(), num(d.clock_info(clock).map(f64::from)));
         }
-        match d.current_throttle_reasons() {
-            Ok(reasons) => {
-                let mask = reasons.bits();
+        match nvml_ext::clocks_event_reasons(&d) {
+            Ok(mask) => {
                 g.insert(
                     signals::THROTTLE_REASONS_MASK.name.into(),
                     Reading::Number(mask as f64),

@@ -8,6 +8,21 @@ use nvml_wrapper::Device;
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
 use nvml_wrapper_sys::bindings::{nvmlEccSramErrorStatus_t, nvmlRowRemapperHistogramValues_t};
 
+/// Why the clocks are held now, every bit as the driver sets it
+/// (`nvmlDeviceGetCurrentClocksEventReasons`, R535+; before it, the same mask under its old
+/// name, `nvmlDeviceGetCurrentClocksThrottleReasons`).
+pub fn clocks_event_reasons(device: &Device) -> Result<u64, NvmlError> {
+    let lib = device.nvml().lib();
+    let sym = nvml_sym(lib.nvmlDeviceGetCurrentClocksEventReasons.as_ref())
+        .or_else(|_| nvml_sym(lib.nvmlDeviceGetCurrentClocksThrottleReasons.as_ref()))?;
+    let mut mask: std::os::raw::c_ulonglong = 0;
+    // SAFETY: `sym` is one of the library's two names for this call, both with the
+    // signature the binding declares (device, mask out); the handle is valid while
+    // `device` lives, and `mask` is a writable integer.
+    nvml_try(unsafe { sym(device.handle(), &mut mask) })?;
+    Ok(mask)
+}
+
 /// How many of the device's memory banks have how much of their spare rows left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemapHistogram {

@@ -197,6 +197,8 @@ catalogue! {
     CUDA_DRIVER_VERSION = Identity("cuda_driver_version", Number, "The CUDA version the driver supports, as NVML encodes it (12040).");
     ECC_ENABLED = Identity("ecc_enabled", Text, "Whether ECC is on now (`true`, `false`).");
     ECC_ENABLED_PENDING = Identity("ecc_enabled_pending", Text, "Whether ECC will be on after the next reset.");
+    PERSISTENCE_MODE = Identity("persistence_mode", Text, "Whether the driver keeps the GPU initialised with no client (`on`, `off`).");
+    COMPUTE_MODE = Identity("compute_mode", Text, "Who may open compute contexts on the GPU (`default`, `exclusive_process`, `prohibited`).");
     TEMP_SLOWDOWN_C = Identity("temp_slowdown_c", Celsius, "Temperature at which the card slows down.");
     TEMP_SHUTDOWN_C = Identity("temp_shutdown_c", Celsius, "Temperature at which the card shuts down.");
     TEMP_GPU_MAX_C = Identity("temp_gpu_max_c", Celsius, "The GPU's highest rated temperature.");

@@ -93,6 +93,10 @@ pub struct PhaseTelemetry {
     /// there before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_processes: Vec<String>,
+    /// When each of them was first seen in the phase, ms since the run started, by pid: a
+    /// process that arrives mid-phase splits its rates into before and after.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub processes_first_ms: BTreeMap<u32, f64>,
 }
 
 impl PhaseTelemetry {
@@ -245,6 +249,7 @@ fn between_phases(
             counters_unavailable: Vec::new(),
             xids,
             other_processes: Vec::new(),
+            processes_first_ms: BTreeMap::new(),
         });
     }
     out
@@ -280,6 +285,7 @@ fn window(
     let mut samples = 0;
     let mut xids = Vec::new();
     let mut tenants: BTreeMap<u32, Option<u64>> = BTreeMap::new();
+    let mut first_ms: BTreeMap<u32, f64> = BTreeMap::new();
     for r in records.iter().filter(inside) {
         match &r.data {
             // A sample with no reading (a source whose every call failed) is no sample: a
@@ -300,6 +306,7 @@ fn window(
                     for (pid, bytes) in list.split(',').filter_map(parse_process) {
                         let most = tenants.entry(pid).or_insert(bytes);
                         *most = (*most).max(bytes);
+                        first_ms.entry(pid).or_insert(r.t_ms);
                     }
                 }
                 if let Some(reasons) = throttle::reasons_of(readings) {
@@ -349,6 +356,7 @@ fn window(
                 None => format!("{pid}:unknown"),
             })
             .collect(),
+        processes_first_ms: first_ms,
     }
 }
 

@@ -6,7 +6,8 @@
 use super::record::{Reading, Readings};
 use super::signals::{THROTTLE_REASONS, THROTTLE_REASONS_MASK};
 
-/// A reason the clocks are held below their maximum (REFERENCE.md §1).
+/// A reason the clocks are held below their maximum (REFERENCE.md §1, and NVML's newest
+/// header's clocks-event reasons).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ThrottleReason {
     /// Nothing to do: clocks at rest.
@@ -27,11 +28,15 @@ pub enum ThrottleReason {
     HwPowerBrakeSlowdown,
     /// Held by the display clock setting.
     DisplayClockSetting,
+    /// Held at the board's own limit (R580+).
+    BoardLimit,
+    /// Held by the reliability policy (R580+).
+    ReliabilityPolicy,
 }
 
 impl ThrottleReason {
     /// Every reason, in the order of their bits.
-    pub const ALL: [ThrottleReason; 9] = [
+    pub const ALL: [ThrottleReason; 11] = [
         ThrottleReason::GpuIdle,
         ThrottleReason::ApplicationsClocksSetting,
         ThrottleReason::SwPowerCap,
@@ -41,6 +46,8 @@ impl ThrottleReason {
         ThrottleReason::HwThermalSlowdown,
         ThrottleReason::HwPowerBrakeSlowdown,
         ThrottleReason::DisplayClockSetting,
+        ThrottleReason::BoardLimit,
+        ThrottleReason::ReliabilityPolicy,
     ];
 
     /// NVML's bit for the reason.
@@ -55,6 +62,8 @@ impl ThrottleReason {
             ThrottleReason::HwThermalSlowdown => 0x40,
             ThrottleReason::HwPowerBrakeSlowdown => 0x80,
             ThrottleReason::DisplayClockSetting => 0x100,
+            ThrottleReason::BoardLimit => 0x200,
+            ThrottleReason::ReliabilityPolicy => 0x400,
         }
     }
 
@@ -70,6 +79,8 @@ impl ThrottleReason {
             ThrottleReason::HwThermalSlowdown => "hw_thermal_slowdown",
             ThrottleReason::HwPowerBrakeSlowdown => "hw_power_brake_slowdown",
             ThrottleReason::DisplayClockSetting => "display_clock_setting",
+            ThrottleReason::BoardLimit => "board_limit",
+            ThrottleReason::ReliabilityPolicy => "reliability_policy",
         }
     }
 }
@@ -87,6 +98,8 @@ impl ThrottleReason {
             ThrottleReason::HwThermalSlowdown => "hardware thermal slowdown",
             ThrottleReason::HwPowerBrakeSlowdown => "hardware power brake",
             ThrottleReason::DisplayClockSetting => "display clock setting",
+            ThrottleReason::BoardLimit => "board limit",
+            ThrottleReason::ReliabilityPolicy => "reliability policy",
         }
     }
 }
@@ -162,6 +175,10 @@ mod tests {
         assert_eq!(
             decode(0x8 | 0x1000),
             vec!["hw_slowdown".to_string(), "0x1000".to_string()]
+        );
+        assert_eq!(
+            decode(0x200 | 0x400),
+            vec!["board_limit", "reliability_policy"]
         );
     }
 

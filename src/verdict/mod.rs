@@ -19,7 +19,7 @@ use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::summary::summarize;
 use crate::workload::{WorkloadOutcome, WorkloadResult, WorkloadStatus};
 
-pub use model::{DeviceFailure, DeviceReport, DeviceResult, Report, Setup, exit_code};
+pub use model::{DeviceFailure, DeviceReport, DeviceResult, RateSample, Report, Setup, exit_code};
 
 /// Why a run directory could not be judged.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +58,8 @@ struct DeviceEvidence {
     unfinished: Vec<String>,
     /// The device failures recorded, in order.
     errors: Vec<DeviceFailure>,
+    /// Its rates at moments of the run.
+    rates: Vec<RateSample>,
 }
 
 /// Rebuilds the report of the run in `dir`.
@@ -105,7 +107,42 @@ pub fn judge_dir(
                 outcomes: Vec::new(),
                 unfinished: Vec::new(),
                 errors: Vec::new(),
+                rates: Vec::new(),
             }),
+            (Event::Rates { rates, .. }, Some(d)) => {
+                if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
+                    entry
+                        .rates
+                        .extend(rates.iter().map(|(name, value)| RateSample {
+                            t_ms: r.t_ms,
+                            name: name.clone(),
+                            value: *value,
+                        }));
+                }
+            }
+            // The VRAM test's rate at each step that streamed the whole memory.
+            (
+                Event::Step {
+                    workload,
+                    op,
+                    bytes,
+                    gpu_ns,
+                    completed: true,
+                    ..
+                },
+                Some(d),
+            ) if workload == "vram"
+                && ["write", "verify"].contains(&op.as_str())
+                && *gpu_ns > 0 =>
+            {
+                if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
+                    entry.rates.push(RateSample {
+                        t_ms: r.t_ms,
+                        name: crate::product::Rate::Vram.name().to_owned(),
+                        value: *bytes as f64 / (*gpu_ns as f64 * 1e-9) / crate::units::GIB as f64,
+                    });
+                }
+            }
             (Event::WorkloadStart { workload, .. }, Some(d)) => {
                 if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
                     entry.unfinished.push(workload.clone());
@@ -174,6 +211,7 @@ pub fn judge_dir(
                  outcomes,
                  unfinished,
                  errors,
+                 rates,
              }| {
                 let error = errors.first().map(|e| e.message.clone());
                 let never_ran = plan
@@ -226,6 +264,7 @@ pub fn judge_dir(
                 }
                 let mut report = DeviceReport::new(&info, outcomes, failure);
                 report.failures = errors;
+                report.rate_samples = rates;
                 report
             },
         )

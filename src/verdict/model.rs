@@ -132,10 +132,26 @@ pub struct DeviceReport {
     /// True for a GPU of the machine that Vulkan cannot see: named, never tested.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_tested: bool,
+    /// The rates its workloads measured at moments of the run (their `Rates` events and
+    /// the VRAM test's steps), for what changed mid-run; read from the events, not kept in
+    /// the report.
+    #[serde(skip)]
+    pub rate_samples: Vec<RateSample>,
     /// The result and reason before any finding: where judging starts again when
     /// findings are added.
     #[serde(skip)]
     start: Option<(DeviceResult, String)>,
+}
+
+/// One rate a workload measured at a moment of the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateSample {
+    /// When, ms since the run started (the events' clock, which the telemetry shares).
+    pub t_ms: f64,
+    /// The rate's name, as the workload's result gives it (`compute_fp32_gops`).
+    pub name: String,
+    /// Its value, in its own unit.
+    pub value: f64,
 }
 
 /// A failure that ended (part of) a device's test.
@@ -248,6 +264,7 @@ impl DeviceReport {
             },
             stand_in: false,
             not_tested: false,
+            rate_samples: Vec::new(),
             start: None,
         }
         .starting_here()
@@ -296,6 +313,7 @@ impl DeviceReport {
             failures: Vec::new(),
             stand_in: false,
             not_tested: true,
+            rate_samples: Vec::new(),
             start: None,
         }
     }
@@ -326,6 +344,7 @@ impl DeviceReport {
             failures: Vec::new(),
             stand_in: false,
             not_tested: false,
+            rate_samples: Vec::new(),
             start: None,
         }
     }

@@ -13,7 +13,7 @@ use crate::finding::{Class, Confidence, Finding, Severity, finding};
 use crate::product::{self, Product, Rate, Vendor};
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Signal};
-use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry};
+use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry, parse_process};
 use crate::telemetry::throttle::ThrottleReason;
 use crate::workload::WorkloadOutcome;
 
@@ -131,6 +131,14 @@ const HEAT_AND_POWER: [ThrottleReason; 4] = [
     ThrottleReason::HwThermalSlowdown,
     ThrottleReason::SwThermalSlowdown,
     ThrottleReason::HwPowerBrakeSlowdown,
+];
+
+/// Limits the card holds itself to by design (its own power limit, its board's limits, its
+/// reliability policy): they explain a rate below a reference, and set nothing to restore.
+const OWN_LIMITS: [ThrottleReason; 3] = [
+    ThrottleReason::SwPowerCap,
+    ThrottleReason::BoardLimit,
+    ThrottleReason::ReliabilityPolicy,
 ];
 
 /// A clock's median and its maximum in a phase, where both were read.
@@ -277,11 +285,24 @@ fn floor_of(product: Option<&Product>, rate: Rate, t: &Thresholds) -> Option<Flo
     }
 }
 
-/// A rate in the product's unit, in words: `fp32 compute 41.0 TFLOP/s`.
+/// A rate in the product's unit, in words: `fp32 compute 41.0 TFLOP/s` (giga below one
+/// tera, for a CPU device's).
 fn said(rate: Rate, measured: f64) -> String {
-    let v = rate.to_spec_unit(measured);
+    let (v, unit) = in_unit(rate, measured, measured);
     let digits = if v >= 100.0 { 0 } else { 1 };
-    format!("{} {v:.digits$} {}", rate.label(), rate.spec_unit())
+    format!("{} {v:.digits$} {unit}", rate.label())
+}
+
+/// A measured value in the unit a reference value reads best in: the product's
+/// (`TFLOP/s`), or giga where the reference is below one tera (a CPU device's).
+fn in_unit(rate: Rate, value: f64, reference: f64) -> (f64, String) {
+    let unit = rate.spec_unit();
+    match unit.strip_prefix('T') {
+        Some(rest) if rate.to_spec_unit(reference) < 1.0 => {
+            (rate.to_spec_unit(value) * 1e3, format!("G{rest}"))
+        }
+        _ => (rate.to_spec_unit(value), unit.to_owned()),
+    }
 }
 
 /// A card that held itself back for heat where no throttle status could be read (an amdgpu
@@ -320,6 +341,113 @@ pub fn held_for_heat(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds) -
     })
 }
 
+/// A process that started using the GPU during the test.
+pub struct Arrival<'a> {
+    /// Its `pid:bytes` entry (the most it held in the phase).
+    pub entry: String,
+    /// The phase it was first seen in.
+    pub phase: &'a PhaseTelemetry,
+    /// When, ms since the run started.
+    pub first_ms: f64,
+}
+
+/// The processes that started using the GPU during the test (not among `tenants`, those
+/// there at the start), each once, in the phase it was first seen in.
+pub fn arrivals<'a>(device: &'a DeviceReport, tenants: &[&str]) -> Vec<Arrival<'a>> {
+    let pid_of = |e: &str| parse_process(e).map(|(pid, _)| pid);
+    let mut out: Vec<Arrival> = Vec::new();
+    for p in &device.telemetry {
+        for entry in &p.other_processes {
+            let Some(pid) = pid_of(entry) else { continue };
+            let known = |e: &str| pid_of(e) == Some(pid);
+            if tenants.iter().any(|t| known(t)) || out.iter().any(|a| known(&a.entry)) {
+                continue;
+            }
+            out.push(Arrival {
+                entry: entry.clone(),
+                phase: p,
+                first_ms: p
+                    .processes_first_ms
+                    .get(&pid)
+                    .copied()
+                    .unwrap_or(p.start_ms),
+            });
+        }
+    }
+    out
+}
+
+/// The median of some values; None of none.
+pub fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    })
+}
+
+/// The median of a rate over the samples of a phase's window before (or from) a moment.
+fn rate_between(device: &DeviceReport, name: &str, from_ms: f64, to_ms: f64) -> Option<f64> {
+    median(
+        device
+            .rate_samples
+            .iter()
+            .filter(|r| r.name == name && r.t_ms >= from_ms && r.t_ms < to_ms)
+            .map(|r| r.value)
+            .collect(),
+    )
+}
+
+/// How far from a process's first sighting a rate sample is still not clearly on one side
+/// of its arrival: the process list is read once a second (it may have come up to a second
+/// before it was seen), and a rate sample covers the second before it.
+const ARRIVAL_BLUR_MS: f64 = 1000.0;
+
+/// What a process's arrival did to the rates of its phase, in words: `fp32 compute 50.1
+/// TFLOP/s before it, 24.9 after (-50%)`, for every rate measured clearly on both sides of
+/// it.
+pub fn before_and_after(device: &DeviceReport, a: &Arrival) -> Vec<String> {
+    let mut names: Vec<&str> = device
+        .rate_samples
+        .iter()
+        .filter(|r| r.t_ms >= a.phase.start_ms && r.t_ms <= a.phase.end_ms)
+        .map(|r| r.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let before =
+                rate_between(device, name, a.phase.start_ms, a.first_ms - ARRIVAL_BLUR_MS)?;
+            let after = rate_between(
+                device,
+                name,
+                a.first_ms + ARRIVAL_BLUR_MS,
+                a.phase.end_ms + 1.0,
+            )?;
+            let change = 100.0 * (after / before - 1.0);
+            // Both in the first one's unit, the rate named once.
+            Some(match Rate::from_name(name) {
+                Some(rate) => {
+                    let ((b, unit), (a, _)) =
+                        (in_unit(rate, before, before), in_unit(rate, after, before));
+                    format!(
+                        "{} {b:.1} {unit} before it, {a:.1} after ({change:+.0}%)",
+                        rate.label()
+                    )
+                }
+                None => format!("{name} {before:.1} before it, {after:.1} after ({change:+.0}%)"),
+            })
+        })
+        .collect()
+}
+
 /// What in a phase explains a slow rate that no setting does: clocks throttled for heat or
 /// power (the card at its own power limit included), heat where no throttle status was
 /// read, or other processes on the GPU.
@@ -333,7 +461,7 @@ fn environment_explanation(
         .map(|p| {
             HEAT_AND_POWER
                 .iter()
-                .chain([&ThrottleReason::SwPowerCap])
+                .chain(OWN_LIMITS.iter())
                 .filter_map(|r| {
                     let share = p.throttle_share_of(*r);
                     (share > t.throttle_share).then(|| {
@@ -373,7 +501,7 @@ pub fn rates_of_run(
     w: &WorkloadOutcome,
     phase: Option<&PhaseTelemetry>,
     t: &Thresholds,
-    tenants: usize,
+    tenants: &[&str],
     held: &mut Vec<Held>,
     out: &mut Vec<Finding>,
 ) {
@@ -383,7 +511,17 @@ pub fn rates_of_run(
     }
     let product = product::lookup(&device.name);
     let settings = phase.map(|p| settings_in(p, t)).unwrap_or_default();
-    let why = environment_explanation(phase, &device.setup, t, tenants);
+    let mut why = environment_explanation(phase, &device.setup, t, tenants.len());
+    // Another process that arrived during the phase: the rate is judged on the part of the
+    // phase before it came, where there is one; without one, the process explains it.
+    let arrived = phase.and_then(|p| {
+        arrivals(device, tenants)
+            .into_iter()
+            .filter(|a| std::ptr::eq(a.phase, p))
+            .map(|a| a.first_ms)
+            .min_by(f64::total_cmp)
+            .map(|at| (p, at))
+    });
     // The slow rates of the run by the code they give: each code once, naming every rate.
     let mut slow: Vec<(
         &'static str,
@@ -401,6 +539,28 @@ pub fn rates_of_run(
         if measured.is_nan() || measured <= 0.0 || measured >= floor.value {
             continue;
         }
+        let mut alone_until = String::new();
+        let measured = match arrived {
+            Some((p, at)) => match rate_between(device, name, p.start_ms, at - ARRIVAL_BLUR_MS) {
+                // Fast enough until the other process came: its finding says the rest.
+                Some(alone) if alone >= floor.value => continue,
+                Some(alone) => {
+                    alone_until = " before another process came".into();
+                    alone
+                }
+                None => {
+                    let came = format!(
+                        "another process that started using the GPU {:.1} s into the phase",
+                        (at - p.start_ms) / 1e3
+                    );
+                    if !why.contains(&came) {
+                        why.push(came);
+                    }
+                    measured
+                }
+            },
+            None => measured,
+        };
         let figure = |v: f64| {
             let v = rate.to_spec_unit(v);
             let digits = if v >= 100.0 { 0 } else { 1 };
@@ -417,7 +577,7 @@ pub fn rates_of_run(
             _ => String::new(),
         };
         let shown = format!(
-            "{}{under} (floor {})",
+            "{}{alone_until}{under} (floor {})",
             said(rate, measured),
             figure(floor.value)
         );
@@ -567,6 +727,15 @@ pub fn configuration(
             })
             .collect();
         let restore: Vec<String> = by_setting.iter().map(|(s, _)| s.restore(vendor)).collect();
+        // What else is set as the product does not ship it, for whoever restores.
+        let other_settings: Vec<serde_json::Value> =
+            [signals::PERSISTENCE_MODE, signals::COMPUTE_MODE]
+                .iter()
+                .filter_map(|s| {
+                    let v = device.setup.identity_text(s.name)?;
+                    (!["on", "default"].contains(&v)).then(|| json!({s.name: v}))
+                })
+                .collect();
         out.push(finding(
             CONFIG_LIMITS_CARD,
             Class::Environment,
@@ -577,6 +746,7 @@ pub fn configuration(
                 parts.join("; ")
             ),
             json!({
+                "other_settings": other_settings,
                 "settings": by_setting.iter().map(|(s, list)| json!({
                     "setting": s.key(),
                     "words": s.words(),

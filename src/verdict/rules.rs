@@ -123,7 +123,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     // Settings seen holding a rate below its product's floor, for the one finding of the
     // configuration.
     let mut held = Vec::new();
-    let tenants = tenants(device).len();
+    let tenants = tenants(device);
     // Only what reported counts as a run (the verdict names the rest, with why).
     for (i, w) in device.workloads.iter().enumerate() {
         if !w.reported() {
@@ -141,7 +141,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
             .iter()
             .filter(|p| p.phase == w.workload)
             .nth(nth);
-        performance::rates_of_run(device, w, phase, t, tenants, &mut held, &mut out);
+        performance::rates_of_run(device, w, phase, t, &tenants, &mut held, &mut out);
         if let WorkloadResult::Pcie(p) = &w.summary {
             pcie_bandwidth(p, t, &mut out);
         }
@@ -1277,43 +1277,37 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
         ));
     }
     let tenants = tenants(device);
-    // Those that came after the start, each with the first phase it was seen in.
-    let mut arrived: Vec<(&str, &str)> = Vec::new();
-    for p in &device.telemetry {
-        for entry in &p.other_processes {
-            let pid_of = |e: &str| crate::telemetry::summary::parse_process(e).map(|(pid, _)| pid);
-            let Some(pid) = pid_of(entry) else { continue };
-            let known = |e: &str| pid_of(e) == Some(pid);
-            if !tenants.iter().any(|t| known(t)) && !arrived.iter().any(|(e, _)| known(e)) {
-                arrived.push((entry.as_str(), p.phase.as_str()));
-            }
-        }
-    }
+    // Those that came after the start, each with when and what its coming did to the rates.
+    let arrived = performance::arrivals(device, &tenants);
     if tenants.is_empty() && arrived.is_empty() {
         return;
     }
+    let process = |entry: &str| match crate::telemetry::summary::parse_process(entry) {
+        Some((pid, Some(bytes))) => format!("pid {pid} ({})", crate::units::format_bytes(bytes)),
+        Some((pid, None)) => format!("pid {pid}"),
+        None => entry.to_owned(),
+    };
     let mut said = Vec::new();
     if !tenants.is_empty() {
+        let listed: Vec<String> = tenants.iter().map(|t| process(t)).collect();
         said.push(format!(
-            "{} other processes were using the GPU when the test started (pid:bytes {})",
-            tenants.len(),
-            tenants.join(", ")
+            "{} {} using the GPU when the test started",
+            crate::text::list(&listed),
+            if tenants.len() == 1 { "was" } else { "were" }
         ));
     }
-    if !arrived.is_empty() {
-        let listed: Vec<String> = arrived
-            .iter()
-            .map(|(entry, phase)| format!("{entry} from the {phase} phase"))
-            .collect();
+    for a in &arrived {
+        let changes = performance::before_and_after(device, a);
         said.push(format!(
-            "{} {} the GPU during the test (pid:bytes {})",
-            arrived.len(),
-            if tenants.is_empty() {
-                "other processes started using"
+            "{} started using the GPU during the test, {:.1} s into the {} phase{}",
+            process(&a.entry),
+            (a.first_ms - a.phase.start_ms) / 1e3,
+            a.phase.phase,
+            if changes.is_empty() {
+                String::new()
             } else {
-                "more started using"
-            },
-            listed.join(", ")
+                format!(": {}", changes.join("; "))
+            }
         ));
     }
     out.push(finding(
@@ -1324,7 +1318,12 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
         said.join("; "),
         json!({
             signals::OTHER_PROCESSES.name: tenants,
-            "arrived": arrived.iter().map(|(entry, phase)| json!({"process": entry, "phase": phase})).collect::<Vec<_>>(),
+            "arrived": arrived.iter().map(|a| json!({
+                "process": a.entry,
+                "phase": a.phase.phase,
+                "first_seen_ms": a.first_ms,
+                "rates": performance::before_and_after(device, a),
+            })).collect::<Vec<_>>(),
         }),
         "rerun when the GPU is idle (drain the node, or --wait-idle)",
     ));
@@ -1333,7 +1332,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
 const NVIDIA_VENDOR_ID: u32 = 0x10de;
 
 /// Other processes on the GPU when the test started (`pid:bytes`), per the vendor source.
-fn tenants(device: &DeviceReport) -> Vec<&str> {
+pub(super) fn tenants(device: &DeviceReport) -> Vec<&str> {
     device
         .setup
         .identity
@@ -1390,19 +1389,6 @@ pub fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
     out
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    Some(if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    })
-}
-
 /// Devices of the same model in one run, each against the median of the others: one
 /// `peer_slow_share` below them in VRAM or compute rate is slower than its model should be. Its own
 /// environment findings (heat, power, the slot) explain it; without them it is the card.
@@ -1435,7 +1421,7 @@ pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
                         .iter()
                         .filter_map(|&j| all[j].iter().find(|(n, _)| n == name).map(|(_, v)| *v))
                         .collect();
-                    let m = median(others)?;
+                    let m = performance::median(others)?;
                     (*value < (1.0 - t.peer_slow_share) * m).then(|| json!({"rate": name, "value": value, "peer_median": m, "share_below": 1.0 - value / m}))
                 })
                 .collect();

@@ -39,6 +39,10 @@ pub enum Resolution {
     NvlinkWorkflow,
     /// Do what the driver's recovery action says (`XID_154`).
     RecoveryAction,
+    /// Restart the virtual machine the GPU is passed to (`RESTART_VM`).
+    RestartVm,
+    /// Check the unified-memory driver and its use (`CHECK_UVM`).
+    CheckUvm,
 }
 
 impl Resolution {
@@ -60,6 +64,8 @@ impl Resolution {
                 "check the NVLink connection, reset the GPU, and decode the error's fields"
             }
             Resolution::RecoveryAction => "do what the driver's recovery action asks",
+            Resolution::RestartVm => "restart the virtual machine",
+            Resolution::CheckUvm => "check the unified-memory driver (nvidia-uvm) and its use",
         }
     }
 
@@ -68,7 +74,10 @@ impl Resolution {
     pub fn needs_reset(self) -> bool {
         matches!(
             self,
-            Resolution::ResetGpu | Resolution::RebootNode | Resolution::MemoryWorkflow
+            Resolution::ResetGpu
+                | Resolution::RebootNode
+                | Resolution::MemoryWorkflow
+                | Resolution::RestartVm
         )
     }
 }
@@ -101,6 +110,8 @@ const MEMORY_RMA: &str = "RMA candidate: drain, reset the GPU, retest, and send 
 const FIRMWARE: &str = "update the driver; hardware only if it persists across drivers";
 const NVLINK: &str = "check the NVLink bridge or baseboard and reseat; RMA if it follows the card";
 const GPU_FAULT: &str = "reset the GPU and retest; RMA if it recurs after resets";
+const ENGINE: &str = "an engine the application used (copy, video, JPEG, optical flow) faulted on its work: restart it; hardware only if it recurs on unrelated work";
+const INFORMS: &str = "nothing to do: the driver informs";
 
 /// A row of the catalogue: the code, what it means, its judgement (class, severity,
 /// confidence, finding, kiln's action) and NVIDIA's first action.
@@ -124,13 +135,15 @@ const fn row(
     }
 }
 
-use Class::{Environment, Hardware, Software};
+use Class::{Environment, Hardware, Info, Software};
 use Confidence::{High, Medium};
 use Resolution as R;
-use Severity::{Critical, Major, Minor};
+use Severity::{Critical, Major, Minor, Note};
 
-/// Every Xid kiln judges, in code order. Classes follow REFERENCE.md §2 and the causes
-/// NVIDIA's listing names; the resolution is NVIDIA's catalog's first action.
+/// Every Xid kiln judges, in code order: every code NVIDIA's catalog for Ampere and newer
+/// uses (those it marks unused left out, but for 57 and 58 of older cards). Classes follow
+/// REFERENCE.md §2 and the causes NVIDIA's listing names; the resolution is NVIDIA's
+/// catalog's first action.
 pub const CATALOGUE: &[XidInfo] = &[
     row(
         8,
@@ -157,6 +170,16 @@ pub const CATALOGUE: &[XidInfo] = &[
         (R::RestartApp, REF),
     ),
     row(
+        25,
+        "invalid or illegal push buffer stream",
+        (Software, Major, Medium),
+        (
+            "XID_DRIVER",
+            "the driver, or corruption on the way to the GPU: check PCIe replays and AER, then the driver",
+        ),
+        (R::RestartApp, NV),
+    ),
+    row(
         31,
         "GPU memory page fault (MMU fault)",
         (Software, Major, Medium),
@@ -174,11 +197,39 @@ pub const CATALOGUE: &[XidInfo] = &[
         (R::RestartApp, REF),
     ),
     row(
+        37,
+        "driver firmware error (unimplemented method)",
+        (Software, Minor, Medium),
+        ("XID_FIRMWARE", FIRMWARE),
+        (R::Ignore, NV),
+    ),
+    row(
         38,
         "driver firmware error",
         (Software, Major, Medium),
         ("XID_FIRMWARE", FIRMWARE),
         (R::Ignore, REF),
+    ),
+    row(
+        39,
+        "copy engine 0 exception",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        40,
+        "copy engine 1 exception",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        41,
+        "copy engine 2 exception",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
     ),
     row(
         43,
@@ -252,6 +303,13 @@ pub const CATALOGUE: &[XidInfo] = &[
         (R::ContactSupport, NV_OLD),
     ),
     row(
+        60,
+        "video processor (SEC2) exception",
+        (Software, Minor, Medium),
+        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (R::RestartApp, NV),
+    ),
+    row(
         61,
         "internal micro-controller warning",
         (Software, Minor, Medium),
@@ -289,6 +347,20 @@ pub const CATALOGUE: &[XidInfo] = &[
         (R::ResetGpu, REF),
     ),
     row(
+        66,
+        "illegal register access by the driver",
+        (Software, Minor, Medium),
+        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (R::Ignore, NV),
+    ),
+    row(
+        67,
+        "illegal access by the driver (verification)",
+        (Software, Minor, Medium),
+        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (R::Ignore, NV),
+    ),
+    row(
         68,
         "video decoder (NVDEC) exception",
         (Software, Minor, Medium),
@@ -303,11 +375,63 @@ pub const CATALOGUE: &[XidInfo] = &[
         (R::RestartApp, REF),
     ),
     row(
+        70,
+        "copy engine 3 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        71,
+        "copy engine 4 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        72,
+        "copy engine 5 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
         74,
         "NVLink error",
         (Hardware, Major, Medium),
         ("XID_NVLINK", NVLINK),
         (R::NvlinkWorkflow, REF),
+    ),
+    row(
+        75,
+        "copy engine 6 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        76,
+        "copy engine 7 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        77,
+        "copy engine 8 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        78,
+        "vGPU start error",
+        (Software, Major, Medium),
+        (
+            "XID_DRIVER",
+            "the vGPU software: update the host driver and the guest's to matching versions",
+        ),
+        (R::UpdateSoftware, NV),
     ),
     row(
         79,
@@ -327,6 +451,55 @@ pub const CATALOGUE: &[XidInfo] = &[
             "XID_DRIVER",
             "corruption on the way to the GPU: check PCIe replays and AER, system memory, then the driver",
         ),
+        (R::RestartApp, NV),
+    ),
+    row(
+        82,
+        "JPEG engine (NVJPG0) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        83,
+        "video decoder (NVDEC1) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        84,
+        "video decoder (NVDEC2) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        85,
+        "copy engine 9 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        86,
+        "optical flow engine (OFA) exception",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        88,
+        "video decoder (NVDEC3) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        89,
+        "video decoder (NVDEC4) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
         (R::RestartApp, NV),
     ),
     row(
@@ -365,6 +538,90 @@ pub const CATALOGUE: &[XidInfo] = &[
         (Hardware, Critical, High),
         ("XID_MEMORY_HARDWARE", MEMORY_RMA),
         (R::ResetGpu, REF),
+    ),
+    row(
+        96,
+        "video decoder (NVDEC5) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        97,
+        "video decoder (NVDEC6) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        98,
+        "video decoder (NVDEC7) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        99,
+        "JPEG engine (NVJPG1) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        100,
+        "JPEG engine (NVJPG2) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        101,
+        "JPEG engine (NVJPG3) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        102,
+        "JPEG engine (NVJPG4) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        103,
+        "JPEG engine (NVJPG5) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        104,
+        "JPEG engine (NVJPG6) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        105,
+        "JPEG engine (NVJPG7) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        106,
+        "SMBPBI test message",
+        (Info, Note, High),
+        ("XID_INFORMATIONAL", INFORMS),
+        (R::Ignore, NV),
+    ),
+    row(
+        107,
+        "SMBPBI test message (silent)",
+        (Info, Note, High),
+        ("XID_INFORMATIONAL", INFORMS),
+        (R::Ignore, NV),
     ),
     row(
         109,
@@ -408,6 +665,76 @@ pub const CATALOGUE: &[XidInfo] = &[
         (R::Ignore, NV),
     ),
     row(
+        126,
+        "copy engine 10 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        127,
+        "copy engine 11 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        128,
+        "copy engine 12 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        129,
+        "copy engine 13 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        130,
+        "copy engine 14 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        131,
+        "copy engine 15 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        132,
+        "copy engine 16 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        133,
+        "copy engine 17 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        134,
+        "copy engine 18 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
+        135,
+        "copy engine 19 error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
         136,
         "link training failed",
         (Hardware, Major, Medium),
@@ -422,11 +749,32 @@ pub const CATALOGUE: &[XidInfo] = &[
         (R::Ignore, NV),
     ),
     row(
+        139,
+        "optical flow engine (OFA1) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::RestartApp, NV),
+    ),
+    row(
         140,
         "unrecovered ECC error",
         (Hardware, Critical, High),
         ("XID_MEMORY_HARDWARE", MEMORY_RMA),
         (R::ResetGpu, REF),
+    ),
+    row(
+        141,
+        "CUDA fast path error",
+        (Software, Minor, Medium),
+        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (R::Ignore, NV),
+    ),
+    row(
+        142,
+        "video encoder (NVENC3) error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::ContactSupport, NV),
     ),
     row(
         143,
@@ -485,6 +833,30 @@ pub const CATALOGUE: &[XidInfo] = &[
         (R::NvlinkWorkflow, NV),
     ),
     row(
+        151,
+        "confidential computing key rotation error",
+        (Software, Major, Medium),
+        (
+            "XID_DRIVER",
+            "restart the virtual machine; the driver's confidential-computing setup if it recurs",
+        ),
+        (R::RestartVm, NV),
+    ),
+    row(
+        152,
+        "deep learning accelerator (DLA) SMMU error",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::Ignore, NV),
+    ),
+    row(
+        153,
+        "deep learning accelerator (DLA) timeout",
+        (Software, Minor, Medium),
+        ("XID_APPLICATION", ENGINE),
+        (R::Ignore, NV),
+    ),
+    row(
         154,
         "GPU recovery action changed",
         (Software, Critical, High),
@@ -532,6 +904,77 @@ pub const CATALOGUE: &[XidInfo] = &[
         (R::ResetGpu, NV),
     ),
     row(
+        159,
+        "CHI non-data error (CPU-GPU coherency)",
+        (Software, Major, Medium),
+        (
+            "XID_DRIVER",
+            "the unified-memory driver (nvidia-uvm) and the application's use of it; the GPU-CPU link if it recurs",
+        ),
+        (R::CheckUvm, NV),
+    ),
+    row(
+        160,
+        "channel retirement recorded",
+        (Info, Note, High),
+        ("XID_INFORMATIONAL", INFORMS),
+        (R::Ignore, NV),
+    ),
+    row(
+        161,
+        "channel retirement failed",
+        (Software, Minor, Medium),
+        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (R::Ignore, NV),
+    ),
+    row(
+        162,
+        "power smoothing circuitry re-engaged",
+        (Info, Note, High),
+        ("XID_INFORMATIONAL", INFORMS),
+        (R::Ignore, NV),
+    ),
+    row(
+        163,
+        "power smoothing circuitry disengaged",
+        (Hardware, Minor, Medium),
+        (
+            "XID_GPU_HARDWARE",
+            "the board's power smoothing circuitry stopped: tell the vendor's support if it stays off",
+        ),
+        (R::ContactSupport, NV),
+    ),
+    row(
+        164,
+        "power smoothing circuitry near the end of its life",
+        (Hardware, Minor, Medium),
+        (
+            "XID_GPU_HARDWARE",
+            "the board's power smoothing circuitry is wearing out: plan its service with the vendor",
+        ),
+        (R::ContactSupport, NV),
+    ),
+    row(
+        165,
+        "power smoothing circuitry at the end of its life",
+        (Hardware, Major, High),
+        (
+            "XID_GPU_HARDWARE",
+            "the board's power smoothing circuitry is exhausted: contact the vendor's support",
+        ),
+        (R::ContactSupport, NV),
+    ),
+    row(
+        166,
+        "NVLink traffic before its encryption was set up",
+        (Software, Major, Medium),
+        (
+            "XID_DRIVER",
+            "the confidential-computing setup of the NVLink fabric: reset the GPU, then check the fabric manager's configuration",
+        ),
+        (R::ResetGpu, NV),
+    ),
+    row(
         167,
         "PCIe fatal timeout",
         (Hardware, Critical, Medium),
@@ -557,6 +1000,13 @@ pub const CATALOGUE: &[XidInfo] = &[
             "reset the GPU and update the driver; RMA if it recurs",
         ),
         (R::ResetGpu, NV),
+    ),
+    row(
+        170,
+        "NVLink interrupt in confidential-computing mode",
+        (Software, Minor, Medium),
+        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (R::Ignore, NV),
     ),
     row(
         171,

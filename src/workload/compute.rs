@@ -1060,6 +1060,7 @@ fn drive(
     let shares_cpu = !gpu.ctx.info().kind.is_gpu();
     // CPU-check samples per round, per kind (see `finish_cpu_check`).
     let mut samples = vec![cfg.cpu_samples; report.kinds.len()];
+    let mut stretch = super::RateStretch::starting(&totals(report));
     loop {
         if cfg.rounds.is_some_and(|n| round >= n) {
             break;
@@ -1122,6 +1123,7 @@ fn drive(
         pacer.worked(t.elapsed());
         level_ops += ops;
         round += 1;
+        stretch.emit_if_due(Compute::NAME, &totals(report), 1e-9, events, device);
         // The CPU checks the last round while the device runs this one.
         if let Some(previous) = checking.take() {
             let k = previous.k;
@@ -1142,6 +1144,16 @@ fn drive(
         });
     }
     Ok(())
+}
+
+/// Each kind's running totals for its `Rates` events: its rate's name, its operations (two
+/// per multiply-add) and its GPU seconds.
+fn totals(report: &ComputeReport) -> Vec<(&'static str, u64, f64)> {
+    report
+        .kinds
+        .iter()
+        .map(|k| (k.kind.rate_name(), k.verified_ops * 2, k.gpu_s))
+        .collect()
 }
 
 /// One pass over every work item of `kind`, `iterations` blocks per chain; returns GPU

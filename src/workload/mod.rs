@@ -367,6 +367,63 @@ pub fn error_kind(e: &GpuError) -> DeviceErrorKind {
     }
 }
 
+/// A workload's rates over stretches of about a second, emitted as `Rates` events, so that
+/// a rate that changes mid-run (another process arriving, a clock held) shows in the
+/// evidence when it did. Fed each kind's running totals: its rate's name, its operations
+/// and the seconds they took.
+pub struct RateStretch {
+    began: Instant,
+    at_start: Vec<(u64, f64)>,
+}
+
+impl RateStretch {
+    /// How long a stretch lasts: a rate a second keeps hours of burn-in small.
+    pub const LENGTH: Duration = Duration::from_secs(1);
+
+    /// A stretch starting from these totals.
+    pub fn starting(totals: &[(&'static str, u64, f64)]) -> RateStretch {
+        RateStretch {
+            began: Instant::now(),
+            at_start: totals.iter().map(|(_, ops, s)| (*ops, *s)).collect(),
+        }
+    }
+
+    /// Once the stretch has lasted [`RateStretch::LENGTH`], emits each kind's rate over it
+    /// (operations per second times `scale`: 1e-9 for 10^9 per second) and starts the
+    /// next.
+    pub fn emit_if_due(
+        &mut self,
+        workload: &str,
+        totals: &[(&'static str, u64, f64)],
+        scale: f64,
+        events: &mut dyn EventSink,
+        device: Option<usize>,
+    ) {
+        if self.began.elapsed() < Self::LENGTH {
+            return;
+        }
+        let rates: std::collections::BTreeMap<String, f64> = totals
+            .iter()
+            .zip(&self.at_start)
+            .filter_map(|((name, ops, seconds), (ops0, seconds0))| {
+                let took = seconds - seconds0;
+                (took > 0.0 && ops >= ops0)
+                    .then(|| ((*name).to_owned(), (ops - ops0) as f64 / took * scale))
+            })
+            .collect();
+        if !rates.is_empty() {
+            events.emit(
+                device,
+                crate::evidence::Event::Rates {
+                    workload: workload.to_owned(),
+                    rates,
+                },
+            );
+        }
+        *self = RateStretch::starting(totals);
+    }
+}
+
 /// Records a device failure that ended a workload; returns the sentence for its report.
 pub fn record_device_error(
     events: &mut dyn EventSink,
@@ -473,5 +530,37 @@ impl Report for Composite {
     }
     fn envelope_mut(&mut self) -> &mut Envelope {
         match *self {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stretch_of_a_second_gives_each_kind_its_rate_once() {
+        let mut sink = crate::evidence::MemorySink::default();
+        let mut stretch = RateStretch::starting(&[("compute_fp32_gops", 1_000, 1.0)]);
+        let fp32 = |ops: u64, s: f64| [("compute_fp32_gops", ops, s)];
+        // Too soon: nothing yet.
+        stretch.emit_if_due("compute", &fp32(3_000, 2.0), 1.0, &mut sink, Some(0));
+        assert!(sink.events.is_empty());
+        stretch.began -= RateStretch::LENGTH;
+        stretch.emit_if_due("compute", &fp32(5_000, 3.0), 1.0, &mut sink, Some(0));
+        let [record] = sink.events.as_slice() else {
+            panic!("one event: {:?}", sink.events);
+        };
+        let crate::evidence::Event::Rates { workload, rates } = &record.event else {
+            panic!("{:?}", record.event);
+        };
+        assert_eq!(workload, "compute");
+        assert_eq!(
+            rates["compute_fp32_gops"], 2_000.0,
+            "4000 operations in 2 s"
+        );
+        // The next stretch starts from there; a kind that did not run says nothing.
+        stretch.began -= RateStretch::LENGTH;
+        stretch.emit_if_due("compute", &fp32(5_000, 3.0), 1.0, &mut sink, Some(0));
+        assert_eq!(sink.events.len(), 1);
     }
 }

@@ -1165,6 +1165,15 @@ fn drive(
     let started = Instant::now();
     let mut hold = cfg.power_target.map(PowerController::new);
     let mut pacer = Pacer::new(LOAD_PERIOD);
+    // Each kind's totals for its `Rates` events: its products' operations and GPU seconds.
+    let totals = |report: &MatrixReport| -> Vec<(&'static str, u64, f64)> {
+        report
+            .kinds
+            .iter()
+            .map(|k| (k.kind.rate_name(k.shape.is_some()), k.timed_ops, k.gemm_s))
+            .collect()
+    };
+    let mut stretch = crate::workload::RateStretch::starting(&totals(report));
     let result = loop {
         if cfg.rounds.is_some_and(|n| round >= n) {
             break Ok(());
@@ -1207,6 +1216,7 @@ fn drive(
         let took = t.elapsed();
         pacer.worked(took);
         round += 1;
+        stretch.emit_if_due(Matrix::NAME, &totals(report), 1e-12, events, device);
         if let Some(hold) = &mut hold
             && hold.starved()
             && edge * 2 <= largest

@@ -385,6 +385,14 @@ number_call!(
     c_ulonglong,
     |s| s.u("throttle")
 );
+// R535's name for the same mask: an R470-era library has only the old one.
+#[cfg(not(feature = "old_driver"))]
+number_call!(
+    nvmlDeviceGetCurrentClocksEventReasons,
+    "gauges",
+    c_ulonglong,
+    |s| s.u("throttle")
+);
 number_call!(nvmlDeviceGetCurrPcieLinkGeneration, "gauges", c_uint, |s| s
     .u("pcie_gen"));
 number_call!(nvmlDeviceGetCurrPcieLinkWidth, "gauges", c_uint, |s| s
@@ -701,6 +709,33 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPagesPendingStatus(
             unsafe { put(pending, s.u("retired_pending").min(1) as nvmlEnableState_t) }
         },
     )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(
+    device: nvmlDevice_t,
+    mode: *mut nvmlEnableState_t,
+) -> nvmlReturn_t {
+    on_device(
+        "nvmlDeviceGetPersistenceMode",
+        device,
+        "identity",
+        |_, s| {
+            // SAFETY: as the caller's pointer is.
+            unsafe { put(mode, s.u("persistence").min(1) as nvmlEnableState_t) }
+        },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeMode(
+    device: nvmlDevice_t,
+    mode: *mut nvmlComputeMode_t,
+) -> nvmlReturn_t {
+    on_device("nvmlDeviceGetComputeMode", device, "identity", |_, s| {
+        // SAFETY: as the caller's pointer is.
+        unsafe { put(mode, s.u("compute_mode") as nvmlComputeMode_t) }
+    })
 }
 
 #[unsafe(no_mangle)]
