@@ -664,13 +664,25 @@ def product_cases():
                              gops={"fp32": 33600.0, "int32": 16800.0}),
           telemetry=run_telemetry(sample=locked, identity=h100_identity),
           reason="locked or application clocks")
-    near_max = lambda ph, t: h200_sample(ph, t, mask=0x2 if ph != "preflight" else None, sm=1935)
+    near_max = lambda ph, t: dict(h200_sample(ph, t, mask=0x2 if ph != "preflight" else None, sm=1935),
+                                  clock_sm_app_mhz=1935, clock_sm_app_default_mhz=1980)
     field("application_clocks_near_the_maximum",
-          "near miss: application clocks set to 1935 MHz on an H100 SXM whose maximum is 1980 (the reason set all load long, the clock at 98% of its maximum, every rate at its product's): noted, not a finding of weight",
+          "near miss: application clocks set to 1935 MHz on an H100 SXM whose default target and maximum are 1980 (the reason set all load long, the clock at 98% of its maximum, every rate at its product's): noted with the target, not a finding of weight",
           0, "pass", ["CLOCKS_LOCKED"],
           events=card_events(**h100, verify_gbps=2700.0, write_gbps=2600.0,
                              gops={"fp32": 49000.0, "int32": 24500.0}),
           telemetry=run_telemetry(sample=near_max, identity=h100_identity))
+
+    # A lock a newer driver does not name: the clock held, no reason given at all.
+    unnamed = lambda sm: lambda ph, t: h200_sample(ph, t, sm=sm if ph != "preflight" else 1980,
+                                                   power=None if ph == "preflight" else 430.0)
+    field("sm_clock_held_with_no_reason_named",
+          "an H200 on an R580 driver (which no longer names the applications-clocks reason) whose SM clock sat at 1200 of 1980 MHz all load long with no throttle reason at all, cool and far from its power limit: a lock all the same, the configuration's, with the commands that undo it",
+          2, "environment", ["CONFIG_LIMITS_CARD"], run_from="h200_healthy",
+          telemetry=run_telemetry(sample=unnamed(1200)), reason="locked or application clocks")
+    field("sm_clock_a_little_below_its_maximum",
+          "near miss: the same card with its SM clock at 1710 of 1980 MHz (86%) and no reason named, as boost behaves: nothing to say",
+          0, "pass", [], run_from="h200_healthy", telemetry=run_telemetry(sample=unnamed(1710)))
 
     # An RTX 4090 (450 W) that its owner limited to 300 W and forgot: the software power cap
     # all load long, the SM clock at 2010 of its 3105 MHz maximum, fp32 compute 30% down.

@@ -376,11 +376,17 @@ fn a_check_of_some_gpus_leaves_the_others_events_for_the_next() {
     );
 }
 
-#[test]
-fn a_new_boot_reads_the_kernel_log_from_its_start() {
+/// A machine root whose boot id a test writes: the kernel's, as `kiln health` reads it.
+fn machine_with_boot_id() -> (tempfile::TempDir, std::path::PathBuf) {
     let root = tempfile::tempdir().unwrap();
     let boot = root.path().join("proc/sys/kernel/random/boot_id");
     std::fs::create_dir_all(boot.parent().unwrap()).unwrap();
+    (root, boot)
+}
+
+#[test]
+fn a_new_boot_reads_the_kernel_log_from_its_start() {
+    let (root, boot) = machine_with_boot_id();
     std::fs::write(&boot, "6a1f0b8e-0000-4000-8000-000000000001\n").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.json");
@@ -402,9 +408,7 @@ fn a_new_boot_reads_the_kernel_log_from_its_start() {
 #[test]
 fn an_xid_that_comes_back_after_two_resets_is_the_hardware_s() {
     // Xid 79 (a reboot is its cure), on three boots: the driver's fault twice, then the card's.
-    let root = tempfile::tempdir().unwrap();
-    let boot = root.path().join("proc/sys/kernel/random/boot_id");
-    std::fs::create_dir_all(boot.parent().unwrap()).unwrap();
+    let (root, boot) = machine_with_boot_id();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.json");
     let state = state.to_str().unwrap();

@@ -814,6 +814,20 @@ fn fixed_at(nvml: &Nvml, index: u32) -> Readings {
             .power_management_limit_default()
             .map(|mw| f64::from(mw) / 1e3)),
     );
+    // The application clock target, against its default: a target set below it holds the
+    // card (with the applications-clocks reason) until `nvidia-smi -rac`.
+    for (signal, read) in [
+        (
+            signals::CLOCK_SM_APP_MHZ,
+            d.applications_clock(Clock::Graphics),
+        ),
+        (
+            signals::CLOCK_SM_APP_DEFAULT_MHZ,
+            d.default_applications_clock(Clock::Graphics),
+        ),
+    ] {
+        f.insert(signal.name.into(), num(read.map(f64::from)));
+    }
     f.insert(
         signals::PCIE_GEN_MAX.name.into(),
         num(d.max_pcie_link_gen().map(f64::from)),

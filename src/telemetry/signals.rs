@@ -130,6 +130,8 @@ catalogue! {
     CLOCK_MEM_MAX_MHZ = Gauge("clock_mem_max_mhz", Megahertz, "The memory clock's maximum.");
     CLOCK_GRAPHICS_MHZ = Gauge("clock_graphics_mhz", Megahertz, "Graphics clock.");
     CLOCK_GRAPHICS_MAX_MHZ = Gauge("clock_graphics_max_mhz", Megahertz, "The graphics clock's maximum.");
+    CLOCK_SM_APP_MHZ = Gauge("clock_sm_app_mhz", Megahertz, "The SM clock's application clock target (`nvidia-smi -ac`; a lock by `-lgc` has no getter), read once.");
+    CLOCK_SM_APP_DEFAULT_MHZ = Gauge("clock_sm_app_default_mhz", Megahertz, "The application clock target's default (what `nvidia-smi -rac` restores), read once.");
     THROTTLE_REASONS_MASK = Gauge("throttle_reasons_mask", Bitmask, "NVML's clocks-event (throttle) bit mask, raw: charted, never judged.");
     THROTTLE_REASONS = Gauge("throttle_reasons", Text, "The throttle reasons holding the clocks, by NVML's names, comma-separated (empty for none): NVML's mask decoded, amdgpu's gpu_metrics throttlers and residencies, Intel's throttle files.");
     VIOLATION_POWER_NS = Counter("violation_power_ns", Nanoseconds, "Time held below the requested clocks by the power policy; snapshotted around every phase.");

@@ -12,7 +12,7 @@ use super::signals;
 use super::throttle::{self, ThrottleReason};
 
 /// Gauges summarised by min/median/max.
-pub const GAUGES: [&str; 20] = [
+pub const GAUGES: [&str; 22] = [
     signals::GPU_TEMP_C.name,
     signals::GPU_HOTSPOT_TEMP_C.name,
     signals::HBM_TEMP_C.name,
@@ -24,6 +24,8 @@ pub const GAUGES: [&str; 20] = [
     signals::CLOCK_MEM_MHZ.name,
     signals::CLOCK_MEM_MAX_MHZ.name,
     signals::CLOCK_GRAPHICS_MHZ.name,
+    signals::CLOCK_SM_APP_MHZ.name,
+    signals::CLOCK_SM_APP_DEFAULT_MHZ.name,
     signals::PCIE_GEN.name,
     signals::PCIE_GEN_MAX.name,
     signals::PCIE_WIDTH.name,

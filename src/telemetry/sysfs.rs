@@ -406,22 +406,17 @@ fn first_hwmon(device_dir: &Path) -> Option<PathBuf> {
 
 /// The temperature (°C) of the `tempN_input` whose `tempN_label` reads `label`, any case.
 fn temp_labelled(hwmon: &Path, label: &str) -> Option<f64> {
-    let mut labels: Vec<String> = std::fs::read_dir(hwmon)
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with("temp") && n.ends_with("_label"))
-        .collect();
-    labels.sort();
-    let file = labels
-        .iter()
-        .find(|n| read_word(&hwmon.join(n)).is_some_and(|l| l.eq_ignore_ascii_case(label)))?;
-    let stem = file.strip_suffix("_label")?;
-    millidegrees_c(&hwmon.join(format!("{stem}_input")))
+    temp_file_labelled(hwmon, label, "input")
 }
 
 /// The critical limit (°C) of the sensor whose `tempN_label` reads `label`: `tempN_crit`,
 /// the temperature the driver slows the card at to protect it.
 fn temp_limit_labelled(hwmon: &Path, label: &str) -> Option<f64> {
+    temp_file_labelled(hwmon, label, "crit")
+}
+
+/// `tempN_<what>` (°C) of the sensor whose `tempN_label` reads `label`, any case.
+fn temp_file_labelled(hwmon: &Path, label: &str, what: &str) -> Option<f64> {
     let mut labels: Vec<String> = std::fs::read_dir(hwmon)
         .ok()?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -432,7 +427,7 @@ fn temp_limit_labelled(hwmon: &Path, label: &str) -> Option<f64> {
         .iter()
         .find(|n| read_word(&hwmon.join(n)).is_some_and(|l| l.eq_ignore_ascii_case(label)))?;
     let stem = file.strip_suffix("_label")?;
-    millidegrees_c(&hwmon.join(format!("{stem}_crit")))
+    millidegrees_c(&hwmon.join(format!("{stem}_{what}")))
 }
 
 /// What a device's `gpu_metrics` table says, laid under NVML's names where the device's

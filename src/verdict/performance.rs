@@ -32,8 +32,14 @@ pub enum Setting {
         default_w: f64,
     },
     /// Locked or application clocks holding the shader clock (the applications clocks
-    /// setting reason: `nvidia-smi -lgc` or `-ac`).
-    LockedClocks,
+    /// setting reason: `nvidia-smi -lgc` or `-ac`), with the application clock target and
+    /// its default where NVML gave them.
+    LockedClocks {
+        /// The application clock target and its default, MHz, where the target is below it.
+        target: Option<(f64, f64)>,
+        /// Whether the driver named the reason; a lock seen only in the clock is inferred.
+        named: bool,
+    },
     /// The memory clock held below its maximum under load with nothing thermal or
     /// power-related holding it: locked memory clocks.
     MemoryClock,
@@ -48,7 +54,7 @@ impl Setting {
     pub fn key(&self) -> &'static str {
         match self {
             Setting::PowerCap { .. } => "power_cap",
-            Setting::LockedClocks => "locked_clocks",
+            Setting::LockedClocks { .. } => "locked_clocks",
             Setting::MemoryClock => "memory_clock",
             Setting::SyncBoost => "sync_boost",
             Setting::DisplayClock => "display_clock",
@@ -64,7 +70,13 @@ impl Setting {
             } => format!(
                 "an administrator's power limit of {enforced_w:.0} W (the card's default {default_w:.0} W)"
             ),
-            Setting::LockedClocks => "locked or application clocks".into(),
+            Setting::LockedClocks {
+                target: Some((target, default)),
+                ..
+            } => {
+                format!("application clocks set to {target:.0} MHz (the default {default:.0} MHz)")
+            }
+            Setting::LockedClocks { target: None, .. } => "locked or application clocks".into(),
             Setting::MemoryClock => "a locked memory clock".into(),
             Setting::SyncBoost => "a sync-boost group".into(),
             Setting::DisplayClock => "the display clock setting".into(),
@@ -91,7 +103,7 @@ impl Setting {
             (Setting::PowerCap { default_w: d, .. }, _) => {
                 format!("restore the default power limit (nvidia-smi -pl {d:.0})")
             }
-            (Setting::LockedClocks, _) => {
+            (Setting::LockedClocks { .. }, _) => {
                 "reset locked and application clocks (nvidia-smi -rgc; nvidia-smi -rac)".into()
             }
             (Setting::MemoryClock, _) => "reset the locked memory clock (nvidia-smi -rmc)".into(),
@@ -149,8 +161,9 @@ fn clock(p: &PhaseTelemetry, now: &str, max: &str) -> Option<(f64, f64)> {
 
 /// The settings holding the clocks in a loaded phase: each by the reason NVML gives for it
 /// (the software power cap only with the limit below its default: a card at its own limit
-/// runs as its product does), and a memory clock below 90% of its maximum under load
-/// with no reason of heat or power for it.
+/// runs as its product does), an SM clock below `floor_share` of its maximum with no reason
+/// given at all (a lock a newer driver does not name), and a memory clock below 90% of its
+/// maximum with no reason of heat or power for it.
 pub fn settings_in(p: &PhaseTelemetry, t: &Thresholds) -> Vec<Setting> {
     if !loaded(p) {
         return Vec::new();
@@ -169,10 +182,20 @@ pub fn settings_in(p: &PhaseTelemetry, t: &Thresholds) -> Vec<Setting> {
             default_w: d.min,
         });
     }
+    // The application clock target, where NVML gave one below its default.
+    let target = clock(
+        p,
+        signals::CLOCK_SM_APP_MHZ.name,
+        signals::CLOCK_SM_APP_DEFAULT_MHZ.name,
+    )
+    .filter(|(target, default)| target < default);
     for (reason, setting) in [
         (
             ThrottleReason::ApplicationsClocksSetting,
-            Setting::LockedClocks,
+            Setting::LockedClocks {
+                target,
+                named: true,
+            },
         ),
         (ThrottleReason::SyncBoost, Setting::SyncBoost),
         (ThrottleReason::DisplayClockSetting, Setting::DisplayClock),
@@ -182,6 +205,27 @@ pub fn settings_in(p: &PhaseTelemetry, t: &Thresholds) -> Vec<Setting> {
         }
     }
     let heat_or_power = HEAT_AND_POWER.iter().any(|r| holds(*r));
+    // Newer drivers no longer raise the applications-clocks reason (NVML 13 marks it
+    // unused): an SM clock held far below its maximum under load while the driver names no
+    // reason at all is a lock all the same.
+    let any_reason = ThrottleReason::ALL
+        .iter()
+        .filter(|r| **r != ThrottleReason::GpuIdle)
+        .any(|r| holds(*r));
+    if !any_reason
+        && p.reasons_read > 0
+        && let Some((sm, max)) = clock(
+            p,
+            signals::CLOCK_SM_MHZ.name,
+            signals::CLOCK_SM_MAX_MHZ.name,
+        )
+        && sm < t.floor_share * max
+    {
+        out.push(Setting::LockedClocks {
+            target,
+            named: false,
+        });
+    }
     if !heat_or_power
         && let Some((now, max)) = clock(
             p,
@@ -736,11 +780,20 @@ pub fn configuration(
                     (!["on", "default"].contains(&v)).then(|| json!({s.name: v}))
                 })
                 .collect();
+        // A lock seen only in the clock (no reason named) is less sure than one the driver
+        // named.
+        let inferred = by_setting
+            .iter()
+            .all(|(s, _)| matches!(s, Setting::LockedClocks { named: false, .. }));
         out.push(finding(
             CONFIG_LIMITS_CARD,
             Class::Environment,
             Severity::Major,
-            Confidence::High,
+            if inferred {
+                Confidence::Medium
+            } else {
+                Confidence::High
+            },
             format!(
                 "a configuration holds the card below its product: {}",
                 parts.join("; ")
@@ -773,10 +826,7 @@ pub fn configuration(
         let Some((setting, _, clock, gauges)) = seen.iter().find(|(s, ..)| s.key() == key) else {
             continue;
         };
-        let clock = clock
-            .as_deref()
-            .map(|c| format!(" ({c})"))
-            .unwrap_or_default();
+        let held = clock.as_deref().unwrap_or("the clocks");
         if holding(key) {
             continue;
         }
@@ -786,14 +836,14 @@ pub fn configuration(
             Setting::PowerCap { .. } => (
                 "ADMIN_POWER_CAP",
                 format!(
-                    "{} capped the clocks{clock} {during}, and the card stayed within its product's floors",
+                    "{} capped {held} {during}, and the card stayed within its product's floors",
                     setting.words()
                 ),
             ),
             _ => (
                 "CLOCKS_LOCKED",
                 format!(
-                    "{} held the clocks{clock} {during}, and the card stayed within its product's floors",
+                    "{} held {held} {during}, and the card stayed within its product's floors",
                     setting.words()
                 ),
             ),

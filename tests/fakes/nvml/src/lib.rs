@@ -472,6 +472,60 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
     unsafe { clock("nvmlDeviceGetMaxClockInfo", device, clock_type, true, mhz) }
 }
 
+/// The application clock target of the SM clock (graphics clocks answer the same), or
+/// its default: what `nvidia-smi -ac` sets and `-rac` restores.
+unsafe fn app_clock(
+    symbol: &str,
+    device: nvmlDevice_t,
+    clock: nvmlClockType_t,
+    key: &str,
+    mhz: *mut c_uint,
+) -> nvmlReturn_t {
+    on_device(symbol, device, "gauges", |_, s| {
+        if clock_key(clock, false).is_none() {
+            return nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
+        }
+        // SAFETY: as the caller's pointer is.
+        unsafe { put(mhz, s.u(key) as c_uint) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetApplicationsClock(
+    device: nvmlDevice_t,
+    clock_type: nvmlClockType_t,
+    mhz: *mut c_uint,
+) -> nvmlReturn_t {
+    // SAFETY: as the caller's pointer is.
+    unsafe {
+        app_clock(
+            "nvmlDeviceGetApplicationsClock",
+            device,
+            clock_type,
+            "app_mhz",
+            mhz,
+        )
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetDefaultApplicationsClock(
+    device: nvmlDevice_t,
+    clock_type: nvmlClockType_t,
+    mhz: *mut c_uint,
+) -> nvmlReturn_t {
+    // SAFETY: as the caller's pointer is.
+    unsafe {
+        app_clock(
+            "nvmlDeviceGetDefaultApplicationsClock",
+            device,
+            clock_type,
+            "app_default_mhz",
+            mhz,
+        )
+    }
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetViolationStatus(
     device: nvmlDevice_t,

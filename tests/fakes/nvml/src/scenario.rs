@@ -48,7 +48,7 @@ fn healthy_h200() -> Map<String, Value> {
         "nvlink_replay": {}, "nvlink_recovery": {}, "nvlink_crc_flit": {}, "nvlink_crc_data": {},
         "remap_banks": [2560, 0, 0, 0, 0],
         "sram_unc_parity": 0, "sram_unc_secded": 0, "sram_cor": 0, "sram_threshold": 0,
-        "persistence": 1, "compute_mode": 0
+        "persistence": 1, "compute_mode": 0, "app_mhz": 1980, "app_default_mhz": 1980
     }"#;
     serde_json::from_str(HEALTHY).unwrap_or_default()
 }
