@@ -726,6 +726,11 @@ def product_cases():
           2, "environment", ["CONFIG_LIMITS_CARD"],
           events=h200_events(2150.0, 2050.0), telemetry=run_telemetry(sample=slow_hbm),
           reason="a locked memory clock")
+    idle_memory = lambda ph, t: dict(h200_sample(ph, t, mem=1593 if ph == "compute" else 3201),
+                                     util_mem_pct=4 if ph == "compute" else 88)
+    field("memory_clock_lowered_while_the_memory_idled",
+          "near miss: the memory clock fell to 1593 of 3201 MHz during compute, whose work barely touches memory (4% busy): power management at work, not a lock",
+          0, "pass", [], run_from="h200_healthy", telemetry=run_telemetry(sample=idle_memory))
 
     # Compute below its product with nothing to explain it: the card, said with the
     # confidence the floor allows.

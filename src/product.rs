@@ -54,6 +54,15 @@ impl Rate {
         }
     }
 
+    /// The workload that measures it (`vram`, `compute`, `matrix`).
+    pub const fn workload(self) -> &'static str {
+        match self {
+            Rate::Vram => "vram",
+            Rate::ComputeFp32 | Rate::ComputeInt32 | Rate::ComputeFp16 => "compute",
+            _ => "matrix",
+        }
+    }
+
     /// The rate called `name`, if a product figure can judge it.
     pub fn from_name(name: &str) -> Option<Rate> {
         Rate::ALL.into_iter().find(|r| r.name() == name)

@@ -163,7 +163,7 @@ fn clock(p: &PhaseTelemetry, now: &str, max: &str) -> Option<(f64, f64)> {
 /// (the software power cap only with the limit below its default: a card at its own limit
 /// runs as its product does), an SM clock below `floor_share` of its maximum with no reason
 /// given at all (a lock a newer driver does not name), and a memory clock below 90% of its
-/// maximum with no reason of heat or power for it.
+/// maximum while the memory was busy, with no reason of heat or power for it.
 pub fn settings_in(p: &PhaseTelemetry, t: &Thresholds) -> Vec<Setting> {
     if !loaded(p) {
         return Vec::new();
@@ -226,7 +226,14 @@ pub fn settings_in(p: &PhaseTelemetry, t: &Thresholds) -> Vec<Setting> {
             named: false,
         });
     }
+    // A memory clock power management lowered because the memory had little to do is not
+    // a lock: only one held while the memory was busy is.
+    let memory_busy = match p.gauges.get(signals::UTIL_MEM_PCT.name) {
+        Some(u) => u.median >= 50.0,
+        None => p.phase == crate::product::Rate::Vram.workload(),
+    };
     if !heat_or_power
+        && memory_busy
         && let Some((now, max)) = clock(
             p,
             signals::CLOCK_MEM_MHZ.name,
