@@ -144,6 +144,18 @@ pub enum Vendor {
     Intel,
 }
 
+impl Vendor {
+    /// The vendor of a PCI vendor id, where it is one of these.
+    pub fn from_pci_id(id: u32) -> Option<Vendor> {
+        match id {
+            0x10de => Some(Vendor::Nvidia),
+            0x1002 => Some(Vendor::Amd),
+            0x8086 => Some(Vendor::Intel),
+            _ => None,
+        }
+    }
+}
+
 /// One product and what its spec sheet promises. Rates are peaks at the boost clock:
 /// vector rates on the ALUs, matrix rates dense (no structured sparsity), fp16 matrix
 /// products with fp32 accumulation where the sheet says which.
@@ -239,10 +251,9 @@ impl Product {
 
     /// Whether a driver-reported name is this product's.
     pub fn matches(&self, name: &str) -> bool {
-        let words: Vec<String> = name
+        let words: Vec<&str> = name
             .split(|c: char| c.is_whitespace() || "-()[],/".contains(c))
             .filter(|w| !w.is_empty())
-            .map(str::to_ascii_lowercase)
             .collect();
         let has = |w: &str| words.iter().any(|x| x.eq_ignore_ascii_case(w));
         self.names.iter().any(|all| all.iter().all(|w| has(w)))
@@ -289,6 +300,18 @@ const BLANK: Product = Product {
     boost_mhz: None,
     measured: &[],
     source: "",
+};
+
+/// The A100's chip (GA100, 108 SMs at 1410 MHz), the same in its four boards.
+const A100: Product = Product {
+    fp32_tflops: 19.5,
+    fp16_tflops: Some(78.0),
+    int32_tops: Some(19.5),
+    matrix_fp16_tflops: Some(312.0),
+    matrix_int8_tops: Some(624.0),
+    boost_mhz: Some(1410.0),
+    source: NV_A100,
+    ..BLANK
 };
 
 /// Every product kiln knows, the more specific names first. A figure the sources did not
@@ -375,65 +398,37 @@ pub const PRODUCTS: &[Product] = &[
         names: &[&["A100", "SXM4", "80GB"]],
         memory_gb: 80.0,
         memory_gbps: 2039.0,
-        fp32_tflops: 19.5,
-        fp16_tflops: Some(78.0),
-        int32_tops: Some(19.5),
-        matrix_fp16_tflops: Some(312.0),
-        matrix_int8_tops: Some(624.0),
         power_w: 400.0,
         temp_limit_c: Some(85.0),
         memory_temp_limit_c: Some(95.0),
-        boost_mhz: Some(1410.0),
         measured: &[(Rate::Vram, 1564.0, MEASURED_A100)],
-        source: NV_A100,
-        ..BLANK
+        ..A100
     },
     Product {
         name: "NVIDIA A100 80GB PCIe",
         names: &[&["A100", "80GB", "PCIe"]],
         memory_gb: 80.0,
         memory_gbps: 1935.0,
-        fp32_tflops: 19.5,
-        fp16_tflops: Some(78.0),
-        int32_tops: Some(19.5),
-        matrix_fp16_tflops: Some(312.0),
-        matrix_int8_tops: Some(624.0),
         power_w: 300.0,
-        boost_mhz: Some(1410.0),
-        source: NV_A100,
-        ..BLANK
+        ..A100
     },
     Product {
         name: "NVIDIA A100 40GB SXM4",
         names: &[&["A100", "SXM4", "40GB"]],
         memory_gb: 40.0,
         memory_gbps: 1555.0,
-        fp32_tflops: 19.5,
-        fp16_tflops: Some(78.0),
-        int32_tops: Some(19.5),
-        matrix_fp16_tflops: Some(312.0),
-        matrix_int8_tops: Some(624.0),
         power_w: 400.0,
         temp_limit_c: Some(85.0),
         memory_temp_limit_c: Some(95.0),
-        boost_mhz: Some(1410.0),
-        source: NV_A100,
-        ..BLANK
+        ..A100
     },
     Product {
         name: "NVIDIA A100 40GB PCIe",
         names: &[&["A100", "PCIe", "40GB"]],
         memory_gb: 40.0,
         memory_gbps: 1555.0,
-        fp32_tflops: 19.5,
-        fp16_tflops: Some(78.0),
-        int32_tops: Some(19.5),
-        matrix_fp16_tflops: Some(312.0),
-        matrix_int8_tops: Some(624.0),
         power_w: 250.0,
-        boost_mhz: Some(1410.0),
-        source: NV_A100,
-        ..BLANK
+        ..A100
     },
     Product {
         name: "NVIDIA L40S",

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::record::{Reading, Readings, TelemetryData};
-use super::throttle::ThrottleReason;
+use super::throttle::{self, ThrottleReason};
 use super::{Gap, Source, gpu_metrics, signals};
 
 /// `16.0 GT/s PCIe`, `8.0 GT/s`, `2.5 GT/s` -> GT/s; `Unknown` -> None.
@@ -483,18 +483,14 @@ pub fn read_gpu_metrics(
         _ => None,
     };
     if let Some(reasons) = reasons {
-        out.insert(
-            signals::THROTTLE_REASONS.name.into(),
-            Reading::Text(
-                reasons
-                    .iter()
-                    .map(|r| r.name())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-        );
+        out.insert(signals::THROTTLE_REASONS.name.into(), as_reading(&reasons));
     }
     m.residency
+}
+
+/// Reasons as a sample records them: as NVML's mask of them would be, by NVML's names.
+fn as_reading(reasons: &[ThrottleReason]) -> Reading {
+    throttle::reading(reasons.iter().fold(0, |mask, r| mask | r.bit()))
 }
 
 /// Why an Intel GT's clocks are held, from the driver's throttle files (i915:
@@ -511,7 +507,7 @@ pub fn read_intel_throttle(device_dir: &Path, driver: Driver) -> Option<Reading>
     if !dir.is_dir() {
         return None;
     }
-    let mut reasons: Vec<ThrottleReason> = [
+    let reasons: Vec<ThrottleReason> = [
         ("pl1", ThrottleReason::SwPowerCap),
         ("pl2", ThrottleReason::SwPowerCap),
         ("pl4", ThrottleReason::SwPowerCap),
@@ -525,15 +521,7 @@ pub fn read_intel_throttle(device_dir: &Path, driver: Driver) -> Option<Reading>
     .filter(|(file, _)| read_number(&dir.join(format!("{prefix}{file}"))) == Some(1.0))
     .map(|(_, r)| r)
     .collect();
-    reasons.sort();
-    reasons.dedup();
-    Some(Reading::Text(
-        reasons
-            .iter()
-            .map(|r| r.name())
-            .collect::<Vec<_>>()
-            .join(","),
-    ))
+    Some(as_reading(&reasons))
 }
 
 /// The first `drm/cardN` directory of an i915 device.

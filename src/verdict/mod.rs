@@ -131,7 +131,7 @@ pub fn judge_dir(
                     ..
                 },
                 Some(d),
-            ) if workload == "vram"
+            ) if workload == crate::product::Rate::Vram.workload()
                 && ["write", "verify"].contains(&op.as_str())
                 && *gpu_ns > 0 =>
             {
@@ -139,7 +139,7 @@ pub fn judge_dir(
                     entry.rates.push(RateSample {
                         t_ms: r.t_ms,
                         name: crate::product::Rate::Vram.name().to_owned(),
-                        value: *bytes as f64 / (*gpu_ns as f64 * 1e-9) / crate::units::GIB as f64,
+                        value: crate::units::to_gib(*bytes) / (*gpu_ns as f64 * 1e-9),
                     });
                 }
             }

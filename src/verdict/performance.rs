@@ -249,9 +249,9 @@ pub fn settings_in(p: &PhaseTelemetry, t: &Thresholds) -> Vec<Setting> {
 /// The shader clock as the vendor's people call it: NVIDIA's SM clock, AMD's graphics
 /// clock (sclk), Intel's GT clock.
 pub fn shader_clock(vendor_id: u32) -> &'static str {
-    match vendor_id {
-        0x1002 => "graphics clock",
-        0x8086 => "GT clock",
+    match Vendor::from_pci_id(vendor_id) {
+        Some(Vendor::Amd) => "graphics clock",
+        Some(Vendor::Intel) => "GT clock",
         _ => "SM clock",
     }
 }
@@ -279,19 +279,6 @@ fn clock_of(p: &PhaseTelemetry, setting: &Setting, vendor_id: u32) -> Option<(St
         ),
         now / max,
     ))
-}
-
-/// The clock a setting held below `floor_share` of its maximum (the card's own maximum is
-/// its product's), in words.
-fn clock_held(
-    p: &PhaseTelemetry,
-    setting: &Setting,
-    vendor_id: u32,
-    t: &Thresholds,
-) -> Option<String> {
-    clock_of(p, setting, vendor_id)
-        .filter(|(_, share)| *share < t.floor_share)
-        .map(|(words, _)| words)
 }
 
 /// A rate's floor on this device: the site's own (medium confidence), else the product's
@@ -703,14 +690,19 @@ pub fn configuration(
     let mut seen: Vec<(Setting, String, Option<String>, serde_json::Value)> = Vec::new();
     for p in &device.telemetry {
         for setting in settings_in(p, t) {
-            if let Some(clock) = clock_held(p, &setting, device.setup.vendor_id, t) {
+            let clock = clock_of(p, &setting, device.setup.vendor_id);
+            // Held below `floor_share` of its maximum (the card's own maximum is its
+            // product's): the setting holds the card below its product.
+            if let Some((words, share)) = &clock
+                && *share < t.floor_share
+            {
                 held.push(Held {
                     setting: setting.clone(),
                     phase: p.phase.clone(),
-                    shown_by: clock,
+                    shown_by: words.clone(),
                 });
             }
-            let clock = clock_of(p, &setting, device.setup.vendor_id).map(|(words, _)| words);
+            let clock = clock.map(|(words, _)| words);
             let gauges = |names: &[Signal]| {
                 names
                     .iter()
@@ -735,12 +727,7 @@ pub fn configuration(
     }
     let vendor = product::lookup(&device.name)
         .map(|p| p.vendor)
-        .or(match device.setup.vendor_id {
-            0x10de => Some(Vendor::Nvidia),
-            0x1002 => Some(Vendor::Amd),
-            0x8086 => Some(Vendor::Intel),
-            _ => None,
-        });
+        .or(Vendor::from_pci_id(device.setup.vendor_id));
     // Per setting, in the order first seen: its phases and what showed it.
     let mut by_setting: Vec<(Setting, Vec<&Held>)> = Vec::new();
     for h in &held {

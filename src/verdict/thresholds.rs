@@ -298,6 +298,8 @@ mod tests {
         );
         let old = load(r#"{"vram_floor_share": 0.6}"#).unwrap();
         assert_eq!(old.floor_share, 0.6, "an older file's name still reads");
+        let both = load(r#"{"vram_floor_share": 0.6, "floor_share": 0.7}"#).unwrap_err();
+        assert!(both.contains("are one setting: give one"), "{both}");
         let site = load(r#"{"floors": {"compute_fp32_gops": 45000}}"#).unwrap();
         assert_eq!(site.floors.get("compute_fp32_gops"), Some(&45000.0));
         let unknown = load(r#"{"floors": {"compute_fp64_gops": 1}}"#).unwrap_err();
