@@ -147,7 +147,10 @@ fn main() -> ExitCode {
     };
     match kiln::run::run(&opts) {
         Ok(report) => {
-            println!("{}", kiln::report::text::summary(&report));
+            println!(
+                "{}",
+                kiln::report::text::summary(&report, kiln::report::text::Style::default())
+            );
             ExitCode::from(report.exit_code as u8)
         }
         Err(e) => {

@@ -172,7 +172,7 @@ pub fn bench_vram(opts: &BenchOptions) -> Result<BenchReport, AppError> {
         let wall = t.elapsed().as_secs_f64().max(1e-9);
         if v.counters.errors > 0 {
             return Err(AppError::Gpu(crate::gpu::GpuError::Unsupported(format!(
-                "the benchmark found {} wrong words: run `kiln run` on this device",
+                "the benchmark read {} words wrong: run `kiln run` on this device",
                 v.counters.errors
             ))));
         }

@@ -19,6 +19,67 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The command line's definition, with the exit codes after `kiln --help`, as a
+    /// scheduler's author needs them without the manual.
+    pub fn definition() -> clap::Command {
+        use clap::CommandFactory;
+        use std::fmt::Write as _;
+        let mut codes = String::from("Exit codes:\n");
+        for (code, meaning) in crate::verdict::exit_code::MEANINGS {
+            let _ = writeln!(codes, "  {code:>2}  {meaning}");
+        }
+        Self::command().after_help(codes.trim_end().to_owned())
+    }
+
+    /// Parses the process's arguments against [`Cli::definition`].
+    pub fn from_env() -> Result<Self, clap::Error> {
+        use clap::FromArgMatches;
+        let matches = Self::definition().try_get_matches()?;
+        Self::from_arg_matches(&matches)
+    }
+}
+
+/// clap's rendered error as one line, whole: the arguments it lists, its "did you mean",
+/// and the usage it shows, so that a script's log keeps all of it on the line it greps.
+pub fn usage_sentence(rendered: &str) -> String {
+    let mut head = String::new();
+    let mut listed = Vec::new();
+    let mut tips = Vec::new();
+    let mut usage = None;
+    for line in rendered.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with("For more information") {
+            continue;
+        }
+        if let Some(rest) = trimmed.strip_prefix("error: ") {
+            head = rest.to_owned();
+        } else if let Some(tip) = trimmed.strip_prefix("tip: ") {
+            tips.push(match tip.split_once(" exists: ") {
+                Some((_, candidates)) => format!("did you mean {candidates}?"),
+                None => tip.to_owned(),
+            });
+        } else if let Some(u) = trimmed.strip_prefix("Usage: ") {
+            usage = Some(u.to_owned());
+        } else if head.is_empty() {
+            head = trimmed.to_owned();
+        } else {
+            listed.push(trimmed.to_owned());
+        }
+    }
+    let mut sentence = head.trim_end_matches(':').to_owned();
+    if !listed.is_empty() {
+        sentence = format!("{sentence}: {}", listed.join(", "));
+    }
+    for tip in tips {
+        sentence = format!("{sentence}; {tip}");
+    }
+    match usage {
+        Some(u) => format!("{sentence} (usage: {u})"),
+        None => format!("{sentence} (see `kiln --help`)"),
+    }
+}
+
 /// kiln's commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -90,8 +151,7 @@ pub struct HealthArgs {
     /// Where full runs are kept (default ./kiln-runs).
     #[arg(long, value_name = "DIR")]
     pub runs: Option<PathBuf>,
-    /// The last full run must be younger than this (e.g. 7d is not a unit: use 168h) and
-    /// a pass.
+    /// The last full run must be younger than this (e.g. 7d or 168h) and a pass.
     #[arg(long, value_name = "DURATION", value_parser = max_age)]
     pub max_age: Option<Duration>,
     /// Only these GPUs, by NVML index, comma-separated (a Slurm job's SLURM_JOB_GPUS);
@@ -143,6 +203,10 @@ pub struct VerdictArgs {
     /// --collector.textfile.directory), atomically: kiln.prom in DIR.
     #[arg(long, value_name = "DIR")]
     pub textfile_dir: Option<PathBuf>,
+    /// Say every measurement, every run's lines, every phase's telemetry and every note
+    /// in the summary.
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 /// `kiln monitor`.
@@ -205,6 +269,10 @@ pub struct RunArgs {
     /// Print the plan (devices, workloads, estimated time, memory to test) and exit.
     #[arg(long)]
     pub dry_run: bool,
+    /// Say every measurement, every run's lines, every phase's telemetry and every note
+    /// in the summary.
+    #[arg(short, long)]
+    pub verbose: bool,
     /// Compare with this earlier run directory afterwards (new findings, drift, counter
     /// growth); a regression makes a passing run exit with the comparison's code.
     #[arg(long, value_name = "DIR")]
@@ -246,8 +314,8 @@ pub struct RunArgs {
     /// Run exactly this many passes of the algorithms.
     #[arg(long, value_name = "N", value_parser = passes)]
     pub passes: Option<u32>,
-    /// Workloads, comma-separated: vram, compute, pcie, fragment (default: the
-    /// profile's; a workload the profile lacks runs with its defaults).
+    /// Workloads, comma-separated: vram, compute, matrix, pcie, fragment, heat (default:
+    /// the profile's; a workload the profile lacks runs with its defaults).
     #[arg(long, value_name = "LIST")]
     pub workloads: Option<String>,
     /// Largest PCIe transfer (from 4 KiB up in steps of 4x; default: the profile's).
@@ -478,6 +546,33 @@ fn parse_percent(text: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clap_errors_are_kept_whole_on_one_line() {
+        let missing = "error: the following required arguments were not provided:\n  <RUN_DIR>\n\nUsage: kiln report <RUN_DIR>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_sentence(missing),
+            "the following required arguments were not provided: <RUN_DIR> (usage: kiln report <RUN_DIR>)"
+        );
+        let typo = "error: unexpected argument '--profle' found\n\n  tip: a similar argument exists: '--profile'\n\nUsage: kiln run --profile <NAME|FILE>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_sentence(typo),
+            "unexpected argument '--profle' found; did you mean '--profile'? (usage: kiln run --profile <NAME|FILE>)"
+        );
+        let value = "error: invalid value '7x' for '--duration <DURATION>': unknown duration unit `x`\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_sentence(value),
+            "invalid value '7x' for '--duration <DURATION>': unknown duration unit `x` (see `kiln --help`)"
+        );
+    }
+
+    #[test]
+    fn help_ends_with_every_exit_code() {
+        let help = Cli::definition().render_help().to_string();
+        for (code, meaning) in crate::verdict::exit_code::MEANINGS {
+            assert!(help.contains(&format!("{code:>2}  {meaning}")), "{help}");
+        }
+    }
 
     #[test]
     fn flags_share_the_profile_keys_bounds() {

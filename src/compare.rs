@@ -51,6 +51,9 @@ pub struct Drift {
     pub after: f64,
     /// (after - before) / before.
     pub change: f64,
+    /// How much the rate moved within either run on its own (its samples' spread, as a
+    /// share of its median): a change within it is noise, not drift.
+    pub noise: f64,
 }
 
 /// A lifetime counter that grew.
@@ -107,8 +110,9 @@ pub struct Comparison {
     /// How the two runs were asked for differently (profile, time budget, workloads and
     /// their settings): their rates are then not measured the same way.
     pub warnings: Vec<String>,
-    /// 0 nothing worse; 1 new hardware findings, slower rates or grown error counters; 2
-    /// new environment findings; 3 new software findings; 4 a device is missing.
+    /// 0 nothing worse; 1 new hardware findings or grown error counters; 2 new
+    /// environment findings; 3 new software findings; 4 a device is missing; 5 only a
+    /// drift: a rate slower beyond the tolerance and the runs' own noise.
     pub exit_code: i32,
 }
 
@@ -141,6 +145,68 @@ fn serial(d: &DeviceReport) -> Option<&str> {
 
 fn label(d: &DeviceReport) -> String {
     format!("GPU{} {} [{}]", d.index, d.name, d.uuid)
+}
+
+/// How much `rate` moved within one run, as a share of its median: the spread between
+/// the 10th and 90th percentiles of the samples taken as it ran (compute, matrix, the VRAM
+/// test's sweeps), or for PCIe the sustained phase's slowest round against its median. 0
+/// when the run kept too few samples to tell.
+fn spread(d: &DeviceReport, rate: &str) -> f64 {
+    let mut samples: Vec<f64> = d
+        .rate_samples
+        .iter()
+        .filter(|s| s.name == rate && s.value.is_finite() && s.value > 0.0)
+        .map(|s| s.value)
+        .collect();
+    if samples.len() >= 3 {
+        samples.sort_by(f64::total_cmp);
+        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+        let median = at(0.5);
+        return if median > 0.0 {
+            (at(0.9) - at(0.1)) / median
+        } else {
+            0.0
+        };
+    }
+    if rate.starts_with("pcie_") {
+        return d
+            .workloads
+            .iter()
+            .find_map(|w| match &w.summary {
+                crate::workload::WorkloadResult::Pcie(p) => p.sustained.as_ref(),
+                _ => None,
+            })
+            .filter(|s| s.h2d_gbps > 0.0)
+            .map_or(0.0, |s| {
+                ((s.h2d_gbps - s.min_h2d_gbps) / s.h2d_gbps).max(0.0)
+            });
+    }
+    0.0
+}
+
+/// The runs' own noise beside a drift, when they measured one.
+fn noise_said(noise: f64) -> String {
+    if noise > 0.0 {
+        format!(", beyond the runs' own noise of {:.0}%", noise * 100.0)
+    } else {
+        String::new()
+    }
+}
+
+/// A rate's value for people, in the unit its name ends with, scaled to the value:
+/// `compute_fp32_gops` 0.62 is `620 Mop/s`.
+fn rate_said(rate: &str, value: f64) -> String {
+    let unit = [
+        ("_gib_per_s", "GiB/s"),
+        ("_gbps", "GB/s"),
+        ("_gops", "Gop/s"),
+        ("_tflops", "Top/s"),
+        ("_tops", "Top/s"),
+    ]
+    .iter()
+    .find(|(suffix, _)| rate.ends_with(suffix))
+    .map_or("", |(_, unit)| unit);
+    crate::units::scaled(value, unit).trim_end().to_owned()
 }
 
 /// Compares two run directories.
@@ -248,15 +314,18 @@ pub fn compare_reports(
                 continue;
             };
             let change = (after - before) / before;
+            let noise = spread(da, name).max(spread(db, name));
             let drift = Drift {
                 rate: name.to_string(),
                 before: *before,
                 after: *after,
                 change,
+                noise,
             };
-            if change < -tolerance {
+            let beyond = tolerance.max(noise);
+            if change < -beyond {
                 slower.push(drift);
-            } else if change > tolerance {
+            } else if change > beyond {
                 faster.push(drift);
             }
         }
@@ -303,8 +372,11 @@ pub fn compare_reports(
             _ => exit_code::SOFTWARE,
         };
         let mut codes: Vec<i32> = d.new_findings.iter().map(|f| class_code(f.class)).collect();
-        if !d.slower.is_empty() || !d.counters_grown.is_empty() {
+        if !d.counters_grown.is_empty() {
             codes.push(exit_code::HARDWARE);
+        }
+        if !d.slower.is_empty() {
+            codes.push(exit_code::DRIFT);
         }
         codes.into_iter().min()
     };
@@ -353,21 +425,23 @@ pub fn summary(c: &Comparison) -> String {
         for s in &d.slower {
             let _ = writeln!(
                 out,
-                "  slower {}: {:.1} -> {:.1} ({:+.0}%)",
+                "  slower {}: {} -> {} ({:+.0}%{})",
                 s.rate,
-                s.before,
-                s.after,
-                s.change * 100.0
+                rate_said(&s.rate, s.before),
+                rate_said(&s.rate, s.after),
+                s.change * 100.0,
+                noise_said(s.noise)
             );
         }
         for s in &d.faster {
             let _ = writeln!(
                 out,
-                "  faster {}: {:.1} -> {:.1} ({:+.0}%)",
+                "  faster {}: {} -> {} ({:+.0}%{})",
                 s.rate,
-                s.before,
-                s.after,
-                s.change * 100.0
+                rate_said(&s.rate, s.before),
+                rate_said(&s.rate, s.after),
+                s.change * 100.0,
+                noise_said(s.noise)
             );
         }
         for g in &d.counters_grown {
@@ -383,6 +457,15 @@ pub fn summary(c: &Comparison) -> String {
     for a in &c.added {
         let _ = writeln!(out, "added: {a} was not in the earlier run");
     }
-    let _ = writeln!(out, "exit {}", c.exit_code);
+    let _ = writeln!(
+        out,
+        "exit {}{}",
+        c.exit_code,
+        match c.exit_code {
+            exit_code::DRIFT => ": a drift, not a fault (no new finding, no error counter grew)",
+            exit_code::HEALTHY => ": nothing worse",
+            _ => "",
+        }
+    );
     out
 }

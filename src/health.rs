@@ -106,8 +106,11 @@ pub struct Health {
     /// What was seen that does not fail the node (a lone Xid 45, a high single-bit ECC
     /// rate): worth a look, not a drain.
     pub noted: Vec<String>,
-    /// What was checked, for people.
+    /// What was checked, for people: only what was read.
     pub checked: Vec<String>,
+    /// What limited the check or the state (a source that could not be read, a state
+    /// file that could not be saved), each said once.
+    pub notes: Vec<String>,
 }
 
 /// The longest first line, as schedulers keep reasons short.
@@ -746,7 +749,7 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
     {
         match serde_json::from_slice::<State>(&bytes) {
             Ok(s) => state = s,
-            Err(e) => checked.push(format!(
+            Err(e) => notes.push(format!(
                 "state file {} unreadable ({e}): starting afresh",
                 path.display()
             )),
@@ -760,7 +763,7 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         for g in state.gpus.values_mut() {
             g.xid_kernel_us = 0;
         }
-        checked.push("a new boot since the last check: its kernel log read from the start".into());
+        notes.push("a new boot since the last check: its kernel log read from the start".into());
     }
     state.boot_id = boot.or(state.boot_id.take());
     if let Some(code) = &opts.clear {
@@ -1028,7 +1031,7 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         .filter(|n| !read_groups.contains(n))
         .collect();
     if !unsupported.is_empty() {
-        checked.push(format!(
+        notes.push(format!(
             "not supported by the card: {}",
             unsupported.join(", ")
         ));
@@ -1130,7 +1133,7 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         }
     }
     if !state.open.is_empty() {
-        checked.push(format!(
+        notes.push(format!(
             "{} open fault(s) stay until `kiln health --clear CODE|all` or a passing full run",
             state.open.len()
         ));
@@ -1139,7 +1142,7 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         state.cleared.truncate(CLEARED_KEPT);
         if let Err(e) = crate::evidence::write_json_atomic(path, &state) {
             // The next check then reports these Xids again: better than missing new ones.
-            checked.push(format!("state not saved ({e})"));
+            notes.push(format!("state not saved ({e})"));
         }
     }
     if let Some(only) = &opts.only_nvml {
@@ -1171,7 +1174,8 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         let keep = LINE_MAX - code.chars().count() - 3;
         line = format!("{}...{code}", line.chars().take(keep).collect::<String>());
     }
-    checked.extend(notes);
+    let mut said = std::collections::BTreeSet::new();
+    notes.retain(|n| said.insert(n.clone()));
     Ok(Health {
         line,
         exit_code: exit,
@@ -1179,6 +1183,7 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         faults,
         noted,
         checked,
+        notes,
     })
 }
 
@@ -1490,6 +1495,9 @@ pub fn summary(h: &Health) -> String {
         crate::text::count(h.gpus as u64, "GPU"),
         h.checked.join("; ")
     ));
+    for n in &h.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
     out
 }
 

@@ -5,7 +5,6 @@
 
 use std::io::IsTerminal;
 
-use clap::Parser;
 use kiln::cli::{
     BenchArgs, Cli, Command, CompareArgs, HealthArgs, ListArgs, MonitorArgs, ReportArgs, RunArgs,
     SelftestArgs, VerdictArgs,
@@ -17,7 +16,7 @@ use kiln::workload::vram::engine::AccessLayout;
 
 fn main() {
     kiln::run::main_if_worker();
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::from_env() {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -25,10 +24,8 @@ fn main() {
                 let _ = e.print();
                 std::process::exit(0);
             }
-            let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or("invalid command line");
-            let sentence = first.trim_start_matches("error: ");
-            say_error(&format!("{sentence} (see `kiln --help`)"));
+            // Whole, and with any value it echoes cut to a sane length.
+            say_error(&kiln::cli::usage_sentence(&e.render().to_string()));
             std::process::exit(exit_code::USAGE);
         }
     };
@@ -98,16 +95,14 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
         Command::Health(args) => health(args),
         Command::Compare(args) => compare(args),
         Command::Completions(args) => {
-            use clap::CommandFactory;
             out(&kiln::completions::completions(
-                &kiln::cli::Cli::command(),
+                &kiln::cli::Cli::definition(),
                 args.shell,
             ));
             Ok(exit_code::HEALTHY)
         }
         Command::Man => {
-            use clap::CommandFactory;
-            out(&kiln::completions::man_page(&kiln::cli::Cli::command()));
+            out(&kiln::completions::man_page(&kiln::cli::Cli::definition()));
             Ok(exit_code::HEALTHY)
         }
     }
@@ -173,7 +168,13 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
         return Ok(exit_code::HEALTHY);
     }
     let report = kiln::run::run(&opts)?;
-    let mut text = kiln::report::text::summary(&report);
+    let mut text = kiln::report::text::summary(
+        &report,
+        kiln::report::text::Style {
+            verbose: args.verbose,
+            notes_said: report.notes_said,
+        },
+    );
     let mut code = report.exit_code;
     if let Some(base) = &args.baseline {
         let run_dir = std::path::Path::new(&report.run_dir);
@@ -321,6 +322,9 @@ fn run_options(
         (None, Some(_)) => None,
         (None, None) => profile.duration,
     };
+    if let Some(d) = duration {
+        kiln::run::check_duration(&plan, profile.confirm, d, &profile.name)?;
+    }
     let step_timeout = args.step_timeout.unwrap_or(profile.step_timeout);
     let telemetry_interval = args
         .telemetry_interval
@@ -461,9 +465,9 @@ fn health(args: HealthArgs) -> Result<i32, AppError> {
     })
     .map_err(|e| AppError::Usage(e.to_string()))?;
     if args.json {
+        // JSON alone, so that `kiln health --json | jq .` works: the line is its `line`.
         out(&format!(
-            "{}\n{}\n",
-            h.line,
+            "{}\n",
             serde_json::to_string_pretty(&h).unwrap_or_default()
         ));
     } else {
@@ -472,8 +476,8 @@ fn health(args: HealthArgs) -> Result<i32, AppError> {
     if let Some(dir) = &args.textfile_dir {
         let now = std::time::SystemTime::now();
         let metrics = kiln::health::metrics(&h, &kiln::evidence::hostname(), now);
-        // The check's one line stays the first line of stdout: a problem publishing goes
-        // to stderr, and the node's health decides the exit code.
+        // stdout stays the check's alone: a problem publishing goes to stderr, and the
+        // node's health decides the exit code.
         if let Err(e) = kiln::report::publish_metrics(dir, "kiln-health.prom", metrics.as_bytes()) {
             err(&format!("kiln: metrics not published: {e}\n"));
         }
@@ -608,7 +612,13 @@ fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
             .notes
             .push(format!("the rebuilt report could not be saved: {e}"));
     }
-    let mut text = kiln::report::text::summary(&report);
+    let mut text = kiln::report::text::summary(
+        &report,
+        kiln::report::text::Style {
+            verbose: args.verbose,
+            notes_said: 0,
+        },
+    );
     if let Some(dir) = &args.textfile_dir {
         text.push_str(&publish_run_metrics(dir, &args.run_dir));
     }

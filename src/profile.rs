@@ -406,10 +406,13 @@ pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
             file: name_or_path.to_owned(),
             line: None,
             key: None,
-            message: format!(
-                "no such profile (bundled: {}; or a path to a .toml file)",
-                BUNDLED.map(|(n, _)| n).join(", ")
-            ),
+            message: match crate::text::did_you_mean(name_or_path, &BUNDLED.map(|(n, _)| n)) {
+                Some(meant) => format!("no such profile; did you mean `{meant}`?"),
+                None => format!(
+                    "no such profile (bundled: {}; or a path to a .toml file)",
+                    BUNDLED.map(|(n, _)| n).join(", ")
+                ),
+            },
         });
     }
     let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|e| ProfileError {

@@ -29,6 +29,18 @@ pub fn count(n: impl Into<u64>, noun: &str) -> String {
     }
 }
 
+/// The known name a user most likely meant by `given`, as clap suggests flags: the
+/// closest by Jaro-Winkler similarity, if close enough to be a typo.
+pub fn did_you_mean<'a>(given: &str, known: &[&'a str]) -> Option<&'a str> {
+    const CLOSE: f64 = 0.8;
+    known
+        .iter()
+        .map(|k| (strsim::jaro_winkler(given, k), *k))
+        .filter(|(similarity, _)| *similarity > CLOSE)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
 /// Items joined as people list them: `a`, `a and b`, `a, b and c`.
 pub fn list<S: AsRef<str>>(items: &[S]) -> String {
     match items {
@@ -47,6 +59,15 @@ pub fn list<S: AsRef<str>>(items: &[S]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_typo_suggests_the_name_meant_and_nothing_else_does() {
+        let known = ["quick", "fleet", "burn-in", "rma"];
+        assert_eq!(did_you_mean("quik", &known), Some("quick"));
+        assert_eq!(did_you_mean("burnin", &known), Some("burn-in"));
+        assert_eq!(did_you_mean("fleat", &known), Some("fleet"));
+        assert_eq!(did_you_mean("memtest", &known), None);
+    }
+
     use super::*;
 
     #[test]

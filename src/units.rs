@@ -94,7 +94,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// Parses `90`, `500ms`, `30s`, `5m`, `2h` (a bare number is seconds).
+/// Parses `90`, `500ms`, `30s`, `5m`, `2h`, `7d`, `2w` (a bare number is seconds).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let (number, unit) = number_and_unit(t);
@@ -106,9 +106,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "ms" => value / 1e3,
         "m" | "min" => value * 60.0,
         "h" => value * 3600.0,
+        "d" => value * 86_400.0,
+        "w" => value * 604_800.0,
         other => {
             return Err(format!(
-                "unknown duration unit {} (use ms, s, m or h)",
+                "unknown duration unit {} (use ms, s, m, h, d or w)",
                 quote(other)
             ));
         }
@@ -119,9 +121,122 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// A number with at most three significant figures and no exponent: `12.3`, `0.618`,
+/// `41200`; a whole number as one.
+pub fn significant(x: f64) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    if x == x.trunc() && x.abs() < 1e15 {
+        return format!("{x:.0}");
+    }
+    let magnitude = x.abs().log10().floor() as i32;
+    let decimals = (2 - magnitude).clamp(0, 6) as usize;
+    format!("{x:.decimals$}")
+}
+
+/// A large count in words, three significant figures: `4096`, `461 million`,
+/// `17.6 billion`.
+pub fn large(n: f64) -> String {
+    for (scale, word) in [(1e12, "trillion"), (1e9, "billion"), (1e6, "million")] {
+        if n.abs() >= scale {
+            return format!("{} {word}", significant(n / scale));
+        }
+    }
+    significant(n)
+}
+
+/// A value in a unit with a metric or binary prefix (`Top/s`, `GB/s`, `GiB/s`) said in the
+/// prefix that suits it, three significant figures: 0.00062 Top/s is `620 Mop/s`. A unit
+/// without a prefix (`words`) is left as it is.
+pub fn scaled(value: f64, unit: &str) -> String {
+    const DECIMAL: [(&str, f64); 6] = [
+        ("", 1.0),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+    ];
+    const BINARY: [(&str, f64); 5] = [
+        ("", 1.0),
+        ("Ki", 1024.0),
+        ("Mi", 1048576.0),
+        ("Gi", 1073741824.0),
+        ("Ti", 1099511627776.0),
+    ];
+    let prefixed = |table: &[(&'static str, f64)]| {
+        table
+            .iter()
+            .filter(|(p, _)| !p.is_empty())
+            .find_map(|(p, f)| {
+                unit.strip_prefix(p)
+                    .filter(|rest| rest.len() > 1)
+                    .map(|rest| (*f, rest, table.to_vec()))
+            })
+    };
+    let Some((factor, rest, table)) = prefixed(&BINARY).or_else(|| prefixed(&DECIMAL)) else {
+        return format!("{} {unit}", significant(value));
+    };
+    let base = value * factor;
+    let (p, f) = table
+        .iter()
+        .rev()
+        .find(|(_, f)| base.abs() >= *f)
+        .copied()
+        .unwrap_or(table[0]);
+    format!("{} {p}{rest}", significant(base / f))
+}
+
+/// A duration rounded up to a value `parse_duration` reads back, in the one unit that
+/// keeps it short: `95s`, `6m`, `12h`.
+pub fn duration_rounded_up(d: Duration) -> String {
+    let s = d.as_secs_f64().ceil() as u64;
+    if s <= 120 {
+        format!("{s}s")
+    } else if s <= 10 * 3600 {
+        format!("{}m", s.div_ceil(60))
+    } else {
+        format!("{}h", s.div_ceil(3600))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_counts_are_said_in_words() {
+        assert_eq!(large(4096.0), "4096");
+        assert_eq!(large(461_373_440.0), "461 million");
+        assert_eq!(large(1.762e10), "17.6 billion");
+    }
+
+    #[test]
+    fn values_are_said_in_the_prefix_that_suits_them() {
+        assert_eq!(scaled(0.00062, "Top/s"), "620 Mop/s");
+        assert_eq!(scaled(0.618, "Gop/s"), "618 Mop/s");
+        assert_eq!(scaled(1979.0, "Top/s"), "1.98 Pop/s");
+        assert_eq!(scaled(14.71, "GiB/s"), "14.7 GiB/s");
+        assert_eq!(scaled(0.5, "GiB/s"), "512 MiB/s");
+        assert_eq!(scaled(94.0, "words"), "94 words");
+        assert_eq!(significant(0.6184), "0.618");
+        assert_eq!(significant(12.3456), "12.3");
+    }
+
+    #[test]
+    fn durations_round_up_to_one_unit_that_reads_back() {
+        assert_eq!(duration_rounded_up(Duration::from_millis(94_100)), "95s");
+        assert_eq!(duration_rounded_up(Duration::from_secs(323)), "6m");
+        assert_eq!(
+            duration_rounded_up(Duration::from_secs(11 * 3600 + 1)),
+            "12h"
+        );
+        for d in [94_100, 323_000, 39_601_000] {
+            let shown = duration_rounded_up(Duration::from_millis(d));
+            assert!(parse_duration(&shown).unwrap() >= Duration::from_millis(d));
+        }
+    }
 
     #[test]
     fn sizes_parse_in_both_unit_systems() {
@@ -148,6 +263,13 @@ mod tests {
     #[test]
     fn durations_parse() {
         assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        assert!(
+            parse_duration("3y")
+                .unwrap_err()
+                .contains("use ms, s, m, h, d or w")
+        );
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert!(parse_duration("soon").is_err());

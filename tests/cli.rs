@@ -32,7 +32,24 @@ fn bad_flags_get_one_sentence_and_exit_64() {
     );
     usage_error(
         &["run", "--workloads", "vram,pcie9"],
-        "unknown workload `pcie9`",
+        "unknown workload `pcie9`; did you mean `pcie`?",
+    );
+    usage_error(
+        &["run", "--profile", "burnin"],
+        "no such profile; did you mean `burn-in`?",
+    );
+    usage_error(
+        &["run", "--profle", "quick"],
+        "unexpected argument '--profle' found; did you mean '--profile'?",
+    );
+    usage_error(
+        &["report"],
+        "the following required arguments were not provided: <RUN_DIR>",
+    );
+    usage_error(&["health", "--max-age", "3y"], "use ms, s, m, h, d or w");
+    usage_error(
+        &["run", "--algorithms", "own-adress"],
+        "unknown VRAM algorithm `own-adress`; did you mean `own-address`?",
     );
     usage_error(&["run", "--load", "wobbly"], "wobbly");
     let bad = std::env::temp_dir().join(format!("kiln-bad-thresholds-{}.json", std::process::id()));
@@ -407,13 +424,30 @@ fn a_person_at_the_terminal_sees_progress_with_eta_and_a_coloured_result() {
         "run --device cpu --workloads vram,compute --duration 4s --vram-bytes 16MiB",
         false,
     );
-    // The bar over the device's whole plan: percent, time spent and left, the workload
-    // (which of how many) and the count of faults so far.
-    assert!(shown.contains("% 00:00:0"), "{shown}");
-    assert!(shown.contains(" ETA 00:00:0"), "{shown}");
-    assert!(shown.contains("vram (1 of 2)"), "{shown}");
-    assert!(shown.contains("compute (2 of 2)"), "{shown}");
-    assert!(shown.contains("nothing wrong so far"), "{shown}");
+    // The notes before the bars, then the bar over the device's whole plan: percent, time
+    // left, the workload (which of how many) and the count of faults so far; the VRAM
+    // passes in the scrollback; the notes not said again in the summary.
+    let first_bar = shown
+        .find("GPU0 [")
+        .unwrap_or_else(|| panic!("no bar: {shown}"));
+    let note = shown
+        .find("is a CPU Vulkan device, tested as asked")
+        .unwrap_or_else(|| panic!("no note: {shown}"));
+    assert!(note < first_bar, "the notes come before the bars: {shown}");
+    assert_eq!(
+        shown
+            .matches("is a CPU Vulkan device, tested as asked")
+            .count(),
+        1,
+        "a note said once: {shown}"
+    );
+    assert!(shown.contains("GPU0 llvmpipe (LLVM 15.0.6, 256 bits): 2 workloads, at most 4s"));
+    assert!(shown.contains("% ETA "), "{shown}");
+    assert!(shown.contains("vram 1/2"), "{shown}");
+    assert!(shown.contains("compute 2/2"), "{shown}");
+    assert!(shown.contains("| no faults"), "{shown}");
+    assert!(shown.contains("GPU0 vram pass"), "{shown}");
+    assert!(shown.contains(": own-address, random: "), "{shown}");
     assert!(
         shown.contains("result: \u{1b}[32mPASS\u{1b}[0m (exit 0)"),
         "the result in green: {shown}"

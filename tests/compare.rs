@@ -89,6 +89,46 @@ fn slower_memory_and_a_new_finding_are_reported() {
 }
 
 #[test]
+fn a_rate_that_drifted_without_a_fault_is_a_drift_of_its_own_exit_code() {
+    let work = tempfile::tempdir().unwrap();
+    let a = scenario("h200_healthy", work.path());
+    // The same card streaming its memory 15% slower, still well above its floor: no
+    // finding, only a drift.
+    let b = scenario("h200_healthy", &work.path().join("later"));
+    let events = b.join("events.jsonl");
+    let slower: String = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            if record["kind"] == "workload_end" && record["workload"] == "vram" {
+                for part in ["write", "verify"] {
+                    let rate = &mut record["summary"]["throughput"][part]["gib_per_s"];
+                    *rate = (rate.as_f64().unwrap() * 0.85).into();
+                }
+            }
+            record.to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(&events, slower).unwrap();
+    let out = compare(&a, &b, &[]);
+    let c = expect_json(&out, 5);
+    let d = &c["devices"][0];
+    assert!(d["new_findings"].as_array().unwrap().is_empty(), "{d}");
+    assert_eq!(d["slower"][0]["rate"], "vram_gib_per_s", "{d}");
+    assert_eq!(d["slower"][0]["noise"], 0.0, "{d}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("slower vram_gib_per_s: 3.73 TiB/s -> 3.17 TiB/s (-15%)"),
+        "units scaled to the value: {said}"
+    );
+    assert!(said.contains("(-15%"), "{said}");
+    assert!(said.contains("exit 5: a drift, not a fault"), "{said}");
+    // Within a tolerance wider than the drift, nothing is worse.
+    expect_json(&compare(&a, &b, &["--tolerance", "20"]), 0);
+}
+
+#[test]
 fn grown_error_counters_are_wear() {
     let work = tempfile::tempdir().unwrap();
     let a = scenario("healthy_load", work.path());
@@ -133,7 +173,10 @@ fn bad_run_directories_get_one_sentence() {
     assert_eq!(out.status.code(), Some(64));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("is not a kiln run directory"), "{stderr}");
+    assert!(
+        stderr.contains("nowhere does not exist: not a kiln run directory"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -293,7 +293,7 @@ fn health_counts_the_gpus_the_machine_has_not_the_ones_vulkan_sees() {
         .unwrap();
     let text = stdout(&out);
     assert!(!text.contains("KILN-CNT-001"), "8 of 8 are there: {text}");
-    let body: serde_json::Value = serde_json::from_str(text.split_once('\n').unwrap().1).unwrap();
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(body["gpus"], 8, "{text}");
     // Without NVML on this machine their counters cannot be read: could not check.
     assert_eq!(out.status.code(), Some(4), "{text}");
@@ -856,6 +856,82 @@ fn a_closed_output_ends_every_command_quietly() {
         assert!(
             status.code().is_some(),
             "{args:?} died of a signal: {status}"
+        );
+    }
+}
+
+#[test]
+fn json_means_stdout_is_json_and_nothing_else_for_every_command() {
+    let (_dir, run_dir) = recorded_run();
+    let run = run_dir.to_str().unwrap().to_owned();
+    let fixture = common::telemetry_fixture("xid79");
+    let scratch = tempfile::tempdir().unwrap();
+    let out_dir = scratch.path().join("fresh");
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["list", "--json"],
+        vec!["verdict", "--json", &run],
+        vec!["compare", "--json", &run, &run],
+        vec![
+            "health",
+            "--json",
+            "--telemetry-replay",
+            fixture.to_str().unwrap(),
+        ],
+        vec!["health", "--json"],
+        vec!["run", "--device", "cpu", "--dry-run", "--json"],
+        vec![
+            "run",
+            "--device",
+            "cpu",
+            "--workloads",
+            "compute",
+            "--passes",
+            "1",
+            "--json",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        vec![
+            "selftest",
+            "--json",
+            "--vram-bytes",
+            "4MiB",
+            "--faults",
+            "8",
+            "--runs",
+            "1",
+        ],
+        vec!["bench", "compute", "--json", "--duration", "1s"],
+    ];
+    for args in &commands {
+        let out = kiln().args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let parsed: Result<serde_json::Value, _> = serde_json::from_str(&text);
+        assert!(
+            parsed.is_ok(),
+            "{args:?}: stdout is not one JSON document ({:?}):\n{text}\nstderr: {}",
+            parsed.err(),
+            stderr(&out)
+        );
+    }
+    // A stream of JSON lines, each a document of its own.
+    let out = kiln()
+        .args([
+            "monitor",
+            "--json",
+            "--interval",
+            "50ms",
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.trim().is_empty(), "{}", stderr(&out));
+    for line in text.lines() {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_ok(),
+            "monitor --json: not a JSON line: {line}"
         );
     }
 }

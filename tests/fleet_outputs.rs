@@ -37,6 +37,20 @@ fn promtool_accepts_the_metrics() {
     assert!(
         prom.contains("UUID=\"") && prom.contains("modelName=\"") && prom.contains("pci_bus_id=\"")
     );
+    // Every sample says which node it is of, the run's own included, and the rates are
+    // there in base units.
+    for sample in prom.lines().filter(|l| !l.starts_with('#')) {
+        assert!(sample.contains("Hostname=\""), "no Hostname: {sample}");
+    }
+    for rate in [
+        "kiln_rate_bytes_per_second{",
+        "rate=\"vram\"",
+        "rate=\"pcie_h2d\"",
+        "kiln_rate_operations_per_second{",
+        "rate=\"compute_fp32\"",
+    ] {
+        assert!(prom.contains(rate), "{rate} missing:\n{prom}");
+    }
 }
 
 #[test]

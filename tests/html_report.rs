@@ -101,33 +101,72 @@ fn the_pdf_holds_the_summary_on_page_one_and_every_wrong_word_with_no_empty_page
         "96.00.74.00.01",
         "GPU-6c4f3a5e-1b2c-4d5e-8f90-123456789abc",
         "VRAM_STUCK_BIT",
-        "first at 0x000000000fa0",
+        "1 word of memory holds a bit stuck whatever is written, at 0x000000000fa0",
+        "1 wrong read at 1 word: 0x000000000fa0",
         "Reproduced",
         "RMA the card",
     ] {
         assert!(first.contains(needle), "page 1 lacks `{needle}`:\n{first}");
     }
-    // The whole document: the wrong-word table and the evidence, nothing in a tooltip.
+    // The whole document: the failing-word table and the evidence as labelled rows,
+    // nothing in a tooltip, no raw JSON, offsets in hex.
     let all = pdf_text(&pdf, None);
     for needle in [
-        "Wrong words",
+        "Failing words",
         "0x000000000fa0",
-        "0xa8646c94",
-        "0xa8646e94",
-        "0x00000200",
+        "0xa8646c94 → 0xa8646e94",
+        "bit 3 at 0, bit 9 at 1",
         "stuck at 0 and 1",
         "own-address",
-        "\"first_offsets\"",
+        "First offsets",
+        "0xfa0",
         "hardware thermal slowdown",
         "Host and run",
         "Command line",
     ] {
         assert!(all.contains(needle), "the PDF lacks `{needle}`:\n{all}");
     }
-    // No empty page: every page has words on it.
+    assert!(
+        !all.contains("\"first_offsets\""),
+        "raw JSON on the page:\n{all}"
+    );
+    // No empty page: every page has words on it; one bad cell reads in a few pages.
     let pages = all.split('\u{c}').filter(|p| !p.trim().is_empty()).count();
     let total = all.matches('\u{c}').count();
     assert_eq!(pages, total, "an empty page among {total}:\n{all}");
+    assert!(total <= 6, "{total} pages for one bad cell:\n{all}");
+}
+
+#[test]
+fn a_passing_pdf_is_short_names_the_card_and_says_what_could_not_be_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = common::quick_run(&["--workloads", "vram,compute"], &run_dir);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let pdf = dir.path().join("report.pdf");
+    let out = chromium(
+        dir.path(),
+        &run_dir.join("report.html"),
+        &[format!("--print-to-pdf={}", pdf.display())],
+    );
+    assert!(pdf.is_file(), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = pdf_text(&pdf, Some((1, 1)));
+    for needle in [
+        "GPU report: GPU0 llvmpipe",
+        "Result: PASS (exit 0)",
+        "nothing: every check that ran passed",
+        "Not checked",
+        "no telemetry was read",
+    ] {
+        assert!(first.contains(needle), "page 1 lacks `{needle}`:\n{first}");
+    }
+    let all = pdf_text(&pdf, None);
+    let total = all.matches('\u{c}').count();
+    assert!(total <= 3, "{total} pages for a pass:\n{all}");
+    assert!(
+        all.contains("Not read during the run, so not charted"),
+        "no empty chart frames:\n{all}"
+    );
 }
 
 #[test]
@@ -255,7 +294,7 @@ fn the_page_shows_the_verdict_the_findings_and_the_charts() {
     assert!(html.contains(">hardware thermal slowdown</text>"), "{html}");
     assert!(!html.contains("bit mask"));
     assert!(html.contains("time since the run started (s)"));
-    assert!(html.contains("offset in the tested memory (GiB)") || html.contains("no wrong words"));
+    assert!(html.contains("offset in the tested memory (GiB)") || html.contains("no wrong reads"));
     assert!(
         !html.contains("http://") && !html.contains("https://"),
         "self-contained: nothing fetched"

@@ -257,6 +257,19 @@ fn a_finding_is_confirmed_by_rerunning_its_workload() {
         html.contains("<td>3 of 3</td>"),
         "the stuck word in every run"
     );
+    // One defect is one row, found in no more runs than ran, however often it was read.
+    let found: Vec<u32> = html
+        .match_indices(" of 3</td>")
+        .map(|(i, _)| {
+            let cell = &html[html[..i].rfind("<td>").unwrap() + 4..i];
+            cell.parse().unwrap()
+        })
+        .collect();
+    assert_eq!(found, vec![3], "{html}");
+    assert!(
+        html.contains("wrong reads at 1 word, over 3 runs"),
+        "{html}"
+    );
     assert!(
         html.contains("<th>Reproduced</th><td>found in 3 of 3 runs</td>"),
         "{html}"
@@ -395,7 +408,7 @@ fn heat_runs_vram_and_compute_at_once() {
     assert_eq!(phases, vec!["preflight", "heat"]);
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(
-        summary.contains("compute ran inside heat, beside another load"),
+        summary.contains("compute (ran inside heat, beside another load): passed"),
         "{summary}"
     );
     let log = events(&run_dir);

@@ -192,10 +192,16 @@ fn malformed() -> Vec<(String, Option<usize>, Option<&'static str>, &'static str
             "between 0 and 100",
         ),
         (
-            with_vram("retention_delay = \"2d\""),
+            with_vram("retention_delay = \"2y\""),
             Some(4),
             Some("retention_delay"),
             "unit",
+        ),
+        (
+            with_vram("retention_delay = \"2d\""),
+            Some(4),
+            Some("retention_delay"),
+            "outside 1ms..24h",
         ),
         (
             with_vram("shape = \"pulsed\""),
@@ -486,4 +492,128 @@ fn a_dry_run_prints_the_plan_and_runs_nothing() {
     );
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("GiB of VRAM to test"), "{text}");
+}
+
+/// What a profile's time budget promises, planned: the shares add up to the budget, and a
+/// budget shorter than what the profile cannot do without is refused with the least it
+/// needs, never run past.
+#[test]
+fn every_bundled_profile_fits_its_own_budget_and_refuses_one_too_short() {
+    for (name, _) in BUNDLED {
+        let out = common::kiln()
+            .args(["run", "--profile", name, "--dry-run", "--json"])
+            .output()
+            .unwrap();
+        let plan = common::expect_json(&out, 0);
+        let budget = plan["duration_s"].as_f64().unwrap();
+        let shares: f64 = plan["devices"][0]["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["budget_s"].as_f64().unwrap())
+            .sum();
+        assert!(
+            (shares - budget).abs() < 0.01 * budget,
+            "{name}: shares of {shares} s in a budget of {budget} s"
+        );
+    }
+    // Burn-in's retention test idles twice 60 s: 45 s cannot hold it.
+    let out = common::kiln()
+        .args([
+            "run",
+            "--profile",
+            "burn-in",
+            "--duration",
+            "45s",
+            "--dry-run",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("a time budget of 45s is too short for profile burn-in")
+            && said.contains("it needs at least 6m per device"),
+        "{said}"
+    );
+    // Its near miss: the least it asks for is taken.
+    let out = common::kiln()
+        .args([
+            "run",
+            "--profile",
+            "burn-in",
+            "--duration",
+            "6m",
+            "--dry-run",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every bundled profile run for real at a short budget ends within it plus start-up,
+/// `rma` with a stuck bit planted, so that its three confirmation runs must fit too.
+#[test]
+fn every_bundled_profile_ends_within_a_short_budget() {
+    const BUDGET_S: u64 = 24;
+    // Starting the device, the telemetry's idle second and writing the reports.
+    const START_UP_S: f64 = 12.0;
+    let dir = tempfile::tempdir().unwrap();
+    for (name, _) in BUNDLED {
+        let run_dir = dir.path().join(name);
+        let mut args = vec![
+            "run".to_owned(),
+            "--profile".into(),
+            name.into(),
+            "--device".into(),
+            "cpu".into(),
+            "--duration".into(),
+            format!("{BUDGET_S}s"),
+            "--vram-bytes".into(),
+            "64MiB".into(),
+            "--out".into(),
+            run_dir.display().to_string(),
+        ];
+        if name == "burn-in" {
+            args.extend(["--retention-delay".into(), "1s".into()]);
+        }
+        if name == "rma" {
+            args.extend(["--test-stuck-word".into(), "1000".into()]);
+        }
+        let started = std::time::Instant::now();
+        let out = common::kiln().args(&args).output().unwrap();
+        let took = started.elapsed().as_secs_f64();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            took <= BUDGET_S as f64 + START_UP_S,
+            "{name}: {took:.1} s for a {BUDGET_S} s budget\n{said}"
+        );
+        let report = common::read_json(&run_dir.join("report.json"));
+        if name == "rma" {
+            assert_eq!(out.status.code(), Some(1), "{name}: {said}");
+            let runs = report["devices"][0]["workloads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|w| w["workload"] == "vram")
+                .count();
+            assert_eq!(runs, 4, "{name}: the finding and its three reruns");
+            // Each workload after the reruns still had its part of the budget.
+            for w in report["devices"][0]["workloads"].as_array().unwrap() {
+                if w["workload"] != "vram" {
+                    assert_ne!(w["status"], "not_run", "{name}: {w}");
+                }
+            }
+        } else {
+            assert!(
+                matches!(out.status.code(), Some(0) | Some(4)),
+                "{name}: {said}"
+            );
+        }
+    }
 }

@@ -105,7 +105,14 @@ fn bad_run_directories_get_one_sentence_and_exit_64() {
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
         assert!(stderr.contains(needle), "`{needle}` not in {stderr}");
     };
-    check(&dir.path().join("nowhere"), "not a kiln run directory");
+    check(
+        &dir.path().join("nowhere"),
+        "nowhere does not exist: not a kiln run directory",
+    );
+    check(
+        &run_dir.join("manifest.json"),
+        "manifest.json is a file, not a kiln run directory",
+    );
     check(dir.path(), "not a kiln run directory");
 
     let events = run_dir.join("events.jsonl");

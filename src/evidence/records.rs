@@ -43,6 +43,18 @@ pub enum Event {
         /// One sentence.
         message: String,
     },
+    /// A workload that found something starts again, to confirm it: run `run` of `runs`
+    /// (the first being the one that found it), within `budget_s` of the time left.
+    Confirm {
+        /// The workload.
+        workload: String,
+        /// Which run this is, from 2.
+        run: u32,
+        /// Its runs in all, the first included.
+        runs: u32,
+        /// Its share of the time left, when the run has a budget.
+        budget_s: Option<f64>,
+    },
     /// A device about to be tested, with its identity.
     DeviceStart {
         /// Identity, memory and limits.

@@ -12,6 +12,7 @@ use crate::evidence::Manifest;
 use crate::telemetry::record::{Reading, TelemetryData, TelemetryRecord};
 use crate::telemetry::{signals, throttle};
 use crate::verdict::{DeviceReport, DeviceResult, Report};
+use crate::workload::show::OffsetPoint;
 use crate::workload::{Section, Table};
 
 /// Text with HTML's special characters escaped.
@@ -25,8 +26,8 @@ pub fn esc(text: &str) -> String {
 /// Rows of one table shown at most: a card with a million wrong words still prints.
 const ROWS_SHOWN: usize = 64;
 
-/// A finding's evidence shown at most, in characters (all of it is in report.json).
-const EVIDENCE_SHOWN: usize = 3000;
+/// Rows of a finding's evidence shown at most (all of it is in report.json).
+const EVIDENCE_ROWS_SHOWN: usize = 12;
 
 fn banner_class(result: DeviceResult) -> &'static str {
     match result {
@@ -37,13 +38,20 @@ fn banner_class(result: DeviceResult) -> &'static str {
     }
 }
 
-/// One table of the device, merged over the runs of its workload: a confirmation rerun
-/// finds the same places again, and each place says in how many runs it came back.
+/// One table of the device, merged over the runs of its workload: one row per place (a
+/// word, an element, a transfer), however many wrong reads it gave, with how many it gave
+/// and in how many of the runs it came back.
 struct Merged {
+    /// The places, each with the cells of its first record.
     table: Table,
-    /// Each row's runs: in how many of `runs` it was found.
+    /// Per place: its records, over every run.
+    reads: Vec<u64>,
+    /// Per place: the runs that found it.
     found_in: Vec<usize>,
+    /// The runs of the workload.
     runs: usize,
+    /// Records over every run, recorded or not.
+    total: u64,
 }
 
 fn tables(d: &DeviceReport) -> Vec<Merged> {
@@ -61,28 +69,43 @@ fn tables(d: &DeviceReport) -> Vec<Merged> {
                 continue;
             };
             let id = format!("{}/{}", w.workload, t.title);
-            match out.iter_mut().find(|(i, _)| *i == id) {
-                Some((_, m)) => {
-                    for row in t.rows {
-                        match m.table.rows.iter().position(|r| r.key == row.key) {
-                            Some(i) => m.found_in[i] += 1,
-                            None => {
-                                m.table.rows.push(row);
-                                m.found_in.push(1);
-                            }
-                        }
-                    }
-                }
+            let at = match out.iter().position(|(i, _)| *i == id) {
+                Some(at) => at,
                 None => {
-                    let found_in = vec![1; t.rows.len()];
                     out.push((
                         id,
                         Merged {
-                            table: t,
-                            found_in,
+                            table: Table {
+                                rows: Vec::new(),
+                                ..t.clone()
+                            },
+                            reads: Vec::new(),
+                            found_in: Vec::new(),
                             runs,
+                            total: 0,
                         },
                     ));
+                    out.len() - 1
+                }
+            };
+            let m = &mut out[at].1;
+            m.total += t.total;
+            let mut counted_here: Vec<usize> = Vec::new();
+            for row in t.rows {
+                let count = row.count.max(1);
+                let i = match m.table.rows.iter().position(|r| r.key == row.key) {
+                    Some(i) => i,
+                    None => {
+                        m.table.rows.push(row);
+                        m.reads.push(0);
+                        m.found_in.push(0);
+                        m.table.rows.len() - 1
+                    }
+                };
+                m.reads[i] += count;
+                if !counted_here.contains(&i) {
+                    counted_here.push(i);
+                    m.found_in[i] += 1;
                 }
             }
         }
@@ -90,23 +113,35 @@ fn tables(d: &DeviceReport) -> Vec<Merged> {
     out.into_iter().map(|(_, m)| m).collect()
 }
 
+/// A merged table's count for people: `89 wrong reads at 1 word, in 4 runs`.
+fn places_said(m: &Merged) -> String {
+    format!(
+        "{} at {}{}",
+        crate::text::count(m.total, m.table.noun),
+        crate::text::count(m.table.rows.len() as u64, m.table.place),
+        if m.runs > 1 {
+            format!(", over {} runs", m.runs)
+        } else {
+            String::new()
+        }
+    )
+}
+
 fn table_html(out: &mut String, m: &Merged) {
     let t = &m.table;
     let shown = t.rows.len().min(ROWS_SHOWN);
     let _ = write!(
         out,
-        "<h3>{}</h3><p class=\"count\">{} in all{}; {} recorded place{} shown{}.</p><table class=\"rows\"><tr>",
+        "<h3>{}</h3><p class=\"count\">{}; one row per {}, with its first {}{}.</p><table class=\"rows\"><tr>",
         esc(&t.title),
-        crate::text::count(t.total, t.noun),
-        if m.runs > 1 {
-            format!(" in the first of {} runs", m.runs)
-        } else {
-            String::new()
-        },
-        shown,
-        if shown == 1 { "" } else { "s" },
+        esc(&places_said(m)),
+        t.place,
+        t.noun,
         if t.rows.len() > shown {
-            format!(" of {} (the rest are in report.json)", t.rows.len())
+            format!(
+                "; {shown} of {} shown (every one is in report.json)",
+                t.rows.len()
+            )
         } else {
             String::new()
         }
@@ -114,31 +149,38 @@ fn table_html(out: &mut String, m: &Merged) {
     for c in &t.columns {
         let _ = write!(out, "<th>{}</th>", esc(c));
     }
+    let _ = write!(out, "<th>{}s</th>", esc(&upper_first(t.noun)));
     if m.runs > 1 {
         out.push_str("<th>Found in runs</th>");
     }
     out.push_str("</tr>");
-    for (row, found_in) in t.rows.iter().zip(&m.found_in).take(shown) {
+    for (i, row) in t.rows.iter().enumerate().take(shown) {
         out.push_str("<tr>");
         for cell in &row.cells {
             let _ = write!(out, "<td>{}</td>", esc(cell));
         }
+        let _ = write!(out, "<td>{}</td>", m.reads[i]);
         if m.runs > 1 {
-            let _ = write!(out, "<td>{found_in} of {}</td>", m.runs);
+            let _ = write!(out, "<td>{} of {}</td>", m.found_in[i], m.runs);
         }
         out.push_str("</tr>");
     }
     out.push_str("</table>");
 }
 
+fn upper_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 /// The identity fields a support desk asks for, labelled for people: the vendor's where
 /// its source read them, else what Vulkan says.
 fn identity_rows(d: &DeviceReport) -> Vec<(&'static str, String)> {
     let text = |key: &str| d.setup.identity_text(key).map(str::to_owned);
-    let mut rows = vec![(
-        "Product",
-        text(signals::NAME.name).unwrap_or_else(|| d.name.clone()),
-    )];
+    let mut rows = vec![("Product", d.product().to_owned())];
     for (label, key) in [
         ("Serial number", signals::SERIAL.name),
         ("Board part number", signals::BOARD_PART_NUMBER.name),
@@ -184,10 +226,18 @@ fn summary_card(out: &mut String, d: &DeviceReport, merged: &[Merged]) {
     let first = d.leading_finding();
     let what = match first {
         Some(f) => format!("{}: {}", f.code, f.summary),
-        None if d.result == DeviceResult::Pass => "nothing: every check passed".into(),
+        None if d.result == DeviceResult::Pass => "nothing: every check that ran passed".into(),
         None => d.reason.clone(),
     };
     let _ = write!(out, "<tr><th>What failed</th><td>{}</td></tr>", esc(&what));
+    let not_checked = d.not_checked();
+    if !not_checked.is_empty() {
+        let _ = write!(
+            out,
+            "<tr><th>Not checked</th><td>{}</td></tr>",
+            esc(&not_checked.join("; "))
+        );
+    }
     let places: Vec<String> = merged
         .iter()
         .filter(|m| m.table.total > 0)
@@ -200,9 +250,14 @@ fn summary_card(out: &mut String, d: &DeviceReport, merged: &[Merged]) {
                 .map(|r| r.key.as_str())
                 .collect();
             format!(
-                "{}, first at {}",
-                crate::text::count(m.table.total, m.table.noun),
-                first_keys.join(", ")
+                "{}: {}{}",
+                places_said(m),
+                first_keys.join(", "),
+                if m.table.rows.len() > first_keys.len() {
+                    ", ..."
+                } else {
+                    ""
+                }
             )
         })
         .collect();
@@ -230,12 +285,12 @@ fn summary_card(out: &mut String, d: &DeviceReport, merged: &[Merged]) {
                 }
             }
         };
-        let _ = write!(
-            out,
-            "<tr><th>Reproduced</th><td>{}</td></tr><tr><th>Action</th><td>{}</td></tr>",
-            esc(&again),
-            esc(&f.action)
-        );
+        let _ = write!(out, "<tr><th>Reproduced</th><td>{}</td></tr>", esc(&again));
+    }
+    // What to do: the device's next step (every result but a pass has one), else the
+    // leading finding's.
+    if let Some(action) = d.action.as_ref().or(first.map(|f| &f.action)) {
+        let _ = write!(out, "<tr><th>Action</th><td>{}</td></tr>", esc(action));
     }
     out.push_str("</table></div>");
 }
@@ -281,24 +336,45 @@ fn findings_table(out: &mut String, d: &DeviceReport) {
     }
     out.push_str("<h3>Findings</h3><table class=\"findings\"><tr><th>Code</th><th>Class</th><th>Severity</th><th>Confidence</th><th>What</th><th>Action</th></tr>");
     for f in &d.findings {
-        let mut evidence = serde_json::to_string_pretty(&f.evidence).unwrap_or_default();
-        if evidence.chars().count() > EVIDENCE_SHOWN {
-            evidence = evidence.chars().take(EVIDENCE_SHOWN).collect::<String>()
-                + "\n... (cut here: the whole evidence is in report.json)";
+        let rows = super::evidence_rows(&f.evidence);
+        let mut evidence = String::new();
+        for (label, value) in rows.iter().take(EVIDENCE_ROWS_SHOWN) {
+            let _ = write!(
+                evidence,
+                "<tr><th>{}</th><td>{}</td></tr>",
+                esc(label),
+                esc(value)
+            );
+        }
+        if rows.len() > EVIDENCE_ROWS_SHOWN {
+            let _ = write!(
+                evidence,
+                "<tr><td colspan=\"2\">{} more in report.json</td></tr>",
+                rows.len() - EVIDENCE_ROWS_SHOWN
+            );
         }
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}<pre class=\"evidence\">{}</pre></td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}<table class=\"evidence\">{}</table></td><td>{}</td></tr>",
             esc(&f.code),
             f.class.word(),
             f.severity.word(),
             f.confidence.word(),
             esc(&f.summary),
-            esc(&evidence),
+            evidence,
             esc(&f.action)
         );
     }
     out.push_str("</table>");
+}
+
+/// One error map of a workload, with the points of every run of it.
+struct ErrorMap {
+    title: String,
+    span_bytes: u64,
+    rows: usize,
+    points: Vec<OffsetPoint>,
+    none: String,
 }
 
 /// A device's section; `merged` is its [`tables`].
@@ -327,6 +403,9 @@ fn device_section(
         .iter()
         .map(|p| (p.phase.clone(), p.start_ms, p.end_ms))
         .collect();
+    // A chart is drawn for what was read; what was not is said in one line, not shown
+    // as empty frames.
+    let mut unread = Vec::new();
     for (title, unit, keys) in [
         (
             "Temperature",
@@ -357,40 +436,126 @@ fn device_section(
             .iter()
             .map(|(label, k)| ((*label).to_owned(), series(telemetry, d.index, k)))
             .collect();
-        out.push_str(&line_chart(title, unit, &s, &phases));
+        if s.iter().all(|(_, points)| points.is_empty()) {
+            unread.push(title.to_lowercase());
+        } else {
+            out.push_str(&line_chart(title, unit, &s, &phases));
+        }
     }
-    out.push_str(&band_chart(
-        "Throttle reasons (what held the clocks back, when)",
-        &throttle_samples(telemetry, d.index),
-        &phases,
-    ));
-    for w in &d.workloads {
+    let throttle = throttle_samples(telemetry, d.index);
+    if throttle.is_empty() {
+        unread.push("throttle reasons".into());
+    } else {
+        out.push_str(&band_chart(
+            "Throttle reasons (what held the clocks back, when)",
+            &throttle,
+            &phases,
+        ));
+    }
+    if !unread.is_empty() {
         let _ = write!(
             out,
-            "<h3>{}: {}</h3><p>{}</p>",
-            esc(&w.workload),
-            w.status.word(),
-            esc(&w.headline)
+            "<p class=\"none\">Not read during the run, so not charted: {}.</p>",
+            esc(&crate::text::list(&unread))
         );
-        for section in w.summary.sections() {
-            match section {
-                // Lines are the terminal's; tables are shown above, merged over runs.
-                Section::Lines(_) | Section::Table(_) => {}
-                Section::Bars { title, unit, bars } => {
-                    let items: Vec<(String, f64, Option<f64>)> = bars
-                        .into_iter()
-                        .map(|b| (b.label, b.value, b.mark))
-                        .collect();
-                    out.push_str(&bars_chart(&title, &unit, &items));
-                }
-                Section::OffsetMap {
-                    title,
-                    span_bytes,
-                    rows,
-                    points,
-                    none,
-                } => out.push_str(&offset_map(&title, span_bytes, rows, &points, &none)),
+    }
+    // Each workload once, however many times it ran: its runs' headlines, the first
+    // run's charts, and one error map with every run's points on it.
+    let mut shown: Vec<(&str, Option<&str>)> = Vec::new();
+    for w in &d.workloads {
+        let id = (w.workload.as_str(), w.together_with());
+        if shown.contains(&id) {
+            continue;
+        }
+        shown.push(id);
+        let runs: Vec<&crate::workload::WorkloadOutcome> = d
+            .workloads
+            .iter()
+            .filter(|o| (o.workload.as_str(), o.together_with()) == id)
+            .collect();
+        let _ = write!(
+            out,
+            "<h3>{}: {}</h3>",
+            esc(&w.workload),
+            if runs.len() > 1 {
+                format!("{} runs", runs.len())
+            } else {
+                w.status.word().to_owned()
             }
+        );
+        if runs.len() > 1 {
+            out.push_str("<ul class=\"runs\">");
+            for (i, r) in runs.iter().enumerate() {
+                let _ = write!(
+                    out,
+                    "<li>run {} of {}, {}: {}</li>",
+                    i + 1,
+                    runs.len(),
+                    r.status.word(),
+                    esc(&r.headline)
+                );
+            }
+            out.push_str("</ul>");
+        } else {
+            let _ = write!(out, "<p>{}</p>", esc(&w.headline));
+        }
+        let mut maps: Vec<ErrorMap> = Vec::new();
+        for (i, r) in runs.iter().enumerate() {
+            for section in r.summary.sections() {
+                match section {
+                    // Lines are the terminal's; tables are shown above, merged over runs.
+                    Section::Lines(_) | Section::Table(_) => {}
+                    Section::Bars { title, unit, bars } if i == 0 => {
+                        let items: Vec<(String, f64, Option<f64>)> = bars
+                            .into_iter()
+                            .map(|b| (b.label, b.value, b.mark))
+                            .collect();
+                        out.push_str(&bars_chart(&title, &unit, &items));
+                    }
+                    Section::Bars { .. } => {}
+                    Section::OffsetMap {
+                        title,
+                        span_bytes,
+                        rows,
+                        points,
+                        none,
+                    } => {
+                        let points = points.into_iter().map(|mut p| {
+                            if runs.len() > 1 {
+                                p.title = format!("run {}: {}", i + 1, p.title);
+                            }
+                            p
+                        });
+                        match maps.iter_mut().find(|m| m.title == title) {
+                            Some(m) => {
+                                m.rows = m.rows.max(rows);
+                                m.points.extend(points);
+                            }
+                            None => maps.push(ErrorMap {
+                                title,
+                                span_bytes,
+                                rows,
+                                points: points.collect(),
+                                none,
+                            }),
+                        }
+                    }
+                }
+            }
+        }
+        for m in maps {
+            let title = if runs.len() > 1 {
+                format!("{} (the points of all {} runs)", m.title, runs.len())
+            } else {
+                m.title
+            };
+            out.push_str(&offset_map(
+                &title,
+                m.span_bytes,
+                m.rows,
+                &m.points,
+                &m.none,
+            ));
         }
     }
     out.push_str("</section>");
@@ -478,7 +643,15 @@ fn host_section(out: &mut String, report: &Report, manifest: Option<&Manifest>) 
     row("Finished (UTC)", &report.finished_utc);
     row("Wall time", &format!("{:.1} s", report.wall_s));
     row("Run directory", &report.run_dir);
-    out.push_str("</table></section>");
+    out.push_str("</table>");
+    if !report.notes.is_empty() {
+        out.push_str("<h3>Notes of the run</h3><ul class=\"notes\">");
+        for n in &report.notes {
+            let _ = write!(out, "<li>{}</li>", esc(n));
+        }
+        out.push_str("</ul>");
+    }
+    out.push_str("</section>");
 }
 
 const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px;margin:0 0 6px}\
@@ -495,9 +668,9 @@ polyline{fill:none;stroke-width:1.5}.s0{stroke:#c0392b}.s1{stroke:#2471a3}.s2{st
 .band{opacity:.85}.b0{fill:#c0392b}.b1{fill:#e67e22}.b2{fill:#7d3c98}.b3{fill:#2471a3}\
 .k0{color:#c0392b}.k1{color:#2471a3}.k2{color:#239b56}.k3{color:#7d3c98}\
 .ref{stroke:#c0392b;stroke-width:2}.err{fill:#c0392b}.none{color:#777}\
-pre.evidence{white-space:pre-wrap;word-break:break-all;font-size:10px;background:#f7f7f7;margin:4px 0 0;padding:4px}\
+table.evidence{font-size:10px;background:#f7f7f7;margin:4px 0 0}table.evidence th{font-weight:normal;color:#555;text-align:left;padding-right:8px}\
 @page{size:A4 landscape;margin:10mm}\
-@media print{body{margin:0;font-size:11px}section.device,section.host{break-before:page}\
+@media print{body{margin:0;font-size:11px}section.device{break-before:page}\
 tr,figure,.card{break-inside:avoid}table.rows{font-size:9px}.chart{max-width:100%}}";
 
 /// Renders the page; `manifest` gives the host and the command line where the run
@@ -508,15 +681,21 @@ pub fn render(
     manifest: Option<&Manifest>,
 ) -> String {
     let mut out = String::new();
+    // Named for the cards it is about, as a support desk files it.
+    let cards = match report.devices.as_slice() {
+        [one] => format!("GPU{} {}", one.index, one.product()),
+        many => format!("{} GPUs on {}", many.len(), report.host),
+    };
     let _ = write!(
         out,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kiln report {}</title><style>{CSS}</style></head><body>",
-        esc(&report.run_id)
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kiln: {} {}</title><style>{CSS}</style></head><body>",
+        esc(&cards),
+        report.result.word()
     );
     let _ = write!(
         out,
-        "<section id=\"summary\"><h1>kiln GPU report {}</h1><div class=\"banner {}\" id=\"verdict\">Result: {} (exit {}){}</div>",
-        esc(&report.run_id),
+        "<section id=\"summary\"><h1>GPU report: {}</h1><div class=\"banner {}\" id=\"verdict\">Result: {} (exit {}){}</div>",
+        esc(&cards),
         banner_class(report.result),
         report.result.word(),
         report.exit_code,
@@ -528,23 +707,17 @@ pub fn render(
     );
     let _ = write!(
         out,
-        "<p>Host {}, started {}, finished {} (UTC), kiln {}.</p>",
+        "<p>Host {}, started {}, finished {} (UTC), kiln {}, run {}.</p>",
         esc(&report.host),
         esc(&report.started_utc),
         esc(&report.finished_utc),
-        esc(&report.tool_version)
+        esc(&report.tool_version),
+        esc(&report.run_id)
     );
     // Each device's tables, merged over its runs, serve its card and its section.
     let merged: Vec<Vec<Merged>> = report.devices.iter().map(tables).collect();
     for (d, m) in report.devices.iter().zip(&merged) {
         summary_card(&mut out, d, m);
-    }
-    if !report.notes.is_empty() {
-        out.push_str("<ul class=\"notes\">");
-        for n in &report.notes {
-            let _ = write!(out, "<li>{}</li>", esc(n));
-        }
-        out.push_str("</ul>");
     }
     out.push_str("</section>");
     for (d, m) in report.devices.iter().zip(&merged) {

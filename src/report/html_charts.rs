@@ -304,6 +304,16 @@ pub fn band_chart(
     svg
 }
 
+/// A bar's value: a count of things in words (`1 wrong read`, `3 wrong reads`), a rate in
+/// the prefix that suits it (`620 Mop/s`).
+fn value_said(value: f64, unit: &str) -> String {
+    if !unit.contains('/') && value >= 0.0 && value.fract() == 0.0 {
+        crate::text::count(value as u64, unit)
+    } else {
+        crate::units::scaled(value, unit)
+    }
+}
+
 /// Horizontal bars with an optional reference mark, each labelled with its value.
 pub fn bars_chart(title: &str, unit: &str, items: &[(String, f64, Option<f64>)]) -> String {
     let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
@@ -322,12 +332,12 @@ pub fn bars_chart(title: &str, unit: &str, items: &[(String, f64, Option<f64>)])
         let width = value / max * (W - 300.0);
         let _ = write!(
             svg,
-            "<text x=\"4\" y=\"{:.1}\" class=\"axis\">{}</text><rect class=\"bar\" x=\"200\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"16\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\">{value:.2} {}</text>",
+            "<text x=\"4\" y=\"{:.1}\" class=\"axis\">{}</text><rect class=\"bar\" x=\"200\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"16\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\">{}</text>",
             y + 12.0,
             esc(label),
             205.0 + width,
             y + 12.0,
-            esc(unit)
+            esc(&value_said(*value, unit))
         );
         if let Some(r) = reference {
             let rx = 200.0 + r / max * (W - 300.0);

@@ -65,8 +65,18 @@ fn cases(d: &DeviceReport) -> Vec<(String, f64, Case)> {
                         body: lines(&own),
                     }
                 }
+                // A skip says why, whatever the workload's own headline says.
                 WorkloadStatus::Incomplete | WorkloadStatus::NotRun => {
-                    Case::Skipped(w.headline.clone())
+                    let why = w
+                        .summary
+                        .envelope()
+                        .why_cut_short()
+                        .unwrap_or(w.status.word());
+                    Case::Skipped(if w.headline.contains(why) {
+                        w.headline.clone()
+                    } else {
+                        format!("{}: {why}", w.headline)
+                    })
                 }
                 WorkloadStatus::Passed => Case::Passed(w.headline.clone()),
             };
@@ -82,7 +92,10 @@ fn cases(d: &DeviceReport) -> Vec<(String, f64, Case)> {
     let verdict = match d.result {
         DeviceResult::Pass => Case::Passed(d.reason.clone()),
         DeviceResult::Inconclusive => Case::Errored {
-            message: d.reason.clone(),
+            message: match &d.action {
+                Some(action) => format!("{}; next: {action}", d.reason),
+                None => d.reason.clone(),
+            },
             kind,
         },
         _ if left.is_empty() => Case::Passed(format!(
@@ -101,7 +114,22 @@ fn cases(d: &DeviceReport) -> Vec<(String, f64, Case)> {
     };
     // Judging takes no device time: the verdict's case is instant.
     out.push(("verdict".into(), 0.0, verdict));
+    unique_names(&mut out);
     out
+}
+
+/// Numbers the cases of a check that ran more than once (a rerun to confirm, a profile
+/// that runs compute in several shapes): `vram (run 2 of 4)`, so that every case of a
+/// suite has a name of its own, as CI dashboards key them.
+fn unique_names(cases: &mut [(String, f64, Case)]) {
+    let names: Vec<String> = cases.iter().map(|(n, _, _)| n.clone()).collect();
+    for (i, (name, _, _)) in cases.iter_mut().enumerate() {
+        let runs = names.iter().filter(|n| *n == name).count();
+        if runs > 1 {
+            let run = names[..i].iter().filter(|n| *n == name).count() + 1;
+            *name = format!("{name} (run {run} of {runs})");
+        }
+    }
 }
 
 /// Renders the report as JUnit XML.
@@ -180,6 +208,26 @@ mod tests {
     use crate::workload::WorkloadOutcome;
 
     #[test]
+    fn a_check_that_ran_more_than_once_has_a_name_per_run() {
+        let mut cases: Vec<(String, f64, Case)> = ["vram", "vram", "compute", "vram", "verdict"]
+            .iter()
+            .map(|n| ((*n).to_owned(), 0.0, Case::Passed(String::new())))
+            .collect();
+        unique_names(&mut cases);
+        let names: Vec<&str> = cases.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "vram (run 1 of 3)",
+                "vram (run 2 of 3)",
+                "compute",
+                "vram (run 3 of 3)",
+                "verdict"
+            ]
+        );
+    }
+
+    #[test]
     fn failures_and_skips_are_marked_and_text_is_escaped() {
         let mut report =
             crate::verdict::Report::new("r".into(), "d".into(), "t".into(), 1.0, vec![], vec![]);
@@ -217,7 +265,7 @@ mod tests {
         let text = render(&report);
         assert!(text.contains("GPU0 GPU &lt;&quot;&amp;&apos;&gt;"));
         assert!(text.contains("<failure message=\"a &lt; b &amp; c\" type=\"failed\">"));
-        assert!(text.contains("<skipped message=\"a &lt; b &amp; c\"/>"));
+        assert!(text.contains("<skipped message=\"a &lt; b &amp; c: not run\"/>"));
         let suite = format!(
             "failures=\"1\" errors=\"0\" skipped=\"1\" time=\"0.000\" timestamp=\"t\" hostname=\"{}\"",
             xml(&report.host)

@@ -120,6 +120,28 @@ impl DcgmIdentity {
     }
 }
 
+/// The family of rates in bytes per second.
+const RATE_BYTES: &str = "kiln_rate_bytes_per_second";
+/// The family of rates in operations per second.
+const RATE_OPERATIONS: &str = "kiln_rate_operations_per_second";
+
+/// A workload's rate name (`compute_fp32_gops`) as its family, the `rate` label it gets
+/// (`compute_fp32`) and the factor to base units; `None` for a unit kiln does not know.
+fn in_base_units(rate: &str) -> Option<(&'static str, &str, f64)> {
+    [
+        ("_gib_per_s", RATE_BYTES, 1_073_741_824.0),
+        ("_gbps", RATE_BYTES, 1e9),
+        ("_gops", RATE_OPERATIONS, 1e9),
+        ("_tflops", RATE_OPERATIONS, 1e12),
+        ("_tops", RATE_OPERATIONS, 1e12),
+    ]
+    .iter()
+    .find_map(|(suffix, family, factor)| {
+        rate.strip_suffix(suffix)
+            .map(|said| (*family, said, *factor))
+    })
+}
+
 /// Renders the metrics of a report.
 pub fn render(report: &Report, ctx: &Context) -> String {
     let mut out = String::new();
@@ -225,20 +247,50 @@ pub fn render(report: &Report, ctx: &Context) -> String {
             .collect();
         family(fam.name, fam.help, samples);
     }
+    // Every rate the workloads measured, in base units, one series per device and rate
+    // (its first run's: a rerun to confirm measures the same work again).
+    for (name, help) in [
+        (
+            RATE_BYTES,
+            "Rates the last run measured (VRAM streaming, PCIe each way), in bytes per second.",
+        ),
+        (
+            RATE_OPERATIONS,
+            "Rates the last run measured (compute and matrix multiplication per kind), in operations per second.",
+        ),
+    ] {
+        let mut samples: Vec<(String, f64)> = Vec::new();
+        for d in devices {
+            for w in d.workloads.iter().filter(|w| w.together_with().is_none()) {
+                for (rate, value) in w.summary.rates() {
+                    let Some((family, said, factor)) = in_base_units(rate) else {
+                        continue;
+                    };
+                    let labels = format!("{},rate=\"{said}\"", labels(d));
+                    if family == name && !samples.iter().any(|(l, _)| *l == labels) {
+                        samples.push((labels, value * factor));
+                    }
+                }
+            }
+        }
+        family(name, help, samples);
+    }
+    // The run's own families carry the node's label, as every other does.
+    let node = format!("Hostname=\"{}\"", escape(&report.host));
     family(
         "kiln_last_run_timestamp_seconds",
         "When the last kiln run ended, in Unix seconds.",
-        vec![(String::new(), ctx.run_unix_seconds as f64)],
+        vec![(node.clone(), ctx.run_unix_seconds as f64)],
     );
     family(
         "kiln_last_run_duration_seconds",
         "How long the last kiln run took.",
-        vec![(String::new(), report.wall_s)],
+        vec![(node.clone(), report.wall_s)],
     );
     family(
         "kiln_last_run_exit_code",
         "The exit code of the last kiln run.",
-        vec![(String::new(), f64::from(report.exit_code))],
+        vec![(node, f64::from(report.exit_code))],
     );
     family(
         "kiln_build_info",

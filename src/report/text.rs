@@ -8,12 +8,26 @@ use crate::telemetry::summary::PhaseTelemetry;
 use crate::verdict::{Report, Setup};
 use crate::workload::Section;
 
-/// Renders the human summary of a run.
-pub fn summary(report: &Report) -> String {
+/// How much of a run the summary says.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Style {
+    /// Every measurement of every run of every workload, every phase's telemetry and
+    /// every finding (`-v`); else a line per workload and the findings that judge.
+    pub verbose: bool,
+    /// The run's first notes that were already said at the terminal, before the bars,
+    /// and are not said again.
+    pub notes_said: usize,
+}
+
+/// Renders the human summary of a run: by default a line per device, its setup, a line
+/// per workload (however many runs it had), the findings that judge, what could not be
+/// checked and the action; with [`Style::verbose`], everything.
+pub fn summary(report: &Report, style: Style) -> String {
     let mut out = String::new();
-    for note in &report.notes {
+    for note in report.notes.iter().skip(style.notes_said) {
         let _ = writeln!(out, "note: {note}");
     }
+    let mut held_back = 0;
     for d in &report.devices {
         let _ = writeln!(
             out,
@@ -25,39 +39,26 @@ pub fn summary(report: &Report) -> String {
             d.reason
         );
         setup_line(&mut out, &d.setup);
-        for w in &d.workloads {
-            if let Some(with) = w.together_with() {
-                let _ = writeln!(
-                    out,
-                    "  {} ran inside {with}, beside another load: its rates are not the device's alone",
-                    w.workload
-                );
-            }
-            let lines: Vec<String> = w
-                .summary
-                .sections()
-                .into_iter()
-                .flat_map(|s| match s {
-                    Section::Lines(lines) => lines,
-                    _ => Vec::new(),
-                })
-                .collect();
-            if lines.is_empty() {
-                let _ = writeln!(out, "  {}: {}", w.workload, w.headline);
-            }
-            for line in lines {
-                let _ = writeln!(out, "  {}: {line}", w.workload);
-            }
+        if style.verbose {
+            workload_lines(&mut out, d);
+        } else {
+            workload_headlines(&mut out, d);
         }
-        let quiet = d
-            .telemetry
-            .iter()
-            .filter(|p| !telemetry_line(&mut out, p))
-            .count();
-        if quiet > 0 && quiet == d.telemetry.len() {
-            let _ = writeln!(out, "  telemetry: no samples in any phase");
+        if style.verbose {
+            let quiet = d
+                .telemetry
+                .iter()
+                .filter(|p| !telemetry_line(&mut out, p))
+                .count();
+            if quiet > 0 && quiet == d.telemetry.len() {
+                let _ = writeln!(out, "  telemetry: no samples in any phase");
+            }
         }
         for f in &d.findings {
+            if !style.verbose && f.class == crate::finding::Class::Info {
+                held_back += 1;
+                continue;
+            }
             let _ = writeln!(
                 out,
                 "  finding {} ({}): {}; {}",
@@ -67,10 +68,23 @@ pub fn summary(report: &Report) -> String {
                 f.action
             );
         }
+        let not_checked = d.not_checked();
+        if !not_checked.is_empty() {
+            let _ = writeln!(out, "  not checked: {}", not_checked.join("; "));
+        }
+        // What to do, unless a finding said above already says it.
+        if let Some(action) = &d.action {
+            let said = d.findings.iter().any(|f| {
+                (style.verbose || f.class != crate::finding::Class::Info) && f.action == *action
+            });
+            if !said {
+                let _ = writeln!(out, "  next: {action}");
+            }
+        }
     }
     let _ = writeln!(
         out,
-        "result: {}{}{} (exit {}), evidence in {}",
+        "result: {}{}{} (exit {}), evidence in {}{}",
         report.result.word(),
         if report.no_gpu_tested {
             ", no GPU was tested"
@@ -83,9 +97,87 @@ pub fn summary(report: &Report) -> String {
             _ => "",
         },
         report.exit_code,
-        report.run_dir
+        report.run_dir,
+        if style.verbose {
+            String::new()
+        } else if held_back > 0 {
+            format!(
+                " ({} more {} in report.json; -v says {} and every measurement)",
+                held_back,
+                if held_back == 1 { "note" } else { "notes" },
+                if held_back == 1 { "it" } else { "them" }
+            )
+        } else {
+            " (-v for every measurement)".into()
+        }
     );
     out
+}
+
+/// Each workload once, however many runs it had: how it ended and its first run's
+/// headline.
+fn workload_headlines(out: &mut String, d: &crate::verdict::DeviceReport) {
+    let mut seen: Vec<(&str, Option<&str>)> = Vec::new();
+    for w in &d.workloads {
+        let id = (w.workload.as_str(), w.together_with());
+        if seen.contains(&id) {
+            continue;
+        }
+        seen.push(id);
+        let runs = d
+            .workloads
+            .iter()
+            .filter(|o| (o.workload.as_str(), o.together_with()) == id)
+            .count();
+        // A workload that never ran says so in its headline already.
+        let status = if w.status == crate::workload::WorkloadStatus::NotRun {
+            String::new()
+        } else {
+            format!("{}: ", w.status.word())
+        };
+        let _ = writeln!(
+            out,
+            "  {}{}{}: {status}{}",
+            w.workload,
+            w.together_with()
+                .map(|with| format!(" (ran inside {with}, beside another load)"))
+                .unwrap_or_default(),
+            if runs > 1 {
+                format!(" ({runs} runs)")
+            } else {
+                String::new()
+            },
+            w.headline
+        );
+    }
+}
+
+/// Every line of every run of every workload.
+fn workload_lines(out: &mut String, d: &crate::verdict::DeviceReport) {
+    for w in &d.workloads {
+        if let Some(with) = w.together_with() {
+            let _ = writeln!(
+                out,
+                "  {} ran inside {with}, beside another load: its rates are not the device's alone",
+                w.workload
+            );
+        }
+        let lines: Vec<String> = w
+            .summary
+            .sections()
+            .into_iter()
+            .flat_map(|s| match s {
+                Section::Lines(lines) => lines,
+                _ => Vec::new(),
+            })
+            .collect();
+        if lines.is_empty() {
+            let _ = writeln!(out, "  {}: {}", w.workload, w.headline);
+        }
+        for line in lines {
+            let _ = writeln!(out, "  {}: {line}", w.workload);
+        }
+    }
 }
 
 /// What preflight read of the installation: driver versions, the board, other tenants.

@@ -13,7 +13,10 @@ mod supervisor;
 pub mod worker;
 
 pub use idle::{COOL_TEMP_C, IDLE_UTIL_PCT, Idleness, WAIT_IDLE_MAX, idleness};
-pub use plan::{DevicePlan, Plan, PlannedStep, check_sizes, dry_run, plan_summary};
+pub use plan::{
+    DevicePlan, Plan, PlannedStep, check_duration, check_sizes, dry_run, least_duration,
+    plan_summary,
+};
 pub use worker::main_if_worker;
 
 use std::collections::BTreeMap;
@@ -218,6 +221,15 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
             },
         );
     }
+    // At a terminal the notes come before the bars, when they matter (the CPU device
+    // standing in for a GPU is worth knowing before the wait, not after it).
+    if opts.progress {
+        use std::io::Write;
+        let mut stderr = std::io::stderr().lock();
+        for note in &notes {
+            let _ = writeln!(stderr, "note: {note}");
+        }
+    }
     if let Some(s) = &sidecar {
         preflight(s, &infos, telemetry_interval.unwrap_or_default());
     }
@@ -242,6 +254,9 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     let mut report = crate::verdict::judge_dir(run_dir.path(), &opts.thresholds, true)
         .map_err(|e| AppError::Start(format!("the run's evidence could not be read back: {e}")))?;
     report.wall_s = started.elapsed().as_secs_f64();
+    if opts.progress {
+        report.notes_said = notes.len();
+    }
     report.finished_utc = utc_timestamp(SystemTime::now());
     if let Err(e) = events.check() {
         report

@@ -14,6 +14,12 @@ pub struct Plan {
     pub profile: String,
     /// Time budget per device; devices run in parallel, so this is also the run's.
     pub duration_s: Option<f64>,
+    /// Reruns of a workload that found something, to confirm it: within the budget, taken
+    /// from the workloads after it.
+    pub confirm_reruns: u32,
+    /// The longest wait for an idle, cool card before each workload and rerun, when the
+    /// profile waits (not counted in the budget).
+    pub idle_wait_max_s: Option<f64>,
     /// Facts about the selection (a CPU device only).
     pub notes: Vec<String>,
     /// Per device.
@@ -62,6 +68,54 @@ pub fn check_sizes(devices: &[DeviceInfo], plan: &[PlannedWorkload]) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The least time budget per device under which every workload still gets what it cannot
+/// do without (the retention test's idle waits, with a tenth more and 5 s to write and
+/// verify), for its first run and, when findings are confirmed, for every rerun.
+pub fn least_duration(
+    plan: &[PlannedWorkload],
+    confirm: Option<crate::profile::Confirm>,
+) -> Option<(std::time::Duration, &PlannedWorkload)> {
+    let total: u32 = plan.iter().map(|p| p.weight).sum::<u32>().max(1);
+    let runs = 1 + confirm.map_or(0, |c| c.repeat);
+    plan.iter()
+        .filter(|p| !p.config.least_time().is_zero())
+        .map(|p| {
+            let needed = p.config.least_time().mul_f64(1.1) + std::time::Duration::from_secs(5);
+            (needed * runs * total / p.weight.max(1), p)
+        })
+        .max_by_key(|(d, _)| *d)
+}
+
+/// Refuses a time budget too short for the plan (see [`least_duration`]), saying the least
+/// it needs: a `--duration` is a promise, kept or refused at the start.
+pub fn check_duration(
+    plan: &[PlannedWorkload],
+    confirm: Option<crate::profile::Confirm>,
+    duration: std::time::Duration,
+    profile: &str,
+) -> Result<(), AppError> {
+    let Some((least, limiting)) = least_duration(plan, confirm) else {
+        return Ok(());
+    };
+    if duration >= least {
+        return Ok(());
+    }
+    let confirmed = match confirm {
+        Some(c) if c.repeat > 0 => format!(
+            ", in each of its {} runs to confirm a finding",
+            c.repeat + 1
+        ),
+        _ => String::new(),
+    };
+    Err(AppError::Usage(format!(
+        "a time budget of {} is too short for profile {profile}: its {} workload idles {} for the retention test{confirmed}, so it needs at least {} per device (or a shorter --retention-delay)",
+        crate::units::duration_rounded_up(duration),
+        limiting.config.name().as_str(),
+        crate::units::duration_rounded_up(limiting.config.least_time()),
+        crate::units::duration_rounded_up(least),
+    )))
 }
 
 /// Discovers and selects the devices and plans the run, starting nothing.
@@ -120,6 +174,8 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
     Ok(Plan {
         profile: opts.profile.clone(),
         duration_s: opts.duration.map(|d| d.as_secs_f64()),
+        confirm_reruns: opts.confirm.map_or(0, |c| c.repeat),
+        idle_wait_max_s: opts.wait_idle.then(|| super::WAIT_IDLE_MAX.as_secs_f64()),
         notes,
         devices: plans,
     })
@@ -135,14 +191,36 @@ pub fn plan_summary(plan: &Plan) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "plan: profile {}, {} device(s) in parallel, {}",
+        "plan: profile {}, {} at once, {}",
         plan.profile,
-        plan.devices.len(),
+        crate::text::count(plan.devices.len() as u64, "device"),
         match plan.duration_s {
-            Some(s) => format!("about {s:.0} s per device plus start-up"),
+            Some(s) => format!(
+                "at most {} per device plus start-up",
+                crate::units::duration_rounded_up(std::time::Duration::from_secs_f64(s))
+            ),
             None => "no time budget: each workload runs its passes".into(),
         }
     );
+    if plan.confirm_reruns > 0 {
+        let _ = writeln!(
+            out,
+            "  a workload that finds something runs {} more {} to confirm it, within the same budget (taken from the workloads after it)",
+            plan.confirm_reruns,
+            if plan.confirm_reruns == 1 {
+                "time"
+            } else {
+                "times"
+            }
+        );
+    }
+    if let Some(wait) = plan.idle_wait_max_s {
+        let _ = writeln!(
+            out,
+            "  before each workload and rerun it waits for an idle, cool card: at most {} each, not counted in the budget",
+            crate::units::duration_rounded_up(std::time::Duration::from_secs_f64(wait))
+        );
+    }
     for note in &plan.notes {
         let _ = writeln!(out, "note: {note}");
     }

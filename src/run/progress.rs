@@ -12,9 +12,19 @@ use crate::telemetry::signals;
 /// The bar's resolution when the plan has no time budget: per workload.
 const PER_WORKLOAD: u64 = 1000;
 
+/// The longest live line, in columns: it must not wrap on a terminal of 100.
+pub const LINE_MAX: usize = 100;
+
+/// The columns the bar's template takes before the message, with a prefix of `GPU0`:
+/// `GPU0 [================]  42% ETA  35s `.
+const TEMPLATE_COLUMNS: usize = 37;
+
 /// One device's line.
 pub struct DeviceProgress {
+    bars: indicatif::MultiProgress,
     bar: indicatif::ProgressBar,
+    /// `GPU0`: the bar's prefix, and the start of each line in the scrollback.
+    label: String,
     /// The run's time budget, when it has one: the bar then measures time.
     budget: Option<Duration>,
     /// Planned workloads.
@@ -28,6 +38,50 @@ pub struct DeviceProgress {
     faults: u64,
     /// What the device waits for, when it waits.
     waiting: Option<&'static str>,
+    /// The confirmation run under way (`confirm 2 of 4`), if one is.
+    rerun: Option<String>,
+    /// The VRAM passes since the last line in the scrollback.
+    pass: Option<PassTally>,
+    /// When the last line of passes was said.
+    pass_said: std::time::Instant,
+}
+
+/// How often at most the scrollback gets a line of VRAM passes: a small buffer passes in
+/// milliseconds, and a screen of lines would bury the bars. A pass that found errors is
+/// said at once.
+const PASS_LINE_EVERY: Duration = Duration::from_secs(10);
+
+/// The VRAM passes since the last line in the scrollback, as their steps come.
+struct PassTally {
+    /// The first and the last pass counted.
+    passes: (u32, u32),
+    /// The algorithms run, in order.
+    algorithms: Vec<String>,
+    bytes: u64,
+    wall_ns: u64,
+    errors: u64,
+}
+
+impl PassTally {
+    /// `vram pass 1: own-address, random: 1.75 GiB swept, 0 errors, 14.2 GiB/s`, as
+    /// memtest_vulkan says its passes.
+    fn line(&self) -> String {
+        let gib = crate::units::to_gib(self.bytes);
+        let rate = if self.wall_ns > 0 {
+            format!(", {:.1} GiB/s", gib / (self.wall_ns as f64 / 1e9))
+        } else {
+            String::new()
+        };
+        let passes = match self.passes {
+            (a, b) if a == b => format!("pass {a}"),
+            (a, b) => format!("passes {a}-{b}"),
+        };
+        format!(
+            "vram {passes}: {}: {gib:.2} GiB swept, {}{rate}",
+            self.algorithms.join(", "),
+            crate::text::count(self.errors, "error")
+        )
+    }
 }
 
 /// A note of a workload that says it found a wrong result, element or transfer.
@@ -38,10 +92,12 @@ fn is_fault_note(message: &str) -> bool {
 }
 
 impl DeviceProgress {
-    /// A line for device `label` among `bars`.
+    /// A line for device `label` (`GPU0`) among `bars`, after a line naming it (`name`)
+    /// and its plan in the scrollback.
     pub fn new(
         bars: &indicatif::MultiProgress,
         label: String,
+        name: &str,
         planned: usize,
         budget: Option<Duration>,
     ) -> DeviceProgress {
@@ -49,17 +105,26 @@ impl DeviceProgress {
             Some(b) => b.as_millis().max(1) as u64,
             None => planned.max(1) as u64 * PER_WORKLOAD,
         };
+        let _ = bars.println(format!(
+            "{label} {name}: {}{}",
+            crate::text::count(planned as u64, "workload"),
+            budget
+                .map(|b| format!(", at most {}", crate::units::duration_rounded_up(b)))
+                .unwrap_or_default()
+        ));
         let bar = bars.add(indicatif::ProgressBar::new(length));
-        bar.set_prefix(label);
+        bar.set_prefix(label.clone());
         bar.set_style(
             indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:24}] {percent:>3}% {elapsed_precise} ETA {eta_precise} {msg}",
+                "{prefix} [{bar:16}] {percent:>3}% ETA {eta:>4} {msg}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> "),
         );
         DeviceProgress {
+            bars: bars.clone(),
             bar,
+            label,
             budget,
             planned,
             ended: 0,
@@ -67,6 +132,22 @@ impl DeviceProgress {
             step: None,
             faults: 0,
             waiting: None,
+            rerun: None,
+            pass: None,
+            pass_said: std::time::Instant::now(),
+        }
+    }
+
+    /// Says a line in the scrollback, above the bars (nothing when they are hidden).
+    fn say(&self, line: &str) {
+        let _ = self.bars.println(format!("{} {line}", self.label));
+    }
+
+    /// Says the VRAM passes counted since the last line, if any.
+    fn end_pass(&mut self) {
+        if let Some(p) = self.pass.take() {
+            self.say(&p.line());
+            self.pass_said = std::time::Instant::now();
         }
     }
 
@@ -79,19 +160,54 @@ impl DeviceProgress {
                 self.step = None;
             }
             Event::Step {
+                workload,
                 algorithm,
                 pass,
                 op,
                 errors,
+                bytes,
+                wall_ns,
                 ..
             } => {
-                self.step = Some(format!("{algorithm} pass {pass} {op}"));
+                self.step = Some(format!("{algorithm} p{pass} {op}"));
                 self.faults += errors;
+                if workload == "vram" {
+                    // At the start of a new pass, the passes before it are said when a
+                    // line is due, or at once when they found errors.
+                    let due = self.pass.as_ref().is_some_and(|p| {
+                        p.passes.1 != *pass
+                            && (p.errors > 0 || self.pass_said.elapsed() >= PASS_LINE_EVERY)
+                    });
+                    if due {
+                        self.end_pass();
+                    }
+                    let p = self.pass.get_or_insert_with(|| PassTally {
+                        passes: (*pass, *pass),
+                        algorithms: Vec::new(),
+                        bytes: 0,
+                        wall_ns: 0,
+                        errors: 0,
+                    });
+                    p.passes.1 = *pass;
+                    if !p.algorithms.contains(algorithm) {
+                        p.algorithms.push(algorithm.clone());
+                    }
+                    p.bytes += bytes;
+                    p.wall_ns += wall_ns;
+                    p.errors += errors;
+                }
             }
             Event::WorkloadEnd { .. } => {
+                self.end_pass();
                 self.running = None;
                 self.step = None;
-                self.ended += 1;
+                // A rerun is not another planned workload.
+                if self.rerun.take().is_none() {
+                    self.ended += 1;
+                }
+            }
+            Event::Confirm { run, runs, .. } => {
+                self.rerun = Some(format!("confirm {run} of {runs}"));
             }
             Event::Note { message } if is_fault_note(message) => self.faults += 1,
             _ => {}
@@ -105,53 +221,71 @@ impl DeviceProgress {
 
     /// Redraws with the time spent on the plan (waits not counted) and the newest sample.
     pub fn refresh(&self, working: Duration, latest: Option<&Readings>) {
+        // Never 100% while the device still works: past its budget, the bar holds just
+        // short of the end and the line says it is finishing.
         let position = match self.budget {
-            Some(b) => working.min(b).as_millis() as u64,
+            Some(b) => working.min(b.mul_f64(0.99)).as_millis() as u64,
             None => self.ended.min(self.planned) as u64 * PER_WORKLOAD,
         };
         self.bar.set_position(position);
-        self.bar.set_message(self.message(latest));
+        let over = self.budget.is_some_and(|b| working > b);
+        self.bar.set_message(self.message(latest, over));
     }
 
-    /// The line after the bar: the workload (which of how many) and its step, the card's
-    /// temperature and power, and what went wrong so far.
-    fn message(&self, latest: Option<&Readings>) -> String {
-        let mut parts = Vec::new();
-        match (self.waiting, &self.running) {
-            (Some(why), _) => parts.push(why.to_owned()),
-            (None, Some(w)) => parts.push(format!(
-                "{w} ({} of {}){}",
-                (self.ended + 1).min(self.planned.max(1)),
-                self.planned,
+    /// The line after the bar: the workload (which of how many, or which rerun) and its
+    /// step, the card's temperature and power, and what went wrong so far, cut to fit
+    /// [`LINE_MAX`] with the bar: the step gives way first, never the card or the faults.
+    fn message(&self, latest: Option<&Readings>, over_budget: bool) -> String {
+        let what = match (self.waiting, &self.running) {
+            (Some(why), _) => why.to_owned(),
+            (None, Some(w)) => format!(
+                "{w} {}{}{}",
+                match &self.rerun {
+                    Some(r) => r.clone(),
+                    None => format!(
+                        "{}/{}",
+                        (self.ended + 1).min(self.planned.max(1)),
+                        self.planned
+                    ),
+                },
+                if over_budget { " finishing" } else { "" },
                 self.step
                     .as_deref()
                     .map(|s| format!(": {s}"))
                     .unwrap_or_default()
-            )),
-            (None, None) if self.ended >= self.planned => parts.push("done".into()),
-            (None, None) => parts.push("starting".into()),
-        }
+            ),
+            (None, None) if self.ended >= self.planned => "done".into(),
+            (None, None) => "starting".into(),
+        };
         let number = |key: &str| latest.and_then(|r| r.get(key)).and_then(Reading::number);
-        let mut gauges = Vec::new();
+        let mut kept = Vec::new();
         if let Some(t) = number(signals::GPU_TEMP_C.name) {
-            gauges.push(format!("{t:.0} °C"));
+            kept.push(format!("{t:.0}°C"));
         }
         if let Some(p) = number(signals::POWER_W.name) {
-            gauges.push(format!("{p:.0} W"));
+            kept.push(format!("{p:.0} W"));
         }
-        if !gauges.is_empty() {
-            parts.push(gauges.join(" "));
-        }
-        parts.push(if self.faults == 0 {
-            "nothing wrong so far".into()
+        kept.push(if self.faults == 0 {
+            "no faults".into()
         } else {
-            format!("{} so far", crate::text::count(self.faults, "fault"))
+            crate::text::count(self.faults, "fault")
         });
-        parts.join(" | ")
+        let kept = kept.join(" | ");
+        let room = LINE_MAX
+            .saturating_sub(TEMPLATE_COLUMNS + self.label.len().saturating_sub(4))
+            .saturating_sub(kept.chars().count() + 3);
+        let what = if what.chars().count() > room {
+            let cut: String = what.chars().take(room.saturating_sub(1)).collect();
+            format!("{cut}…")
+        } else {
+            what
+        };
+        format!("{what} | {kept}")
     }
 
     /// Clears the line: the summary follows.
-    pub fn finish(&self) {
+    pub fn finish(&mut self) {
+        self.end_pass();
         self.bar.finish_and_clear();
     }
 }
@@ -161,38 +295,48 @@ mod tests {
     use super::*;
 
     fn line(p: &DeviceProgress, latest: Option<&Readings>) -> String {
-        p.message(latest)
+        p.message(latest, false)
+    }
+
+    fn step(algorithm: &str, pass: u32, op: &str, errors: u64) -> Event {
+        Event::Step {
+            workload: "vram".into(),
+            algorithm: algorithm.into(),
+            pass,
+            step: 1,
+            op: op.into(),
+            pattern: String::new(),
+            bytes: 1 << 30,
+            gpu_ns: 0,
+            wall_ns: 100_000_000,
+            errors,
+            completed: true,
+        }
     }
 
     #[test]
     fn the_line_says_which_workload_its_step_the_card_and_what_went_wrong() {
         let bars =
             indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
-        let mut p = DeviceProgress::new(&bars, "GPU0".into(), 3, Some(Duration::from_secs(60)));
-        assert_eq!(line(&p, None), "starting | nothing wrong so far");
+        let mut p = DeviceProgress::new(
+            &bars,
+            "GPU0".into(),
+            "NVIDIA H200",
+            3,
+            Some(Duration::from_secs(60)),
+        );
+        assert_eq!(line(&p, None), "starting | no faults");
         p.event(&Event::WorkloadStart {
             workload: "vram".into(),
             settings: serde_json::Value::Null,
         });
-        p.event(&Event::Step {
-            workload: "vram".into(),
-            algorithm: "own-address".into(),
-            pass: 0,
-            step: 1,
-            op: "verify".into(),
-            pattern: String::new(),
-            bytes: 0,
-            gpu_ns: 0,
-            wall_ns: 0,
-            errors: 2,
-            completed: true,
-        });
+        p.event(&step("own-address", 0, "verify", 2));
         let mut readings = Readings::new();
         readings.insert("gpu_temp_c".into(), Reading::Number(71.4));
         readings.insert("power_w".into(), Reading::Number(612.0));
         assert_eq!(
             line(&p, Some(&readings)),
-            "vram (1 of 3): own-address pass 0 verify | 71 °C 612 W | 2 faults so far"
+            "vram 1/3: own-address p0 verify | 71°C | 612 W | 2 faults"
         );
         p.event(&Event::Note {
             message: "compute mismatch (redundant_run): FP32 item 7".into(),
@@ -203,9 +347,110 @@ mod tests {
             "{}",
             line(&p, None)
         );
-        // Half the budget spent is half the bar.
+        // Half the budget spent is half the bar; past the budget it never reads 100%.
         p.refresh(Duration::from_secs(30), None);
         assert_eq!(p.bar.position(), 30_000);
-        assert!(line(&p, None).ends_with("3 faults so far"));
+        assert!(line(&p, None).ends_with("3 faults"));
+        p.refresh(Duration::from_secs(75), None);
+        assert!(p.bar.position() < 60_000);
+    }
+
+    #[test]
+    fn a_rerun_is_labelled_and_the_line_fits_a_terminal_of_100_columns() {
+        let bars =
+            indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+        let mut p = DeviceProgress::new(
+            &bars,
+            "GPU0".into(),
+            "NVIDIA H200",
+            4,
+            Some(Duration::from_secs(1800)),
+        );
+        p.event(&Event::WorkloadStart {
+            workload: "vram".into(),
+            settings: serde_json::Value::Null,
+        });
+        p.event(&Event::WorkloadEnd {
+            workload: "vram".into(),
+            status: "failed".into(),
+            headline: String::new(),
+            summary: serde_json::Value::Null,
+        });
+        p.event(&Event::Confirm {
+            workload: "vram".into(),
+            run: 2,
+            runs: 4,
+            budget_s: Some(120.0),
+        });
+        p.event(&Event::WorkloadStart {
+            workload: "vram".into(),
+            settings: serde_json::Value::Null,
+        });
+        p.event(&step(
+            "moving-inversions-with-a-long-name",
+            12,
+            "verify descending",
+            483,
+        ));
+        let mut readings = Readings::new();
+        readings.insert("gpu_temp_c".into(), Reading::Number(83.0));
+        readings.insert("power_w".into(), Reading::Number(699.6));
+        let said = p.message(Some(&readings), true);
+        assert!(said.starts_with("vram confirm 2 of 4 finishing"), "{said}");
+        assert!(said.ends_with("83°C | 700 W | 483 faults"), "{said}");
+        assert!(
+            TEMPLATE_COLUMNS + said.chars().count() <= LINE_MAX,
+            "{} columns: {said}",
+            TEMPLATE_COLUMNS + said.chars().count()
+        );
+        // The rerun's end does not count as another planned workload.
+        p.event(&Event::WorkloadEnd {
+            workload: "vram".into(),
+            status: "failed".into(),
+            headline: String::new(),
+            summary: serde_json::Value::Null,
+        });
+        assert_eq!(p.ended, 1);
+    }
+
+    #[test]
+    fn vram_passes_are_one_line_with_their_size_errors_and_rate() {
+        let mut tally = PassTally {
+            passes: (1, 1),
+            algorithms: vec!["own-address".into(), "random".into()],
+            bytes: 2 << 30,
+            wall_ns: 200_000_000,
+            errors: 0,
+        };
+        assert_eq!(
+            tally.line(),
+            "vram pass 1: own-address, random: 2.00 GiB swept, 0 errors, 10.0 GiB/s"
+        );
+        tally.passes.1 = 40;
+        tally.errors = 1;
+        assert!(
+            tally
+                .line()
+                .starts_with("vram passes 1-40: own-address, random")
+        );
+        assert!(tally.line().contains("1 error,"));
+    }
+
+    #[test]
+    fn a_pass_that_found_errors_is_said_at_once_and_quiet_ones_wait_their_turn() {
+        let bars =
+            indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+        let mut p = DeviceProgress::new(&bars, "GPU0".into(), "x", 1, None);
+        p.event(&step("own-address", 0, "verify", 0));
+        p.event(&step("own-address", 1, "verify", 0));
+        assert!(p.pass.is_some(), "a quiet pass waits for its line");
+        assert_eq!(p.pass.as_ref().map(|t| t.passes), Some((0, 1)));
+        p.event(&step("own-address", 2, "verify", 3));
+        p.event(&step("own-address", 3, "verify", 0));
+        assert_eq!(
+            p.pass.as_ref().map(|t| t.passes),
+            Some((3, 3)),
+            "the pass with errors was said when the next began"
+        );
     }
 }

@@ -156,7 +156,8 @@ pub(super) fn supervise(
         }
         let progress = DeviceProgress::new(
             &bars,
-            format!("GPU{} {}", info.index, info.name),
+            format!("GPU{}", info.index),
+            &info.name,
             opts.plan.len(),
             opts.duration,
         );
@@ -224,6 +225,8 @@ pub(super) fn supervise(
                 },
             );
             let _ = events.check();
+            // The screen left clean: no half-drawn bar above the shell's prompt.
+            let _ = bars.clear();
             std::process::exit(exit_code::INCONCLUSIVE);
         }
         match rx.recv_timeout(Duration::from_millis(100)) {

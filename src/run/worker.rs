@@ -242,6 +242,14 @@ fn test_device(
     let device_deadline = job.duration.map(|d| Instant::now() + d);
     let weight_total: u32 = job.plan.iter().map(|p| p.weight).sum::<u32>().max(1);
     let mut weight_left = weight_total;
+    // A run weighing `weight` gets its part of the time left among `weight_left`, never
+    // more than its weight's share of the whole.
+    let share = |weight: u32, weight_left: u32| {
+        device_deadline.zip(job.duration).map(|(end, whole)| {
+            let left = end.saturating_duration_since(Instant::now()) * weight / weight_left.max(1);
+            left.min(whole * weight / weight_total)
+        })
+    };
     for (i, planned) in job.plan.iter().enumerate() {
         if job.wait_idle && i > 0 {
             wait_for_idle(stop, resumed, pipe);
@@ -285,29 +293,44 @@ fn test_device(
             (WorkloadConfig::Pcie(_), Some(lock)) => take_turn(lock, stop, pipe),
             _ => None,
         };
-        let budget = device_deadline.zip(job.duration).map(|(end, whole)| {
-            let left =
-                end.saturating_duration_since(Instant::now()) * planned.weight / weight_left.max(1);
-            left.min(whole * planned.weight / weight_total)
-        });
+        let budget = share(planned.weight, weight_left);
         weight_left = weight_left.saturating_sub(planned.weight);
         let mut failed = run_planned(planned, budget, &mut device_ctx, &shared, pipe, events);
         // To confirm: a workload that found something runs again, with the same seeds, so
-        // the report can say whether it reproduces.
+        // the report can say whether it reproduces. The reruns together weigh as their
+        // workload once more and share the time left with the workloads after it:
+        // confirming a finding never runs the device past its budget, nor starves what
+        // comes after. Weights are counted in parts of a rerun (each rerun weighs its
+        // workload's weight over the reruns) so that each gets an equal part.
         if failed && let Some(confirm) = job.confirm {
+            let name = planned.config.name().as_str();
+            let mut parts_left = (weight_left + planned.weight) * confirm.repeat.max(1);
             for rerun in 1..=confirm.repeat {
+                if job.wait_idle {
+                    wait_for_idle(stop, resumed, pipe);
+                }
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
+                let budget = share(planned.weight, parts_left);
+                parts_left = parts_left.saturating_sub(planned.weight);
+                let label = format!("confirm {} of {}", rerun + 1, confirm.repeat + 1);
+                if budget.is_some_and(|b| b < RERUN_LEAST.max(planned.config.least_time())) {
+                    events.emit(
+                        device,
+                        Event::Note {
+                            message: format!("{name}: {label} not run: the time budget is spent"),
+                        },
+                    );
+                    continue;
+                }
                 events.emit(
                     device,
-                    Event::Note {
-                        message: format!(
-                            "confirming {}: run {} of {}",
-                            planned.config.name().as_str(),
-                            rerun + 1,
-                            confirm.repeat + 1
-                        ),
+                    Event::Confirm {
+                        workload: name.into(),
+                        run: rerun + 1,
+                        runs: confirm.repeat + 1,
+                        budget_s: budget.map(|b| b.as_secs_f64()),
                     },
                 );
                 failed |= run_planned(planned, budget, &mut device_ctx, &shared, pipe, events);
@@ -329,6 +352,9 @@ fn test_device(
     ended.store(true, Ordering::Relaxed);
     validation_notes(events);
 }
+
+/// The least time worth a confirmation rerun: below it, the rerun is said not to have run.
+const RERUN_LEAST: Duration = Duration::from_secs(1);
 
 /// Validation messages kept as evidence per worker, at most (all of them go to stderr).
 const VALIDATION_NOTES_MAX: usize = 50;

@@ -24,6 +24,14 @@ pub use model::{DeviceFailure, DeviceReport, DeviceResult, RateSample, Report, S
 /// Why a run directory could not be judged.
 #[derive(Debug, thiserror::Error)]
 pub enum VerdictError {
+    /// The path does not exist.
+    #[error("{0} does not exist: not a kiln run directory")]
+    NoSuchDir(String),
+    /// The path is a file, not a run directory.
+    #[error(
+        "{0} is a file, not a kiln run directory (give the directory that holds its manifest.json)"
+    )]
+    NotADir(String),
     /// The directory is not a kiln run directory.
     #[error("{0} is not a kiln run directory (no manifest.json)")]
     NotARunDir(String),
@@ -77,7 +85,14 @@ pub fn judge_dir(
 ) -> Result<Report, VerdictError> {
     let manifest_path = dir.join("manifest.json");
     if !manifest_path.is_file() {
-        return Err(VerdictError::NotARunDir(dir.display().to_string()));
+        let shown = dir.display().to_string();
+        return Err(if !dir.exists() {
+            VerdictError::NoSuchDir(shown)
+        } else if !dir.is_dir() {
+            VerdictError::NotADir(shown)
+        } else {
+            VerdictError::NotARunDir(shown)
+        });
     }
     let manifest: Manifest = read_manifest(&manifest_path)?;
     // Evidence the run wrote that is not there is named, never read as a part that found

@@ -25,11 +25,14 @@ pub mod exit_code {
     pub const SOFTWARE: i32 = 3;
     /// Could not test enough to judge.
     pub const INCONCLUSIVE: i32 = 4;
+    /// `kiln compare` only: a rate drifted beyond the tolerance and the runs' own noise,
+    /// with no new fault and no error counter grown: worth a look, not a fault.
+    pub const DRIFT: i32 = 5;
     /// Usage error: bad flags or input.
     pub const USAGE: i32 = 64;
 
     /// Every code with its meaning in a few words, for the man page and help texts.
-    pub const MEANINGS: [(i32, &str); 6] = [
+    pub const MEANINGS: [(i32, &str); 7] = [
         (HEALTHY, "every tested GPU healthy"),
         (HARDWARE, "a hardware fault on at least one GPU"),
         (
@@ -43,6 +46,10 @@ pub mod exit_code {
         (
             INCONCLUSIVE,
             "could not test enough to judge (no GPU tested, a run cut short, only low-confidence findings)",
+        ),
+        (
+            DRIFT,
+            "kiln compare only: a rate drifted beyond the tolerance and the runs' own noise, with no new fault",
         ),
         (
             USAGE,
@@ -111,6 +118,10 @@ pub struct DeviceReport {
     pub result: DeviceResult,
     /// The main reason, in one sentence.
     pub reason: String,
+    /// What to do next, for every result but a pass: the deciding finding's action, or
+    /// for a device that could not be judged, what would let it be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
     /// Each workload's outcome.
     pub workloads: Vec<WorkloadOutcome>,
     /// Telemetry per phase: gauge statistics, throttle time shares, counter deltas, Xids.
@@ -253,6 +264,7 @@ impl DeviceReport {
                 .to_owned(),
             result,
             reason,
+            action: None,
             workloads,
             telemetry: Vec::new(),
             findings: Vec::new(),
@@ -303,6 +315,7 @@ impl DeviceReport {
             driver: gpu.kernel_driver.clone().unwrap_or_default(),
             result: DeviceResult::Inconclusive,
             reason: finding.summary.clone(),
+            action: Some(finding.action.clone()),
             workloads: Vec::new(),
             telemetry: Vec::new(),
             findings: vec![finding],
@@ -337,6 +350,7 @@ impl DeviceReport {
             driver: String::new(),
             result: DeviceResult::Pass,
             reason: "observed, not tested".into(),
+            action: None,
             workloads: Vec::new(),
             telemetry: vec![phase],
             findings: Vec::new(),
@@ -363,6 +377,9 @@ impl DeviceReport {
             self.reason
         );
         self.result = DeviceResult::Inconclusive;
+        self.action = Some(
+            "run kiln on a machine with a GPU to test a card; `--device cpu` makes the CPU device itself the device under test".into(),
+        );
     }
 
     /// Applies the verdict rules to this device's evidence. The result becomes the most
@@ -387,6 +404,63 @@ impl DeviceReport {
     /// has only minor or low-confidence findings is "could not judge yet" (recheck): neither
     /// is ever a fault or a pass.
     fn settle(&mut self) {
+        self.settle_result();
+        self.action = self.next_step();
+    }
+
+    /// What to do next for the result just settled (see [`DeviceReport::action`]).
+    fn next_step(&self) -> Option<String> {
+        if self.result == DeviceResult::Pass {
+            return None;
+        }
+        if self.stand_in {
+            return self.action.clone();
+        }
+        if let Some(f) = self.decisive_finding() {
+            return Some(f.action.clone());
+        }
+        if let Some(f) = self
+            .most_serious(|f| f.class == Class::CouldNotTest && f.severity <= Severity::Major)
+            .or_else(|| self.most_serious(Self::judged))
+        {
+            return Some(f.action.clone());
+        }
+        let cut: Vec<(&str, &str)> = self
+            .workloads
+            .iter()
+            .filter(|w| {
+                matches!(
+                    w.status,
+                    WorkloadStatus::Incomplete | WorkloadStatus::NotRun
+                )
+            })
+            .map(|w| {
+                (
+                    w.workload.as_str(),
+                    w.summary.envelope().why_cut_short().unwrap_or("not run"),
+                )
+            })
+            .collect();
+        if let Some((workload, why)) = cut.first() {
+            return Some(if why.contains(crate::workload::STOPPED_ON_REQUEST) {
+                format!("rerun without stopping it: {workload} was stopped ({why})")
+            } else {
+                format!(
+                    "give the run more time (--duration) or fewer workloads (--workloads), then rerun: {workload} did not run to its end ({why})"
+                )
+            });
+        }
+        if let Some(failure) = self.failures.first() {
+            return Some(format!(
+                "rerun; if it happens again, keep this run directory: the device's test ended early ({})",
+                failure.message
+            ));
+        }
+        Some("rerun; if the same result comes back, keep this run directory and report.json for a closer look".into())
+    }
+
+    /// The result and reason from the findings (see [`DeviceReport::settle`]).
+    fn settle_result(&mut self) {
         let (start, start_reason) = self
             .start
             .clone()
@@ -469,6 +543,52 @@ impl DeviceReport {
             .or_else(|| self.most_serious(Self::judged))
             .or_else(|| self.most_serious(|f| f.class != Class::Info))
     }
+
+    /// The product as its vendor's source names it, else as Vulkan does.
+    pub fn product(&self) -> &str {
+        self.setup
+            .identity_text(crate::telemetry::signals::NAME.name)
+            .unwrap_or(&self.name)
+    }
+
+    /// What could not be checked, in words, so that a pass is never read as more than it
+    /// is: the checks that rest on telemetry when none was read, the rates when the product
+    /// is unknown, and each planned workload (its first run) that did not run to its end.
+    pub fn not_checked(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let has = |code: &str| self.findings.iter().any(|f| f.code == code);
+        if has("TELEMETRY_MISSING") {
+            out.push(
+                "temperature, power, clocks, throttling, ECC, row remapping and Xids (no telemetry was read)"
+                    .to_owned(),
+            );
+        }
+        if has("PRODUCT_UNKNOWN") {
+            out.push(
+                "rates against the product's figures (a product kiln has no figures for)"
+                    .to_owned(),
+            );
+        }
+        let mut seen: Vec<(&str, Option<&str>)> = Vec::new();
+        for w in &self.workloads {
+            let id = (w.workload.as_str(), w.together_with());
+            if seen.contains(&id) {
+                continue;
+            }
+            seen.push(id);
+            match (w.status, w.summary.envelope().why_cut_short()) {
+                (WorkloadStatus::NotRun, _) => out.push(format!("{}: not run", w.workload)),
+                (WorkloadStatus::Incomplete, Some(why)) => {
+                    out.push(format!("{}: stopped early ({why})", w.workload));
+                }
+                (WorkloadStatus::Incomplete, None) => {
+                    out.push(format!("{}: stopped early", w.workload));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
 }
 
 /// `report.json`.
@@ -509,6 +629,10 @@ pub struct Report {
     /// cannot pass, whatever the CPU Vulkan device's own test found.
     #[serde(default)]
     pub no_gpu_tested: bool,
+    /// How many of the first notes were said at the terminal as the run started (before
+    /// the progress bars), so that the summary does not say them again.
+    #[serde(skip)]
+    pub notes_said: usize,
 }
 
 impl Report {
@@ -543,6 +667,7 @@ impl Report {
             incomplete: false,
             interrupted: false,
             no_gpu_tested: false,
+            notes_said: 0,
         }
     }
 }

@@ -296,23 +296,32 @@ impl Report for ComputeReport {
             .kinds
             .iter()
             .filter(|k| k.rounds > 0)
-            .map(|k| format!("{} {:.1} Gop/s", k.kind.label(), k.gops))
+            .map(|k| {
+                format!(
+                    "{} {}",
+                    k.kind.label(),
+                    crate::units::scaled(k.gops, "Gop/s")
+                )
+            })
             .collect();
         match self.status() {
             WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => format!(
-                "{} (silent data corruption) in {verified} verified multiply-adds",
-                crate::text::count(self.faults(), "wrong result")
+                "{} (silent data corruption) in {} verified multiply-adds",
+                crate::text::count(self.faults(), "wrong result"),
+                crate::units::large(verified as f64)
             ),
             WorkloadStatus::NotRun => format!(
                 "nothing ran: {}",
                 self.run.why_cut_short().unwrap_or("no round completed")
             ),
             WorkloadStatus::Incomplete => format!(
-                "no wrong result in {verified} verified multiply-adds, but it stopped early: {}",
+                "no wrong result in {} verified multiply-adds, but it stopped early: {}",
+                crate::units::large(verified as f64),
                 self.run.why_cut_short().unwrap_or("unknown")
             ),
             WorkloadStatus::Passed => format!(
-                "no wrong result in {verified} verified multiply-adds ({})",
+                "no wrong result in {} verified multiply-adds ({})",
+                crate::units::large(verified as f64),
                 rates.join(", ")
             ),
         }
@@ -480,6 +489,7 @@ fn wrong_results(c: &ComputeReport) -> Table {
     Table {
         title: "Wrong results".into(),
         noun: "wrong result",
+        place: "item",
         columns: vec![
             "Kind",
             "Round",
@@ -504,6 +514,7 @@ fn wrong_results(c: &ComputeReport) -> Table {
                     _ => format!("invocation {} (CPU check)", m.first_invocation),
                 };
                 TableRow {
+                    count: 1,
                     key: format!("{} item {}", m.kind.label(), m.item),
                     cells: vec![
                         m.kind.label().into(),

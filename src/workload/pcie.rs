@@ -357,6 +357,7 @@ impl Kind for Pcie {
             out.push(Section::Table(Table {
                 title: "Corrupted transfers".into(),
                 noun: "corrupted transfer",
+                place: "place",
                 columns: vec![
                     "Direction",
                     "Transfer size",
@@ -370,6 +371,7 @@ impl Kind for Pcie {
                     .corruption
                     .iter()
                     .map(|c| TableRow {
+                        count: 1,
                         key: format!("{} {} {}", c.direction, c.bytes, c.offset),
                         cells: vec![
                             c.direction.clone(),

@@ -236,15 +236,18 @@ impl WorkloadName {
             .copied()
             .find(|w| w.as_str() == name)
             .ok_or_else(|| {
-                format!(
-                    "unknown workload {} (known: {})",
-                    crate::text::quote(name),
-                    WorkloadName::ALL
-                        .iter()
-                        .map(|w| w.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+                let known: Vec<&str> = WorkloadName::ALL.iter().map(|w| w.as_str()).collect();
+                match crate::text::did_you_mean(name, &known) {
+                    Some(meant) => format!(
+                        "unknown workload {}; did you mean `{meant}`?",
+                        crate::text::quote(name)
+                    ),
+                    None => format!(
+                        "unknown workload {} (known: {})",
+                        crate::text::quote(name),
+                        known.join(", ")
+                    ),
+                }
             })
     }
 
@@ -319,6 +322,17 @@ impl WorkloadConfig {
             _ => None,
         }
     }
+
+    /// The time a run of it cannot do without, whatever its budget: the retention test's
+    /// two idle waits. Every other workload fits what it does to the time it is given.
+    pub fn least_time(&self) -> std::time::Duration {
+        self.vram()
+            .filter(|v| {
+                v.algorithms
+                    .contains(&super::vram::algorithm::Algorithm::Retention)
+            })
+            .map_or(std::time::Duration::ZERO, |v| v.retention_delay * 2)
+    }
 }
 
 #[cfg(test)]
@@ -339,7 +353,11 @@ mod tests {
         }
         assert_eq!(
             WorkloadName::parse("pcie9").unwrap_err(),
-            "unknown workload `pcie9` (known: vram, compute, pcie, fragment, heat, matrix)"
+            "unknown workload `pcie9`; did you mean `pcie`?"
+        );
+        assert_eq!(
+            WorkloadName::parse("gpu-burn").unwrap_err(),
+            "unknown workload `gpu-burn` (known: vram, compute, pcie, fragment, heat, matrix)"
         );
     }
 

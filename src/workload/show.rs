@@ -63,15 +63,17 @@ pub struct OffsetPoint {
     pub title: String,
 }
 
-/// A table of what went wrong, one row per place (a wrong word, a wrong element, a
+/// A table of what went wrong, one row per place (a failing word, a wrong element, a
 /// corrupted transfer), for the HTML report and its PDF: the numbers a support desk
 /// reproduces a fault from, never hidden in a tooltip.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
     /// Its caption.
     pub title: String,
-    /// What one row is, for counts (`wrong word`).
+    /// What one record is, for counts (`wrong read`): a place can give several.
     pub noun: &'static str,
+    /// What one place is (`word`, `element`): the reports show one row per place.
+    pub place: &'static str,
     /// The column headings.
     pub columns: Vec<&'static str>,
     /// The rows, as recorded (the records are capped; `total` says how many there were).
@@ -88,6 +90,9 @@ pub struct TableRow {
     pub key: String,
     /// The cells, one per column.
     pub cells: Vec<String>,
+    /// How many records of the run it stands for (a word read wrong four times is one
+    /// row of count 4).
+    pub count: u64,
 }
 
 /// A part of a workload's section in the reports.

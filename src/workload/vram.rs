@@ -374,16 +374,19 @@ impl Report for VramReport {
         match self.status() {
             WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => format!(
                 "{} in {tested:.2} GiB tested ({} recorded)",
-                crate::text::count(self.errors_total, "wrong word"),
+                crate::text::count(self.errors_total, "wrong read"),
                 self.records.len()
             ),
             WorkloadStatus::Passed => format!(
-                "no errors in {tested:.2} GiB ({:.0}% of free memory), {} algorithm passes",
+                "no errors in {tested:.2} GiB ({:.0}% of free memory), {}",
                 self.coverage.of_free * 100.0,
-                self.algorithms
-                    .iter()
-                    .map(|a| a.passes_completed)
-                    .sum::<u32>()
+                crate::text::count(
+                    self.algorithms
+                        .iter()
+                        .map(|a| a.passes_completed)
+                        .sum::<u32>(),
+                    "algorithm pass"
+                )
             ),
             WorkloadStatus::Incomplete => format!(
                 "no errors in what ran ({tested:.2} GiB), but the test stopped early: {}",
@@ -434,7 +437,7 @@ impl Kind for Vram {
         },
         MetricFamily {
             name: "kiln_vram_errors",
-            help: "Wrong words the last run's VRAM test found.",
+            help: "Wrong reads the last run's VRAM test found.",
         },
     ];
     type Settings = VramConfig;
@@ -536,7 +539,7 @@ impl Kind for Vram {
         if !bits.is_empty() {
             out.push(Section::Bars {
                 title: "Failing bit positions".into(),
-                unit: "words".into(),
+                unit: "wrong read".into(),
                 bars: bits,
             });
         }
@@ -551,6 +554,15 @@ impl Kind for Vram {
             ],
         });
         out
+    }
+}
+
+/// Where: `at 0x000000000fa0`, or the first of several and how many more.
+fn places(offsets: &[u64]) -> String {
+    match offsets {
+        [] => "at places not recorded".into(),
+        [one] => format!("at 0x{one:012x}"),
+        [first, rest @ ..] => format!("first at 0x{first:012x} and {} more", rest.len()),
     }
 }
 
@@ -583,6 +595,17 @@ fn found(v: &VramReport, out: &mut Vec<Finding>) {
         "address": address,
         "first_offsets": v.records.iter().take(8).map(|r| r.offset_bytes).collect::<Vec<_>>(),
     });
+    let stuck_offsets: Vec<u64> = v
+        .retests
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.class,
+                RetestClass::StuckAt0 | RetestClass::StuckAt1 | RetestClass::StuckMixed
+            )
+        })
+        .map(|r| r.offset_bytes)
+        .collect();
     let rma = "RMA the card with this report; the offsets and retest results reproduce the fault";
     if stuck > 0 {
         out.push(finding(
@@ -591,13 +614,13 @@ fn found(v: &VramReport, out: &mut Vec<Finding>) {
             Severity::Critical,
             Confidence::High,
             format!(
-                "{} a bit stuck whatever is written ({} in all)",
+                "{} a bit stuck whatever is written, {}",
                 if stuck == 1 {
-                    "1 memory cell holds".to_owned()
+                    "1 word of memory holds".to_owned()
                 } else {
-                    format!("{stuck} memory cells hold")
+                    format!("{stuck} words of memory hold")
                 },
-                crate::text::count(v.errors_total, "wrong word")
+                places(&stuck_offsets)
             ),
             evidence.clone(),
             rma,
@@ -645,7 +668,7 @@ fn found(v: &VramReport, out: &mut Vec<Finding>) {
             confidence,
             format!(
                 "{} that did not come back on retest",
-                crate::text::count(v.errors_total, "wrong word")
+                crate::text::count(v.errors_total, "wrong read")
             ),
             evidence,
             "recheck with more passes (kiln run --profile rma): one flip that never repeats is not yet a hardware call",
@@ -678,59 +701,82 @@ pub(super) fn sized_for_plan(
 /// the tested memory, in GiB, in its buffer), what was written and read, which bits, the
 /// test that found it, and what the in-place retest showed.
 fn wrong_words(v: &VramReport) -> Table {
-    let mask = |m: u32| {
-        if m == 0 {
-            "-".to_owned()
-        } else {
-            format!("0x{m:08x}")
+    // One row per word, in the order they were first found.
+    let mut words: Vec<(u64, Vec<&ErrorRecord>)> = Vec::new();
+    for r in &v.records {
+        match words.iter_mut().find(|(o, _)| *o == r.offset_bytes) {
+            Some((_, reads)) => reads.push(r),
+            None => words.push((r.offset_bytes, vec![r])),
         }
-    };
+    }
     Table {
-        title: "Wrong words".into(),
-        noun: "wrong word",
+        title: "Failing words".into(),
+        noun: "wrong read",
+        place: "word",
         columns: vec![
             "Offset",
-            "GiB",
             "Buffer + offset",
-            "Expected",
-            "Read",
-            "XOR",
             "Failing bits",
+            "First wrong read (expected → read)",
+            "Found first by",
             "Shape",
-            "Algorithm",
-            "Pass / step",
             "Retest",
-            "Stuck-at-0 mask",
-            "Stuck-at-1 mask",
+            "Stuck bits",
         ],
-        rows: v
-            .records
+        rows: words
             .iter()
-            .map(|r| {
-                let retest = v.retests.iter().find(|t| t.offset_bytes == r.offset_bytes);
-                let bits: Vec<String> = r.flipped_bits.iter().map(u8::to_string).collect();
+            .map(|(offset, reads)| {
+                let first = reads[0];
+                let retest = v.retests.iter().find(|t| t.offset_bytes == *offset);
+                let mut bits: Vec<u8> = reads
+                    .iter()
+                    .flat_map(|r| r.flipped_bits.iter().copied())
+                    .collect();
+                bits.sort_unstable();
+                bits.dedup();
+                let bits: Vec<String> = bits.iter().map(u8::to_string).collect();
                 TableRow {
-                    key: format!("0x{:012x}", r.offset_bytes),
+                    key: format!("0x{offset:012x}"),
+                    count: reads.len() as u64,
                     cells: vec![
-                        format!("0x{:012x}", r.offset_bytes),
-                        format!("{:.6}", to_gib(r.offset_bytes)),
-                        format!("{} + 0x{:x}", r.buffer, r.buffer_offset_bytes),
-                        format!("0x{:08x}", r.expected),
-                        format!("0x{:08x}", r.actual),
-                        format!("0x{:08x}", r.expected ^ r.actual),
+                        format!("0x{offset:012x}"),
+                        format!("{} + 0x{:x}", first.buffer, first.buffer_offset_bytes),
                         bits.join(" "),
-                        r.shape.word(),
-                        r.algorithm.name().into(),
-                        format!("{} / {}", r.pass, r.step),
+                        format!("0x{:08x} → 0x{:08x}", first.expected, first.actual),
+                        format!(
+                            "{} pass {} step {}",
+                            first.algorithm.name(),
+                            first.pass,
+                            first.step
+                        ),
+                        first.shape.word(),
                         retest.map_or("not retested".into(), |t| t.class.word().into()),
-                        retest.map_or("-".into(), |t| mask(t.stuck_at_0_mask)),
-                        retest.map_or("-".into(), |t| mask(t.stuck_at_1_mask)),
+                        retest.map_or("-".into(), |t| {
+                            stuck_bits(t.stuck_at_0_mask, t.stuck_at_1_mask)
+                        }),
                     ],
                 }
             })
             .collect(),
         total: v.errors_total,
     }
+}
+
+/// The bits a retest found stuck, in words: `bit 3 at 0, bit 9 at 1`.
+fn stuck_bits(at_0_mask: u32, at_1_mask: u32) -> String {
+    let mut said: Vec<(u32, u8)> = (0..32)
+        .filter(|b| at_0_mask >> b & 1 == 1)
+        .map(|b| (b, 0))
+        .chain((0..32).filter(|b| at_1_mask >> b & 1 == 1).map(|b| (b, 1)))
+        .collect();
+    said.sort_unstable();
+    if said.is_empty() {
+        return "none".into();
+    }
+    said.iter()
+        .map(|(b, v)| format!("bit {b} at {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Wrong words: where in the tested memory (x), by the pass and step that found them (y).
@@ -757,7 +803,7 @@ fn error_map(v: &VramReport) -> Section {
                 ),
             })
             .collect(),
-        none: "no wrong words".into(),
+        none: "no wrong reads".into(),
     }
 }
 
@@ -790,7 +836,7 @@ fn text_lines(v: &VramReport) -> Vec<String> {
     if v.errors_total > 0 {
         out.push(format!(
             "{}, {} recorded; flips 0->1 {}, 1->0 {}",
-            crate::text::count(v.errors_total, "wrong word"),
+            crate::text::count(v.errors_total, "wrong read"),
             v.records.len(),
             v.histograms.zero_to_one,
             v.histograms.one_to_zero
@@ -920,6 +966,19 @@ impl VramTest {
         let mut device_error = None;
         let mut pass = 0u32;
         let mut last_took: HashMap<Algorithm, Duration> = HashMap::new();
+        // What one sweep over the memory took so far, to foresee an algorithm not yet run
+        // (a rerun to confirm has a short budget, and must not overrun it).
+        let mut swept = (Duration::ZERO, 0u32);
+        let foresee = |alg: Algorithm,
+                       pass: u32,
+                       last: &HashMap<Algorithm, Duration>,
+                       swept: (Duration, u32)| {
+            last.get(&alg).copied().unwrap_or_else(|| {
+                let (sweeps, idle) = alg.sweeps_and_idle(pass, cfg.seed, cfg.retention_delay);
+                let per_sweep = swept.0.checked_div(swept.1).unwrap_or_default();
+                per_sweep * sweeps + idle
+            })
+        };
         'passes: loop {
             if cfg.passes.is_some_and(|n| pass >= n) {
                 break;
@@ -927,8 +986,7 @@ impl VramTest {
             for (ai, &alg) in cfg.algorithms.iter().enumerate() {
                 let first = pass == 0 && ai == 0;
                 // Start nothing that the last pass says would end past the budget.
-                let expected_end =
-                    Instant::now() + last_took.get(&alg).copied().unwrap_or_default();
+                let expected_end = Instant::now() + foresee(alg, pass, &last_took, swept);
                 let would_overrun = control.deadline.is_some_and(|d| expected_end > d);
                 if control.stop_requested() {
                     stopped_early = Some(crate::workload::STOPPED_ON_REQUEST.into());
@@ -958,7 +1016,10 @@ impl VramTest {
                     pass,
                     &mut tally,
                 );
-                last_took.insert(alg, alg_started.elapsed());
+                let took = alg_started.elapsed();
+                last_took.insert(alg, took);
+                let (sweeps, idle) = alg.sweeps_and_idle(pass, cfg.seed, cfg.retention_delay);
+                swept = (swept.0 + took.saturating_sub(idle), swept.1 + sweeps);
                 match outcome {
                     Ok(true) => tally.algorithms[ai].passes_completed += 1,
                     Ok(false) => {

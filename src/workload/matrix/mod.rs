@@ -490,8 +490,9 @@ impl Report for MatrixReport {
                     .map(|m| format!(": first {}", m.place()))
                     .unwrap_or_default();
                 format!(
-                    "{} failed checks in {verified:.3e} verified matrix operations (silent data corruption){first}",
-                    self.faults()
+                    "{} failed checks in {} verified matrix operations (silent data corruption){first}",
+                    self.faults(),
+                    crate::units::large(verified)
                 )
             }
             WorkloadStatus::NotRun => format!(
@@ -499,11 +500,13 @@ impl Report for MatrixReport {
                 self.run.why_cut_short().unwrap_or("no round completed")
             ),
             WorkloadStatus::Incomplete => format!(
-                "no wrong result in {verified:.3e} verified matrix operations, but it stopped early: {}",
+                "no wrong result in {} verified matrix operations, but it stopped early: {}",
+                crate::units::large(verified),
                 self.run.why_cut_short().unwrap_or("unknown")
             ),
             WorkloadStatus::Passed => format!(
-                "no wrong result in {verified:.3e} verified matrix operations ({})",
+                "no wrong result in {} verified matrix operations ({})",
+                crate::units::large(verified),
                 self.kinds
                     .iter()
                     .filter(|k| k.rounds > 0)
@@ -793,6 +796,7 @@ fn wrong_elements(r: &MatrixReport) -> Table {
     Table {
         title: "Wrong matrix elements".into(),
         noun: "failed check",
+        place: "element",
         columns: vec![
             "Kind",
             "Round",
@@ -816,6 +820,7 @@ fn wrong_elements(r: &MatrixReport) -> Table {
                     _ => "not located".into(),
                 };
                 TableRow {
+                    count: 1,
                     key: match (m.row, m.col) {
                         (Some(row), Some(col)) => format!(
                             "{} element ({row}, {col}) of tile ({}, {})",

@@ -89,11 +89,18 @@ impl Algorithm {
                 "all" => out.extend(ALL),
                 "default" => out.extend(DEFAULT),
                 _ => out.push(Algorithm::parse(name).ok_or_else(|| {
-                    format!(
-                        "unknown VRAM algorithm {} (known: {}, all, default)",
-                        crate::text::quote(name),
-                        ALL.map(Algorithm::name).join(", ")
-                    )
+                    let known = ALL.map(Algorithm::name);
+                    match crate::text::did_you_mean(name, &known) {
+                        Some(meant) => format!(
+                            "unknown VRAM algorithm {}; did you mean `{meant}`?",
+                            crate::text::quote(name)
+                        ),
+                        None => format!(
+                            "unknown VRAM algorithm {} (known: {}, all, default)",
+                            crate::text::quote(name),
+                            known.join(", ")
+                        ),
+                    }
                 })?),
             }
         }
@@ -177,6 +184,25 @@ impl Algorithm {
                 ]
             }
         }
+    }
+
+    /// How many sweeps over the memory one pass makes, and how long it idles.
+    pub fn sweeps_and_idle(
+        self,
+        pass: u32,
+        seed: u64,
+        retention_delay: Duration,
+    ) -> (u32, Duration) {
+        let steps = self.steps(pass, seed, retention_delay);
+        let idle = steps
+            .iter()
+            .map(|s| match s {
+                Step::Idle(d) => *d,
+                _ => Duration::ZERO,
+            })
+            .sum();
+        let sweeps = steps.iter().filter(|s| !matches!(s, Step::Idle(_))).count();
+        (u32::try_from(sweeps).unwrap_or(u32::MAX), idle)
     }
 }
 

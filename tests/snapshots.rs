@@ -1,0 +1,129 @@
+//! What people read, held word for word: the terminal summary, the page's text, JUnit and
+//! the metrics, for a healthy run, a stuck bit and an interrupted run (each a recorded run
+//! of the scenario corpus, so nothing in them moves but the machine's own names, which are
+//! masked). A change of wording or numbers shows as a diff here, to be accepted on purpose
+//! (`INSTA_UPDATE=always cargo test --test snapshots`, then review the `.snap` files).
+
+mod common;
+
+use std::path::Path;
+
+/// The three runs: one of each thing a reader meets.
+const RUNS: [&str; 3] = ["h200_healthy", "vram_stuck_bit", "interrupted_before_pcie"];
+
+/// The run's directory, masked: it is a temporary one.
+fn masked(run_dir: &Path, text: &str) -> String {
+    text.replace(&run_dir.display().to_string(), "[RUN_DIR]")
+}
+
+/// The page's words, in reading order, one block a line: what a support desk sees.
+fn page_text(html: &str) -> String {
+    let body = html.split_once("<body>").map_or(html, |(_, b)| b);
+    let mut out = String::new();
+    let mut in_tag = false;
+    let mut in_svg = 0usize;
+    let mut tag = String::new();
+    for c in body.chars() {
+        match (in_tag, c) {
+            (false, '<') => {
+                in_tag = true;
+                tag.clear();
+            }
+            (true, '>') => {
+                in_tag = false;
+                let name = tag.split_whitespace().next().unwrap_or_default().to_owned();
+                match name.as_str() {
+                    "svg" => in_svg += 1,
+                    "/svg" => {
+                        in_svg = in_svg.saturating_sub(1);
+                        out.push_str("[chart]\n");
+                    }
+                    "/p" | "/tr" | "/h1" | "/h2" | "/h3" | "/li" | "/div" | "/figcaption"
+                    | "br" => out.push('\n'),
+                    "td" | "th" => out.push_str(" | "),
+                    _ => {}
+                }
+            }
+            (true, c) => tag.push(c),
+            (false, c) if in_svg == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    let out = out
+        .replace("&amp;", "&")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#9632;", "■");
+    out.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What a rebuild takes from the machine and the clock it runs on: the host's name, the
+/// moment it finished, kiln's version.
+fn filters() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (r#"Hostname="[^"]*""#, r#"Hostname="[HOST]""#),
+        (r#"hostname="[^"]*""#, r#"hostname="[HOST]""#),
+        (r"Host [^,\n]+, started", "Host [HOST], started"),
+        (r"\| Host \| [^\n|]+", "| Host | [HOST]"),
+        (
+            r"finished \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
+            "finished [TIME]",
+        ),
+        (
+            r"\| Finished \(UTC\) \| [^\n|]+",
+            "| Finished (UTC) | [TIME]",
+        ),
+        (
+            r"(kiln_last_run_timestamp_seconds\{[^}]*\}) \d+",
+            "$1 [TIME]",
+        ),
+        (r"kiln \d+\.\d+\.\d+", "kiln [VERSION]"),
+        (r"\| kiln \| \d+\.\d+\.\d+", "| kiln | [VERSION]"),
+        (r#"version="\d+\.\d+\.\d+""#, r#"version="[VERSION]""#),
+    ]
+}
+
+fn check(run: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join(run);
+    common::lay_out_scenario(run, &run_dir);
+    let out = common::kiln()
+        .arg("verdict")
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let summary = masked(&run_dir, &String::from_utf8_lossy(&out.stdout));
+    let read = |file: &str| {
+        masked(
+            &run_dir,
+            &std::fs::read_to_string(run_dir.join(file)).unwrap(),
+        )
+    };
+    let page = page_text(&read("report.html"));
+    insta::with_settings!({filters => filters(), prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!(format!("{run}-summary"), summary);
+        insta::assert_snapshot!(format!("{run}-page"), page);
+        insta::assert_snapshot!(format!("{run}-junit"), read("junit.xml"));
+        insta::assert_snapshot!(format!("{run}-metrics"), read("kiln.prom"));
+    });
+}
+
+#[test]
+fn a_healthy_run_reads_the_same() {
+    check(RUNS[0]);
+}
+
+#[test]
+fn a_stuck_bit_reads_the_same() {
+    check(RUNS[1]);
+}
+
+#[test]
+fn an_interrupted_run_reads_the_same() {
+    check(RUNS[2]);
+}
