@@ -41,6 +41,24 @@ pub fn did_you_mean<'a>(given: &str, known: &[&'a str]) -> Option<&'a str> {
         .map(|(_, k)| k)
 }
 
+/// One sentence for a name kiln does not know: the one it most likely meant, else every
+/// name it knows (`known`, then `also`: names that stand for several).
+pub fn unknown(what: &str, given: &str, known: &[&str], also: &[&str]) -> String {
+    match did_you_mean(given, known) {
+        Some(meant) => format!("unknown {what} {}; did you mean `{meant}`?", quote(given)),
+        None => format!(
+            "unknown {what} {} (known: {})",
+            quote(given),
+            known
+                .iter()
+                .chain(also)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// Items joined as people list them: `a`, `a and b`, `a, b and c`.
 pub fn list<S: AsRef<str>>(items: &[S]) -> String {
     match items {

@@ -72,6 +72,18 @@ fn pdf_text(pdf: &std::path::Path, pages: Option<(u32, u32)>) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The run's page printed by headless Chromium into `dir`, as the RMA bundle's PDF is.
+fn print_pdf(dir: &std::path::Path, run_dir: &std::path::Path) -> std::path::PathBuf {
+    let pdf = dir.join("report.pdf");
+    let out = chromium(
+        dir,
+        &run_dir.join("report.html"),
+        &[format!("--print-to-pdf={}", pdf.display())],
+    );
+    assert!(pdf.is_file(), "{}", String::from_utf8_lossy(&out.stderr));
+    pdf
+}
+
 /// A scenario's run directory with its reports rebuilt, in `dir`.
 fn scenario_reports(dir: &std::path::Path, scenario: &str) -> std::path::PathBuf {
     let run_dir = dir.join(scenario);
@@ -84,13 +96,7 @@ fn scenario_reports(dir: &std::path::Path, scenario: &str) -> std::path::PathBuf
 fn the_pdf_holds_the_summary_on_page_one_and_every_wrong_word_with_no_empty_page() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = scenario_reports(dir.path(), "vram_stuck_while_thermal_throttled");
-    let pdf = dir.path().join("report.pdf");
-    let out = chromium(
-        dir.path(),
-        &run_dir.join("report.html"),
-        &[format!("--print-to-pdf={}", pdf.display())],
-    );
-    assert!(pdf.is_file(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pdf = print_pdf(dir.path(), &run_dir);
     // Page one: the verdict, the card's identity, what failed, where, how often, action.
     let first = pdf_text(&pdf, Some((1, 1)));
     for needle in [
@@ -143,13 +149,7 @@ fn a_passing_pdf_is_short_names_the_card_and_says_what_could_not_be_checked() {
     let run_dir = dir.path().join("run");
     let out = common::quick_run(&["--workloads", "vram,compute"], &run_dir);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let pdf = dir.path().join("report.pdf");
-    let out = chromium(
-        dir.path(),
-        &run_dir.join("report.html"),
-        &[format!("--print-to-pdf={}", pdf.display())],
-    );
-    assert!(pdf.is_file(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pdf = print_pdf(dir.path(), &run_dir);
     let first = pdf_text(&pdf, Some((1, 1)));
     for needle in [
         "GPU report: GPU0 llvmpipe",

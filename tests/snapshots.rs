@@ -105,6 +105,12 @@ fn check(run: &str) {
         )
     };
     let page = page_text(&read("report.html"));
+    // A summary a person reads at a glance, whatever the run.
+    assert!(
+        summary.lines().count() <= 15,
+        "{run}: {} lines\n{summary}",
+        summary.lines().count()
+    );
     insta::with_settings!({filters => filters(), prepend_module_to_snapshot => false}, {
         insta::assert_snapshot!(format!("{run}-summary"), summary);
         insta::assert_snapshot!(format!("{run}-page"), page);

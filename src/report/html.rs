@@ -461,18 +461,8 @@ fn device_section(
     }
     // Each workload once, however many times it ran: its runs' headlines, the first
     // run's charts, and one error map with every run's points on it.
-    let mut shown: Vec<(&str, Option<&str>)> = Vec::new();
-    for w in &d.workloads {
-        let id = (w.workload.as_str(), w.together_with());
-        if shown.contains(&id) {
-            continue;
-        }
-        shown.push(id);
-        let runs: Vec<&crate::workload::WorkloadOutcome> = d
-            .workloads
-            .iter()
-            .filter(|o| (o.workload.as_str(), o.together_with()) == id)
-            .collect();
+    for runs in d.runs_by_workload() {
+        let w = runs[0];
         let _ = write!(
             out,
             "<h3>{}: {}</h3>",

@@ -117,18 +117,8 @@ pub fn summary(report: &Report, style: Style) -> String {
 /// Each workload once, however many runs it had: how it ended and its first run's
 /// headline.
 fn workload_headlines(out: &mut String, d: &crate::verdict::DeviceReport) {
-    let mut seen: Vec<(&str, Option<&str>)> = Vec::new();
-    for w in &d.workloads {
-        let id = (w.workload.as_str(), w.together_with());
-        if seen.contains(&id) {
-            continue;
-        }
-        seen.push(id);
-        let runs = d
-            .workloads
-            .iter()
-            .filter(|o| (o.workload.as_str(), o.together_with()) == id)
-            .count();
+    for group in d.runs_by_workload() {
+        let (w, runs) = (group[0], group.len());
         // A workload that never ran says so in its headline already.
         let status = if w.status == crate::workload::WorkloadStatus::NotRun {
             String::new()

@@ -544,6 +544,24 @@ impl DeviceReport {
             .or_else(|| self.most_serious(|f| f.class != Class::Info))
     }
 
+    /// The workloads' outcomes, one group per workload (and the load it ran inside of),
+    /// in the order each first ran: a workload rerun to confirm a finding is one group of
+    /// several runs. Every group has at least one outcome.
+    pub fn runs_by_workload(&self) -> Vec<Vec<&WorkloadOutcome>> {
+        let mut out: Vec<Vec<&WorkloadOutcome>> = Vec::new();
+        for w in &self.workloads {
+            let id = (w.workload.as_str(), w.together_with());
+            match out
+                .iter_mut()
+                .find(|g| (g[0].workload.as_str(), g[0].together_with()) == id)
+            {
+                Some(group) => group.push(w),
+                None => out.push(vec![w]),
+            }
+        }
+        out
+    }
+
     /// The product as its vendor's source names it, else as Vulkan does.
     pub fn product(&self) -> &str {
         self.setup
@@ -569,13 +587,8 @@ impl DeviceReport {
                     .to_owned(),
             );
         }
-        let mut seen: Vec<(&str, Option<&str>)> = Vec::new();
-        for w in &self.workloads {
-            let id = (w.workload.as_str(), w.together_with());
-            if seen.contains(&id) {
-                continue;
-            }
-            seen.push(id);
+        for runs in self.runs_by_workload() {
+            let w = runs[0];
             match (w.status, w.summary.envelope().why_cut_short()) {
                 (WorkloadStatus::NotRun, _) => out.push(format!("{}: not run", w.workload)),
                 (WorkloadStatus::Incomplete, Some(why)) => {

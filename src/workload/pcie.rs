@@ -575,8 +575,10 @@ impl PcieTest {
                     break;
                 }
                 if control.out_of_time() && !report.sizes.is_empty() {
-                    report.run.stopped_early =
-                        Some(format!("time budget spent before {size}-byte transfers"));
+                    report.run.stopped_early = Some(format!(
+                        "time budget spent before {} transfers",
+                        crate::units::format_exact(size)
+                    ));
                     break;
                 }
                 let largest = size.saturating_mul(4) > max;

@@ -237,17 +237,7 @@ impl WorkloadName {
             .find(|w| w.as_str() == name)
             .ok_or_else(|| {
                 let known: Vec<&str> = WorkloadName::ALL.iter().map(|w| w.as_str()).collect();
-                match crate::text::did_you_mean(name, &known) {
-                    Some(meant) => format!(
-                        "unknown workload {}; did you mean `{meant}`?",
-                        crate::text::quote(name)
-                    ),
-                    None => format!(
-                        "unknown workload {} (known: {})",
-                        crate::text::quote(name),
-                        known.join(", ")
-                    ),
-                }
+                crate::text::unknown("workload", name, &known, &[])
             })
     }
 

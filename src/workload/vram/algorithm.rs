@@ -89,18 +89,12 @@ impl Algorithm {
                 "all" => out.extend(ALL),
                 "default" => out.extend(DEFAULT),
                 _ => out.push(Algorithm::parse(name).ok_or_else(|| {
-                    let known = ALL.map(Algorithm::name);
-                    match crate::text::did_you_mean(name, &known) {
-                        Some(meant) => format!(
-                            "unknown VRAM algorithm {}; did you mean `{meant}`?",
-                            crate::text::quote(name)
-                        ),
-                        None => format!(
-                            "unknown VRAM algorithm {} (known: {}, all, default)",
-                            crate::text::quote(name),
-                            known.join(", ")
-                        ),
-                    }
+                    crate::text::unknown(
+                        "VRAM algorithm",
+                        name,
+                        &ALL.map(Algorithm::name),
+                        &["all", "default"],
+                    )
                 })?),
             }
         }
