@@ -132,8 +132,9 @@ fn workload_headlines(out: &mut String, d: &crate::verdict::DeviceReport) {
             w.together_with()
                 .map(|with| format!(" (ran inside {with}, beside another load)"))
                 .unwrap_or_default(),
+            // The headline is the first run's; the page counts over every run.
             if runs > 1 {
-                format!(" ({runs} runs)")
+                format!(", first of {runs} runs")
             } else {
                 String::new()
             },

@@ -106,3 +106,61 @@ pub fn read_batch(r: &[u32], capacity: usize) -> BatchCounters {
         .collect();
     c
 }
+
+#[cfg(test)]
+mod shader_mirror {
+    use super::*;
+    use crate::workload::vram::pattern::Pattern;
+
+    /// The shaders' own text, where the layout and the pattern numbers are written.
+    const COMMON: &str = include_str!("../../../shaders/vram_common.glsl");
+
+    /// The value of `const uint NAME = Nu;` in the shader source.
+    fn shader_const(name: &str) -> u64 {
+        let line = COMMON
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("const uint {name} =")))
+            .unwrap_or_else(|| panic!("vram_common.glsl has no `const uint {name}`"));
+        let value = line
+            .split('=')
+            .nth(1)
+            .and_then(|v| v.split(';').next())
+            .map(|v| v.trim().trim_end_matches('u'))
+            .unwrap_or_default();
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("`{line}` is not a number"))
+    }
+
+    #[test]
+    fn the_results_layout_matches_the_shaders_word_for_word() {
+        for (name, rust) in [
+            ("R_COUNT", R_COUNT as u64),
+            ("R_SLOTS", R_SLOTS as u64),
+            ("R_NBITS", R_NBITS as u64),
+            ("R_BITPOS", R_BITPOS as u64),
+            ("R_UP", R_UP as u64),
+            ("R_DOWN", R_DOWN as u64),
+            ("R_RECORDS", R_RECORDS as u64),
+            ("REC_WORDS", REC_WORDS as u64),
+            ("FLAG_TRANSIENT", u64::from(FLAG_TRANSIENT)),
+        ] {
+            assert_eq!(shader_const(name), rust, "{name}");
+        }
+        // The histograms fit where the next field starts: 33 and 32 u64 bins.
+        assert_eq!(R_NBITS + 33 * 2, R_BITPOS);
+        assert!(R_BITPOS + 32 * 2 <= R_UP);
+    }
+
+    #[test]
+    fn the_pattern_numbers_match_the_shaders() {
+        for (name, pattern) in [
+            ("PATTERN_CONST", Pattern::constant(7)),
+            ("PATTERN_ADDRESS", Pattern::address(7)),
+            ("PATTERN_RANDOM", Pattern::random(7)),
+            ("PATTERN_MOD20", Pattern::mod20(7, 3)),
+        ] {
+            assert_eq!(shader_const(name), u64::from(pattern.spec_id()), "{name}");
+        }
+    }
+}
