@@ -676,6 +676,39 @@ fn damaged_evidence_is_named_never_skipped() {
     );
     std::fs::write(run_dir.join("telemetry.jsonl"), &telemetry).unwrap();
 
+    // A workload's end with a status kiln does not know is damage, named with its line,
+    // never read as a workload that did not run.
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let end = events
+        .lines()
+        .position(|l| l.contains("\"kind\":\"workload_end\""))
+        .expect("a workload ended");
+    let damaged: Vec<String> = events
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == end {
+                l.replacen("\"status\":\"passed\"", "\"status\":\"exploded\"", 1)
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    assert_ne!(
+        damaged.join("\n"),
+        events.trim_end(),
+        "the status was replaced"
+    );
+    std::fs::write(run_dir.join("events.jsonl"), damaged.join("\n") + "\n").unwrap();
+    let out = verdict(&run_dir, &[]);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{text}");
+    assert!(
+        text.contains(&format!("events.jsonl, line {}", end + 1)),
+        "names the file and line: {text}"
+    );
+    std::fs::write(run_dir.join("events.jsonl"), &events).unwrap();
+
     // A manifest of a newer kiln is refused with a sentence that says so.
     let manifest = std::fs::read_to_string(run_dir.join("manifest.json")).unwrap();
     std::fs::write(

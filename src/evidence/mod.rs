@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 pub use reader::{EventLog, read_events, read_jsonl, read_manifest};
 pub use records::{
     DeviceErrorKind, EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA,
+    WorkloadStatus,
 };
 pub use rundir::{
     EvidenceFile, Manifest, NotTested, RunDir, default_run_dir, hostname, parse_utc_timestamp,

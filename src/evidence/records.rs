@@ -12,6 +12,24 @@ pub const MANIFEST_SCHEMA: &str = "kiln.manifest/1";
 /// Schema of `report.json`.
 pub const REPORT_SCHEMA: &str = "kiln.report/1";
 
+/// How a workload ended, as the events write it (`passed`, `not_run`): a value that is
+/// not one of these is damaged evidence, never read as some other status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadStatus {
+    /// Ran and found nothing wrong.
+    Passed,
+    /// Found hardware faults.
+    Failed,
+    /// Found a software problem (fragmentation, a leak): the card may be fine.
+    SoftwareFault,
+    /// Ran only partly (time, stop request or device failure) and found nothing wrong in
+    /// what ran.
+    Incomplete,
+    /// Could not run at all.
+    NotRun,
+}
+
 /// One line of `events.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventRecord {
@@ -121,8 +139,8 @@ pub enum Event {
     WorkloadEnd {
         /// Workload name.
         workload: String,
-        /// `passed`, `failed`, `software_fault`, `incomplete` or `not_run`.
-        status: String,
+        /// How it ended.
+        status: WorkloadStatus,
         /// One sentence for people.
         #[serde(default)]
         headline: String,

@@ -372,7 +372,7 @@ mod tests {
         });
         p.event(&Event::WorkloadEnd {
             workload: "vram".into(),
-            status: "failed".into(),
+            status: crate::workload::WorkloadStatus::Failed,
             headline: String::new(),
             summary: serde_json::Value::Null,
         });
@@ -406,7 +406,7 @@ mod tests {
         // The rerun's end does not count as another planned workload.
         p.event(&Event::WorkloadEnd {
             workload: "vram".into(),
-            status: "failed".into(),
+            status: crate::workload::WorkloadStatus::Failed,
             headline: String::new(),
             summary: serde_json::Value::Null,
         });

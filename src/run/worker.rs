@@ -503,7 +503,7 @@ fn run_planned(
                     device,
                     Event::WorkloadEnd {
                         workload: outcome.workload.clone(),
-                        status: outcome.status.name().into(),
+                        status: outcome.status,
                         headline: outcome.headline.clone(),
                         summary: outcome.summary.to_json(),
                     },

@@ -40,16 +40,6 @@ pub enum VerdictError {
     Evidence(#[from] EvidenceError),
 }
 
-fn status_from(name: &str) -> WorkloadStatus {
-    match name {
-        "passed" => WorkloadStatus::Passed,
-        "failed" => WorkloadStatus::Failed,
-        "software_fault" => WorkloadStatus::SoftwareFault,
-        "incomplete" => WorkloadStatus::Incomplete,
-        _ => WorkloadStatus::NotRun,
-    }
-}
-
 /// When a signal stopped the run, and what each device was running then.
 struct Interruption {
     /// Seconds since the run started.
@@ -176,9 +166,9 @@ pub fn judge_dir(
                     entry.unfinished.retain(|w| w != workload);
                     entry.outcomes.push(WorkloadOutcome {
                         workload: workload.clone(),
-                        status: status_from(status),
+                        status: *status,
                         headline: if headline.is_empty() {
-                            format!("{workload} {status}")
+                            format!("{workload} {}", status.word())
                         } else {
                             headline.clone()
                         },

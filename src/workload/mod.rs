@@ -93,22 +93,8 @@ impl RunControl {
     }
 }
 
-/// How a workload ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkloadStatus {
-    /// Ran and found nothing wrong.
-    Passed,
-    /// Found hardware faults.
-    Failed,
-    /// Found a software problem (fragmentation, a leak): the card may be fine.
-    SoftwareFault,
-    /// Ran only partly (time, stop request or device failure) and found nothing wrong in
-    /// what ran.
-    Incomplete,
-    /// Could not run at all.
-    NotRun,
-}
+/// How a workload ended: defined with the evidence, where it is written.
+pub use crate::evidence::WorkloadStatus;
 
 impl WorkloadStatus {
     /// The status as it appears in evidence.
