@@ -22,6 +22,9 @@ pub const REC_WORDS: usize = 8;
 /// Record flag: the first read differed somewhere in the span, a re-read did not.
 pub const FLAG_TRANSIENT: u32 = 1;
 
+// The histograms fit where the next field starts: 33 and 32 u64 bins.
+const _: () = assert!(R_NBITS + 33 * 2 == R_BITPOS && R_BITPOS + 32 * 2 <= R_UP);
+
 /// One record as the shader writes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawRecord {
@@ -147,9 +150,6 @@ mod shader_mirror {
         ] {
             assert_eq!(shader_const(name), rust, "{name}");
         }
-        // The histograms fit where the next field starts: 33 and 32 u64 bins.
-        assert_eq!(R_NBITS + 33 * 2, R_BITPOS);
-        assert!(R_BITPOS + 32 * 2 <= R_UP);
     }
 
     #[test]
