@@ -80,6 +80,26 @@ pub fn usage_sentence(rendered: &str) -> String {
     }
 }
 
+/// `--load`: the compute load's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoadArg {
+    /// Full load throughout.
+    Steady,
+    /// 100 ms on, 100 ms off.
+    Pulsed,
+    /// Load levels from 10% to 100%.
+    Sweep,
+}
+
+/// `--layout`: how the VRAM test's invocations map onto memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LayoutArg {
+    /// Each invocation its own contiguous run (best on CPU devices).
+    Contiguous,
+    /// Neighbouring invocations on neighbouring addresses (best on GPUs).
+    Coalesced,
+}
+
 /// kiln's commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -251,8 +271,8 @@ pub struct VramArgs {
     #[arg(long, value_name = "SIZE", value_parser = max_buffer, hide = true)]
     pub max_buffer: Option<u64>,
     /// Access layout: contiguous (CPU devices) or coalesced (GPUs); default by device.
-    #[arg(long, value_name = "LAYOUT", value_parser = ["contiguous", "coalesced"])]
-    pub layout: Option<String>,
+    #[arg(long, value_name = "LAYOUT")]
+    pub layout: Option<LayoutArg>,
     /// Bound on every wait for the device (a hung device is reported after this;
     /// default 10s, or the profile's).
     #[arg(long, value_name = "DURATION", value_parser = fence_timeout)]
@@ -323,8 +343,8 @@ pub struct RunArgs {
     pub pcie_max_bytes: Option<u64>,
     /// Compute load shape: steady, pulsed (100 ms on / 100 ms off) or sweep (10%..100%)
     /// (default: the profile's).
-    #[arg(long, value_name = "SHAPE", value_parser = ["steady", "pulsed", "sweep"])]
-    pub load: Option<String>,
+    #[arg(long, value_name = "SHAPE")]
+    pub load: Option<LoadArg>,
     /// Hold board power at PCT% of the enforced power limit (1-100) during the compute,
     /// matrix and heat loads, by setting their duty cycle from the power telemetry
     /// (default: the profile's; none: flat out).
@@ -413,8 +433,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", value_parser = repeat)]
     pub repeat: Option<u32>,
     /// Access layout (vram; default: by device kind).
-    #[arg(long, value_name = "LAYOUT", value_parser = ["contiguous", "coalesced"])]
-    pub layout: Option<String>,
+    #[arg(long, value_name = "LAYOUT")]
+    pub layout: Option<LayoutArg>,
     /// Sampling interval (telemetry; default 200ms, a run's default).
     #[arg(long, value_name = "DURATION", value_parser = sample_interval)]
     pub interval: Option<Duration>,

@@ -11,7 +11,6 @@ use kiln::cli::{
 };
 use kiln::error::AppError;
 use kiln::verdict::exit_code;
-use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::AccessLayout;
 
 fn main() {
@@ -142,16 +141,12 @@ fn list(args: ListArgs) -> Result<i32, AppError> {
     Ok(exit_code::HEALTHY)
 }
 
-fn layout(name: &Option<String>) -> Option<AccessLayout> {
-    name.as_deref().and_then(AccessLayout::parse)
-}
-
 fn run(args: RunArgs) -> Result<i32, AppError> {
     // From the first moment: a signal while the profile, the baseline or the devices are
     // read gives an interrupted verdict, not a run killed before it wrote anything.
     kiln::run::catch_signals();
     let profile = kiln::profile::load(&args.profile).map_err(|e| AppError::Usage(e.to_string()))?;
-    let opts = run_options(&args, profile)?;
+    let opts = kiln::run::options(&args, profile, std::io::stderr().is_terminal())?;
     // A textfile directory that cannot take the metrics is found now, not hours later.
     if let Some(dir) = &args.textfile_dir {
         textfile_dir_usable(dir)?;
@@ -226,221 +221,6 @@ fn publish_run_metrics(textfile_dir: &std::path::Path, run_dir: &std::path::Path
         Ok(path) => format!("metrics: {}\n", path.display()),
         Err(e) => format!("metrics not published: {e}\n"),
     }
-}
-
-/// The profile's plan with the command line's overrides laid over it.
-fn run_options(
-    args: &RunArgs,
-    profile: kiln::profile::Profile,
-) -> Result<kiln::run::RunOptions, AppError> {
-    use kiln::workload::registry::{PlannedWorkload, WorkloadConfig, WorkloadName};
-    let mut plan = profile.workloads;
-    if let Some(list) = &args.workloads {
-        let names = WorkloadName::parse_list(list).map_err(AppError::Usage)?;
-        plan.retain(|p| names.contains(&p.config.name()));
-        for name in names {
-            if !plan.iter().any(|p| p.config.name() == name) {
-                plan.push(PlannedWorkload::default_of(name));
-            }
-        }
-    }
-    let algorithms = match &args.algorithms {
-        Some(list) => Some(Algorithm::parse_list(list).map_err(AppError::Usage)?),
-        None => None,
-    };
-    let retest_cap = args.retest_cap.or(profile.confirm.map(|c| c.retest_cap));
-    let vram_overrides = |v: &mut kiln::workload::vram::VramConfig| {
-        if let Some(a) = &algorithms {
-            v.algorithms = a.clone();
-        }
-        if args.vram.vram_bytes.is_some() {
-            v.percent = None;
-        }
-        v.bytes = args.vram.vram_bytes.or(v.bytes);
-        v.percent = args.vram.vram_percent.or(v.percent);
-        v.reserve_bytes = args.vram.reserve.or(v.reserve_bytes);
-        v.passes = args.passes.or(v.passes);
-        v.record_capacity = args.records.unwrap_or(v.record_capacity);
-        v.retest_cap = retest_cap.unwrap_or(v.retest_cap);
-        v.retention_delay = args.retention_delay.unwrap_or(v.retention_delay);
-        v.seed = args.seed.unwrap_or(v.seed);
-        v.layout = layout(&args.vram.layout).or(v.layout);
-        v.max_buffer_bytes = args.vram.max_buffer.or(v.max_buffer_bytes);
-        if let Some(word) = args.test_stuck_word {
-            v.planted = vec![kiln::workload::vram::engine::PlantedFault {
-                word,
-                and_mask: !(1 << 3),
-                or_mask: 1 << 9,
-                xor_mask: 0,
-                source: word,
-                persistent: true,
-            }];
-        }
-    };
-    let compute_overrides = |c: &mut kiln::workload::compute::ComputeConfig| {
-        if let Some(shape) = &args.load {
-            c.shape = match shape.as_str() {
-                "pulsed" => kiln::workload::compute::LoadShape::Pulsed {
-                    on_ms: 100,
-                    off_ms: 100,
-                },
-                "sweep" => kiln::workload::compute::LoadShape::Sweep,
-                _ => kiln::workload::compute::LoadShape::Steady,
-            };
-        }
-        c.rounds = args.passes.map(|p| p * 2).or(c.rounds);
-        // A pulsed or swept load is a shape of its own: the target holds the steady ones.
-        if c.shape == kiln::workload::compute::LoadShape::Steady {
-            c.power_target = args.power_target.or(c.power_target);
-        }
-        c.record_capacity = args.records.unwrap_or(c.record_capacity);
-        // The compute inputs take the low half of the seed, as the patterns take all of it.
-        c.seed = args.seed.map_or(c.seed, |s| s as u32);
-    };
-    for p in &mut plan {
-        match &mut p.config {
-            WorkloadConfig::Vram(v) => vram_overrides(v),
-            WorkloadConfig::Compute(c) => compute_overrides(c),
-            WorkloadConfig::Heat(h) => {
-                vram_overrides(&mut h.vram);
-                compute_overrides(&mut h.compute);
-                h.matrix.power_target = args.power_target.or(h.matrix.power_target);
-            }
-            WorkloadConfig::Matrix(m) => {
-                m.power_target = args.power_target.or(m.power_target);
-            }
-            WorkloadConfig::Pcie(c) => c.max_bytes = args.pcie_max_bytes.unwrap_or(c.max_bytes),
-            // The command line's flags are for the workloads above; the others take their
-            // settings from profiles.
-            _ => {}
-        }
-    }
-    check_every_flag_applies(args, &plan)?;
-    // A pass count alone means "exactly that many passes", with no time budget.
-    let duration = match (args.duration, args.passes) {
-        (Some(d), _) => Some(d),
-        (None, Some(_)) => None,
-        (None, None) => profile.duration,
-    };
-    if let Some(d) = duration {
-        kiln::run::check_duration(&plan, profile.confirm, d, &profile.name)?;
-    }
-    let step_timeout = args.step_timeout.unwrap_or(profile.step_timeout);
-    let telemetry_interval = args
-        .telemetry_interval
-        .or(profile.telemetry_interval)
-        .unwrap_or(kiln::telemetry::DEFAULT_INTERVAL);
-    Ok(kiln::run::RunOptions {
-        profile: profile.name,
-        devices: args.devices.clone(),
-        duration,
-        plan,
-        stop_on_first_failure: profile.stop_on_first_failure,
-        confirm: profile.confirm,
-        wait_idle: args.wait_idle || profile.wait_idle,
-        out: args.out.clone(),
-        fence_timeout: kiln::run::fence_timeout_for(
-            args.vram.fence_timeout.or(profile.fence_timeout),
-            step_timeout,
-        )
-        .map_err(AppError::Usage)?,
-        progress: std::io::stderr().is_terminal(),
-        telemetry_interval: (!telemetry_interval.is_zero()).then_some(telemetry_interval),
-        thresholds: match &args.thresholds {
-            Some(path) => profile.thresholds.overlay(path).map_err(AppError::Usage)?,
-            None => profile.thresholds,
-        },
-        step_timeout,
-        test_hooks: kiln::run::TestHooks {
-            replicate: args.replicate.map_or(1, usize::from),
-            hang_slot: args.test_hang_device,
-            crash_slot: args.test_crash_device,
-            busy_slot: args.test_busy_device,
-            telemetry_replay: args.test_telemetry_replay.clone(),
-        },
-    })
-}
-
-/// Refuses a flag that no workload of the run would use: kiln never accepts an input it
-/// then ignores (`--load` on a VRAM-only run, `--retention-delay` without retention).
-fn check_every_flag_applies(
-    args: &RunArgs,
-    plan: &[kiln::workload::registry::PlannedWorkload],
-) -> Result<(), AppError> {
-    use kiln::workload::registry::WorkloadConfig;
-    use kiln::workload::vram::algorithm::Algorithm;
-    let has = |pred: &dyn Fn(&WorkloadConfig) -> bool| plan.iter().any(|p| pred(&p.config));
-    let vram = has(&|c| c.vram().is_some());
-    let compute = has(&|c| matches!(c, WorkloadConfig::Compute(_) | WorkloadConfig::Heat { .. }));
-    let pcie = has(&|c| matches!(c, WorkloadConfig::Pcie(_)));
-    let retention = plan
-        .iter()
-        .filter_map(|p| p.config.vram())
-        .any(|v| v.algorithms.contains(&Algorithm::Retention));
-    let given = |set: bool, flag: &str, applies: bool, to: &str| -> Result<(), AppError> {
-        if set && !applies {
-            let names: Vec<&str> = plan.iter().map(|p| p.config.name().as_str()).collect();
-            return Err(AppError::Usage(format!(
-                "{flag} applies to {to}, which this run does not have (workloads: {}): it would be ignored",
-                names.join(", ")
-            )));
-        }
-        Ok(())
-    };
-    let v = &args.vram;
-    let memory = "the vram and heat workloads";
-    given(v.vram_bytes.is_some(), "--vram-bytes", vram, memory)?;
-    given(v.vram_percent.is_some(), "--vram-percent", vram, memory)?;
-    given(v.reserve.is_some(), "--reserve", vram, memory)?;
-    given(v.layout.is_some(), "--layout", vram, memory)?;
-    given(v.max_buffer.is_some(), "--max-buffer", vram, memory)?;
-    given(args.algorithms.is_some(), "--algorithms", vram, memory)?;
-    given(args.retest_cap.is_some(), "--retest-cap", vram, memory)?;
-    given(
-        args.test_stuck_word.is_some(),
-        "--test-stuck-word",
-        vram,
-        memory,
-    )?;
-    given(
-        args.retention_delay.is_some(),
-        "--retention-delay",
-        retention,
-        "the retention algorithm",
-    )?;
-    let patterns = "the vram, compute and heat workloads";
-    given(args.passes.is_some(), "--passes", vram || compute, patterns)?;
-    given(
-        args.records.is_some(),
-        "--records",
-        vram || compute,
-        patterns,
-    )?;
-    given(args.seed.is_some(), "--seed", vram || compute, patterns)?;
-    given(
-        args.load.is_some(),
-        "--load",
-        compute,
-        "the compute and heat workloads",
-    )?;
-    given(
-        args.pcie_max_bytes.is_some(),
-        "--pcie-max-bytes",
-        pcie,
-        "the pcie workload",
-    )?;
-    let steady = has(&|c| match c {
-        WorkloadConfig::Compute(c) => c.shape == kiln::workload::compute::LoadShape::Steady,
-        WorkloadConfig::Matrix(_) | WorkloadConfig::Heat { .. } => true,
-        _ => false,
-    });
-    given(
-        args.power_target.is_some(),
-        "--power-target",
-        steady,
-        "the steady compute, matrix and heat workloads",
-    )?;
-    Ok(())
 }
 
 fn compare(args: CompareArgs) -> Result<i32, AppError> {
@@ -582,7 +362,7 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
         device: args.device,
         bytes: args.bytes.unwrap_or(kiln::units::GIB),
         repeat: args.repeat.unwrap_or(5),
-        layout: layout(&args.layout),
+        layout: args.layout.map(AccessLayout::from),
         fence_timeout: kiln::gpu::DEFAULT_FENCE_TIMEOUT,
     };
     let report = kiln::bench::bench_vram(&opts)?;

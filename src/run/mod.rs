@@ -6,6 +6,7 @@
 //! in [`plan`].
 
 mod idle;
+mod options;
 mod plan;
 mod progress;
 pub mod protocol;
@@ -13,6 +14,7 @@ mod supervisor;
 pub mod worker;
 
 pub use idle::{COOL_TEMP_C, IDLE_UTIL_PCT, Idleness, WAIT_IDLE_MAX, idleness};
+pub use options::options;
 pub use plan::{
     DevicePlan, Plan, PlannedStep, check_duration, check_sizes, dry_run, least_duration,
     plan_summary,

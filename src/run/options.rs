@@ -1,0 +1,329 @@
+//! `kiln run`'s options: the profile's plan with the command line's flags laid over it.
+
+use super::RunOptions;
+use crate::cli::{LayoutArg, LoadArg, RunArgs};
+use crate::error::AppError;
+use crate::profile::Profile;
+use crate::workload::compute::LoadShape;
+use crate::workload::vram::algorithm::Algorithm;
+use crate::workload::vram::engine::AccessLayout;
+
+impl From<LoadArg> for LoadShape {
+    fn from(arg: LoadArg) -> LoadShape {
+        match arg {
+            LoadArg::Steady => LoadShape::Steady,
+            LoadArg::Pulsed => LoadShape::Pulsed {
+                on_ms: 100,
+                off_ms: 100,
+            },
+            LoadArg::Sweep => LoadShape::Sweep,
+        }
+    }
+}
+
+impl From<LayoutArg> for AccessLayout {
+    fn from(arg: LayoutArg) -> AccessLayout {
+        match arg {
+            LayoutArg::Contiguous => AccessLayout::Contiguous,
+            LayoutArg::Coalesced => AccessLayout::Coalesced,
+        }
+    }
+}
+
+/// The profile's plan with the command line's overrides laid over it, each flag bounded
+/// as the key it overrides and refused where no workload of the run would use it.
+/// `progress`: whether the run draws its bars (stderr is a terminal).
+pub fn options(args: &RunArgs, profile: Profile, progress: bool) -> Result<RunOptions, AppError> {
+    use crate::workload::registry::{PlannedWorkload, WorkloadConfig, WorkloadName};
+    let mut plan = profile.workloads;
+    if let Some(list) = &args.workloads {
+        let names = WorkloadName::parse_list(list).map_err(AppError::Usage)?;
+        plan.retain(|p| names.contains(&p.config.name()));
+        for name in names {
+            if !plan.iter().any(|p| p.config.name() == name) {
+                plan.push(PlannedWorkload::default_of(name));
+            }
+        }
+    }
+    let algorithms = match &args.algorithms {
+        Some(list) => Some(Algorithm::parse_list(list).map_err(AppError::Usage)?),
+        None => None,
+    };
+    let retest_cap = args.retest_cap.or(profile.confirm.map(|c| c.retest_cap));
+    let vram_overrides = |v: &mut crate::workload::vram::VramConfig| {
+        if let Some(a) = &algorithms {
+            v.algorithms = a.clone();
+        }
+        if args.vram.vram_bytes.is_some() {
+            v.percent = None;
+        }
+        v.bytes = args.vram.vram_bytes.or(v.bytes);
+        v.percent = args.vram.vram_percent.or(v.percent);
+        v.reserve_bytes = args.vram.reserve.or(v.reserve_bytes);
+        v.passes = args.passes.or(v.passes);
+        v.record_capacity = args.records.unwrap_or(v.record_capacity);
+        v.retest_cap = retest_cap.unwrap_or(v.retest_cap);
+        v.retention_delay = args.retention_delay.unwrap_or(v.retention_delay);
+        v.seed = args.seed.unwrap_or(v.seed);
+        v.layout = args.vram.layout.map(AccessLayout::from).or(v.layout);
+        v.max_buffer_bytes = args.vram.max_buffer.or(v.max_buffer_bytes);
+        if let Some(word) = args.test_stuck_word {
+            v.planted = vec![crate::workload::vram::engine::PlantedFault {
+                word,
+                and_mask: !(1 << 3),
+                or_mask: 1 << 9,
+                xor_mask: 0,
+                source: word,
+                persistent: true,
+            }];
+        }
+    };
+    let compute_overrides = |c: &mut crate::workload::compute::ComputeConfig| {
+        if let Some(shape) = args.load {
+            c.shape = shape.into();
+        }
+        c.rounds = args.passes.map(|p| p * 2).or(c.rounds);
+        // A pulsed or swept load is a shape of its own: the target holds the steady ones.
+        if c.shape == LoadShape::Steady {
+            c.power_target = args.power_target.or(c.power_target);
+        }
+        c.record_capacity = args.records.unwrap_or(c.record_capacity);
+        // The compute inputs take the low half of the seed, as the patterns take all of it.
+        c.seed = args.seed.map_or(c.seed, |s| s as u32);
+    };
+    for p in &mut plan {
+        match &mut p.config {
+            WorkloadConfig::Vram(v) => vram_overrides(v),
+            WorkloadConfig::Compute(c) => compute_overrides(c),
+            WorkloadConfig::Heat(h) => {
+                vram_overrides(&mut h.vram);
+                compute_overrides(&mut h.compute);
+                h.matrix.power_target = args.power_target.or(h.matrix.power_target);
+            }
+            WorkloadConfig::Matrix(m) => {
+                m.power_target = args.power_target.or(m.power_target);
+            }
+            WorkloadConfig::Pcie(c) => c.max_bytes = args.pcie_max_bytes.unwrap_or(c.max_bytes),
+            // The command line's flags are for the workloads above; the others take their
+            // settings from profiles.
+            _ => {}
+        }
+    }
+    check_every_flag_applies(args, &plan)?;
+    // A pass count alone means "exactly that many passes", with no time budget.
+    let duration = match (args.duration, args.passes) {
+        (Some(d), _) => Some(d),
+        (None, Some(_)) => None,
+        (None, None) => profile.duration,
+    };
+    if let Some(d) = duration {
+        crate::run::check_duration(&plan, profile.confirm, d, &profile.name)?;
+    }
+    let step_timeout = args.step_timeout.unwrap_or(profile.step_timeout);
+    let telemetry_interval = args
+        .telemetry_interval
+        .or(profile.telemetry_interval)
+        .unwrap_or(crate::telemetry::DEFAULT_INTERVAL);
+    Ok(crate::run::RunOptions {
+        profile: profile.name,
+        devices: args.devices.clone(),
+        duration,
+        plan,
+        stop_on_first_failure: profile.stop_on_first_failure,
+        confirm: profile.confirm,
+        wait_idle: args.wait_idle || profile.wait_idle,
+        out: args.out.clone(),
+        fence_timeout: crate::run::fence_timeout_for(
+            args.vram.fence_timeout.or(profile.fence_timeout),
+            step_timeout,
+        )
+        .map_err(AppError::Usage)?,
+        progress,
+        telemetry_interval: (!telemetry_interval.is_zero()).then_some(telemetry_interval),
+        thresholds: match &args.thresholds {
+            Some(path) => profile.thresholds.overlay(path).map_err(AppError::Usage)?,
+            None => profile.thresholds,
+        },
+        step_timeout,
+        test_hooks: crate::run::TestHooks {
+            replicate: args.replicate.map_or(1, usize::from),
+            hang_slot: args.test_hang_device,
+            crash_slot: args.test_crash_device,
+            busy_slot: args.test_busy_device,
+            telemetry_replay: args.test_telemetry_replay.clone(),
+        },
+    })
+}
+
+/// Refuses a flag that no workload of the run would use: kiln never accepts an input it
+/// then ignores (`--load` on a VRAM-only run, `--retention-delay` without retention).
+fn check_every_flag_applies(
+    args: &RunArgs,
+    plan: &[crate::workload::registry::PlannedWorkload],
+) -> Result<(), AppError> {
+    use crate::workload::registry::WorkloadConfig;
+    let has = |pred: &dyn Fn(&WorkloadConfig) -> bool| plan.iter().any(|p| pred(&p.config));
+    let vram = has(&|c| c.vram().is_some());
+    let compute = has(&|c| matches!(c, WorkloadConfig::Compute(_) | WorkloadConfig::Heat { .. }));
+    let pcie = has(&|c| matches!(c, WorkloadConfig::Pcie(_)));
+    let retention = plan
+        .iter()
+        .filter_map(|p| p.config.vram())
+        .any(|v| v.algorithms.contains(&Algorithm::Retention));
+    let given = |set: bool, flag: &str, applies: bool, to: &str| -> Result<(), AppError> {
+        if set && !applies {
+            let names: Vec<&str> = plan.iter().map(|p| p.config.name().as_str()).collect();
+            return Err(AppError::Usage(format!(
+                "{flag} applies to {to}, which this run does not have (workloads: {}): it would be ignored",
+                names.join(", ")
+            )));
+        }
+        Ok(())
+    };
+    let v = &args.vram;
+    let memory = "the vram and heat workloads";
+    given(v.vram_bytes.is_some(), "--vram-bytes", vram, memory)?;
+    given(v.vram_percent.is_some(), "--vram-percent", vram, memory)?;
+    given(v.reserve.is_some(), "--reserve", vram, memory)?;
+    given(v.layout.is_some(), "--layout", vram, memory)?;
+    given(v.max_buffer.is_some(), "--max-buffer", vram, memory)?;
+    given(args.algorithms.is_some(), "--algorithms", vram, memory)?;
+    given(args.retest_cap.is_some(), "--retest-cap", vram, memory)?;
+    given(
+        args.test_stuck_word.is_some(),
+        "--test-stuck-word",
+        vram,
+        memory,
+    )?;
+    given(
+        args.retention_delay.is_some(),
+        "--retention-delay",
+        retention,
+        "the retention algorithm",
+    )?;
+    let patterns = "the vram, compute and heat workloads";
+    given(args.passes.is_some(), "--passes", vram || compute, patterns)?;
+    given(
+        args.records.is_some(),
+        "--records",
+        vram || compute,
+        patterns,
+    )?;
+    given(args.seed.is_some(), "--seed", vram || compute, patterns)?;
+    given(
+        args.load.is_some(),
+        "--load",
+        compute,
+        "the compute and heat workloads",
+    )?;
+    given(
+        args.pcie_max_bytes.is_some(),
+        "--pcie-max-bytes",
+        pcie,
+        "the pcie workload",
+    )?;
+    let steady = has(&|c| match c {
+        WorkloadConfig::Compute(c) => c.shape == LoadShape::Steady,
+        WorkloadConfig::Matrix(_) | WorkloadConfig::Heat { .. } => true,
+        _ => false,
+    });
+    given(
+        args.power_target.is_some(),
+        "--power-target",
+        steady,
+        "the steady compute, matrix and heat workloads",
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::registry::WorkloadConfig;
+    use clap::Parser;
+
+    /// `kiln run ARGS`' options under the bundled profile it names (quick by default).
+    fn options_of(args: &[&str]) -> Result<RunOptions, AppError> {
+        let cli = crate::cli::Cli::try_parse_from(["kiln", "run"].iter().chain(args))
+            .map_err(|e| AppError::Usage(e.to_string()))?;
+        let crate::cli::Command::Run(run) = cli.command else {
+            unreachable!("parsed as run");
+        };
+        let profile =
+            crate::profile::load(&run.profile).map_err(|e| AppError::Usage(e.to_string()))?;
+        options(&run, profile, false)
+    }
+
+    fn compute_shapes(o: &RunOptions) -> Vec<LoadShape> {
+        o.plan
+            .iter()
+            .filter_map(|p| match &p.config {
+                WorkloadConfig::Compute(c) => Some(c.shape),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_load_shape_flag_sets_that_shape() {
+        for (flag, shape) in [
+            ("steady", LoadShape::Steady),
+            (
+                "pulsed",
+                LoadShape::Pulsed {
+                    on_ms: 100,
+                    off_ms: 100,
+                },
+            ),
+            ("sweep", LoadShape::Sweep),
+        ] {
+            let o = options_of(&["--load", flag]).unwrap_or_else(|e| panic!("{flag}: {e}"));
+            assert_eq!(compute_shapes(&o), vec![shape], "{flag}");
+        }
+        assert!(options_of(&["--load", "wobbly"]).is_err());
+    }
+
+    #[test]
+    fn a_flag_no_workload_would_use_is_refused_and_one_that_applies_is_laid_over() {
+        let e = options_of(&["--workloads", "vram", "--load", "pulsed"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--load applies to the compute and heat workloads"),
+            "{e}"
+        );
+        let e = options_of(&["--retention-delay", "5s"]).unwrap_err();
+        assert!(e.to_string().contains("the retention algorithm"), "{e}");
+        let o = options_of(&[
+            "--workloads",
+            "vram",
+            "--layout",
+            "coalesced",
+            "--passes",
+            "2",
+        ])
+        .unwrap();
+        let vram = o.plan[0].config.vram().unwrap();
+        assert_eq!(vram.layout, Some(AccessLayout::Coalesced));
+        assert_eq!(vram.passes, Some(2));
+        assert_eq!(o.duration, None, "a pass count alone means no time budget");
+        // A power target holds a steady load only: not the pulsed compute of burn-in's.
+        let o = options_of(&[
+            "--profile",
+            "burn-in",
+            "--power-target",
+            "90",
+            "--duration",
+            "1h",
+        ])
+        .unwrap();
+        let targets: Vec<Option<u32>> = o
+            .plan
+            .iter()
+            .filter_map(|p| match &p.config {
+                WorkloadConfig::Compute(c) => Some(c.power_target),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(targets, vec![Some(90), None, None, Some(90)]);
+    }
+}
