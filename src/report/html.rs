@@ -7,6 +7,7 @@
 
 use std::fmt::Write as _;
 
+pub use super::html_charts::esc;
 use super::html_charts::{band_chart, bars_chart, line_chart, offset_map};
 use crate::evidence::Manifest;
 use crate::telemetry::record::{Reading, TelemetryData, TelemetryRecord};
@@ -14,14 +15,6 @@ use crate::telemetry::{signals, throttle};
 use crate::verdict::{DeviceReport, DeviceResult, Report};
 use crate::workload::show::OffsetPoint;
 use crate::workload::{Section, Table};
-
-/// Text with HTML's special characters escaped.
-pub fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// Rows of one table shown at most: a card with a million wrong words still prints.
 const ROWS_SHOWN: usize = 64;

@@ -3,8 +3,15 @@
 
 use std::fmt::Write as _;
 
-use super::html::esc;
 use crate::workload::show::OffsetPoint;
+
+/// Text with HTML's special characters escaped.
+pub fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
 
 /// Drawing area.
 const W: f64 = 760.0;

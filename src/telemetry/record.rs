@@ -1,56 +1,12 @@
 //! The records of `telemetry.jsonl`: gauges sampled on a schedule, counters snapshotted
 //! around every phase, Xid events, and what could not be read.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
+
+pub use super::reading::{Reading, Readings};
 
 /// Schema of `telemetry.jsonl`.
 pub const TELEMETRY_SCHEMA: &str = "kiln.telemetry/1";
-
-/// One reading: a number, a word, or why there is none. A signal the device does not
-/// support is recorded as such, never as zero.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Reading {
-    /// A number in the unit its name says.
-    Number(f64),
-    /// A word (`P0`, a list of throttle reasons).
-    Text(String),
-    /// No value: `not_supported`, `no_permission`, or an error in words.
-    Unavailable {
-        /// Why.
-        unavailable: String,
-    },
-}
-
-impl Reading {
-    /// The reading for a signal the device does not support.
-    pub fn not_supported() -> Reading {
-        Reading::Unavailable {
-            unavailable: "not_supported".into(),
-        }
-    }
-
-    /// The number, if this is one.
-    pub fn number(&self) -> Option<f64> {
-        match self {
-            Reading::Number(n) => Some(*n),
-            _ => None,
-        }
-    }
-
-    /// The word, if this is one.
-    pub fn text(&self) -> Option<&str> {
-        match self {
-            Reading::Text(t) => Some(t),
-            _ => None,
-        }
-    }
-}
-
-/// Readings by stable name (the unit is part of the name: `gpu_temp_c`, `power_w`).
-pub type Readings = BTreeMap<String, Reading>;
 
 /// A sample's readings as recorded: a recording that carries only the throttle mask reads
 /// with its reasons decoded, as a live source gives them.

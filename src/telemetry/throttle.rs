@@ -3,7 +3,7 @@
 //! reasons beside the mask, and a recording that carries only the mask is decoded once, as
 //! it is read ([`decode_recorded`]). Summaries and rules take reasons, never bits.
 
-use super::record::{Reading, Readings};
+use super::reading::{Reading, Readings};
 use super::signals::{THROTTLE_REASONS, THROTTLE_REASONS_MASK};
 
 /// A reason the clocks are held below their maximum (REFERENCE.md §1, and NVML's newest

@@ -1,0 +1,50 @@
+//! One reading of a signal and a sample's readings by name: the values every telemetry
+//! source gives and every record carries.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One reading: a number, a word, or why there is none. A signal the device does not
+/// support is recorded as such, never as zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Reading {
+    /// A number in the unit its name says.
+    Number(f64),
+    /// A word (`P0`, a list of throttle reasons).
+    Text(String),
+    /// No value: `not_supported`, `no_permission`, or an error in words.
+    Unavailable {
+        /// Why.
+        unavailable: String,
+    },
+}
+
+impl Reading {
+    /// The reading for a signal the device does not support.
+    pub fn not_supported() -> Reading {
+        Reading::Unavailable {
+            unavailable: "not_supported".into(),
+        }
+    }
+
+    /// The number, if this is one.
+    pub fn number(&self) -> Option<f64> {
+        match self {
+            Reading::Number(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// The word, if this is one.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Reading::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// Readings by stable name (the unit is part of the name: `gpu_temp_c`, `power_w`).
+pub type Readings = BTreeMap<String, Reading>;
