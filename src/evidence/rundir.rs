@@ -238,11 +238,6 @@ impl RunDir {
             .unwrap_or_default();
         EventWriter::create(&self.path.join("events.jsonl"), &run_id, started)
     }
-
-    /// Writes `report.json`.
-    pub fn write_report<T: Serialize>(&self, report: &T) -> EvidenceResult<()> {
-        write_json_atomic(&self.path.join("report.json"), report)
-    }
 }
 
 /// `./kiln-runs/<UTC time>-<host>`.

@@ -207,11 +207,6 @@ impl DeviceInfo {
             .max_by_key(|h| h.size_bytes)
     }
 
-    /// Bytes of VRAM (the largest device-local heap).
-    pub fn device_local_bytes(&self) -> u64 {
-        self.vram_heap().map_or(0, |h| h.size_bytes)
-    }
-
     /// VRAM bytes free at this moment: the budget minus usage when the driver reports it,
     /// else the heap size (said as such by `memory_budget_supported`).
     pub fn device_local_free_bytes(&self) -> u64 {

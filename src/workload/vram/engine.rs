@@ -294,11 +294,6 @@ impl<'c> Engine<'c> {
         self.buffers.len()
     }
 
-    /// Size of each test buffer in bytes.
-    pub fn buffer_sizes(&self) -> Vec<u64> {
-        self.buffers.iter().map(|b| b.elements * 16).collect()
-    }
-
     /// Index of the buffer holding absolute word `word`, and the word's index in it.
     pub fn locate(&self, word: u64) -> Option<(usize, u64)> {
         self.buffers
