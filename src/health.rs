@@ -354,11 +354,11 @@ fn read_sources(sources: &mut [Box<dyn Source>], replay: bool) -> Seen {
 }
 
 fn number(r: Option<&Readings>, key: &str) -> Option<f64> {
-    r.and_then(|r| r.get(key)).and_then(Reading::number)
+    r.and_then(|r| crate::telemetry::reading::number(r, key))
 }
 
 fn text<'a>(r: Option<&'a Readings>, key: &str) -> Option<&'a str> {
-    r.and_then(|r| r.get(key)).and_then(Reading::text)
+    r.and_then(|r| crate::telemetry::reading::text(r, key))
 }
 
 /// One GPU as the check sees it.

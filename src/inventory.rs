@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::gpu::{self, DeviceInfo};
 use crate::telemetry::nvml::{self, NVML_SIGNALS, NvmlGpu};
 use crate::telemetry::{Gap, cause, sysfs};
+use crate::text::cut;
 
 const VENDOR_NVIDIA: u32 = 0x10de;
 const VENDOR_AMD: u32 = 0x1002;
@@ -674,16 +675,6 @@ impl Cause {
             message,
         }
     }
-}
-
-/// Cuts `text` to at most `max_chars` characters, marking the cut.
-fn cut(text: &str, max_chars: usize) -> String {
-    if text.chars().count() <= max_chars {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max_chars.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// "NVIDIA GPU 0000:05:00.0", or by NVML index or name where there is no PCI address.

@@ -59,6 +59,16 @@ pub fn unknown(what: &str, given: &str, known: &[&str], also: &[&str]) -> String
     }
 }
 
+/// `text` cut to at most `max_chars` characters, the cut marked with an ellipsis.
+pub fn cut(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max_chars.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 /// Items joined as people list them: `a`, `a and b`, `a, b and c`.
 pub fn list<S: AsRef<str>>(items: &[S]) -> String {
     match items {

@@ -274,13 +274,7 @@ impl DeviceProgress {
         let room = LINE_MAX
             .saturating_sub(TEMPLATE_COLUMNS + self.label.len().saturating_sub(4))
             .saturating_sub(kept.chars().count() + 3);
-        let what = if what.chars().count() > room {
-            let cut: String = what.chars().take(room.saturating_sub(1)).collect();
-            format!("{cut}…")
-        } else {
-            what
-        };
-        format!("{what} | {kept}")
+        format!("{} | {kept}", crate::text::cut(&what, room))
     }
 
     /// Clears the line: the summary follows.

@@ -48,3 +48,16 @@ impl Reading {
 
 /// Readings by stable name (the unit is part of the name: `gpu_temp_c`, `power_w`).
 pub type Readings = BTreeMap<String, Reading>;
+
+/// A finite number under `key`: a missing, unavailable or non-numeric reading is none.
+pub fn number(readings: &Readings, key: &str) -> Option<f64> {
+    readings
+        .get(key)
+        .and_then(Reading::number)
+        .filter(|n| n.is_finite())
+}
+
+/// A word under `key`, when there is one.
+pub fn text<'a>(readings: &'a Readings, key: &str) -> Option<&'a str> {
+    readings.get(key).and_then(Reading::text)
+}

@@ -26,7 +26,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::telemetry::record::{Reading, Readings};
+use crate::telemetry::reading::number;
+use crate::telemetry::record::Readings;
 use crate::telemetry::signals;
 use crate::telemetry::throttle::{self, ThrottleReason};
 
@@ -687,14 +688,6 @@ impl PowerController {
     }
 }
 
-/// A finite number under `name`; a missing, unavailable or non-numeric reading is none.
-fn number(readings: &Readings, name: &str) -> Option<f64> {
-    readings
-        .get(name)
-        .and_then(Reading::number)
-        .filter(|n| n.is_finite())
-}
-
 /// The environment throttle reasons a sample carries.
 fn environment_reasons(readings: &Readings) -> Vec<String> {
     let Some(reasons) = throttle::reasons_of(readings) else {
@@ -709,6 +702,7 @@ fn environment_reasons(readings: &Readings) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::record::Reading;
 
     const LIMIT_W: f64 = 700.0;
 
