@@ -519,7 +519,7 @@ fn bounded_count(text: &str, range: &Bounds<u64>) -> Result<u64, String> {
 }
 
 fn power_target(text: &str) -> Result<u32, String> {
-    bounded_count(text, &crate::workload::power::POWER_TARGET).map(|v| v as u32)
+    bounded_count(text, &crate::power::POWER_TARGET).map(|v| v as u32)
 }
 
 fn passes(text: &str) -> Result<u32, String> {

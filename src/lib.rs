@@ -30,6 +30,7 @@ pub mod limits;
 pub mod list;
 pub mod monitor;
 /// Below the verdict, the benchmarks and the workloads: what each product's spec sheet promises.
+pub mod power;
 pub mod product;
 pub mod profile;
 pub mod report;

@@ -14,11 +14,11 @@ use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use kiln::power::{PowerController, PowerFeed, PowerOutcome, PowerTargetReport};
 use kiln::telemetry::Source;
 use kiln::telemetry::record::{Reading, Readings, TelemetryData, TelemetryRecord};
 use kiln::telemetry::sidecar::{Clock, Command, run_loop};
 use kiln::telemetry::signals;
-use kiln::workload::power::{PowerController, PowerFeed, PowerOutcome, PowerTargetReport};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -26,7 +26,7 @@ use rand::{RngExt, SeedableRng};
 const STEP_MS: u64 = 10;
 
 /// The load's period: the controller is asked for the duty at each boundary.
-const PERIOD_MS: u64 = kiln::workload::power::LOAD_PERIOD.as_millis() as u64;
+const PERIOD_MS: u64 = kiln::power::LOAD_PERIOD.as_millis() as u64;
 
 /// How long each load runs: over two minutes of holding, after the approach.
 const RUN: Duration = Duration::from_secs(150);

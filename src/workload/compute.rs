@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::hash;
-use super::power::{LOAD_PERIOD, Pacer, PowerController, PowerTargetReport};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Section, Table, TableRow};
 use super::{
@@ -24,6 +23,7 @@ use crate::gpu::{
     embedded_shader,
 };
 use crate::limits::bounds;
+use crate::power::{LOAD_PERIOD, Pacer, PowerController, PowerTargetReport};
 
 /// Independent multiply-add chains, one result per work item.
 const FMA: ShaderCode = embedded_shader!("compute_fma");
@@ -366,7 +366,7 @@ impl Kind for Compute {
                 ));
             }
         };
-        let power_target = super::power::power_target_setting(table)?;
+        let power_target = super::settings::power_target_setting(table)?;
         if power_target.is_some() && shape != LoadShape::Steady {
             return Err(SettingError::new(
                 "power_target",

@@ -6,7 +6,6 @@ pub mod fragment;
 pub mod heat;
 pub mod matrix;
 pub mod pcie;
-pub mod power;
 pub mod registry;
 pub mod settings;
 pub mod show;
@@ -50,7 +49,7 @@ pub struct RunControl {
     pub progress: indicatif::ProgressBar,
     /// The device's latest telemetry sample, for a load that holds a power target; None
     /// where no telemetry reaches the workload.
-    pub power: Option<power::PowerFeed>,
+    pub power: Option<crate::power::PowerFeed>,
     /// Counts the moments a workload is alive without the device finishing work (an idle
     /// step it takes on purpose): the run's watchdog reads it beside the device's own
     /// progress, so a deliberate wait is never taken for a hang.

@@ -114,3 +114,8 @@ impl SettingsTable for KeysAsked {
         Ok(None)
     }
 }
+
+/// The `power_target` key of a `[[workload]]` table: percent of the enforced power limit.
+pub fn power_target_setting(table: &mut dyn SettingsTable) -> Result<Option<u32>, SettingError> {
+    table.count("power_target", &crate::power::POWER_TARGET)
+}

@@ -26,7 +26,6 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::power::{LOAD_PERIOD, Pacer, PowerController, PowerTargetReport};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section, Table, TableRow};
 use super::{
@@ -40,6 +39,7 @@ use crate::gpu::{
     MatrixUnitShape, ShaderCode, embedded_shader,
 };
 use crate::limits::Bounds;
+use crate::power::{LOAD_PERIOD, Pacer, PowerController, PowerTargetReport};
 
 mod bench;
 mod gpu;
@@ -577,7 +577,7 @@ impl Kind for Matrix {
     fn from_profile(table: &mut dyn SettingsTable) -> Result<MatrixConfig, SettingError> {
         let mut config = MatrixConfig {
             rounds: table.count("rounds", &crate::limits::bounds::ROUNDS)?,
-            power_target: super::power::power_target_setting(table)?,
+            power_target: crate::workload::settings::power_target_setting(table)?,
             ..MatrixConfig::default()
         };
         if let Some(names) = table.strings("kinds")? {

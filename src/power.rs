@@ -110,13 +110,6 @@ pub const ENVIRONMENT_REASONS: [ThrottleReason; 4] = [
 /// power limit.
 pub const POWER_TARGET: crate::limits::Bounds<u64> = crate::limits::Bounds { min: 1, max: 100 };
 
-/// The `power_target` key of a `[[workload]]` table.
-pub fn power_target_setting(
-    table: &mut dyn super::settings::SettingsTable,
-) -> Result<Option<u32>, super::settings::SettingError> {
-    table.count("power_target", &POWER_TARGET)
-}
-
 /// The load period of a duty-cycled load: long enough that a card's power follows the
 /// average of its bursts, short enough that the bursts stay well inside one telemetry
 /// interval.
