@@ -5,11 +5,11 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Why a JSON-lines file could not be read. Its messages are those of the evidence
-/// module's errors, which wrap it.
+/// Why a file could not be read or written, or is not what kiln wrote: the one file
+/// error, which the evidence module's errors wrap.
 #[derive(Debug, thiserror::Error)]
-pub enum JsonlError {
-    /// The file could not be read.
+pub enum FileError {
+    /// The file could not be read or written.
     #[error("{}: {message}", path.display())]
     Io {
         /// The file.
@@ -33,8 +33,8 @@ pub enum JsonlError {
 /// (a writer killed mid-record) is skipped and reported as the second value.
 pub fn read_jsonl<T: serde::de::DeserializeOwned>(
     path: &Path,
-) -> Result<(Vec<T>, bool), JsonlError> {
-    let bytes = std::fs::read(path).map_err(|e| JsonlError::Io {
+) -> Result<(Vec<T>, bool), FileError> {
+    let bytes = std::fs::read(path).map_err(|e| FileError::Io {
         path: path.to_owned(),
         message: e.to_string(),
     })?;
@@ -46,7 +46,7 @@ pub fn read_jsonl<T: serde::de::DeserializeOwned>(
     let mut records = Vec::new();
     if !complete.is_empty() {
         for (i, line) in complete.split(|&b| b == b'\n').enumerate() {
-            let record: T = serde_json::from_slice(line).map_err(|e| JsonlError::Corrupt {
+            let record: T = serde_json::from_slice(line).map_err(|e| FileError::Corrupt {
                 path: path.to_owned(),
                 line: i + 1,
                 message: e.to_string(),
@@ -128,9 +128,9 @@ mod tests {
         assert_eq!(read_jsonl::<u32>(&path).unwrap(), (vec![1, 2], true));
         std::fs::write(&path, "1\nx\n").unwrap();
         let err = read_jsonl::<u32>(&path).unwrap_err();
-        assert!(matches!(err, JsonlError::Corrupt { line: 2, .. }), "{err}");
+        assert!(matches!(err, FileError::Corrupt { line: 2, .. }), "{err}");
         let missing = read_jsonl::<u32>(&dir.path().join("none.jsonl")).unwrap_err();
-        assert!(matches!(missing, JsonlError::Io { .. }), "{missing}");
+        assert!(matches!(missing, FileError::Io { .. }), "{missing}");
     }
 
     #[test]

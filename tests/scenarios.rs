@@ -177,9 +177,14 @@ fn every_finding_code_has_a_scenario_and_every_scenario_code_a_rule() {
             }
         }
     }
+    // The shipped code only: a unit test's literals (a shader constant's name) are not
+    // codes a rule makes.
     let rules: String = sources
         .iter()
-        .map(|f| std::fs::read_to_string(f).unwrap())
+        .map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            text.split("#[cfg(test)]").next().unwrap_or_default().to_owned()
+        })
         .collect();
     let code = regex::Regex::new(r#""([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)""#).unwrap();
     let in_rules: BTreeSet<String> = code

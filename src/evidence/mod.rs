@@ -25,24 +25,9 @@ pub use writer::{EventSink, EventWriter, JsonlWriter, MemorySink, write_json_ato
 /// Failures reading or writing evidence.
 #[derive(Debug, thiserror::Error)]
 pub enum EvidenceError {
-    /// A file could not be read or written.
-    #[error("{}: {message}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What the system said.
-        message: String,
-    },
-    /// A file is not what kiln wrote.
-    #[error("{}, line {line}: {message}", path.display())]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
+    /// A file could not be read or written, or is not what kiln wrote.
+    #[error(transparent)]
+    File(#[from] crate::fsutil::FileError),
     /// The run directory holds another run's files, or another run claimed it first.
     #[error("{}: {reason}; choose a new --out", path.display())]
     RunDirTaken {
@@ -67,29 +52,12 @@ pub enum EvidenceError {
     },
 }
 
-impl From<crate::fsutil::JsonlError> for EvidenceError {
-    fn from(e: crate::fsutil::JsonlError) -> EvidenceError {
-        match e {
-            crate::fsutil::JsonlError::Io { path, message } => EvidenceError::Io { path, message },
-            crate::fsutil::JsonlError::Corrupt {
-                path,
-                line,
-                message,
-            } => EvidenceError::Corrupt {
-                path,
-                line,
-                message,
-            },
-        }
-    }
-}
-
 impl EvidenceError {
     fn io(path: &Path, e: std::io::Error) -> EvidenceError {
-        EvidenceError::Io {
+        EvidenceError::File(crate::fsutil::FileError::Io {
             path: path.to_owned(),
             message: e.to_string(),
-        }
+        })
     }
 }
 

@@ -46,21 +46,23 @@ fn check_schema(path: &Path, schema: &str, known: &'static str) -> EvidenceResul
             known,
         });
     }
-    Err(EvidenceError::Corrupt {
+    Err(EvidenceError::File(crate::fsutil::FileError::Corrupt {
         path: path.to_owned(),
         line: 1,
         message: format!("schema {} is not {known}", crate::text::quote(schema)),
-    })
+    }))
 }
 
 /// Reads `manifest.json`, refusing a manifest of a newer kiln with a sentence that says so
 /// (before its fields are read, since a newer schema may have changed them).
 pub fn read_manifest(path: &Path) -> EvidenceResult<Manifest> {
     let bytes = std::fs::read(path).map_err(|e| EvidenceError::io(path, e))?;
-    let corrupt = |e: serde_json::Error| EvidenceError::Corrupt {
-        path: path.to_owned(),
-        line: e.line(),
-        message: e.to_string(),
+    let corrupt = |e: serde_json::Error| {
+        EvidenceError::File(crate::fsutil::FileError::Corrupt {
+            path: path.to_owned(),
+            line: e.line(),
+            message: e.to_string(),
+        })
     };
     let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(corrupt)?;
     let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
@@ -89,11 +91,11 @@ pub fn read_events(path: &Path) -> EvidenceResult<EventLog> {
     match records.first().map(|r| &r.event) {
         Some(Event::Header { schema, .. }) => check_schema(path, schema, EVENTS_SCHEMA)?,
         _ => {
-            return Err(EvidenceError::Corrupt {
+            return Err(EvidenceError::File(crate::fsutil::FileError::Corrupt {
                 path: path.to_owned(),
                 line: 1,
                 message: "the first line is not a kiln events header".into(),
-            });
+            }));
         }
     }
     Ok(EventLog {
@@ -131,7 +133,10 @@ mod tests {
         let (_d, path) = write(&format!("{HEADER}\n{{\"t_ms\":1.0,\"kind\":\"note\"}}\n"));
         let err = read_events(&path).unwrap_err();
         assert!(
-            matches!(err, EvidenceError::Corrupt { line: 2, .. }),
+            matches!(
+                err,
+                EvidenceError::File(crate::fsutil::FileError::Corrupt { line: 2, .. })
+            ),
             "{err}"
         );
     }
@@ -149,7 +154,13 @@ mod tests {
         let missing = path.with_file_name("none.jsonl");
         let plain = crate::fsutil::read_jsonl::<serde_json::Value>(&missing).unwrap_err();
         let evidence = read_jsonl::<serde_json::Value>(&missing).unwrap_err();
-        assert!(matches!(evidence, EvidenceError::Io { .. }), "{evidence}");
+        assert!(
+            matches!(
+                evidence,
+                EvidenceError::File(crate::fsutil::FileError::Io { .. })
+            ),
+            "{evidence}"
+        );
         assert_eq!(plain.to_string(), evidence.to_string());
     }
 
@@ -170,7 +181,10 @@ mod tests {
         let (_d, path) = write(&format!("{}\n", HEADER.replace("kiln.events/1", "other/1")));
         assert!(matches!(
             read_events(&path),
-            Err(EvidenceError::Corrupt { line: 1, .. })
+            Err(EvidenceError::File(crate::fsutil::FileError::Corrupt {
+                line: 1,
+                ..
+            }))
         ));
     }
 

@@ -79,10 +79,10 @@ impl JsonlWriter {
     /// The first write error, if any write failed.
     pub fn check(&self) -> EvidenceResult<()> {
         match &self.failed {
-            Some(e) => Err(EvidenceError::Io {
+            Some(e) => Err(EvidenceError::File(crate::fsutil::FileError::Io {
                 path: self.path.clone(),
                 message: e.clone(),
-            }),
+            })),
             None => Ok(()),
         }
     }
@@ -132,9 +132,11 @@ impl EventSink for EventWriter {
 
 /// Writes `value` as pretty JSON to `path` atomically (temporary file, then rename).
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> EvidenceResult<()> {
-    let mut text = serde_json::to_vec_pretty(value).map_err(|e| EvidenceError::Io {
-        path: path.to_owned(),
-        message: format!("could not encode: {e}"),
+    let mut text = serde_json::to_vec_pretty(value).map_err(|e| {
+        EvidenceError::File(crate::fsutil::FileError::Io {
+            path: path.to_owned(),
+            message: format!("could not encode: {e}"),
+        })
     })?;
     text.push(b'\n');
     crate::fsutil::write_atomic(path, &text).map_err(|e| EvidenceError::io(path, e))

@@ -273,10 +273,10 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         },
     );
     crate::report::write_all(run_dir.path(), &report).map_err(|e| {
-        AppError::Evidence(EvidenceError::Io {
+        AppError::Evidence(EvidenceError::File(crate::fsutil::FileError::Io {
             path: run_dir.path().to_owned(),
             message: e.to_string(),
-        })
+        }))
     })?;
     Ok(report)
 }

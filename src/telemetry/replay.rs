@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::record::{Readings, TelemetryData, TelemetryRecord};
 use super::{Gap, Source};
-use crate::fsutil::{JsonlError, read_jsonl};
+use crate::fsutil::{FileError, read_jsonl};
 
 /// A recorded file as a source: identity and facts at start, one recorded tick per
 /// sample, and the recorded snapshots in order at each phase boundary.
@@ -20,7 +20,7 @@ pub struct ReplaySource {
 
 impl ReplaySource {
     /// Loads a recorded file.
-    pub fn open(path: &Path) -> Result<ReplaySource, JsonlError> {
+    pub fn open(path: &Path) -> Result<ReplaySource, FileError> {
         let (records, _) = read_jsonl::<TelemetryRecord>(path)?;
         Ok(Self::from_records(records))
     }
