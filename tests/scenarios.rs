@@ -183,7 +183,10 @@ fn every_finding_code_has_a_scenario_and_every_scenario_code_a_rule() {
         .iter()
         .map(|f| {
             let text = std::fs::read_to_string(f).unwrap();
-            text.split("#[cfg(test)]").next().unwrap_or_default().to_owned()
+            text.split("#[cfg(test)]")
+                .next()
+                .unwrap_or_default()
+                .to_owned()
         })
         .collect();
     let code = regex::Regex::new(r#""([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)""#).unwrap();

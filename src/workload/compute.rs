@@ -269,24 +269,16 @@ impl ComputeReport {
 }
 
 impl Report for ComputeReport {
-    fn envelope(&self) -> &Envelope {
-        &self.run
+    super::envelope_in!(run);
+
+    fn found(&self) -> Option<WorkloadStatus> {
+        (self.faults() > 0).then_some(WorkloadStatus::Failed)
     }
 
-    fn envelope_mut(&mut self) -> &mut Envelope {
-        &mut self.run
-    }
-
-    /// Passed, failed, incomplete or not run. It ran once the device began its work (the
-    /// calibration dispatches): stopped before a round completed, it is incomplete, not
-    /// "could not run".
-    fn status(&self) -> WorkloadStatus {
-        let began = self.kinds.iter().any(|k| k.rounds > 0 || k.iterations > 0);
-        WorkloadStatus::from_evidence(
-            (self.faults() > 0).then_some(WorkloadStatus::Failed),
-            began,
-            self.run.cut_short(),
-        )
+    /// It ran once the device began its work (the calibration dispatches): stopped before
+    /// a round completed, it is incomplete, not "could not run".
+    fn began(&self) -> bool {
+        self.kinds.iter().any(|k| k.rounds > 0 || k.iterations > 0)
     }
 
     /// One sentence for people.

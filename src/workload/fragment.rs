@@ -149,21 +149,15 @@ pub struct FragmentReport {
 }
 
 impl Report for FragmentReport {
-    fn envelope(&self) -> &Envelope {
-        &self.run
+    super::envelope_in!(run);
+
+    /// A software fault on findings: the allocator's, not the card's.
+    fn found(&self) -> Option<WorkloadStatus> {
+        (!self.findings.is_empty()).then_some(WorkloadStatus::SoftwareFault)
     }
 
-    fn envelope_mut(&mut self) -> &mut Envelope {
-        &mut self.run
-    }
-
-    /// Software fault on findings; else passed (or not run / incomplete).
-    fn status(&self) -> WorkloadStatus {
-        WorkloadStatus::from_evidence(
-            (!self.findings.is_empty()).then_some(WorkloadStatus::SoftwareFault),
-            self.rounds > 0,
-            self.run.cut_short(),
-        )
+    fn began(&self) -> bool {
+        self.rounds > 0
     }
 
     /// One sentence for people.

@@ -316,10 +316,32 @@ pub enum WorkloadError {
     Config(String),
 }
 
+/// The two accessors of a report's [`Envelope`], kept in its field `$field`: written once
+/// here, used in each workload's `impl Report`.
+macro_rules! envelope_in {
+    ($field:ident) => {
+        fn envelope(&self) -> &$crate::workload::Envelope {
+            &self.$field
+        }
+
+        fn envelope_mut(&mut self) -> &mut $crate::workload::Envelope {
+            &mut self.$field
+        }
+    };
+}
+pub(crate) use envelope_in;
+
 /// A workload's typed report, as far as the shared outcome needs it.
 pub trait Report: Serialize + Clone + Into<WorkloadResult> {
-    /// How the workload ended.
-    fn status(&self) -> WorkloadStatus;
+    /// What it found, as a status (`Failed`, `SoftwareFault`), when it found something.
+    fn found(&self) -> Option<WorkloadStatus>;
+    /// Whether the device began the work (a run that never began did not run).
+    fn began(&self) -> bool;
+    /// How the workload ended, in the order every workload judges itself in
+    /// ([`WorkloadStatus::from_evidence`]).
+    fn status(&self) -> WorkloadStatus {
+        WorkloadStatus::from_evidence(self.found(), self.began(), self.envelope().cut_short())
+    }
     /// One sentence for people.
     fn headline(&self) -> String;
     /// The part every report shares.
@@ -504,7 +526,10 @@ pub struct PlanDetail {
 pub enum Composite {}
 
 impl Report for Composite {
-    fn status(&self) -> WorkloadStatus {
+    fn found(&self) -> Option<WorkloadStatus> {
+        match *self {}
+    }
+    fn began(&self) -> bool {
         match *self {}
     }
     fn headline(&self) -> String {

@@ -226,22 +226,16 @@ pub fn theoretical_gbps(generation: u32, width: u32) -> Option<f64> {
 }
 
 impl Report for PcieReport {
-    fn envelope(&self) -> &Envelope {
-        &self.run
+    super::envelope_in!(run);
+
+    /// Failed on corruption (bandwidth findings are evidence for the verdict, not
+    /// failures of the card by themselves).
+    fn found(&self) -> Option<WorkloadStatus> {
+        (!self.corruption.is_empty()).then_some(WorkloadStatus::Failed)
     }
 
-    fn envelope_mut(&mut self) -> &mut Envelope {
-        &mut self.run
-    }
-
-    /// Failed on corruption; incomplete when cut short; else passed (bandwidth findings
-    /// are evidence for the verdict, not failures of the card by themselves).
-    fn status(&self) -> WorkloadStatus {
-        WorkloadStatus::from_evidence(
-            (!self.corruption.is_empty()).then_some(WorkloadStatus::Failed),
-            !self.sizes.is_empty(),
-            self.run.cut_short(),
-        )
+    fn began(&self) -> bool {
+        !self.sizes.is_empty()
     }
 
     /// One sentence for people.

@@ -351,21 +351,14 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
 }
 
 impl Report for VramReport {
-    fn envelope(&self) -> &Envelope {
-        &self.run
+    super::envelope_in!(run);
+
+    fn found(&self) -> Option<WorkloadStatus> {
+        (self.errors_total > 0).then_some(WorkloadStatus::Failed)
     }
 
-    fn envelope_mut(&mut self) -> &mut Envelope {
-        &mut self.run
-    }
-
-    /// Passed, failed, or incomplete.
-    fn status(&self) -> WorkloadStatus {
-        WorkloadStatus::from_evidence(
-            (self.errors_total > 0).then_some(WorkloadStatus::Failed),
-            self.coverage.tested_bytes > 0,
-            self.run.cut_short(),
-        )
+    fn began(&self) -> bool {
+        self.coverage.tested_bytes > 0
     }
 
     /// One sentence for people.

@@ -463,21 +463,14 @@ impl MatrixReport {
 }
 
 impl Report for MatrixReport {
-    fn envelope(&self) -> &Envelope {
-        &self.run
+    crate::workload::envelope_in!(run);
+
+    fn found(&self) -> Option<WorkloadStatus> {
+        (self.faults() > 0).then_some(WorkloadStatus::Failed)
     }
 
-    fn envelope_mut(&mut self) -> &mut Envelope {
-        &mut self.run
-    }
-
-    fn status(&self) -> WorkloadStatus {
-        let began = self.kinds.iter().any(|k| k.rounds > 0);
-        WorkloadStatus::from_evidence(
-            (self.faults() > 0).then_some(WorkloadStatus::Failed),
-            began,
-            self.run.cut_short(),
-        )
+    fn began(&self) -> bool {
+        self.kinds.iter().any(|k| k.rounds > 0)
     }
 
     fn headline(&self) -> String {
