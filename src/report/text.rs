@@ -41,10 +41,6 @@ pub fn summary(report: &Report, style: Style) -> String {
         setup_line(&mut out, &d.setup);
         if style.verbose {
             workload_lines(&mut out, d);
-        } else {
-            workload_headlines(&mut out, d);
-        }
-        if style.verbose {
             let quiet = d
                 .telemetry
                 .iter()
@@ -53,6 +49,8 @@ pub fn summary(report: &Report, style: Style) -> String {
             if quiet > 0 && quiet == d.telemetry.len() {
                 let _ = writeln!(out, "  telemetry: no samples in any phase");
             }
+        } else {
+            workload_headlines(&mut out, d);
         }
         for f in &d.findings {
             if !style.verbose && f.class == crate::finding::Class::Info {
