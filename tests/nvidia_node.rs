@@ -240,6 +240,27 @@ fn a_process_list_that_cannot_be_read_is_unknown_never_none() {
     let report = expect_json(&out, 2);
     assert_eq!(other_processes(&report), "4242:2147483648");
     assert!(finding_codes(&report["devices"][0]).contains(&"OTHER_TENANTS"));
+    // Named where the driver names it, and said to people in words, not `pid:bytes`.
+    let node = Node::new(
+        json!({"processes": [{"pid": 4242, "bytes": 2_147_483_648u64, "name": "python3"}]}),
+    );
+    let (out, _) = node.run(4);
+    let report = expect_json(&out, 2);
+    assert_eq!(other_processes(&report), "4242:2147483648:python3");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains("other processes: pid 4242 python3 (2.00 GiB)"),
+        "{summary}"
+    );
+    let tenants = common::findings_of(&report["devices"][0], "OTHER_TENANTS");
+    assert!(
+        tenants[0]["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("pid 4242 python3 (2.00 GiB) was using the GPU when the test started"),
+        "{}",
+        tenants[0]
+    );
     // Refused: the same tenant cannot be seen, and the report says the list is unknown.
     let node = Node::new(json!({"processes": tenant, "refuse": ["processes"]}));
     let (out, _) = node.run(4);

@@ -313,7 +313,7 @@ fn the_summary_says_how_each_device_is_installed() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("  setup: driver 550.54.15 (Vulkan 550.54.15.0), serial 1654923012345")
-            && text.contains("other processes: 4242:68719476736,4243:17179869184"),
+            && text.contains("other processes: pid 4242 (64.00 GiB), pid 4243 (16.00 GiB)"),
         "{text}"
     );
 }

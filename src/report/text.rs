@@ -190,8 +190,7 @@ fn setup_line(out: &mut String, setup: &Setup) {
     }
     // A list read and empty is "none"; one that could not be read says why.
     let processes = match setup.identity.get(signals::OTHER_PROCESSES.name) {
-        Some(Reading::Text(t)) if t.is_empty() => "none".to_owned(),
-        Some(Reading::Text(t)) => t.clone(),
+        Some(Reading::Text(t)) => crate::telemetry::summary::processes_said(t),
         Some(Reading::Unavailable { unavailable }) => {
             format!("unknown ({})", unavailable.replace('_', " "))
         }

@@ -911,7 +911,27 @@ fn slow_at(d: &nvml_wrapper::Device, fans: &Result<u32, Reading>) -> Readings {
     s
 }
 
-/// Other processes on the GPU, `pid:bytes` joined by commas (kiln's own, its workers too,
+/// A process's name as the driver says it, made safe for a process list; `None` where it
+/// will not say (a driver or a fake NVML without the call, a process gone).
+fn process_name(d: &nvml_wrapper::Device, pid: u32) -> Option<String> {
+    /// NVML's own bound on a process name.
+    const NAME_MAX: usize = 64;
+    let name = d.nvml().sys_process_name(pid, NAME_MAX).ok()?;
+    let name: String = name
+        .trim()
+        .chars()
+        .map(|c| {
+            if c == ',' || c == ':' || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// Other processes on the GPU, `pid:bytes:name` joined by commas (kiln's own, its workers too,
 /// left out), or why the list could not be read: a refused or failed list is unknown, never
 /// "none". A card that lists no processes of one kind (no graphics engine) is read from the
 /// other.
@@ -930,7 +950,10 @@ fn other_processes(d: &nvml_wrapper::Device) -> Reading {
                         UsedGpuMemory::Used(b) => b.to_string(),
                         UsedGpuMemory::Unavailable => "unknown".into(),
                     };
-                    processes.push(format!("{}:{used}", p.pid));
+                    processes.push(match process_name(d, p.pid) {
+                        Some(name) => format!("{}:{used}:{name}", p.pid),
+                        None => format!("{}:{used}", p.pid),
+                    });
                 }
             }
             Err(NvmlError::NotSupported) => {}

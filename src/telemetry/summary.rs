@@ -286,7 +286,7 @@ fn window(
     let mut with_reasons = 0usize;
     let mut samples = 0;
     let mut xids = Vec::new();
-    let mut tenants: BTreeMap<u32, Option<u64>> = BTreeMap::new();
+    let mut tenants: BTreeMap<u32, Process> = BTreeMap::new();
     let mut first_ms: BTreeMap<u32, f64> = BTreeMap::new();
     for r in records.iter().filter(inside) {
         match &r.data {
@@ -305,10 +305,11 @@ fn window(
                     .get(signals::OTHER_PROCESSES_NOW.name)
                     .and_then(Reading::text)
                 {
-                    for (pid, bytes) in list.split(',').filter_map(parse_process) {
-                        let most = tenants.entry(pid).or_insert(bytes);
-                        *most = (*most).max(bytes);
-                        first_ms.entry(pid).or_insert(r.t_ms);
+                    for p in list.split(',').filter_map(Process::parse) {
+                        first_ms.entry(p.pid).or_insert(r.t_ms);
+                        let most = tenants.entry(p.pid).or_insert_with(|| p.clone());
+                        most.bytes = most.bytes.max(p.bytes);
+                        most.name = most.name.take().or(p.name);
                     }
                 }
                 if let Some(reasons) = throttle::reasons_of(readings) {
@@ -351,26 +352,95 @@ fn window(
         counters_after: BTreeMap::new(),
         counters_unavailable: Vec::new(),
         xids,
-        other_processes: tenants
-            .into_iter()
-            .map(|(pid, bytes)| match bytes {
-                Some(b) => format!("{pid}:{b}"),
-                None => format!("{pid}:unknown"),
-            })
-            .collect(),
+        other_processes: tenants.values().map(Process::entry).collect(),
         processes_first_ms: first_ms,
     }
 }
 
-/// One `pid:bytes` entry of a process list (`unknown` bytes where NVML did not say).
-pub fn parse_process(entry: &str) -> Option<(u32, Option<u64>)> {
-    let (pid, bytes) = entry.trim().split_once(':')?;
-    Some((pid.parse().ok()?, bytes.parse().ok()))
+/// Another process on the GPU, as a process list records it: `pid:bytes:name`, the bytes
+/// `unknown` where the driver did not say them and the name left out where the system
+/// would not (older runs wrote `pid:bytes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// Its process id.
+    pub pid: u32,
+    /// The GPU memory it held, when the driver said.
+    pub bytes: Option<u64>,
+    /// Its name (`python3`), when it could be read.
+    pub name: Option<String>,
+}
+
+impl Process {
+    /// One entry of a process list; `None` for one that is not.
+    pub fn parse(entry: &str) -> Option<Process> {
+        let mut parts = entry.trim().splitn(3, ':');
+        let pid = parts.next()?.parse().ok()?;
+        let bytes = parts.next()?.parse().ok();
+        let name = parts.next().filter(|n| !n.is_empty()).map(str::to_owned);
+        Some(Process { pid, bytes, name })
+    }
+
+    /// The entry as a process list records it.
+    pub fn entry(&self) -> String {
+        let bytes = self
+            .bytes
+            .map_or_else(|| "unknown".to_owned(), |b| b.to_string());
+        match &self.name {
+            Some(name) => format!("{}:{bytes}:{name}", self.pid),
+            None => format!("{}:{bytes}", self.pid),
+        }
+    }
+
+    /// For people: `pid 4242 python3 (64.00 GiB)`.
+    pub fn said(&self) -> String {
+        let mut out = format!("pid {}", self.pid);
+        if let Some(name) = &self.name {
+            out.push(' ');
+            out.push_str(name);
+        }
+        if let Some(bytes) = self.bytes {
+            out.push_str(&format!(" ({})", crate::units::format_bytes(bytes)));
+        }
+        out
+    }
+}
+
+/// A process list (`other_processes`) for people: each process said, or `none`.
+pub fn processes_said(list: &str) -> String {
+    let said: Vec<String> = list
+        .split(',')
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| Process::parse(e).map_or_else(|| e.to_owned(), |p| p.said()))
+        .collect();
+    if said.is_empty() {
+        "none".into()
+    } else {
+        said.join(", ")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_entry_reads_with_or_without_its_name_and_is_said_in_words() {
+        let old = Process::parse("4242:68719476736").unwrap();
+        assert_eq!(
+            (old.pid, old.bytes, old.name.as_deref()),
+            (4242, Some(64 << 30), None)
+        );
+        assert_eq!(old.said(), "pid 4242 (64.00 GiB)");
+        let named = Process::parse("4243:unknown:python3").unwrap();
+        assert_eq!(named.said(), "pid 4243 python3");
+        assert_eq!(named.entry(), "4243:unknown:python3");
+        assert_eq!(Process::parse("not a process"), None);
+        assert_eq!(
+            processes_said("4242:68719476736:python3,4243:17179869184"),
+            "pid 4242 python3 (64.00 GiB), pid 4243 (16.00 GiB)"
+        );
+        assert_eq!(processes_said(""), "none");
+    }
 
     fn record(t_ms: f64, source: &str, data: serde_json::Value) -> TelemetryRecord {
         let mut v = data;

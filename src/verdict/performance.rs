@@ -13,7 +13,7 @@ use crate::finding::{Class, Confidence, Finding, Severity, finding};
 use crate::product::{self, Product, Rate, Vendor};
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Signal};
-use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry, parse_process};
+use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry, Process};
 use crate::telemetry::throttle::ThrottleReason;
 use crate::workload::WorkloadOutcome;
 
@@ -381,7 +381,7 @@ pub fn held_for_heat(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds) -
 
 /// A process that started using the GPU during the test.
 pub struct Arrival<'a> {
-    /// Its `pid:bytes` entry (the most it held in the phase).
+    /// Its process-list entry, `pid:bytes[:name]` (the most it held in the phase).
     pub entry: String,
     /// The phase it was first seen in.
     pub phase: &'a PhaseTelemetry,
@@ -392,7 +392,7 @@ pub struct Arrival<'a> {
 /// The processes that started using the GPU during the test (not among `tenants`, those
 /// there at the start), each once, in the phase it was first seen in.
 pub fn arrivals<'a>(device: &'a DeviceReport, tenants: &[&str]) -> Vec<Arrival<'a>> {
-    let pid_of = |e: &str| parse_process(e).map(|(pid, _)| pid);
+    let pid_of = |e: &str| Process::parse(e).map(|p| p.pid);
     let mut out: Vec<Arrival> = Vec::new();
     for p in &device.telemetry {
         for entry in &p.other_processes {

@@ -1282,10 +1282,9 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
     if tenants.is_empty() && arrived.is_empty() {
         return;
     }
-    let process = |entry: &str| match crate::telemetry::summary::parse_process(entry) {
-        Some((pid, Some(bytes))) => format!("pid {pid} ({})", crate::units::format_bytes(bytes)),
-        Some((pid, None)) => format!("pid {pid}"),
-        None => entry.to_owned(),
+    let process = |entry: &str| {
+        crate::telemetry::summary::Process::parse(entry)
+            .map_or_else(|| entry.to_owned(), |p| p.said())
     };
     let mut said = Vec::new();
     if !tenants.is_empty() {
@@ -1331,7 +1330,8 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
 
 const NVIDIA_VENDOR_ID: u32 = 0x10de;
 
-/// Other processes on the GPU when the test started (`pid:bytes`), per the vendor source.
+/// Other processes on the GPU when the test started (`pid:bytes[:name]`), per the vendor
+/// source.
 pub(super) fn tenants(device: &DeviceReport) -> Vec<&str> {
     device
         .setup

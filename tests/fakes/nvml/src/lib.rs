@@ -170,6 +170,27 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
     unsafe { put_text(&scenario().driver_version, version, length) }
 }
 
+/// The name of a process the scenario names, on any of its GPUs.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetProcessName(
+    pid: c_uint,
+    name: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
+    log_call("nvmlSystemGetProcessName", None);
+    let named = scenario()
+        .gpus
+        .iter()
+        .flat_map(|g| &g.processes)
+        .find(|p| p.pid == pid)
+        .and_then(|p| p.name.as_deref());
+    match named {
+        // SAFETY: as the caller's buffer is.
+        Some(text) => unsafe { put_text(text, name, length) },
+        None => nvmlReturn_enum_NVML_ERROR_NOT_FOUND,
+    }
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> nvmlReturn_t {
     log_call("nvmlSystemGetCudaDriverVersion_v2", None);
@@ -968,6 +989,7 @@ unsafe fn processes(
             from_s: 0.0,
             until_s: None,
             graphics: false,
+            name: None,
         }));
     }
     // SAFETY: the caller's pointers are valid, its array holds `*count` entries.

@@ -6,7 +6,7 @@
 //! {"driver_version": "550.90.07", "gpus": [{
 //!     "uuid": "GPU-6d657361-3232-2e33-2e36-000000000000", "bus_id": "00000000:3B:00.0",
 //!     "timeline": [{"at_s": 0, "temp_c": 38}, {"at_s": 5, "temp_c": 84, "throttle": 32}],
-//!     "processes": [{"pid": 4242, "bytes": 2147483648, "from_s": 2}],
+//!     "processes": [{"pid": 4242, "bytes": 2147483648, "from_s": 2, "name": "python3"}],
 //!     "nvlinks": 18, "nvlink_down": [3], "nvlink_replay": {"7": 12},
 //!     "remap_banks": [2550, 6, 2, 1, 1], "sram_threshold": 1,
 //!     "kiln_workers_listed": true,
@@ -77,6 +77,8 @@ pub struct Process {
     pub from_s: f64,
     pub until_s: Option<f64>,
     pub graphics: bool,
+    /// What `nvmlSystemGetProcessName` says for it; without one the call says not found.
+    pub name: Option<String>,
 }
 
 /// An NVML event the GPU raises.
@@ -169,6 +171,7 @@ impl Gpu {
                         from_s: f64_of(p.get("from_s")).unwrap_or(0.0),
                         until_s: f64_of(p.get("until_s")),
                         graphics: p["kind"] == "graphics",
+                        name: p["name"].as_str().map(str::to_owned),
                     })
                     .collect()
             })
