@@ -196,16 +196,7 @@ fn noise_said(noise: f64) -> String {
 /// A rate's value for people, in the unit its name ends with, scaled to the value:
 /// `compute_fp32_gops` 0.62 is `620 Mop/s`.
 fn rate_said(rate: &str, value: f64) -> String {
-    let unit = [
-        ("_gib_per_s", "GiB/s"),
-        ("_gbps", "GB/s"),
-        ("_gops", "Gop/s"),
-        ("_tflops", "Top/s"),
-        ("_tops", "Top/s"),
-    ]
-    .iter()
-    .find(|(suffix, _)| rate.ends_with(suffix))
-    .map_or("", |(_, unit)| unit);
+    let unit = crate::units::rate_unit(rate).map_or("", |(_, said, _, _)| said);
     crate::units::scaled(value, unit).trim_end().to_owned()
 }
 

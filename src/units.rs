@@ -188,6 +188,32 @@ pub fn scaled(value: f64, unit: &str) -> String {
     format!("{} {p}{rest}", significant(base / f))
 }
 
+/// What a rate is a rate of, in base units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateBase {
+    /// Bytes per second (VRAM streaming, PCIe).
+    BytesPerSecond,
+    /// Operations per second (compute, matrix multiplication).
+    OperationsPerSecond,
+}
+
+/// The unit a workload's rate name ends with (`compute_fp32_gops`): the name without it
+/// (`compute_fp32`), the unit as people read it (`Gop/s`, to give [`scaled`]), what it is a
+/// rate of and the factor to that base unit; `None` for a unit kiln does not know.
+pub fn rate_unit(rate: &str) -> Option<(&str, &'static str, RateBase, f64)> {
+    const UNITS: [(&str, &str, RateBase, f64); 5] = [
+        ("_gib_per_s", "GiB/s", RateBase::BytesPerSecond, GIB as f64),
+        ("_gbps", "GB/s", RateBase::BytesPerSecond, 1e9),
+        ("_gops", "Gop/s", RateBase::OperationsPerSecond, 1e9),
+        ("_tflops", "Top/s", RateBase::OperationsPerSecond, 1e12),
+        ("_tops", "Top/s", RateBase::OperationsPerSecond, 1e12),
+    ];
+    UNITS.iter().find_map(|(suffix, said, base, factor)| {
+        rate.strip_suffix(suffix)
+            .map(|stem| (stem, *said, *base, *factor))
+    })
+}
+
 /// A duration rounded up to a value `parse_duration` reads back, in the one unit that
 /// keeps it short: `95s`, `6m`, `12h`.
 pub fn duration_rounded_up(d: Duration) -> String {

@@ -128,17 +128,12 @@ const RATE_OPERATIONS: &str = "kiln_rate_operations_per_second";
 /// A workload's rate name (`compute_fp32_gops`) as its family, the `rate` label it gets
 /// (`compute_fp32`) and the factor to base units; `None` for a unit kiln does not know.
 fn in_base_units(rate: &str) -> Option<(&'static str, &str, f64)> {
-    [
-        ("_gib_per_s", RATE_BYTES, 1_073_741_824.0),
-        ("_gbps", RATE_BYTES, 1e9),
-        ("_gops", RATE_OPERATIONS, 1e9),
-        ("_tflops", RATE_OPERATIONS, 1e12),
-        ("_tops", RATE_OPERATIONS, 1e12),
-    ]
-    .iter()
-    .find_map(|(suffix, family, factor)| {
-        rate.strip_suffix(suffix)
-            .map(|said| (*family, said, *factor))
+    crate::units::rate_unit(rate).map(|(stem, _, base, factor)| {
+        let family = match base {
+            crate::units::RateBase::BytesPerSecond => RATE_BYTES,
+            crate::units::RateBase::OperationsPerSecond => RATE_OPERATIONS,
+        };
+        (family, stem, factor)
     })
 }
 
