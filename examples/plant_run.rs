@@ -23,14 +23,7 @@ use kiln::workload::vram::engine::PlantedFault;
 const FAULTS: &str = "none, vram-stuck, vram-flip, vram-coupling, vram-many, compute-lane, matrix-element, pcie-byte, fragment, leak";
 
 fn stuck(word: u64) -> PlantedFault {
-    PlantedFault {
-        word,
-        and_mask: !(1 << 3),
-        or_mask: 1 << 9,
-        xor_mask: 0,
-        source: word,
-        persistent: true,
-    }
+    PlantedFault::stuck_bits(word)
 }
 
 fn main() -> ExitCode {

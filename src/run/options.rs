@@ -68,14 +68,9 @@ pub fn options(args: &RunArgs, profile: Profile, progress: bool) -> Result<RunOp
         v.layout = args.vram.layout.map(AccessLayout::from).or(v.layout);
         v.max_buffer_bytes = args.vram.max_buffer.or(v.max_buffer_bytes);
         if let Some(word) = args.test_stuck_word {
-            v.planted = vec![crate::workload::vram::engine::PlantedFault {
+            v.planted = vec![crate::workload::vram::engine::PlantedFault::stuck_bits(
                 word,
-                and_mask: !(1 << 3),
-                or_mask: 1 << 9,
-                xor_mask: 0,
-                source: word,
-                persistent: true,
-            }];
+            )];
         }
     };
     let compute_overrides = |c: &mut crate::workload::compute::ComputeConfig| {

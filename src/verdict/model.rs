@@ -425,10 +425,10 @@ impl DeviceReport {
         {
             return Some(f.action.clone());
         }
-        let cut: Vec<(&str, &str)> = self
+        let cut = self
             .workloads
             .iter()
-            .filter(|w| {
+            .find(|w| {
                 matches!(
                     w.status,
                     WorkloadStatus::Incomplete | WorkloadStatus::NotRun
@@ -439,9 +439,8 @@ impl DeviceReport {
                     w.workload.as_str(),
                     w.summary.envelope().why_cut_short().unwrap_or("not run"),
                 )
-            })
-            .collect();
-        if let Some((workload, why)) = cut.first() {
+            });
+        if let Some((workload, why)) = cut {
             return Some(if why.contains(crate::workload::STOPPED_ON_REQUEST) {
                 format!("rerun without stopping it: {workload} was stopped ({why})")
             } else {

@@ -152,6 +152,19 @@ pub struct PlantedFault {
 }
 
 impl PlantedFault {
+    /// A word whose bit 3 is stuck at 0 and bit 9 at 1, whatever is written: the stuck
+    /// cell `--test-stuck-word` plants and the recorded scenarios were made with.
+    pub fn stuck_bits(word: u64) -> PlantedFault {
+        PlantedFault {
+            word,
+            and_mask: !(1 << 3),
+            or_mask: 1 << 9,
+            xor_mask: 0,
+            source: word,
+            persistent: true,
+        }
+    }
+
     /// What the victim holds after planting, given what the sources held.
     pub fn apply(&self, source_value: u32) -> u32 {
         ((source_value & self.and_mask) | self.or_mask) ^ self.xor_mask
