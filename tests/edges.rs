@@ -807,19 +807,13 @@ fn evidence_the_run_wrote_that_is_missing_is_named_never_a_clean_pass() {
     );
 }
 
-#[test]
-fn a_closed_output_ends_every_command_quietly() {
-    let (_dir, run_dir) = recorded_run();
-    let run = run_dir.to_str().unwrap().to_owned();
-    let fixture = common::telemetry_fixture("healthy_idle");
-    let dry = tempfile::tempdir().unwrap();
-    let commands: Vec<Vec<String>> = [
-        vec!["list"],
+/// Every command that takes `--json`, with what it needs: a recorded run and a telemetry
+/// recording.
+fn json_commands(run: &str, fixture: &Path) -> Vec<Vec<String>> {
+    [
         vec!["list", "--json"],
-        vec!["verdict", "--json", &run],
-        vec!["verdict", &run],
-        vec!["report", &run],
-        vec!["compare", "--json", &run, &run],
+        vec!["verdict", "--json", run],
+        vec!["compare", "--json", run, run],
         vec![
             "health",
             "--json",
@@ -837,21 +831,39 @@ fn a_closed_output_ends_every_command_quietly() {
             "--runs",
             "1",
         ],
-        vec![
-            "monitor",
-            "--json",
-            "--interval",
-            "50ms",
-            "--duration",
-            "30s",
-        ],
         vec!["bench", "compute", "--json", "--duration", "1s"],
-        vec!["bench", "pcie"],
-        vec!["--help"],
     ]
     .iter()
     .map(|c| c.iter().map(|s| (*s).to_owned()).collect())
-    .collect();
+    .collect()
+}
+
+#[test]
+fn a_closed_output_ends_every_command_quietly() {
+    let (_dir, run_dir) = recorded_run();
+    let run = run_dir.to_str().unwrap().to_owned();
+    let fixture = common::telemetry_fixture("healthy_idle");
+    let dry = tempfile::tempdir().unwrap();
+    let mut commands = json_commands(&run, &fixture);
+    commands.extend(
+        [
+            vec!["list"],
+            vec!["verdict", &run],
+            vec!["report", &run],
+            vec![
+                "monitor",
+                "--json",
+                "--interval",
+                "50ms",
+                "--duration",
+                "30s",
+            ],
+            vec!["bench", "pcie"],
+            vec!["--help"],
+        ]
+        .iter()
+        .map(|c| c.iter().map(|s| (*s).to_owned()).collect()),
+    );
     for args in &commands {
         // The reader goes away before kiln writes a byte (`kiln list --json | head -0`).
         let mut child = kiln()
@@ -897,22 +909,12 @@ fn a_closed_output_ends_every_command_quietly() {
 fn json_means_stdout_is_json_and_nothing_else_for_every_command() {
     let (_dir, run_dir) = recorded_run();
     let run = run_dir.to_str().unwrap().to_owned();
-    let fixture = common::telemetry_fixture("xid79");
     let scratch = tempfile::tempdir().unwrap();
     let out_dir = scratch.path().join("fresh");
-    let commands: Vec<Vec<&str>> = vec![
-        vec!["list", "--json"],
-        vec!["verdict", "--json", &run],
-        vec!["compare", "--json", &run, &run],
-        vec![
-            "health",
-            "--json",
-            "--telemetry-replay",
-            fixture.to_str().unwrap(),
-        ],
-        vec!["health", "--json"],
-        vec!["run", "--device", "cpu", "--dry-run", "--json"],
-        vec![
+    let mut commands = json_commands(&run, &common::telemetry_fixture("xid79"));
+    commands.push(vec!["health".into(), "--json".into()]);
+    commands.push(
+        [
             "run",
             "--device",
             "cpu",
@@ -923,19 +925,11 @@ fn json_means_stdout_is_json_and_nothing_else_for_every_command() {
             "--json",
             "--out",
             out_dir.to_str().unwrap(),
-        ],
-        vec![
-            "selftest",
-            "--json",
-            "--vram-bytes",
-            "4MiB",
-            "--faults",
-            "8",
-            "--runs",
-            "1",
-        ],
-        vec!["bench", "compute", "--json", "--duration", "1s"],
-    ];
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect(),
+    );
     for args in &commands {
         let out = kiln().args(args).output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);

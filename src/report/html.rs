@@ -106,7 +106,7 @@ fn tables(d: &DeviceReport) -> Vec<Merged> {
     out.into_iter().map(|(_, m)| m).collect()
 }
 
-/// A merged table's count for people: `89 wrong reads at 1 word, in 4 runs`.
+/// A merged table's count for people: `89 wrong reads at 1 word, over 4 runs`.
 fn places_said(m: &Merged) -> String {
     format!(
         "{} at {}{}",
