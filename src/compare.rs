@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::evidence::{read_jsonl, read_manifest};
-use crate::finding::Class;
+use crate::finding::{Class, FindingCode};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::signals;
 use crate::verdict::rules::rates;
@@ -33,7 +33,7 @@ const LIFETIME_COUNTERS: [&str; 7] = [
 #[derive(Debug, Clone, Serialize)]
 pub struct NewFinding {
     /// Its code.
-    pub code: String,
+    pub code: FindingCode,
     /// Its class.
     pub class: Class,
     /// Its sentence.
@@ -83,7 +83,7 @@ pub struct DeviceChange {
     /// Findings the later run has and the earlier had not (information aside).
     pub new_findings: Vec<NewFinding>,
     /// Codes the earlier run had and the later has not.
-    pub gone_findings: Vec<String>,
+    pub gone_findings: Vec<FindingCode>,
     /// Rates slower by more than the tolerance.
     pub slower: Vec<Drift>,
     /// Rates faster by more than the tolerance (for the record).
@@ -279,22 +279,22 @@ pub fn compare_reports(
             }
         };
         matched_a.push(da.index);
-        let codes_a: Vec<&str> = da.findings.iter().map(|f| f.code.as_str()).collect();
-        let codes_b: Vec<&str> = db.findings.iter().map(|f| f.code.as_str()).collect();
+        let codes_a: Vec<FindingCode> = da.findings.iter().map(|f| f.code).collect();
+        let codes_b: Vec<FindingCode> = db.findings.iter().map(|f| f.code).collect();
         let new_findings = db
             .findings
             .iter()
-            .filter(|f| f.class != Class::Info && !codes_a.contains(&f.code.as_str()))
+            .filter(|f| f.class != Class::Info && !codes_a.contains(&f.code))
             .map(|f| NewFinding {
-                code: f.code.clone(),
+                code: f.code,
                 class: f.class,
                 summary: f.summary.clone(),
             })
             .collect();
-        let mut gone_findings: Vec<String> = codes_a
+        let mut gone_findings: Vec<FindingCode> = codes_a
             .iter()
             .filter(|c| !codes_b.contains(c))
-            .map(|c| c.to_string())
+            .copied()
             .collect();
         gone_findings.dedup();
         let (ra, rb) = (rates(da), rates(db));

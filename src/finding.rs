@@ -1,5 +1,15 @@
 //! Findings: what the evidence says, with a stable code, a class (hardware, environment,
 //! software), a severity, a confidence, the evidence itself, and what to do about it.
+//!
+//! Every code kiln can give is one [`FindingCode`], and the catalogue ([`FindingCode::ALL`],
+//! [`FindingCode::info`]) says of each its class, the `kiln health` fault it becomes, whether
+//! that fault stays open until cleared, and its meaning in one line. The rules, the node
+//! check, the reports and the docs' table of findings all read it; no code's spelling
+//! decides anything.
+
+mod codes;
+
+pub use codes::{Clock, CodeInfo, FindingCode, HealthCode, HealthFault, HealthKind};
 
 use serde::{Deserialize, Serialize};
 
@@ -105,8 +115,8 @@ pub enum Confidence {
 /// One finding about one device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
-    /// Stable code (`VRAM_STUCK_BIT`, `THERMAL_THROTTLE`, ...).
-    pub code: String,
+    /// Its code, from the catalogue.
+    pub code: FindingCode,
     /// Whose problem it is.
     pub class: Class,
     /// How much it matters.
@@ -121,10 +131,10 @@ pub struct Finding {
     pub action: String,
 }
 
-/// A finding, from its parts.
+/// A finding, from its parts, of its code's class (a rule that finds the evidence says
+/// otherwise sets the class after).
 pub fn finding(
-    code: &str,
-    class: Class,
+    code: FindingCode,
     severity: Severity,
     confidence: Confidence,
     summary: String,
@@ -132,8 +142,8 @@ pub fn finding(
     action: &str,
 ) -> Finding {
     Finding {
-        code: code.into(),
-        class,
+        code,
+        class: code.class(),
         severity,
         confidence,
         summary,

@@ -520,3 +520,32 @@ fn the_checks_catch_what_they_are_for() {
     let table = "| code | meaning |\n|---|---|\n| 0 | fine |\n| 64 | usage |\n\ntext\n";
     assert_eq!(table_first_cells(table, "code"), [["0", "64"]]);
 }
+
+/// The heading the generated table of findings follows.
+const FINDINGS_TABLE_AFTER: &str = "## The codes\n\n";
+
+#[test]
+fn the_table_of_findings_is_the_catalogue() {
+    let page = root().join("docs/findings.md");
+    let text = read(&page);
+    let Some(at) = text.find(FINDINGS_TABLE_AFTER) else {
+        panic!("docs/findings.md has no `## The codes` section");
+    };
+    let table = kiln::verdict::catalogue::findings_table();
+    let written = &text[at + FINDINGS_TABLE_AFTER.len()..];
+    if written != table && std::env::var_os("KILN_WRITE_DOCS").is_some() {
+        let head = &text[..at + FINDINGS_TABLE_AFTER.len()];
+        fs::write(&page, format!("{head}{table}")).unwrap();
+        return;
+    }
+    assert!(
+        written == table,
+        "docs/findings.md's table is not the catalogue's: rerun with KILN_WRITE_DOCS=1 \
+         cargo test --test docs, then read the diff"
+    );
+    // Every code is in the table once, as the catalogue spells it.
+    for code in kiln::finding::FindingCode::ALL {
+        let row = format!("| `{}` |", code.name());
+        assert_eq!(written.matches(&row).count(), 1, "{row}");
+    }
+}

@@ -142,7 +142,7 @@ fn a_flipped_bit_in_one_element_is_found_at_its_coordinates_in_every_kind() {
         assert_eq!(m.workgroup, 7);
         let findings = Matrix::judge(&report);
         assert_eq!(findings.len(), 1);
-        assert_eq!(findings[0].code, "MATRIX_MISMATCH");
+        assert_eq!(findings[0].code, kiln::finding::FindingCode::MatrixMismatch);
         assert!(
             findings[0].summary.contains("(77, 201)"),
             "{}",

@@ -62,7 +62,7 @@ fn judged(fixture: &str) -> DeviceReport {
 }
 
 fn codes(d: &DeviceReport) -> Vec<&str> {
-    d.findings.iter().map(|f| f.code.as_str()).collect()
+    d.findings.iter().map(|f| f.code.name()).collect()
 }
 
 #[test]

@@ -29,7 +29,7 @@ fn telemetry_with(row: &XidInfo) -> String {
 }
 
 fn expected_exit(row: &XidInfo) -> i32 {
-    match row.class.name() {
+    match row.class().name() {
         "hardware" => 1,
         "environment" => 2,
         _ => 3,
@@ -52,9 +52,9 @@ fn verdict_health_and_html_answer_from_the_catalogue_for_every_code() {
         let out = common::verdict(&run, &[]);
         let report = common::json(&out);
         let findings = report["devices"][0]["findings"].as_array().unwrap();
-        let f = findings.iter().find(|f| f["code"] == row.finding);
+        let f = findings.iter().find(|f| f["code"] == row.finding.name());
         match f {
-            Some(f) if f["class"] == row.class.name() => {}
+            Some(f) if f["class"] == row.class().name() => {}
             _ => wrong.push(format!(
                 "Xid {}: the verdict gave {:?}, the catalogue says {} ({})",
                 row.code,
@@ -63,7 +63,7 @@ fn verdict_health_and_html_answer_from_the_catalogue_for_every_code() {
                     .map(|f| (&f["code"], &f["class"]))
                     .collect::<Vec<_>>(),
                 row.finding,
-                row.class.name()
+                row.class().name()
             )),
         }
         if row.code == 154

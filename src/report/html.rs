@@ -349,7 +349,7 @@ fn findings_table(out: &mut String, d: &DeviceReport) {
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}<table class=\"evidence\">{}</table></td><td>{}</td></tr>",
-            esc(&f.code),
+            esc(f.code.name()),
             f.class.word(),
             f.severity.word(),
             f.confidence.word(),
@@ -572,7 +572,7 @@ fn xid_table(out: &mut String, d: &DeviceReport) {
             esc(&phase),
             code.map_or("?".to_owned(), |c| c.to_string()),
             esc(info.map_or("not in kiln's catalogue", |i| i.meaning)),
-            info.map_or("", |i| i.class.word()),
+            info.map_or("", |i| i.class().word()),
             esc(info.map_or("", |i| i.action)),
             esc(&message.chars().take(200).collect::<String>())
         );

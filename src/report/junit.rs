@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::finding::{Class, Finding};
+use crate::finding::{Class, Finding, FindingCode};
 use crate::verdict::{DeviceReport, DeviceResult, Report};
 use crate::workload::WorkloadStatus;
 
@@ -44,21 +44,21 @@ fn cases(d: &DeviceReport) -> Vec<(String, f64, Case)> {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let mut counted: Vec<&str> = Vec::new();
+    let mut counted: Vec<FindingCode> = Vec::new();
     let mut out: Vec<(String, f64, Case)> = d
         .workloads
         .iter()
         .map(|w| {
             let case = match w.status {
                 WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => {
-                    let codes: Vec<String> =
+                    let codes: Vec<FindingCode> =
                         w.summary.judge().into_iter().map(|f| f.code).collect();
                     let own: Vec<&Finding> = d
                         .findings
                         .iter()
                         .filter(|f| codes.contains(&f.code))
                         .collect();
-                    counted.extend(own.iter().map(|f| f.code.as_str()));
+                    counted.extend(own.iter().map(|f| f.code));
                     Case::Failed {
                         message: w.headline.clone(),
                         kind: w.status.name().into(),
@@ -87,7 +87,7 @@ fn cases(d: &DeviceReport) -> Vec<(String, f64, Case)> {
     let left: Vec<&Finding> = d
         .findings
         .iter()
-        .filter(|f| f.class != Class::Info && !counted.contains(&f.code.as_str()))
+        .filter(|f| f.class != Class::Info && !counted.contains(&f.code))
         .collect();
     let verdict = match d.result {
         DeviceResult::Pass => Case::Passed(d.reason.clone()),
@@ -280,8 +280,7 @@ mod tests {
         );
         // A finding no workload's case holds (the telemetry's) fails the verdict's case.
         report.devices[0].findings.push(crate::finding::finding(
-            "THERMAL_THROTTLE",
-            Class::Environment,
+            FindingCode::ThermalThrottle,
             crate::finding::Severity::Major,
             crate::finding::Confidence::High,
             "held at 72% of its clocks by heat".into(),

@@ -214,7 +214,7 @@ pub fn render(report: &Report, ctx: &Context) -> String {
             format!(
                 "{},code=\"{}\",class=\"{}\",severity=\"{}\"",
                 labels(d),
-                escape(&f.code),
+                escape(f.code.name()),
                 f.class.name(),
                 f.severity.word()
             )

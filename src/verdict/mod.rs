@@ -2,6 +2,7 @@
 //! the report from the manifest, the events and the telemetry alone, also for a run that
 //! never finished (a crash, a hang, a kill), which it marks incomplete.
 
+pub mod catalogue;
 mod model;
 pub mod performance;
 pub mod rules;

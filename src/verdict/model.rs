@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::rules;
 use super::thresholds::Thresholds;
 use crate::evidence::{DeviceErrorKind, REPORT_SCHEMA};
-use crate::finding::{Class, Confidence, Finding, Severity};
+use crate::finding::{Class, Confidence, Finding, FindingCode, Severity};
 use crate::gpu::{DeviceInfo, DeviceKind};
 use crate::telemetry::record::Readings;
 use crate::telemetry::summary::PhaseTelemetry;
@@ -573,14 +573,14 @@ impl DeviceReport {
     /// is unknown, and each planned workload (its first run) that did not run to its end.
     pub fn not_checked(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let has = |code: &str| self.findings.iter().any(|f| f.code == code);
-        if has("TELEMETRY_MISSING") {
+        let has = |code: FindingCode| self.findings.iter().any(|f| f.code == code);
+        if has(FindingCode::TelemetryMissing) {
             out.push(
                 "temperature, power, clocks, throttling, ECC, row remapping and Xids (no telemetry was read)"
                     .to_owned(),
             );
         }
-        if has("PRODUCT_UNKNOWN") {
+        if has(FindingCode::ProductUnknown) {
             out.push(
                 "rates against the product's figures (a product kiln has no figures for)"
                     .to_owned(),

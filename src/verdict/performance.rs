@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::DeviceReport;
 use super::thresholds::Thresholds;
-use crate::finding::{Class, Confidence, Finding, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::product::{self, Product, Rate, Vendor};
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Signal};
@@ -18,7 +18,7 @@ use crate::telemetry::throttle::ThrottleReason;
 use crate::workload::WorkloadOutcome;
 
 /// The code of a configuration holding the card below its product.
-pub const CONFIG_LIMITS_CARD: &str = "CONFIG_LIMITS_CARD";
+pub const CONFIG_LIMITS_CARD: FindingCode = FindingCode::ConfigLimitsCard;
 
 /// A setting that can hold a card below what its product does, with what it held.
 #[derive(Debug, Clone, PartialEq)]
@@ -524,10 +524,16 @@ fn environment_explanation(
 }
 
 /// The codes of a slow rate: unexplained (the card), and explained by the environment.
-fn codes(rate: Rate) -> (&'static str, &'static str) {
+fn codes(rate: Rate) -> (FindingCode, FindingCode) {
     match rate {
-        Rate::Vram => ("VRAM_BANDWIDTH_LOW", "BANDWIDTH_LOW_THROTTLED"),
-        _ => ("COMPUTE_RATE_LOW", "COMPUTE_RATE_LOW_THROTTLED"),
+        Rate::Vram => (
+            FindingCode::VramBandwidthLow,
+            FindingCode::BandwidthLowThrottled,
+        ),
+        _ => (
+            FindingCode::ComputeRateLow,
+            FindingCode::ComputeRateLowThrottled,
+        ),
     }
 }
 
@@ -561,12 +567,7 @@ pub fn rates_of_run(
             .map(|at| (p, at))
     });
     // The slow rates of the run by the code they give: each code once, naming every rate.
-    let mut slow: Vec<(
-        &'static str,
-        Vec<String>,
-        Vec<serde_json::Value>,
-        Confidence,
-    )> = Vec::new();
+    let mut slow: Vec<(FindingCode, Vec<String>, Vec<serde_json::Value>, Confidence)> = Vec::new();
     for (name, measured) in w.summary.rates() {
         let Some(rate) = Rate::from_name(name) else {
             continue;
@@ -653,7 +654,6 @@ pub fn rates_of_run(
         out.push(if why.is_empty() {
             finding(
                 code,
-                Class::Hardware,
                 Severity::Major,
                 confidence,
                 format!("{}, with nothing to explain it", lines.join("; ")),
@@ -663,7 +663,6 @@ pub fn rates_of_run(
         } else {
             finding(
                 code,
-                Class::Environment,
                 Severity::Minor,
                 Confidence::High,
                 format!("{}, explained by {}", lines.join("; "), why.join(", ")),
@@ -781,7 +780,6 @@ pub fn configuration(
             .all(|(s, _)| matches!(s, Setting::LockedClocks { named: false, .. }));
         out.push(finding(
             CONFIG_LIMITS_CARD,
-            Class::Environment,
             Severity::Major,
             if inferred {
                 Confidence::Medium
@@ -828,14 +826,14 @@ pub fn configuration(
         let during = format!("in the {} {noun}", crate::text::list(&phases));
         let (code, summary) = match setting {
             Setting::PowerCap { .. } => (
-                "ADMIN_POWER_CAP",
+                FindingCode::AdminPowerCap,
                 format!(
                     "{} capped {held} {during}, and the card stayed within its product's floors",
                     setting.words()
                 ),
             ),
             _ => (
-                "CLOCKS_LOCKED",
+                FindingCode::ClocksLocked,
                 format!(
                     "{} held {held} {during}, and the card stayed within its product's floors",
                     setting.words()
@@ -844,7 +842,6 @@ pub fn configuration(
         };
         out.push(finding(
             code,
-            Class::Info,
             Severity::Note,
             Confidence::High,
             summary,
@@ -877,8 +874,7 @@ pub fn product_unknown(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Find
         return;
     }
     out.push(finding(
-        "PRODUCT_UNKNOWN",
-        Class::Info,
+        FindingCode::ProductUnknown,
         Severity::Note,
         Confidence::High,
         format!(

@@ -8,7 +8,7 @@ use super::performance;
 use super::thresholds::{Thresholds, pcie_reached};
 use super::xid::{self, XidInfo};
 use crate::evidence::DeviceErrorKind;
-use crate::finding::{Class, Confidence, Finding, Severity, finding};
+use crate::finding::{Class, Clock, Confidence, Finding, FindingCode, Severity, finding};
 use crate::telemetry::record::Reading;
 use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
@@ -25,8 +25,7 @@ pub fn gpu_not_visible(
     cause: &crate::inventory::Cause,
 ) -> Finding {
     finding(
-        "GPU_NOT_VISIBLE",
-        Class::CouldNotTest,
+        FindingCode::GpuNotVisible,
         Severity::Major,
         Confidence::High,
         format!(
@@ -54,8 +53,7 @@ pub fn gpu_not_visible(
 /// rests on it could not be judged, so the device cannot pass on what is left.
 pub fn evidence_missing(file: crate::evidence::EvidenceFile) -> Finding {
     finding(
-        "EVIDENCE_MISSING",
-        Class::CouldNotTest,
+        FindingCode::EvidenceMissing,
         Severity::Major,
         Confidence::High,
         format!(
@@ -99,8 +97,7 @@ pub fn run_interrupted(
         )
     };
     finding(
-        "RUN_INTERRUPTED",
-        Class::CouldNotTest,
+        FindingCode::RunInterrupted,
         Severity::Major,
         Confidence::High,
         summary,
@@ -164,7 +161,11 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
         pcie_replays(phase, t, &mut out);
         xids(phase, &device.setup.kiln_pids, &mut out);
     }
-    for code in ["THERMAL_THROTTLE", "POWER_BRAKE", "POWER_DELIVERY"] {
+    for code in [
+        FindingCode::ThermalThrottle,
+        FindingCode::PowerBrake,
+        FindingCode::PowerDelivery,
+    ] {
         one_per_device(&mut out, code);
     }
     nvlinks(device, &mut out);
@@ -182,7 +183,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
 /// A condition found in several phases (a card hot all run long) said once: the first
 /// phase's finding, naming the others, at the surest confidence of them, with every phase's
 /// evidence.
-fn one_per_device(out: &mut Vec<Finding>, code: &str) {
+fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
     let found: Vec<Finding> = out.iter().filter(|f| f.code == code).cloned().collect();
     let [first, rest @ ..] = found.as_slice() else {
         return;
@@ -232,12 +233,15 @@ fn application_xids_beside_hardware(out: &mut [Finding]) {
                 && f.severity <= Severity::Major
                 && f.confidence <= Confidence::Medium
         })
-        .map(|f| f.code.clone())
+        .map(|f| f.code)
         .next()
     else {
         return;
     };
-    for f in out.iter_mut().filter(|f| f.code == "XID_APPLICATION") {
+    for f in out
+        .iter_mut()
+        .filter(|f| f.code == FindingCode::XidApplication)
+    {
         f.class = Class::Info;
         f.severity = Severity::Note;
         f.summary = format!(
@@ -253,15 +257,15 @@ fn application_xids_beside_hardware(out: &mut [Finding]) {
 fn merge_runs(runs: Vec<(&str, Vec<Finding>)>) -> Vec<Finding> {
     let mut merged: Vec<(&str, Finding, usize)> = Vec::new();
     for (workload, findings) in &runs {
-        let mut seen_here: Vec<&str> = Vec::new();
+        let mut seen_here: Vec<FindingCode> = Vec::new();
         for f in findings {
-            if seen_here.contains(&f.code.as_str()) {
+            if seen_here.contains(&f.code) {
                 // The same code twice from one run (a degraded link's width and
                 // generation) stays as it is.
                 merged.push((workload, f.clone(), 1));
                 continue;
             }
-            seen_here.push(&f.code);
+            seen_here.push(f.code);
             match merged
                 .iter_mut()
                 .find(|(w, m, _)| w == workload && m.code == f.code)
@@ -319,8 +323,7 @@ fn pcie_bandwidth(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
         .collect();
     if !low.is_empty() {
         out.push(finding(
-            "PCIE_BANDWIDTH_LOW",
-            Class::Environment,
+            FindingCode::PcieBandwidthLow,
             Severity::Major,
             Confidence::Medium,
             format!(
@@ -368,8 +371,7 @@ fn throttling(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds, out: &mu
     let cooling = "improve cooling: airflow, fans, dust, thermal paste";
     if thermal > t.throttle_share {
         out.push(finding(
-            "THERMAL_THROTTLE",
-            Class::Environment,
+            FindingCode::ThermalThrottle,
             Severity::Major,
             Confidence::High,
             format!(
@@ -385,8 +387,7 @@ fn throttling(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds, out: &mu
         // No throttle status could be read, but a sensor sat at its limit under load while
         // the clock stayed down: the card held itself back for heat.
         out.push(finding(
-            "THERMAL_THROTTLE",
-            Class::Environment,
+            FindingCode::ThermalThrottle,
             Severity::Major,
             Confidence::Medium,
             format!(
@@ -399,8 +400,7 @@ fn throttling(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds, out: &mu
     }
     if share(ThrottleReason::HwPowerBrakeSlowdown) > t.throttle_share {
         out.push(finding(
-            "POWER_BRAKE",
-            Class::Environment,
+            FindingCode::PowerBrake,
             Severity::Major,
             Confidence::High,
             format!(
@@ -413,8 +413,7 @@ fn throttling(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds, out: &mu
         ));
     } else if share(ThrottleReason::HwSlowdown) > t.throttle_share && thermal <= t.throttle_share {
         out.push(finding(
-            "POWER_DELIVERY",
-            Class::Environment,
+            FindingCode::PowerDelivery,
             Severity::Major,
             Confidence::Medium,
             format!(
@@ -458,8 +457,7 @@ fn overclocked(device: &DeviceReport, out: &mut Vec<Finding>) {
     }
     let stock = "restore default clocks (no overclock, default application clocks) and rerun: only errors at stock clocks are the card's";
     out.push(finding(
-        "CLOCKS_ABOVE_MAXIMUM",
-        Class::Environment,
+        FindingCode::ClocksAboveMaximum,
         Severity::Major,
         Confidence::High,
         format!("the card ran above its rated clocks ({})", parts.join("; ")),
@@ -467,11 +465,14 @@ fn overclocked(device: &DeviceReport, out: &mut Vec<Finding>) {
         stock,
     ));
     for f in out.iter_mut().filter(|f| f.class == Class::Hardware) {
-        let blamed = (sm.is_some() && f.code.starts_with("COMPUTE_"))
-            || (mem.is_some() && f.code.starts_with("VRAM_"));
-        // A slow rate while clocked above the maximum is no overclock's doing.
-        let blamed =
-            blamed && !["VRAM_BANDWIDTH_LOW", "COMPUTE_RATE_LOW"].contains(&f.code.as_str());
+        // Wrong results made while their clock was over: the settings', not the card's.
+        // (A slow rate while clocked above the maximum is no overclock's doing: the
+        // catalogue gives rates no clock.)
+        let blamed = match f.code.info().overclocked {
+            Some(Clock::Shader) => sm.is_some(),
+            Some(Clock::Memory) => mem.is_some(),
+            None => false,
+        };
         if blamed {
             f.class = Class::Environment;
             f.summary = format!("{} while clocked above its maximum", f.summary);
@@ -494,14 +495,13 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             .max_by(|a, b| a.end_ms.total_cmp(&b.end_ms))
             .and_then(|p| p.counters_after.get(key).copied())
     };
-    let already = |out: &Vec<Finding>, code: &str| out.iter().any(|f| f.code == code);
+    let already = |out: &Vec<Finding>, code: FindingCode| out.iter().any(|f| f.code == code);
     let lasting = "(a lasting state of the card, whether set before or during the run)";
     if last(signals::REMAP_FAILURE.name).is_some_and(|v| v > 0.0)
-        && !already(out, "ROW_REMAP_FAILURE")
+        && !already(out, FindingCode::RowRemapFailure)
     {
         out.push(finding(
-            "ROW_REMAP_FAILURE",
-            Class::Hardware,
+            FindingCode::RowRemapFailure,
             Severity::Critical,
             Confidence::High,
             format!("row remapping has failed: no spare rows are left {lasting}"),
@@ -509,11 +509,10 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             "RMA the card",
         ));
     } else if last(signals::REMAP_PENDING.name).is_some_and(|v| v > 0.0)
-        && !already(out, "ROW_REMAP_PENDING")
+        && !already(out, FindingCode::RowRemapPending)
     {
         out.push(finding(
-            "ROW_REMAP_PENDING",
-            Class::Hardware,
+            FindingCode::RowRemapPending,
             Severity::Major,
             Confidence::High,
             format!("a row remap is pending {lasting}"),
@@ -522,11 +521,10 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
         ));
     }
     if last(signals::RETIRED_PAGES_PENDING.name).is_some_and(|v| v > 0.0)
-        && !already(out, "RETIRED_PAGES")
+        && !already(out, FindingCode::RetiredPages)
     {
         out.push(finding(
-            "RETIRED_PAGES",
-            Class::Hardware,
+            FindingCode::RetiredPages,
             Severity::Major,
             Confidence::High,
             format!(
@@ -539,8 +537,7 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
     }
     if let Some(action) = last(signals::RECOVERY_ACTION.name).and_then(xid::recovery_action_of) {
         out.push(finding(
-            "RECOVERY_ACTION_PENDING",
-            Class::Software,
+            FindingCode::RecoveryActionPending,
             Severity::Critical,
             Confidence::High,
             format!("the driver asks to {action} before the GPU is used again"),
@@ -554,7 +551,7 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
         last(signals::REMAP_BANKS_LOW.name).unwrap_or(0.0),
         last(signals::REMAP_BANKS_NONE.name).unwrap_or(0.0),
     );
-    if (low > 0.0 || none > 0.0) && !already(out, "ROW_REMAP_FAILURE") {
+    if (low > 0.0 || none > 0.0) && !already(out, FindingCode::RowRemapFailure) {
         let banks = |n: f64| crate::text::count(n as u64, "memory bank");
         let (severity, said) = if none > 0.0 {
             (
@@ -575,8 +572,7 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             )
         };
         out.push(finding(
-            "ROW_REMAP_BANKS_LOW",
-            Class::Hardware,
+            FindingCode::RowRemapBanksLow,
             severity,
             Confidence::High,
             format!("{said} {lasting}"),
@@ -593,8 +589,7 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
     }
     if last(signals::SRAM_THRESHOLD_EXCEEDED.name).is_some_and(|v| v > 0.0) {
         out.push(finding(
-            "SRAM_THRESHOLD_EXCEEDED",
-            Class::Hardware,
+            FindingCode::SramThresholdExceeded,
             Severity::Critical,
             Confidence::High,
             format!(
@@ -618,8 +613,7 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
     ) && now != pending
     {
         out.push(finding(
-            "ECC_MODE_PENDING",
-            Class::Environment,
+            FindingCode::EccModePending,
             Severity::Major,
             Confidence::High,
             format!("an ECC mode change waits for a reset (ECC {now} now, {pending} after it): the card was tested in a mode it will not work in"),
@@ -657,7 +651,7 @@ fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             true,
         ),
     ] {
-        let seen = |out: &[Finding], code: &str| {
+        let seen = |out: &[Finding], code: FindingCode| {
             out.iter()
                 .any(|f| f.code == code && f.evidence.get("what") == Some(&json!(what)))
         };
@@ -669,12 +663,11 @@ fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
         let limit = slot_max.map_or(card, |s| s.min(card));
         let evidence = json!({"what": what, "phase": p.phase, now: p.gauges.get(now), max: p.gauges.get(max), slot: p.gauges.get(slot)});
         if let Some(s) = slot_max.filter(|s| *s < card)
-            && !seen(out, "PCIE_SLOT_LIMITS")
+            && !seen(out, FindingCode::PcieSlotLimits)
         {
             // A fact of where the card sits, not a fault: the link is judged against it.
             out.push(finding(
-                "PCIE_SLOT_LIMITS",
-                Class::Info,
+                FindingCode::PcieSlotLimits,
                 Severity::Note,
                 Confidence::High,
                 format!("the slot allows PCIe {what} {s} of the card's {card}: the card runs below its own maximum by where it sits, not by itself"),
@@ -682,7 +675,7 @@ fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
                 "move the card to a slot (or riser) with its own PCIe generation and width where the host bandwidth matters",
             ));
         }
-        if !judged || seen(out, "PCIE_LINK_DEGRADED") || highest >= limit {
+        if !judged || seen(out, FindingCode::PcieLinkDegraded) || highest >= limit {
             continue;
         }
         let phase = if p.phase == "health" {
@@ -700,8 +693,7 @@ fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             _ => format!("{limit}"),
         };
         out.push(finding(
-            "PCIE_LINK_DEGRADED",
-            Class::Environment,
+            FindingCode::PcieLinkDegraded,
             Severity::Major,
             Confidence::High,
             format!("PCIe {what} {highest} of {of} {when}")
@@ -777,8 +769,7 @@ fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
     for (l, state) in &last_state {
         if *state <= 0.0 && up > 0 && links.get(l).is_none_or(|k| k.went_down.is_empty()) {
             out.push(finding(
-                "NVLINK_DOWN",
-                Class::Hardware,
+                FindingCode::NvlinkDown,
                 Severity::Minor,
                 Confidence::Medium,
                 format!("NVLink {l} is down while {up} of the GPU's links are up"),
@@ -790,8 +781,7 @@ fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
     for (l, link) in links {
         if !link.went_down.is_empty() {
             out.push(finding(
-                "NVLINK_DOWN",
-                Class::Hardware,
+                FindingCode::NvlinkDown,
                 Severity::Major,
                 Confidence::High,
                 format!(
@@ -825,8 +815,7 @@ fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
             })
             .collect();
         out.push(finding(
-            "NVLINK_ERRORS",
-            Class::Hardware,
+            FindingCode::NvlinkErrors,
             if fatal { Severity::Major } else { Severity::Minor },
             Confidence::Medium,
             format!(
@@ -882,8 +871,7 @@ fn pcie_replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
     let per_minute = replays / minutes;
     if per_minute > allowed_per_minute {
         out.push(finding(
-            "PCIE_REPLAYS_HIGH",
-            Class::Environment,
+            FindingCode::PcieReplaysHigh,
             Severity::Major,
             Confidence::Medium,
             format!(
@@ -917,8 +905,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     let sbe = delta(signals::RETIRED_PAGES_SBE.name);
     if dbe + sbe > 0.0 || delta(signals::RETIRED_PAGES_PENDING.name) > 0.0 {
         out.push(finding(
-            "RETIRED_PAGES",
-            Class::Hardware,
+            FindingCode::RetiredPages,
             if dbe > 0.0 {
                 Severity::Critical
             } else {
@@ -943,8 +930,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
         );
     if ecc > 0.0 {
         out.push(finding(
-            "ECC_UNCORRECTABLE",
-            Class::Hardware,
+            FindingCode::EccUncorrectable,
             Severity::Critical,
             Confidence::High,
             format!("{ecc} uncorrectable ECC errors {}", during(p)),
@@ -954,8 +940,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     }
     if delta(signals::REMAP_FAILURE.name) > 0.0 {
         out.push(finding(
-            "ROW_REMAP_FAILURE",
-            Class::Hardware,
+            FindingCode::RowRemapFailure,
             Severity::Critical,
             Confidence::High,
             format!("row remapping failed {}", during(p)),
@@ -964,8 +949,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
         ));
     } else if delta(signals::REMAP_PENDING.name) > 0.0 {
         out.push(finding(
-            "ROW_REMAP_PENDING",
-            Class::Hardware,
+            FindingCode::RowRemapPending,
             Severity::Major,
             Confidence::High,
             format!("a row remap became pending {}", during(p)),
@@ -983,8 +967,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
         .collect();
     if !ras.is_empty() {
         out.push(finding(
-            "RAS_UNCORRECTABLE",
-            Class::Hardware,
+            FindingCode::RasUncorrectable,
             Severity::Critical,
             Confidence::High,
             format!(
@@ -998,8 +981,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     }
     if delta(signals::RETIRED_PAGES_FAILED.name) > 0.0 {
         out.push(finding(
-            "ROW_REMAP_FAILURE",
-            Class::Hardware,
+            FindingCode::RowRemapFailure,
             Severity::Critical,
             Confidence::High,
             format!("bad pages could not be retired {}", during(p)),
@@ -1009,8 +991,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     }
     if delta(signals::AER_FATAL.name) + delta(signals::AER_NONFATAL.name) > 0.0 {
         out.push(finding(
-            "PCIE_AER_ERRORS",
-            Class::Environment,
+            FindingCode::PcieAerErrors,
             Severity::Major,
             Confidence::High,
             format!("PCIe AER errors {}", during(p)),
@@ -1022,14 +1003,14 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
 
 /// The finding of an application's Xid raised by a process that is not kiln's own:
 /// information about the node, never a finding against the card.
-const XID_OTHER_PROCESS: &str = "XID_OTHER_PROCESS";
+const XID_OTHER_PROCESS: FindingCode = FindingCode::XidOtherProcess;
 
 /// The Xids of a phase, judged from the one catalogue ([`super::xid`]): one finding per
 /// finding code, naming every code and count behind it, at the most serious row's class
 /// and severity. Xid 154's recovery action, read from its text, is the action.
 fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
     let mut groups: Vec<(
-        &'static str,
+        FindingCode,
         Vec<(&XidInfo, &crate::telemetry::record::XidEvent)>,
     )> = Vec::new();
     // An application's fault raised by a process that is not one of kiln's (where kiln
@@ -1042,7 +1023,7 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
         let Some(info) = xid::code_of(event.code, &event.message).and_then(xid::lookup) else {
             continue;
         };
-        let finding = if info.finding == "XID_APPLICATION" && others(event) {
+        let finding = if info.finding == FindingCode::XidApplication && others(event) {
             XID_OTHER_PROCESS
         } else {
             info.finding
@@ -1057,7 +1038,7 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
         let Some(worst) = members
             .iter()
             .map(|(info, _)| *info)
-            .min_by_key(|info| (info.class, info.severity, info.confidence))
+            .min_by_key(|info| (info.class(), info.severity, info.confidence))
         else {
             continue;
         };
@@ -1118,7 +1099,7 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
                 })
         };
         let (mut class, mut severity, mut confidence, mut action) =
-            (worst.class, worst.severity, worst.confidence, action);
+            (worst.class(), worst.severity, worst.confidence, action);
         if code == XID_OTHER_PROCESS {
             // A fact about the node, not about the card: another process's engine fault,
             // or the cleanup of a process stopped (43, 45), is that process's.
@@ -1128,7 +1109,7 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
             );
             (class, severity, confidence) = (Class::Info, Severity::Note, Confidence::High);
             action = "nothing against this card: the other process's owner should look at it (a tenant on the GPU during the test is its own finding)".into();
-        } else if worst.finding == "XID_APPLICATION" && !pids(true).is_empty() {
+        } else if worst.finding == FindingCode::XidApplication && !pids(true).is_empty() {
             phase = format!("in kiln's own worker ({}) {phase}", pids(true).join(", "));
         }
         // Every way the faults reached kiln, each fault counted once however many there were.
@@ -1137,7 +1118,7 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
         seen_by.sort();
         seen_by.dedup();
         out.push(Finding {
-            code: code.into(),
+            code,
             class,
             severity,
             confidence,
@@ -1162,10 +1143,10 @@ fn xid_kinds(codes: &[u32]) -> (bool, bool) {
     let rows: Vec<&XidInfo> = codes.iter().filter_map(|c| xid::lookup(*c)).collect();
     let hardware = rows
         .iter()
-        .any(|r| r.class == Class::Hardware && r.severity <= Severity::Major);
+        .any(|r| r.class() == Class::Hardware && r.severity <= Severity::Major);
     let application = rows
         .iter()
-        .any(|r| r.finding == "XID_APPLICATION" && r.severity <= Severity::Major);
+        .any(|r| r.finding == FindingCode::XidApplication && r.severity <= Severity::Major);
     (hardware, application)
 }
 
@@ -1186,34 +1167,29 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
     };
     let (hardware_xid, app_xid) = xid_kinds(xid_codes);
     let lost = errors.len() > usize::from(stopped.is_some());
-    let (code, class, action) = if hardware_xid {
+    let (code, action) = if hardware_xid {
         (
-            "DEVICE_LOST_HARDWARE",
-            Class::Hardware,
+            FindingCode::DeviceLostHardware,
             "RMA candidate: the loss came with hardware Xids",
         )
     } else if app_xid {
         (
-            "DEVICE_LOST_APPLICATION",
-            Class::Software,
+            FindingCode::DeviceLostApplication,
             "a shader or application fault: the card is likely fine",
         )
     } else if lost {
         (
-            "DEVICE_LOST_TIMEOUT",
-            Class::Software,
+            FindingCode::DeviceLostTimeout,
             "a watchdog or driver timeout with no hardware evidence: check the driver",
         )
     } else if stopped.is_some_and(|f| f.error == DeviceErrorKind::Hang) {
         (
-            "DEVICE_HANG",
-            Class::Software,
+            FindingCode::DeviceHang,
             "the device stopped answering with no hardware evidence: check the driver and the kernel log, then rerun it alone",
         )
     } else {
         (
-            "WORKER_CRASHED",
-            Class::Software,
+            FindingCode::WorkerCrashed,
             "the device's worker process died (a driver crash is the usual cause): check the driver and the kernel log, then rerun",
         )
     };
@@ -1230,7 +1206,6 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
     };
     out.push(finding(
         code,
-        class,
         Severity::Major,
         confidence,
         format!("the device failed mid-test: {error}{blind_note}"),
@@ -1248,8 +1223,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
     let reinstall = "reinstall the driver or reboot into the installed one, then rerun";
     if problem(cause::DRIVER_NOT_LOADED) {
         out.push(finding(
-            "DRIVER_NOT_LOADED",
-            Class::Software,
+            FindingCode::DriverNotLoaded,
             Severity::Major,
             Confidence::High,
             "the NVIDIA libraries are installed but the kernel driver is not loaded: its GPUs cannot be tested".into(),
@@ -1264,8 +1238,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
         && nvml_version.is_some_and(|n| !same_version(n, &s.vulkan_driver_version));
     if problem(cause::VERSION_MISMATCH) || differ {
         out.push(finding(
-            "DRIVER_VERSION_MISMATCH",
-            Class::Software,
+            FindingCode::DriverVersionMismatch,
             Severity::Major,
             Confidence::High,
             match nvml_version {
@@ -1310,8 +1283,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
         ));
     }
     out.push(finding(
-        "OTHER_TENANTS",
-        Class::Environment,
+        FindingCode::OtherTenants,
         Severity::Major,
         Confidence::High,
         said.join("; "),
@@ -1362,8 +1334,7 @@ fn telemetry_missing(device: &DeviceReport, out: &mut Vec<Finding>) {
         return;
     }
     out.push(finding(
-        "TELEMETRY_MISSING",
-        Class::Info,
+        FindingCode::TelemetryMissing,
         Severity::Note,
         Confidence::High,
         "no telemetry was read for this device: thermal, power, clock, ECC, remap and Xid checks could not run".into(),
@@ -1439,7 +1410,10 @@ pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
             } else {
                 (Class::Hardware, format!("slower than the {} other {} in this run ({what}) with nothing in its environment to explain it", peers.len(), d.name), "rerun it alone and cool; RMA if it stays behind its peers")
             };
-            vec![finding("PEER_SLOWER", class, Severity::Major, Confidence::Medium, summary, json!({"slow": slow, "peers": peers.iter().map(|&j| devices[j].index).collect::<Vec<_>>()}), action)]
+            let mut slower = finding(FindingCode::PeerSlower, Severity::Major, Confidence::Medium, summary, json!({"slow": slow, "peers": peers.iter().map(|&j| devices[j].index).collect::<Vec<_>>()}), action);
+            // Its own environment findings explain it: not the card's.
+            slower.class = class;
+            vec![slower]
         })
         .collect()
 }

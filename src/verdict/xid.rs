@@ -3,7 +3,7 @@
 //! report all answer from this table, so a code can never be hardware in one and unknown
 //! in another.
 
-use crate::finding::{Class, Confidence, Severity};
+use crate::finding::{Class, Confidence, FindingCode, Severity};
 
 /// Where the rows come from.
 const REF: &str = "shared/REFERENCE.md §2";
@@ -89,20 +89,25 @@ pub struct XidInfo {
     pub code: u32,
     /// What it means, in a few words.
     pub meaning: &'static str,
-    /// Whose problem it usually is.
-    pub class: Class,
     /// How much it matters.
     pub severity: Severity,
     /// How sure the code alone makes the class (a fall off the bus may be the platform's).
     pub confidence: Confidence,
-    /// The finding it gives (`XID_MEMORY_HARDWARE`, ...).
-    pub finding: &'static str,
+    /// The finding it gives, whose class is the Xid's.
+    pub finding: FindingCode,
     /// What to do, in kiln's words.
     pub action: &'static str,
     /// What NVIDIA's catalog says to do first.
     pub resolution: Resolution,
     /// Where the row comes from.
     pub source: &'static str,
+}
+
+impl XidInfo {
+    /// Whose problem it usually is: its finding's class.
+    pub const fn class(&self) -> Class {
+        self.finding.class()
+    }
 }
 
 const APP: &str = "the card is likely fine: look at the workload or the driver; hardware only if it recurs on unrelated work";
@@ -113,19 +118,18 @@ const GPU_FAULT: &str = "reset the GPU and retest; RMA if it recurs after resets
 const ENGINE: &str = "an engine the application used (copy, video, JPEG, optical flow) faulted on its work: restart it; hardware only if it recurs on unrelated work";
 const INFORMS: &str = "nothing to do: the driver informs";
 
-/// A row of the catalogue: the code, what it means, its judgement (class, severity,
-/// confidence, finding, kiln's action) and NVIDIA's first action.
+/// A row of the catalogue: the code, what it means, its judgement (severity, confidence,
+/// finding, kiln's action) and NVIDIA's first action. Its class is its finding's.
 const fn row(
     code: u32,
     meaning: &'static str,
-    (class, severity, confidence): (Class, Severity, Confidence),
-    (finding, action): (&'static str, &'static str),
+    (severity, confidence): (Severity, Confidence),
+    (finding, action): (FindingCode, &'static str),
     (resolution, source): (Resolution, &'static str),
 ) -> XidInfo {
     XidInfo {
         code,
         meaning,
-        class,
         severity,
         confidence,
         finding,
@@ -135,7 +139,6 @@ const fn row(
     }
 }
 
-use Class::{Environment, Hardware, Info, Software};
 use Confidence::{High, Medium};
 use Resolution as R;
 use Severity::{Critical, Major, Minor, Note};
@@ -148,16 +151,16 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         8,
         "GPU stopped processing (idle timeout)",
-        (Software, Major, Medium),
-        ("XID_APPLICATION", APP),
+        (Major, Medium),
+        (FindingCode::XidApplication, APP),
         (R::RestartApp, NV),
     ),
     row(
         11,
         "invalid or corrupted push buffer stream",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_DRIVER",
+            FindingCode::XidDriver,
             "the driver, or corruption on the way to the GPU: check PCIe replays and AER, then the driver",
         ),
         (R::RestartApp, NV),
@@ -165,16 +168,16 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         13,
         "graphics engine exception",
-        (Software, Major, Medium),
-        ("XID_APPLICATION", APP),
+        (Major, Medium),
+        (FindingCode::XidApplication, APP),
         (R::RestartApp, REF),
     ),
     row(
         25,
         "invalid or illegal push buffer stream",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_DRIVER",
+            FindingCode::XidDriver,
             "the driver, or corruption on the way to the GPU: check PCIe replays and AER, then the driver",
         ),
         (R::RestartApp, NV),
@@ -182,16 +185,16 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         31,
         "GPU memory page fault (MMU fault)",
-        (Software, Major, Medium),
-        ("XID_APPLICATION", APP),
+        (Major, Medium),
+        (FindingCode::XidApplication, APP),
         (R::RestartApp, REF),
     ),
     row(
         32,
         "invalid or corrupted push buffer stream",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_DRIVER",
+            FindingCode::XidDriver,
             "the driver, or DMA/PCIe corruption: check PCIe replays and AER, then the driver",
         ),
         (R::RestartApp, REF),
@@ -199,44 +202,44 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         37,
         "driver firmware error (unimplemented method)",
-        (Software, Minor, Medium),
-        ("XID_FIRMWARE", FIRMWARE),
+        (Minor, Medium),
+        (FindingCode::XidFirmware, FIRMWARE),
         (R::Ignore, NV),
     ),
     row(
         38,
         "driver firmware error",
-        (Software, Major, Medium),
-        ("XID_FIRMWARE", FIRMWARE),
+        (Major, Medium),
+        (FindingCode::XidFirmware, FIRMWARE),
         (R::Ignore, REF),
     ),
     row(
         39,
         "copy engine 0 exception",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         40,
         "copy engine 1 exception",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         41,
         "copy engine 2 exception",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         43,
         "GPU stopped processing (channel reset)",
-        (Software, Minor, Medium),
+        (Minor, Medium),
         (
-            "XID_APPLICATION",
+            FindingCode::XidApplication,
             "usually a process that was stopped or killed: look at the Xid before it and at who ran",
         ),
         (R::Ignore, REF),
@@ -244,16 +247,16 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         44,
         "graphics engine fault during a context switch",
-        (Software, Minor, Medium),
-        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (Minor, Medium),
+        (FindingCode::XidDriver, "the driver: update it if it recurs"),
         (R::Ignore, NV),
     ),
     row(
         45,
         "preemptive cleanup after earlier errors",
-        (Software, Minor, Medium),
+        (Minor, Medium),
         (
-            "XID_APPLICATION",
+            FindingCode::XidApplication,
             "usually the tail of another Xid or a killed process: look at the Xid before it",
         ),
         (R::FollowEarlierXid, REF),
@@ -261,9 +264,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         46,
         "GPU stopped processing (GPU timeout)",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_DRIVER",
+            FindingCode::XidDriver,
             "reset the GPU; the driver first, hardware if it recurs across drivers",
         ),
         (R::ResetGpu, NV),
@@ -271,23 +274,26 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         48,
         "double-bit ECC error",
-        (Hardware, Critical, High),
-        ("XID_MEMORY_HARDWARE", MEMORY_RMA),
+        (Critical, High),
+        (FindingCode::XidMemoryHardware, MEMORY_RMA),
         (R::MemoryWorkflow, REF),
     ),
     row(
         54,
         "auxiliary power not connected",
-        (Environment, Critical, High),
-        ("AUX_POWER_MISSING", "connect the card's power cables"),
+        (Critical, High),
+        (
+            FindingCode::AuxPowerMissing,
+            "connect the card's power cables",
+        ),
         (R::CheckMechanicals, REF),
     ),
     row(
         57,
         "error programming the video memory interface",
-        (Hardware, Major, Medium),
+        (Major, Medium),
         (
-            "XID_MEMORY_HARDWARE",
+            FindingCode::XidMemoryHardware,
             "reset the GPU and retest; RMA if it recurs",
         ),
         (R::ContactSupport, NV_OLD),
@@ -295,9 +301,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         58,
         "unstable video memory interface",
-        (Hardware, Major, Medium),
+        (Major, Medium),
         (
-            "XID_MEMORY_HARDWARE",
+            FindingCode::XidMemoryHardware,
             "reset the GPU and retest; RMA if it recurs",
         ),
         (R::ContactSupport, NV_OLD),
@@ -305,23 +311,23 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         60,
         "video processor (SEC2) exception",
-        (Software, Minor, Medium),
-        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (Minor, Medium),
+        (FindingCode::XidDriver, "the driver: update it if it recurs"),
         (R::RestartApp, NV),
     ),
     row(
         61,
         "internal micro-controller warning",
-        (Software, Minor, Medium),
-        ("XID_FIRMWARE", FIRMWARE),
+        (Minor, Medium),
+        (FindingCode::XidFirmware, FIRMWARE),
         (R::ContactSupport, REF),
     ),
     row(
         62,
         "internal micro-controller halt",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_FIRMWARE",
+            FindingCode::XidFirmware,
             "reset the GPU and update the driver; RMA if it recurs",
         ),
         (R::ResetGpu, REF),
@@ -329,9 +335,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         63,
         "row remap or page retirement recorded",
-        (Hardware, Major, High),
+        (Major, High),
         (
-            "XID_ROW_REMAP",
+            FindingCode::XidRowRemap,
             "handled degradation: reset the GPU to apply the remap, then retest; RMA only if remaps fail (Xid 64) or keep growing",
         ),
         (R::Ignore, REF),
@@ -339,9 +345,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         64,
         "row remap or page retirement failed",
-        (Hardware, Critical, High),
+        (Critical, High),
         (
-            "XID_MEMORY_HARDWARE",
+            FindingCode::XidMemoryHardware,
             "RMA the card: its memory can no longer heal itself",
         ),
         (R::ResetGpu, REF),
@@ -349,86 +355,86 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         66,
         "illegal register access by the driver",
-        (Software, Minor, Medium),
-        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (Minor, Medium),
+        (FindingCode::XidDriver, "the driver: update it if it recurs"),
         (R::Ignore, NV),
     ),
     row(
         67,
         "illegal access by the driver (verification)",
-        (Software, Minor, Medium),
-        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (Minor, Medium),
+        (FindingCode::XidDriver, "the driver: update it if it recurs"),
         (R::Ignore, NV),
     ),
     row(
         68,
         "video decoder (NVDEC) exception",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", APP),
+        (Minor, Medium),
+        (FindingCode::XidApplication, APP),
         (R::RestartApp, NV),
     ),
     row(
         69,
         "graphics engine class error",
-        (Software, Major, Medium),
-        ("XID_APPLICATION", APP),
+        (Major, Medium),
+        (FindingCode::XidApplication, APP),
         (R::RestartApp, REF),
     ),
     row(
         70,
         "copy engine 3 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         71,
         "copy engine 4 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         72,
         "copy engine 5 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         74,
         "NVLink error",
-        (Hardware, Major, Medium),
-        ("XID_NVLINK", NVLINK),
+        (Major, Medium),
+        (FindingCode::XidNvlink, NVLINK),
         (R::NvlinkWorkflow, REF),
     ),
     row(
         75,
         "copy engine 6 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         76,
         "copy engine 7 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         77,
         "copy engine 8 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         78,
         "vGPU start error",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_DRIVER",
+            FindingCode::XidDriver,
             "the vGPU software: update the host driver and the guest's to matching versions",
         ),
         (R::UpdateSoftware, NV),
@@ -436,9 +442,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         79,
         "fallen off the bus",
-        (Hardware, Critical, Medium),
+        (Critical, Medium),
         (
-            "XID_FALLEN_OFF_BUS",
+            FindingCode::XidFallenOffBus,
             "check slot, riser, PSU and temperature; RMA if it follows the card",
         ),
         (R::RebootNode, REF),
@@ -446,9 +452,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         80,
         "corrupted data sent to the GPU",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_DRIVER",
+            FindingCode::XidDriver,
             "corruption on the way to the GPU: check PCIe replays and AER, system memory, then the driver",
         ),
         (R::RestartApp, NV),
@@ -456,58 +462,58 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         82,
         "JPEG engine (NVJPG0) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         83,
         "video decoder (NVDEC1) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         84,
         "video decoder (NVDEC2) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         85,
         "copy engine 9 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         86,
         "optical flow engine (OFA) exception",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         88,
         "video decoder (NVDEC3) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         89,
         "video decoder (NVDEC4) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         92,
         "high single-bit ECC error rate",
-        (Hardware, Minor, Medium),
+        (Minor, Medium),
         (
-            "XID_ECC_RATE",
+            FindingCode::XidEccRate,
             "an early warning: watch the corrected ECC count, rerun with the rma profile",
         ),
         (R::Ignore, REF),
@@ -515,9 +521,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         93,
         "InfoROM wear limit exceeded",
-        (Software, Minor, Medium),
+        (Minor, Medium),
         (
-            "XID_FIRMWARE",
+            FindingCode::XidFirmware,
             "the InfoROM has been written more than provisioned: tell the vendor's support if it recurs",
         ),
         (R::Ignore, NV),
@@ -525,9 +531,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         94,
         "contained ECC error",
-        (Hardware, Major, High),
+        (Major, High),
         (
-            "XID_MEMORY_HARDWARE",
+            FindingCode::XidMemoryHardware,
             "the GPU contained an uncorrectable error: reset, retest, and RMA if they recur",
         ),
         (R::RestartApp, REF),
@@ -535,100 +541,100 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         95,
         "uncontained ECC error",
-        (Hardware, Critical, High),
-        ("XID_MEMORY_HARDWARE", MEMORY_RMA),
+        (Critical, High),
+        (FindingCode::XidMemoryHardware, MEMORY_RMA),
         (R::ResetGpu, REF),
     ),
     row(
         96,
         "video decoder (NVDEC5) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         97,
         "video decoder (NVDEC6) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         98,
         "video decoder (NVDEC7) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         99,
         "JPEG engine (NVJPG1) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         100,
         "JPEG engine (NVJPG2) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         101,
         "JPEG engine (NVJPG3) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         102,
         "JPEG engine (NVJPG4) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         103,
         "JPEG engine (NVJPG5) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         104,
         "JPEG engine (NVJPG6) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         105,
         "JPEG engine (NVJPG7) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         106,
         "SMBPBI test message",
-        (Info, Note, High),
-        ("XID_INFORMATIONAL", INFORMS),
+        (Note, High),
+        (FindingCode::XidInformational, INFORMS),
         (R::Ignore, NV),
     ),
     row(
         107,
         "SMBPBI test message (silent)",
-        (Info, Note, High),
-        ("XID_INFORMATIONAL", INFORMS),
+        (Note, High),
+        (FindingCode::XidInformational, INFORMS),
         (R::Ignore, NV),
     ),
     row(
         109,
         "context-switch timeout",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_TIMEOUT",
+            FindingCode::XidTimeout,
             "a long non-preemptible dispatch (the Linux face of a Vulkan device-lost hang): the driver or the workload, not the card",
         ),
         (R::ResetGpu, REF),
@@ -636,30 +642,30 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         110,
         "security fault",
-        (Hardware, Major, Medium),
-        ("XID_GPU_HARDWARE", GPU_FAULT),
+        (Major, Medium),
+        (FindingCode::XidGpuHardware, GPU_FAULT),
         (R::ResetGpu, NV),
     ),
     row(
         119,
         "GSP RPC timeout",
-        (Software, Major, Medium),
-        ("XID_FIRMWARE", FIRMWARE),
+        (Major, Medium),
+        (FindingCode::XidFirmware, FIRMWARE),
         (R::ResetGpu, REF),
     ),
     row(
         120,
         "GSP error",
-        (Software, Major, Medium),
-        ("XID_FIRMWARE", FIRMWARE),
+        (Major, Medium),
+        (FindingCode::XidFirmware, FIRMWARE),
         (R::ResetGpu, REF),
     ),
     row(
         121,
         "C2C (chip-to-chip) link error",
-        (Hardware, Major, Medium),
+        (Major, Medium),
         (
-            "XID_NVLINK",
+            FindingCode::XidNvlink,
             "the link between the GPU and its CPU: tell the vendor's support if it recurs",
         ),
         (R::Ignore, NV),
@@ -667,177 +673,177 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         126,
         "copy engine 10 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         127,
         "copy engine 11 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         128,
         "copy engine 12 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         129,
         "copy engine 13 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         130,
         "copy engine 14 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         131,
         "copy engine 15 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         132,
         "copy engine 16 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         133,
         "copy engine 17 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         134,
         "copy engine 18 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         135,
         "copy engine 19 error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         136,
         "link training failed",
-        (Hardware, Major, Medium),
-        ("XID_NVLINK", NVLINK),
+        (Major, Medium),
+        (FindingCode::XidNvlink, NVLINK),
         (R::ResetGpu, NV),
     ),
     row(
         137,
         "NVLink privilege error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", APP),
+        (Minor, Medium),
+        (FindingCode::XidApplication, APP),
         (R::Ignore, NV),
     ),
     row(
         139,
         "optical flow engine (OFA1) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::RestartApp, NV),
     ),
     row(
         140,
         "unrecovered ECC error",
-        (Hardware, Critical, High),
-        ("XID_MEMORY_HARDWARE", MEMORY_RMA),
+        (Critical, High),
+        (FindingCode::XidMemoryHardware, MEMORY_RMA),
         (R::ResetGpu, REF),
     ),
     row(
         141,
         "CUDA fast path error",
-        (Software, Minor, Medium),
-        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (Minor, Medium),
+        (FindingCode::XidDriver, "the driver: update it if it recurs"),
         (R::Ignore, NV),
     ),
     row(
         142,
         "video encoder (NVENC3) error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::ContactSupport, NV),
     ),
     row(
         143,
         "GPU initialization failure",
-        (Hardware, Major, Medium),
-        ("XID_GPU_HARDWARE", GPU_FAULT),
+        (Major, Medium),
+        (FindingCode::XidGpuHardware, GPU_FAULT),
         (R::ResetGpu, NV),
     ),
     row(
         144,
         "NVLink error (SAW)",
-        (Hardware, Major, Medium),
-        ("XID_NVLINK", NVLINK),
+        (Major, Medium),
+        (FindingCode::XidNvlink, NVLINK),
         (R::NvlinkWorkflow, NV),
     ),
     row(
         145,
         "NVLink error (RLW)",
-        (Hardware, Major, Medium),
-        ("XID_NVLINK", NVLINK),
+        (Major, Medium),
+        (FindingCode::XidNvlink, NVLINK),
         (R::NvlinkWorkflow, NV),
     ),
     row(
         146,
         "NVLink error (TLW)",
-        (Hardware, Major, Medium),
-        ("XID_NVLINK", NVLINK),
+        (Major, Medium),
+        (FindingCode::XidNvlink, NVLINK),
         (R::NvlinkWorkflow, NV),
     ),
     row(
         147,
         "NVLink error (TREX)",
-        (Hardware, Major, Medium),
-        ("XID_NVLINK", NVLINK),
+        (Major, Medium),
+        (FindingCode::XidNvlink, NVLINK),
         (R::NvlinkWorkflow, NV),
     ),
     row(
         148,
         "NVLink error (NVLPW control)",
-        (Hardware, Major, Medium),
-        ("XID_NVLINK", NVLINK),
+        (Major, Medium),
+        (FindingCode::XidNvlink, NVLINK),
         (R::NvlinkWorkflow, NV),
     ),
     row(
         149,
         "NVLink error (NETIR)",
-        (Hardware, Major, Medium),
-        ("XID_NVLINK", NVLINK),
+        (Major, Medium),
+        (FindingCode::XidNvlink, NVLINK),
         (R::NvlinkWorkflow, NV),
     ),
     row(
         150,
         "NVLink error (MSE watchdog)",
-        (Hardware, Major, Medium),
-        ("XID_NVLINK", NVLINK),
+        (Major, Medium),
+        (FindingCode::XidNvlink, NVLINK),
         (R::NvlinkWorkflow, NV),
     ),
     row(
         151,
         "confidential computing key rotation error",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_DRIVER",
+            FindingCode::XidDriver,
             "restart the virtual machine; the driver's confidential-computing setup if it recurs",
         ),
         (R::RestartVm, NV),
@@ -845,23 +851,23 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         152,
         "deep learning accelerator (DLA) SMMU error",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::Ignore, NV),
     ),
     row(
         153,
         "deep learning accelerator (DLA) timeout",
-        (Software, Minor, Medium),
-        ("XID_APPLICATION", ENGINE),
+        (Minor, Medium),
+        (FindingCode::XidApplication, ENGINE),
         (R::Ignore, NV),
     ),
     row(
         154,
         "GPU recovery action changed",
-        (Software, Critical, High),
+        (Critical, High),
         (
-            "XID_RECOVERY_ACTION",
+            FindingCode::XidRecoveryAction,
             "do what the driver asks, then retest; the Xid before it says why",
         ),
         (R::RecoveryAction, REF),
@@ -869,9 +875,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         155,
         "NVLink software-defined error",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_DRIVER",
+            FindingCode::XidDriver,
             "the driver or the software using the link: reset the GPU, then look at them",
         ),
         (R::ResetGpu, NV),
@@ -879,9 +885,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         156,
         "resource retirement recorded",
-        (Hardware, Major, High),
+        (Major, High),
         (
-            "XID_ROW_REMAP",
+            FindingCode::XidRowRemap,
             "handled degradation: reset the GPU to apply it, then retest",
         ),
         (R::ResetGpu, NV),
@@ -889,9 +895,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         157,
         "resource retirement failed",
-        (Hardware, Critical, High),
+        (Critical, High),
         (
-            "XID_GPU_HARDWARE",
+            FindingCode::XidGpuHardware,
             "RMA candidate: the GPU can no longer retire a failing resource",
         ),
         (R::ContactSupport, NV),
@@ -899,16 +905,16 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         158,
         "GPU fatal timeout",
-        (Hardware, Major, Medium),
-        ("XID_GPU_HARDWARE", GPU_FAULT),
+        (Major, Medium),
+        (FindingCode::XidGpuHardware, GPU_FAULT),
         (R::ResetGpu, NV),
     ),
     row(
         159,
         "CHI non-data error (CPU-GPU coherency)",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_DRIVER",
+            FindingCode::XidDriver,
             "the unified-memory driver (nvidia-uvm) and the application's use of it; the GPU-CPU link if it recurs",
         ),
         (R::CheckUvm, NV),
@@ -916,30 +922,30 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         160,
         "channel retirement recorded",
-        (Info, Note, High),
-        ("XID_INFORMATIONAL", INFORMS),
+        (Note, High),
+        (FindingCode::XidInformational, INFORMS),
         (R::Ignore, NV),
     ),
     row(
         161,
         "channel retirement failed",
-        (Software, Minor, Medium),
-        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (Minor, Medium),
+        (FindingCode::XidDriver, "the driver: update it if it recurs"),
         (R::Ignore, NV),
     ),
     row(
         162,
         "power smoothing circuitry re-engaged",
-        (Info, Note, High),
-        ("XID_INFORMATIONAL", INFORMS),
+        (Note, High),
+        (FindingCode::XidInformational, INFORMS),
         (R::Ignore, NV),
     ),
     row(
         163,
         "power smoothing circuitry disengaged",
-        (Hardware, Minor, Medium),
+        (Minor, Medium),
         (
-            "XID_GPU_HARDWARE",
+            FindingCode::XidGpuHardware,
             "the board's power smoothing circuitry stopped: tell the vendor's support if it stays off",
         ),
         (R::ContactSupport, NV),
@@ -947,9 +953,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         164,
         "power smoothing circuitry near the end of its life",
-        (Hardware, Minor, Medium),
+        (Minor, Medium),
         (
-            "XID_GPU_HARDWARE",
+            FindingCode::XidGpuHardware,
             "the board's power smoothing circuitry is wearing out: plan its service with the vendor",
         ),
         (R::ContactSupport, NV),
@@ -957,9 +963,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         165,
         "power smoothing circuitry at the end of its life",
-        (Hardware, Major, High),
+        (Major, High),
         (
-            "XID_GPU_HARDWARE",
+            FindingCode::XidGpuHardware,
             "the board's power smoothing circuitry is exhausted: contact the vendor's support",
         ),
         (R::ContactSupport, NV),
@@ -967,9 +973,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         166,
         "NVLink traffic before its encryption was set up",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_DRIVER",
+            FindingCode::XidDriver,
             "the confidential-computing setup of the NVLink fabric: reset the GPU, then check the fabric manager's configuration",
         ),
         (R::ResetGpu, NV),
@@ -977,9 +983,9 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         167,
         "PCIe fatal timeout",
-        (Hardware, Critical, Medium),
+        (Critical, Medium),
         (
-            "XID_FALLEN_OFF_BUS",
+            FindingCode::XidFallenOffBus,
             "check slot, riser, PSU and temperature; RMA if it follows the card",
         ),
         (R::ResetGpu, NV),
@@ -987,16 +993,16 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         168,
         "errors in write-protected memory: reduced memory capacity",
-        (Hardware, Major, High),
-        ("XID_MEMORY_HARDWARE", MEMORY_RMA),
+        (Major, High),
+        (FindingCode::XidMemoryHardware, MEMORY_RMA),
         (R::ResetGpu, NV),
     ),
     row(
         169,
         "internal micro-controller (SEC2) halt",
-        (Software, Major, Medium),
+        (Major, Medium),
         (
-            "XID_FIRMWARE",
+            FindingCode::XidFirmware,
             "reset the GPU and update the driver; RMA if it recurs",
         ),
         (R::ResetGpu, NV),
@@ -1004,23 +1010,23 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         170,
         "NVLink interrupt in confidential-computing mode",
-        (Software, Minor, Medium),
-        ("XID_DRIVER", "the driver: update it if it recurs"),
+        (Minor, Medium),
+        (FindingCode::XidDriver, "the driver: update it if it recurs"),
         (R::Ignore, NV),
     ),
     row(
         171,
         "uncorrectable DRAM error (beside Xid 48)",
-        (Hardware, Critical, High),
-        ("XID_MEMORY_HARDWARE", MEMORY_RMA),
+        (Critical, High),
+        (FindingCode::XidMemoryHardware, MEMORY_RMA),
         (R::MemoryWorkflow, NV),
     ),
     row(
         172,
         "uncorrectable on-chip SRAM error (beside Xid 48)",
-        (Hardware, Critical, High),
+        (Critical, High),
         (
-            "XID_MEMORY_HARDWARE",
+            FindingCode::XidMemoryHardware,
             "RMA candidate: an uncorrectable error in the GPU's own SRAM (an RMA criterion past its threshold); reset, retest, and send this report",
         ),
         (R::MemoryWorkflow, NV),
@@ -1070,6 +1076,7 @@ pub fn recovery_action_of(value: f64) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finding::HealthFault;
 
     #[test]
     fn the_catalogue_is_in_code_order_each_code_once_with_a_source() {
@@ -1083,7 +1090,7 @@ mod tests {
         }
         for x in CATALOGUE {
             assert!(!x.meaning.is_empty() && !x.action.is_empty() && !x.source.is_empty());
-            assert!(x.finding.starts_with("XID_") || x.finding == "AUX_POWER_MISSING");
+            assert_eq!(x.finding.info().health, HealthFault::Xid, "{}", x.code);
         }
     }
 

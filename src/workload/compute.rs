@@ -17,7 +17,7 @@ use super::{
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
-use crate::finding::{Class, Confidence, Finding, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::gpu::{
     Binding, BufferKind, DeviceContext, DeviceInfo, GpuBuffer, GpuError, GpuResult, ShaderCode,
     embedded_shader,
@@ -534,15 +534,14 @@ fn found(c: &ComputeReport, out: &mut Vec<Finding>) {
         .sum();
     let nonfinite: u64 = c.kinds.iter().map(|k| k.nonfinite).sum();
     if mismatches > 0 {
-        out.push(finding("COMPUTE_MISMATCH", Class::Hardware, Severity::Critical, Confidence::High,
+        out.push(finding(FindingCode::ComputeMismatch, Severity::Critical, Confidence::High,
             format!("{mismatches} work items computed differently on two compute units: silent data corruption"),
             json!({"mismatches": mismatches, "records": c.records.iter().take(8).collect::<Vec<_>>()}),
             "take the GPU out of service and RMA it with this report"));
     }
     if nonfinite > 0 {
         out.push(finding(
-            "COMPUTE_NONFINITE",
-            Class::Hardware,
+            FindingCode::ComputeNonfinite,
             Severity::Critical,
             Confidence::High,
             format!(

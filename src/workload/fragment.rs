@@ -20,7 +20,7 @@ use super::{
     WorkloadFinding, WorkloadOutcome, WorkloadStatus, join_findings, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
-use crate::finding::{Class, Confidence, Finding, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::gpu::DeviceInfo;
 use crate::gpu::{BufferKind, DeviceContext, GpuBuffer, GpuError, RawMemory};
 use crate::limits::bounds;
@@ -250,10 +250,10 @@ pub type FragmentFinding = WorkloadFinding<FragmentFindingKind>;
 fn found(f: &FragmentReport, out: &mut Vec<Finding>) {
     for found in &f.findings {
         let code = match found.kind {
-            FragmentFindingKind::AllocFailFragmented => "ALLOC_FAIL_FRAGMENTED",
-            FragmentFindingKind::Leak => "MEMORY_LEAK",
+            FragmentFindingKind::AllocFailFragmented => FindingCode::AllocFailFragmented,
+            FragmentFindingKind::Leak => FindingCode::MemoryLeak,
         };
-        out.push(finding(code, Class::Software, Severity::Major, Confidence::High, found.message.clone(),
+        out.push(finding(code, Severity::Major, Confidence::High, found.message.clone(),
             json!({"refusals": f.refused_while_free, "residuals": f.residuals.iter().rev().take(4).collect::<Vec<_>>()}),
             "the card is fine: look at the driver or the allocator"));
     }

@@ -15,7 +15,7 @@ use super::{
     WorkloadFinding, WorkloadOutcome, WorkloadStatus, join_findings, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
-use crate::finding::{Class, Confidence, Finding, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::gpu::DeviceInfo;
 use crate::gpu::{
     BufferKind, DeviceContext, GpuBuffer, GpuError, GpuResult, ShaderCode, embedded_shader,
@@ -398,8 +398,7 @@ impl Kind for Pcie {
 fn found(p: &PcieReport, out: &mut Vec<Finding>) {
     if !p.corruption.is_empty() {
         out.push(finding(
-            "PCIE_CORRUPTION",
-            Class::Hardware,
+            FindingCode::PcieCorruption,
             Severity::Critical,
             Confidence::High,
             format!("{} transfers arrived corrupted", p.corruption.len()),
@@ -416,8 +415,7 @@ fn found(p: &PcieReport, out: &mut Vec<Finding>) {
         .filter(|f| f.kind == PcieFindingKind::LinkDegraded)
     {
         out.push(finding(
-            "PCIE_LINK_DEGRADED",
-            Class::Environment,
+            FindingCode::PcieLinkDegraded,
             Severity::Major,
             Confidence::Medium,
             f.message.clone(),

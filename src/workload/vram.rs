@@ -28,7 +28,7 @@ use super::{
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
-use crate::finding::{Class, Confidence, Finding, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
 use crate::limits::bounds;
 use crate::units::{MIB, format_bytes, to_gib};
@@ -602,8 +602,7 @@ fn found(v: &VramReport, out: &mut Vec<Finding>) {
     let rma = "RMA the card with this report; the offsets and retest results reproduce the fault";
     if stuck > 0 {
         out.push(finding(
-            "VRAM_STUCK_BIT",
-            Class::Hardware,
+            FindingCode::VramStuckBit,
             Severity::Critical,
             Confidence::High,
             format!(
@@ -621,8 +620,7 @@ fn found(v: &VramReport, out: &mut Vec<Finding>) {
     }
     if address > 0 {
         out.push(finding(
-            "VRAM_ADDRESS_FAULT",
-            Class::Hardware,
+            FindingCode::VramAddressFault,
             Severity::Critical,
             Confidence::High,
             format!("{address} reads returned another address's data: the address path is faulty"),
@@ -632,8 +630,7 @@ fn found(v: &VramReport, out: &mut Vec<Finding>) {
     }
     if marginal > 0 {
         out.push(finding(
-            "VRAM_MARGINAL",
-            Class::Hardware,
+            FindingCode::VramMarginal,
             Severity::Major,
             Confidence::Medium,
             format!(
@@ -644,19 +641,22 @@ fn found(v: &VramReport, out: &mut Vec<Finding>) {
         ));
     }
     if transfer > 0 {
-        out.push(finding("VRAM_TRANSFER_ERROR", Class::Hardware, Severity::Major, Confidence::Medium,
+        out.push(finding(FindingCode::VramTransferError, Severity::Major, Confidence::Medium,
             format!("{transfer} reads were wrong but the cell held the right value: the transfer, not the cell"), evidence.clone(),
             "check for memory overclocks and rerun; RMA if it repeats at stock clocks"));
     }
     if stuck + address + marginal + transfer == 0 {
         let (severity, confidence, code) = if v.errors_total == 1 {
-            (Severity::Minor, Confidence::Low, "VRAM_TRANSIENT_ERROR")
+            (
+                Severity::Minor,
+                Confidence::Low,
+                FindingCode::VramTransientError,
+            )
         } else {
-            (Severity::Major, Confidence::Medium, "VRAM_ERRORS")
+            (Severity::Major, Confidence::Medium, FindingCode::VramErrors)
         };
         out.push(finding(
             code,
-            Class::Hardware,
             severity,
             confidence,
             format!(

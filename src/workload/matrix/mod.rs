@@ -33,7 +33,7 @@ use super::{
     WorkloadOutcome, WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
-use crate::finding::{Class, Confidence, Finding, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::gpu::{
     Binding, BufferKind, DeviceContext, DeviceInfo, GpuBuffer, GpuError, GpuResult,
     MatrixUnitShape, ShaderCode, embedded_shader,
@@ -680,8 +680,7 @@ impl Kind for Matrix {
                 .map(|m| format!("; first: {}", m.place()))
                 .unwrap_or_default();
             out.push(finding(
-                "MATRIX_MISMATCH",
-                Class::Hardware,
+                FindingCode::MatrixMismatch,
                 Severity::Critical,
                 Confidence::High,
                 format!(
