@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::evidence::{read_jsonl, read_manifest};
+use crate::evidence::{RunSettings, read_jsonl, read_manifest};
 use crate::finding::{Class, FindingCode};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::signals;
@@ -222,32 +222,29 @@ pub fn compare(before: &Path, after: &Path, tolerance: f64) -> Result<Comparison
 }
 
 /// How two runs' settings differ in what their rates depend on, in words.
-fn differences(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
+fn differences(a: &RunSettings, b: &RunSettings) -> Vec<String> {
     let mut out = Vec::new();
-    let shown = |v: &serde_json::Value| match v {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Null => "none".into(),
-        other => other.to_string(),
-    };
-    if a["profile"] != b["profile"] {
+    if a.profile != b.profile {
+        let shown = |p: &Option<String>| p.clone().unwrap_or_else(|| "none".into());
         out.push(format!(
             "the runs used different profiles ({} then {}): their rates are not measured the same way",
-            shown(&a["profile"]),
-            shown(&b["profile"])
+            shown(&a.profile),
+            shown(&b.profile)
         ));
     }
-    if a["duration_s"] != b["duration_s"] {
-        let budget = |v: &serde_json::Value| match v.as_f64() {
+    if a.duration_s != b.duration_s {
+        let budget = |v: Option<f64>| match v {
             Some(s) => format!("{s:.0} s"),
             None => "none, a fixed number of passes".into(),
         };
         out.push(format!(
             "the runs had different time budgets ({} then {}): rates from runs of different lengths are not comparable",
-            budget(&a["duration_s"]),
-            budget(&b["duration_s"])
+            budget(a.duration_s),
+            budget(b.duration_s)
         ));
     }
-    if a["plan"] != b["plan"] {
+    // Plans compare as they are written: the same workloads, settings and shares.
+    if a.plan != b.plan {
         out.push(
             "the runs planned different workloads or settings (sizes, algorithms, shapes): their rates are not measured the same way".into(),
         );

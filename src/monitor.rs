@@ -49,6 +49,7 @@ fn cell(readings: &Readings, key: &str, decimals: usize) -> String {
         Some(Reading::Number(n)) => format!("{n:.decimals$}"),
         Some(Reading::Text(t)) if t.is_empty() => "-".into(),
         Some(Reading::Text(t)) => t.clone(),
+        Some(Reading::Processes(list)) => list.len().to_string(),
         Some(Reading::Unavailable { unavailable }) if unavailable == "not_supported" => {
             "n/s".into()
         }

@@ -178,7 +178,7 @@ fn run_writes_a_complete_run_directory_and_exits_0_on_clean_memory() {
             && stderr.contains("this proves the tool, not a card"),
         "{stderr}"
     );
-    assert_eq!(report["schema"], "kiln.report/1");
+    assert_eq!(report["schema"], "kiln.report/2");
     assert_eq!(
         report["no_gpu_tested"], false,
         "the CPU device was asked for"
@@ -190,7 +190,7 @@ fn run_writes_a_complete_run_directory_and_exits_0_on_clean_memory() {
     assert_eq!(vram["errors_total"], 0);
     assert_eq!(read_json(&out_dir.join("report.json")), report);
     let manifest = read_json(&out_dir.join("manifest.json"));
-    assert_eq!(manifest["schema"], "kiln.manifest/1");
+    assert_eq!(manifest["schema"], "kiln.manifest/2");
     assert!(manifest["devices"][0]["device_uuid"].is_string());
     assert!(manifest["command_line"].as_array().unwrap().len() > 3);
     let log = read_events(&out_dir.join("events.jsonl")).unwrap();

@@ -713,13 +713,13 @@ fn damaged_evidence_is_named_never_skipped() {
     let manifest = std::fs::read_to_string(run_dir.join("manifest.json")).unwrap();
     std::fs::write(
         run_dir.join("manifest.json"),
-        manifest.replace("kiln.manifest/1", "kiln.manifest/2"),
+        manifest.replace("kiln.manifest/2", "kiln.manifest/3"),
     )
     .unwrap();
     let out = verdict(&run_dir, &[]);
     assert_eq!(out.status.code(), Some(64));
     assert!(
-        stderr(&out).contains("written by a newer kiln (kiln.manifest/2)"),
+        stderr(&out).contains("written by a newer kiln (kiln.manifest/3)"),
         "{}",
         stderr(&out)
     );

@@ -573,3 +573,126 @@ fn the_check_writes_its_own_metrics_into_the_textfile_dir() {
     let (code, _, _) = health(&["--textfile-dir", "/nonexistent/textfile"]);
     assert_eq!(code, 64);
 }
+
+/// The evidence as this kiln writes it, from a scenario recorded in the first schema
+/// versions: the manifest's and the telemetry's schemas bumped, and each process list (text
+/// then, `pid:bytes:name` joined by commas) written as a list of processes.
+fn upgrade(run: &Path) {
+    let manifest = run.join("manifest.json");
+    let mut m = common::read_json(&manifest);
+    m["schema"] = kiln::evidence::MANIFEST_SCHEMA.into();
+    std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    let telemetry = run.join("telemetry.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&telemetry)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            if record["kind"] == "header" {
+                record["schema"] = kiln::telemetry::record::TELEMETRY_SCHEMA.into();
+            }
+            for part in ["fields", "readings"] {
+                for key in ["other_processes", "other_processes_now"] {
+                    if let Some(text) = record[part][key].as_str() {
+                        let list = kiln::telemetry::process::parse_list(text);
+                        record[part][key] = serde_json::to_value(list).unwrap();
+                    }
+                }
+            }
+            record.to_string()
+        })
+        .collect();
+    std::fs::write(&telemetry, lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn a_run_directory_of_each_schema_version_is_judged_alike_and_health_reads_either_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = |version: &str| dir.path().join(version);
+    let (old, new) = (runs("v1").join("run"), runs("v2").join("run"));
+    for run in [&old, &new] {
+        std::fs::create_dir_all(run).unwrap();
+        common::lay_out_scenario("tenant_arrives_mid_compute", run);
+    }
+    // The scenario was recorded by the first versions: process lists as text.
+    let recorded = std::fs::read_to_string(old.join("telemetry.jsonl")).unwrap();
+    assert!(
+        recorded.contains("kiln.telemetry/1"),
+        "a first-version recording"
+    );
+    assert!(recorded.contains(r#""other_processes_now":"5120:42949672960""#));
+    upgrade(&new);
+    let upgraded = std::fs::read_to_string(new.join("telemetry.jsonl")).unwrap();
+    assert!(
+        upgraded.contains(r#""other_processes_now":[{"pid":5120,"used_bytes":42949672960}]"#),
+        "the process list as this kiln writes it"
+    );
+
+    let (a, b) = (
+        common::json(&common::verdict(&old, &[])),
+        common::json(&common::verdict(&new, &[])),
+    );
+    for report in [&a, &b] {
+        assert_eq!(report["schema"], kiln::evidence::REPORT_SCHEMA);
+        assert_eq!(report["exit_code"], 2, "{report}");
+    }
+    let (da, db) = (&a["devices"][0], &b["devices"][0]);
+    assert_eq!(da["result"], db["result"]);
+    assert_eq!(da["reason"], db["reason"]);
+    assert_eq!(
+        da["findings"], db["findings"],
+        "the same findings, word for word"
+    );
+    assert!(
+        da["findings"][0]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("pid 5120 (40.00 GiB) started using the GPU during the test"),
+        "{}",
+        da["findings"][0]["summary"]
+    );
+    let phases = |d: &serde_json::Value| -> Vec<serde_json::Value> {
+        d["telemetry"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["other_processes"].clone())
+            .collect()
+    };
+    assert_eq!(phases(da), phases(db));
+    assert!(
+        phases(db).contains(&serde_json::json!([{"pid": 5120, "used_bytes": 42949672960u64}])),
+        "{:?}",
+        phases(db)
+    );
+
+    // A report of the first version (process lists as text) reads for `kiln health` as
+    // one of this version: the last run's result, not "no run".
+    let mut first = a.clone();
+    first["schema"] = "kiln.report/1".into();
+    for phase in first["devices"][0]["telemetry"].as_array_mut().unwrap() {
+        if let Some(list) = phase["other_processes"].as_array() {
+            let text: Vec<serde_json::Value> = list
+                .iter()
+                .map(|p| format!("{}:{}", p["pid"], p["used_bytes"]).into())
+                .collect();
+            phase["other_processes"] = text.into();
+        }
+    }
+    std::fs::write(old.join("report.json"), first.to_string()).unwrap();
+    let replay = fixture("healthy_idle");
+    for version in ["v1", "v2"] {
+        let runs_dir = runs(version);
+        let (code, line, all) = health(&[
+            "--telemetry-replay",
+            &replay,
+            "--runs",
+            runs_dir.to_str().unwrap(),
+            "--max-age",
+            "10000h",
+        ]);
+        assert_eq!(code, 2, "{version}: {all}");
+        assert!(line.contains("[KILN-RUN-002]"), "{version}: {line}");
+        assert!(line.contains("last full run: "), "{version}: {line}");
+    }
+}

@@ -238,7 +238,10 @@ fn a_process_list_that_cannot_be_read_is_unknown_never_none() {
     let node = Node::new(json!({"processes": tenant}));
     let (out, _) = node.run(4);
     let report = expect_json(&out, 2);
-    assert_eq!(other_processes(&report), "4242:2147483648");
+    assert_eq!(
+        other_processes(&report),
+        &json!([{"pid": 4242, "used_bytes": 2_147_483_648u64}])
+    );
     assert!(finding_codes(&report["devices"][0]).contains(&"OTHER_TENANTS"));
     // Named where the driver names it, and said to people in words, not `pid:bytes`.
     let node = Node::new(
@@ -246,7 +249,10 @@ fn a_process_list_that_cannot_be_read_is_unknown_never_none() {
     );
     let (out, _) = node.run(4);
     let report = expect_json(&out, 2);
-    assert_eq!(other_processes(&report), "4242:2147483648:python3");
+    assert_eq!(
+        other_processes(&report),
+        &json!([{"pid": 4242, "used_bytes": 2_147_483_648u64, "name": "python3"}])
+    );
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(
         summary.contains("other processes: pid 4242 python3 (2.00 GiB)"),

@@ -17,10 +17,12 @@ pub use records::{
     WorkloadStatus,
 };
 pub use rundir::{
-    EvidenceFile, Manifest, NotTested, RunDir, default_run_dir, hostname, parse_utc_timestamp,
-    utc_timestamp,
+    EvidenceFile, Manifest, NotTested, RunDir, RunSettings, default_run_dir, hostname,
+    parse_utc_timestamp, utc_timestamp,
 };
-pub use writer::{EventSink, EventWriter, JsonlWriter, MemorySink, write_json_atomic};
+pub use writer::{
+    DeviceEvents, EventSink, EventWriter, JsonlWriter, MemorySink, write_json_atomic,
+};
 
 /// Failures reading or writing evidence.
 #[derive(Debug, thiserror::Error)]

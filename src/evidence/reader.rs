@@ -29,28 +29,24 @@ fn version_of(schema: &str, known: &str) -> Option<u64> {
     schema.strip_prefix(family)?.strip_prefix('/')?.parse().ok()
 }
 
-/// Checks a file's declared schema: the known one passes, a newer version of it is refused
-/// with a sentence saying so, anything else is not a kiln file.
+/// Checks a file's declared schema: the known one and its earlier versions pass (every
+/// earlier version is read, an older run directory judged as it was), a newer version is
+/// refused with a sentence saying so, anything else is not a kiln file.
 fn check_schema(path: &Path, schema: &str, known: &'static str) -> EvidenceResult<()> {
-    if schema == known {
-        return Ok(());
-    }
-    let newer = match (version_of(schema, known), version_of(known, known)) {
-        (Some(found), Some(ours)) => found > ours,
-        _ => false,
-    };
-    if newer {
-        return Err(EvidenceError::NewerSchema {
+    let (found, ours) = (version_of(schema, known), version_of(known, known));
+    match (found, ours) {
+        (Some(found), Some(ours)) if found >= 1 && found <= ours => Ok(()),
+        (Some(found), Some(ours)) if found > ours => Err(EvidenceError::NewerSchema {
             path: path.to_owned(),
             found: schema.chars().take(64).collect(),
             known,
-        });
+        }),
+        _ => Err(EvidenceError::File(crate::fsutil::FileError::Corrupt {
+            path: path.to_owned(),
+            line: 1,
+            message: format!("schema {} is not {known}", crate::text::quote(schema)),
+        })),
     }
-    Err(EvidenceError::File(crate::fsutil::FileError::Corrupt {
-        path: path.to_owned(),
-        line: 1,
-        message: format!("schema {} is not {known}", crate::text::quote(schema)),
-    }))
 }
 
 /// Reads `manifest.json`, refusing a manifest of a newer kiln with a sentence that says so
@@ -203,9 +199,9 @@ mod tests {
     fn a_manifest_of_a_newer_kiln_is_refused_with_a_sentence() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("manifest.json");
-        std::fs::write(&path, r#"{"schema": "kiln.manifest/2", "renamed": true}"#).unwrap();
+        std::fs::write(&path, r#"{"schema": "kiln.manifest/3", "renamed": true}"#).unwrap();
         let err = read_manifest(&path).unwrap_err().to_string();
-        assert!(err.contains("newer kiln (kiln.manifest/2)"), "{err}");
-        assert!(err.contains("reads kiln.manifest/1"), "{err}");
+        assert!(err.contains("newer kiln (kiln.manifest/3)"), "{err}");
+        assert!(err.contains("reads kiln.manifest/2"), "{err}");
     }
 }

@@ -8,9 +8,9 @@ use crate::gpu::DeviceInfo;
 /// Schema of `events.jsonl`; bumped on any incompatible change.
 pub const EVENTS_SCHEMA: &str = "kiln.events/1";
 /// Schema of `manifest.json`.
-pub const MANIFEST_SCHEMA: &str = "kiln.manifest/1";
+pub const MANIFEST_SCHEMA: &str = "kiln.manifest/2";
 /// Schema of `report.json`.
-pub const REPORT_SCHEMA: &str = "kiln.report/1";
+pub const REPORT_SCHEMA: &str = "kiln.report/2";
 
 /// How a workload ended, as the events write it (`passed`, `not_run`): a value that is
 /// not one of these is damaged evidence, never read as some other status.

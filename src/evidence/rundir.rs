@@ -26,7 +26,7 @@ pub struct Manifest {
     /// Devices selected for testing, with identity.
     pub devices: Vec<DeviceInfo>,
     /// The settings the run used.
-    pub settings: serde_json::Value,
+    pub settings: RunSettings,
     /// True when no GPU was selected and the CPU Vulkan device ran the job in a GPU's
     /// place: that proves the tool, not a card, and the run's result is "could not test".
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -97,14 +97,43 @@ pub struct NotTested {
     pub cause: crate::inventory::Cause,
 }
 
+/// The settings a run used, as its manifest records them. Every field may be absent in
+/// the manifest of an older kiln, and reads as "not said".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// The profile's name, or the path it was loaded from.
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// The time budget per device (`--duration`); none: a fixed number of passes.
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+    /// How long one wait for the device may take.
+    #[serde(default)]
+    pub fence_timeout_s: Option<f64>,
+    /// How long a worker may go without a sign of life.
+    #[serde(default)]
+    pub step_timeout_s: Option<f64>,
+    /// The telemetry sidecar's interval; none: no telemetry.
+    #[serde(default)]
+    pub telemetry_interval_s: Option<f64>,
+    /// A device stops at its first failing workload.
+    #[serde(default)]
+    pub stop_on_first_failure: bool,
+    /// The workloads every device runs, each with its settings and share of the budget,
+    /// as written: the evidence sits below the workloads, so the verdict reads it as their
+    /// plan ([`crate::verdict`]), and a plan in a form this kiln cannot read is then "not
+    /// said", so that nothing is judged missing on a guess.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<serde_json::Value>,
+    /// The workloads by name alone, as the oldest manifests gave them (before the plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workloads: Option<Vec<String>>,
+}
+
 impl Manifest {
     /// A manifest for this process, started at `started_utc` (the run's own start, so
     /// that the manifest and the report agree).
-    pub fn new(
-        devices: Vec<DeviceInfo>,
-        settings: serde_json::Value,
-        started_utc: String,
-    ) -> Manifest {
+    pub fn new(devices: Vec<DeviceInfo>, settings: RunSettings, started_utc: String) -> Manifest {
         Manifest {
             schema: MANIFEST_SCHEMA.into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -126,8 +155,7 @@ impl Manifest {
         if let Some(files) = &self.evidence {
             return files.clone();
         }
-        let telemetry =
-            !self.devices.is_empty() && self.settings["telemetry_interval_s"].is_number();
+        let telemetry = !self.devices.is_empty() && self.settings.telemetry_interval_s.is_some();
         EvidenceFile::written_by(telemetry)
     }
 }

@@ -15,6 +15,27 @@ pub trait EventSink {
     fn emit(&mut self, device: Option<usize>, event: Event);
 }
 
+/// The run's sink as one device's workload sees it: every event it emits is about that
+/// device, so the pair travels as one.
+pub struct DeviceEvents<'a> {
+    /// The run's sink.
+    pub sink: &'a mut dyn EventSink,
+    /// The device the events are about.
+    pub device: Option<usize>,
+}
+
+impl<'a> DeviceEvents<'a> {
+    /// The sink's events about `device`.
+    pub fn new(sink: &'a mut dyn EventSink, device: Option<usize>) -> DeviceEvents<'a> {
+        DeviceEvents { sink, device }
+    }
+
+    /// Records one event about the device.
+    pub fn emit(&mut self, event: Event) {
+        self.sink.emit(self.device, event);
+    }
+}
+
 /// Collects events in memory (tests, and runs with no run directory).
 #[derive(Debug, Default)]
 pub struct MemorySink {

@@ -50,7 +50,7 @@ fn metrics_context(
     let ended = crate::evidence::parse_utc_timestamp(&report.finished_utc)
         .unwrap_or_else(std::time::SystemTime::now);
     let profile = manifest
-        .and_then(|m| m.settings.get("profile")?.as_str().map(str::to_owned))
+        .and_then(|m| m.settings.profile.clone())
         .unwrap_or_default();
     prometheus::Context {
         run_unix_seconds: ended

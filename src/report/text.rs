@@ -190,11 +190,14 @@ fn setup_line(out: &mut String, setup: &Setup) {
     }
     // A list read and empty is "none"; one that could not be read says why.
     let processes = match setup.identity.get(signals::OTHER_PROCESSES.name) {
-        Some(Reading::Text(t)) => crate::telemetry::summary::processes_said(t),
         Some(Reading::Unavailable { unavailable }) => {
             format!("unknown ({})", unavailable.replace('_', " "))
         }
-        Some(Reading::Number(_)) | None => "not read".to_owned(),
+        Some(reading) => reading.processes().map_or_else(
+            || "not read".to_owned(),
+            |list| crate::telemetry::process::said(&list),
+        ),
+        None => "not read".to_owned(),
     };
     parts.push(format!("other processes: {processes}"));
     let _ = writeln!(out, "  setup: {}", parts.join(", "));

@@ -29,7 +29,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::AppError;
 use crate::evidence::{
-    Event, EventSink, EvidenceError, EvidenceFile, JsonlWriter, Manifest, RunDir, utc_timestamp,
+    Event, EventSink, EvidenceError, EvidenceFile, JsonlWriter, Manifest, RunDir, RunSettings,
+    utc_timestamp,
 };
 use crate::gpu::DeviceInfo;
 use crate::select::{Selection, select_for_run};
@@ -182,16 +183,16 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         None => RunDir::create_default(),
     }
     .map_err(|e| AppError::Usage(e.to_string()))?;
-    let settings = serde_json::json!({
-        "profile": &opts.profile,
-        "duration_s": opts.duration.map(|d| d.as_secs_f64()),
-        "fence_timeout_s": opts.fence_timeout.as_secs_f64(),
-        "step_timeout_s": opts.step_timeout.as_secs_f64(),
-        "telemetry_interval_s": opts.telemetry_interval.map(|d| d.as_secs_f64()),
-        "stop_on_first_failure": opts.stop_on_first_failure,
-        "plan": &opts.plan,
-    });
-    // Nothing to watch when no device can be tested.
+    let settings = RunSettings {
+        profile: Some(opts.profile.clone()),
+        duration_s: opts.duration.map(|d| d.as_secs_f64()),
+        fence_timeout_s: Some(opts.fence_timeout.as_secs_f64()),
+        step_timeout_s: Some(opts.step_timeout.as_secs_f64()),
+        telemetry_interval_s: opts.telemetry_interval.map(|d| d.as_secs_f64()),
+        stop_on_first_failure: opts.stop_on_first_failure,
+        plan: serde_json::to_value(&opts.plan).ok(),
+        workloads: None,
+    }; // Nothing to watch when no device can be tested.
     let telemetry_interval = opts.telemetry_interval.filter(|_| !infos.is_empty());
     let mut manifest = Manifest::new(infos.clone(), settings, started_utc);
     manifest.stand_in = stand_in;

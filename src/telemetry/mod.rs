@@ -11,6 +11,7 @@ pub mod nvml;
 /// NVML calls the wrapper lacks: unsafe FFI, fenced like `gpu/`'s.
 #[allow(unsafe_code)]
 pub mod nvml_ext;
+pub mod process;
 pub mod reading;
 pub mod record;
 pub mod replay;

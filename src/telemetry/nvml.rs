@@ -18,6 +18,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 
 use super::nvml_ext;
+use super::process::Process;
 use super::record::{Reading, Readings, TelemetryData, XidChannel, XidEvent};
 use super::{Gap, Match, Source, Target, cause};
 use super::{signals, throttle};
@@ -931,8 +932,7 @@ fn process_name(d: &nvml_wrapper::Device, pid: u32) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
-/// Other processes on the GPU, `pid:bytes:name` joined by commas (kiln's own, its workers too,
-/// left out), or why the list could not be read: a refused or failed list is unknown, never
+/// Other processes on the GPU (kiln's own, its workers too, left out), or why the list could not be read: a refused or failed list is unknown, never
 /// "none". A card that lists no processes of one kind (no graphics engine) is read from the
 /// other.
 fn other_processes(d: &nvml_wrapper::Device) -> Reading {
@@ -946,13 +946,13 @@ fn other_processes(d: &nvml_wrapper::Device) -> Reading {
             Ok(list) => {
                 readable = true;
                 for p in list.into_iter().filter(|p| !super::is_own_process(p.pid)) {
-                    let used = match p.used_gpu_memory {
-                        UsedGpuMemory::Used(b) => b.to_string(),
-                        UsedGpuMemory::Unavailable => "unknown".into(),
-                    };
-                    processes.push(match process_name(d, p.pid) {
-                        Some(name) => format!("{}:{used}:{name}", p.pid),
-                        None => format!("{}:{used}", p.pid),
+                    processes.push(Process {
+                        pid: p.pid,
+                        used_bytes: match p.used_gpu_memory {
+                            UsedGpuMemory::Used(b) => Some(b),
+                            UsedGpuMemory::Unavailable => None,
+                        },
+                        name: process_name(d, p.pid),
                     });
                 }
             }
@@ -961,7 +961,7 @@ fn other_processes(d: &nvml_wrapper::Device) -> Reading {
         }
     }
     if readable {
-        Reading::Text(processes.join(","))
+        Reading::Processes(processes)
     } else {
         Reading::not_supported()
     }

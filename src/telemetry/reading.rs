@@ -14,6 +14,8 @@ pub enum Reading {
     Number(f64),
     /// A word (`P0`, a list of throttle reasons).
     Text(String),
+    /// A list of processes (the other processes on the GPU).
+    Processes(Vec<super::process::Process>),
     /// No value: `not_supported`, `no_permission`, or an error in words.
     Unavailable {
         /// Why.
@@ -41,6 +43,15 @@ impl Reading {
     pub fn text(&self) -> Option<&str> {
         match self {
             Reading::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The processes, if this is a list of them (as text, an older kiln's list).
+    pub fn processes(&self) -> Option<Vec<super::process::Process>> {
+        match self {
+            Reading::Processes(list) => Some(list.clone()),
+            Reading::Text(t) => Some(super::process::parse_list(t)),
             _ => None,
         }
     }

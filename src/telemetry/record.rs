@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 pub use super::reading::{Reading, Readings};
 
 /// Schema of `telemetry.jsonl`.
-pub const TELEMETRY_SCHEMA: &str = "kiln.telemetry/1";
+pub const TELEMETRY_SCHEMA: &str = "kiln.telemetry/2";
 
 /// A sample's readings as recorded: a recording that carries only the throttle mask reads
 /// with its reasons decoded, as a live source gives them.

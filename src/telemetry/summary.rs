@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::process::Process;
 use super::record::{
     Boundary, Reading, Readings, TelemetryData, TelemetryRecord, XidEvent, add_xid,
 };
@@ -90,11 +91,15 @@ pub struct PhaseTelemetry {
     pub counters_unavailable: Vec<String>,
     /// Xids during the phase.
     pub xids: Vec<XidEvent>,
-    /// Other processes seen on the GPU during the phase, `pid:bytes` (the most each held),
-    /// by pid: a tenant that arrives after the start is as much the environment's as one
-    /// there before.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub other_processes: Vec<String>,
+    /// Other processes seen on the GPU during the phase (the most memory each held), by
+    /// pid: a tenant that arrives after the start is as much the environment's as one
+    /// there before. Reports of an older kiln give them as `pid:bytes:name` text.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::telemetry::process::deserialize_list"
+    )]
+    pub other_processes: Vec<Process>,
     /// When each of them was first seen in the phase, ms since the run started, by pid: a
     /// process that arrives mid-phase splits its rates into before and after.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -303,12 +308,12 @@ fn window(
                 }
                 if let Some(list) = readings
                     .get(signals::OTHER_PROCESSES_NOW.name)
-                    .and_then(Reading::text)
+                    .and_then(Reading::processes)
                 {
-                    for p in list.split(',').filter_map(Process::parse) {
+                    for p in list {
                         first_ms.entry(p.pid).or_insert(r.t_ms);
                         let most = tenants.entry(p.pid).or_insert_with(|| p.clone());
-                        most.bytes = most.bytes.max(p.bytes);
+                        most.used_bytes = most.used_bytes.max(p.used_bytes);
                         most.name = most.name.take().or(p.name);
                     }
                 }
@@ -352,95 +357,14 @@ fn window(
         counters_after: BTreeMap::new(),
         counters_unavailable: Vec::new(),
         xids,
-        other_processes: tenants.values().map(Process::entry).collect(),
+        other_processes: tenants.into_values().collect(),
         processes_first_ms: first_ms,
-    }
-}
-
-/// Another process on the GPU, as a process list records it: `pid:bytes:name`, the bytes
-/// `unknown` where the driver did not say them and the name left out where the system
-/// would not (older runs wrote `pid:bytes`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Process {
-    /// Its process id.
-    pub pid: u32,
-    /// The GPU memory it held, when the driver said.
-    pub bytes: Option<u64>,
-    /// Its name (`python3`), when it could be read.
-    pub name: Option<String>,
-}
-
-impl Process {
-    /// One entry of a process list; `None` for one that is not.
-    pub fn parse(entry: &str) -> Option<Process> {
-        let mut parts = entry.trim().splitn(3, ':');
-        let pid = parts.next()?.parse().ok()?;
-        let bytes = parts.next()?.parse().ok();
-        let name = parts.next().filter(|n| !n.is_empty()).map(str::to_owned);
-        Some(Process { pid, bytes, name })
-    }
-
-    /// The entry as a process list records it.
-    pub fn entry(&self) -> String {
-        let bytes = self
-            .bytes
-            .map_or_else(|| "unknown".to_owned(), |b| b.to_string());
-        match &self.name {
-            Some(name) => format!("{}:{bytes}:{name}", self.pid),
-            None => format!("{}:{bytes}", self.pid),
-        }
-    }
-
-    /// For people: `pid 4242 python3 (64.00 GiB)`.
-    pub fn said(&self) -> String {
-        let mut out = format!("pid {}", self.pid);
-        if let Some(name) = &self.name {
-            out.push(' ');
-            out.push_str(name);
-        }
-        if let Some(bytes) = self.bytes {
-            out.push_str(&format!(" ({})", crate::units::format_bytes(bytes)));
-        }
-        out
-    }
-}
-
-/// A process list (`other_processes`) for people: each process said, or `none`.
-pub fn processes_said(list: &str) -> String {
-    let said: Vec<String> = list
-        .split(',')
-        .filter(|e| !e.trim().is_empty())
-        .map(|e| Process::parse(e).map_or_else(|| e.to_owned(), |p| p.said()))
-        .collect();
-    if said.is_empty() {
-        "none".into()
-    } else {
-        said.join(", ")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_process_entry_reads_with_or_without_its_name_and_is_said_in_words() {
-        let old = Process::parse("4242:68719476736").unwrap();
-        assert_eq!(
-            (old.pid, old.bytes, old.name.as_deref()),
-            (4242, Some(64 << 30), None)
-        );
-        assert_eq!(old.said(), "pid 4242 (64.00 GiB)");
-        let named = Process::parse("4243:unknown:python3").unwrap();
-        assert_eq!(named.said(), "pid 4243 python3");
-        assert_eq!(named.entry(), "4243:unknown:python3");
-        assert_eq!(Process::parse("not a process"), None);
-        assert_eq!(
-            processes_said("4242:68719476736:python3,4243:17179869184"),
-            "pid 4242 python3 (64.00 GiB), pid 4243 (16.00 GiB)"
-        );
-        assert_eq!(processes_said(""), "none");
-    }
 
     fn record(t_ms: f64, source: &str, data: serde_json::Value) -> TelemetryRecord {
         let mut v = data;

@@ -95,7 +95,7 @@ pub fn judge_dir(
         .collect();
     let log = read_events(&dir.join(EvidenceFile::Events.file_name()))?;
     let plan = planned_outcomes(&manifest.settings);
-    let stop_on_first_failure = manifest.settings["stop_on_first_failure"] == true;
+    let stop_on_first_failure = manifest.settings.stop_on_first_failure;
     let mut notes = Vec::new();
     let mut devices: Vec<DeviceEvidence> = Vec::new();
     let mut finished = live;
@@ -385,8 +385,8 @@ type PlannedOutcome = (String, Option<String>);
 /// The outcomes the run's plan asks of every device, from the manifest's settings (the
 /// plan, or in older manifests the list of workload names); None when the manifest does
 /// not say, so that nothing is judged missing on a guess.
-fn planned_outcomes(settings: &serde_json::Value) -> Option<Vec<PlannedOutcome>> {
-    if let Some(plan) = settings.get("plan") {
+fn planned_outcomes(settings: &crate::evidence::RunSettings) -> Option<Vec<PlannedOutcome>> {
+    if let Some(plan) = &settings.plan {
         let plan: Vec<crate::workload::registry::PlannedWorkload> =
             serde_json::from_value(plan.clone()).ok()?;
         let mut out = Vec::new();
@@ -405,11 +405,8 @@ fn planned_outcomes(settings: &serde_json::Value) -> Option<Vec<PlannedOutcome>>
         }
         return Some(out);
     }
-    let names = settings.get("workloads")?.as_array()?;
-    names
-        .iter()
-        .map(|n| n.as_str().map(|n| (n.to_owned(), None)))
-        .collect()
+    let names = settings.workloads.as_ref()?;
+    Some(names.iter().map(|n| (n.clone(), None)).collect())
 }
 
 /// The planned workloads that never started on a device (those that started and never

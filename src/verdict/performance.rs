@@ -11,9 +11,10 @@ use super::DeviceReport;
 use super::thresholds::Thresholds;
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::product::{self, Product, Rate, Vendor};
+use crate::telemetry::process::Process;
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Signal};
-use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry, Process};
+use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry};
 use crate::telemetry::throttle::ThrottleReason;
 use crate::workload::WorkloadOutcome;
 
@@ -381,8 +382,8 @@ pub fn held_for_heat(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds) -
 
 /// A process that started using the GPU during the test.
 pub struct Arrival<'a> {
-    /// Its process-list entry, `pid:bytes[:name]` (the most it held in the phase).
-    pub entry: String,
+    /// The process (the most memory it held in the phase).
+    pub process: Process,
     /// The phase it was first seen in.
     pub phase: &'a PhaseTelemetry,
     /// When, ms since the run started.
@@ -391,18 +392,16 @@ pub struct Arrival<'a> {
 
 /// The processes that started using the GPU during the test (not among `tenants`, those
 /// there at the start), each once, in the phase it was first seen in.
-pub fn arrivals<'a>(device: &'a DeviceReport, tenants: &[&str]) -> Vec<Arrival<'a>> {
-    let pid_of = |e: &str| Process::parse(e).map(|p| p.pid);
+pub fn arrivals<'a>(device: &'a DeviceReport, tenants: &[Process]) -> Vec<Arrival<'a>> {
     let mut out: Vec<Arrival> = Vec::new();
     for p in &device.telemetry {
-        for entry in &p.other_processes {
-            let Some(pid) = pid_of(entry) else { continue };
-            let known = |e: &str| pid_of(e) == Some(pid);
-            if tenants.iter().any(|t| known(t)) || out.iter().any(|a| known(&a.entry)) {
+        for process in &p.other_processes {
+            let pid = process.pid;
+            if tenants.iter().any(|t| t.pid == pid) || out.iter().any(|a| a.process.pid == pid) {
                 continue;
             }
             out.push(Arrival {
-                entry: entry.clone(),
+                process: process.clone(),
                 phase: p,
                 first_ms: p
                     .processes_first_ms
@@ -545,7 +544,7 @@ pub fn rates_of_run(
     w: &WorkloadOutcome,
     phase: Option<&PhaseTelemetry>,
     t: &Thresholds,
-    tenants: &[&str],
+    tenants: &[Process],
     held: &mut Vec<Held>,
     out: &mut Vec<Finding>,
 ) {

@@ -9,6 +9,7 @@ use super::thresholds::{Thresholds, pcie_reached};
 use super::xid::{self, XidInfo};
 use crate::evidence::DeviceErrorKind;
 use crate::finding::{Class, Clock, Confidence, Finding, FindingCode, Severity, finding};
+use crate::telemetry::process::Process;
 use crate::telemetry::record::Reading;
 use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
@@ -1255,13 +1256,9 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
     if tenants.is_empty() && arrived.is_empty() {
         return;
     }
-    let process = |entry: &str| {
-        crate::telemetry::summary::Process::parse(entry)
-            .map_or_else(|| entry.to_owned(), |p| p.said())
-    };
     let mut said = Vec::new();
     if !tenants.is_empty() {
-        let listed: Vec<String> = tenants.iter().map(|t| process(t)).collect();
+        let listed: Vec<String> = tenants.iter().map(Process::said).collect();
         said.push(format!(
             "{} {} using the GPU when the test started",
             crate::text::list(&listed),
@@ -1272,7 +1269,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
         let changes = performance::before_and_after(device, a);
         said.push(format!(
             "{} started using the GPU during the test, {:.1} s into the {} phase{}",
-            process(&a.entry),
+            a.process.said(),
             (a.first_ms - a.phase.start_ms) / 1e3,
             a.phase.phase,
             if changes.is_empty() {
@@ -1290,7 +1287,7 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
         json!({
             signals::OTHER_PROCESSES.name: tenants,
             "arrived": arrived.iter().map(|a| json!({
-                "process": a.entry,
+                "process": a.process,
                 "phase": a.phase.phase,
                 "first_seen_ms": a.first_ms,
                 "rates": performance::before_and_after(device, a),
@@ -1304,16 +1301,13 @@ const NVIDIA_VENDOR_ID: u32 = 0x10de;
 
 /// Other processes on the GPU when the test started (`pid:bytes[:name]`), per the vendor
 /// source.
-pub(super) fn tenants(device: &DeviceReport) -> Vec<&str> {
+pub(super) fn tenants(device: &DeviceReport) -> Vec<Process> {
     device
         .setup
         .identity
         .get(signals::OTHER_PROCESSES.name)
-        .and_then(Reading::text)
-        .unwrap_or("")
-        .split(',')
-        .filter(|p| !p.is_empty())
-        .collect()
+        .and_then(Reading::processes)
+        .unwrap_or_default()
 }
 
 /// True when two dotted driver versions agree in the parts both give (Vulkan packs

@@ -16,7 +16,7 @@ use super::{
     Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
     WorkloadStatus, record_device_error,
 };
-use crate::evidence::{Event, EventSink};
+use crate::evidence::{DeviceEvents, Event, EventSink};
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::gpu::{
     Binding, BufferKind, DeviceContext, DeviceInfo, GpuBuffer, GpuError, GpuResult, ShaderCode,
@@ -1117,8 +1117,7 @@ fn drive(
             cfg,
             (iterations[k], samples[k]),
             round,
-            events,
-            device,
+            &mut DeviceEvents::new(events, device),
             report,
             k,
         )?;
@@ -1129,12 +1128,24 @@ fn drive(
         // The CPU checks the last round while the device runs this one.
         if let Some(previous) = checking.take() {
             let k = previous.k;
-            samples[k] = finish_cpu_check(previous, shares_cpu, cfg, events, device, report);
+            samples[k] = finish_cpu_check(
+                previous,
+                shares_cpu,
+                cfg,
+                &mut DeviceEvents::new(events, device),
+                report,
+            );
         }
         checking = Some(check.spawn());
     }
     if let Some(previous) = checking.take() {
-        finish_cpu_check(previous, shares_cpu, cfg, events, device, report);
+        finish_cpu_check(
+            previous,
+            shares_cpu,
+            cfg,
+            &mut DeviceEvents::new(events, device),
+            report,
+        );
     }
     if let Some(hold) = &hold {
         report.power = Some(hold.report(started.elapsed()));
@@ -1283,8 +1294,7 @@ fn finish_cpu_check(
     running: CpuCheckRunning,
     shares_cpu: bool,
     cfg: &ComputeConfig,
-    events: &mut dyn EventSink,
-    device: Option<usize>,
+    events: &mut DeviceEvents,
     report: &mut ComputeReport,
 ) -> u32 {
     // A check thread that panicked checked nothing: its samples are not counted.
@@ -1294,7 +1304,7 @@ fn finish_cpu_check(
     let kr = &mut report.kinds[running.k];
     kr.cpu_checked += running.checked;
     kr.cpu_mismatches += found.len() as u64;
-    record_mismatches(found, cfg, events, device, report);
+    record_mismatches(found, cfg, events, report);
     if !shares_cpu || running.checked == 0 {
         return cfg.cpu_samples;
     }
@@ -1310,24 +1320,20 @@ const CPU_CHECK_SHARE: f64 = 0.02;
 fn record_mismatches(
     found: Vec<Mismatch>,
     cfg: &ComputeConfig,
-    events: &mut dyn EventSink,
-    device: Option<usize>,
+    events: &mut DeviceEvents,
     report: &mut ComputeReport,
 ) {
     for m in found {
-        events.emit(
-            device,
-            Event::Note {
-                message: format!(
-                    "compute mismatch ({}): {} item {} expected {:08x?} got {:08x?}",
-                    m.check,
-                    m.kind.label(),
-                    m.item,
-                    m.expected,
-                    m.actual
-                ),
-            },
-        );
+        events.emit(Event::Note {
+            message: format!(
+                "compute mismatch ({}): {} item {} expected {:08x?} got {:08x?}",
+                m.check,
+                m.kind.label(),
+                m.item,
+                m.expected,
+                m.actual
+            ),
+        });
         if report.records.len() < cfg.record_capacity as usize {
             report.records.push(m);
         }
@@ -1337,14 +1343,12 @@ fn record_mismatches(
 /// Runs both passes and compares them on the device; returns the operations verified
 /// (two per multiply-add, both runs) and the CPU check of a sample, to run beside the
 /// next round.
-#[allow(clippy::too_many_arguments)]
 fn one_round(
     gpu: &mut Gpu,
     cfg: &ComputeConfig,
     (iterations, cpu_samples): (u32, u32),
     round: u32,
-    events: &mut dyn EventSink,
-    device: Option<usize>,
+    events: &mut DeviceEvents,
     report: &mut ComputeReport,
     k: usize,
 ) -> GpuResult<(u64, CpuCheck)> {
@@ -1456,7 +1460,7 @@ fn one_round(
     kr.nonfinite += nonfinite;
     kr.gpu_s += (t1 + t2) as f64 / 1e9;
     kr.best_gops = kr.best_gops.max(ops as f64 * 2.0 / (t1 + t2).max(1) as f64);
-    record_mismatches(found, cfg, events, device, report);
+    record_mismatches(found, cfg, events, report);
     Ok((ops * 2, check))
 }
 

@@ -14,7 +14,7 @@ use super::{
     Envelope, FindingKind, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError,
     WorkloadFinding, WorkloadOutcome, WorkloadStatus, join_findings, record_device_error,
 };
-use crate::evidence::{Event, EventSink};
+use crate::evidence::{DeviceEvents, Event, EventSink};
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::gpu::DeviceInfo;
 use crate::gpu::{
@@ -523,8 +523,10 @@ impl PcieTest {
             sums: ctx.buffer(BufferKind::Device, 64, "kiln pcie checksums")?,
             sums_out: ctx.buffer(BufferKind::Readback, 64, "kiln pcie checksums readback")?,
         };
-        let binding = ctx.bind([&mut st.dev, &mut st.sums, &mut st.down])?;
-        let checksum_pipeline = ctx.pipeline(CHECKSUM, &[])?;
+        let on_device = Checksum {
+            binding: ctx.bind([&mut st.dev, &mut st.sums, &mut st.down])?,
+            pipeline: ctx.pipeline(CHECKSUM, &[])?,
+        };
         events.emit(
             device,
             Event::WorkloadStart {
@@ -578,14 +580,11 @@ impl PcieTest {
                     one_size(
                         ctx,
                         &mut st,
-                        binding,
-                        checksum_pipeline,
-                        size,
+                        on_device,
+                        (size, largest),
                         &cfg,
-                        largest,
                         &mut report,
-                        events,
-                        device,
+                        &mut DeviceEvents::new(events, device),
                     )
                 };
                 // The link is read while the largest transfers run, from a thread of its
@@ -626,14 +625,11 @@ impl PcieTest {
                     rounds.push(one_size(
                         ctx,
                         &mut st,
-                        binding,
-                        checksum_pipeline,
-                        max,
+                        on_device,
+                        (max, false),
                         &cfg,
-                        false,
                         &mut report,
-                        events,
-                        device,
+                        &mut DeviceEvents::new(events, device),
                     )?);
                     last_round = round_started.elapsed();
                 }
@@ -780,18 +776,23 @@ fn judge_link(report: &mut PcieReport) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The device's checksum of what arrived: its pipeline, bound to the staging buffers.
+#[derive(Clone, Copy)]
+struct Checksum {
+    pipeline: crate::gpu::Pipeline,
+    binding: crate::gpu::Binding,
+}
+
+/// Transfers of `size` bytes each way and both at once, verified; `largest` for the
+/// largest size, the one a planted fault corrupts.
 fn one_size(
     ctx: &mut DeviceContext,
     st: &mut Staging,
-    binding: crate::gpu::Binding,
-    checksum_pipeline: crate::gpu::Pipeline,
-    size: u64,
+    on_device: Checksum,
+    (size, largest): (u64, bool),
     cfg: &PcieConfig,
-    largest: bool,
     report: &mut PcieReport,
-    events: &mut dyn EventSink,
-    device: Option<usize>,
+    events: &mut DeviceEvents,
 ) -> GpuResult<SizeResult> {
     let not_mapped = || GpuError::Unsupported("a staging buffer is not mapped".into());
     let gbps = |bytes: u64, ns: u64| bytes as f64 / ns.max(1) as f64;
@@ -824,8 +825,8 @@ fn one_size(
         rec.fill(&st.sums, 0, 8, 0);
         rec.barrier();
         rec.dispatch(
-            checksum_pipeline,
-            binding,
+            on_device.pipeline,
+            on_device.binding,
             &[words, per_inv],
             words.div_ceil(per_inv).div_ceil(64),
         );
@@ -854,15 +855,12 @@ fn one_size(
                 expected: first.map_or(0, |i| up[i]),
                 actual: first.map_or(0, |i| down[i]),
             };
-            events.emit(
-                device,
-                Event::Note {
-                    message: format!(
-                        "pcie corruption ({}): {size}-byte transfer, first wrong byte at {} (sent 0x{:02x}, got 0x{:02x}), {differing} bytes differ",
-                        c.direction, c.offset, c.expected, c.actual
-                    ),
-                },
-            );
+            events.emit(Event::Note {
+                message: format!(
+                    "pcie corruption ({}): {size}-byte transfer, first wrong byte at {} (sent 0x{:02x}, got 0x{:02x}), {differing} bytes differ",
+                    c.direction, c.offset, c.expected, c.actual
+                ),
+            });
             report.corruption.push(c);
         }
         // Both directions at once: an upload into a second buffer beside a readback.

@@ -27,7 +27,7 @@ use super::{
     Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
     WorkloadStatus, record_device_error,
 };
-use crate::evidence::{Event, EventSink};
+use crate::evidence::{DeviceEvents, Event, EventSink};
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::gpu::{DeviceContext, DeviceInfo, GpuError};
 use crate::limits::bounds;
@@ -1003,10 +1003,8 @@ impl VramTest {
                     &mut engine,
                     &cfg,
                     control,
-                    events,
-                    device,
-                    alg,
-                    pass,
+                    &mut DeviceEvents::new(events, device),
+                    (alg, pass),
                     &mut tally,
                 );
                 let took = alg_started.elapsed();
@@ -1112,16 +1110,13 @@ fn throughput(engine: &Engine) -> Throughput {
     }
 }
 
-/// Runs one pass of one algorithm. Ok(false) when a stop request cut it short.
-#[allow(clippy::too_many_arguments)]
+/// Runs pass `pass` of one algorithm. Ok(false) when a stop request cut it short.
 fn run_algorithm(
     engine: &mut Engine,
     cfg: &VramConfig,
     control: &RunControl,
-    events: &mut dyn EventSink,
-    device: Option<usize>,
-    alg: Algorithm,
-    pass: u32,
+    events: &mut DeviceEvents,
+    (alg, pass): (Algorithm, u32),
     tally: &mut Tally,
 ) -> Result<bool, GpuError> {
     let stop = || control.stopped();
@@ -1157,30 +1152,32 @@ fn run_algorithm(
                 continue;
             }
         };
-        events.emit(
-            device,
-            Event::Step {
-                workload: "vram".into(),
-                algorithm: alg.name().into(),
-                pass,
-                step: index as u32,
-                op: op.into(),
-                pattern: pattern.describe(),
-                bytes: sweep.bytes,
-                gpu_ns: sweep.gpu_ns,
-                wall_ns: sweep.wall_ns,
-                errors: sweep.counters.errors,
-                completed: sweep.completed,
-            },
-        );
+        events.emit(Event::Step {
+            workload: "vram".into(),
+            algorithm: alg.name().into(),
+            pass,
+            step: index as u32,
+            op: op.into(),
+            pattern: pattern.describe(),
+            bytes: sweep.bytes,
+            gpu_ns: sweep.gpu_ns,
+            wall_ns: sweep.wall_ns,
+            errors: sweep.counters.errors,
+            completed: sweep.completed,
+        });
         control.progress.set_position(sweep.bytes);
         if step.checks().is_some() {
             if sweep.completed {
                 tally.verified_once = true;
             }
-            let found = record_errors(
-                engine, cfg, events, device, alg, pass, index, step, &pattern, sweep, tally,
-            )?;
+            let at = StepAt {
+                alg,
+                pass,
+                index,
+                step,
+                pattern: &pattern,
+            };
+            let found = record_errors(engine, cfg, events, at, sweep, tally)?;
             if let Some(run) = tally.algorithms.iter_mut().find(|r| r.algorithm == alg) {
                 run.errors += found;
             }
@@ -1194,21 +1191,32 @@ fn run_algorithm(
     Ok(true)
 }
 
-/// Folds a verifying sweep's errors into the tally, records and retests them.
-#[allow(clippy::too_many_arguments)]
-fn record_errors(
-    engine: &mut Engine,
-    cfg: &VramConfig,
-    events: &mut dyn EventSink,
-    device: Option<usize>,
+/// Where in the test a sweep ran: the algorithm, its pass, the step's index and the step,
+/// with the pattern it wrote or checked.
+struct StepAt<'a> {
     alg: Algorithm,
     pass: u32,
     index: usize,
-    step: &Step,
-    pattern: &Pattern,
+    step: &'a Step,
+    pattern: &'a Pattern,
+}
+
+/// Folds a verifying sweep's errors into the tally, records and retests them.
+fn record_errors(
+    engine: &mut Engine,
+    cfg: &VramConfig,
+    events: &mut DeviceEvents,
+    at: StepAt,
     sweep: Sweep,
     tally: &mut Tally,
 ) -> Result<u64, GpuError> {
+    let StepAt {
+        alg,
+        pass,
+        index,
+        step,
+        pattern,
+    } = at;
     let BatchCounters {
         errors,
         flipped_bits,
@@ -1255,12 +1263,9 @@ fn record_errors(
             pattern: pattern.describe(),
             span_elements: transient.then_some(raw.span_elements),
         };
-        events.emit(
-            device,
-            Event::VramError {
-                record: record.clone(),
-            },
-        );
+        events.emit(Event::VramError {
+            record: record.clone(),
+        });
         tally.records.push(record);
         if !transient
             && tally.retested.len() < cfg.retest_cap as usize
@@ -1282,12 +1287,9 @@ fn record_errors(
         cfg.seed ^ u64::from(pass),
     )?;
     for result in results {
-        events.emit(
-            device,
-            Event::Retest {
-                result: result.clone(),
-            },
-        );
+        events.emit(Event::Retest {
+            result: result.clone(),
+        });
         tally.retests.push(result);
     }
     Ok(errors)

@@ -32,7 +32,7 @@ use super::{
     Envelope, Kind, PlanDetail, Report, RunControl, STOPPED_ON_REQUEST, Workload, WorkloadError,
     WorkloadOutcome, WorkloadStatus, record_device_error,
 };
-use crate::evidence::{Event, EventSink};
+use crate::evidence::{DeviceEvents, Event, EventSink};
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::gpu::{
     Binding, BufferKind, DeviceContext, DeviceInfo, GpuBuffer, GpuError, GpuResult,
@@ -1204,8 +1204,7 @@ fn drive(
             &kernels[k],
             plant,
             at,
-            events,
-            device,
+            &mut DeviceEvents::new(events, device),
             report,
         ) {
             break Err(e);
@@ -1256,15 +1255,13 @@ fn drive(
 
 /// One round of kind `k`: inputs, product, recomputation, checks, and the location of
 /// whatever they found.
-#[allow(clippy::too_many_arguments)]
 fn one_round(
     gpu: &mut Gpu,
     cfg: &MatrixConfig,
     kernel: &Kernel,
     plant: Option<PlantedFault>,
     (round, k): (u32, usize),
-    events: &mut dyn EventSink,
-    device: Option<usize>,
+    events: &mut DeviceEvents,
     report: &mut MatrixReport,
 ) -> GpuResult<()> {
     let kind = kernel.kind;
@@ -1329,12 +1326,9 @@ fn one_round(
     )?;
     report.kinds[k].located += found.iter().filter(|m| m.row.is_some()).count() as u64;
     for m in found {
-        events.emit(
-            device,
-            Event::Note {
-                message: format!("matrix mismatch: {}", m.place()),
-            },
-        );
+        events.emit(Event::Note {
+            message: format!("matrix mismatch: {}", m.place()),
+        });
         if report.records.len() < cfg.record_capacity as usize {
             report.records.push(m);
         }
