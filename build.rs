@@ -1,5 +1,5 @@
 //! Compiles `shaders/*.comp` to SPIR-V with `glslc` when it is installed; otherwise uses
-//! the committed `.spv` beside each source, so a machine without shader tools still builds.
+//! the committed `.spv` in shaders/spirv/ for each source, so a machine without shader tools still builds.
 //!
 //! Shaders for the matrix units (`GL_KHR_cooperative_matrix`) need a newer compiler than
 //! the glslc Debian and Ubuntu ship: they are compiled with the glslangValidator that
@@ -34,13 +34,13 @@ fn main() {
     let have_glslc = Command::new("glslc").arg("--version").output().is_ok();
     if !have_glslc {
         println!(
-            "cargo:warning=glslc not found: using the committed SPIR-V in shaders/ \
+            "cargo:warning=glslc not found: using the committed SPIR-V in shaders/spirv/ \
              (install glslc to rebuild shaders from source)"
         );
     }
     for source in &sources {
         let stem = source.file_stem().expect("a .comp file has a stem");
-        let committed = source.with_extension("spv");
+        let committed = shader_dir.join("spirv").join(stem).with_extension("spv");
         let built = out_dir.join(stem).with_extension("spv");
         let text = std::fs::read_to_string(source).expect("a shader source is readable");
         let (compiler, flags) = if text.contains("GL_KHR_cooperative_matrix") {

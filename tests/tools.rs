@@ -129,6 +129,15 @@ fn test_venv_tool(name: &str) -> std::path::PathBuf {
 }
 
 /// `tool` with `args`, which this test needs installed.
+/// The committed SPIR-V of a shader source: `shaders/spirv/<name>.spv`.
+fn spirv_of(source: &std::path::Path) -> std::path::PathBuf {
+    let name = source.file_stem().expect("a shader source has a name");
+    source
+        .with_file_name("spirv")
+        .join(name)
+        .with_extension("spv")
+}
+
 fn run_tool(tool: &std::path::Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
     std::process::Command::new(tool)
         .args(args)
@@ -186,11 +195,12 @@ fn committed_spirv_matches_its_source() {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-        let committed = std::fs::read(src.with_extension("spv")).unwrap_or_default();
+        let committed_at = spirv_of(&src);
+        let committed = std::fs::read(&committed_at).unwrap_or_default();
         assert!(
             committed == std::fs::read(&fresh).unwrap(),
             "{} is stale: run scripts/compile-shaders.sh",
-            src.with_extension("spv").display()
+            committed_at.display()
         );
         checked += 1;
     }
@@ -202,7 +212,7 @@ fn committed_spirv_matches_its_source() {
 fn the_matrix_unit_spirv_is_valid_for_vulkan() {
     // glslc's output is validated as it is made; glslangValidator's is not, and a driver
     // may take invalid SPIR-V in silence: spirv-val holds it to the Vulkan rules.
-    let shaders = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let shaders = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders/spirv");
     let val = test_venv_tool("spirv-val");
     let mut validated = 0;
     for name in ["matrix_units_f16.spv", "matrix_units_i8.spv"] {
