@@ -12,8 +12,8 @@
 //! GPUs in scope, load the state, then the GPUs the bus has but NVML cannot reach, the
 //! count, each GPU by the verdict's own rules, the driver, the Xids of no one GPU, the last
 //! full run, the faults still open; then save the state and rank what was found. The state
-//! file is [`state`]'s, the codes [`codes`]', the groups of readings [`checks`]', the
-//! summary and metrics [`metrics`]'.
+//! file is `state`'s, the codes `codes`', the groups of readings `checks`', the runs
+//! `runs`', the summary and metrics `metrics`'.
 
 mod checks;
 mod codes;

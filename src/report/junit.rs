@@ -1,19 +1,15 @@
 //! JUnit XML for CI dashboards: one test suite per device, one test case per check and
 //! one for the device's verdict.
 
-use std::fmt::Write as _;
+use std::time::Duration;
+
+use quick_junit::{
+    NonSuccessKind, Report as JunitReport, TestCase, TestCaseStatus, TestSuite, XmlString,
+};
 
 use crate::finding::{Class, Finding, FindingCode};
 use crate::verdict::{DeviceReport, DeviceResult, Report};
 use crate::workload::WorkloadStatus;
-
-fn xml(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
-}
 
 /// How one test case ended.
 enum Case {
@@ -132,74 +128,65 @@ fn unique_names(cases: &mut [(String, f64, Case)]) {
     }
 }
 
-/// Renders the report as JUnit XML.
-pub fn render(report: &Report) -> String {
-    let all: Vec<Vec<(String, f64, Case)>> = report.devices.iter().map(cases).collect();
-    let count = |cases: &[(String, f64, Case)], f: fn(&Case) -> bool| {
-        cases.iter().filter(|(_, _, c)| f(c)).count()
-    };
-    let failed = |c: &Case| matches!(c, Case::Failed { .. });
-    let errored = |c: &Case| matches!(c, Case::Errored { .. });
-    let skipped = |c: &Case| matches!(c, Case::Skipped(_));
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"kiln\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3}\">",
-        all.iter().map(Vec::len).sum::<usize>(),
-        all.iter().map(|c| count(c, failed)).sum::<usize>(),
-        all.iter().map(|c| count(c, errored)).sum::<usize>(),
-        report.wall_s
-    );
-    for (d, cases) in report.devices.iter().zip(&all) {
-        let _ = writeln!(
-            out,
-            "  <testsuite name=\"GPU{} {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3}\" timestamp=\"{}\" hostname=\"{}\">",
-            d.index,
-            xml(&d.name),
-            cases.len(),
-            count(cases, failed),
-            count(cases, errored),
-            count(cases, skipped),
-            cases.iter().map(|(_, t, _)| t).sum::<f64>(),
-            // JUnit's timestamp has no zone: the run's start in UTC, without the `Z`.
-            xml(report.started_utc.trim_end_matches('Z')),
-            xml(&report.host)
+/// Renders the report as JUnit XML (through `quick-junit`, which writes and escapes it).
+pub fn render(report: &Report) -> std::io::Result<String> {
+    let mut out = JunitReport::new("kiln");
+    out.set_time(seconds(report.wall_s));
+    for d in &report.devices {
+        let cases = cases(d);
+        let mut suite = TestSuite::new(format!("GPU{} {}", d.index, d.name));
+        suite.set_time(seconds(cases.iter().map(|(_, t, _)| t).sum::<f64>()));
+        // JUnit's timestamp has no zone (the schema CI tools validate against): the run's
+        // start in UTC without the `Z`, where quick-junit's own would add an offset.
+        suite.extra.insert(
+            XmlString::new("timestamp"),
+            XmlString::new(report.started_utc.trim_end_matches('Z')),
         );
+        suite
+            .extra
+            .insert(XmlString::new("hostname"), XmlString::new(&report.host));
         for (name, time_s, case) in cases {
-            let _ = write!(
-                out,
-                "    <testcase classname=\"kiln.{}\" name=\"{}\" time=\"{:.3}\">",
-                xml(&d.uuid),
-                xml(name),
-                time_s
-            );
-            let _ = match case {
+            let status = match &case {
+                Case::Passed(_) => TestCaseStatus::success(),
                 Case::Failed {
                     message,
                     kind,
                     body,
-                } => write!(
-                    out,
-                    "<failure message=\"{}\" type=\"{}\">{}</failure>",
-                    xml(message),
-                    xml(kind),
-                    xml(body)
-                ),
-                Case::Errored { message, kind } => write!(
-                    out,
-                    "<error message=\"{}\" type=\"{}\"/>",
-                    xml(message),
-                    xml(kind)
-                ),
-                Case::Skipped(message) => write!(out, "<skipped message=\"{}\"/>", xml(message)),
-                Case::Passed(text) => write!(out, "<system-out>{}</system-out>", xml(text)),
+                } => {
+                    let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    status
+                        .set_message(message.as_str())
+                        .set_type(kind.as_str())
+                        .set_description(body.as_str());
+                    status
+                }
+                Case::Errored { message, kind } => {
+                    let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+                    status.set_message(message.as_str()).set_type(kind.as_str());
+                    status
+                }
+                Case::Skipped(message) => {
+                    let mut status = TestCaseStatus::skipped();
+                    status.set_message(message.as_str());
+                    status
+                }
             };
-            out.push_str("</testcase>\n");
+            let mut test = TestCase::new(name, status);
+            test.set_classname(format!("kiln.{}", d.uuid))
+                .set_time(seconds(time_s));
+            if let Case::Passed(text) = case {
+                test.set_system_out(text);
+            }
+            suite.add_test_case(test);
         }
-        out.push_str("  </testsuite>\n");
+        out.add_test_suite(suite);
     }
-    out.push_str("</testsuites>\n");
-    out
+    out.to_string().map_err(std::io::Error::other)
+}
+
+/// A duration of `s` seconds (none below zero).
+fn seconds(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -262,21 +249,41 @@ mod tests {
         failed.result = DeviceResult::Fail;
         failed.reason = "vram: a < b & c".into();
         report.devices.push(failed);
-        let text = render(&report);
-        assert!(text.contains("GPU0 GPU &lt;&quot;&amp;&apos;&gt;"));
-        assert!(text.contains("<failure message=\"a &lt; b &amp; c\" type=\"failed\">"));
-        assert!(text.contains("<skipped message=\"a &lt; b &amp; c: not run\"/>"));
-        let suite = format!(
-            "failures=\"1\" errors=\"0\" skipped=\"1\" time=\"0.000\" timestamp=\"t\" hostname=\"{}\"",
-            xml(&report.host)
-        );
-        assert!(text.contains(&suite), "{text}");
-        assert!(text.contains("name=\"vram\" time=\"0.000\">"), "{text}");
-        assert!(
-            text.contains(
-                "name=\"verdict\" time=\"0.000\"><system-out>FAIL: vram: a &lt; b &amp; c (counted in the failed checks above)"
+        let text = render(&report).unwrap();
+        let doc = roxmltree::Document::parse(&text).expect("well-formed XML");
+        let suite = suite_of(&doc, 0);
+        assert_eq!(suite.attribute("name"), Some("GPU0 GPU <\"&'>"), "{text}");
+        for (key, value) in [
+            ("failures", "1"),
+            ("errors", "0"),
+            ("skipped", "1"),
+            ("time", "0.000"),
+            ("timestamp", "t"),
+            ("hostname", report.host.as_str()),
+        ] {
+            assert_eq!(suite.attribute(key), Some(value), "{key}: {text}");
+        }
+        let vram = outcome_of(&doc, 0, "vram");
+        assert_eq!(
+            (
+                vram.tag_name().name(),
+                vram.attribute("message"),
+                vram.attribute("type")
             ),
-            "the workload's fault is not counted again by the verdict: {text}"
+            ("failure", Some("a < b & c"), Some("failed")),
+            "{text}"
+        );
+        let pcie = outcome_of(&doc, 0, "pcie");
+        assert_eq!(
+            (pcie.tag_name().name(), pcie.attribute("message")),
+            ("skipped", Some("a < b & c: not run")),
+        );
+        // The workload's fault is not counted again by the verdict.
+        let verdict = outcome_of(&doc, 0, "verdict");
+        assert_eq!(verdict.tag_name().name(), "system-out", "{text}");
+        assert_eq!(
+            verdict.text(),
+            Some("FAIL: vram: a < b & c (counted in the failed checks above)")
         );
         // A finding no workload's case holds (the telemetry's) fails the verdict's case.
         report.devices[0].findings.push(crate::finding::finding(
@@ -287,11 +294,26 @@ mod tests {
             serde_json::Value::Null,
             "cool it",
         ));
-        let text = render(&report);
-        assert!(
-            text.contains(
-                "name=\"verdict\" time=\"0.000\"><failure message=\"held at 72% of its clocks by heat\" type=\"fail\">THERMAL_THROTTLE (environment)"
+        let text = render(&report).unwrap();
+        let doc = roxmltree::Document::parse(&text).expect("well-formed XML");
+        let verdict = outcome_of(&doc, 0, "verdict");
+        assert_eq!(
+            (
+                verdict.tag_name().name(),
+                verdict.attribute("message"),
+                verdict.attribute("type")
             ),
+            (
+                "failure",
+                Some("held at 72% of its clocks by heat"),
+                Some("fail")
+            ),
+            "{text}"
+        );
+        assert!(
+            verdict
+                .text()
+                .is_some_and(|t| t.starts_with("THERMAL_THROTTLE (environment)")),
             "{text}"
         );
         // A device that never reported (hung before its first workload) is an error,
@@ -301,14 +323,48 @@ mod tests {
             vec![],
             Some("no progress for 4 s: the watchdog abandoned the device".into()),
         ));
-        let text = render(&report);
-        assert!(
-            text.contains("<error message=\"no progress for 4 s: the watchdog abandoned the device\" type=\"inconclusive\"/>"),
+        let text = render(&report).unwrap();
+        let doc = roxmltree::Document::parse(&text).expect("well-formed XML");
+        let hung = outcome_of(&doc, 1, "verdict");
+        assert_eq!(
+            (
+                hung.tag_name().name(),
+                hung.attribute("message"),
+                hung.attribute("type")
+            ),
+            (
+                "error",
+                Some("no progress for 4 s: the watchdog abandoned the device"),
+                Some("inconclusive")
+            ),
             "{text}"
         );
-        assert!(
-            text.contains("tests=\"4\" failures=\"2\" errors=\"1\""),
-            "{text}"
-        );
+        let root = doc.root_element();
+        for (key, value) in [("tests", "4"), ("failures", "2"), ("errors", "1")] {
+            assert_eq!(root.attribute(key), Some(value), "{key}: {text}");
+        }
+    }
+
+    /// The `n`-th test suite.
+    fn suite_of<'a>(doc: &'a roxmltree::Document, n: usize) -> roxmltree::Node<'a, 'a> {
+        doc.root_element()
+            .children()
+            .filter(|c| c.has_tag_name("testsuite"))
+            .nth(n)
+            .expect("the suite")
+    }
+
+    /// How case `name` of suite `n` ended: its failure, error or skipped element, or its
+    /// system-out where it passed.
+    fn outcome_of<'a>(
+        doc: &'a roxmltree::Document,
+        n: usize,
+        name: &str,
+    ) -> roxmltree::Node<'a, 'a> {
+        suite_of(doc, n)
+            .children()
+            .find(|c| c.has_tag_name("testcase") && c.attribute("name") == Some(name))
+            .and_then(|c| c.children().find(|e| e.is_element()))
+            .unwrap_or_else(|| panic!("case {name} has no outcome"))
     }
 }

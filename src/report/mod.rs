@@ -30,7 +30,7 @@ pub fn write_all(dir: &std::path::Path, report: &Report) -> std::io::Result<()> 
         &dir.join("report.html"),
         html::render(report, &telemetry, manifest.as_ref()).as_bytes(),
     )?;
-    crate::fsutil::write_atomic(&dir.join("junit.xml"), junit::render(report).as_bytes())?;
+    crate::fsutil::write_atomic(&dir.join("junit.xml"), junit::render(report)?.as_bytes())?;
     crate::fsutil::write_atomic(
         &dir.join(METRICS_FILE),
         prometheus::render(report, &metrics_context(report, manifest.as_ref())).as_bytes(),
