@@ -696,3 +696,31 @@ fn a_run_directory_of_each_schema_version_is_judged_alike_and_health_reads_eithe
         assert!(line.contains("last full run: "), "{version}: {line}");
     }
 }
+
+#[test]
+fn a_run_whose_report_cannot_be_read_is_named_and_never_counts_as_a_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    // A full run that passed, its report then damaged (a disk error, a hand edit).
+    let out = common::quick_run(&[], &runs.join("pass"));
+    assert_eq!(out.status.code(), Some(0));
+    std::fs::write(
+        runs.join("pass/report.json"),
+        "{ \"schema\": \"kiln.report/2\", half",
+    )
+    .unwrap();
+    let (code, first, all) = health(&[
+        "--telemetry-replay",
+        &fixture("healthy_idle"),
+        "--runs",
+        runs.to_str().unwrap(),
+        "--max-age",
+        "24h",
+    ]);
+    assert_eq!(code, 4, "{all}");
+    assert!(first.contains("[KILN-RUN-003]"), "{first}");
+    assert!(
+        all.contains("report.json could not be read") && all.contains("that run is left out"),
+        "the damaged report is named: {all}"
+    );
+}

@@ -34,6 +34,7 @@ use crate::evidence::utc_timestamp;
 use crate::finding::{Finding, HealthCode, Severity};
 use crate::inventory::System;
 use crate::telemetry::cause;
+use crate::telemetry::record::Readings;
 use crate::verdict::{DeviceReport, DeviceResult, Setup, exit_code};
 use crate::verdict::{rules, thresholds::Thresholds};
 use checks::{GROUPS, GroupRead, MEMORY_GROUPS};
@@ -214,7 +215,7 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
     let (mut state, rebooted) =
         state::load(opts.state.as_deref(), &keys, &system, &mut check.notes);
     if let Some(code) = &opts.clear {
-        state::clear(&mut state, code, opts, &gpus.all, &gpus.in_scope)?;
+        state::clear(&mut state, code, opts, &gpus.scope_keys())?;
     }
     let now_utc = utc_timestamp(SystemTime::now());
     check.unreachable(&opened.inventory, &seen);
@@ -238,7 +239,14 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         .runs
         .clone()
         .unwrap_or_else(|| PathBuf::from("kiln-runs"));
-    let (runs, unreadable) = runs::all(&runs_dir);
+    // The runs are read only where something asks of them (their reports can be many and
+    // large): the last one's age and result, or a pass that clears an open fault.
+    let (runs, unreadable) =
+        if opts.max_age.is_some() || !state.open.is_empty() || !check.events.is_empty() {
+            runs::all(&runs_dir)
+        } else {
+            (Vec::new(), Vec::new())
+        };
     if opts.max_age.is_some() {
         check.notes.extend(unreadable);
     }
@@ -409,7 +417,13 @@ impl Check<'_> {
         let before = state.gpus.get(&key).cloned();
         let position = before.as_ref().map_or(0, |b| b.xid_kernel_us);
         let (xids, newest) = checks::new_xids(&now.seen.xids, Some(g), position);
-        let now_counters = now.seen.counters.get(&g).cloned().unwrap_or_default();
+        let none = Readings::new();
+        let now_counters = now.seen.counters.get(&g).unwrap_or(&none);
+        // The counters as numbers: what the rules judge now and the state keeps for next.
+        let counters: BTreeMap<String, f64> = now_counters
+            .iter()
+            .filter_map(|(k, v)| v.number().map(|v| (k.clone(), v)))
+            .collect();
         let mut xid_resets = before
             .as_ref()
             .map(|b| b.xid_resets.clone())
@@ -418,16 +432,13 @@ impl Check<'_> {
             .iter()
             .filter_map(|x| crate::verdict::xid::code_of(x.code, &x.message))
             .collect();
-        let reset = state::reset_since(&now_counters, before.as_ref(), now.rebooted);
+        let reset = state::reset_since(now_counters, before.as_ref(), now.rebooted);
         let back = state::escalate(&mut xid_resets, &codes_now, reset, now.utc);
         let mut phase = checks::health_phase(g, xids);
         phase.samples = usize::from(now.seen.gauges.get(&g).is_some_and(|r| !r.is_empty()));
         phase.gauges = checks::gauges_of(now.seen.gauges.get(&g));
-        phase.counter_deltas = checks::growth(&now_counters, before.as_ref());
-        phase.counters_after = now_counters
-            .iter()
-            .filter_map(|(k, v)| v.number().map(|v| (k.clone(), v)))
-            .collect();
+        phase.counter_deltas = checks::growth(now_counters, before.as_ref());
+        phase.counters_after = counters.clone();
         let setup = Setup {
             vendor_id: gpu.vendor_id.unwrap_or(0),
             vulkan_driver_version: String::new(),
@@ -471,10 +482,6 @@ impl Check<'_> {
             self.events.push((key.clone(), fault.clone()));
             self.faults.push(fault);
         }
-        let counters = now_counters
-            .iter()
-            .filter_map(|(k, v)| v.number().map(|v| (k.clone(), v)))
-            .collect();
         state.gpus.insert(
             key,
             GpuState {

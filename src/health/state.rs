@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::read::Gpu;
 use super::runs;
 use super::{Fault, HealthError, HealthOptions};
 use crate::evidence::{parse_utc_timestamp, utc_timestamp};
@@ -221,8 +220,7 @@ pub(super) fn clear(
     state: &mut State,
     code: &str,
     opts: &HealthOptions,
-    gpus: &BTreeMap<usize, Gpu>,
-    in_scope: &[usize],
+    scope_keys: &[String],
 ) -> Result<(), HealthError> {
     if opts.state.is_none() {
         return Err(HealthError(
@@ -237,13 +235,12 @@ pub(super) fn clear(
             crate::text::quote(code.trim())
         )));
     }
-    let keys: Vec<String> = in_scope.iter().map(|g| gpus[g].key()).collect();
     let now = utc_timestamp(SystemTime::now());
     let by = format!("--clear by {}", who());
     let (gone, kept): (Vec<OpenFault>, Vec<OpenFault>) =
         std::mem::take(&mut state.open).into_iter().partition(|o| {
             (all || Some(o.fault.code) == wanted)
-                && (opts.only_nvml.is_none() || keys.contains(&o.key))
+                && (opts.only_nvml.is_none() || scope_keys.contains(&o.key))
         });
     state.open = kept;
     for o in gone {
