@@ -16,10 +16,16 @@ COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY shaders ./shaders
 COPY profiles ./profiles
+COPY layer ./layer
 COPY tests/layers/discrete ./tests/layers/discrete
 COPY tests/fakes/nvml ./tests/fakes/nvml
+COPY tests/apps/vkapp ./tests/apps/vkapp
+# kiln, and the Vulkan layer `kiln watch` loads into an application (found in
+# ../lib/kiln beside the binary).
 RUN cargo build --release --locked --bin kiln \
-    && install -D -m 0755 target/release/kiln /out/kiln
+    && cargo build --release --locked -p kiln-trace-layer \
+    && install -D -m 0755 target/release/kiln /out/kiln \
+    && install -D -m 0644 target/release/libkiln_trace_layer.so /out/libkiln_trace_layer.so
 
 # --- run -----------------------------------------------------------------------------
 FROM debian:bookworm-slim
@@ -27,6 +33,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends libvulkan1 ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/kiln /usr/local/bin/kiln
+COPY --from=build /out/libkiln_trace_layer.so /usr/local/lib/kiln/libkiln_trace_layer.so
 # Vulkan needs the graphics capability on NVIDIA (the ICD), NVML needs utility.
 ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics
 LABEL org.opencontainers.image.title="kiln" \

@@ -114,6 +114,10 @@ pub enum Command {
     Bench(BenchArgs),
     /// Watch every device's telemetry live (a refreshing table, or JSON lines).
     Monitor(MonitorArgs),
+    /// Run an application (`kiln watch -- CMD ARGS`) or attach to one (`--pid`), record
+    /// its GPU memory and the card around it, and say whether a failure was the card's,
+    /// the machine's or the software's (a leak, a step over the limit, fragmentation).
+    Watch(Box<WatchArgs>),
     /// Rebuild the verdict and report of a recorded run from its run directory alone
     /// (also one cut short by a crash or a kill).
     Verdict(VerdictArgs),
@@ -227,6 +231,50 @@ pub struct VerdictArgs {
     /// in the summary.
     #[arg(short, long)]
     pub verbose: bool,
+}
+
+/// `kiln watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Attach to this running process and its children instead of starting a command.
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// How often the application's memory and the device are read.
+    #[arg(long, value_name = "DURATION", value_parser = sample_interval, default_value = "1s")]
+    pub interval: Duration,
+    /// A line of the application's output that starts an iteration (a regular
+    /// expression, e.g. 'step \d+'); without it, iterations are found from the memory's
+    /// own period.
+    #[arg(long, value_name = "REGEX", value_parser = iteration_pattern)]
+    pub iteration: Option<regex::Regex>,
+    /// Do not load kiln's Vulkan layer into the application (no allocation trace).
+    #[arg(long)]
+    pub no_trace: bool,
+    /// Alert when the application's memory reaches this share of the budget ("85%").
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    pub alert: Option<f64>,
+    /// The command to run once at the alert (`sh -c`; KILN_WATCH_PID, KILN_WATCH_BYTES,
+    /// KILN_WATCH_BUDGET_BYTES and KILN_RUN_DIR in its environment).
+    #[arg(long, value_name = "CMD", requires = "alert")]
+    pub on_alert: Option<String>,
+    /// Device, by index, UUID or PCI address; repeat for several (default: every GPU).
+    #[arg(long = "device", value_name = "DEVICE")]
+    pub devices: Vec<String>,
+    /// Run directory (default ./kiln-runs/<UTC time>-<host>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the report as JSON on stdout at the end (the summary goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Say every note and measurement in the summary.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Verdict thresholds to override (JSON; see src/verdict/thresholds.rs).
+    #[arg(long, value_name = "FILE")]
+    pub thresholds: Option<PathBuf>,
+    /// The application and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 /// `kiln monitor`.
@@ -414,9 +462,10 @@ pub struct SelftestArgs {
 /// `kiln bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// What to measure: vram, compute, matrix, pcie or telemetry (what the telemetry
-    /// sidecar costs on every GPU of the machine).
-    #[arg(value_parser = ["vram", "compute", "matrix", "pcie", "telemetry"])]
+    /// What to measure: vram, compute, matrix, pcie, telemetry (what the telemetry
+    /// sidecar costs on every GPU of the machine) or watch (what `kiln watch` costs the
+    /// command after `--`).
+    #[arg(value_parser = ["vram", "compute", "matrix", "pcie", "telemetry", "watch"])]
     pub what: String,
     /// How long to load the device (compute, default 5s; matrix, default 6s) or to sample
     /// (telemetry, default 10s).
@@ -435,12 +484,18 @@ pub struct BenchArgs {
     /// Access layout (vram; default: by device kind).
     #[arg(long, value_name = "LAYOUT")]
     pub layout: Option<LayoutArg>,
-    /// Sampling interval (telemetry; default 200ms, a run's default).
+    /// Sampling interval (telemetry; default 200ms, a run's default; watch, default 1s).
     #[arg(long, value_name = "DURATION", value_parser = sample_interval)]
     pub interval: Option<Duration>,
+    /// Runs each way, plain and watched (watch; default 5).
+    #[arg(long, value_name = "N", value_parser = repeat)]
+    pub runs: Option<u32>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// The command to time (watch), after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 /// A duration that must lie within `range` (the same bounds as the profile key the flag
@@ -548,6 +603,16 @@ fn faults(text: &str) -> Result<u32, String> {
 
 fn gpu_count(text: &str) -> Result<usize, String> {
     bounded_count(text, &bounds::GPU_COUNT).map(|v| v as usize)
+}
+
+fn iteration_pattern(text: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(text).map_err(|e| {
+        format!(
+            "{} is not a regular expression: {}",
+            quote(text),
+            e.to_string().lines().last().unwrap_or("").trim()
+        )
+    })
 }
 
 fn parse_percent(text: &str) -> Result<f64, String> {

@@ -29,6 +29,9 @@ pub mod inventory;
 pub mod limits;
 pub mod list;
 pub mod monitor;
+/// The OS's side of what differs between systems (processes), its FFI fenced here.
+#[allow(unsafe_code)]
+pub mod platform;
 /// Below the verdict, the benchmarks and the workloads: what each product's spec sheet promises.
 pub mod power;
 pub mod product;
@@ -41,4 +44,5 @@ pub mod telemetry;
 pub mod text;
 pub mod units;
 pub mod verdict;
+pub mod watch;
 pub mod workload;

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 
 use kiln::cli::{
     BenchArgs, Cli, Command, CompareArgs, HealthArgs, ListArgs, MonitorArgs, ReportArgs, RunArgs,
-    SelftestArgs, VerdictArgs,
+    SelftestArgs, VerdictArgs, WatchArgs,
 };
 use kiln::error::AppError;
 use kiln::verdict::exit_code;
@@ -89,6 +89,7 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
         Command::Selftest(args) => selftest(args),
         Command::Bench(args) => bench(args),
         Command::Monitor(args) => monitor(args),
+        Command::Watch(args) => watch(*args),
         Command::Verdict(args) => verdict(args),
         Command::Report(args) => report(args),
         Command::Health(args) => health(args),
@@ -139,6 +140,57 @@ fn list(args: ListArgs) -> Result<i32, AppError> {
         out(&kiln::list::not_visible(&missing));
     }
     Ok(exit_code::HEALTHY)
+}
+
+fn watch(args: WatchArgs) -> Result<i32, AppError> {
+    use kiln::watch::{Target, WatchOptions};
+    kiln::run::catch_signals();
+    let target = match (args.pid, args.command.is_empty()) {
+        (Some(pid), true) => {
+            if args.iteration.is_some() {
+                return Err(AppError::Usage(
+                    "--iteration reads the application's output, which kiln has only for a command it starts (kiln watch -- CMD): leave it out with --pid".into(),
+                ));
+            }
+            Target::Pid(pid)
+        }
+        (None, false) => Target::Command(args.command),
+        _ => {
+            return Err(AppError::Usage(
+                "say what to watch: a command after `--` (kiln watch -- python train.py) or a running process (--pid PID)".into(),
+            ));
+        }
+    };
+    let opts = WatchOptions {
+        target,
+        devices: args.devices,
+        interval: args.interval,
+        iteration: args.iteration,
+        trace: !args.no_trace,
+        alert_share: args.alert.map(|p| p / 100.0),
+        on_alert: args.on_alert,
+        out: args.out,
+        thresholds: thresholds(&args.thresholds)?,
+        live: std::io::stderr().is_terminal(),
+    };
+    let report = kiln::watch::watch(&opts)?;
+    let text = kiln::report::text::summary(
+        &report,
+        kiln::report::text::Style {
+            verbose: args.verbose,
+            notes_said: 0,
+        },
+    );
+    // The application's output is stdout's: the verdict goes to stderr, and the report
+    // to stdout only when asked.
+    err(&text);
+    if args.json {
+        out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        ));
+    }
+    Ok(report.exit_code)
 }
 
 fn run(args: RunArgs) -> Result<i32, AppError> {
@@ -295,7 +347,13 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
             "--duration",
             &["compute", "matrix", "telemetry"],
         ),
-        (args.interval.is_some(), "--interval", &["telemetry"]),
+        (
+            args.interval.is_some(),
+            "--interval",
+            &["telemetry", "watch"],
+        ),
+        (args.runs.is_some(), "--runs", &["watch"]),
+        (!args.command.is_empty(), "a command", &["watch"]),
     ] {
         if set && !only.contains(&args.what.as_str()) {
             return Err(AppError::Usage(format!(
@@ -321,6 +379,15 @@ fn bench(args: BenchArgs) -> Result<i32, AppError> {
         } else {
             exit_code::HARDWARE
         });
+    }
+    if args.what == "watch" {
+        let report = kiln::watch::bench::bench(
+            &args.command,
+            args.runs.unwrap_or(5) as usize,
+            args.interval.unwrap_or(std::time::Duration::from_secs(1)),
+        )?;
+        print_result(args.json, &report, &kiln::watch::bench::summary(&report));
+        return Ok(exit_code::HEALTHY);
     }
     if args.what == "telemetry" {
         let report =

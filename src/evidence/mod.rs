@@ -7,18 +7,20 @@ mod rundir;
 mod writer;
 
 pub mod host;
+pub mod ring;
+pub mod trace;
 pub mod vram;
 
 use std::path::{Path, PathBuf};
 
 pub use reader::{EventLog, read_events, read_jsonl, read_manifest};
 pub use records::{
-    DeviceErrorKind, EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA,
+    AppFailure, DeviceErrorKind, EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA,
     WorkloadStatus,
 };
 pub use rundir::{
-    EvidenceFile, Manifest, NotTested, RunDir, RunSettings, default_run_dir, hostname,
-    parse_utc_timestamp, utc_timestamp,
+    EvidenceFile, Manifest, NotTested, RunDir, RunSettings, WatchSettings, default_run_dir,
+    hostname, parse_utc_timestamp, utc_timestamp,
 };
 pub use writer::{
     DeviceEvents, EventSink, EventWriter, JsonlWriter, MemorySink, write_json_atomic,

@@ -160,6 +160,54 @@ pub enum Event {
         /// What happened, in words.
         message: String,
     },
+    /// `kiln watch`: the application started (or, with `--pid`, was found running).
+    AppStart {
+        /// Its command line, as started (empty when attached to a running process).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        command: Vec<String>,
+        /// Its process id.
+        pid: u32,
+        /// Attached to a process kiln did not start.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        attached: bool,
+    },
+    /// `kiln watch`: processes of the application seen for the first time (its
+    /// children), whose memory, Xids and allocations are the application's.
+    AppProcesses {
+        /// Their process ids.
+        pids: Vec<u32>,
+    },
+    /// `kiln watch`: a line of the application's output matched `--iteration`.
+    Iteration {
+        /// Its number, from 1.
+        n: u64,
+        /// The line, cut to a sane length.
+        line: String,
+    },
+    /// `kiln watch`: a line of the application's output says it failed for memory or
+    /// lost its device.
+    AppSaid {
+        /// What it says.
+        failure: AppFailure,
+        /// The line, cut to a sane length.
+        line: String,
+    },
+    /// `kiln watch`: the application's memory crossed `--alert`'s share of the budget.
+    Alert {
+        /// The share it reached.
+        share: f64,
+        /// Its memory then.
+        bytes: u64,
+        /// The budget it was a share of.
+        budget_bytes: u64,
+    },
+    /// `kiln watch`: the application ended.
+    AppEnd {
+        /// Its exit code, when it exited (and kiln could know it).
+        exit_code: Option<i32>,
+        /// The signal that ended it, when one did.
+        signal: Option<i32>,
+    },
     /// The run ended.
     RunEnd {
         /// The process exit code.
@@ -167,6 +215,16 @@ pub enum Event {
         /// The overall result in one word.
         result: String,
     },
+}
+
+/// What a line of a watched application's output says went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AppFailure {
+    /// Out of (device) memory: `CUDA out of memory`, `VK_ERROR_OUT_OF_DEVICE_MEMORY`, ...
+    OutOfMemory,
+    /// The device was lost or removed: `VK_ERROR_DEVICE_LOST`, `device removed`, ...
+    DeviceLost,
 }
 
 /// What kind of failure ended (part of) a device's test, as `events.jsonl` and

@@ -55,6 +55,9 @@ pub enum EvidenceFile {
     /// `telemetry.jsonl`: the sidecar's samples, counters, identity and Xids.
     #[serde(rename = "telemetry.jsonl")]
     Telemetry,
+    /// `trace.jsonl`: a watched application's allocations and failures (`kiln watch`).
+    #[serde(rename = "trace.jsonl")]
+    Trace,
 }
 
 impl EvidenceFile {
@@ -72,6 +75,7 @@ impl EvidenceFile {
         match self {
             EvidenceFile::Events => "events.jsonl",
             EvidenceFile::Telemetry => "telemetry.jsonl",
+            EvidenceFile::Trace => super::trace::TRACE_FILE,
         }
     }
 
@@ -83,6 +87,9 @@ impl EvidenceFile {
             }
             EvidenceFile::Telemetry => {
                 "thermal, power, clock, throttle, ECC, remap and Xid checks could not be judged"
+            }
+            EvidenceFile::Trace => {
+                "the application's allocations and the failures its Vulkan calls returned could not be read"
             }
         }
     }
@@ -128,6 +135,30 @@ pub struct RunSettings {
     /// The workloads by name alone, as the oldest manifests gave them (before the plan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workloads: Option<Vec<String>>,
+    /// What `kiln watch` watched, in place of workloads: a run of `kiln run` has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchSettings>,
+}
+
+/// What `kiln watch` was asked to watch, and how.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WatchSettings {
+    /// The command it started (`kiln watch -- CMD ARGS`); empty with `--pid`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// The running process it attached to (`--pid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// How often the application's memory and the device were read.
+    pub interval_s: f64,
+    /// The pattern of an iteration's line of output (`--iteration`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<String>,
+    /// Whether the allocation trace was asked for (its layer injected).
+    pub trace: bool,
+    /// The share of the budget at which `--on-alert` runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_share: Option<f64>,
 }
 
 impl Manifest {

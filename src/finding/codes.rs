@@ -453,6 +453,30 @@ catalogue! {
     /// Slower than the same model's other devices.
     PeerSlower = "PEER_SLOWER" => row(Hardware,
         "more than 10% slower than the same model's other devices in the run (environment where its own findings explain it)");
+    /// A watched application's memory climbs every iteration.
+    AppMemoryLeak = "APP_MEMORY_LEAK" => row(Software,
+        "a watched application's lowest memory between iterations climbs a steady amount each time: a leak");
+    /// A watched application needed more memory than the card has.
+    AppOverMemoryLimit = "APP_OVER_MEMORY_LIMIT" => row(Software,
+        "a watched application failed for memory at a peak that reached the budget, its baseline flat: a step needs more than the card has");
+    /// A watched application's allocation refused with memory free.
+    AppFragmentation = "APP_FRAGMENTATION" => row(Software,
+        "a watched application's allocation was refused while more than it asked for was free, or its floor creeps under flat peaks: fragmentation or an allocation limit");
+    /// Another process took the memory a watched application needed.
+    AppOtherProcess = "APP_OTHER_PROCESS" => row(Environment,
+        "another process took GPU memory in the minute before a watched application failed");
+    /// A watched application lost its device with its memory flat.
+    AppDriverTimeout = "APP_DRIVER_TIMEOUT" => row(Software,
+        "a watched application lost its device with its memory flat and no hardware evidence: a driver timeout or a fault of its own work");
+    /// Hardware evidence while an application was watched.
+    AppCardFault = "APP_CARD_FAULT" => row(Hardware,
+        "hardware evidence (an Xid of the card, ECC, remaps, the card off the bus) while an application was watched: test the card");
+    /// Nothing of a watched application's GPU memory was seen.
+    AppMemoryUnseen = "APP_MEMORY_UNSEEN" => row(CouldNotTest,
+        "none of a watched application's GPU memory could be read: no per-process figure from the driver and no allocation trace");
+    /// A watched application's own error.
+    AppExit = "APP_EXIT" => row(Info,
+        "a watched application ended with an error or a signal, and nothing on the GPU explains it");
     /// Telemetry could not be read.
     TelemetryMissing = "TELEMETRY_MISSING" => row(Info,
         "no telemetry was read: the checks that rest on it could not run");

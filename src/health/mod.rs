@@ -446,6 +446,7 @@ impl Check<'_> {
             source_problems: now.seen.causes.clone(),
             // A node check starts no worker: whose an Xid is, is not known here.
             kiln_pids: Vec::new(),
+            watching: false,
         };
         let device = DeviceReport::observed(
             g,

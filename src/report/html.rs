@@ -371,6 +371,81 @@ struct ErrorMap {
 }
 
 /// A device's section; `merged` is its [`tables`].
+/// A watch's application: what it was, how it ended and what was found, its memory per
+/// process over time (stacked) with its iterations and failures marked, and its
+/// allocations by size.
+fn application_section(out: &mut String, app: &crate::verdict::app::ApplicationReport) {
+    use super::html_charts::{bars_chart, stacked_chart};
+    let what = if app.command.is_empty() {
+        format!("pid {}", app.pid.unwrap_or(0))
+    } else {
+        app.command.join(" ")
+    };
+    let _ = write!(
+        out,
+        "<section class=\"application\"><h2>Application: {}</h2><p>Diagnosis: <b>{}</b>. {}</p>",
+        esc(&what),
+        esc(app.diagnosis.word()),
+        esc(&match (app.ended_ms, app.exit_code, app.signal) {
+            (None, ..) => "It was still running when the watch stopped.".to_owned(),
+            (Some(at), _, Some(sig)) =>
+                format!("It was ended by signal {sig} after {:.1} s.", at / 1e3),
+            (Some(at), Some(code), None) =>
+                format!("It exited with {code} after {:.1} s.", at / 1e3),
+            (Some(at), None, None) => format!("It ended after {:.1} s.", at / 1e3),
+        })
+    );
+    let layers: Vec<(String, Vec<(f64, f64)>)> = app
+        .timeline
+        .iter()
+        .map(|p| {
+            let name = match (p.watched, p.pid, &p.name) {
+                (true, 0, _) => "the application (its allocations)".to_owned(),
+                (true, pid, _) => format!("the application (pid {pid})"),
+                (false, pid, Some(n)) => format!("pid {pid} {n}"),
+                (false, pid, None) => format!("pid {pid}"),
+            };
+            (name, p.points.iter().map(|q| (q[0], q[1])).collect())
+        })
+        .collect();
+    let moments: Vec<(f64, String)> = app
+        .moments
+        .iter()
+        .map(|m| (m.t_ms, m.what.clone()))
+        .collect();
+    out.push_str(&stacked_chart(
+        "GPU memory per process",
+        &layers,
+        &app.iterations_ms,
+        &moments,
+        app.budget_bytes.map(|b| b as f64),
+    ));
+    if !app.histogram.is_empty() {
+        let bars: Vec<(String, f64, Option<f64>)> = app
+            .histogram
+            .iter()
+            .map(|c| {
+                let label = format!(
+                    "up to {}{}",
+                    crate::units::format_exact(c.up_to_bytes),
+                    if c.allocations > c.frees {
+                        format!(" ({} not freed)", c.allocations - c.frees)
+                    } else {
+                        String::new()
+                    }
+                );
+                (label, c.allocations as f64, None)
+            })
+            .collect();
+        out.push_str(&bars_chart(
+            "Allocations by size (the trace)",
+            "allocation",
+            &bars,
+        ));
+    }
+    out.push_str("</section>");
+}
+
 fn device_section(
     out: &mut String,
     d: &DeviceReport,
@@ -645,7 +720,7 @@ h2{font-size:17px;margin:18px 0 6px}h3{font-size:15px;margin:14px 0 4px}\
 table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}\
 table.identity th{width:170px;background:#f4f4f4}table.rows{font:12px ui-monospace,monospace}table.rows th{font-family:system-ui,sans-serif}\
 figure{margin:10px 0}figcaption{font-weight:600}.chart{width:100%;max-width:760px;background:#fafafa;border:1px solid #ddd}\
-polyline{fill:none;stroke-width:1.5}.s0{stroke:#c0392b}.s1{stroke:#2471a3}.s2{stroke:#239b56}.s3{stroke:#7d3c98}\
+polyline{fill:none;stroke-width:1.5}polygon.a0{fill:#c0392b;opacity:.55}polygon.a1{fill:#2471a3;opacity:.55}polygon.a2{fill:#239b56;opacity:.55}polygon.a3{fill:#7d3c98;opacity:.55}.s0{stroke:#c0392b}.s1{stroke:#2471a3}.s2{stroke:#239b56}.s3{stroke:#7d3c98}\
 .phase{fill:#eef3fb;stroke:#c9d6ea}.phase-label,.axis{font-size:10px;fill:#555}.axis-title{font-size:10px;fill:#333;font-weight:600}\
 .ax{stroke:#888}.tick{stroke:#888}.grid{stroke:#e3e3e3}.bar{fill:#5d8fc9}\
 .band{opacity:.85}.b0{fill:#c0392b}.b1{fill:#e67e22}.b2{fill:#7d3c98}.b3{fill:#2471a3}\
@@ -703,6 +778,9 @@ pub fn render(
         summary_card(&mut out, d, m);
     }
     out.push_str("</section>");
+    if let Some(app) = &report.application {
+        application_section(&mut out, app);
+    }
     for (d, m) in report.devices.iter().zip(&merged) {
         device_section(&mut out, d, m, telemetry);
     }

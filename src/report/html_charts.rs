@@ -233,6 +233,137 @@ pub fn line_chart(
     svg
 }
 
+/// Memory per process over time, stacked (the first layer at the bottom), in GiB: the
+/// iterations as ticks along the top, the moments worth seeing (a failure, an alert) as
+/// labelled lines, and the budget as a dashed line.
+pub fn stacked_chart(
+    title: &str,
+    layers: &[(String, Vec<(f64, f64)>)],
+    marks: &[f64],
+    moments: &[(f64, String)],
+    budget: Option<f64>,
+) -> String {
+    let legend: Vec<String> = layers
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| format!("<span class=\"k{}\">&#9632; {}</span>", i % 4, esc(name)))
+        .collect();
+    let mut svg = format!(
+        "<figure><figcaption>{} {}</figcaption>",
+        esc(title),
+        legend.join(" ")
+    );
+    // One time grid for every layer: each holds its last reading until its next.
+    let mut times: Vec<f64> = layers
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.0))
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times.dedup();
+    if times.is_empty() {
+        svg.push_str("<p class=\"none\">no readings</p></figure>");
+        return svg;
+    }
+    let held = |points: &[(f64, f64)], t: f64| {
+        points
+            .iter()
+            .take_while(|p| p.0 <= t)
+            .last()
+            .map_or(0.0, |p| p.1)
+    };
+    let mut tops: Vec<Vec<f64>> = Vec::new();
+    let mut below = vec![0.0; times.len()];
+    for (_, points) in layers {
+        let top: Vec<f64> = times
+            .iter()
+            .zip(&below)
+            .map(|(t, b)| b + held(points, *t) / (1u64 << 30) as f64)
+            .collect();
+        below.clone_from(&top);
+        tops.push(top);
+    }
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    let highest = below
+        .iter()
+        .copied()
+        .fold(budget.map_or(0.0, gib), f64::max)
+        .max(1e-6);
+    let span = time_span(
+        times
+            .iter()
+            .copied()
+            .chain(marks.iter().copied())
+            .chain(moments.iter().map(|m| m.0)),
+        &[],
+    );
+    let f = Frame::new(span, (0.0, highest * 1.08), H + 40.0);
+    let _ = write!(
+        svg,
+        "<svg viewBox=\"0 0 {W} {}\" role=\"img\" class=\"chart\">",
+        H + 40.0
+    );
+    f.y_axis(&mut svg, "GiB");
+    let mut floor = vec![0.0; times.len()];
+    for (i, top) in tops.iter().enumerate() {
+        let upper: Vec<String> = times
+            .iter()
+            .zip(top)
+            .map(|(t, v)| format!("{:.1},{:.1}", f.x(t / 1e3), f.y(*v)))
+            .collect();
+        let lower: Vec<String> = times
+            .iter()
+            .zip(&floor)
+            .rev()
+            .map(|(t, v)| format!("{:.1},{:.1}", f.x(t / 1e3), f.y(*v)))
+            .collect();
+        let _ = write!(
+            svg,
+            "<polygon class=\"a{}\" points=\"{} {}\"><title>{}</title></polygon>",
+            i % 4,
+            upper.join(" "),
+            lower.join(" "),
+            esc(&layers[i].0)
+        );
+        floor.clone_from(top);
+    }
+    if let Some(b) = budget {
+        let y = f.y(gib(b));
+        let _ = write!(
+            svg,
+            "<line class=\"ref\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke-dasharray=\"4 3\"/><text class=\"axis\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">budget</text>",
+            f.left,
+            W - RIGHT,
+            W - RIGHT - 2.0,
+            y - 3.0
+        );
+    }
+    for m in marks {
+        let x = f.x(m / 1e3);
+        let _ = write!(
+            svg,
+            "<line class=\"tick\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP:.1}\" y2=\"{:.1}\"/>",
+            TOP + 6.0
+        );
+    }
+    for (t, said) in moments {
+        let x = f.x(t / 1e3);
+        let _ = write!(
+            svg,
+            "<line class=\"ref\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP:.1}\" y2=\"{:.1}\"/><text class=\"phase-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            f.height - BOTTOM,
+            x - 3.0,
+            TOP + 18.0,
+            esc(said)
+        );
+    }
+    f.x_axis(
+        &mut svg,
+        "time since the watch started (s); ticks along the top: iterations",
+    );
+    svg.push_str("</svg></figure>");
+    svg
+}
+
 /// Named bands over time, one row per band, each drawn where it held: throttle reasons
 /// as NVML names them in words, never a bit mask. `samples` are (milliseconds, the
 /// bands that held from then to the next sample).

@@ -27,6 +27,9 @@ pub fn summary(report: &Report, style: Style) -> String {
     for note in report.notes.iter().skip(style.notes_said) {
         let _ = writeln!(out, "note: {note}");
     }
+    if let Some(app) = &report.application {
+        application_lines(&mut out, app);
+    }
     let mut held_back = 0;
     for d in &report.devices {
         let _ = writeln!(
@@ -110,6 +113,85 @@ pub fn summary(report: &Report, style: Style) -> String {
         }
     );
     out
+}
+
+/// A watch's application: what it was and how it ended, its memory, its trace, and the
+/// cause found.
+fn application_lines(out: &mut String, app: &crate::verdict::app::ApplicationReport) {
+    use crate::verdict::app::{IterationSource, MemorySource};
+    let bytes = crate::units::format_bytes;
+    let what = if app.command.is_empty() {
+        "a running process".to_owned()
+    } else {
+        crate::text::quote(&app.command.join(" "))
+    };
+    let pid = app.pid.map(|p| format!("pid {p}")).unwrap_or_default();
+    let more = app.pids.len().saturating_sub(1);
+    let children = if more > 0 {
+        format!(" and {}", crate::text::count(more as u64, "child process"))
+    } else {
+        String::new()
+    };
+    let ended = match (app.ended_ms, app.exit_code, app.signal) {
+        (None, ..) => "still running when the watch stopped".to_owned(),
+        (Some(at), _, Some(s)) => format!("ended by signal {s} after {:.1} s", at / 1e3),
+        (Some(at), Some(c), None) => format!("exited with {c} after {:.1} s", at / 1e3),
+        (Some(at), None, None) => format!(
+            "ended after {:.1} s (how, kiln cannot know: not its child)",
+            at / 1e3
+        ),
+    };
+    let _ = writeln!(out, "application: {what} ({pid}{children}), {ended}");
+    let source = match app.memory_source {
+        MemorySource::Driver => "the driver's per-process figure",
+        MemorySource::Trace => "its allocations, traced",
+        MemorySource::None => "",
+    };
+    if app.memory_source != MemorySource::None {
+        let of = app
+            .budget_bytes
+            .map(|b| format!(" of {}", bytes(b)))
+            .unwrap_or_default();
+        let iterations = match app.iterations_from {
+            IterationSource::Output => format!(
+                ", {} marked by its output",
+                crate::text::count(app.iterations_ms.len() as u64, "iteration")
+            ),
+            IterationSource::Period => format!(
+                ", {} found from its memory's period",
+                crate::text::count(app.iterations_ms.len() as u64, "iteration")
+            ),
+            IterationSource::None => ", no iterations (judged over time)".to_owned(),
+        };
+        let baseline = match (app.baselines.first(), app.baselines.last()) {
+            (Some(a), Some(b)) => format!(
+                ", lowest between iterations {} to {}",
+                bytes(a[1] as u64),
+                bytes(b[1] as u64)
+            ),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "  memory ({source}): peak {}{of}{iterations}{baseline}",
+            bytes(app.peak_bytes)
+        );
+    }
+    if let Some(t) = &app.trace {
+        let _ = writeln!(
+            out,
+            "  trace: {}, {}, {} refused{}",
+            crate::text::count(t.allocations, "allocation"),
+            crate::text::count(t.frees, "free"),
+            t.refused,
+            if t.lost_records > 0 {
+                format!(", {} records lost", t.lost_records)
+            } else {
+                String::new()
+            }
+        );
+    }
+    let _ = writeln!(out, "diagnosis: {}", app.diagnosis.word());
 }
 
 /// Each workload once, however many runs it had: how it ended and its first run's

@@ -97,8 +97,8 @@ pub struct TestHooks {
 /// second ends the run at once.
 static SIGNALS: AtomicUsize = AtomicUsize::new(0);
 
-/// How many signals this run has received.
-fn signals_received() -> usize {
+/// How many signals this run (or watch) has received.
+pub fn signals_received() -> usize {
     SIGNALS.load(Ordering::SeqCst)
 }
 
@@ -192,6 +192,7 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         stop_on_first_failure: opts.stop_on_first_failure,
         plan: serde_json::to_value(&opts.plan).ok(),
         workloads: None,
+        watch: None,
     }; // Nothing to watch when no device can be tested.
     let telemetry_interval = opts.telemetry_interval.filter(|_| !infos.is_empty());
     let mut manifest = Manifest::new(infos.clone(), settings, started_utc);
@@ -303,7 +304,7 @@ fn preflight(sidecar: &Sidecar, devices: &[DeviceInfo], interval: Duration) {
 
 /// Starts the sidecar writing `telemetry.jsonl`; returns it and the facts about what
 /// cannot be read here.
-fn start_telemetry(
+pub(crate) fn start_telemetry(
     run_dir: &RunDir,
     devices: &[DeviceInfo],
     interval: Duration,
@@ -345,7 +346,7 @@ fn start_telemetry(
 /// Each device's latest telemetry sample and how many it has had, for deciding when it
 /// is idle and for a power target's loop (which takes every new sample, even one that
 /// reads the same as the last).
-type Latest = Arc<Mutex<BTreeMap<usize, (u64, Readings)>>>;
+pub(crate) type Latest = Arc<Mutex<BTreeMap<usize, (u64, Readings)>>>;
 
 #[cfg(test)]
 mod tests {

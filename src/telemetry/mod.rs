@@ -5,6 +5,7 @@
 //! imports nothing of `crate::inventory`, which builds its list of the machine's GPUs on
 //! NVML's listing here.
 
+pub mod fdinfo;
 pub mod gpu_metrics;
 pub mod kmsg;
 pub mod nvml;
@@ -200,6 +201,10 @@ pub fn live_sources_for(devices: &[Target]) -> (Vec<Box<dyn Source>>, Vec<String
             devices,
         )),
         Box::new(kmsg::KmsgSource::for_targets(devices)),
+        Box::new(fdinfo::FdinfoSource::for_targets(
+            &sysfs::system_root(),
+            devices,
+        )),
     ];
     // What a source as a whole cannot read is a note; a device's gaps are its records'.
     let mut notes: Vec<String> = sources

@@ -2,6 +2,8 @@
 //! the report from the manifest, the events and the telemetry alone, also for a run that
 //! never finished (a crash, a hang, a kill), which it marks incomplete.
 
+pub mod app;
+mod app_rules;
 pub mod catalogue;
 mod model;
 pub mod performance;
@@ -102,8 +104,11 @@ pub fn judge_dir(
     let mut interrupted: Option<Interruption> = None;
     let mut last_ms = 0.0;
     let mut workers: Vec<(usize, u32)> = Vec::new();
+    let watch = manifest.settings.watch.clone();
+    let mut app_events = app::AppEvents::default();
     for r in &log.records {
         last_ms = r.t_ms;
+        app_events.take(r.t_ms, &r.event);
         match (&r.event, r.device) {
             (Event::Note { message }, None) => notes.push(message.clone()),
             // A device's own facts (a confirmation rerun, a stop at the first failure).
@@ -268,7 +273,11 @@ pub fn judge_dir(
                         summary: WorkloadResult::from_json(w, serde_json::Value::Null),
                     }));
                 }
-                let mut report = DeviceReport::new(&info, outcomes, failure);
+                let mut report = if watch.is_some() {
+                    DeviceReport::watched(&info)
+                } else {
+                    DeviceReport::new(&info, outcomes, failure)
+                };
                 report.failures = errors;
                 report.rate_samples = rates;
                 report
@@ -295,9 +304,11 @@ pub fn judge_dir(
     // A torn last line (a crash while writing) is expected and tolerated by the reader; a
     // damaged line before it is a corrupt file, said with its line, never skipped.
     let telemetry = dir.join(EvidenceFile::Telemetry.file_name());
+    let mut telemetry_records = Vec::new();
     if telemetry.is_file() {
         let (records, _) = read_jsonl::<TelemetryRecord>(&telemetry)?;
         attach_telemetry(&records, &mut reports, &mut notes);
+        telemetry_records = records;
     }
     // A device whose Xids neither NVML's events nor the kernel log can show: said, never a
     // quiet "no Xid".
@@ -312,8 +323,13 @@ pub fn judge_dir(
             ));
         }
     }
-    // Every worker of the run is kiln's own: an Xid any of them raised is kiln's.
-    let own: Vec<u32> = workers.iter().map(|(_, pid)| *pid).collect();
+    // Every worker of the run is kiln's own: an Xid any of them raised is kiln's. In a
+    // watch, the application's processes are the ones the evidence is about.
+    let own: Vec<u32> = if watch.is_some() {
+        app_events.pids.iter().copied().collect()
+    } else {
+        workers.iter().map(|(_, pid)| *pid).collect()
+    };
     for d in &mut reports {
         d.setup.kiln_pids = own.clone();
     }
@@ -341,8 +357,36 @@ pub fn judge_dir(
             d.add_findings(more);
         }
     }
+    let application = match &watch {
+        Some(settings) => {
+            let trace = crate::evidence::trace::read_trace(dir)?;
+            Some(app::judge(
+                &app_events,
+                settings,
+                &telemetry_records,
+                trace.as_ref(),
+                &mut reports,
+                thresholds,
+            ))
+        }
+        None => None,
+    };
     if manifest.stand_in {
         for d in &mut reports {
+            // What a watched application's memory showed stands on any device; that no
+            // GPU was watched is said beside it.
+            if watch.is_some()
+                && !matches!(
+                    d.result,
+                    model::DeviceResult::Pass | model::DeviceResult::Inconclusive
+                )
+            {
+                notes.push(format!(
+                    "no GPU was watched: {} is the CPU Vulkan device; what its memory showed of the application stands, nothing is said of a card",
+                    d.name
+                ));
+                continue;
+            }
             d.stand_in();
         }
     }
@@ -365,6 +409,7 @@ pub fn judge_dir(
     );
     report.incomplete = incomplete;
     report.interrupted = interrupted.is_some();
+    report.application = application;
     report.no_gpu_tested =
         manifest.stand_in || (manifest.devices.is_empty() && !manifest.not_tested.is_empty());
     // The run's own finish: its start and its last record (the end of the run), so that a

@@ -196,6 +196,11 @@ pub struct Setup {
     /// any other pid another process's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kiln_pids: Vec<u32>,
+    /// A watch (`kiln watch`), not a test: `kiln_pids` are the watched application's
+    /// processes, and the other processes on the GPU are its neighbours, judged by the
+    /// application's own rule (`APP_OTHER_PROCESS`) rather than as tenants of a test.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub watching: bool,
 }
 
 impl Setup {
@@ -329,6 +334,16 @@ impl DeviceReport {
             rate_samples: Vec::new(),
             start: None,
         }
+    }
+
+    /// A device a watch (`kiln watch`) looked at while an application used it: nothing
+    /// wrong seen until a finding says otherwise.
+    pub fn watched(info: &DeviceInfo) -> DeviceReport {
+        let mut d = DeviceReport::new(info, Vec::new(), None);
+        d.result = DeviceResult::Pass;
+        d.reason = "watched while the application ran: nothing wrong seen".into();
+        d.setup.watching = true;
+        d.starting_here()
     }
 
     /// A device observed without a test (`kiln health`): its identity and one phase of
@@ -645,6 +660,9 @@ pub struct Report {
     /// the progress bars), so that the summary does not say them again.
     #[serde(skip)]
     pub notes_said: usize,
+    /// `kiln watch`: the watched application, its memory and the cause found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application: Option<super::app::ApplicationReport>,
 }
 
 impl Report {
@@ -680,6 +698,7 @@ impl Report {
             interrupted: false,
             no_gpu_tested: false,
             notes_said: 0,
+            application: None,
         }
     }
 }

@@ -1250,6 +1250,10 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
             reinstall,
         ));
     }
+    if s.watching {
+        // A watched application's neighbours are judged by its own rule.
+        return;
+    }
     let tenants = tenants(device);
     // Those that came after the start, each with when and what its coming did to the rates.
     let arrived = performance::arrivals(device, &tenants);

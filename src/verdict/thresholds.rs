@@ -33,6 +33,18 @@ pub struct Thresholds {
     /// A device this share below the median of its peers (devices of the same model in
     /// the same run) in a rate is a finding.
     pub peer_slow_share: f64,
+    /// A watched application's baseline (its lowest memory between iterations) that
+    /// climbs at least this much in all is a leak when the climb is steady.
+    pub leak_min_bytes: f64,
+    /// How well a straight line must fit the baselines (R²) for a leak.
+    pub leak_fit_r2: f64,
+    /// A peak at this share of the budget has reached it.
+    pub budget_reached_share: f64,
+    /// Another process growing by this share of the budget in the window before an
+    /// application's failure took the memory it needed.
+    pub other_process_share: f64,
+    /// How far before an application's failure another process's growth counts, seconds.
+    pub other_process_window_s: f64,
 }
 
 /// What healthy cards reach on a PCIe link of each generation, per direction, as a share of
@@ -82,6 +94,11 @@ impl Default for Thresholds {
             vram_floor_gbps: 0.0,
             floors: std::collections::BTreeMap::new(),
             peer_slow_share: 0.10,
+            leak_min_bytes: 16.0 * 1024.0 * 1024.0,
+            leak_fit_r2: 0.8,
+            budget_reached_share: 0.9,
+            other_process_share: 0.05,
+            other_process_window_s: 60.0,
         }
     }
 }
@@ -89,6 +106,31 @@ impl Default for Thresholds {
 /// The table for people: name, value, source.
 pub fn table(t: &Thresholds) -> Vec<(&'static str, f64, &'static str)> {
     vec![
+        (
+            "leak_min_bytes",
+            t.leak_min_bytes,
+            "kiln default: 16 MiB of climb in all, so that allocator noise is never a leak (REFERENCE.md §7)",
+        ),
+        (
+            "leak_fit_r2",
+            t.leak_fit_r2,
+            "kiln default: a steady climb (REFERENCE.md §7: a steady amount per iteration)",
+        ),
+        (
+            "budget_reached_share",
+            t.budget_reached_share,
+            "kiln default: a peak within 10% of the budget reached it (drivers keep a reserve)",
+        ),
+        (
+            "other_process_share",
+            t.other_process_share,
+            "kiln default: another process taking 5% of the budget before a failure (REFERENCE.md §7)",
+        ),
+        (
+            "other_process_window_s",
+            t.other_process_window_s,
+            "kiln default: growth in the minute before a failure",
+        ),
         (
             "throttle_share",
             t.throttle_share,

@@ -456,6 +456,42 @@ fn build_test_library_with(package: &str, target: &str, features: &[&str]) -> st
     library
 }
 
+/// kiln's Vulkan layer for `kiln watch` (`layer/`), built once per test binary into
+/// `target/trace-layer`: the path of its library, for `KILN_TRACE_LAYER`.
+pub fn trace_layer() -> std::path::PathBuf {
+    static LIB: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| build_test_library("kiln-trace-layer", "trace-layer"))
+        .clone()
+}
+
+/// The test application of `kiln watch` (`tests/apps/vkapp`), built once per test binary
+/// into `target/apps`.
+pub fn test_app() -> std::path::PathBuf {
+    static APP: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    APP.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let out = std::process::Command::new(&cargo)
+            .args(["build", "-p", "kiln-test-app", "--target-dir"])
+            .arg(root.join("target/apps"))
+            .arg("--manifest-path")
+            .arg(root.join("Cargo.toml"))
+            .env_remove("CARGO_TARGET_DIR")
+            .current_dir(root)
+            .output()
+            .unwrap_or_else(|e| panic!("running {cargo:?} to build the test app: {e}"));
+        assert!(
+            out.status.success(),
+            "building kiln-test-app failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let app = root.join("target/apps/debug/kiln-test-app");
+        assert!(app.is_file(), "{} was not built", app.display());
+        app
+    })
+    .clone()
+}
+
 /// The lines of a JSON-lines evidence file (`events.jsonl`, `telemetry.jsonl`).
 pub fn jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)

@@ -612,7 +612,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
             .processes
             .iter()
             .filter(|p| p.from_s <= now && p.until_s.is_none_or(|u| now < u))
-            .map(|p| p.bytes)
+            .map(|p| p.bytes_at(now))
             .sum();
         let used = (s.u("mem_used_bytes") + tenants).min(total);
         let value = nvmlMemory_v2_t {
@@ -986,6 +986,7 @@ unsafe fn processes(
         list.extend(children().into_iter().map(|pid| scenario::Process {
             pid,
             bytes: 1 << 30,
+            timeline: Vec::new(),
             from_s: 0.0,
             until_s: None,
             graphics: false,
@@ -1005,7 +1006,7 @@ unsafe fn processes(
         for (i, p) in list.iter().enumerate() {
             *infos.add(i) = nvmlProcessInfo_t {
                 pid: p.pid,
-                usedGpuMemory: p.bytes,
+                usedGpuMemory: p.bytes_at(now),
                 gpuInstanceId: u32::MAX,
                 computeInstanceId: u32::MAX,
             };

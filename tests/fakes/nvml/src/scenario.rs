@@ -6,7 +6,8 @@
 //! {"driver_version": "550.90.07", "gpus": [{
 //!     "uuid": "GPU-6d657361-3232-2e33-2e36-000000000000", "bus_id": "00000000:3B:00.0",
 //!     "timeline": [{"at_s": 0, "temp_c": 38}, {"at_s": 5, "temp_c": 84, "throttle": 32}],
-//!     "processes": [{"pid": 4242, "bytes": 2147483648, "from_s": 2, "name": "python3"}],
+//!     "processes": [{"pid": 4242, "bytes": 2147483648, "from_s": 2, "name": "python3",
+//!                    "timeline": [[5, 4294967296], [6, 2147483648]]}],
 //!     "nvlinks": 18, "nvlink_down": [3], "nvlink_replay": {"7": 12},
 //!     "remap_banks": [2550, 6, 2, 1, 1], "sram_threshold": 1,
 //!     "kiln_workers_listed": true,
@@ -74,11 +75,24 @@ pub struct Gpu {
 pub struct Process {
     pub pid: u32,
     pub bytes: u64,
+    /// `[[at_s, bytes], ...]`: what it holds from each time on (before the first, `bytes`).
+    pub timeline: Vec<(f64, u64)>,
     pub from_s: f64,
     pub until_s: Option<f64>,
     pub graphics: bool,
     /// What `nvmlSystemGetProcessName` says for it; without one the call says not found.
     pub name: Option<String>,
+}
+
+impl Process {
+    /// The memory it holds at `now`.
+    pub fn bytes_at(&self, now: f64) -> u64 {
+        self.timeline
+            .iter()
+            .take_while(|(at, _)| *at <= now)
+            .last()
+            .map_or(self.bytes, |(_, b)| *b)
+    }
 }
 
 /// An NVML event the GPU raises.
@@ -168,6 +182,16 @@ impl Gpu {
                     .map(|p| Process {
                         pid: p["pid"].as_u64().unwrap_or(1) as u32,
                         bytes: p["bytes"].as_u64().unwrap_or(0),
+                        timeline: p["timeline"]
+                            .as_array()
+                            .map(|t| {
+                                t.iter()
+                                    .filter_map(|e| {
+                                        Some((e.get(0)?.as_f64()?, e.get(1)?.as_u64()?))
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
                         from_s: f64_of(p.get("from_s")).unwrap_or(0.0),
                         until_s: f64_of(p.get("until_s")),
                         graphics: p["kind"] == "graphics",

@@ -44,6 +44,11 @@ pub struct Config {
     /// driver's own).
     pub driver_version: Option<u32>,
     pub max_storage_range: Option<u32>,
+    /// `maxMemoryAllocationCount`, enforced: the allocation past it is refused with
+    /// `VK_ERROR_TOO_MANY_OBJECTS`, as drivers that keep the limit low (4096) do.
+    pub max_allocations: Option<u32>,
+    /// Submissions after which the device is lost (`VK_ERROR_DEVICE_LOST`).
+    pub lose_after_submits: Option<u64>,
     /// The card's PCI address (domain, bus, device, function), given through
     /// `VK_EXT_pci_bus_info`, which the layer then advertises.
     pub pci: Option<[u32; 4]>,
@@ -113,6 +118,18 @@ impl Config {
                 format!("KILN_EMULATE_MAX_STORAGE_RANGE={v}: expected a positive 32-bit number")
             })?),
         };
+        let max_allocations = match var("KILN_EMULATE_MAX_ALLOCATIONS") {
+            None => None,
+            Some(v) => Some(v.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                format!("KILN_EMULATE_MAX_ALLOCATIONS={v}: expected a positive 32-bit number")
+            })?),
+        };
+        let lose_after_submits = match var("KILN_EMULATE_LOSE_AFTER_SUBMITS") {
+            None => None,
+            Some(v) => Some(v.parse::<u64>().ok().ok_or_else(|| {
+                format!("KILN_EMULATE_LOSE_AFTER_SUBMITS={v}: expected a whole number")
+            })?),
+        };
         let pci = match var("KILN_EMULATE_PCI_ADDRESS") {
             None => None,
             Some(v) => Some(pci_address(&v).ok_or_else(|| {
@@ -179,6 +196,8 @@ impl Config {
             device_name,
             driver_version,
             max_storage_range,
+            max_allocations,
+            lose_after_submits,
             pci,
             uuid,
             log,

@@ -14,6 +14,11 @@
 //!   (a 256 MiB device-local heap 2 holds the host-visible VRAM type).
 //! - `KILN_EMULATE_VRAM_BYTES`, `KILN_EMULATE_HOST_BYTES`: heap sizes (default 1 GiB each).
 //! - `KILN_EMULATE_MAX_STORAGE_RANGE`: lowers `maxStorageBufferRange`.
+//! - `KILN_EMULATE_MAX_ALLOCATIONS`: sets `maxMemoryAllocationCount` and refuses the
+//!   allocation past it with `VK_ERROR_TOO_MANY_OBJECTS`.
+//! - `KILN_EMULATE_LOSE_AFTER_SUBMITS`: the device is lost after this many submissions of
+//!   the process: the next `vkQueueSubmit`, and every `vkWaitForFences` after it, return
+//!   `VK_ERROR_DEVICE_LOST` (a driver's watchdog resetting the GPU).
 //! - `KILN_EMULATE_PCI_ADDRESS` (`0000:3b:00.0`): the card's place on the bus, given
 //!   through `VK_EXT_pci_bus_info` (advertised); `KILN_EMULATE_UUID` (32 hex digits, dashes
 //!   and `GPU-` allowed): its `deviceUUID`, so that Vulkan, NVML and sysfs meet on one card.
@@ -23,7 +28,7 @@
 //! - `KILN_EMULATE_LOG`: a file that gets one line per event, appended and flushed:
 //!   `alloc type=T heap=H bytes=N flags=device_local|...`, `free type=T heap=H bytes=N`,
 //!   `map type=T`, `map-refused type=T`, `refused-heap-full type=T heap=H bytes=N`,
-//!   `refused-bad-type type=T bytes=N`.
+//!   `refused-too-many type=T heap=H bytes=N`, `refused-bad-type type=T bytes=N`.
 
 mod config;
 
@@ -144,6 +149,8 @@ struct DeviceData {
     destroy_device: Option<vk::PFN_vkDestroyDevice>,
     allocate_memory: Option<vk::PFN_vkAllocateMemory>,
     free_memory: Option<vk::PFN_vkFreeMemory>,
+    queue_submit: Option<vk::PFN_vkQueueSubmit>,
+    wait_for_fences: Option<vk::PFN_vkWaitForFences>,
     map_memory: Option<vk::PFN_vkMapMemory>,
     map_memory2_khr: Option<vk::PFN_vkMapMemory2KHR>,
     buffer_requirements: Option<vk::PFN_vkGetBufferMemoryRequirements>,
@@ -290,6 +297,8 @@ fn device_hook(name: &[u8]) -> Option<Void> {
         b"vkDestroyDevice" => hook!(destroy_device, vk::PFN_vkDestroyDevice),
         b"vkAllocateMemory" => hook!(allocate_memory, vk::PFN_vkAllocateMemory),
         b"vkFreeMemory" => hook!(free_memory, vk::PFN_vkFreeMemory),
+        b"vkQueueSubmit" => hook!(queue_submit, vk::PFN_vkQueueSubmit),
+        b"vkWaitForFences" => hook!(wait_for_fences, vk::PFN_vkWaitForFences),
         b"vkMapMemory" => hook!(map_memory, vk::PFN_vkMapMemory),
         b"vkMapMemory2KHR" => hook!(map_memory2_khr, vk::PFN_vkMapMemory2KHR),
         b"vkGetBufferMemoryRequirements" => hook!(
@@ -533,6 +542,9 @@ fn disguise(config: &Config, props: &mut vk::PhysicalDeviceProperties) {
     }
     if let Some(range) = config.max_storage_range {
         props.limits.max_storage_buffer_range = props.limits.max_storage_buffer_range.min(range);
+    }
+    if let Some(count) = config.max_allocations {
+        props.limits.max_memory_allocation_count = count;
     }
 }
 
@@ -968,6 +980,13 @@ unsafe extern "system" fn create_device(
             vk::PFN_vkAllocateMemory
         ),
         free_memory: load!(next_gdpa, device, c"vkFreeMemory", vk::PFN_vkFreeMemory),
+        queue_submit: load!(next_gdpa, device, c"vkQueueSubmit", vk::PFN_vkQueueSubmit),
+        wait_for_fences: load!(
+            next_gdpa,
+            device,
+            c"vkWaitForFences",
+            vk::PFN_vkWaitForFences
+        ),
         map_memory: load!(next_gdpa, device, c"vkMapMemory", vk::PFN_vkMapMemory),
         map_memory2_khr: load!(
             next_gdpa,
@@ -1322,6 +1341,16 @@ unsafe extern "system" fn allocate_memory(
     {
         // Reserve the bytes first, so that racing allocations cannot both fit.
         let mut memory = lock(&MEMORY);
+        if config
+            .max_allocations
+            .is_some_and(|max| memory.allocations.len() >= max as usize)
+        {
+            drop(memory);
+            config.log(format_args!(
+                "refused-too-many type={type_index} heap={heap} bytes={bytes}"
+            ));
+            return vk::Result::ERROR_TOO_MANY_OBJECTS;
+        }
         let used = memory.usage[heap as usize];
         if used.saturating_add(bytes) > heap_size {
             drop(memory);
@@ -1474,4 +1503,77 @@ unsafe extern "system" fn map_memory2_khr(
         data.config.log(format_args!("map type={t}"));
     }
     result
+}
+
+// ---------------------------------------------------------------------------------------
+// A lost device.
+
+/// Submissions so far (of every emulated device of the process), and whether the device
+/// was lost.
+static SUBMITS: Mutex<(u64, bool)> = Mutex::new((0, false));
+
+/// True once the emulated device is lost; counts a submission when `submitting`.
+fn lost(config: &Config, submitting: bool) -> bool {
+    let Some(after) = config.lose_after_submits else {
+        return false;
+    };
+    let mut s = lock(&SUBMITS);
+    if submitting && !s.1 {
+        if s.0 >= after {
+            s.1 = true;
+            config.log(format_args!("device-lost after={after}"));
+        } else {
+            s.0 += 1;
+        }
+    }
+    s.1
+}
+
+unsafe extern "system" fn queue_submit(
+    queue: vk::Queue,
+    count: u32,
+    submits: *const vk::SubmitInfo<'_>,
+    fence: vk::Fence,
+) -> vk::Result {
+    let Some(data) = device_of_queue(queue) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(f) = data.queue_submit else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    if data.emulated && lost(&data.config, true) {
+        return vk::Result::ERROR_DEVICE_LOST;
+    }
+    // SAFETY: the application's arguments, passed down.
+    unsafe { f(queue, count, submits, fence) }
+}
+
+unsafe extern "system" fn wait_for_fences(
+    device: vk::Device,
+    count: u32,
+    fences: *const vk::Fence,
+    all: vk::Bool32,
+    timeout: u64,
+) -> vk::Result {
+    let Some(data) = device_of(device) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(f) = data.wait_for_fences else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    if data.emulated && lost(&data.config, false) {
+        return vk::Result::ERROR_DEVICE_LOST;
+    }
+    // SAFETY: the application's arguments, passed down.
+    unsafe { f(device, count, fences, all, timeout) }
+}
+
+/// The device a queue belongs to (a queue shares its device's dispatch key).
+fn device_of_queue(queue: vk::Queue) -> Option<Arc<DeviceData>> {
+    if queue == vk::Queue::null() {
+        return None;
+    }
+    // SAFETY: queue is a dispatchable handle the loader gave us.
+    let k = unsafe { key(queue) };
+    lock(&DEVICES).get(&k).cloned()
 }

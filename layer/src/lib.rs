@@ -1,0 +1,1022 @@
+//! `VK_LAYER_KILN_trace`: the Vulkan layer `kiln watch` loads into the application it
+//! starts. It records what the application asks of the device's memory and what the
+//! driver answers, into the shared ring that `KILN_TRACE_RING` names (the file layout is
+//! kiln's `src/evidence/ring.rs`, compiled here as it is there):
+//!
+//! - each device created: its `maxMemoryAllocationSize` and count, its heaps and memory
+//!   types, so that kiln knows which heap is VRAM;
+//! - every `vkAllocateMemory` (size, heap, memory type, the handle) and `vkFreeMemory`
+//!   (the size it freed), counted per size class in the ring's header as well;
+//! - every failed allocation, with the driver's budget and usage of the heap at that
+//!   moment where `VK_EXT_memory_budget` is there to ask;
+//! - the first `VK_ERROR_DEVICE_LOST` of each device (the call that returned it; later
+//!   ones only counted), and any other call that returned out-of-memory.
+//!
+//! A record is in the page cache once written, so the application crashing (or kiln
+//! being killed) loses none of it. Without a ring to write to (no `KILN_TRACE_RING`, a
+//! file that is not a ring) the layer passes every call through and records nothing: it
+//! never changes what the application sees. It starts no threads and takes no lock on the
+//! paths of submission and waiting other than a read lock of its device table.
+
+#[path = "../../src/evidence/ring.rs"]
+#[allow(dead_code)]
+mod ring;
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{CStr, c_char, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+
+use ash::vk;
+
+use ring::{Call, Counted, Record, RecordKind, RingWriter};
+
+// ---------------------------------------------------------------------------------------
+// The loader-layer interface (vk_layer.h), which ash does not carry.
+
+/// `LAYER_NEGOTIATE_INTERFACE_STRUCT`.
+const LAYER_NEGOTIATE_INTERFACE_STRUCT: i32 = 1;
+/// `VK_LAYER_LINK_INFO`.
+const VK_LAYER_LINK_INFO: i32 = 0;
+/// The loader-layer interface version this layer speaks.
+const INTERFACE_VERSION: u32 = 2;
+
+/// `VkNegotiateLayerInterface`.
+#[repr(C)]
+pub struct NegotiateLayerInterface {
+    s_type: i32,
+    p_next: *mut c_void,
+    loader_layer_interface_version: u32,
+    pfn_get_instance_proc_addr: Option<vk::PFN_vkGetInstanceProcAddr>,
+    pfn_get_device_proc_addr: Option<vk::PFN_vkGetDeviceProcAddr>,
+    pfn_get_physical_device_proc_addr: *const c_void,
+}
+
+#[repr(C)]
+struct LayerInstanceLink {
+    p_next: *mut LayerInstanceLink,
+    pfn_next_get_instance_proc_addr: vk::PFN_vkGetInstanceProcAddr,
+    pfn_next_get_physical_device_proc_addr: *const c_void,
+}
+
+#[repr(C)]
+struct LayerDeviceLink {
+    p_next: *mut LayerDeviceLink,
+    pfn_next_get_instance_proc_addr: vk::PFN_vkGetInstanceProcAddr,
+    pfn_next_get_device_proc_addr: vk::PFN_vkGetDeviceProcAddr,
+}
+
+/// `VkLayerInstanceCreateInfo` and `VkLayerDeviceCreateInfo`, as far as the link.
+#[repr(C)]
+struct LayerCreateInfo<L> {
+    s_type: vk::StructureType,
+    p_next: *const c_void,
+    function: i32,
+    link: *mut L,
+    _union_rest: *const c_void,
+}
+
+/// The loader's link-info struct of sType `s_type` in a create-info chain.
+unsafe fn link_info<L>(mut p: *const c_void, s_type: vk::StructureType) -> *mut LayerCreateInfo<L> {
+    while !p.is_null() {
+        let info = p as *mut LayerCreateInfo<L>;
+        // SAFETY: every struct of a pNext chain starts with sType and pNext.
+        unsafe {
+            if (*info).s_type == s_type && (*info).function == VK_LAYER_LINK_INFO {
+                return info;
+            }
+            p = (*info).p_next;
+        }
+    }
+    std::ptr::null_mut()
+}
+
+/// The dispatch key of a dispatchable handle: shared by an instance and its physical
+/// devices, and by a device and its queues.
+unsafe fn key<H: vk::Handle>(handle: H) -> usize {
+    // SAFETY: dispatchable handles point at an object whose first word is the key.
+    unsafe { *(handle.as_raw() as *const usize) }
+}
+
+type Void = unsafe extern "system" fn();
+
+macro_rules! load {
+    ($gpa:expr, $handle:expr, $name:literal, $ty:ty) => {
+        // SAFETY: the loader returns a function of the named command's type, or null.
+        unsafe { ($gpa)($handle, $name.as_ptr()).map(|f| std::mem::transmute::<Void, $ty>(f)) }
+    };
+}
+
+macro_rules! hook {
+    ($f:expr, $ty:ty) => {
+        // SAFETY: a function pointer cast to the loader's generic function type.
+        Some(unsafe { std::mem::transmute::<$ty, Void>($f as $ty) })
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// The ring.
+
+/// The ring this process writes to, opened at the first instance; None without one.
+static RING: OnceLock<Option<RingWriter<'static>>> = OnceLock::new();
+
+fn ring() -> Option<&'static RingWriter<'static>> {
+    RING.get_or_init(open_ring).as_ref()
+}
+
+/// Maps the ring's file shared, for the life of the process (it is never unmapped: a
+/// record written is the file's at once).
+fn open_ring() -> Option<RingWriter<'static>> {
+    use std::os::fd::AsRawFd;
+    let path = std::env::var_os("KILN_TRACE_RING")?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .ok()?;
+    let len = usize::try_from(file.metadata().ok()?.len()).ok()?;
+    if len < ring::HEADER_BYTES as usize {
+        return None;
+    }
+    // SAFETY: a shared read-write mapping of a file opened read-write, of its own length;
+    // the mapping outlives the descriptor, and nothing unmaps it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: the mapping is page-aligned, `len` bytes long and lives as long as the
+    // process; the words are only ever accessed atomically.
+    let words: &'static [AtomicU64] =
+        unsafe { std::slice::from_raw_parts(p as *const AtomicU64, len / 8) };
+    let writer = RingWriter::new(words)?;
+    writer.attached();
+    writer.push(&record(RecordKind::Attach));
+    Some(writer)
+}
+
+/// Nanoseconds since the Unix epoch.
+fn now_unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// A record of `kind` from this process, now.
+fn record(kind: RecordKind) -> Record {
+    let mut r = Record::new(kind);
+    r.pid = std::process::id();
+    r.t_unix_ns = now_unix_ns();
+    r
+}
+
+// ---------------------------------------------------------------------------------------
+// Dispatch state.
+
+struct InstanceData {
+    instance: vk::Instance,
+    next_gipa: vk::PFN_vkGetInstanceProcAddr,
+    destroy_instance: Option<vk::PFN_vkDestroyInstance>,
+    /// `vkGetPhysicalDeviceProperties2`, where the instance may call it (Vulkan 1.1, or
+    /// the KHR extension enabled), and whether the 1.1 structs may be chained to it.
+    properties2: Option<(vk::PFN_vkGetPhysicalDeviceProperties2, bool)>,
+    memory_properties: Option<vk::PFN_vkGetPhysicalDeviceMemoryProperties>,
+    memory_properties2: Option<vk::PFN_vkGetPhysicalDeviceMemoryProperties2>,
+    enumerate_device_extensions: Option<vk::PFN_vkEnumerateDeviceExtensionProperties>,
+}
+
+/// The next layer's device commands this layer wraps.
+#[derive(Default)]
+struct DeviceFns {
+    destroy_device: Option<vk::PFN_vkDestroyDevice>,
+    allocate_memory: Option<vk::PFN_vkAllocateMemory>,
+    free_memory: Option<vk::PFN_vkFreeMemory>,
+    queue_submit: Option<vk::PFN_vkQueueSubmit>,
+    queue_submit2: Option<vk::PFN_vkQueueSubmit2>,
+    queue_submit2_khr: Option<vk::PFN_vkQueueSubmit2>,
+    queue_wait_idle: Option<vk::PFN_vkQueueWaitIdle>,
+    device_wait_idle: Option<vk::PFN_vkDeviceWaitIdle>,
+    wait_for_fences: Option<vk::PFN_vkWaitForFences>,
+    get_fence_status: Option<vk::PFN_vkGetFenceStatus>,
+    wait_semaphores: Option<vk::PFN_vkWaitSemaphores>,
+    wait_semaphores_khr: Option<vk::PFN_vkWaitSemaphores>,
+    queue_present: Option<vk::PFN_vkQueuePresentKHR>,
+    acquire_next_image: Option<vk::PFN_vkAcquireNextImageKHR>,
+    map_memory: Option<vk::PFN_vkMapMemory>,
+    bind_buffer_memory: Option<vk::PFN_vkBindBufferMemory>,
+    bind_image_memory: Option<vk::PFN_vkBindImageMemory>,
+    create_buffer: Option<vk::PFN_vkCreateBuffer>,
+    create_image: Option<vk::PFN_vkCreateImage>,
+    get_query_pool_results: Option<vk::PFN_vkGetQueryPoolResults>,
+}
+
+/// One live allocation, for the size its free gives back.
+#[derive(Clone, Copy)]
+struct Allocation {
+    bytes: u64,
+    heap: u16,
+    memory_type: u16,
+}
+
+struct DeviceData {
+    instance: Arc<InstanceData>,
+    physical: vk::PhysicalDevice,
+    next_gdpa: vk::PFN_vkGetDeviceProcAddr,
+    fns: DeviceFns,
+    /// The first eight bytes of the device's `deviceUUID` (0 where it cannot be asked).
+    uuid: u64,
+    /// Memory type index -> heap index.
+    type_heaps: Vec<u16>,
+    /// `VK_EXT_memory_budget` can be asked of the physical device.
+    budget: bool,
+    /// A call of this device has returned `VK_ERROR_DEVICE_LOST`.
+    lost: AtomicBool,
+    allocations: Mutex<HashMap<u64, Allocation>>,
+}
+
+static INSTANCES: Mutex<BTreeMap<usize, Arc<InstanceData>>> = Mutex::new(BTreeMap::new());
+static DEVICES: RwLock<BTreeMap<usize, Arc<DeviceData>>> = RwLock::new(BTreeMap::new());
+
+/// Locks a map, even one a panicking thread left poisoned (every update is one insert or
+/// remove, so its data stays whole).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn instance_of(pd: vk::PhysicalDevice) -> Option<Arc<InstanceData>> {
+    if pd == vk::PhysicalDevice::null() {
+        return None;
+    }
+    // SAFETY: pd is a dispatchable handle the loader gave us.
+    let k = unsafe { key(pd) };
+    let map = lock(&INSTANCES);
+    map.get(&k).cloned().or_else(|| {
+        (map.len() == 1)
+            .then(|| map.values().next().cloned())
+            .flatten()
+    })
+}
+
+/// The device a device or queue handle belongs to.
+fn device_of<H: vk::Handle + Copy>(handle: H) -> Option<Arc<DeviceData>> {
+    if handle.as_raw() == 0 {
+        return None;
+    }
+    // SAFETY: a dispatchable handle the loader gave us.
+    let k = unsafe { key(handle) };
+    DEVICES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&k)
+        .cloned()
+}
+
+impl DeviceData {
+    /// Records a call that failed: the device's first loss (later ones counted), or an
+    /// out-of-memory answer.
+    fn failed(&self, call: Call, result: vk::Result) {
+        let Some(ring) = ring() else {
+            return;
+        };
+        let kind = match result {
+            vk::Result::ERROR_DEVICE_LOST => {
+                if self.lost.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                    ring.lost_again();
+                    return;
+                }
+                RecordKind::DeviceLost
+            }
+            vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY => {
+                RecordKind::OutOfMemory
+            }
+            _ => return,
+        };
+        let mut r = record(kind);
+        r.call = call;
+        r.device = self.uuid;
+        r.result = result.as_raw();
+        ring.push(&r);
+    }
+
+    /// The driver's budget and this process's usage of `heap`, where it can be asked.
+    fn heap_budget(&self, heap: u16) -> Option<(u64, u64)> {
+        if !self.budget {
+            return None;
+        }
+        let f = self.instance.memory_properties2?;
+        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+        {
+            let mut props = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+            // SAFETY: the physical device belongs to the instance; it supports the
+            // budget extension, checked at device creation.
+            unsafe { f(self.physical, &mut props) };
+        }
+        let h = usize::from(heap);
+        Some((*budget.heap_budget.get(h)?, *budget.heap_usage.get(h)?))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Entry points.
+
+/// The layer's only exported symbol: hands the loader the layer's proc-address functions.
+///
+/// # Safety
+/// Called by the Vulkan loader with a valid `VkNegotiateLayerInterface`.
+#[unsafe(no_mangle)]
+pub unsafe extern "system" fn vkNegotiateLoaderLayerInterfaceVersion(
+    p_version_struct: *mut NegotiateLayerInterface,
+) -> vk::Result {
+    // SAFETY: the loader passes a valid struct, or null.
+    let Some(v) = (unsafe { p_version_struct.as_mut() }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    if v.s_type != LAYER_NEGOTIATE_INTERFACE_STRUCT
+        || v.loader_layer_interface_version < INTERFACE_VERSION
+    {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    v.loader_layer_interface_version = INTERFACE_VERSION;
+    v.pfn_get_instance_proc_addr = Some(kiln_trace_get_instance_proc_addr);
+    v.pfn_get_device_proc_addr = Some(kiln_trace_get_device_proc_addr);
+    v.pfn_get_physical_device_proc_addr = std::ptr::null();
+    vk::Result::SUCCESS
+}
+
+/// Device commands the layer wraps.
+fn device_hook(name: &[u8]) -> Option<Void> {
+    match name {
+        b"vkDestroyDevice" => hook!(destroy_device, vk::PFN_vkDestroyDevice),
+        b"vkAllocateMemory" => hook!(allocate_memory, vk::PFN_vkAllocateMemory),
+        b"vkFreeMemory" => hook!(free_memory, vk::PFN_vkFreeMemory),
+        b"vkQueueSubmit" => hook!(queue_submit, vk::PFN_vkQueueSubmit),
+        b"vkQueueSubmit2" => hook!(queue_submit2, vk::PFN_vkQueueSubmit2),
+        b"vkQueueSubmit2KHR" => hook!(queue_submit2_khr, vk::PFN_vkQueueSubmit2),
+        b"vkQueueWaitIdle" => hook!(queue_wait_idle, vk::PFN_vkQueueWaitIdle),
+        b"vkDeviceWaitIdle" => hook!(device_wait_idle, vk::PFN_vkDeviceWaitIdle),
+        b"vkWaitForFences" => hook!(wait_for_fences, vk::PFN_vkWaitForFences),
+        b"vkGetFenceStatus" => hook!(get_fence_status, vk::PFN_vkGetFenceStatus),
+        b"vkWaitSemaphores" => hook!(wait_semaphores, vk::PFN_vkWaitSemaphores),
+        b"vkWaitSemaphoresKHR" => hook!(wait_semaphores_khr, vk::PFN_vkWaitSemaphores),
+        b"vkQueuePresentKHR" => hook!(queue_present, vk::PFN_vkQueuePresentKHR),
+        b"vkAcquireNextImageKHR" => hook!(acquire_next_image, vk::PFN_vkAcquireNextImageKHR),
+        b"vkMapMemory" => hook!(map_memory, vk::PFN_vkMapMemory),
+        b"vkBindBufferMemory" => hook!(bind_buffer_memory, vk::PFN_vkBindBufferMemory),
+        b"vkBindImageMemory" => hook!(bind_image_memory, vk::PFN_vkBindImageMemory),
+        b"vkCreateBuffer" => hook!(create_buffer, vk::PFN_vkCreateBuffer),
+        b"vkCreateImage" => hook!(create_image, vk::PFN_vkCreateImage),
+        b"vkGetQueryPoolResults" => hook!(get_query_pool_results, vk::PFN_vkGetQueryPoolResults),
+        _ => None,
+    }
+}
+
+unsafe extern "system" fn kiln_trace_get_instance_proc_addr(
+    instance: vk::Instance,
+    p_name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    if p_name.is_null() {
+        return None;
+    }
+    // SAFETY: the caller passes a NUL-terminated name.
+    let name = unsafe { CStr::from_ptr(p_name) }.to_bytes();
+    match name {
+        b"vkGetInstanceProcAddr" => {
+            return hook!(
+                kiln_trace_get_instance_proc_addr,
+                vk::PFN_vkGetInstanceProcAddr
+            );
+        }
+        b"vkGetDeviceProcAddr" => {
+            return hook!(kiln_trace_get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr);
+        }
+        b"vkCreateInstance" => return hook!(create_instance, vk::PFN_vkCreateInstance),
+        b"vkDestroyInstance" => return hook!(destroy_instance, vk::PFN_vkDestroyInstance),
+        b"vkCreateDevice" => return hook!(create_device, vk::PFN_vkCreateDevice),
+        _ => {}
+    }
+    if instance == vk::Instance::null() {
+        return None;
+    }
+    // SAFETY: instance is a dispatchable handle.
+    let data = lock(&INSTANCES).get(&unsafe { key(instance) }).cloned()?;
+    // SAFETY: the next layer's gipa, with an instance it created.
+    let next = unsafe { (data.next_gipa)(instance, p_name) };
+    next?;
+    device_hook(name).or(next)
+}
+
+unsafe extern "system" fn kiln_trace_get_device_proc_addr(
+    device: vk::Device,
+    p_name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    if p_name.is_null() {
+        return None;
+    }
+    // SAFETY: the caller passes a NUL-terminated name.
+    let name = unsafe { CStr::from_ptr(p_name) }.to_bytes();
+    if name == b"vkGetDeviceProcAddr" {
+        return hook!(kiln_trace_get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr);
+    }
+    let data = device_of(device)?;
+    // SAFETY: the next layer's gdpa, with a device it created.
+    let next = unsafe { (data.next_gdpa)(device, p_name) };
+    next?;
+    device_hook(name).or(next)
+}
+
+// ---------------------------------------------------------------------------------------
+// Instance.
+
+/// The API version and enabled extension names of an instance's create info.
+unsafe fn instance_asks(info: &vk::InstanceCreateInfo<'_>) -> (u32, Vec<Vec<u8>>) {
+    // SAFETY: the application's create info: a valid application info or null.
+    let api =
+        unsafe { info.p_application_info.as_ref() }.map_or(vk::API_VERSION_1_0, |a| a.api_version);
+    let names = if info.enabled_extension_count == 0 || info.pp_enabled_extension_names.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: as many NUL-terminated names as the count says.
+        unsafe {
+            std::slice::from_raw_parts(
+                info.pp_enabled_extension_names,
+                info.enabled_extension_count as usize,
+            )
+        }
+        .iter()
+        // SAFETY: each name is NUL-terminated.
+        .map(|&n| unsafe { CStr::from_ptr(n) }.to_bytes().to_vec())
+        .collect()
+    };
+    (api, names)
+}
+
+unsafe extern "system" fn create_instance(
+    p_create_info: *const vk::InstanceCreateInfo<'_>,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+    p_instance: *mut vk::Instance,
+) -> vk::Result {
+    if p_create_info.is_null() {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    // SAFETY: the loader's chain holds its link info for this layer.
+    let info = unsafe {
+        link_info::<LayerInstanceLink>(
+            (*p_create_info).p_next,
+            vk::StructureType::LOADER_INSTANCE_CREATE_INFO,
+        )
+    };
+    // SAFETY: info, when not null, points into the loader's chain.
+    if info.is_null() || unsafe { (*info).link.is_null() } {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    // SAFETY: checked non-null above; advancing the link hands the next layer its own.
+    let next_gipa = unsafe {
+        let link = (*info).link;
+        (*info).link = (*link).p_next;
+        (*link).pfn_next_get_instance_proc_addr
+    };
+    let Some(create) = load!(
+        next_gipa,
+        vk::Instance::null(),
+        c"vkCreateInstance",
+        vk::PFN_vkCreateInstance
+    ) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the application's arguments, passed down.
+    let result = unsafe { create(p_create_info, p_allocator, p_instance) };
+    if result != vk::Result::SUCCESS {
+        return result;
+    }
+    // Attach to the ring now, so that kiln knows the application uses Vulkan even if it
+    // never creates a device.
+    let _ = ring();
+    // SAFETY: the call succeeded, so *p_instance is the new instance; the create info is
+    // the application's.
+    let (instance, (api, extensions)) = unsafe { (*p_instance, instance_asks(&*p_create_info)) };
+    let core11 = api >= vk::API_VERSION_1_1;
+    let properties2 = if core11 {
+        load!(
+            next_gipa,
+            instance,
+            c"vkGetPhysicalDeviceProperties2",
+            vk::PFN_vkGetPhysicalDeviceProperties2
+        )
+        .map(|f| (f, true))
+    } else if extensions
+        .iter()
+        .any(|e| e.as_slice() == b"VK_KHR_get_physical_device_properties2")
+    {
+        load!(
+            next_gipa,
+            instance,
+            c"vkGetPhysicalDeviceProperties2KHR",
+            vk::PFN_vkGetPhysicalDeviceProperties2
+        )
+        .map(|f| (f, false))
+    } else {
+        None
+    };
+    let memory_properties2 = if core11 {
+        load!(
+            next_gipa,
+            instance,
+            c"vkGetPhysicalDeviceMemoryProperties2",
+            vk::PFN_vkGetPhysicalDeviceMemoryProperties2
+        )
+    } else if properties2.is_some() {
+        load!(
+            next_gipa,
+            instance,
+            c"vkGetPhysicalDeviceMemoryProperties2KHR",
+            vk::PFN_vkGetPhysicalDeviceMemoryProperties2
+        )
+    } else {
+        None
+    };
+    let data = InstanceData {
+        instance,
+        next_gipa,
+        destroy_instance: load!(
+            next_gipa,
+            instance,
+            c"vkDestroyInstance",
+            vk::PFN_vkDestroyInstance
+        ),
+        properties2,
+        memory_properties: load!(
+            next_gipa,
+            instance,
+            c"vkGetPhysicalDeviceMemoryProperties",
+            vk::PFN_vkGetPhysicalDeviceMemoryProperties
+        ),
+        memory_properties2,
+        enumerate_device_extensions: load!(
+            next_gipa,
+            instance,
+            c"vkEnumerateDeviceExtensionProperties",
+            vk::PFN_vkEnumerateDeviceExtensionProperties
+        ),
+    };
+    // SAFETY: instance is the dispatchable handle just created.
+    lock(&INSTANCES).insert(unsafe { key(instance) }, Arc::new(data));
+    vk::Result::SUCCESS
+}
+
+unsafe extern "system" fn destroy_instance(
+    instance: vk::Instance,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    if instance == vk::Instance::null() {
+        return;
+    }
+    // SAFETY: instance is a dispatchable handle.
+    let data = lock(&INSTANCES).remove(&unsafe { key(instance) });
+    if let Some(f) = data.and_then(|d| d.destroy_instance) {
+        // SAFETY: the application's arguments, passed down.
+        unsafe { f(instance, p_allocator) };
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Device.
+
+/// Whether the physical device offers `VK_EXT_memory_budget`.
+unsafe fn has_budget(instance: &InstanceData, pd: vk::PhysicalDevice) -> bool {
+    let Some(f) = instance.enumerate_device_extensions else {
+        return false;
+    };
+    let mut count = 0u32;
+    // SAFETY: counting the physical device's extensions.
+    if unsafe { f(pd, std::ptr::null(), &mut count, std::ptr::null_mut()) } != vk::Result::SUCCESS {
+        return false;
+    }
+    let mut props = vec![vk::ExtensionProperties::default(); count as usize];
+    // SAFETY: a buffer of `count` properties.
+    let result = unsafe { f(pd, std::ptr::null(), &mut count, props.as_mut_ptr()) };
+    if result.as_raw() < 0 {
+        return false;
+    }
+    props.truncate(count as usize);
+    props.iter().any(|p| {
+        // SAFETY: the driver writes NUL-terminated names.
+        let name = unsafe { CStr::from_ptr(p.extension_name.as_ptr()) };
+        name == ash::ext::memory_budget::NAME
+    })
+}
+
+/// The device's identity and memory model, recorded once: the first half of its UUID,
+/// its allocation limits, heaps and types. Returns the UUID word and each type's heap.
+unsafe fn describe(instance: &InstanceData, pd: vk::PhysicalDevice) -> (u64, Vec<u16>) {
+    let mut uuid = 0u64;
+    let mut max_bytes = 0u64;
+    let mut max_count = 0u64;
+    if let Some((f, core11)) = instance.properties2 {
+        let mut id = vk::PhysicalDeviceIDProperties::default();
+        let mut maintenance3 = vk::PhysicalDeviceMaintenance3Properties::default();
+        {
+            let mut props = vk::PhysicalDeviceProperties2::default();
+            if core11 {
+                props = props.push_next(&mut id).push_next(&mut maintenance3);
+            }
+            // SAFETY: pd belongs to the instance; the chained structs are core in 1.1.
+            unsafe { f(pd, &mut props) };
+            max_count = u64::from(props.properties.limits.max_memory_allocation_count);
+        }
+        if core11 {
+            let mut first = [0u8; 8];
+            first.copy_from_slice(&id.device_uuid[..8]);
+            uuid = u64::from_le_bytes(first);
+            max_bytes = maintenance3.max_memory_allocation_size;
+        }
+    }
+    let mut memory = vk::PhysicalDeviceMemoryProperties::default();
+    if let Some(f) = instance.memory_properties {
+        // SAFETY: pd belongs to the instance.
+        unsafe { f(pd, &mut memory) };
+    }
+    let types: Vec<u16> = memory
+        .memory_types_as_slice()
+        .iter()
+        .map(|t| t.heap_index as u16)
+        .collect();
+    if let Some(ring) = ring() {
+        let mut r = record(RecordKind::Device);
+        r.device = uuid;
+        r.bytes = max_bytes;
+        r.memory = max_count;
+        ring.push(&r);
+        for (i, heap) in memory.memory_heaps_as_slice().iter().enumerate() {
+            let mut r = record(RecordKind::Heap);
+            r.device = uuid;
+            r.heap = i as u16;
+            r.bytes = heap.size;
+            r.memory = u64::from(heap.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL));
+            ring.push(&r);
+        }
+        for (i, t) in memory.memory_types_as_slice().iter().enumerate() {
+            let mut r = record(RecordKind::MemoryType);
+            r.device = uuid;
+            r.memory_type = i as u16;
+            r.heap = t.heap_index as u16;
+            r.memory = u64::from(t.property_flags.as_raw());
+            ring.push(&r);
+        }
+    }
+    (uuid, types)
+}
+
+unsafe extern "system" fn create_device(
+    pd: vk::PhysicalDevice,
+    p_create_info: *const vk::DeviceCreateInfo<'_>,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+    p_device: *mut vk::Device,
+) -> vk::Result {
+    let Some(instance) = instance_of(pd) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    if p_create_info.is_null() {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    // SAFETY: the loader's chain holds its link info for this layer.
+    let info = unsafe {
+        link_info::<LayerDeviceLink>(
+            (*p_create_info).p_next,
+            vk::StructureType::LOADER_DEVICE_CREATE_INFO,
+        )
+    };
+    // SAFETY: info, when not null, points into the loader's chain.
+    if info.is_null() || unsafe { (*info).link.is_null() } {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    // SAFETY: checked non-null above; advancing the link hands the next layer its own.
+    let (next_gipa, next_gdpa) = unsafe {
+        let link = (*info).link;
+        (*info).link = (*link).p_next;
+        (
+            (*link).pfn_next_get_instance_proc_addr,
+            (*link).pfn_next_get_device_proc_addr,
+        )
+    };
+    let Some(create) = load!(
+        next_gipa,
+        instance.instance,
+        c"vkCreateDevice",
+        vk::PFN_vkCreateDevice
+    ) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the application's arguments, passed down.
+    let result = unsafe { create(pd, p_create_info, p_allocator, p_device) };
+    if result != vk::Result::SUCCESS {
+        return result;
+    }
+    // SAFETY: the call succeeded, so *p_device is the new device.
+    let device = unsafe { *p_device };
+    // SAFETY: pd belongs to the instance.
+    let (uuid, type_heaps) = unsafe { describe(&instance, pd) };
+    // SAFETY: as above.
+    let budget = instance.memory_properties2.is_some() && unsafe { has_budget(&instance, pd) };
+    let fns = DeviceFns {
+        destroy_device: load!(
+            next_gdpa,
+            device,
+            c"vkDestroyDevice",
+            vk::PFN_vkDestroyDevice
+        ),
+        allocate_memory: load!(
+            next_gdpa,
+            device,
+            c"vkAllocateMemory",
+            vk::PFN_vkAllocateMemory
+        ),
+        free_memory: load!(next_gdpa, device, c"vkFreeMemory", vk::PFN_vkFreeMemory),
+        queue_submit: load!(next_gdpa, device, c"vkQueueSubmit", vk::PFN_vkQueueSubmit),
+        queue_submit2: load!(next_gdpa, device, c"vkQueueSubmit2", vk::PFN_vkQueueSubmit2),
+        queue_submit2_khr: load!(
+            next_gdpa,
+            device,
+            c"vkQueueSubmit2KHR",
+            vk::PFN_vkQueueSubmit2
+        ),
+        queue_wait_idle: load!(
+            next_gdpa,
+            device,
+            c"vkQueueWaitIdle",
+            vk::PFN_vkQueueWaitIdle
+        ),
+        device_wait_idle: load!(
+            next_gdpa,
+            device,
+            c"vkDeviceWaitIdle",
+            vk::PFN_vkDeviceWaitIdle
+        ),
+        wait_for_fences: load!(
+            next_gdpa,
+            device,
+            c"vkWaitForFences",
+            vk::PFN_vkWaitForFences
+        ),
+        get_fence_status: load!(
+            next_gdpa,
+            device,
+            c"vkGetFenceStatus",
+            vk::PFN_vkGetFenceStatus
+        ),
+        wait_semaphores: load!(
+            next_gdpa,
+            device,
+            c"vkWaitSemaphores",
+            vk::PFN_vkWaitSemaphores
+        ),
+        wait_semaphores_khr: load!(
+            next_gdpa,
+            device,
+            c"vkWaitSemaphoresKHR",
+            vk::PFN_vkWaitSemaphores
+        ),
+        queue_present: load!(
+            next_gdpa,
+            device,
+            c"vkQueuePresentKHR",
+            vk::PFN_vkQueuePresentKHR
+        ),
+        acquire_next_image: load!(
+            next_gdpa,
+            device,
+            c"vkAcquireNextImageKHR",
+            vk::PFN_vkAcquireNextImageKHR
+        ),
+        map_memory: load!(next_gdpa, device, c"vkMapMemory", vk::PFN_vkMapMemory),
+        bind_buffer_memory: load!(
+            next_gdpa,
+            device,
+            c"vkBindBufferMemory",
+            vk::PFN_vkBindBufferMemory
+        ),
+        bind_image_memory: load!(
+            next_gdpa,
+            device,
+            c"vkBindImageMemory",
+            vk::PFN_vkBindImageMemory
+        ),
+        create_buffer: load!(next_gdpa, device, c"vkCreateBuffer", vk::PFN_vkCreateBuffer),
+        create_image: load!(next_gdpa, device, c"vkCreateImage", vk::PFN_vkCreateImage),
+        get_query_pool_results: load!(
+            next_gdpa,
+            device,
+            c"vkGetQueryPoolResults",
+            vk::PFN_vkGetQueryPoolResults
+        ),
+    };
+    let data = DeviceData {
+        instance,
+        physical: pd,
+        next_gdpa,
+        fns,
+        uuid,
+        type_heaps,
+        budget,
+        lost: AtomicBool::new(false),
+        allocations: Mutex::new(HashMap::new()),
+    };
+    DEVICES
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        // SAFETY: device is the dispatchable handle just created.
+        .insert(unsafe { key(device) }, Arc::new(data));
+    vk::Result::SUCCESS
+}
+
+unsafe extern "system" fn destroy_device(
+    device: vk::Device,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    if device == vk::Device::null() {
+        return;
+    }
+    let data = DEVICES
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        // SAFETY: device is a dispatchable handle.
+        .remove(&unsafe { key(device) });
+    if let Some(f) = data.and_then(|d| d.fns.destroy_device) {
+        // SAFETY: the application's arguments, passed down.
+        unsafe { f(device, p_allocator) };
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory.
+
+unsafe extern "system" fn allocate_memory(
+    device: vk::Device,
+    p_allocate_info: *const vk::MemoryAllocateInfo<'_>,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+    p_memory: *mut vk::DeviceMemory,
+) -> vk::Result {
+    let Some(data) = device_of(device) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(f) = data.fns.allocate_memory else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the application's arguments, passed down.
+    let result = unsafe { f(device, p_allocate_info, p_allocator, p_memory) };
+    let Some(ring) = ring() else {
+        return result;
+    };
+    // SAFETY: the application's allocate info (the call above would have failed on null).
+    let Some(info) = (unsafe { p_allocate_info.as_ref() }) else {
+        return result;
+    };
+    let memory_type = info.memory_type_index as u16;
+    let heap = data
+        .type_heaps
+        .get(usize::from(memory_type))
+        .copied()
+        .unwrap_or(u16::MAX);
+    let bytes = info.allocation_size;
+    let mut r = record(if result == vk::Result::SUCCESS {
+        RecordKind::Alloc
+    } else {
+        RecordKind::AllocFailed
+    });
+    r.call = Call::AllocateMemory;
+    r.device = data.uuid;
+    r.bytes = bytes;
+    r.heap = heap;
+    r.memory_type = memory_type;
+    r.result = result.as_raw();
+    if result == vk::Result::SUCCESS {
+        // SAFETY: the call succeeded, so *p_memory is the new memory.
+        let handle = vk::Handle::as_raw(unsafe { *p_memory });
+        r.memory = handle;
+        lock(&data.allocations).insert(
+            handle,
+            Allocation {
+                bytes,
+                heap,
+                memory_type,
+            },
+        );
+        ring.count(Counted::Alloc, bytes);
+        ring.push(&r);
+    } else {
+        ring.count(Counted::Failed, bytes);
+        ring.push(&r);
+        if let Some((budget, usage)) = data.heap_budget(heap) {
+            let mut b = record(RecordKind::Budget);
+            b.device = data.uuid;
+            b.heap = heap;
+            b.bytes = budget;
+            b.memory = usage;
+            ring.push(&b);
+        }
+        if result == vk::Result::ERROR_DEVICE_LOST {
+            data.failed(Call::AllocateMemory, result);
+        }
+    }
+    result
+}
+
+unsafe extern "system" fn free_memory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    let Some(data) = device_of(device) else {
+        return;
+    };
+    if memory != vk::DeviceMemory::null()
+        && let Some(ring) = ring()
+    {
+        let handle = vk::Handle::as_raw(memory);
+        if let Some(a) = lock(&data.allocations).remove(&handle) {
+            let mut r = record(RecordKind::Free);
+            r.device = data.uuid;
+            r.bytes = a.bytes;
+            r.heap = a.heap;
+            r.memory_type = a.memory_type;
+            r.memory = handle;
+            ring.count(Counted::Free, a.bytes);
+            ring.push(&r);
+        }
+    }
+    if let Some(f) = data.fns.free_memory {
+        // SAFETY: the application's arguments, passed down.
+        unsafe { f(device, memory, p_allocator) };
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Calls whose failure is recorded: each passes its arguments down and records a device
+// loss or an out-of-memory answer.
+
+macro_rules! watched {
+    ($name:ident, $field:ident, $pfn:ty, $call:expr, ($h:ident: $hty:ty $(, $a:ident: $aty:ty)*)) => {
+        unsafe extern "system" fn $name($h: $hty $(, $a: $aty)*) -> vk::Result {
+            let Some(data) = device_of($h) else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            let Some(f) = data.fns.$field else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            // SAFETY: the application's arguments, passed down.
+            let result = unsafe { f($h $(, $a)*) };
+            if result.as_raw() < 0 {
+                data.failed($call, result);
+            }
+            result
+        }
+    };
+}
+
+watched!(queue_submit, queue_submit, vk::PFN_vkQueueSubmit, Call::QueueSubmit,
+    (queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo<'_>, fence: vk::Fence));
+watched!(queue_submit2, queue_submit2, vk::PFN_vkQueueSubmit2, Call::QueueSubmit,
+    (queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo2<'_>, fence: vk::Fence));
+watched!(queue_submit2_khr, queue_submit2_khr, vk::PFN_vkQueueSubmit2, Call::QueueSubmit,
+    (queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo2<'_>, fence: vk::Fence));
+watched!(queue_wait_idle, queue_wait_idle, vk::PFN_vkQueueWaitIdle, Call::QueueWaitIdle,
+    (queue: vk::Queue));
+watched!(device_wait_idle, device_wait_idle, vk::PFN_vkDeviceWaitIdle, Call::DeviceWaitIdle,
+    (device: vk::Device));
+watched!(wait_for_fences, wait_for_fences, vk::PFN_vkWaitForFences, Call::WaitForFences,
+    (device: vk::Device, count: u32, fences: *const vk::Fence, all: vk::Bool32, timeout: u64));
+watched!(get_fence_status, get_fence_status, vk::PFN_vkGetFenceStatus, Call::GetFenceStatus,
+    (device: vk::Device, fence: vk::Fence));
+watched!(wait_semaphores, wait_semaphores, vk::PFN_vkWaitSemaphores, Call::WaitSemaphores,
+    (device: vk::Device, info: *const vk::SemaphoreWaitInfo<'_>, timeout: u64));
+watched!(wait_semaphores_khr, wait_semaphores_khr, vk::PFN_vkWaitSemaphores, Call::WaitSemaphores,
+    (device: vk::Device, info: *const vk::SemaphoreWaitInfo<'_>, timeout: u64));
+watched!(queue_present, queue_present, vk::PFN_vkQueuePresentKHR, Call::QueuePresent,
+    (queue: vk::Queue, info: *const vk::PresentInfoKHR<'_>));
+watched!(acquire_next_image, acquire_next_image, vk::PFN_vkAcquireNextImageKHR, Call::AcquireNextImage,
+    (device: vk::Device, swapchain: vk::SwapchainKHR, timeout: u64, semaphore: vk::Semaphore,
+     fence: vk::Fence, index: *mut u32));
+watched!(map_memory, map_memory, vk::PFN_vkMapMemory, Call::MapMemory,
+    (device: vk::Device, memory: vk::DeviceMemory, offset: vk::DeviceSize, size: vk::DeviceSize,
+     flags: vk::MemoryMapFlags, data: *mut *mut c_void));
+watched!(bind_buffer_memory, bind_buffer_memory, vk::PFN_vkBindBufferMemory, Call::BindMemory,
+    (device: vk::Device, buffer: vk::Buffer, memory: vk::DeviceMemory, offset: vk::DeviceSize));
+watched!(bind_image_memory, bind_image_memory, vk::PFN_vkBindImageMemory, Call::BindMemory,
+    (device: vk::Device, image: vk::Image, memory: vk::DeviceMemory, offset: vk::DeviceSize));
+watched!(create_buffer, create_buffer, vk::PFN_vkCreateBuffer, Call::CreateResource,
+    (device: vk::Device, info: *const vk::BufferCreateInfo<'_>,
+     allocator: *const vk::AllocationCallbacks<'_>, buffer: *mut vk::Buffer));
+watched!(create_image, create_image, vk::PFN_vkCreateImage, Call::CreateResource,
+    (device: vk::Device, info: *const vk::ImageCreateInfo<'_>,
+     allocator: *const vk::AllocationCallbacks<'_>, image: *mut vk::Image));
+watched!(get_query_pool_results, get_query_pool_results, vk::PFN_vkGetQueryPoolResults,
+    Call::GetQueryPoolResults,
+    (device: vk::Device, pool: vk::QueryPool, first: u32, count: u32, size: usize,
+     data: *mut c_void, stride: vk::DeviceSize, flags: vk::QueryResultFlags));

@@ -1,0 +1,458 @@
+#!/usr/bin/env python3
+"""Writes the `kiln watch` scenarios of the corpus (tests/scenarios/watch_*): applications
+watched on an H200 as they really fail (REFERENCE.md section 7), each a whole run directory
+in the formats kiln writes: the manifest, the events (the application's start, its
+iterations, what its output said, its end), the telemetry (NVML samples with the
+per-process lists, counters, Xids) and, for Vulkan applications, the allocation trace.
+Each rule has the case that fires and the near miss that must not. The numbers are this
+script's own; the shapes follow a real watch recorded on the emulated NVIDIA node.
+Deterministic: run it again and nothing changes.
+
+    python3 scripts/watch-scenarios.py
+"""
+
+import json
+import math
+import pathlib
+import random
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "scenarios"
+
+MIB = 1 << 20
+GIB = 1 << 30
+TOTAL = 150754820096  # an H200's memory as NVML reports it
+UUID = "4b494c4e-4832-3030-8000-00000000003b"
+TRACED = "4b494c4e48323030"  # the first eight bytes of the UUID, as the trace names it
+BUS = "0000:3b:00"
+
+DEVICE = {
+    "index": 0, "name": "NVIDIA H200", "vendor_id": 4318, "vendor_name": "NVIDIA",
+    "device_id": 9013, "kind": "discrete_gpu", "driver_name": "NVIDIA",
+    "driver_info": "550.90.07", "driver_version": "550.90.7.0",
+    "driver_version_raw": 2308342208, "api_version": "1.3.277", "device_uuid": UUID,
+    "pci_address": "0000:3b:00.0",
+    "heaps": [
+        {"index": 0, "size_bytes": TOTAL, "device_local": True, "budget_bytes": TOTAL - GIB, "usage_bytes": 0},
+        {"index": 1, "size_bytes": 64 * GIB, "device_local": False, "budget_bytes": 64 * GIB, "usage_bytes": 0},
+    ],
+    "memory_types": [
+        {"index": 0, "heap_index": 0, "flags": ["device_local"]},
+        {"index": 1, "heap_index": 1, "flags": ["host_visible", "host_coherent"]},
+    ],
+    "memory_budget_supported": True,
+    "limits": {
+        "max_storage_buffer_range_bytes": 4294967295, "max_memory_allocation_size_bytes": 4294967296,
+        "max_buffer_size_bytes": 4294967296, "max_texel_buffer_elements": 134217728,
+        "max_compute_work_group_count": [2147483647, 65535, 65535],
+        "max_compute_work_group_invocations": 1024, "timestamp_period_ns": 1.0,
+        "timestamp_valid_bits": 64, "max_push_constants_size_bytes": 256,
+    },
+    "shader_int64": True, "shader_float16": True, "cooperative_matrix": False,
+    "matrix_units": {"shapes": [], "subgroup_size": 32, "int8": True},
+    "compute_queue_family": 0,
+}
+
+IDENTITY = {
+    "board_part_number": "692-2G520-0280-000", "driver_version": "550.90.07",
+    "cuda_driver_version": 12040.0, "ecc_enabled": "true", "matched_by": "uuid",
+    "name": "NVIDIA H200", "nvml_index": 0.0, "other_processes": [],
+    "pci_bus_id": "00000000:3B:00.0", "persistence_mode": "on", "serial": "1654923012345",
+    "temp_gpu_max_c": 87.0, "temp_mem_max_c": 95.0, "temp_shutdown_c": 92.0,
+    "temp_slowdown_c": 90.0, "uuid": "GPU-" + UUID, "vbios": "96.00.A5.00.01",
+}
+
+COUNTERS = {
+    "ecc_corrected_volatile": 0.0, "ecc_uncorrected_volatile": 0.0,
+    "ecc_corrected_aggregate": 0.0, "ecc_uncorrected_aggregate": 0.0,
+    "remapped_correctable": 0.0, "remapped_uncorrectable": 0.0, "remap_pending": 0.0,
+    "remap_failure": 0.0, "pcie_replays": 0.0,
+}
+
+
+class Run:
+    """One watch: its events, telemetry and trace as kiln writes them."""
+
+    def __init__(self, command, pid, name, iteration=None, trace=False, attached=False):
+        self.command, self.pid, self.name = command, pid, name
+        self.iteration, self.trace_on, self.attached = iteration, trace, attached
+        self.events = [
+            {"t_ms": 30.0, "kind": "header", "schema": "kiln.events/1", "tool_version": "0.1.0", "run_id": "watch"},
+            {"t_ms": 31.0, "device": 0, "kind": "device_start", "info": DEVICE},
+        ]
+        start = {"t_ms": 240.0, "kind": "app_start", "pid": pid}
+        if attached:
+            start["attached"] = True
+        else:
+            start["command"] = command
+        self.telemetry = [
+            {"t_ms": 150.0, "source": "sidecar", "kind": "header", "schema": "kiln.telemetry/2", "interval_ms": 1000.0},
+            {"t_ms": 151.0, "device": 0, "source": "nvml", "kind": "identity", "fields": IDENTITY},
+            {"t_ms": 190.0, "device": 0, "source": "nvml", "kind": "snapshot", "phase": "watch", "when": "before", "counters": COUNTERS},
+        ]
+        self.pending = [start]
+        self.trace = []
+        self.seq = 0
+        self.live = {}
+        self.counts = {}
+        self.iterations = 0
+        self.end_ms = None
+
+    def event(self, t, kind, **fields):
+        self.pending.append({"t_ms": float(t), "kind": kind, **fields})
+
+    def step(self, t, n):
+        self.iterations += 1
+        self.event(t, "iteration", n=self.iterations, line=f"step {n}")
+
+    def said(self, t, failure, line):
+        self.event(t, "app_said", failure=failure, line=line)
+
+    def sample(self, t, app_bytes, others=(), util=97.0, temp=64.0, listed=True):
+        """An NVML sample: the application's memory (its pid), the other processes'."""
+        processes = []
+        if app_bytes is not None and listed:
+            processes.append({"pid": self.pid, "used_bytes": int(app_bytes), "name": self.name})
+        for pid, name, used in others:
+            processes.append({"pid": pid, "used_bytes": int(used), "name": name})
+        used = sum(p["used_bytes"] for p in processes) + 512 * MIB
+        readings = {
+            "clock_sm_mhz": 1980.0, "clock_sm_max_mhz": 1980.0, "clock_mem_mhz": 3201.0,
+            "clock_mem_max_mhz": 3201.0, "gpu_temp_c": temp, "hbm_temp_c": temp + 6.0,
+            "mem_total_bytes": float(TOTAL), "mem_used_bytes": float(min(used, TOTAL)),
+            "mem_free_bytes": float(max(TOTAL - used, 0)), "power_w": 520.0,
+            "power_limit_default_w": 700.0, "power_limit_enforced_w": 700.0, "pstate": "P0",
+            "throttle_reasons": "", "throttle_reasons_mask": 0.0, "util_gpu_pct": util,
+            "util_mem_pct": 60.0,
+        }
+        if listed:
+            readings["other_processes_now"] = processes
+        self.telemetry.append({"t_ms": float(t), "device": 0, "source": "nvml", "kind": "sample", "readings": readings})
+
+    def xid(self, t, code, message, pid=None, process=None):
+        self.telemetry.append({"t_ms": float(t), "device": 0, "source": "kmsg", "kind": "xid", "xid": {
+            "bus_id": BUS, "code": code, "pid": pid, "process": process, "message": message,
+            "kernel_us": int(t * 1000) + 5_000_000_000, "before_run": False, "t_ms": float(t)}})
+
+    # The trace, as the layer writes it and kiln drains it.
+    def _record(self, t, kind, **fields):
+        self.trace.append({"seq": self.seq, "t_ms": float(t), "pid": self.pid, "kind": kind, **fields})
+        self.seq += 1
+
+    def traced_device(self, t):
+        self._record(t, "attach")
+        self._record(t, "device", device=TRACED, max_allocation_bytes=4 * GIB, max_allocations=4096)
+        self._record(t, "heap", device=TRACED, heap=0, bytes=TOTAL, device_local=True)
+        self._record(t, "heap", device=TRACED, heap=1, bytes=64 * GIB, device_local=False)
+
+    def _class(self, size):
+        return max(0, (size - 1).bit_length()) if size > 1 else 0
+
+    def alloc(self, t, size):
+        handle = 0x1000 + self.seq
+        self._record(t, "alloc", device=TRACED, bytes=size, heap=0, memory_type=0, handle=handle)
+        self.live[handle] = size
+        self.counts.setdefault(self._class(size), [0, 0, 0])[0] += 1
+        return handle
+
+    def free(self, t, handle):
+        size = self.live.pop(handle)
+        self._record(t, "free", device=TRACED, bytes=size, heap=0, memory_type=0, handle=handle)
+        self.counts.setdefault(self._class(size), [0, 0, 0])[1] += 1
+
+    def refused(self, t, size, budget, usage, result="VK_ERROR_OUT_OF_DEVICE_MEMORY"):
+        self._record(t, "alloc_failed", device=TRACED, bytes=size, heap=0, memory_type=0, result=result)
+        self._record(t, "budget", device=TRACED, heap=0, budget_bytes=budget, usage_bytes=usage)
+        self.counts.setdefault(self._class(size), [0, 0, 0])[2] += 1
+
+    def lost(self, t, call="vkQueueSubmit"):
+        self._record(t, "device_lost", device=TRACED, call=call)
+
+    def live_bytes(self):
+        return sum(self.live.values())
+
+    def end(self, t, exit_code=0, signal=None, counters=None):
+        self.end_ms = float(t)
+        self.event(t, "app_end", exit_code=exit_code, signal=signal)
+        after = dict(COUNTERS)
+        after.update(counters or {})
+        self.telemetry.append({"t_ms": t + 60.0, "device": 0, "source": "nvml", "kind": "snapshot", "phase": "watch", "when": "after", "counters": after})
+
+    def write(self, name, about, codes, exit_code, result, reason=None, interval_s=1.0):
+        out = CORPUS / name
+        out.mkdir(parents=True, exist_ok=True)
+        watch = {"interval_s": interval_s, "trace": self.trace_on}
+        if self.attached:
+            watch["pid"] = self.pid
+        else:
+            watch["command"] = self.command
+        if self.iteration:
+            watch["iteration"] = self.iteration
+        files = ["events.jsonl", "telemetry.jsonl"] + (["trace.jsonl"] if self.trace_on else [])
+        command_line = ["kiln", "watch"] + (["--iteration", self.iteration] if self.iteration else [])
+        command_line += ["--pid", str(self.pid)] if self.attached else ["--"] + self.command
+        manifest = {
+            "schema": "kiln.manifest/2", "tool_version": "0.1.0", "command_line": command_line,
+            "host": "node-a07", "started_utc": "2026-12-01T09:00:00Z", "devices": [DEVICE],
+            "settings": {"telemetry_interval_s": interval_s, "stop_on_first_failure": False, "watch": watch},
+            "evidence": files,
+        }
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        events = self.events + sorted(self.pending, key=lambda e: e["t_ms"])
+        last = max(e["t_ms"] for e in events) + 80.0
+        events.append({"t_ms": last, "kind": "run_end", "exit_code": exit_code, "result": result})
+        write_jsonl(out / "events.jsonl", events)
+        write_jsonl(out / "telemetry.jsonl", sorted(self.telemetry, key=lambda r: r["t_ms"]))
+        if self.trace_on:
+            classes = [self.counts.get(k, [0, 0, 0]) for k in range(48)]
+            counts = {"seq": self.seq, "t_ms": last, "pid": 0, "kind": "counts", "attached": 1,
+                      "lost_device_calls": 0, "lost_records": 0, "classes": classes}
+            write_jsonl(out / "trace.jsonl", self.trace + [counts])
+        else:
+            (out / "trace.jsonl").unlink(missing_ok=True)
+        expected = {"about": about, "exit_code": exit_code, "result": result, "codes": codes, "incomplete": False}
+        if reason:
+            expected["reason"] = reason
+        (out / "expected.json").write_text(json.dumps(expected) + "\n")
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
+
+
+TRAIN = ["python3", "train.py", "--batch", "64"]
+
+
+def training(name, about, codes, exit_code, result, baseline, peak=None, steps=40, step_s=3.0,
+             others=None, ending=None, reason=None, seed=7):
+    """A training job: a step every `step_s`, sampled each second: its baseline
+    `baseline(n)` between steps and its peak `peak(n)` mid-step (GiB); `others(t)` gives
+    the other processes; `ending(run, t, n)` may end it early (return True)."""
+    rnd = random.Random(seed)
+    run = Run(TRAIN, 4242, "python3", iteration=r"^step \d+")
+    t = 1000.0
+    peak = peak or (lambda n: baseline(n) + 14)
+    for n in range(steps):
+        start = t
+        run.step(start + 5.0, n)
+        if ending and ending(run, start, n):
+            return run.write(name, about, codes, exit_code, result, reason)
+        for k in range(int(step_s)):
+            ts = start + 1000.0 * k + 400.0
+            if k == 0:
+                used = baseline(n) + rnd.uniform(0, 0.05)
+            elif k == 1:
+                used = peak(n)
+            else:
+                used = (baseline(n) + peak(n)) / 2
+            run.sample(ts, used * GIB, others(ts) if others else ())
+        t += step_s * 1000.0
+    run.end(t + 200.0, 0)
+    run.write(name, about, codes, exit_code, result, reason)
+
+
+def main():
+    # A healthy job: a flat baseline under a sawtooth.
+    training("watch_training_steady",
+             "a training job on an H200 whose memory rises and falls back to 38 GiB every step: healthy",
+             [], 0, "pass", lambda n: 38.0)
+    # A leak: the baseline climbs 0.75 GiB a step and never falls back.
+    training("watch_leak_per_step",
+             "the lowest memory between steps climbs 0.75 GiB a step (a tensor kept per step): a leak, with the time left",
+             ["APP_MEMORY_LEAK"], 3, "software", lambda n: 38.0 + 0.75 * n, reason="a leak")
+    # Near miss: an allocator's cache warms for four steps, then holds.
+    warm = [30.0, 33.0, 35.0, 36.0]
+    training("watch_warmup_plateau_not_a_leak",
+             "the caching allocator grows for four steps, then the baseline holds at 36 GiB: warming up, not a leak",
+             [], 0, "pass", lambda n: warm[n] if n < len(warm) else 36.0)
+    # Near miss: a baseline that wanders by a gigabyte either way, with no trend.
+    jitter = random.Random(11)
+    wander = [40.0 + jitter.uniform(-1.0, 1.0) for _ in range(40)]
+    training("watch_noisy_baseline_not_a_leak",
+             "the baseline wanders by up to 1 GiB either way from step to step with no trend: not a leak",
+             [], 0, "pass", lambda n: wander[n])
+
+    # Over the limit: a flat baseline, and one step that needs more than the card has.
+    def big_batch(run, t, n):
+        if n != 15:
+            return False
+        run.sample(t + 400.0, 20.0 * GIB)
+        run.sample(t + 1400.0, 139.2 * GIB)
+        run.said(t + 1700.0, "out_of_memory",
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB. GPU 0 has a total capacity of 140.4 GiB of which 1.19 GiB is free.")
+        run.end(t + 2100.0, 1)
+        return True
+    training("watch_over_the_limit",
+             "a step whose batch needs 151 GiB peaks at 139 GiB and fails for memory while the baseline sits flat at 20 GiB: over the limit, not a leak",
+             ["APP_OVER_MEMORY_LIMIT"], 3, "software", lambda n: 20.0, peak=lambda n: 60.0,
+             ending=big_batch, reason="more memory than the card has")
+
+    # A leak that ends in running out: the leak, not the limit, is the cause.
+    def leak_runs_out(run, t, n):
+        if 30.0 + 6.0 * n + 14 < 138.0:
+            return False
+        run.sample(t + 400.0, (30.0 + 6.0 * n) * GIB)
+        run.said(t + 900.0, "out_of_memory", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.")
+        run.end(t + 1300.0, 1)
+        return True
+    training("watch_leak_runs_out_of_memory",
+             "the baseline climbs 6 GiB a step until a step fails for memory at step 17: the leak is the cause, not a step over the limit",
+             ["APP_MEMORY_LEAK"], 3, "software", lambda n: 30.0 + 6.0 * n, ending=leak_runs_out,
+             reason="a leak")
+
+    # Fragmentation without a failure: the floor creeps under flat peaks.
+    training("watch_creeping_floor",
+             "the floor between steps creeps 0.3 GiB a step while every peak stays at 70 GiB: memory not handed back (fragmentation), not yet a failure",
+             ["APP_FRAGMENTATION"], 4, "inconclusive", lambda n: 30.0 + 0.3 * n,
+             peak=lambda n: 70.0, reason="not yet a call")
+
+    # Another process arrives and takes 60 GiB four seconds before the job fails.
+    def tenant(ts):
+        return [(5151, "python3", 60.0 * GIB)] if ts >= 80_000.0 else []
+
+    def squeezed(run, t, n):
+        if t < 84_000.0:
+            return False
+        run.sample(t + 400.0, 85.0 * GIB, tenant(t + 400.0))
+        run.said(t + 700.0, "out_of_memory", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 10.00 GiB.")
+        run.end(t + 1100.0, 1)
+        return True
+    training("watch_other_process_before_oom",
+             "a second job (pid 5151) takes 60 GiB at 80 s and the training job, flat at 50-90 GiB, fails for memory at 84 s: another process, the environment",
+             ["APP_OTHER_PROCESS"], 2, "environment", lambda n: 50.0, peak=lambda n: 90.0,
+             others=tenant, ending=squeezed, reason="another process took GPU memory")
+
+    # Near miss: a neighbour with a flat 20 GiB all along; the job's own step is too big.
+    def neighbour(ts):
+        return [(2020, "Xorg", 20.0 * GIB)]
+
+    def too_big(run, t, n):
+        if n != 12:
+            return False
+        run.sample(t + 400.0, 118.5 * GIB, neighbour(t))
+        run.said(t + 800.0, "out_of_memory", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB.")
+        run.end(t + 1200.0, 1)
+        return True
+    training("watch_flat_neighbour_not_the_cause",
+             "a display server holds a flat 20 GiB all run long while the job's own step peaks at 118.5 GiB and fails: over the limit, the neighbour did not grow",
+             ["APP_OVER_MEMORY_LIMIT"], 3, "software", lambda n: 40.0, peak=lambda n: 80.0,
+             others=neighbour, ending=too_big, reason="more memory than the card has")
+
+    # A job that exits with an error of its own, its memory healthy.
+    def own_error(run, t, n):
+        if n != 20:
+            return False
+        run.end(t + 300.0, 1)
+        return True
+    training("watch_own_error",
+             "the job exits with 1 at step 20 with its memory flat and nothing on the card: its own error, reported and not judged",
+             ["APP_EXIT"], 0, "pass", lambda n: 38.0, ending=own_error)
+
+    vulkan_scenarios()
+    attached_scenarios()
+
+
+def renderer(name, about, codes, exit_code, result, frames, at_end, reason=None, xids=()):
+    """A Vulkan renderer, traced: each frame allocates twelve 256 MiB textures on top of a
+    resident 8 GiB scene, and frees them; `at_end(run, t)` ends it after `frames`."""
+    run = Run(["./render", "--frames", "400"], 6161, "render", iteration=r"^frame \d+", trace=True)
+    run.traced_device(300.0)
+    scene = [run.alloc(310.0 + i, GIB) for i in range(8)]
+    t = 1000.0
+    for f in range(frames):
+        run.event(t + 2.0, "iteration", n=f + 1, line=f"frame {f}")
+        textures = [run.alloc(t + 5.0 + i, 256 * MIB) for i in range(12)]
+        run.sample(t + 300.0, run.live_bytes())
+        for h in textures:
+            run.free(t + 700.0, h)
+        run.sample(t + 800.0, run.live_bytes())
+        t += 1000.0
+    for code, message, pid in xids:
+        run.xid(t - 100.0, code, message, pid, "render" if pid else None)
+    counters = at_end(run, t)
+    if counters is not None:
+        run.write(name, about, codes, exit_code, result, reason)
+    return scene
+
+
+def vulkan_scenarios():
+    # An allocation refused with 98 GiB free: fragmentation.
+    def refused_with_room(run, t):
+        run.refused(t + 10.0, 2 * GIB, budget=TOTAL - GIB, usage=10 * GIB)
+        run.said(t + 20.0, "out_of_memory", "vkAllocateMemory: VK_ERROR_OUT_OF_DEVICE_MEMORY (2048 MiB texture atlas)")
+        run.end(t + 300.0, 1)
+        return {}
+    renderer("watch_refused_with_room_is_fragmentation",
+             "a 2 GiB allocation is refused with VK_ERROR_OUT_OF_DEVICE_MEMORY while the driver's budget leaves 130 GiB free: fragmentation, not a lack of memory",
+             ["APP_FRAGMENTATION"], 3, "software", 30, refused_with_room, reason="fragmentation")
+
+    # Near miss: refused when the budget's rest is smaller than the request.
+    def refused_when_full(run, t):
+        big = [run.alloc(t + i, 4 * GIB) for i in range(31)]
+        run.sample(t + 200.0, run.live_bytes())
+        run.refused(t + 300.0, 2 * GIB, budget=TOTAL - GIB, usage=TOTAL - GIB - 512 * MIB)
+        run.said(t + 310.0, "out_of_memory", "vkAllocateMemory: VK_ERROR_OUT_OF_DEVICE_MEMORY (2048 MiB texture atlas)")
+        run.end(t + 600.0, 1)
+        return big
+    renderer("watch_refused_when_full_is_over_the_limit",
+             "a 2 GiB allocation is refused when the budget has 512 MiB left, the renderer holding 132 GiB: over the limit, not fragmentation",
+             ["APP_OVER_MEMORY_LIMIT"], 3, "software", 30, refused_when_full, reason="more memory than the card has")
+
+    # A device lost with the memory flat and Xid 109 naming the renderer: a timeout.
+    def timed_out(run, t):
+        run.lost(t + 50.0)
+        run.said(t + 60.0, "device_lost", "vkQueueSubmit failed: VK_ERROR_DEVICE_LOST")
+        run.end(t + 400.0, 1)
+        return {}
+    renderer("watch_device_lost_timeout",
+             "the renderer's queue submission returns VK_ERROR_DEVICE_LOST with its memory flat at 8-11 GiB, Xid 109 naming it: a driver timeout",
+             ["XID_TIMEOUT", "APP_DRIVER_TIMEOUT"], 3, "software", 40, timed_out,
+             xids=[(109, "Ch 00000010, errorString CTX SWITCH TIMEOUT, Info 0x3c046", 6161)],
+             reason="lost its device")
+
+    # A device lost with Xid 13 of the renderer's own: its shader's fault.
+    def faulted(run, t):
+        run.lost(t + 50.0, "vkWaitForFences")
+        run.end(t + 400.0, 1)
+        return {}
+    renderer("watch_device_lost_shader_fault",
+             "the renderer loses its device after Xid 13 (graphics engine exception) naming its own process: a fault of its own work, not the card",
+             ["XID_APPLICATION", "APP_DRIVER_TIMEOUT"], 3, "software", 25, faulted,
+             xids=[(13, "Graphics Exception: ESR 0x504648=0x1000e 0x504650=0x0", 6161)],
+             reason="lost its device")
+
+    # The card falls off the bus under the renderer.
+    def fell_off(run, t):
+        run.lost(t + 50.0)
+        run.end(t + 400.0, 1)
+        return {}
+    renderer("watch_card_fell_off_the_bus",
+             "Xid 79 (the GPU fell off the bus) just before the renderer lost its device: the card (or its slot and power), test it with the rma profile",
+             ["XID_FALLEN_OFF_BUS", "APP_CARD_FAULT"], 1, "fail", 20, fell_off,
+             xids=[(79, "GPU has fallen off the bus.", None)], reason="fallen off the bus")
+
+
+def attached_scenarios():
+    # Attached with --pid: a service whose memory climbs 200 MiB a minute, read every 10 s.
+    run = Run([], 7300, "llm-serve", attached=True)
+    for k in range(180):
+        ts = 1000.0 + k * 10_000.0
+        saw = 2.0 * math.sin(k * 0.7)
+        run.sample(ts, (24.0 + 0.2 * k / 6.0) * GIB + saw * 64 * MIB)
+    run.end(1000.0 + 180 * 10_000.0, None)
+    run.write("watch_attached_leak_by_time",
+              "a service watched with --pid for 30 minutes climbs 200 MiB a minute with no iterations to go by: a leak, said per minute",
+              ["APP_MEMORY_LEAK"], 3, "software", reason="a minute", interval_s=10.0)
+
+    # Attached where the driver lists no processes: nothing of its memory is seen.
+    run = Run([], 7301, "game", attached=True)
+    for k in range(30):
+        run.sample(1000.0 + k * 1000.0, None, listed=False)
+    run.end(31_000.0, None)
+    run.write("watch_memory_unseen",
+              "a process watched with --pid on a driver that lists no per-process memory, and no trace: nothing of its memory seen, not a pass",
+              ["APP_MEMORY_UNSEEN"], 4, "inconclusive", reason="could be read")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,4 @@
+//! What differs between operating systems, one concern a module, each with one interface
+//! and a side per OS: the logic above never asks which OS it runs on.
+
+pub mod process;

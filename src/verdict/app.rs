@@ -1,0 +1,1090 @@
+//! `kiln watch`'s verdict: is it the card, the machine or the software? The application's
+//! memory over time (the driver's per-process figure, else the allocation trace), its
+//! iterations, the failures it met and the card's own evidence, read from the run
+//! directory alone, and judged by the fingerprint rules of REFERENCE.md §7 in
+//! [`super::app_rules`], one rule per cause.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::app_rules;
+use super::model::DeviceReport;
+use super::thresholds::Thresholds;
+use crate::evidence::trace::{Trace, TraceEvent, VkError, same_device};
+use crate::evidence::{AppFailure, Event, WatchSettings};
+use crate::finding::{Class, FindingCode};
+use crate::telemetry::reading::Reading;
+use crate::telemetry::record::{TelemetryData, TelemetryRecord};
+use crate::telemetry::signals;
+
+/// What a watch's events say of the application, gathered in order.
+#[derive(Debug, Clone, Default)]
+pub struct AppEvents {
+    /// Its command line (empty when attached).
+    pub command: Vec<String>,
+    /// Its first process.
+    pub pid: Option<u32>,
+    /// Attached to a running process (`--pid`).
+    pub attached: bool,
+    /// When it started (or was attached to), ms since the watch started.
+    pub started_ms: f64,
+    /// Every process of it seen.
+    pub pids: BTreeSet<u32>,
+    /// Iterations its output marked, ms.
+    pub marks: Vec<f64>,
+    /// Failures its output said, with when.
+    pub said: Vec<(f64, AppFailure, String)>,
+    /// Alerts raised.
+    pub alerts: usize,
+    /// How and when it ended: (ms, exit code, signal).
+    pub end: Option<(f64, Option<i32>, Option<i32>)>,
+}
+
+impl AppEvents {
+    /// Takes what an event says of the application; other events are left alone.
+    pub fn take(&mut self, t_ms: f64, event: &Event) {
+        match event {
+            Event::AppStart {
+                command,
+                pid,
+                attached,
+            } => {
+                self.command = command.clone();
+                self.pid = Some(*pid);
+                self.attached = *attached;
+                self.started_ms = t_ms;
+                self.pids.insert(*pid);
+            }
+            Event::AppProcesses { pids } => self.pids.extend(pids),
+            Event::Iteration { .. } => self.marks.push(t_ms),
+            Event::AppSaid { failure, line } => self.said.push((t_ms, *failure, line.clone())),
+            Event::Alert { .. } => self.alerts += 1,
+            Event::AppEnd { exit_code, signal } => self.end = Some((t_ms, *exit_code, *signal)),
+            _ => {}
+        }
+    }
+}
+
+/// Where the application's memory figures came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemorySource {
+    /// The driver's per-process figure (NVML on NVIDIA, DRM fdinfo on amdgpu, xe, i915).
+    Driver,
+    /// The sum of the application's live allocations, from kiln's Vulkan layer.
+    Trace,
+    /// Neither: nothing of its memory is known.
+    None,
+}
+
+/// Where the iterations came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IterationSource {
+    /// Lines of its output that matched `--iteration`.
+    Output,
+    /// The period of its own memory use.
+    Period,
+    /// None found: its memory is judged over time.
+    None,
+}
+
+/// The cause the watch found, in one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Diagnosis {
+    /// Nothing wrong with the card, the machine or the application's memory.
+    Healthy,
+    /// A leak.
+    Leak,
+    /// A step needs more memory than the card has.
+    OverTheLimit,
+    /// Fragmentation or an allocation limit.
+    Fragmentation,
+    /// Another process took the memory.
+    OtherProcess,
+    /// The device lost to a driver timeout or the application's own work.
+    DriverTimeout,
+    /// The card.
+    Card,
+    /// Not enough was seen to judge (interrupted, no memory figures, no GPU).
+    NotJudged,
+}
+
+impl Diagnosis {
+    /// The cause a finding code gives, if it gives one.
+    pub fn of(code: FindingCode) -> Option<Diagnosis> {
+        Some(match code {
+            FindingCode::AppMemoryLeak => Diagnosis::Leak,
+            FindingCode::AppOverMemoryLimit => Diagnosis::OverTheLimit,
+            FindingCode::AppFragmentation => Diagnosis::Fragmentation,
+            FindingCode::AppOtherProcess => Diagnosis::OtherProcess,
+            FindingCode::AppDriverTimeout => Diagnosis::DriverTimeout,
+            FindingCode::AppCardFault => Diagnosis::Card,
+            _ => return None,
+        })
+    }
+
+    /// In words for people.
+    pub fn word(self) -> &'static str {
+        match self {
+            Diagnosis::Healthy => "healthy",
+            Diagnosis::Leak => "a leak",
+            Diagnosis::OverTheLimit => "over the memory limit",
+            Diagnosis::Fragmentation => "fragmentation",
+            Diagnosis::OtherProcess => "another process",
+            Diagnosis::DriverTimeout => "a driver timeout",
+            Diagnosis::Card => "the card",
+            Diagnosis::NotJudged => "not judged",
+        }
+    }
+}
+
+/// One process's memory over the watch, for the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessMemory {
+    /// Its pid (0: the application as the trace sums it).
+    pub pid: u32,
+    /// Its name, where the system gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// One of the watched application's processes.
+    pub watched: bool,
+    /// (ms since the watch started, bytes), at most [`TIMELINE_POINTS`] of them.
+    pub points: Vec<[f64; 2]>,
+}
+
+/// The most points a timeline keeps per process: enough for a chart, few enough for a
+/// report of an hours-long watch.
+pub const TIMELINE_POINTS: usize = 600;
+
+/// A size class of the trace's allocations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizeClass {
+    /// The class holds sizes above half of this, up to it.
+    pub up_to_bytes: u64,
+    /// Allocations made.
+    pub allocations: u64,
+    /// Of them freed.
+    pub frees: u64,
+    /// Allocations refused.
+    pub refused: u64,
+}
+
+/// What the trace holds, in counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceSummary {
+    /// Processes that loaded kiln's layer.
+    pub attached: u64,
+    /// Allocations, frees and refusals, over every size class.
+    pub allocations: u64,
+    /// Frees.
+    pub frees: u64,
+    /// Refused allocations.
+    pub refused: u64,
+    /// Records lost before kiln read them.
+    pub lost_records: u64,
+    /// Calls that returned `VK_ERROR_DEVICE_LOST` (each device's first and the rest).
+    pub device_lost_calls: u64,
+}
+
+/// The application's part of a watch's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApplicationReport {
+    /// Its command line (empty when attached to a running process).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Its first process.
+    pub pid: Option<u32>,
+    /// Attached with `--pid`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attached: bool,
+    /// Every process of it seen.
+    pub pids: Vec<u32>,
+    /// Its exit code, when it exited and kiln could know it.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it.
+    pub signal: Option<i32>,
+    /// When it ended, ms since the watch started; None when the watch stopped first.
+    pub ended_ms: Option<f64>,
+    /// The device its memory lived on (its index), where one was seen.
+    pub device: Option<usize>,
+    /// Where its memory figures came from.
+    pub memory_source: MemorySource,
+    /// Its highest memory.
+    pub peak_bytes: u64,
+    /// The memory it could have had: the card's (or the heap's) size.
+    pub budget_bytes: Option<u64>,
+    /// Its iterations, ms since the watch started.
+    pub iterations_ms: Vec<f64>,
+    /// Where they came from.
+    pub iterations_from: IterationSource,
+    /// Its lowest memory in each iteration: (ms, bytes).
+    pub baselines: Vec<[f64; 2]>,
+    /// The cause found.
+    pub diagnosis: Diagnosis,
+    /// Memory per process over the watch: the application's first.
+    pub timeline: Vec<ProcessMemory>,
+    /// Allocations by size class, from the trace (classes with none left out).
+    pub histogram: Vec<SizeClass>,
+    /// What the trace held, when there was one.
+    pub trace: Option<TraceSummary>,
+    /// `--alert` crossings.
+    pub alerts: usize,
+    /// Moments worth marking on its timeline: its failures, as they were said.
+    pub moments: Vec<Moment>,
+}
+
+/// A moment of the watch worth marking.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Moment {
+    /// When, ms since the watch started.
+    pub t_ms: f64,
+    /// What happened, in a few words.
+    pub what: String,
+}
+
+/// A memory series: (ms, bytes), in time order.
+pub type Series = Vec<(f64, u64)>;
+
+/// A failure the application met.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// Out of memory: the size asked for and the driver's answer, where the trace saw it.
+    Memory {
+        /// When, ms.
+        t_ms: f64,
+        /// The allocation's size.
+        request: Option<u64>,
+        /// The driver's answer.
+        result: Option<VkError>,
+        /// Memory free for it then (the budget's rest, or the card's free memory).
+        free: Option<u64>,
+        /// Its live allocations then, and the device's limit on them.
+        live: Option<(u64, u64)>,
+        /// What said so: a call (`vkAllocateMemory`) or a line of output.
+        said: String,
+    },
+    /// The device was lost.
+    Lost {
+        /// When, ms.
+        t_ms: f64,
+        /// What said so.
+        said: String,
+    },
+}
+
+impl Failure {
+    /// When it happened, ms.
+    pub fn t_ms(&self) -> f64 {
+        match self {
+            Failure::Memory { t_ms, .. } | Failure::Lost { t_ms, .. } => *t_ms,
+        }
+    }
+}
+
+/// Everything the application rules read, for the device its memory lived on.
+#[derive(Debug, Clone, Default)]
+pub struct AppView {
+    /// Its memory over time.
+    pub memory: Series,
+    /// Whether `memory` holds between points (the trace's sums) or is sampled.
+    pub stepwise: bool,
+    /// Every other process's memory on the device, by pid, with its name.
+    pub others: BTreeMap<u32, (Option<String>, Series)>,
+    /// Iteration starts, ms.
+    pub marks: Vec<f64>,
+    /// The iterations are not the application's own marks (its period, or stretches of
+    /// time): rates are said per minute.
+    pub by_time: bool,
+    /// Its lowest and highest memory in each iteration: (start ms, lowest, highest).
+    pub windows: Vec<(f64, u64, u64)>,
+    /// The memory it could have had.
+    pub budget: Option<u64>,
+    /// Failures, in time order.
+    pub failures: Vec<Failure>,
+    /// Its live allocations by size class at each iteration's lowest point, from the
+    /// trace: (class, count).
+    pub classes_at_windows: Vec<BTreeMap<usize, i64>>,
+    /// The device's utilisation samples (ms, %).
+    pub utilisation: Series,
+    /// The device's memory in use by every process (ms, bytes).
+    pub device_used: Series,
+    /// The application's processes.
+    pub pids: Vec<u32>,
+    /// How often the watch read its memory, ms.
+    pub interval_ms: f64,
+    /// How and when it ended.
+    pub end: Option<(f64, Option<i32>, Option<i32>)>,
+}
+
+/// Judges the watched application: builds its view on the device its memory lived on,
+/// adds the rules' findings to that device (and the card's to whichever it concerns),
+/// and returns the application's report.
+pub fn judge(
+    events: &AppEvents,
+    settings: &WatchSettings,
+    telemetry: &[TelemetryRecord],
+    trace: Option<&Trace>,
+    devices: &mut [DeviceReport],
+    t: &Thresholds,
+) -> ApplicationReport {
+    let pids: Vec<u32> = events.pids.iter().copied().collect();
+    // Each device's series of the application, from the driver and from the trace.
+    let mut best: Option<(usize, Series, MemorySource, bool)> = None;
+    for (i, d) in devices.iter().enumerate() {
+        let (driver, _) = driver_series(telemetry, d.index, &events.pids);
+        let traced = trace
+            .map(|tr| trace_series(tr, &d.uuid))
+            .unwrap_or_default();
+        let candidates = [
+            (driver, MemorySource::Driver, false),
+            (traced, MemorySource::Trace, true),
+        ];
+        for (series, source, stepwise) in candidates {
+            let peak = series.iter().map(|p| p.1).max().unwrap_or(0);
+            let better = match &best {
+                None => peak > 0,
+                Some((_, b, _, _)) => peak > b.iter().map(|p| p.1).max().unwrap_or(0) * 2,
+            };
+            if better {
+                best = Some((i, series, source, stepwise));
+            }
+        }
+    }
+    let (slot, memory, source, stepwise) = match best {
+        Some(b) => b,
+        None => (0, Vec::new(), MemorySource::None, false),
+    };
+    let mut view = AppView {
+        memory,
+        stepwise,
+        pids: pids.clone(),
+        end: events.end,
+        interval_ms: settings.interval_s * 1e3,
+        ..AppView::default()
+    };
+    let mut histogram = Vec::new();
+    let mut trace_summary = None;
+    if let Some(d) = devices.get(slot) {
+        view.others = driver_series(telemetry, d.index, &events.pids).1;
+        view.budget = budget(telemetry, d.index, trace, &d.uuid);
+        view.utilisation = gauge_series(telemetry, d.index, signals::UTIL_GPU_PCT.name);
+        view.device_used = gauge_series(telemetry, d.index, signals::MEM_USED_BYTES.name);
+        view.failures = failures(events, trace, &d.uuid, telemetry, d.index, view.budget);
+    }
+    let (marks, from) = if !events.marks.is_empty() {
+        (events.marks.clone(), IterationSource::Output)
+    } else {
+        // Iterations it did not mark are no unit a person can count in: rates are said
+        // per minute.
+        view.by_time = true;
+        match period_marks(&view.memory, view.stepwise) {
+            Some(m) => (m, IterationSource::Period),
+            None => (time_marks(&view.memory), IterationSource::None),
+        }
+    };
+    view.marks = marks;
+    view.windows = windows(
+        &view.memory,
+        view.stepwise,
+        &view.marks,
+        events.end.map(|e| e.0),
+    );
+    if let (Some(tr), Some(d)) = (trace, devices.get(slot)) {
+        view.classes_at_windows = classes_at(tr, &d.uuid, &view.windows, &view.memory);
+        histogram = tr
+            .classes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.iter().any(|n| *n > 0))
+            .map(|(k, c)| SizeClass {
+                up_to_bytes: crate::evidence::ring::class_limit_bytes(k),
+                allocations: c[0],
+                frees: c[1],
+                refused: c[2],
+            })
+            .collect();
+        let sum = |i: usize| tr.classes.iter().map(|c| c[i]).sum::<u64>();
+        let first_losses = tr
+            .records
+            .iter()
+            .filter(|r| matches!(r.event, TraceEvent::DeviceLost { .. }))
+            .count() as u64;
+        trace_summary = Some(TraceSummary {
+            attached: tr.attached,
+            allocations: sum(0),
+            frees: sum(1),
+            refused: sum(2),
+            lost_records: tr.lost_records,
+            device_lost_calls: first_losses + tr.lost_device_calls,
+        });
+    }
+    let mut device = None;
+    if let Some(d) = devices.get_mut(slot) {
+        let found = app_rules::judge(&view, d, t);
+        d.add_findings(found);
+        device = Some(d.index);
+    }
+    // The card's evidence on the devices the application did not use is still the card's.
+    for (i, d) in devices.iter_mut().enumerate() {
+        if i != slot {
+            let card = app_rules::card(d, &view);
+            if !card.is_empty() {
+                d.add_findings(card);
+            }
+        }
+    }
+    let diagnosis = devices
+        .get(slot)
+        .map_or(Diagnosis::NotJudged, |d| diagnosis_of(d, source));
+    let mut timeline = Vec::new();
+    if !view.memory.is_empty() {
+        timeline.push(ProcessMemory {
+            pid: if source == MemorySource::Trace {
+                0
+            } else {
+                events.pid.unwrap_or(0)
+            },
+            name: None,
+            watched: true,
+            points: thin(&view.memory),
+        });
+    }
+    for (pid, (name, series)) in &view.others {
+        timeline.push(ProcessMemory {
+            pid: *pid,
+            name: name.clone(),
+            watched: false,
+            points: thin(series),
+        });
+    }
+    ApplicationReport {
+        command: if events.command.is_empty() {
+            settings.command.clone()
+        } else {
+            events.command.clone()
+        },
+        pid: events.pid.or(settings.pid),
+        attached: events.attached,
+        pids,
+        exit_code: events.end.and_then(|e| e.1),
+        signal: events.end.and_then(|e| e.2),
+        ended_ms: events.end.map(|e| e.0),
+        device,
+        memory_source: source,
+        peak_bytes: view.memory.iter().map(|p| p.1).max().unwrap_or(0),
+        budget_bytes: view.budget,
+        iterations_ms: view.marks.clone(),
+        iterations_from: from,
+        baselines: view
+            .windows
+            .iter()
+            .map(|(t, low, _)| [*t, *low as f64])
+            .collect(),
+        diagnosis,
+        timeline,
+        histogram,
+        trace: trace_summary,
+        alerts: events.alerts,
+        moments: view
+            .failures
+            .iter()
+            .map(|f| Moment {
+                t_ms: f.t_ms(),
+                what: match f {
+                    Failure::Memory { .. } => "out of memory".into(),
+                    Failure::Lost { .. } => "device lost".into(),
+                },
+            })
+            .collect(),
+    }
+}
+
+/// The cause the device's findings give: its decisive finding's, else healthy when its
+/// memory was seen and nothing judged was found.
+fn diagnosis_of(d: &DeviceReport, source: MemorySource) -> Diagnosis {
+    use super::model::DeviceResult;
+    let judged = |f: &&crate::finding::Finding| {
+        matches!(
+            f.class,
+            Class::Hardware | Class::Environment | Class::Software
+        )
+    };
+    let found = d
+        .findings
+        .iter()
+        .filter(judged)
+        .min_by_key(|f| (f.class, f.severity, f.confidence))
+        .and_then(|f| Diagnosis::of(f.code));
+    match found {
+        Some(cause) => cause,
+        None if source == MemorySource::None => Diagnosis::NotJudged,
+        None if d.result == DeviceResult::Inconclusive
+            && d.findings.iter().any(|f| f.class == Class::CouldNotTest) =>
+        {
+            Diagnosis::NotJudged
+        }
+        None => Diagnosis::Healthy,
+    }
+}
+
+/// At most [`TIMELINE_POINTS`] of a series, keeping each stretch's lowest and highest so
+/// that neither a peak nor a baseline is thinned away.
+fn thin(series: &Series) -> Vec<[f64; 2]> {
+    let as_point = |p: &(f64, u64)| [p.0, p.1 as f64];
+    if series.len() <= TIMELINE_POINTS {
+        return series.iter().map(as_point).collect();
+    }
+    let per = series.len().div_ceil(TIMELINE_POINTS / 2);
+    let mut out = Vec::new();
+    for chunk in series.chunks(per) {
+        let low = chunk.iter().min_by_key(|p| p.1);
+        let high = chunk.iter().max_by_key(|p| p.1);
+        if let (Some(l), Some(h)) = (low, high) {
+            let (a, b) = if l.0 <= h.0 { (l, h) } else { (h, l) };
+            out.push(as_point(a));
+            if a != b {
+                out.push(as_point(b));
+            }
+        }
+    }
+    out
+}
+
+/// The application's memory on a device by the driver's per-process lists (the sum over
+/// its processes in each sample that listed processes), and every other process's.
+fn driver_series(
+    telemetry: &[TelemetryRecord],
+    device: usize,
+    pids: &BTreeSet<u32>,
+) -> (Series, BTreeMap<u32, (Option<String>, Series)>) {
+    let mut app = Vec::new();
+    let mut others: BTreeMap<u32, (Option<String>, Series)> = BTreeMap::new();
+    for r in telemetry.iter().filter(|r| r.device == Some(device)) {
+        let TelemetryData::Sample { readings } = &r.data else {
+            continue;
+        };
+        let Some(Reading::Processes(list)) = readings.get(signals::OTHER_PROCESSES_NOW.name) else {
+            continue;
+        };
+        let mut sum = 0;
+        for p in list {
+            let bytes = p.used_bytes.unwrap_or(0);
+            if pids.contains(&p.pid) {
+                sum += bytes;
+            } else {
+                let entry = others
+                    .entry(p.pid)
+                    .or_insert_with(|| (p.name.clone(), Vec::new()));
+                entry.1.push((r.t_ms, bytes));
+            }
+        }
+        app.push((r.t_ms, sum));
+    }
+    // A process absent from a list holds nothing then.
+    if app.iter().all(|p| p.1 == 0) {
+        app.clear();
+    }
+    (app, others)
+}
+
+/// A gauge's samples on a device.
+fn gauge_series(telemetry: &[TelemetryRecord], device: usize, name: &str) -> Series {
+    telemetry
+        .iter()
+        .filter(|r| r.device == Some(device))
+        .filter_map(|r| match &r.data {
+            TelemetryData::Sample { readings } => readings
+                .get(name)
+                .and_then(Reading::number)
+                .map(|v| (r.t_ms, v.max(0.0) as u64)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The device-local heaps the trace describes for a device (all heaps when it describes
+/// none).
+fn local_heaps(trace: &Trace, uuid: &str) -> Option<BTreeSet<u16>> {
+    let heaps: BTreeSet<u16> = trace
+        .records
+        .iter()
+        .filter_map(|r| match &r.event {
+            TraceEvent::Heap {
+                device,
+                heap,
+                device_local: true,
+                ..
+            } if same_device(uuid, device) => Some(*heap),
+            _ => None,
+        })
+        .collect();
+    (!heaps.is_empty()).then_some(heaps)
+}
+
+/// The application's live device-local allocations on a device after each change, by the
+/// trace.
+fn trace_series(trace: &Trace, uuid: &str) -> Series {
+    let heaps = local_heaps(trace, uuid);
+    let counts = |h: &u16| heaps.as_ref().is_none_or(|set| set.contains(h));
+    let mut live: i128 = 0;
+    let mut out = Vec::new();
+    for r in &trace.records {
+        let delta = match &r.event {
+            TraceEvent::Alloc {
+                device,
+                bytes,
+                heap,
+                ..
+            } if same_device(uuid, device) && counts(heap) => i128::from(*bytes),
+            TraceEvent::Free {
+                device,
+                bytes,
+                heap,
+                ..
+            } if same_device(uuid, device) && counts(heap) => -i128::from(*bytes),
+            _ => continue,
+        };
+        live = (live + delta).max(0);
+        out.push((r.t_ms, live as u64));
+    }
+    out
+}
+
+/// The memory the application could have had on a device: the card's total as its
+/// telemetry says it, else the largest device-local heap the trace describes.
+fn budget(
+    telemetry: &[TelemetryRecord],
+    device: usize,
+    trace: Option<&Trace>,
+    uuid: &str,
+) -> Option<u64> {
+    if let Some(total) = gauge_series(telemetry, device, signals::MEM_TOTAL_BYTES.name)
+        .last()
+        .map(|p| p.1)
+        .filter(|b| *b > 0)
+    {
+        return Some(total);
+    }
+    let trace = trace?;
+    let heaps = local_heaps(trace, uuid);
+    trace
+        .records
+        .iter()
+        .filter_map(|r| match &r.event {
+            TraceEvent::Heap {
+                device,
+                heap,
+                bytes,
+                ..
+            } if same_device(uuid, device) && heaps.as_ref().is_none_or(|h| h.contains(heap)) => {
+                Some(*bytes)
+            }
+            _ => None,
+        })
+        .max()
+}
+
+/// The failures the application met on a device: refused allocations and out-of-memory
+/// answers and the device's loss from the trace, and what its output said.
+fn failures(
+    events: &AppEvents,
+    trace: Option<&Trace>,
+    uuid: &str,
+    telemetry: &[TelemetryRecord],
+    device: usize,
+    budget: Option<u64>,
+) -> Vec<Failure> {
+    let mut out = Vec::new();
+    let free_gauge = gauge_series(telemetry, device, signals::MEM_FREE_BYTES.name);
+    let free_at = |t: f64| {
+        free_gauge
+            .iter()
+            .take_while(|p| p.0 <= t + 1.0)
+            .last()
+            .map(|p| p.1)
+    };
+    if let Some(tr) = trace {
+        let mut live_bytes: i128 = 0;
+        let mut live_count: i64 = 0;
+        let max_allocations = tr.records.iter().find_map(|r| match &r.event {
+            TraceEvent::Device {
+                device,
+                max_allocations,
+                ..
+            } if same_device(uuid, device) && *max_allocations > 0 => Some(*max_allocations),
+            _ => None,
+        });
+        for (i, r) in tr.records.iter().enumerate() {
+            match &r.event {
+                TraceEvent::Alloc { device, bytes, .. } if same_device(uuid, device) => {
+                    live_bytes += i128::from(*bytes);
+                    live_count += 1;
+                }
+                TraceEvent::Free { device, bytes, .. } if same_device(uuid, device) => {
+                    live_bytes -= i128::from(*bytes);
+                    live_count -= 1;
+                }
+                TraceEvent::AllocFailed {
+                    device,
+                    bytes,
+                    heap,
+                    result,
+                    ..
+                } if same_device(uuid, device) && result.is_memory() => {
+                    // The driver's budget, asked at the refusal, says best what was free.
+                    let asked = tr.records[i + 1..]
+                        .iter()
+                        .take(2)
+                        .find_map(|b| match &b.event {
+                            TraceEvent::Budget {
+                                heap: h,
+                                budget_bytes,
+                                usage_bytes,
+                                ..
+                            } if h == heap => Some(budget_bytes.saturating_sub(*usage_bytes)),
+                            _ => None,
+                        });
+                    let free = asked
+                        .or_else(|| free_at(r.t_ms))
+                        .or_else(|| budget.map(|b| b.saturating_sub(live_bytes.max(0) as u64)));
+                    out.push(Failure::Memory {
+                        t_ms: r.t_ms,
+                        request: Some(*bytes),
+                        result: Some(*result),
+                        free,
+                        live: max_allocations.map(|m| (live_count.max(0) as u64, m)),
+                        said: "vkAllocateMemory".into(),
+                    });
+                }
+                TraceEvent::OutOfMemory {
+                    device,
+                    call,
+                    result,
+                } if same_device(uuid, device) => out.push(Failure::Memory {
+                    t_ms: r.t_ms,
+                    request: None,
+                    result: Some(*result),
+                    free: free_at(r.t_ms),
+                    live: None,
+                    said: call.clone(),
+                }),
+                TraceEvent::DeviceLost { device, call } if same_device(uuid, device) => {
+                    out.push(Failure::Lost {
+                        t_ms: r.t_ms,
+                        said: call.clone(),
+                    })
+                }
+                _ => {}
+            }
+        }
+    }
+    // What the output said counts where the trace saw nothing of its kind (an application
+    // that is not Vulkan's: CUDA, HIP).
+    for (t_ms, failure, line) in &events.said {
+        let seen = out.iter().any(|f| {
+            matches!(
+                (f, failure),
+                (Failure::Memory { .. }, AppFailure::OutOfMemory)
+                    | (Failure::Lost { .. }, AppFailure::DeviceLost)
+            )
+        });
+        if seen {
+            continue;
+        }
+        out.push(match failure {
+            AppFailure::OutOfMemory => Failure::Memory {
+                t_ms: *t_ms,
+                request: None,
+                result: None,
+                free: free_at(*t_ms),
+                live: None,
+                said: format!("its output: {}", output_line(line)),
+            },
+            AppFailure::DeviceLost => Failure::Lost {
+                t_ms: *t_ms,
+                said: format!("its output: {}", output_line(line)),
+            },
+        });
+    }
+    out.sort_by(|a, b| a.t_ms().total_cmp(&b.t_ms()));
+    out
+}
+
+/// A line of the application's output as a finding says it: quoted, and whole unless it
+/// is long (its start carries what it says).
+fn output_line(line: &str) -> String {
+    format!("`{}`", crate::text::cut(line.trim(), 120))
+}
+
+/// The value of a series at `t`: the last point at or before it (a step series), else
+/// none.
+fn value_at(series: &Series, t: f64) -> Option<u64> {
+    series.iter().take_while(|p| p.0 <= t).last().map(|p| p.1)
+}
+
+/// Each iteration's mark, lowest and highest memory. An iteration's stretch is centred on
+/// its mark (from halfway to the mark before to halfway to the next): the lowest point
+/// between two steps sits near the line that marks them, on one side or the other as the
+/// output and the allocations interleave, and a centred stretch holds it either way. One
+/// the application ended in is not whole (its teardown frees everything) and is left out,
+/// as is one with no reading inside.
+fn windows(
+    series: &Series,
+    stepwise: bool,
+    marks: &[f64],
+    end_ms: Option<f64>,
+) -> Vec<(f64, u64, u64)> {
+    let last = series.last().map_or(0.0, |p| p.0);
+    let end = end_ms.unwrap_or(last).max(last);
+    let mut gaps: Vec<f64> = marks.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_by(f64::total_cmp);
+    let Some(typical) = gaps.get(gaps.len() / 2).copied() else {
+        return Vec::new();
+    };
+    let mut bounds: Vec<f64> = Vec::with_capacity(marks.len() + 1);
+    bounds.push(marks[0] - typical / 2.0);
+    bounds.extend(marks.windows(2).map(|w| (w[0] + w[1]) / 2.0));
+    bounds.push(marks[marks.len() - 1] + typical / 2.0);
+    let mut out = Vec::new();
+    for (i, mark) in marks.iter().enumerate() {
+        let (from, stop) = (bounds[i], bounds[i + 1]);
+        if end_ms.is_some_and(|e| e < stop) || stop > end + 1.0 {
+            break;
+        }
+        let mut values: Vec<u64> = series
+            .iter()
+            .filter(|p| p.0 >= from && p.0 < stop)
+            .map(|p| p.1)
+            .collect();
+        // A sum of allocations holds between its changes: what it was as the stretch
+        // began counts (nothing yet, before the first allocation).
+        if stepwise {
+            values.push(value_at(series, from).unwrap_or(0));
+        }
+        if let (Some(low), Some(high)) = (values.iter().min(), values.iter().max()) {
+            out.push((*mark, *low, *high));
+        }
+    }
+    out
+}
+
+/// The application's live allocations by size class at each iteration's lowest point.
+fn classes_at(
+    trace: &Trace,
+    uuid: &str,
+    windows: &[(f64, u64, u64)],
+    memory: &Series,
+) -> Vec<BTreeMap<usize, i64>> {
+    // The moment of each window's low: the first point in it holding that value.
+    let moments: Vec<f64> = windows
+        .iter()
+        .enumerate()
+        .map(|(i, (start, low, _))| {
+            let stop = windows.get(i + 1).map_or(f64::INFINITY, |w| w.0);
+            memory
+                .iter()
+                .find(|p| p.0 >= *start && p.0 < stop && p.1 == *low)
+                .map_or(*start, |p| p.0)
+        })
+        .collect();
+    let mut live: BTreeMap<usize, i64> = BTreeMap::new();
+    let mut out = Vec::new();
+    let mut next = moments.iter().peekable();
+    for r in &trace.records {
+        while let Some(m) = next.peek() {
+            if r.t_ms > **m {
+                out.push(live.clone());
+                next.next();
+            } else {
+                break;
+            }
+        }
+        match &r.event {
+            TraceEvent::Alloc { device, bytes, .. } if same_device(uuid, device) => {
+                *live
+                    .entry(crate::evidence::ring::size_class(*bytes))
+                    .or_default() += 1;
+            }
+            TraceEvent::Free { device, bytes, .. } if same_device(uuid, device) => {
+                *live
+                    .entry(crate::evidence::ring::size_class(*bytes))
+                    .or_default() -= 1;
+            }
+            _ => {}
+        }
+    }
+    while next.next().is_some() {
+        out.push(live.clone());
+    }
+    out
+}
+
+/// With no iterations to go by, even stretches of the watch (four to eight, two readings
+/// each at least), so that a climb is still judged, per minute.
+fn time_marks(series: &Series) -> Vec<f64> {
+    // Two readings a stretch at least, and at most eight stretches.
+    let stretches = (series.len() / 2).min(8);
+    let (Some(first), Some(last)) = (series.first(), series.last()) else {
+        return Vec::new();
+    };
+    if stretches < 4 || last.0 <= first.0 {
+        return Vec::new();
+    }
+    let step = (last.0 - first.0) / stretches as f64;
+    // Marks at each stretch's middle: the stretches are centred on them.
+    (0..stretches)
+        .map(|k| first.0 + (k as f64 + 0.5) * step)
+        .collect()
+}
+
+/// Iterations found from the memory's own period: the series on an even grid, its
+/// changes' autocorrelation, and the shortest lag that repeats strongly. None when
+/// nothing repeats, or fewer than four periods were seen.
+pub fn period_marks(series: &Series, stepwise: bool) -> Option<Vec<f64>> {
+    if series.len() < 8 {
+        return None;
+    }
+    let (t0, t1) = (series.first()?.0, series.last()?.0);
+    let span = t1 - t0;
+    if span <= 0.0 {
+        return None;
+    }
+    // An even grid fine enough for the changes: the median gap between points, no finer
+    // than 512 points across the whole span... and at most 4096 of them.
+    let mut gaps: Vec<f64> = series
+        .windows(2)
+        .map(|w| w[1].0 - w[0].0)
+        .filter(|g| *g > 0.0)
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    let median_gap = *gaps.get(gaps.len() / 2)?;
+    let step = median_gap.max(span / 4096.0);
+    let n = (span / step) as usize + 1;
+    if n < 8 {
+        return None;
+    }
+    let grid: Vec<f64> = (0..n)
+        .map(|i| {
+            let t = t0 + i as f64 * step;
+            if stepwise {
+                value_at(series, t).unwrap_or(0) as f64
+            } else {
+                // The nearest sample.
+                let at = series.partition_point(|p| p.0 < t);
+                let pick = match (
+                    at.checked_sub(1).and_then(|j| series.get(j)),
+                    series.get(at),
+                ) {
+                    (Some(a), Some(b)) => {
+                        if t - a.0 <= b.0 - t {
+                            a
+                        } else {
+                            b
+                        }
+                    }
+                    (Some(a), None) => a,
+                    (None, Some(b)) => b,
+                    (None, None) => return 0.0,
+                };
+                pick.1 as f64
+            }
+        })
+        .collect();
+    let diffs: Vec<f64> = grid.windows(2).map(|w| w[1] - w[0]).collect();
+    let mean = diffs.iter().sum::<f64>() / diffs.len() as f64;
+    let centred: Vec<f64> = diffs.iter().map(|d| d - mean).collect();
+    let energy: f64 = centred.iter().map(|d| d * d).sum();
+    if energy <= 0.0 {
+        return None;
+    }
+    let correlation = |lag: usize| {
+        centred
+            .iter()
+            .zip(&centred[lag..])
+            .map(|(a, b)| a * b)
+            .sum::<f64>()
+            / energy
+    };
+    let max_lag = diffs.len() / 4;
+    if max_lag < 2 {
+        return None;
+    }
+    let scores: Vec<(usize, f64)> = (2..=max_lag).map(|lag| (lag, correlation(lag))).collect();
+    let best = scores.iter().map(|s| s.1).fold(f64::MIN, f64::max);
+    if best < 0.3 {
+        return None;
+    }
+    // The shortest lag nearly as strong as the best: a multiple of the period also repeats.
+    let lag = scores.iter().find(|s| s.1 >= 0.8 * best)?.0;
+    let period = lag as f64 * step;
+    // Iterations start at the period's lowest points: the first low, then every period.
+    let first_window: Vec<&(f64, u64)> = series.iter().filter(|p| p.0 < t0 + period).collect();
+    let start = first_window.iter().min_by_key(|p| p.1).map_or(t0, |p| p.0);
+    let marks: Vec<f64> = (0..)
+        .map(|k| start + k as f64 * period)
+        .take_while(|t| *t <= t1)
+        .collect();
+    (marks.len() >= 4).then_some(marks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A sawtooth: each period rises from `floor` to `floor + 64 MiB` and falls back; the
+    /// floor climbs `leak` bytes a period.
+    fn sawtooth(periods: usize, period_ms: f64, leak: u64) -> Series {
+        let mut out = Vec::new();
+        for k in 0..periods {
+            let t = k as f64 * period_ms;
+            let floor = 256 * MIB + k as u64 * leak;
+            out.push((t, floor));
+            out.push((t + period_ms * 0.2, floor + 32 * MIB));
+            out.push((t + period_ms * 0.4, floor + 64 * MIB));
+            out.push((t + period_ms * 0.8, floor));
+        }
+        out
+    }
+
+    #[test]
+    fn the_period_of_a_sawtooth_is_found_with_or_without_a_leak() {
+        for leak in [0, 8 * MIB] {
+            let marks = period_marks(&sawtooth(12, 1000.0, leak), true).unwrap();
+            let gaps: Vec<f64> = marks.windows(2).map(|w| w[1] - w[0]).collect();
+            assert!(marks.len() >= 10, "{marks:?}");
+            for g in gaps {
+                assert!((g - 1000.0).abs() < 60.0, "leak {leak}: {g}");
+            }
+        }
+        // A flat line, or a ramp with no repeat, has no period.
+        let flat: Series = (0..50).map(|i| (i as f64 * 100.0, 100 * MIB)).collect();
+        assert_eq!(period_marks(&flat, false), None);
+        let ramp: Series = (0..50).map(|i| (i as f64 * 100.0, i * MIB)).collect();
+        assert_eq!(period_marks(&ramp, false), None);
+    }
+
+    #[test]
+    fn windows_take_the_lowest_and_highest_of_each_iteration() {
+        // Each centred stretch holds one whole period, its lowest at its start.
+        let s = sawtooth(6, 1000.0, 8 * MIB);
+        let marks = [600.0, 1600.0, 2600.0, 3600.0, 4600.0, 5600.0];
+        let w = windows(&s, true, &marks, Some(6100.0));
+        let lows: Vec<u64> = w.iter().map(|x| x.1 / MIB).collect();
+        let highs: Vec<u64> = w.iter().map(|x| x.2 / MIB).collect();
+        assert_eq!(lows, [256, 264, 272, 280, 288, 296]);
+        assert_eq!(highs, [320, 328, 336, 344, 352, 360]);
+        // The stretch the application ended in is not whole (its teardown follows).
+        assert_eq!(windows(&s, true, &marks, Some(6000.0)).len(), 5);
+        // Before its first allocation, an application's sum is nothing.
+        let w = windows(&s, true, &[0.0, 1000.0], Some(3000.0));
+        assert_eq!(w[0].1, 0);
+        let thinned = thin(&(0..5000).map(|i| (i as f64, i % 100)).collect());
+        assert!(thinned.len() <= TIMELINE_POINTS, "{}", thinned.len());
+        assert!(thinned.iter().any(|p| p[1] == 99.0) && thinned.iter().any(|p| p[1] == 0.0));
+    }
+}

@@ -1,0 +1,736 @@
+//! The fingerprint rules of a watched application (REFERENCE.md §7), one per cause, each
+//! a pure function of the application's view ([`super::app::AppView`]) and its device's
+//! report: a leak, a step over the memory limit, fragmentation, another process, a driver
+//! timeout, the card; and the application's own error when none of them explains its end.
+
+use serde_json::json;
+
+use super::app::{AppView, Failure};
+use super::model::DeviceReport;
+use super::thresholds::Thresholds;
+use crate::evidence::trace::VkError;
+use crate::finding::{Class, Confidence, Finding, FindingCode, Severity, finding};
+
+/// Bytes for people, down to KiB.
+fn bytes(b: u64) -> String {
+    if b < crate::units::MIB {
+        format!("{} KiB", b / crate::units::KIB)
+    } else {
+        crate::units::format_bytes(b)
+    }
+}
+
+/// Seconds for people: `42 s`, `3.2 min`, `1.5 h`.
+fn duration(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 3600.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
+}
+
+/// The application's findings on its device.
+pub fn judge(v: &AppView, d: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+    let mut out = card(d, v);
+    if v.memory.is_empty() {
+        out.push(unseen(v));
+    }
+    let card_found = !out.is_empty();
+    let trend = Trend::of(v);
+    let leaking = trend.as_ref().is_some_and(|tr| tr.leaks(t));
+    let mut explained = false;
+    if let Some(failure) = v
+        .failures
+        .iter()
+        .find(|f| matches!(f, Failure::Memory { .. }))
+    {
+        if let Some(f) = other_process(v, failure, t) {
+            out.push(f);
+        } else if let Some(f) = fragmented(v, failure) {
+            out.push(f);
+        } else if !leaking {
+            out.push(over_the_limit(v, failure, t));
+        }
+        explained = true;
+    }
+    if let Some(tr) = &trend {
+        if leaking {
+            out.push(leak(v, tr));
+        } else if tr.creeps(t) && !out.iter().any(|f| f.code == FindingCode::AppFragmentation) {
+            out.push(creeping_floor(v, tr));
+        }
+    }
+    if let Some(lost) = v
+        .failures
+        .iter()
+        .find(|f| matches!(f, Failure::Lost { .. }))
+        && !card_found
+    {
+        if let Some(f) = other_process(v, lost, t) {
+            if !out.iter().any(|o| o.code == FindingCode::AppOtherProcess) {
+                out.push(f);
+            }
+        } else if !explained {
+            out.push(driver_timeout(v, d, lost, t));
+        }
+    }
+    let judged = out.iter().any(|f| f.class != Class::Info);
+    if !judged && let Some((at, code, signal)) = v.end {
+        let failed = code.is_some_and(|c| c != 0) || signal.is_some();
+        if failed {
+            out.push(own_exit(at, code, signal));
+        }
+    }
+    out
+}
+
+/// The baselines' line: how the lowest memory of each iteration moves, and the peaks.
+#[derive(Debug, Clone)]
+struct Trend {
+    /// Iterations judged.
+    n: usize,
+    /// Bytes per iteration the baseline climbs (the fit's slope).
+    slope: f64,
+    /// How well the line fits (R²).
+    r2: f64,
+    /// The slope of the later half alone.
+    later_slope: f64,
+    /// The peaks' slope.
+    peak_slope: f64,
+    /// The first and last baselines.
+    first: u64,
+    last: u64,
+    /// The highest peak.
+    peak: u64,
+    /// Milliseconds an iteration lasts, on average.
+    iteration_ms: f64,
+    /// The deepest fall from one baseline to the next.
+    deepest_fall: f64,
+}
+
+/// A least-squares line through `ys` at x = 0, 1, 2, ...: (slope, R²).
+fn fit(ys: &[f64]) -> (f64, f64) {
+    let n = ys.len() as f64;
+    if ys.len() < 2 {
+        return (0.0, 0.0);
+    }
+    let mx = (n - 1.0) / 2.0;
+    let my = ys.iter().sum::<f64>() / n;
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (i, y) in ys.iter().enumerate() {
+        let dx = i as f64 - mx;
+        let dy = y - my;
+        sxy += dx * dy;
+        sxx += dx * dx;
+        syy += dy * dy;
+    }
+    let slope = sxy / sxx;
+    let r2 = if syy > 0.0 {
+        (sxy * sxy) / (sxx * syy)
+    } else {
+        0.0
+    };
+    (slope, r2)
+}
+
+impl Trend {
+    fn of(v: &AppView) -> Option<Trend> {
+        let w = &v.windows;
+        if w.len() < 4 {
+            return None;
+        }
+        let lows: Vec<f64> = w.iter().map(|x| x.1 as f64).collect();
+        let highs: Vec<f64> = w.iter().map(|x| x.2 as f64).collect();
+        let (slope, r2) = fit(&lows);
+        let later = &lows[lows.len() / 2..];
+        let (later_slope, _) = fit(later);
+        let (peak_slope, _) = fit(&highs);
+        let iteration_ms = (w[w.len() - 1].0 - w[0].0) / (w.len() - 1) as f64;
+        let deepest_fall = lows.windows(2).map(|p| p[0] - p[1]).fold(0.0f64, f64::max);
+        Some(Trend {
+            n: w.len(),
+            slope,
+            r2,
+            later_slope,
+            peak_slope,
+            first: w[0].1,
+            last: w[w.len() - 1].1,
+            peak: w.iter().map(|x| x.2).max().unwrap_or(0),
+            iteration_ms,
+            deepest_fall,
+        })
+    }
+
+    /// The baseline climbs steadily, enough to matter, still at the end, never falling
+    /// back by more than two steps' worth.
+    fn steady_climb(&self, t: &Thresholds) -> bool {
+        self.slope > 0.0
+            && (self.last as f64 - self.first as f64) >= t.leak_min_bytes
+            && self.r2 >= t.leak_fit_r2
+            && self.later_slope >= 0.5 * self.slope
+            && self.deepest_fall <= 2.0 * self.slope
+    }
+
+    /// A leak: the whole usage moves up, peaks with the baseline.
+    fn leaks(&self, t: &Thresholds) -> bool {
+        self.steady_climb(t) && self.peak_slope >= 0.5 * self.slope
+    }
+
+    /// A floor that creeps under flat peaks: memory not handed back between steps.
+    fn creeps(&self, t: &Thresholds) -> bool {
+        self.steady_climb(t) && self.peak_slope < 0.25 * self.slope
+    }
+}
+
+/// A leak (REFERENCE.md §7): the baseline climbs a steady amount per iteration.
+fn leak(v: &AppView, tr: &Trend) -> Finding {
+    let per_minute = bytes((tr.slope * 60_000.0 / tr.iteration_ms).max(0.0) as u64);
+    let minutes = tr.n as f64 * tr.iteration_ms / 60_000.0;
+    let mut summary = if v.by_time {
+        format!(
+            "the application's lowest memory climbed {per_minute} a minute over {minutes:.1} minutes (from {} to {}, fit R² {:.2}) and never fell back: a leak",
+            bytes(tr.first),
+            bytes(tr.last),
+            tr.r2
+        )
+    } else {
+        format!(
+            "the application's memory between iterations climbed {} an iteration over {} (from {} to {}, fit R² {:.2}) and never fell back: a leak",
+            bytes(tr.slope.max(0.0) as u64),
+            crate::text::count(tr.n as u64, "iteration"),
+            bytes(tr.first),
+            bytes(tr.last),
+            tr.r2
+        )
+    };
+    let left_s = v.budget.map(|b| {
+        let rate_per_s = tr.slope / (tr.iteration_ms / 1e3);
+        (b.saturating_sub(tr.peak) as f64 / rate_per_s).max(0.0)
+    });
+    if let (Some(b), Some(s)) = (v.budget, left_s) {
+        summary.push_str(&format!(
+            "; at this rate it uses up the {} it can have in {}",
+            bytes(b),
+            duration(s)
+        ));
+    }
+    let class = leaking_class(v);
+    if let Some((k, more)) = class {
+        let limit = crate::evidence::ring::class_limit_bytes(k);
+        summary.push_str(&format!(
+            "; allocations of {} to {} are made and not freed ({} more live at the last iteration than at the first)",
+            bytes(limit / 2),
+            bytes(limit),
+            more
+        ));
+    }
+    if let Some(f) = v.failures.first() {
+        summary.push_str(&format!(
+            "; it failed {:.1} s into the watch ({})",
+            f.t_ms() / 1e3,
+            failure_said(f)
+        ));
+    }
+    let confidence = if tr.r2 >= 0.95 && tr.n >= 6 {
+        Confidence::High
+    } else {
+        Confidence::Medium
+    };
+    finding(
+        FindingCode::AppMemoryLeak,
+        Severity::Major,
+        confidence,
+        summary,
+        json!({
+            "iterations": tr.n,
+            "bytes_per_iteration": tr.slope,
+            "bytes_per_minute": tr.slope * 60_000.0 / tr.iteration_ms,
+            "fit_r2": tr.r2,
+            "baseline_first_bytes": tr.first,
+            "baseline_last_bytes": tr.last,
+            "peak_bytes": tr.peak,
+            "budget_bytes": v.budget,
+            "seconds_until_budget": left_s,
+            "leaking_size_class_bytes": class.map(|(k, _)| crate::evidence::ring::class_limit_bytes(k)),
+            "leaking_allocations": class.map(|(_, n)| n),
+            "by_time": v.by_time,
+        }),
+        "free what each iteration allocates (the application's bug, not the card's), or restart it before it runs out; `kiln watch --no-trace` if the trace is in doubt",
+    )
+}
+
+/// The size class whose live allocations grew most (in bytes) from the first iteration's
+/// lowest point to the last's, with how many more were live.
+fn leaking_class(v: &AppView) -> Option<(usize, i64)> {
+    let (first, last) = (v.classes_at_windows.first()?, v.classes_at_windows.last()?);
+    last.iter()
+        .map(|(k, n)| (*k, n - first.get(k).copied().unwrap_or(0)))
+        .filter(|(_, more)| *more > 0)
+        .max_by_key(|(k, more)| {
+            *more as i128 * i128::from(crate::evidence::ring::class_limit_bytes(*k))
+        })
+}
+
+/// Fragmentation without a failure: the floor creeps while the peaks stay flat.
+fn creeping_floor(v: &AppView, tr: &Trend) -> Finding {
+    finding(
+        FindingCode::AppFragmentation,
+        Severity::Minor,
+        Confidence::Medium,
+        format!(
+            "the application's lowest memory between iterations crept from {} to {} over {} while its peaks stayed near {}: memory it no longer uses is not handed back (fragmentation)",
+            bytes(tr.first),
+            bytes(tr.last),
+            crate::text::count(tr.n as u64, "iteration"),
+            bytes(tr.peak)
+        ),
+        json!({
+            "iterations": tr.n,
+            "baseline_first_bytes": tr.first,
+            "baseline_last_bytes": tr.last,
+            "baseline_bytes_per_iteration": tr.slope,
+            "peak_bytes_per_iteration": tr.peak_slope,
+            "budget_bytes": v.budget,
+        }),
+        "let the application's allocator release or reuse what it frees (empty its cache between steps, allocate in fewer, larger blocks); the card is fine",
+    )
+}
+
+/// How a failure was said, for a summary.
+fn failure_said(f: &Failure) -> String {
+    match f {
+        Failure::Memory {
+            request,
+            result,
+            said,
+            ..
+        } => {
+            let what = result.map_or_else(|| "out of memory".to_owned(), VkError::name);
+            match request {
+                Some(r) => format!("{said} of {} answered {what}", bytes(*r)),
+                None => format!("{said}: {what}"),
+            }
+        }
+        Failure::Lost { said, .. } => format!("{said}: the device was lost"),
+    }
+}
+
+/// Over the limit (REFERENCE.md §7): a peak reaches the budget and the application fails
+/// for memory while its baseline is flat.
+fn over_the_limit(v: &AppView, failure: &Failure, t: &Thresholds) -> Finding {
+    let t_ms = failure.t_ms();
+    let peak = v
+        .memory
+        .iter()
+        .filter(|p| p.0 <= t_ms + 1.0)
+        .map(|p| p.1)
+        .max()
+        .unwrap_or(0);
+    // The card's memory in use by every process, as the failure came.
+    let card_used = v
+        .device_used
+        .iter()
+        .filter(|p| p.0 <= t_ms + 1.0 && p.0 >= t_ms - 5_000.0)
+        .map(|p| p.1)
+        .max();
+    let reached = v.budget.is_some_and(|b| {
+        peak.max(card_used.unwrap_or(0)) as f64 >= t.budget_reached_share * b as f64
+    });
+    let short = matches!(failure, Failure::Memory { request: Some(r), free: Some(f), .. } if f < r);
+    let baseline = v.windows.iter().map(|w| w.1).min();
+    let mut summary = format!(
+        "the application ran out of memory ({})",
+        failure_said(failure)
+    );
+    match v.budget {
+        Some(b) => summary.push_str(&format!(
+            " at a peak of {} of the {} it can have",
+            bytes(peak),
+            bytes(b)
+        )),
+        None => summary.push_str(&format!(" at a peak of {}", bytes(peak))),
+    }
+    if let Some(used) = card_used.filter(|u| *u > peak + peak / 20) {
+        summary.push_str(&format!(
+            " ({} in use on the card, its neighbours' held flat)",
+            bytes(used)
+        ));
+    }
+    if let Some(base) = baseline {
+        summary.push_str(&format!(
+            ", its baseline flat near {}: one step needs more memory than the card has, not a leak",
+            bytes(base)
+        ));
+    } else {
+        summary.push_str(": it needs more memory than the card has");
+    }
+    finding(
+        FindingCode::AppOverMemoryLimit,
+        Severity::Major,
+        if reached || short {
+            Confidence::High
+        } else {
+            Confidence::Medium
+        },
+        summary,
+        json!({
+            "failed_at_ms": t_ms,
+            "failure": failure_said(failure),
+            "peak_bytes": peak,
+            "budget_bytes": v.budget,
+            "card_used_bytes": card_used,
+            "baseline_bytes": baseline,
+            "free_bytes": match failure { Failure::Memory { free, .. } => *free, _ => None },
+            "request_bytes": match failure { Failure::Memory { request, .. } => *request, _ => None },
+        }),
+        "make the step smaller (batch, resolution, model or tile size), or run it on a card with more memory; the card is fine",
+    )
+}
+
+/// Fragmentation or an allocation limit (REFERENCE.md §7): an allocation refused while
+/// more than it asked for was free, or refused for the count of allocations.
+fn fragmented(v: &AppView, failure: &Failure) -> Option<Finding> {
+    let Failure::Memory {
+        t_ms,
+        request,
+        result,
+        free,
+        live,
+        ..
+    } = failure
+    else {
+        return None;
+    };
+    let limit_hit = matches!(
+        result,
+        Some(VkError::TooManyObjects | VkError::Fragmentation)
+    ) || live.is_some_and(|(n, max)| n >= max);
+    let room = match (request, free) {
+        (Some(r), Some(f)) => *f > r.saturating_mul(2),
+        _ => false,
+    };
+    if !limit_hit && !room {
+        return None;
+    }
+    let mut summary = format!(
+        "an allocation was refused ({}) while {} was free",
+        failure_said(failure),
+        free.map_or_else(|| "memory".to_owned(), bytes)
+    );
+    if let Some((n, max)) = live {
+        summary.push_str(&format!(
+            ", with {} live of the {} the device allows",
+            crate::text::count(*n, "allocation"),
+            max
+        ));
+    }
+    summary.push_str(if limit_hit {
+        ": the application made too many separate allocations (an allocation limit), not too large ones"
+    } else {
+        ": no free stretch large enough was left (fragmentation), not a lack of memory"
+    });
+    Some(finding(
+        FindingCode::AppFragmentation,
+        Severity::Major,
+        Confidence::High,
+        summary,
+        json!({
+            "failed_at_ms": t_ms,
+            "request_bytes": request,
+            "free_bytes": free,
+            "result": result.map(VkError::name),
+            "live_allocations": live.map(|l| l.0),
+            "max_allocations": live.map(|l| l.1),
+            "budget_bytes": v.budget,
+        }),
+        "suballocate: fewer, larger blocks (an allocator such as VMA or gpu-allocator), or free and reallocate in one size; the card is fine",
+    ))
+}
+
+/// Another process (REFERENCE.md §7): another process's memory rose in the window before
+/// the failure by a share of the budget.
+fn other_process(v: &AppView, failure: &Failure, t: &Thresholds) -> Option<Finding> {
+    let t_ms = failure.t_ms();
+    let from = t_ms - t.other_process_window_s * 1e3;
+    let enough = v.budget.map_or(256.0 * crate::units::MIB as f64, |b| {
+        t.other_process_share * b as f64
+    });
+    // The watch's first reading: a process seen then was there before the watch began,
+    // and what it held then is where its growth counts from.
+    let first_reading = v
+        .others
+        .values()
+        .filter_map(|(_, s)| s.first().map(|p| p.0))
+        .chain(v.memory.first().map(|p| p.0))
+        .fold(f64::INFINITY, f64::min);
+    let mut grown: Vec<(u32, Option<String>, u64, u64)> = Vec::new();
+    for (pid, (name, series)) in &v.others {
+        let there_from_start = series
+            .first()
+            .is_some_and(|p| p.0 <= first_reading + 1.5 * v.interval_ms);
+        let before = series
+            .iter()
+            .take_while(|p| p.0 <= from)
+            .last()
+            .or_else(|| series.first().filter(|_| there_from_start))
+            .map_or(0, |p| p.1);
+        let at = series
+            .iter()
+            .filter(|p| p.0 > from && p.0 <= t_ms + 1.0)
+            .map(|p| p.1)
+            .max();
+        if let Some(at) = at
+            && (at as f64 - before as f64) >= enough
+        {
+            grown.push((*pid, name.clone(), before, at));
+        }
+    }
+    if grown.is_empty() {
+        return None;
+    }
+    let said: Vec<String> = grown
+        .iter()
+        .map(|(pid, name, before, at)| {
+            format!(
+                "pid {pid}{} went from {} to {}",
+                name.as_ref().map(|n| format!(" {n}")).unwrap_or_default(),
+                bytes(*before),
+                bytes(*at)
+            )
+        })
+        .collect();
+    Some(finding(
+        FindingCode::AppOtherProcess,
+        Severity::Major,
+        Confidence::High,
+        format!(
+            "another process took GPU memory in the {:.0} s before the application failed ({}): {}",
+            t.other_process_window_s,
+            failure_said(failure),
+            crate::text::list(&said)
+        ),
+        json!({
+            "failed_at_ms": t_ms,
+            "failure": failure_said(failure),
+            "processes": grown.iter().map(|(pid, name, before, at)| json!({
+                "pid": pid, "name": name, "before_bytes": before, "at_failure_bytes": at,
+            })).collect::<Vec<_>>(),
+            "budget_bytes": v.budget,
+        }),
+        "give the application the GPU to itself (stop or move the other process, or schedule them apart); the card is fine",
+    ))
+}
+
+/// An Xid that goes with a lost device (REFERENCE.md §2, §7), by the catalogue: an
+/// application's fault (an engine exception, an MMU fault, a channel stopped) or a
+/// timeout; Some(true) for a timeout.
+fn loss_xid(code: Option<u32>, message: &str) -> Option<bool> {
+    let info = super::xid::code_of(code, message).and_then(super::xid::lookup)?;
+    match info.finding {
+        FindingCode::XidTimeout => Some(true),
+        FindingCode::XidApplication => Some(false),
+        _ => None,
+    }
+}
+
+/// A driver timeout (REFERENCE.md §7): the device lost with the memory flat, with the
+/// Xids that go with it and whose they were.
+fn driver_timeout(v: &AppView, d: &DeviceReport, lost: &Failure, t: &Thresholds) -> Finding {
+    let t_ms = lost.t_ms();
+    let xids: Vec<&crate::telemetry::record::XidEvent> = d
+        .telemetry
+        .iter()
+        .flat_map(|p| &p.xids)
+        .filter(|x| loss_xid(x.code, &x.message).is_some() && !x.before_run)
+        .collect();
+    let recent: Vec<u64> = v
+        .memory
+        .iter()
+        .filter(|p| p.0 <= t_ms + 1.0 && p.0 >= t_ms - 10_000.0)
+        .map(|p| p.1)
+        .collect();
+    let high = recent.iter().max().copied().unwrap_or(0);
+    // Flat: far from the budget, and not climbing from step to step.
+    let flat = v
+        .budget
+        .is_none_or(|b| (high as f64) < t.budget_reached_share * b as f64)
+        && !Trend::of(v).is_some_and(|tr| tr.leaks(t));
+    let busy = v
+        .utilisation
+        .iter()
+        .filter(|p| p.0 <= t_ms && p.0 >= t_ms - 5_000.0)
+        .map(|p| p.1)
+        .collect::<Vec<_>>();
+    let stalled = busy.len() >= 2 && busy.iter().all(|u| *u >= 95);
+    let mut summary = format!("the application lost its device ({})", failure_said(lost));
+    if !recent.is_empty() {
+        summary.push_str(&format!(
+            " with its memory {} (at most {}{})",
+            if flat { "flat" } else { "high" },
+            bytes(high),
+            v.budget
+                .map(|b| format!(" of {}", bytes(b)))
+                .unwrap_or_default()
+        ));
+    }
+    if stalled {
+        summary.push_str(", the engine busy without a break before it");
+    }
+    if xids.is_empty() {
+        summary.push_str(", and no hardware evidence: a driver timeout (a dispatch longer than the watchdog allows) or a fault of the application's own work");
+    } else {
+        let said: Vec<String> = xids
+            .iter()
+            .map(|x| {
+                let whose = match x.pid {
+                    Some(pid) if v.pids.contains(&pid) => {
+                        " of the application's process".to_owned()
+                    }
+                    Some(pid) => format!(" of pid {pid}"),
+                    None => String::new(),
+                };
+                format!("Xid {}{whose}", x.code.unwrap_or(0))
+            })
+            .collect();
+        let timeout = xids
+            .iter()
+            .any(|x| loss_xid(x.code, &x.message) == Some(true));
+        summary.push_str(&format!(
+            ", with {}: {}",
+            crate::text::list(&said),
+            if timeout {
+                "a driver timeout (a dispatch longer than the watchdog allows)"
+            } else {
+                "a fault of the application's own work (an engine exception or a bad address), not of the card"
+            }
+        ));
+    }
+    finding(
+        FindingCode::AppDriverTimeout,
+        Severity::Major,
+        if xids.is_empty() {
+            Confidence::Medium
+        } else {
+            Confidence::High
+        },
+        summary,
+        json!({
+            "lost_at_ms": t_ms,
+            "failure": failure_said(lost),
+            "memory_flat": flat,
+            "memory_bytes": high,
+            "engine_stalled": stalled,
+            "xids": xids.iter().map(|x| json!({
+                "xid": x.code, "pid": x.pid, "application": x.pid.is_some_and(|p| v.pids.contains(&p)),
+                "t_ms": x.t_ms,
+            })).collect::<Vec<_>>(),
+        }),
+        "split the application's long dispatches (or raise the watchdog's limit where that is yours to set), update the driver, and if it comes back run `kiln run` to clear the card",
+    )
+}
+
+/// The card (REFERENCE.md §7): the device's own hardware findings while the application
+/// was watched, said as the cause with the action to test the card.
+pub fn card(d: &DeviceReport, v: &AppView) -> Vec<Finding> {
+    let hardware: Vec<&Finding> = d
+        .findings
+        .iter()
+        .filter(|f| {
+            f.class == Class::Hardware
+                && f.severity <= Severity::Major
+                && f.confidence <= Confidence::Medium
+                && f.code != FindingCode::AppCardFault
+        })
+        .collect();
+    if hardware.is_empty() {
+        return Vec::new();
+    }
+    let codes: Vec<&str> = hardware.iter().map(|f| f.code.name()).collect();
+    let mut summary = format!(
+        "the card: {}",
+        hardware
+            .iter()
+            .map(|f| f.summary.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if let Some(f) = v.failures.first() {
+        summary.push_str(&format!(
+            "; the application failed {:.1} s into the watch ({})",
+            f.t_ms() / 1e3,
+            failure_said(f)
+        ));
+    }
+    vec![finding(
+        FindingCode::AppCardFault,
+        Severity::Critical,
+        Confidence::High,
+        summary,
+        json!({"findings": codes}),
+        "test the card: `kiln run --profile rma` on this GPU, and keep this run directory with its report for the vendor",
+    )]
+}
+
+/// Nothing of the application's memory was seen: what rests on it cannot be judged.
+fn unseen(v: &AppView) -> Finding {
+    let why = match v.end {
+        Some((at, ..)) if at < 2.0 * v.interval_ms => format!(
+            "the application ended {:.1} s into the watch, before its memory could be read: nothing to judge",
+            at / 1e3
+        ),
+        _ => "none of the application's GPU memory could be read: the driver gave no per-process figure for it (no NVML, no DRM fdinfo) and there is no allocation trace (not a Vulkan application, --pid, or --no-trace)".into(),
+    };
+    finding(
+        FindingCode::AppMemoryUnseen,
+        Severity::Major,
+        Confidence::High,
+        why,
+        json!({"ended_at_ms": v.end.map(|e| e.0), "processes": v.pids}),
+        "watch it where the driver reports per-process memory (NVIDIA's NVML, amdgpu or Intel's DRM fdinfo), or start it under kiln (kiln watch -- CMD) so that kiln's layer traces its allocations",
+    )
+}
+
+/// The application's own error: it ended badly and nothing on the GPU explains it.
+fn own_exit(at_ms: f64, code: Option<i32>, signal: Option<i32>) -> Finding {
+    let how = match (code, signal) {
+        (_, Some(s)) => format!("was ended by signal {s}"),
+        (Some(c), None) => format!("exited with {c}"),
+        (None, None) => "ended".into(),
+    };
+    finding(
+        FindingCode::AppExit,
+        Severity::Note,
+        Confidence::High,
+        format!(
+            "the application {how} {:.1} s into the watch, and nothing on the GPU explains it: its own error",
+            at_ms / 1e3
+        ),
+        json!({"exit_code": code, "signal": signal, "ended_at_ms": at_ms}),
+        "read the application's own output and logs for why it stopped",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_fits_a_steady_climb_and_not_noise() {
+        let (slope, r2) = fit(&[10.0, 12.0, 14.0, 16.0, 18.0]);
+        assert!((slope - 2.0).abs() < 1e-9 && (r2 - 1.0).abs() < 1e-9);
+        let (_, r2) = fit(&[10.0, 14.0, 9.0, 15.0, 10.0, 14.0]);
+        assert!(r2 < 0.3, "{r2}");
+        assert_eq!(fit(&[5.0]), (0.0, 0.0));
+    }
+
+    #[test]
+    fn sizes_and_times_read_as_people_say_them() {
+        assert_eq!(bytes(64 << 10), "64 KiB");
+        assert_eq!(bytes(8 << 20), "8 MiB");
+        assert_eq!(duration(42.0), "42 s");
+        assert_eq!(duration(192.0), "3.2 min");
+        assert_eq!(duration(5400.0), "1.5 h");
+    }
+}

@@ -1,0 +1,254 @@
+//! The watched application: starting it with kiln's layer in its environment, passing its
+//! output through line by line while reading iterations and failures from it, and finding
+//! a program before anything starts.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Sender;
+
+use regex::Regex;
+
+use crate::evidence::AppFailure;
+
+/// What a line of the application's output told the watch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Heard {
+    /// A line matched `--iteration`.
+    Iteration(String),
+    /// A line says the application failed.
+    Failure(AppFailure, String),
+}
+
+/// Lines that say an application ran out of GPU memory, in the words of the runtimes
+/// people watch: Vulkan, CUDA and PyTorch, HIP, DirectX.
+const OUT_OF_MEMORY: &str = r"(?i)(VK_ERROR_OUT_OF_DEVICE_MEMORY|ERROR_OUT_OF_DEVICE_MEMORY|out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|hipErrorOutOfMemory|DXGI_ERROR_OUT_OF_MEMORY|E_OUTOFMEMORY)";
+/// Lines that say it lost its device.
+const DEVICE_LOST: &str = r"(?i)(VK_ERROR_DEVICE_LOST|ERROR_DEVICE_LOST|device lost|device (was |has been )?removed|DXGI_ERROR_DEVICE_(REMOVED|HUNG|RESET)|fallen off the bus|CUDA error: (an illegal memory access|unspecified launch failure)|cudaErrorLaunchFailure|hipErrorLaunchFailure)";
+
+/// The most lines of each failure kept as evidence: a failing application can say the
+/// same thing thousands of times.
+const SAID_AT_MOST: usize = 8;
+
+/// The longest line kept in the evidence, in characters.
+const LINE_KEPT: usize = 300;
+
+/// Reads the application's output for iterations and failures.
+#[derive(Debug, Clone)]
+pub struct Listener {
+    iteration: Option<Regex>,
+    out_of_memory: Regex,
+    device_lost: Regex,
+}
+
+impl Listener {
+    /// A listener marking an iteration at each line `iteration` matches.
+    pub fn new(iteration: Option<Regex>) -> Listener {
+        Listener {
+            iteration,
+            // Constant patterns, checked by this module's tests.
+            out_of_memory: Regex::new(OUT_OF_MEMORY).unwrap_or_else(|_| unreachable!()),
+            device_lost: Regex::new(DEVICE_LOST).unwrap_or_else(|_| unreachable!()),
+        }
+    }
+
+    /// What a line says, if anything.
+    pub fn hear(&self, line: &str) -> Option<Heard> {
+        let kept = || crate::text::cut(line.trim_end(), LINE_KEPT);
+        if self.device_lost.is_match(line) {
+            return Some(Heard::Failure(AppFailure::DeviceLost, kept()));
+        }
+        if self.out_of_memory.is_match(line) {
+            return Some(Heard::Failure(AppFailure::OutOfMemory, kept()));
+        }
+        if self.iteration.as_ref().is_some_and(|r| r.is_match(line)) {
+            return Some(Heard::Iteration(kept()));
+        }
+        None
+    }
+}
+
+/// How the application is started: its command and the environment kiln adds.
+pub struct Launch {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Variables added to its environment (kiln's layer, its ring).
+    pub env: Vec<(String, std::ffi::OsString)>,
+}
+
+/// The program `name` would run: a path as given, else the first match on `PATH`.
+/// None when there is none that can be run.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let runnable = |p: &Path| {
+        p.is_file() && {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                p.metadata()
+                    .is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+            }
+            #[cfg(not(unix))]
+            {
+                true
+            }
+        }
+    };
+    if name.contains(std::path::MAIN_SEPARATOR) || name.contains('/') {
+        let p = PathBuf::from(name);
+        return runnable(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| runnable(p))
+}
+
+/// Starts the application with its output piped to kiln, and a thread per stream that
+/// passes each line through (`show` prints it) and sends what it heard.
+pub fn start(
+    launch: &Launch,
+    listener: &Listener,
+    heard: &Sender<Heard>,
+    show: impl Fn(bool, &[u8]) + Clone + Send + 'static,
+) -> std::io::Result<(Child, Vec<std::thread::JoinHandle<()>>)> {
+    let (program, args) = launch
+        .command
+        .split_first()
+        .ok_or_else(|| std::io::Error::other("no command"))?;
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in &launch.env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn()?;
+    let mut threads = Vec::new();
+    let streams: [(bool, Option<Box<dyn std::io::Read + Send>>); 2] = [
+        (
+            false,
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        ),
+        (
+            true,
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        ),
+    ];
+    for (is_err, stream) in streams {
+        let Some(stream) = stream else { continue };
+        let (listener, heard, show) = (listener.clone(), heard.clone(), show.clone());
+        let counts = std::sync::Arc::new(std::sync::Mutex::new([0usize; 2]));
+        threads.push(
+            std::thread::Builder::new()
+                .name("kiln-watch-output".into())
+                .spawn(move || pass_through(stream, is_err, &listener, &heard, &show, &counts))?,
+        );
+    }
+    Ok((child, threads))
+}
+
+/// Passes a stream through line by line (bytes as they are, invalid UTF-8 and all), and
+/// sends what the listener hears in each.
+fn pass_through(
+    stream: Box<dyn std::io::Read + Send>,
+    is_err: bool,
+    listener: &Listener,
+    heard: &Sender<Heard>,
+    show: &impl Fn(bool, &[u8]),
+    counts: &std::sync::Mutex<[usize; 2]>,
+) {
+    let mut reader = std::io::BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        show(is_err, &line);
+        let text = String::from_utf8_lossy(&line);
+        let Some(h) = listener.hear(&text) else {
+            continue;
+        };
+        if let Heard::Failure(kind, _) = &h {
+            let i = usize::from(*kind == AppFailure::DeviceLost);
+            let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+            counts[i] += 1;
+            if counts[i] > SAID_AT_MOST {
+                continue;
+            }
+        }
+        if heard.send(h).is_err() {
+            return;
+        }
+    }
+}
+
+/// Writes a line of the application's output to kiln's own stream of the same kind.
+pub fn echo(is_err: bool, line: &[u8]) {
+    let _ = if is_err {
+        std::io::stderr().lock().write_all(line)
+    } else {
+        std::io::stdout().lock().write_all(line)
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_heard_in_the_words_of_each_runtime_and_iterations_by_the_pattern() {
+        let l = Listener::new(Some(Regex::new(r"^step \d+").unwrap()));
+        let oom = [
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            "vkAllocateMemory failed: VK_ERROR_OUT_OF_DEVICE_MEMORY",
+            "RuntimeError: HIP out of memory.",
+        ];
+        for line in oom {
+            assert!(
+                matches!(
+                    l.hear(line),
+                    Some(Heard::Failure(AppFailure::OutOfMemory, _))
+                ),
+                "{line}"
+            );
+        }
+        let lost = [
+            "vkQueueSubmit: VK_ERROR_DEVICE_LOST",
+            "DXGI_ERROR_DEVICE_REMOVED",
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ];
+        for line in lost {
+            assert!(
+                matches!(
+                    l.hear(line),
+                    Some(Heard::Failure(AppFailure::DeviceLost, _))
+                ),
+                "{line}"
+            );
+        }
+        assert_eq!(
+            l.hear("step 12 loss 0.3"),
+            Some(Heard::Iteration("step 12 loss 0.3".into()))
+        );
+        assert_eq!(l.hear("loading model"), None);
+        assert_eq!(Listener::new(None).hear("step 1"), None);
+    }
+
+    #[test]
+    fn a_program_is_found_on_the_path_or_as_given() {
+        assert!(find_program("sh").is_some());
+        assert!(find_program("/bin/sh").is_some());
+        assert_eq!(find_program("kiln-no-such-program-anywhere"), None);
+        assert_eq!(find_program("./no/such/file"), None);
+    }
+}

@@ -1,0 +1,429 @@
+//! `kiln watch`: is it the card or the software? The same shape as `kiln run`, with the
+//! user's application in place of kiln's workloads: select the devices, start the
+//! telemetry, start the application (or find the running one) with kiln's layer in its
+//! environment, record its processes, iterations, failures and allocations as they
+//! happen, and when it ends judge the run directory ([`crate::verdict`]) and write the
+//! reports. [`watch`] reads top to bottom in that order; the application's side is in
+//! [`app`], the allocation trace's in [`trace`].
+
+pub mod app;
+pub mod bench;
+mod live;
+mod trace;
+
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant, SystemTime};
+
+use regex::Regex;
+
+use crate::error::AppError;
+use crate::evidence::{
+    Event, EventSink, EventWriter, EvidenceFile, Manifest, RunDir, RunSettings, WatchSettings,
+    utc_timestamp,
+};
+use crate::platform::process;
+use crate::select::{Selection, select_for_run};
+use crate::telemetry::record::Boundary;
+use crate::verdict::Report;
+use crate::verdict::thresholds::Thresholds;
+use app::{Heard, Launch, Listener};
+
+/// What to watch.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Start this command (`kiln watch -- CMD ARGS`).
+    Command(Vec<String>),
+    /// Attach to this running process and its children (`--pid`).
+    Pid(u32),
+}
+
+/// Everything `kiln watch` was asked to do.
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    /// The application.
+    pub target: Target,
+    /// Device selectors (default: every GPU).
+    pub devices: Vec<String>,
+    /// How often the application's memory and the device are read.
+    pub interval: Duration,
+    /// An iteration's line of output.
+    pub iteration: Option<Regex>,
+    /// Inject kiln's layer for the allocation trace.
+    pub trace: bool,
+    /// Share of the budget at which to alert (0..1).
+    pub alert_share: Option<f64>,
+    /// The command run once when the alert fires (`sh -c`).
+    pub on_alert: Option<String>,
+    /// Run directory.
+    pub out: Option<PathBuf>,
+    /// Thresholds of the verdict rules.
+    pub thresholds: Thresholds,
+    /// Show the live line (only when stderr is a terminal).
+    pub live: bool,
+}
+
+/// The phase the telemetry of a watch is summarised as.
+pub const WATCH_PHASE: &str = "watch";
+
+/// How long the watch waits for the application's output to drain after it ended (a
+/// child it left behind may hold the pipe open).
+const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+
+/// How long the watch waits for an application it asked to stop (after a signal).
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Watches the application until it ends, writes the run directory and returns the
+/// verdict.
+pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
+    crate::run::catch_signals();
+    let started = Instant::now();
+    let started_utc = utc_timestamp(SystemTime::now());
+    let started_unix_ns = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let proc_root = process::proc_root();
+    // What is to be watched must be there before anything is made.
+    match &opts.target {
+        Target::Command(command) => {
+            let program = command.first().ok_or_else(|| {
+                AppError::Usage("no command to watch: give one after `--`, or --pid".into())
+            })?;
+            if app::find_program(program).is_none() {
+                return Err(AppError::Usage(format!(
+                    "cannot start {}: no such program (not a runnable file, nor on PATH)",
+                    crate::text::quote(program)
+                )));
+            }
+        }
+        Target::Pid(pid) => {
+            if !process::alive(&proc_root, *pid) {
+                return Err(AppError::Usage(format!(
+                    "--pid {pid}: no such process is running (it may have ended already)"
+                )));
+            }
+        }
+    }
+    let Selection {
+        devices,
+        stand_in,
+        not_tested,
+        mut notes,
+    } = select_for_run(&opts.devices)?;
+    let run_dir = match &opts.out {
+        Some(path) => RunDir::create(path),
+        None => RunDir::create_default(),
+    }
+    .map_err(|e| AppError::Usage(e.to_string()))?;
+    let (command, pid) = match &opts.target {
+        Target::Command(c) => (c.clone(), None),
+        Target::Pid(p) => (Vec::new(), Some(*p)),
+    };
+    // Only an application kiln starts can carry its layer.
+    let layer = match (&opts.target, opts.trace) {
+        (Target::Command(_), true) => match trace::layer_library() {
+            Ok(lib) => Some(lib),
+            Err(why) => {
+                notes.push(why);
+                None
+            }
+        },
+        (Target::Pid(_), true) => {
+            notes.push("no allocation trace: kiln can load its layer only into an application it starts (kiln watch -- CMD)".into());
+            None
+        }
+        (_, false) => {
+            notes.push("no allocation trace (--no-trace): the application's memory is read from the driver alone".into());
+            None
+        }
+    };
+    let settings = RunSettings {
+        telemetry_interval_s: Some(opts.interval.as_secs_f64()),
+        watch: Some(WatchSettings {
+            command: command.clone(),
+            pid,
+            interval_s: opts.interval.as_secs_f64(),
+            iteration: opts.iteration.as_ref().map(|r| r.as_str().to_owned()),
+            trace: layer.is_some(),
+            alert_share: opts.alert_share,
+        }),
+        ..RunSettings::default()
+    };
+    let telemetry_on = !devices.is_empty();
+    let mut manifest = Manifest::new(devices.clone(), settings, started_utc);
+    manifest.stand_in = stand_in;
+    manifest.not_tested = not_tested;
+    let mut files = EvidenceFile::written_by(telemetry_on);
+    if layer.is_some() {
+        files.push(EvidenceFile::Trace);
+    }
+    manifest.evidence = Some(files);
+    run_dir.write_manifest(&manifest)?;
+    let mut events = run_dir.events(started)?;
+    for d in &devices {
+        events.emit(
+            Some(d.index),
+            Event::DeviceStart {
+                info: Box::new(d.clone()),
+            },
+        );
+    }
+    let (sidecar, latest) = if telemetry_on {
+        let (s, latest, telemetry_notes) = crate::run::start_telemetry(
+            &run_dir,
+            &devices,
+            opts.interval,
+            started,
+            &crate::run::TestHooks::default(),
+        )?;
+        notes.extend(telemetry_notes);
+        (Some(s), Some(latest))
+    } else {
+        (None, None)
+    };
+    for note in &notes {
+        events.emit(
+            None,
+            Event::Note {
+                message: note.clone(),
+            },
+        );
+    }
+    if let Some(s) = &sidecar {
+        for d in &devices {
+            s.snapshot(Some(d.index), WATCH_PHASE, Boundary::Before);
+        }
+    }
+    let mut tracer = match &layer {
+        Some(lib) => Some(trace::Tracer::start(run_dir.path(), lib, started_unix_ns)?),
+        None => None,
+    };
+    let live = live::Live::new(opts.live, &notes);
+    let (heard_tx, heard) = channel();
+    let listener = Listener::new(opts.iteration.clone());
+    let (mut child, root, output) = match &opts.target {
+        Target::Command(command) => {
+            let mut env = tracer.as_ref().map(trace::Tracer::env).unwrap_or_default();
+            // Python buffers its output when it goes to a pipe: iterations would be
+            // marked late, and the last lines before a crash lost.
+            if std::env::var_os("PYTHONUNBUFFERED").is_none() {
+                env.push(("PYTHONUNBUFFERED".into(), "1".into()));
+            }
+            let launch = Launch {
+                command: command.clone(),
+                env,
+            };
+            let show = live.printer();
+            let (child, threads) =
+                app::start(&launch, &listener, &heard_tx, show).map_err(|e| {
+                    AppError::Usage(format!(
+                        "cannot start {}: {e}",
+                        crate::text::quote(&command.join(" "))
+                    ))
+                })?;
+            let pid = child.id();
+            (Some(child), pid, threads)
+        }
+        Target::Pid(pid) => (None, *pid, Vec::new()),
+    };
+    drop(heard_tx);
+    events.emit(
+        None,
+        Event::AppStart {
+            command,
+            pid: root,
+            attached: child.is_none(),
+        },
+    );
+    let mut state = Watching {
+        root,
+        known: vec![root],
+        iterations: 0,
+        alerted: false,
+        stop_asked: None,
+    };
+    let mut next_tick = Instant::now();
+    let ending = loop {
+        state.listen(&heard, &mut events, Duration::from_millis(50));
+        if let Some(end) = state.ended(&mut child, &proc_root) {
+            break Some(end);
+        }
+        if crate::run::signals_received() > 0 && state.stop_asked.is_none() {
+            events.emit(
+                None,
+                Event::Interrupted {
+                    message:
+                        "interrupted by a signal while the application ran: the watch ends with it"
+                            .into(),
+                },
+            );
+            state.stop_asked = Some(Instant::now());
+            if child.is_some() {
+                process::ask_to_stop(root);
+            } else {
+                break None;
+            }
+        }
+        let gave_up = state
+            .stop_asked
+            .is_some_and(|at| at.elapsed() > STOP_GRACE || crate::run::signals_received() > 1);
+        if gave_up {
+            break None;
+        }
+        if Instant::now() >= next_tick {
+            next_tick += opts.interval;
+            state.tick(&proc_root, &mut events);
+            if let Some(t) = tracer.as_mut() {
+                t.drain(false, started.elapsed().as_secs_f64() * 1e3);
+            }
+            let now = live::Now::read(latest.as_ref(), &state.known, tracer.as_ref(), &devices);
+            live.show(&now, state.iterations, started.elapsed());
+            if let (Some(share), Some(budget)) = (opts.alert_share, now.budget_bytes)
+                && !state.alerted
+                && now.app_bytes as f64 >= share * budget as f64
+            {
+                state.alerted = true;
+                events.emit(
+                    None,
+                    Event::Alert {
+                        share: now.app_bytes as f64 / budget as f64,
+                        bytes: now.app_bytes,
+                        budget_bytes: budget,
+                    },
+                );
+                if let Some(cmd) = &opts.on_alert {
+                    live::run_alert(cmd, root, now.app_bytes, budget, run_dir.path());
+                }
+            }
+        }
+    };
+    if let Some(end) = ending {
+        events.emit(
+            None,
+            Event::AppEnd {
+                exit_code: end.code,
+                signal: end.signal,
+            },
+        );
+    }
+    // What the application said last is the evidence of how it ended.
+    let waited = Instant::now();
+    while output.iter().any(|t| !t.is_finished()) && waited.elapsed() < OUTPUT_GRACE {
+        state.listen(&heard, &mut events, Duration::from_millis(20));
+    }
+    state.listen(&heard, &mut events, Duration::ZERO);
+    if let Some(t) = tracer.as_mut() {
+        t.drain(ending.is_some(), started.elapsed().as_secs_f64() * 1e3);
+        t.finish(&mut events);
+    }
+    if let Some(s) = &sidecar {
+        for d in &devices {
+            s.snapshot(Some(d.index), WATCH_PHASE, Boundary::After);
+        }
+    }
+    if let Some(s) = sidecar {
+        s.stop();
+    }
+    live.clear();
+    let mut report =
+        crate::verdict::judge_dir(run_dir.path(), &opts.thresholds, true).map_err(|e| {
+            AppError::Start(format!("the watch's evidence could not be read back: {e}"))
+        })?;
+    report.wall_s = started.elapsed().as_secs_f64();
+    report.finished_utc = utc_timestamp(SystemTime::now());
+    if let Err(e) = events.check() {
+        report
+            .notes
+            .push(format!("some evidence could not be written: {e}"));
+    }
+    events.emit(
+        None,
+        Event::RunEnd {
+            exit_code: report.exit_code,
+            result: report.result.word().to_lowercase(),
+        },
+    );
+    crate::report::write_all(run_dir.path(), &report).map_err(|e| {
+        AppError::Evidence(crate::evidence::EvidenceError::File(
+            crate::fsutil::FileError::Io {
+                path: run_dir.path().to_owned(),
+                message: e.to_string(),
+            },
+        ))
+    })?;
+    Ok(report)
+}
+
+/// The watch's own state between ticks.
+struct Watching {
+    /// The application's first process.
+    root: u32,
+    /// Every process of it seen so far.
+    known: Vec<u32>,
+    /// Iterations marked so far.
+    iterations: u64,
+    /// `--alert` has fired.
+    alerted: bool,
+    /// When a signal asked the application to stop.
+    stop_asked: Option<Instant>,
+}
+
+impl Watching {
+    /// Records what the application's output said, waiting at most `wait` for the first.
+    fn listen(&mut self, heard: &Receiver<Heard>, events: &mut EventWriter, wait: Duration) {
+        let mut first = heard.recv_timeout(wait).ok();
+        while let Some(h) = first.take().or_else(|| heard.try_recv().ok()) {
+            match h {
+                Heard::Iteration(line) => {
+                    self.iterations += 1;
+                    events.emit(
+                        None,
+                        Event::Iteration {
+                            n: self.iterations,
+                            line,
+                        },
+                    );
+                }
+                Heard::Failure(failure, line) => {
+                    events.emit(None, Event::AppSaid { failure, line });
+                }
+            }
+        }
+    }
+
+    /// How the application ended, once it has.
+    fn ended(
+        &mut self,
+        child: &mut Option<std::process::Child>,
+        proc_root: &std::path::Path,
+    ) -> Option<process::Ending> {
+        match child {
+            Some(c) => match c.try_wait() {
+                Ok(Some(status)) => Some(process::ending(status)),
+                Ok(None) => None,
+                // It cannot be asked about: it is gone as far as the watch can tell.
+                Err(_) => Some(process::Ending {
+                    code: None,
+                    signal: None,
+                }),
+            },
+            // Not kiln's child: how it ended is not kiln's to know.
+            None => (!process::alive(proc_root, self.root)).then_some(process::Ending {
+                code: None,
+                signal: None,
+            }),
+        }
+    }
+
+    /// Records the application's processes that appeared since the last tick.
+    fn tick(&mut self, proc_root: &std::path::Path, events: &mut EventWriter) {
+        let new: Vec<u32> = process::descendants(proc_root, self.root)
+            .into_iter()
+            .filter(|p| !self.known.contains(p))
+            .collect();
+        if !new.is_empty() {
+            self.known.extend(&new);
+            events.emit(None, Event::AppProcesses { pids: new });
+        }
+    }
+}
