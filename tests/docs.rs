@@ -17,11 +17,12 @@ const FIRST_COMMANDS: [&str; 2] = [
 ];
 
 /// The commands the README gives its readers.
-const README_COMMANDS: [&str; 4] = [
+const README_COMMANDS: [&str; 5] = [
     "kiln run --profile burn-in",
     "kiln run --profile rma",
     "kiln report",
     "kiln health",
+    "kiln watch",
 ];
 
 /// Every exit code kiln gives (src/verdict/model.rs, `exit_code`).

@@ -1,5 +1,6 @@
 //! What people read, held word for word: the terminal summary, the page's text, JUnit and
-//! the metrics, for a healthy run, a stuck bit and an interrupted run (each a recorded run
+//! the metrics, for a healthy run, a stuck bit, an interrupted run and two watched
+//! applications, one leaking and one squeezed by another process (each a run
 //! of the scenario corpus, so nothing in them moves but the machine's own names, which are
 //! masked). A change of wording or numbers shows as a diff here, to be accepted on purpose
 //! (`INSTA_UPDATE=always cargo test --test snapshots`, then review the `.snap` files).
@@ -8,8 +9,14 @@ mod common;
 
 use std::path::Path;
 
-/// The three runs: one of each thing a reader meets.
-const RUNS: [&str; 3] = ["h200_healthy", "vram_stuck_bit", "interrupted_before_pcie"];
+/// The runs: one of each thing a reader meets.
+const RUNS: [&str; 5] = [
+    "h200_healthy",
+    "vram_stuck_bit",
+    "interrupted_before_pcie",
+    "watch_leak_per_step",
+    "watch_other_process_before_oom",
+];
 
 /// The run's directory, masked: it is a temporary one.
 fn masked(run_dir: &Path, text: &str) -> String {
@@ -132,4 +139,14 @@ fn a_stuck_bit_reads_the_same() {
 #[test]
 fn an_interrupted_run_reads_the_same() {
     check(RUNS[2]);
+}
+
+#[test]
+fn a_watched_leak_reads_the_same() {
+    check(RUNS[3]);
+}
+
+#[test]
+fn a_watched_application_squeezed_by_another_process_reads_the_same() {
+    check(RUNS[4]);
 }

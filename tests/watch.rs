@@ -600,3 +600,127 @@ fn bad_flags_are_refused_with_one_sentence_before_anything_starts() {
     );
     common::usage_error(&["watch", "--interval", "0", "--", "true"], "--interval");
 }
+
+#[test]
+fn what_the_watch_costs_is_a_ratio_measured_in_one_run() {
+    let out = common::kiln()
+        .envs(plain().iter().map(|(k, v)| (k, v)))
+        .env("KILN_TRACE_LAYER", common::trace_layer())
+        .args(["bench", "watch", "--runs", "3", "--json", "--"])
+        .arg(common::test_app())
+        .args(["churn", "3000"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let b: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(b["plain_s"].as_array().unwrap().len(), 3);
+    assert_eq!(b["watched_s"].as_array().unwrap().len(), 3);
+    let ratio = b["ratio"].as_f64().unwrap();
+    assert!(ratio > 0.0 && ratio.is_finite(), "{b}");
+    // Every allocation and free of every watched run was traced, none lost.
+    assert!(b["traced_records"].as_u64().unwrap() >= 3 * 2 * 3000, "{b}");
+    // A command that fails cannot be timed; a command given to another benchmark is refused.
+    let failing = common::kiln()
+        .env("KILN_TRACE_LAYER", common::trace_layer())
+        .args(["bench", "watch", "--runs", "1", "--", "false"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        failing.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&failing.stderr)
+    );
+    common::usage_error(
+        &["bench", "vram", "--", "true"],
+        "a command applies to `kiln bench watch`",
+    );
+}
+
+/// A fixture machine with one amdgpu card at `bdf`, for `KILN_SYSTEM_ROOT`.
+fn amd_machine(bdf: &str) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("sys/bus/pci/devices").join(bdf);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("class"), "0x030000\n").unwrap();
+    std::fs::write(dir.join("vendor"), "0x1002\n").unwrap();
+    std::fs::write(dir.join("device"), "0x74a1\n").unwrap();
+    let driver = root.path().join("sys/bus/pci/drivers/amdgpu");
+    std::fs::create_dir_all(&driver).unwrap();
+    std::os::unix::fs::symlink(&driver, dir.join("driver")).unwrap();
+    root
+}
+
+/// A process of the fixture machine holding `vram_mib` of the card at `bdf` through one
+/// DRM file (rewritten in place as the test goes on).
+fn drm_process(root: &Path, pid: u32, comm: &str, bdf: &str, vram_mib: u64) {
+    let dir = root.join("proc").join(pid.to_string());
+    std::fs::create_dir_all(dir.join("fd")).unwrap();
+    std::fs::create_dir_all(dir.join("fdinfo")).unwrap();
+    // Written once: the process table's entries never change under a reader.
+    if !dir.join("stat").exists() {
+        let stat = format!("{pid} ({comm}) S 1 {pid} {pid} 0 -1 0");
+        std::fs::write(dir.join("stat"), stat).unwrap();
+        std::fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
+    }
+    let link = dir.join("fd/3");
+    if link.symlink_metadata().is_err() {
+        std::os::unix::fs::symlink("/dev/dri/renderD128", &link).unwrap();
+    }
+    let info = format!(
+        "pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-pdev:\t{bdf}\ndrm-client-id:\t{pid}\ndrm-memory-vram:\t{} KiB\ndrm-memory-gtt:\t2048 KiB\n",
+        vram_mib * 1024
+    );
+    // Written aside and renamed: the watch never reads half a file.
+    let temp = dir.join("fdinfo/.3");
+    std::fs::write(&temp, info).unwrap();
+    std::fs::rename(&temp, dir.join("fdinfo/3")).unwrap();
+}
+
+#[test]
+fn an_amdgpu_card_s_processes_are_read_from_drm_fdinfo_and_a_climb_is_a_leak() {
+    let bdf = "0000:03:00.0";
+    let machine = amd_machine(bdf);
+    let root = machine.path();
+    let (app, neighbour) = (424_242, 424_243);
+    drm_process(root, app, "blender", bdf, 2048);
+    drm_process(root, neighbour, "Xorg", bdf, 300);
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = common::emulated_env("amd", "small", &dir.path().join("layer.log"));
+    env.push(("KILN_EMULATE_PCI_ADDRESS".into(), bdf.into()));
+    env.push(("KILN_SYSTEM_ROOT".into(), root.into()));
+    let child = common::kiln()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .args(["watch", "--out"])
+        .arg(dir.path().join("run"))
+        .args(["--pid", &app.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The application's VRAM climbs 96 MiB every half second; its neighbour's holds.
+    for k in 1..=24u64 {
+        std::thread::sleep(Duration::from_millis(500));
+        drm_process(root, app, "blender", bdf, 2048 + 96 * k);
+    }
+    // It ends: its entry leaves the process table.
+    std::fs::remove_dir_all(root.join("proc").join(app.to_string())).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (code, report, stderr) = finished(dir.path(), &out);
+    let app_report = &report["application"];
+    assert_eq!(code, 3, "{stderr}\n{}", app_report["baselines"]);
+    assert_eq!(app_report["memory_source"], "driver");
+    assert_eq!(app_report["diagnosis"], "leak");
+    let leak = finding(&report, "APP_MEMORY_LEAK");
+    let per_minute = leak["evidence"]["bytes_per_minute"].as_f64().unwrap() / MIB as f64;
+    assert!(
+        (8000.0..15000.0).contains(&per_minute),
+        "{per_minute} MiB a minute"
+    );
+    let timeline = app_report["timeline"].as_array().unwrap();
+    let xorg = timeline.iter().find(|p| p["pid"] == neighbour).unwrap();
+    assert_eq!(xorg["name"], "Xorg");
+    assert_eq!(xorg["points"][0][1].as_f64().unwrap(), (300 * MIB) as f64);
+    assert!(app_report["peak_bytes"].as_u64().unwrap() >= 3500 * MIB);
+}

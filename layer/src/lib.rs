@@ -24,7 +24,7 @@ mod ring;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{CStr, c_char, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use ash::vk;
@@ -145,7 +145,9 @@ fn open_ring() -> Option<RingWriter<'static>> {
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
+            // Faulted in now, at the first instance, not one page at a time on the
+            // application's allocation path.
+            libc::MAP_SHARED | libc::MAP_POPULATE,
             file.as_raw_fd(),
             0,
         )
@@ -158,22 +160,54 @@ fn open_ring() -> Option<RingWriter<'static>> {
     let words: &'static [AtomicU64] =
         unsafe { std::slice::from_raw_parts(p as *const AtomicU64, len / 8) };
     let writer = RingWriter::new(words)?;
+    // SAFETY: registers a handler that only stores to an atomic; it runs in a fork's child.
+    unsafe { libc::pthread_atfork(None, None, Some(forget_pid)) };
     writer.attached();
     writer.push(&record(RecordKind::Attach));
     Some(writer)
 }
 
-/// Nanoseconds since the Unix epoch.
+/// Nanoseconds since the Unix epoch, from the kernel's coarse clock: a few milliseconds
+/// of resolution (a record's order is its sequence number; its time places it on a
+/// timeline read to the millisecond at best) for a fraction of the precise clock's cost,
+/// which was a third of a record's.
 fn now_unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// This process's id, asked of the kernel once (glibc no longer caches it: a system call
+/// on every record cost more than the rest of the record); a fork forgets it.
+static PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+extern "C" fn forget_pid() {
+    PID.store(0, Ordering::Relaxed);
+}
+
+fn pid() -> u32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            let pid = std::process::id();
+            PID.store(pid, Ordering::Relaxed);
+            pid
+        }
+        pid => pid,
+    }
 }
 
 /// A record of `kind` from this process, now.
 fn record(kind: RecordKind) -> Record {
     let mut r = Record::new(kind);
-    r.pid = std::process::id();
+    r.pid = pid();
     r.t_unix_ns = now_unix_ns();
     r
 }
@@ -218,6 +252,30 @@ struct DeviceFns {
     get_query_pool_results: Option<vk::PFN_vkGetQueryPoolResults>,
 }
 
+/// A hasher for `VkDeviceMemory` handles (pointers or counters, unique by construction):
+/// one multiplication, where the standard hasher's resistance to crafted keys buys
+/// nothing and costs the allocation path tens of nanoseconds.
+#[derive(Default)]
+struct HandleHasher(u64);
+
+impl std::hash::Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type Handles = HashMap<u64, Allocation, std::hash::BuildHasherDefault<HandleHasher>>;
+
 /// One live allocation, for the size its free gives back.
 #[derive(Clone, Copy)]
 struct Allocation {
@@ -239,7 +297,7 @@ struct DeviceData {
     budget: bool,
     /// A call of this device has returned `VK_ERROR_DEVICE_LOST`.
     lost: AtomicBool,
-    allocations: Mutex<HashMap<u64, Allocation>>,
+    allocations: Mutex<Handles>,
 }
 
 static INSTANCES: Mutex<BTreeMap<usize, Arc<InstanceData>>> = Mutex::new(BTreeMap::new());
@@ -265,6 +323,18 @@ fn instance_of(pd: vk::PhysicalDevice) -> Option<Arc<InstanceData>> {
     })
 }
 
+/// Bumped whenever a device is created or destroyed: a thread's cached device is good
+/// only while this is what it was when cached.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The device this thread called last: (generation, dispatch key, its data). An
+    /// application calls one device from one thread again and again; this spares each
+    /// call the table's lock.
+    static LAST: std::cell::RefCell<Option<(u64, usize, Arc<DeviceData>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// The device a device or queue handle belongs to.
 fn device_of<H: vk::Handle + Copy>(handle: H) -> Option<Arc<DeviceData>> {
     if handle.as_raw() == 0 {
@@ -272,11 +342,23 @@ fn device_of<H: vk::Handle + Copy>(handle: H) -> Option<Arc<DeviceData>> {
     }
     // SAFETY: a dispatchable handle the loader gave us.
     let k = unsafe { key(handle) };
-    DEVICES
+    let generation = GENERATION.load(Ordering::Acquire);
+    let cached = LAST.with(|last| {
+        last.borrow()
+            .as_ref()
+            .filter(|(g, key, _)| *g == generation && *key == k)
+            .map(|(_, _, d)| d.clone())
+    });
+    if cached.is_some() {
+        return cached;
+    }
+    let found = DEVICES
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .get(&k)
-        .cloned()
+        .cloned()?;
+    LAST.with(|last| *last.borrow_mut() = Some((generation, k, found.clone())));
+    Some(found)
 }
 
 impl DeviceData {
@@ -288,7 +370,7 @@ impl DeviceData {
         };
         let kind = match result {
             vk::Result::ERROR_DEVICE_LOST => {
-                if self.lost.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                if self.lost.swap(true, Ordering::AcqRel) {
                     ring.lost_again();
                     return;
                 }
@@ -826,13 +908,14 @@ unsafe extern "system" fn create_device(
         type_heaps,
         budget,
         lost: AtomicBool::new(false),
-        allocations: Mutex::new(HashMap::new()),
+        allocations: Mutex::new(Handles::default()),
     };
     DEVICES
         .write()
         .unwrap_or_else(|e| e.into_inner())
         // SAFETY: device is the dispatchable handle just created.
         .insert(unsafe { key(device) }, Arc::new(data));
+    GENERATION.fetch_add(1, Ordering::AcqRel);
     vk::Result::SUCCESS
 }
 
@@ -848,6 +931,7 @@ unsafe extern "system" fn destroy_device(
         .unwrap_or_else(|e| e.into_inner())
         // SAFETY: device is a dispatchable handle.
         .remove(&unsafe { key(device) });
+    GENERATION.fetch_add(1, Ordering::AcqRel);
     if let Some(f) = data.and_then(|d| d.fns.destroy_device) {
         // SAFETY: the application's arguments, passed down.
         unsafe { f(device, p_allocator) };

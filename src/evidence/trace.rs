@@ -371,6 +371,17 @@ impl Drainer {
         }
     }
 
+    /// How many records the writers are ahead of this drainer (reads the header alone):
+    /// a drainer falling a ring behind loses records, so the watch drains early when
+    /// this passes a share of the ring's slots.
+    pub fn behind(&self) -> Option<(u64, u64)> {
+        let mut file = std::fs::File::open(&self.path).ok()?;
+        let mut head = vec![0u8; ring::HEADER_BYTES as usize];
+        file.read_exact(&mut head).ok()?;
+        let header = ring::read_header(&head).ok()?;
+        Some((header.cursor.saturating_sub(self.next), header.slots))
+    }
+
     /// The records written since the last drain, then a [`TraceEvent::Counts`] line. With
     /// `last` (every writer has ended) a slot still half written is torn, not waited for.
     pub fn drain(&mut self, last: bool, now_ms: f64) -> EvidenceResult<Vec<TraceRecord>> {

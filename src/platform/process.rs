@@ -54,11 +54,13 @@ pub fn ask_to_stop(pid: u32) -> bool {
     os::terminate(pid)
 }
 
-/// The root of the process table: `/proc`, or `KILN_PROC_ROOT` (a fixture tree in tests).
+/// The root of the process table: `/proc`, under the machine's root as kiln reads it
+/// (`KILN_SYSTEM_ROOT`, a fixture tree in tests).
 pub fn proc_root() -> std::path::PathBuf {
-    std::env::var_os("KILN_PROC_ROOT")
+    std::env::var_os("KILN_SYSTEM_ROOT")
         .filter(|v| !v.is_empty())
-        .map_or_else(|| "/proc".into(), Into::into)
+        .map_or_else(|| "/".into(), std::path::PathBuf::from)
+        .join("proc")
 }
 
 #[cfg(target_os = "linux")]

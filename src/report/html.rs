@@ -425,13 +425,20 @@ fn application_section(out: &mut String, app: &crate::verdict::app::ApplicationR
             .histogram
             .iter()
             .map(|c| {
+                let mut notes = Vec::new();
+                if c.allocations > c.frees {
+                    notes.push(format!("{} not freed", c.allocations - c.frees));
+                }
+                if c.refused > 0 {
+                    notes.push(format!("{} refused", c.refused));
+                }
                 let label = format!(
                     "up to {}{}",
                     crate::units::format_exact(c.up_to_bytes),
-                    if c.allocations > c.frees {
-                        format!(" ({} not freed)", c.allocations - c.frees)
-                    } else {
+                    if notes.is_empty() {
                         String::new()
+                    } else {
+                        format!(" ({})", notes.join(", "))
                     }
                 );
                 (label, c.allocations as f64, None)

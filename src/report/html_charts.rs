@@ -330,10 +330,10 @@ pub fn stacked_chart(
         let y = f.y(gib(b));
         let _ = write!(
             svg,
-            "<line class=\"ref\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke-dasharray=\"4 3\"/><text class=\"axis\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">budget</text>",
+            "<line class=\"ref\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke-dasharray=\"4 3\"/><text class=\"axis\" x=\"{:.1}\" y=\"{:.1}\">budget</text>",
             f.left,
             W - RIGHT,
-            W - RIGHT - 2.0,
+            f.left + 4.0,
             y - 3.0
         );
     }
@@ -352,7 +352,7 @@ pub fn stacked_chart(
             "<line class=\"ref\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP:.1}\" y2=\"{:.1}\"/><text class=\"phase-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
             f.height - BOTTOM,
             x - 3.0,
-            TOP + 18.0,
+            TOP + 30.0,
             esc(said)
         );
     }

@@ -187,10 +187,10 @@ impl Trend {
 /// A leak (REFERENCE.md §7): the baseline climbs a steady amount per iteration.
 fn leak(v: &AppView, tr: &Trend) -> Finding {
     let per_minute = bytes((tr.slope * 60_000.0 / tr.iteration_ms).max(0.0) as u64);
-    let minutes = tr.n as f64 * tr.iteration_ms / 60_000.0;
+    let over = duration(tr.n as f64 * tr.iteration_ms / 1e3);
     let mut summary = if v.by_time {
         format!(
-            "the application's lowest memory climbed {per_minute} a minute over {minutes:.1} minutes (from {} to {}, fit R² {:.2}) and never fell back: a leak",
+            "the application's lowest memory climbed {per_minute} a minute over {over} (from {} to {}, fit R² {:.2}) and never fell back: a leak",
             bytes(tr.first),
             bytes(tr.last),
             tr.r2
@@ -257,7 +257,7 @@ fn leak(v: &AppView, tr: &Trend) -> Finding {
             "leaking_allocations": class.map(|(_, n)| n),
             "by_time": v.by_time,
         }),
-        "free what each iteration allocates (the application's bug, not the card's), or restart it before it runs out; `kiln watch --no-trace` if the trace is in doubt",
+        "free what each iteration allocates (the application's bug, not the card's), or restart it before it runs out",
     )
 }
 
@@ -306,13 +306,12 @@ fn failure_said(f: &Failure) -> String {
             result,
             said,
             ..
-        } => {
-            let what = result.map_or_else(|| "out of memory".to_owned(), VkError::name);
-            match request {
-                Some(r) => format!("{said} of {} answered {what}", bytes(*r)),
-                None => format!("{said}: {what}"),
-            }
-        }
+        } => match (result, request) {
+            // A line of its output says it in its own words.
+            (None, _) => said.clone(),
+            (Some(e), Some(r)) => format!("{said} of {} answered {}", bytes(*r), e.name()),
+            (Some(e), None) => format!("{said}: {}", e.name()),
+        },
         Failure::Lost { said, .. } => format!("{said}: the device was lost"),
     }
 }
@@ -493,12 +492,15 @@ fn other_process(v: &AppView, failure: &Failure, t: &Thresholds) -> Option<Findi
     let said: Vec<String> = grown
         .iter()
         .map(|(pid, name, before, at)| {
-            format!(
-                "pid {pid}{} went from {} to {}",
-                name.as_ref().map(|n| format!(" {n}")).unwrap_or_default(),
-                bytes(*before),
-                bytes(*at)
-            )
+            let who = format!(
+                "pid {pid}{}",
+                name.as_ref().map(|n| format!(" {n}")).unwrap_or_default()
+            );
+            if *before == 0 {
+                format!("{who} came and took {}", bytes(*at))
+            } else {
+                format!("{who} went from {} to {}", bytes(*before), bytes(*at))
+            }
         })
         .collect();
     Some(finding(

@@ -270,6 +270,9 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         if gave_up {
             break None;
         }
+        if let Some(t) = tracer.as_mut() {
+            t.drain_if_behind(started.elapsed().as_secs_f64() * 1e3);
+        }
         if Instant::now() >= next_tick {
             next_tick += opts.interval;
             state.tick(&proc_root, &mut events);

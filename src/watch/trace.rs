@@ -169,6 +169,17 @@ impl Tracer {
         }
     }
 
+    /// Drains now if the application has written a quarter of the ring since the last
+    /// drain: an application allocating hundreds of thousands of times a second would
+    /// otherwise lap the ring between two ticks and its records be lost.
+    pub fn drain_if_behind(&mut self, now_ms: f64) {
+        if let Some((behind, slots)) = self.drainer.behind()
+            && behind > slots / 4
+        {
+            self.drain(false, now_ms);
+        }
+    }
+
     fn learn(&mut self, event: &TraceEvent) {
         match event {
             TraceEvent::Alloc {

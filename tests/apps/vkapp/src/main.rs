@@ -12,8 +12,10 @@
 //! - `oom`: as steady, but from the fourth iteration one step keeps allocating 64 MiB
 //!   blocks until the driver refuses (`out of memory`), then exits 1.
 //! - `crash`: as steady, then aborts (SIGABRT) in the fourth iteration.
-//! - `churn`: ITERATIONS allocations and frees of 64 KiB as fast as it can, then prints
-//!   the time they took (`churn_ns N`): the allocation-heavy load of `kiln bench watch`.
+//! - `churn`: ITERATIONS allocations and frees as fast as it can, of 256 KiB, 1 MiB and
+//!   4 MiB in turn (sizes an application that does not suballocate asks for), a submission
+//!   every 64, then prints the time they took (`churn_ns N`): the allocation-heavy load
+//!   of `kiln bench watch`.
 //!
 //! Test code: it talks to Vulkan through raw `ash` calls.
 
@@ -163,13 +165,20 @@ fn main() {
     };
     if mode == "churn" {
         let started = std::time::Instant::now();
-        for _ in 0..iterations {
-            match gpu.alloc(64 << 10) {
+        let sizes = [256 << 10, MIB, 4 * MIB];
+        for i in 0..iterations {
+            match gpu.alloc(sizes[i as usize % sizes.len()]) {
                 Ok(m) => gpu.free(m),
                 Err(e) => {
                     eprintln!("kiln-test-app: vkAllocateMemory: {e}");
                     std::process::exit(1);
                 }
+            }
+            if i % 64 == 63
+                && let Err(e) = gpu.submit()
+            {
+                eprintln!("kiln-test-app: vkQueueSubmit: {e}");
+                std::process::exit(1);
             }
         }
         say(format!("churn_ns {}", started.elapsed().as_nanos()));
