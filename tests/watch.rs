@@ -724,3 +724,36 @@ fn an_amdgpu_card_s_processes_are_read_from_drm_fdinfo_and_a_climb_is_a_leak() {
     assert_eq!(xorg["points"][0][1].as_f64().unwrap(), (300 * MIB) as f64);
     assert!(app_report["peak_bytes"].as_u64().unwrap() >= 3500 * MIB);
 }
+
+#[test]
+fn a_signal_ends_the_application_kiln_started_and_the_watch_says_it_was_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = card(dir.path(), 1024, &[]);
+    let child = watch_command(
+        dir.path(),
+        &env,
+        &["--iteration", "^step"],
+        &["steady", "200", "100"],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let run = dir.path().join("run");
+    wait_for_iterations(&run, 3, Duration::from_secs(30));
+    kill(child.id(), "-TERM");
+    let out = child.wait_with_output().unwrap();
+    let (code, report, stderr) = finished(dir.path(), &out);
+    assert_eq!(code, 4, "{stderr}");
+    assert_eq!(report["interrupted"], true);
+    // kiln asked the application to stop, and it did: its end is evidence too.
+    assert_eq!(report["application"]["signal"], 15);
+    let f = finding(&report, "RUN_INTERRUPTED");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted the watch"),
+        "{f}"
+    );
+}

@@ -284,6 +284,22 @@ impl Failure {
     }
 }
 
+/// One iteration's stretch of the application's memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// The iteration's mark, ms.
+    pub mark_ms: f64,
+    /// Its lowest memory: the baseline.
+    pub low: u64,
+    /// When the lowest was reached, ms.
+    pub low_ms: f64,
+    /// The reading that set the lowest, by its place in the series (None: before the
+    /// first reading).
+    pub low_index: Option<usize>,
+    /// Its highest memory.
+    pub high: u64,
+}
+
 /// Everything the application rules read, for the device its memory lived on.
 #[derive(Debug, Clone, Default)]
 pub struct AppView {
@@ -298,8 +314,8 @@ pub struct AppView {
     /// The iterations are not the application's own marks (its period, or stretches of
     /// time): rates are said per minute.
     pub by_time: bool,
-    /// Its lowest and highest memory in each iteration: (start ms, lowest, highest).
-    pub windows: Vec<(f64, u64, u64)>,
+    /// Its lowest and highest memory in each iteration.
+    pub windows: Vec<Window>,
     /// The memory it could have had.
     pub budget: Option<u64>,
     /// Failures, in time order.
@@ -329,6 +345,7 @@ pub fn judge(
     trace: Option<&Trace>,
     devices: &mut [DeviceReport],
     t: &Thresholds,
+    notes: &mut Vec<String>,
 ) -> ApplicationReport {
     let pids: Vec<u32> = events.pids.iter().copied().collect();
     // Each device's series of the application, from the driver and from the trace.
@@ -365,6 +382,26 @@ pub fn judge(
         interval_ms: settings.interval_s * 1e3,
         ..AppView::default()
     };
+    // A device whose driver gives no per-process figures: said, never read as "no other
+    // process".
+    for d in devices.iter() {
+        let listed = telemetry.iter().any(|r| {
+            r.device == Some(d.index)
+                && matches!(&r.data, TelemetryData::Sample { readings }
+                    if readings.contains_key(signals::OTHER_PROCESSES_NOW.name))
+        });
+        if !listed {
+            notes.push(format!(
+                "GPU{}: its driver gives no per-process GPU memory here (no NVML, no DRM fdinfo): other processes' memory is not seen{}",
+                d.index,
+                if source == MemorySource::Trace && devices.get(slot).is_some_and(|s| s.index == d.index) {
+                    "; the application's comes from its allocation trace"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
     let mut histogram = Vec::new();
     let mut trace_summary = None;
     if let Some(d) = devices.get(slot) {
@@ -393,7 +430,8 @@ pub fn judge(
         events.end.map(|e| e.0),
     );
     if let (Some(tr), Some(d)) = (trace, devices.get(slot)) {
-        view.classes_at_windows = classes_at(tr, &d.uuid, &view.windows, &view.memory);
+        view.classes_at_windows =
+            classes_at(tr, &d.uuid, &view.windows, source == MemorySource::Trace);
         histogram = tr
             .classes
             .iter()
@@ -481,7 +519,7 @@ pub fn judge(
         baselines: view
             .windows
             .iter()
-            .map(|(t, low, _)| [*t, *low as f64])
+            .map(|w| [w.mark_ms, w.low as f64])
             .collect(),
         diagnosis,
         timeline,
@@ -624,33 +662,61 @@ fn local_heaps(trace: &Trace, uuid: &str) -> Option<BTreeSet<u16>> {
     (!heaps.is_empty()).then_some(heaps)
 }
 
+/// One change of the application's device-local allocations, by the trace.
+struct Change {
+    t_ms: f64,
+    /// Bytes allocated (positive) or freed (negative).
+    bytes: i128,
+    /// Its size class.
+    class: usize,
+    /// One more allocation of the class live, or one fewer.
+    count: i64,
+}
+
+/// The application's allocations and frees on a device's device-local heaps, in order.
+fn local_changes(trace: &Trace, uuid: &str) -> Vec<Change> {
+    let heaps = local_heaps(trace, uuid);
+    let counts = |h: &u16| heaps.as_ref().is_none_or(|set| set.contains(h));
+    trace
+        .records
+        .iter()
+        .filter_map(|r| {
+            let (bytes, sign) = match &r.event {
+                TraceEvent::Alloc {
+                    device,
+                    bytes,
+                    heap,
+                    ..
+                } if same_device(uuid, device) && counts(heap) => (*bytes, 1),
+                TraceEvent::Free {
+                    device,
+                    bytes,
+                    heap,
+                    ..
+                } if same_device(uuid, device) && counts(heap) => (*bytes, -1),
+                _ => return None,
+            };
+            Some(Change {
+                t_ms: r.t_ms,
+                bytes: i128::from(bytes) * i128::from(sign),
+                class: crate::evidence::ring::size_class(bytes),
+                count: sign,
+            })
+        })
+        .collect()
+}
+
 /// The application's live device-local allocations on a device after each change, by the
 /// trace.
 fn trace_series(trace: &Trace, uuid: &str) -> Series {
-    let heaps = local_heaps(trace, uuid);
-    let counts = |h: &u16| heaps.as_ref().is_none_or(|set| set.contains(h));
     let mut live: i128 = 0;
-    let mut out = Vec::new();
-    for r in &trace.records {
-        let delta = match &r.event {
-            TraceEvent::Alloc {
-                device,
-                bytes,
-                heap,
-                ..
-            } if same_device(uuid, device) && counts(heap) => i128::from(*bytes),
-            TraceEvent::Free {
-                device,
-                bytes,
-                heap,
-                ..
-            } if same_device(uuid, device) && counts(heap) => -i128::from(*bytes),
-            _ => continue,
-        };
-        live = (live + delta).max(0);
-        out.push((r.t_ms, live as u64));
-    }
-    out
+    local_changes(trace, uuid)
+        .into_iter()
+        .map(|c| {
+            live = (live + c.bytes).max(0);
+            (c.t_ms, live as u64)
+        })
+        .collect()
 }
 
 /// The memory the application could have had on a device: the card's total as its
@@ -831,12 +897,7 @@ fn value_at(series: &Series, t: f64) -> Option<u64> {
 /// output and the allocations interleave, and a centred stretch holds it either way. One
 /// the application ended in is not whole (its teardown frees everything) and is left out,
 /// as is one with no reading inside.
-fn windows(
-    series: &Series,
-    stepwise: bool,
-    marks: &[f64],
-    end_ms: Option<f64>,
-) -> Vec<(f64, u64, u64)> {
+fn windows(series: &Series, stepwise: bool, marks: &[f64], end_ms: Option<f64>) -> Vec<Window> {
     let last = series.last().map_or(0.0, |p| p.0);
     let end = end_ms.unwrap_or(last).max(last);
     let mut gaps: Vec<f64> = marks.windows(2).map(|w| w[1] - w[0]).collect();
@@ -854,72 +915,62 @@ fn windows(
         if end_ms.is_some_and(|e| e < stop) || stop > end + 1.0 {
             break;
         }
-        let mut values: Vec<u64> = series
+        // (value, when, its place in the series)
+        let mut values: Vec<(u64, f64, Option<usize>)> = series
             .iter()
-            .filter(|p| p.0 >= from && p.0 < stop)
-            .map(|p| p.1)
+            .enumerate()
+            .filter(|(_, p)| p.0 >= from && p.0 < stop)
+            .map(|(k, p)| (p.1, p.0, Some(k)))
             .collect();
         // A sum of allocations holds between its changes: what it was as the stretch
         // began counts (nothing yet, before the first allocation).
         if stepwise {
-            values.push(value_at(series, from).unwrap_or(0));
+            let before = series.partition_point(|p| p.0 < from);
+            let carried = before.checked_sub(1);
+            values.push((carried.map_or(0, |k| series[k].1), from, carried));
         }
-        if let (Some(low), Some(high)) = (values.iter().min(), values.iter().max()) {
-            out.push((*mark, *low, *high));
+        let low = values
+            .iter()
+            .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let high = values.iter().map(|v| v.0).max();
+        if let (Some(&(low, low_ms, low_index)), Some(high)) = (low, high) {
+            out.push(Window {
+                mark_ms: *mark,
+                low,
+                low_ms,
+                low_index,
+                high,
+            });
         }
     }
     out
 }
 
-/// The application's live allocations by size class at each iteration's lowest point.
+/// The application's live allocations by size class at each iteration's lowest point:
+/// replayed from the trace up to the change that set the lowest (the series is the
+/// trace's own sums, one point a change) or up to its time (the driver's samples).
 fn classes_at(
     trace: &Trace,
     uuid: &str,
-    windows: &[(f64, u64, u64)],
-    memory: &Series,
+    windows: &[Window],
+    by_change: bool,
 ) -> Vec<BTreeMap<usize, i64>> {
-    // The moment of each window's low: the first point in it holding that value.
-    let moments: Vec<f64> = windows
+    let changes = local_changes(trace, uuid);
+    windows
         .iter()
-        .enumerate()
-        .map(|(i, (start, low, _))| {
-            let stop = windows.get(i + 1).map_or(f64::INFINITY, |w| w.0);
-            memory
-                .iter()
-                .find(|p| p.0 >= *start && p.0 < stop && p.1 == *low)
-                .map_or(*start, |p| p.0)
-        })
-        .collect();
-    let mut live: BTreeMap<usize, i64> = BTreeMap::new();
-    let mut out = Vec::new();
-    let mut next = moments.iter().peekable();
-    for r in &trace.records {
-        while let Some(m) = next.peek() {
-            if r.t_ms > **m {
-                out.push(live.clone());
-                next.next();
+        .map(|w| {
+            let upto = if by_change {
+                w.low_index.map_or(0, |k| k + 1)
             } else {
-                break;
+                changes.partition_point(|c| c.t_ms <= w.low_ms)
+            };
+            let mut live: BTreeMap<usize, i64> = BTreeMap::new();
+            for c in &changes[..upto.min(changes.len())] {
+                *live.entry(c.class).or_default() += c.count;
             }
-        }
-        match &r.event {
-            TraceEvent::Alloc { device, bytes, .. } if same_device(uuid, device) => {
-                *live
-                    .entry(crate::evidence::ring::size_class(*bytes))
-                    .or_default() += 1;
-            }
-            TraceEvent::Free { device, bytes, .. } if same_device(uuid, device) => {
-                *live
-                    .entry(crate::evidence::ring::size_class(*bytes))
-                    .or_default() -= 1;
-            }
-            _ => {}
-        }
-    }
-    while next.next().is_some() {
-        out.push(live.clone());
-    }
-    out
+            live
+        })
+        .collect()
 }
 
 /// With no iterations to go by, even stretches of the watch (four to eight, two readings
@@ -1074,15 +1125,18 @@ mod tests {
         let s = sawtooth(6, 1000.0, 8 * MIB);
         let marks = [600.0, 1600.0, 2600.0, 3600.0, 4600.0, 5600.0];
         let w = windows(&s, true, &marks, Some(6100.0));
-        let lows: Vec<u64> = w.iter().map(|x| x.1 / MIB).collect();
-        let highs: Vec<u64> = w.iter().map(|x| x.2 / MIB).collect();
+        let lows: Vec<u64> = w.iter().map(|x| x.low / MIB).collect();
+        let highs: Vec<u64> = w.iter().map(|x| x.high / MIB).collect();
         assert_eq!(lows, [256, 264, 272, 280, 288, 296]);
         assert_eq!(highs, [320, 328, 336, 344, 352, 360]);
         // The stretch the application ended in is not whole (its teardown follows).
         assert_eq!(windows(&s, true, &marks, Some(6000.0)).len(), 5);
         // Before its first allocation, an application's sum is nothing.
         let w = windows(&s, true, &[0.0, 1000.0], Some(3000.0));
-        assert_eq!(w[0].1, 0);
+        assert_eq!((w[0].low, w[0].low_index), (0, None));
+        // A low carried into a stretch is the reading that set it.
+        let w = windows(&s, true, &[600.0, 1600.0], Some(3000.0));
+        assert_eq!((w[0].low, w[0].low_index), (256 * MIB, Some(0)));
         let thinned = thin(&(0..5000).map(|i| (i as f64, i % 100)).collect());
         assert!(thinned.len() <= TIMELINE_POINTS, "{}", thinned.len());
         assert!(thinned.iter().any(|p| p[1] == 99.0) && thinned.iter().any(|p| p[1] == 0.0));

@@ -141,13 +141,13 @@ impl Trend {
         if w.len() < 4 {
             return None;
         }
-        let lows: Vec<f64> = w.iter().map(|x| x.1 as f64).collect();
-        let highs: Vec<f64> = w.iter().map(|x| x.2 as f64).collect();
+        let lows: Vec<f64> = w.iter().map(|x| x.low as f64).collect();
+        let highs: Vec<f64> = w.iter().map(|x| x.high as f64).collect();
         let (slope, r2) = fit(&lows);
         let later = &lows[lows.len() / 2..];
         let (later_slope, _) = fit(later);
         let (peak_slope, _) = fit(&highs);
-        let iteration_ms = (w[w.len() - 1].0 - w[0].0) / (w.len() - 1) as f64;
+        let iteration_ms = (w[w.len() - 1].mark_ms - w[0].mark_ms) / (w.len() - 1) as f64;
         let deepest_fall = lows.windows(2).map(|p| p[0] - p[1]).fold(0.0f64, f64::max);
         Some(Trend {
             n: w.len(),
@@ -155,9 +155,9 @@ impl Trend {
             r2,
             later_slope,
             peak_slope,
-            first: w[0].1,
-            last: w[w.len() - 1].1,
-            peak: w.iter().map(|x| x.2).max().unwrap_or(0),
+            first: w[0].low,
+            last: w[w.len() - 1].low,
+            peak: w.iter().map(|x| x.high).max().unwrap_or(0),
             iteration_ms,
             deepest_fall,
         })
@@ -338,7 +338,7 @@ fn over_the_limit(v: &AppView, failure: &Failure, t: &Thresholds) -> Finding {
         peak.max(card_used.unwrap_or(0)) as f64 >= t.budget_reached_share * b as f64
     });
     let short = matches!(failure, Failure::Memory { request: Some(r), free: Some(f), .. } if f < r);
-    let baseline = v.windows.iter().map(|w| w.1).min();
+    let baseline = v.windows.iter().map(|w| w.low).min();
     let mut summary = format!(
         "the application ran out of memory ({})",
         failure_said(failure)
@@ -691,6 +691,20 @@ fn unseen(v: &AppView) -> Finding {
         why,
         json!({"ended_at_ms": v.end.map(|e| e.0), "processes": v.pids}),
         "watch it where the driver reports per-process memory (NVIDIA's NVML, amdgpu or Intel's DRM fdinfo), or start it under kiln (kiln watch -- CMD) so that kiln's layer traces its allocations",
+    )
+}
+
+/// A signal stopped the watch: what it saw stands, the application's end was not watched.
+pub fn watch_interrupted(at_s: f64) -> Finding {
+    finding(
+        FindingCode::RunInterrupted,
+        Severity::Major,
+        Confidence::High,
+        format!(
+            "a signal interrupted the watch at {at_s:.1} s while the application ran: what was seen before it stands, the rest of the application's run was not watched"
+        ),
+        json!({"at_s": (at_s * 10.0).round() / 10.0}),
+        "watch the application again to its end (a scheduler's time limit must cover the application's own)",
     )
 }
 

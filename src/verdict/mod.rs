@@ -351,7 +351,11 @@ pub fn judge_dir(
             .collect();
         if let Some(i) = &interrupted {
             let running = i.running.get(&d.index).map_or(&[][..], Vec::as_slice);
-            more.push(rules::run_interrupted(i.at_s, running, &d.workloads));
+            more.push(if watch.is_some() {
+                app_rules::watch_interrupted(i.at_s)
+            } else {
+                rules::run_interrupted(i.at_s, running, &d.workloads)
+            });
         }
         if !more.is_empty() {
             d.add_findings(more);
@@ -367,6 +371,7 @@ pub fn judge_dir(
                 trace.as_ref(),
                 &mut reports,
                 thresholds,
+                &mut notes,
             ))
         }
         None => None,
