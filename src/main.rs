@@ -178,7 +178,7 @@ fn watch(args: WatchArgs) -> Result<i32, AppError> {
         &report,
         kiln::report::text::Style {
             verbose: args.verbose,
-            notes_said: 0,
+            notes_said: report.notes_said,
         },
     );
     // The application's output is stdout's: the verdict goes to stderr, and the report

@@ -41,6 +41,22 @@ fn card(dir: &Path, vram_mib: u64, more: &[(&str, &str)]) -> Env {
     env
 }
 
+/// An emulated NVIDIA node: the emulated card (no BAR) as the H200 the fake NVML answers
+/// for by its UUID and PCI address, with `processes` on it (the fake's scenario entries).
+fn nvidia_node(dir: &Path, processes: Value) -> Env {
+    const UUID: &str = "GPU-4b494c4e-4832-3030-8000-00000000003b";
+    let scenario = serde_json::json!({
+        "driver_version": common::FAKE_DRIVER_VERSION,
+        "gpus": [{"uuid": UUID, "bus_id": "00000000:3B:00.0", "processes": processes}],
+    });
+    let path = dir.join("node.json");
+    std::fs::write(&path, scenario.to_string()).unwrap();
+    let mut env = common::nvidia_node_env(&path, &dir.join("calls.log"));
+    env.push(("KILN_EMULATE_UUID".into(), UUID.into()));
+    env.push(("KILN_EMULATE_PCI_ADDRESS".into(), "0000:3b:00.0".into()));
+    env
+}
+
 /// `kiln watch` with `env`, `args`, and the test application with `app`'s arguments.
 fn watch_command(dir: &Path, env: &Env, args: &[&str], app: &[&str]) -> Command {
     let mut cmd = common::kiln();
@@ -441,24 +457,13 @@ fn the_nvml_per_process_path_reads_the_watched_process_and_finds_its_leak_by_tim
     let timeline: Vec<Value> = (0..20)
         .map(|s| serde_json::json!([s, (1024 + 512 * s) * MIB]))
         .collect();
-    let scenario = serde_json::json!({
-        "driver_version": common::FAKE_DRIVER_VERSION,
-        "gpus": [{
-            "uuid": "GPU-4b494c4e-4832-3030-8000-00000000003b", "bus_id": "00000000:3B:00.0",
-            "processes": [
-                {"pid": pid, "bytes": 1073741824u64, "name": "train.py", "timeline": timeline},
-                {"pid": 777001, "bytes": 2147483648u64, "name": "Xorg", "kind": "graphics"},
-            ],
-        }],
-    });
-    let path = dir.path().join("node.json");
-    std::fs::write(&path, scenario.to_string()).unwrap();
-    let mut env = common::nvidia_node_env(&path, &dir.path().join("calls.log"));
-    env.push((
-        "KILN_EMULATE_UUID".into(),
-        "GPU-4b494c4e-4832-3030-8000-00000000003b".into(),
-    ));
-    env.push(("KILN_EMULATE_PCI_ADDRESS".into(), "0000:3b:00.0".into()));
+    let env = nvidia_node(
+        dir.path(),
+        serde_json::json!([
+            {"pid": pid, "bytes": 1073741824u64, "name": "train.py", "timeline": timeline},
+            {"pid": 777001, "bytes": 2147483648u64, "name": "Xorg", "kind": "graphics"},
+        ]),
+    );
     let mut cmd = common::kiln();
     cmd.envs(env.iter().map(|(k, v)| (k, v)))
         .args(["watch", "--out"])
@@ -509,21 +514,12 @@ fn the_nvml_per_process_path_reads_the_watched_process_and_finds_its_leak_by_tim
 #[test]
 fn another_process_taking_memory_before_the_failure_is_the_environment() {
     let dir = tempfile::tempdir().unwrap();
-    let scenario = serde_json::json!({
-        "driver_version": common::FAKE_DRIVER_VERSION,
-        "gpus": [{
-            "uuid": "GPU-4b494c4e-4832-3030-8000-00000000003b", "bus_id": "00000000:3B:00.0",
-            "processes": [{"pid": 777002, "bytes": 0, "name": "render", "timeline": [[0.8, 42949672960u64]]}],
-        }],
-    });
-    let path = dir.path().join("node.json");
-    std::fs::write(&path, scenario.to_string()).unwrap();
-    let mut env = common::nvidia_node_env(&path, &dir.path().join("calls.log"));
-    env.push((
-        "KILN_EMULATE_UUID".into(),
-        "GPU-4b494c4e-4832-3030-8000-00000000003b".into(),
-    ));
-    env.push(("KILN_EMULATE_PCI_ADDRESS".into(), "0000:3b:00.0".into()));
+    let mut env = nvidia_node(
+        dir.path(),
+        serde_json::json!([
+            {"pid": 777002, "bytes": 0, "name": "render", "timeline": [[0.8, 42949672960u64]]},
+        ]),
+    );
     env.push((
         "KILN_EMULATE_VRAM_BYTES".into(),
         (512 * MIB).to_string().into(),

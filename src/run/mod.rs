@@ -29,8 +29,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::AppError;
 use crate::evidence::{
-    Event, EventSink, EvidenceError, EvidenceFile, JsonlWriter, Manifest, RunDir, RunSettings,
-    utc_timestamp,
+    Event, EventSink, EventWriter, EvidenceError, EvidenceFile, JsonlWriter, Manifest, RunDir,
+    RunSettings, utc_timestamp,
 };
 use crate::gpu::DeviceInfo;
 use crate::select::{Selection, select_for_run};
@@ -254,13 +254,24 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     if let Some(s) = sidecar {
         s.stop();
     }
-    // The run's own evidence unreadable is a run that could not be judged, not a usage error.
-    let mut report = crate::verdict::judge_dir(run_dir.path(), &opts.thresholds, true)
+    let notes_said = if opts.progress { notes.len() } else { 0 };
+    finish(&run_dir, &mut events, started, &opts.thresholds, notes_said)
+}
+
+/// The end of a run (or a watch): its run directory judged, the `run_end` record written
+/// with the verdict's exit code, and the reports. The run's own evidence unreadable is a
+/// run that could not be judged, not a usage error.
+pub(crate) fn finish(
+    run_dir: &RunDir,
+    events: &mut EventWriter,
+    started: Instant,
+    thresholds: &Thresholds,
+    notes_said: usize,
+) -> Result<Report, AppError> {
+    let mut report = crate::verdict::judge_dir(run_dir.path(), thresholds, true)
         .map_err(|e| AppError::Start(format!("the run's evidence could not be read back: {e}")))?;
     report.wall_s = started.elapsed().as_secs_f64();
-    if opts.progress {
-        report.notes_said = notes.len();
-    }
+    report.notes_said = notes_said;
     report.finished_utc = utc_timestamp(SystemTime::now());
     if let Err(e) = events.check() {
         report

@@ -328,33 +328,9 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         s.stop();
     }
     live.clear();
-    let mut report =
-        crate::verdict::judge_dir(run_dir.path(), &opts.thresholds, true).map_err(|e| {
-            AppError::Start(format!("the watch's evidence could not be read back: {e}"))
-        })?;
-    report.wall_s = started.elapsed().as_secs_f64();
-    report.finished_utc = utc_timestamp(SystemTime::now());
-    if let Err(e) = events.check() {
-        report
-            .notes
-            .push(format!("some evidence could not be written: {e}"));
-    }
-    events.emit(
-        None,
-        Event::RunEnd {
-            exit_code: report.exit_code,
-            result: report.result.word().to_lowercase(),
-        },
-    );
-    crate::report::write_all(run_dir.path(), &report).map_err(|e| {
-        AppError::Evidence(crate::evidence::EvidenceError::File(
-            crate::fsutil::FileError::Io {
-                path: run_dir.path().to_owned(),
-                message: e.to_string(),
-            },
-        ))
-    })?;
-    Ok(report)
+    // The notes were said above the live line already, when there was one.
+    let said = if opts.live { notes.len() } else { 0 };
+    crate::run::finish(&run_dir, &mut events, started, &opts.thresholds, said)
 }
 
 /// The watch's own state between ticks.

@@ -40,93 +40,17 @@ use ash::vk;
 
 use config::{Config, flag_names};
 
-// ---------------------------------------------------------------------------------------
-// The loader-layer interface (vk_layer.h), which ash does not carry.
+#[path = "../../../../layer/src/loader.rs"]
+#[macro_use]
+mod loader;
 
-/// `LAYER_NEGOTIATE_INTERFACE_STRUCT`.
-const LAYER_NEGOTIATE_INTERFACE_STRUCT: i32 = 1;
-/// `VK_LAYER_LINK_INFO`.
-const VK_LAYER_LINK_INFO: i32 = 0;
-/// The loader-layer interface version this layer speaks.
-const INTERFACE_VERSION: u32 = 2;
-
-#[repr(C)]
-pub struct NegotiateLayerInterface {
-    s_type: i32,
-    p_next: *mut c_void,
-    loader_layer_interface_version: u32,
-    pfn_get_instance_proc_addr: Option<vk::PFN_vkGetInstanceProcAddr>,
-    pfn_get_device_proc_addr: Option<vk::PFN_vkGetDeviceProcAddr>,
-    pfn_get_physical_device_proc_addr: *const c_void,
-}
-
-#[repr(C)]
-struct LayerInstanceLink {
-    p_next: *mut LayerInstanceLink,
-    pfn_next_get_instance_proc_addr: vk::PFN_vkGetInstanceProcAddr,
-    pfn_next_get_physical_device_proc_addr: *const c_void,
-}
-
-#[repr(C)]
-struct LayerDeviceLink {
-    p_next: *mut LayerDeviceLink,
-    pfn_next_get_instance_proc_addr: vk::PFN_vkGetInstanceProcAddr,
-    pfn_next_get_device_proc_addr: vk::PFN_vkGetDeviceProcAddr,
-}
-
-/// `VkLayerInstanceCreateInfo` and `VkLayerDeviceCreateInfo`: the union's first member is
-/// the link pointer when `function` is `VK_LAYER_LINK_INFO`; the second word pads the
-/// union to its C size.
-#[repr(C)]
-struct LayerCreateInfo<L> {
-    s_type: vk::StructureType,
-    p_next: *const c_void,
-    function: i32,
-    link: *mut L,
-    _union_rest: *const c_void,
-}
-
-/// The loader's link-info struct of sType `s_type` in a create-info chain.
-unsafe fn link_info<L>(mut p: *const c_void, s_type: vk::StructureType) -> *mut LayerCreateInfo<L> {
-    while !p.is_null() {
-        let info = p as *mut LayerCreateInfo<L>;
-        // SAFETY: every struct of a pNext chain starts with sType and pNext.
-        unsafe {
-            if (*info).s_type == s_type && (*info).function == VK_LAYER_LINK_INFO {
-                return info;
-            }
-            p = (*info).p_next;
-        }
-    }
-    std::ptr::null_mut()
-}
-
-/// The dispatch key of a dispatchable handle: the loader's dispatch-table pointer that
-/// is its first word, shared by an instance and its physical devices, and by a device
-/// and its queues.
-unsafe fn key<H: vk::Handle>(handle: H) -> usize {
-    // SAFETY: dispatchable handles point at an object whose first word is the key.
-    unsafe { *(handle.as_raw() as *const usize) }
-}
+use loader::{
+    INTERFACE_VERSION, LAYER_NEGOTIATE_INTERFACE_STRUCT, LayerDeviceLink, LayerInstanceLink,
+    NegotiateLayerInterface, Void, key, link_info,
+};
 
 // ---------------------------------------------------------------------------------------
 // Dispatch state.
-
-type Void = unsafe extern "system" fn();
-
-macro_rules! load {
-    ($gpa:expr, $handle:expr, $name:literal, $ty:ty) => {
-        // SAFETY: the loader returns a function of the named command's type, or null.
-        unsafe { ($gpa)($handle, $name.as_ptr()).map(|f| std::mem::transmute::<Void, $ty>(f)) }
-    };
-}
-
-macro_rules! hook {
-    ($f:expr, $ty:ty) => {
-        // SAFETY: a function pointer cast to the loader's generic function type.
-        Some(unsafe { std::mem::transmute::<$ty, Void>($f as $ty) })
-    };
-}
 
 struct InstanceData {
     instance: vk::Instance,
