@@ -156,6 +156,10 @@ fn a_leaking_application_is_a_leak_with_its_rate_and_size_class_even_on_the_cpu_
     let again = common::verdict(&dir.path().join("run"), &[]);
     assert_eq!(again.status.code(), Some(3));
     common::validate_report(&dir.path().join("run/report.json"));
+    // The metrics name the diagnosis, and promtool reads them.
+    let metrics = std::fs::read(dir.path().join("run/kiln.prom")).unwrap();
+    assert!(String::from_utf8_lossy(&metrics).contains("diagnosis=\"leak\"} 1"));
+    common::promtool_accepts(&metrics);
 }
 
 #[test]

@@ -225,6 +225,49 @@ pub fn render(report: &Report, ctx: &Context) -> String {
         "Findings of the last kiln run, by code (the count of findings with that code).",
         findings,
     );
+    // A watch's application, on the device its memory lived on.
+    if let Some(app) = &report.application {
+        let on = app
+            .device
+            .and_then(|i| devices.iter().find(|d| d.index == i))
+            .map_or_else(|| format!("Hostname=\"{}\"", escape(&report.host)), labels);
+        family(
+            "kiln_watch_diagnosis",
+            "The cause kiln watch found for the watched application, as a label (always 1): healthy, leak, over_the_limit, fragmentation, other_process, driver_timeout, card or not_judged.",
+            vec![(format!("{on},diagnosis=\"{}\"", app.diagnosis.name()), 1.0)],
+        );
+        family(
+            "kiln_watch_app_peak_bytes",
+            "The watched application's highest GPU memory.",
+            vec![(on.clone(), app.peak_bytes as f64)],
+        );
+        family(
+            "kiln_watch_app_budget_bytes",
+            "The GPU memory the watched application could have had.",
+            app.budget_bytes
+                .map(|b| (on.clone(), b as f64))
+                .into_iter()
+                .collect(),
+        );
+        family(
+            "kiln_watch_app_baseline_bytes",
+            "The watched application's lowest GPU memory in its last judged iteration.",
+            app.baselines
+                .last()
+                .map(|b| (on.clone(), b[1]))
+                .into_iter()
+                .collect(),
+        );
+        family(
+            "kiln_watch_app_exit_code",
+            "How the watched application exited (a signal is 128 + its number), when it ended and kiln could know.",
+            app.exit_code
+                .or(app.signal.map(|s| 128 + s))
+                .map(|c| (on.clone(), f64::from(c)))
+                .into_iter()
+                .collect(),
+        );
+    }
     // Each workload's numbers, per device from its first outcome that gives them (a rerun
     // to confirm repeats the first run's).
     for fam in registry::metric_families() {

@@ -126,6 +126,20 @@ impl Diagnosis {
         })
     }
 
+    /// As the report and the metrics spell it (`over_the_limit`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Diagnosis::Healthy => "healthy",
+            Diagnosis::Leak => "leak",
+            Diagnosis::OverTheLimit => "over_the_limit",
+            Diagnosis::Fragmentation => "fragmentation",
+            Diagnosis::OtherProcess => "other_process",
+            Diagnosis::DriverTimeout => "driver_timeout",
+            Diagnosis::Card => "card",
+            Diagnosis::NotJudged => "not_judged",
+        }
+    }
+
     /// In words for people.
     pub fn word(self) -> &'static str {
         match self {
@@ -1100,6 +1114,22 @@ mod tests {
             out.push((t + period_ms * 0.8, floor));
         }
         out
+    }
+
+    #[test]
+    fn a_diagnosis_is_named_as_the_report_spells_it() {
+        for d in [
+            Diagnosis::Healthy,
+            Diagnosis::Leak,
+            Diagnosis::OverTheLimit,
+            Diagnosis::Fragmentation,
+            Diagnosis::OtherProcess,
+            Diagnosis::DriverTimeout,
+            Diagnosis::Card,
+            Diagnosis::NotJudged,
+        ] {
+            assert_eq!(serde_json::to_value(d).unwrap(), d.name());
+        }
     }
 
     #[test]
