@@ -971,7 +971,7 @@ unsafe extern "system" fn free_memory(
 // loss or an out-of-memory answer.
 
 macro_rules! watched {
-    ($name:ident, $field:ident, $pfn:ty, $call:expr, ($h:ident: $hty:ty $(, $a:ident: $aty:ty)*)) => {
+    ($name:ident, $field:ident, $call:expr, ($h:ident: $hty:ty $(, $a:ident: $aty:ty)*)) => {
         unsafe extern "system" fn $name($h: $hty $(, $a: $aty)*) -> vk::Result {
             let Some(data) = device_of($h) else {
                 return vk::Result::ERROR_INITIALIZATION_FAILED;
@@ -989,43 +989,43 @@ macro_rules! watched {
     };
 }
 
-watched!(queue_submit, queue_submit, vk::PFN_vkQueueSubmit, Call::QueueSubmit,
+watched!(queue_submit, queue_submit, Call::QueueSubmit,
     (queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo<'_>, fence: vk::Fence));
-watched!(queue_submit2, queue_submit2, vk::PFN_vkQueueSubmit2, Call::QueueSubmit,
+watched!(queue_submit2, queue_submit2, Call::QueueSubmit,
     (queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo2<'_>, fence: vk::Fence));
-watched!(queue_submit2_khr, queue_submit2_khr, vk::PFN_vkQueueSubmit2, Call::QueueSubmit,
+watched!(queue_submit2_khr, queue_submit2_khr, Call::QueueSubmit,
     (queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo2<'_>, fence: vk::Fence));
-watched!(queue_wait_idle, queue_wait_idle, vk::PFN_vkQueueWaitIdle, Call::QueueWaitIdle,
+watched!(queue_wait_idle, queue_wait_idle, Call::QueueWaitIdle,
     (queue: vk::Queue));
-watched!(device_wait_idle, device_wait_idle, vk::PFN_vkDeviceWaitIdle, Call::DeviceWaitIdle,
+watched!(device_wait_idle, device_wait_idle, Call::DeviceWaitIdle,
     (device: vk::Device));
-watched!(wait_for_fences, wait_for_fences, vk::PFN_vkWaitForFences, Call::WaitForFences,
+watched!(wait_for_fences, wait_for_fences, Call::WaitForFences,
     (device: vk::Device, count: u32, fences: *const vk::Fence, all: vk::Bool32, timeout: u64));
-watched!(get_fence_status, get_fence_status, vk::PFN_vkGetFenceStatus, Call::GetFenceStatus,
+watched!(get_fence_status, get_fence_status, Call::GetFenceStatus,
     (device: vk::Device, fence: vk::Fence));
-watched!(wait_semaphores, wait_semaphores, vk::PFN_vkWaitSemaphores, Call::WaitSemaphores,
+watched!(wait_semaphores, wait_semaphores, Call::WaitSemaphores,
     (device: vk::Device, info: *const vk::SemaphoreWaitInfo<'_>, timeout: u64));
-watched!(wait_semaphores_khr, wait_semaphores_khr, vk::PFN_vkWaitSemaphores, Call::WaitSemaphores,
+watched!(wait_semaphores_khr, wait_semaphores_khr, Call::WaitSemaphores,
     (device: vk::Device, info: *const vk::SemaphoreWaitInfo<'_>, timeout: u64));
-watched!(queue_present, queue_present, vk::PFN_vkQueuePresentKHR, Call::QueuePresent,
+watched!(queue_present, queue_present, Call::QueuePresent,
     (queue: vk::Queue, info: *const vk::PresentInfoKHR<'_>));
-watched!(acquire_next_image, acquire_next_image, vk::PFN_vkAcquireNextImageKHR, Call::AcquireNextImage,
+watched!(acquire_next_image, acquire_next_image, Call::AcquireNextImage,
     (device: vk::Device, swapchain: vk::SwapchainKHR, timeout: u64, semaphore: vk::Semaphore,
      fence: vk::Fence, index: *mut u32));
-watched!(map_memory, map_memory, vk::PFN_vkMapMemory, Call::MapMemory,
+watched!(map_memory, map_memory, Call::MapMemory,
     (device: vk::Device, memory: vk::DeviceMemory, offset: vk::DeviceSize, size: vk::DeviceSize,
      flags: vk::MemoryMapFlags, data: *mut *mut c_void));
-watched!(bind_buffer_memory, bind_buffer_memory, vk::PFN_vkBindBufferMemory, Call::BindMemory,
+watched!(bind_buffer_memory, bind_buffer_memory, Call::BindMemory,
     (device: vk::Device, buffer: vk::Buffer, memory: vk::DeviceMemory, offset: vk::DeviceSize));
-watched!(bind_image_memory, bind_image_memory, vk::PFN_vkBindImageMemory, Call::BindMemory,
+watched!(bind_image_memory, bind_image_memory, Call::BindMemory,
     (device: vk::Device, image: vk::Image, memory: vk::DeviceMemory, offset: vk::DeviceSize));
-watched!(create_buffer, create_buffer, vk::PFN_vkCreateBuffer, Call::CreateResource,
+watched!(create_buffer, create_buffer, Call::CreateResource,
     (device: vk::Device, info: *const vk::BufferCreateInfo<'_>,
      allocator: *const vk::AllocationCallbacks<'_>, buffer: *mut vk::Buffer));
-watched!(create_image, create_image, vk::PFN_vkCreateImage, Call::CreateResource,
+watched!(create_image, create_image, Call::CreateResource,
     (device: vk::Device, info: *const vk::ImageCreateInfo<'_>,
      allocator: *const vk::AllocationCallbacks<'_>, image: *mut vk::Image));
-watched!(get_query_pool_results, get_query_pool_results, vk::PFN_vkGetQueryPoolResults,
+watched!(get_query_pool_results, get_query_pool_results,
     Call::GetQueryPoolResults,
     (device: vk::Device, pool: vk::QueryPool, first: u32, count: u32, size: usize,
      data: *mut c_void, stride: vk::DeviceSize, flags: vk::QueryResultFlags));

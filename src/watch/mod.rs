@@ -274,7 +274,8 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
             t.drain_if_behind(started.elapsed().as_secs_f64() * 1e3);
         }
         if Instant::now() >= next_tick {
-            next_tick += opts.interval;
+            // On the interval's grid, unless a tick ran over it: then from now.
+            next_tick = (next_tick + opts.interval).max(Instant::now());
             state.tick(&proc_root, &mut events);
             if let Some(t) = tracer.as_mut() {
                 t.drain(false, started.elapsed().as_secs_f64() * 1e3);
