@@ -314,6 +314,18 @@ fn wait_for_iterations(run: &Path, n: usize, limit: Duration) {
     }
 }
 
+/// `kiln watch` started in the background with the test application's `app` arguments
+/// (its stderr kept for [`finished`]), once its run holds `iterations` iterations.
+fn watching(dir: &Path, env: &Env, app: &[&str], iterations: usize) -> std::process::Child {
+    let child = watch_command(dir, env, &["--iteration", "^step"], app)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_iterations(&dir.join("run"), iterations, Duration::from_secs(30));
+    child
+}
+
 fn app_pid(run: &Path) -> u32 {
     let text = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
     let start: Value = text
@@ -336,18 +348,8 @@ fn kill(pid: u32, signal: &str) {
 fn an_application_killed_9_leaves_evidence_that_kiln_verdict_judges_alike() {
     let dir = tempfile::tempdir().unwrap();
     let env = card(dir.path(), 1024, &[]);
-    let child = watch_command(
-        dir.path(),
-        &env,
-        &["--iteration", "^step"],
-        &["steady", "100", "100"],
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let child = watching(dir.path(), &env, &["steady", "100", "100"], 4);
     let run = dir.path().join("run");
-    wait_for_iterations(&run, 4, Duration::from_secs(30));
     kill(app_pid(&run), "-9");
     let out = child.wait_with_output().unwrap();
     let (code, report, stderr) = finished(dir.path(), &out);
@@ -363,18 +365,8 @@ fn an_application_killed_9_leaves_evidence_that_kiln_verdict_judges_alike() {
 #[test]
 fn kiln_killed_9_mid_watch_leaves_a_ring_that_kiln_verdict_drains_and_judges() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = watch_command(
-        dir.path(),
-        &plain(),
-        &["--iteration", "^step"],
-        &["leak", "24", "100", "8"],
-    )
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut child = watching(dir.path(), &plain(), &["leak", "24", "100", "8"], 8);
     let run = dir.path().join("run");
-    wait_for_iterations(&run, 8, Duration::from_secs(30));
     let app = app_pid(&run);
     child.kill().unwrap();
     child.wait().unwrap();
@@ -729,18 +721,7 @@ fn an_amdgpu_card_s_processes_are_read_from_drm_fdinfo_and_a_climb_is_a_leak() {
 fn a_signal_ends_the_application_kiln_started_and_the_watch_says_it_was_interrupted() {
     let dir = tempfile::tempdir().unwrap();
     let env = card(dir.path(), 1024, &[]);
-    let child = watch_command(
-        dir.path(),
-        &env,
-        &["--iteration", "^step"],
-        &["steady", "200", "100"],
-    )
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    let run = dir.path().join("run");
-    wait_for_iterations(&run, 3, Duration::from_secs(30));
+    let child = watching(dir.path(), &env, &["steady", "200", "100"], 3);
     kill(child.id(), "-TERM");
     let out = child.wait_with_output().unwrap();
     let (code, report, stderr) = finished(dir.path(), &out);

@@ -248,6 +248,15 @@ impl RunDir {
         })
     }
 
+    /// Creates and claims the run directory asked for (`--out`), else one of kiln's own
+    /// naming.
+    pub fn create_at(out: Option<&Path>) -> EvidenceResult<RunDir> {
+        match out {
+            Some(path) => RunDir::create(path),
+            None => RunDir::create_default(),
+        }
+    }
+
     /// Creates and claims a new run directory of kiln's own naming ([`default_run_dir`]):
     /// when another run took that name in the same second (several runs started at once,
     /// one per GPU), the next free `-2`, `-3`, ... is taken instead.

@@ -175,6 +175,26 @@ fn time_span(points: impl Iterator<Item = f64>, phases: &[(String, f64, f64)]) -
     (lo.min(hi) / 1e3, hi / 1e3)
 }
 
+/// A figure opened with its caption: the title and a legend of the series `shown` keeps,
+/// each in its series' colour.
+fn captioned(
+    title: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    shown: impl Fn(&[(f64, f64)]) -> bool,
+) -> String {
+    let legend: Vec<String> = series
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, p))| shown(p))
+        .map(|(i, (name, _))| format!("<span class=\"k{}\">&#9632; {}</span>", i % 4, esc(name)))
+        .collect();
+    format!(
+        "<figure><figcaption>{} {}</figcaption>",
+        esc(title),
+        legend.join(" ")
+    )
+}
+
 /// A line chart of `series` (milliseconds since the run's start, value) with the phases
 /// shaded, a time axis in seconds and a value axis in `unit`.
 pub fn line_chart(
@@ -183,17 +203,7 @@ pub fn line_chart(
     series: &[(String, Vec<(f64, f64)>)],
     phases: &[(String, f64, f64)],
 ) -> String {
-    let legend: Vec<String> = series
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, p))| !p.is_empty())
-        .map(|(i, (name, _))| format!("<span class=\"k{}\">&#9632; {}</span>", i % 4, esc(name)))
-        .collect();
-    let mut svg = format!(
-        "<figure><figcaption>{} {}</figcaption>",
-        esc(title),
-        legend.join(" ")
-    );
+    let mut svg = captioned(title, series, |p| !p.is_empty());
     let points: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
     if points.is_empty() {
         svg.push_str("<p class=\"none\">no readings</p></figure>");
@@ -243,16 +253,7 @@ pub fn stacked_chart(
     moments: &[(f64, String)],
     budget: Option<f64>,
 ) -> String {
-    let legend: Vec<String> = layers
-        .iter()
-        .enumerate()
-        .map(|(i, (name, _))| format!("<span class=\"k{}\">&#9632; {}</span>", i % 4, esc(name)))
-        .collect();
-    let mut svg = format!(
-        "<figure><figcaption>{} {}</figcaption>",
-        esc(title),
-        legend.join(" ")
-    );
+    let mut svg = captioned(title, layers, |_| true);
     // One time grid for every layer: each holds its last reading until its next.
     let mut times: Vec<f64> = layers
         .iter()

@@ -178,11 +178,8 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     let infos: Vec<DeviceInfo> = slots.iter().map(|(_, info)| info.clone()).collect();
     // A run directory that cannot be made, or is another run's, is the user's choice to
     // fix: a usage error. One of kiln's own naming is never another run's.
-    let run_dir = match &opts.out {
-        Some(path) => RunDir::create(path),
-        None => RunDir::create_default(),
-    }
-    .map_err(|e| AppError::Usage(e.to_string()))?;
+    let run_dir =
+        RunDir::create_at(opts.out.as_deref()).map_err(|e| AppError::Usage(e.to_string()))?;
     let settings = RunSettings {
         profile: Some(opts.profile.clone()),
         duration_s: opts.duration.map(|d| d.as_secs_f64()),

@@ -262,6 +262,9 @@ pub struct Moment {
 /// A memory series: (ms, bytes), in time order.
 pub type Series = Vec<(f64, u64)>;
 
+/// Every other process's memory on a device, by pid, with its name.
+pub type Others = BTreeMap<u32, (Option<String>, Series)>;
+
 /// A failure the application met.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
@@ -322,7 +325,7 @@ pub struct AppView {
     /// Whether `memory` holds between points (the trace's sums) or is sampled.
     pub stepwise: bool,
     /// Every other process's memory on the device, by pid, with its name.
-    pub others: BTreeMap<u32, (Option<String>, Series)>,
+    pub others: Others,
     /// Iteration starts, ms.
     pub marks: Vec<f64>,
     /// The iterations are not the application's own marks (its period, or stretches of
@@ -364,8 +367,14 @@ pub fn judge(
     let pids: Vec<u32> = events.pids.iter().copied().collect();
     // Each device's series of the application, from the driver and from the trace.
     let mut best: Option<(usize, Series, MemorySource, bool)> = None;
+    // The driver's lists are read once: the application's series and every other
+    // process's, per device.
+    let mut listed: Vec<(Series, Others)> = devices
+        .iter()
+        .map(|d| driver_series(telemetry, d.index, &events.pids))
+        .collect();
     for (i, d) in devices.iter().enumerate() {
-        let (driver, _) = driver_series(telemetry, d.index, &events.pids);
+        let driver = std::mem::take(&mut listed[i].0);
         let traced = trace
             .map(|tr| trace_series(tr, &d.uuid))
             .unwrap_or_default();
@@ -419,7 +428,7 @@ pub fn judge(
     let mut histogram = Vec::new();
     let mut trace_summary = None;
     if let Some(d) = devices.get(slot) {
-        view.others = driver_series(telemetry, d.index, &events.pids).1;
+        view.others = std::mem::take(&mut listed[slot].1);
         view.budget = budget(telemetry, d.index, trace, &d.uuid);
         view.utilisation = gauge_series(telemetry, d.index, signals::UTIL_GPU_PCT.name);
         view.device_used = gauge_series(telemetry, d.index, signals::MEM_USED_BYTES.name);
@@ -611,9 +620,9 @@ fn driver_series(
     telemetry: &[TelemetryRecord],
     device: usize,
     pids: &BTreeSet<u32>,
-) -> (Series, BTreeMap<u32, (Option<String>, Series)>) {
+) -> (Series, Others) {
     let mut app = Vec::new();
-    let mut others: BTreeMap<u32, (Option<String>, Series)> = BTreeMap::new();
+    let mut others: Others = BTreeMap::new();
     for r in telemetry.iter().filter(|r| r.device == Some(device)) {
         let TelemetryData::Sample { readings } = &r.data else {
             continue;

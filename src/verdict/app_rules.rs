@@ -73,7 +73,7 @@ pub fn judge(v: &AppView, d: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
                 out.push(f);
             }
         } else if !explained {
-            out.push(driver_timeout(v, d, lost, t));
+            out.push(driver_timeout(v, d, lost, leaking, t));
         }
     }
     let judged = out.iter().any(|f| f.class != Class::Info);
@@ -539,7 +539,13 @@ fn loss_xid(code: Option<u32>, message: &str) -> Option<bool> {
 
 /// A driver timeout (REFERENCE.md §7): the device lost with the memory flat, with the
 /// Xids that go with it and whose they were.
-fn driver_timeout(v: &AppView, d: &DeviceReport, lost: &Failure, t: &Thresholds) -> Finding {
+fn driver_timeout(
+    v: &AppView,
+    d: &DeviceReport,
+    lost: &Failure,
+    leaking: bool,
+    t: &Thresholds,
+) -> Finding {
     let t_ms = lost.t_ms();
     let xids: Vec<&crate::telemetry::record::XidEvent> = d
         .telemetry
@@ -558,7 +564,7 @@ fn driver_timeout(v: &AppView, d: &DeviceReport, lost: &Failure, t: &Thresholds)
     let flat = v
         .budget
         .is_none_or(|b| (high as f64) < t.budget_reached_share * b as f64)
-        && !Trend::of(v).is_some_and(|tr| tr.leaks(t));
+        && !leaking;
     let busy = v
         .utilisation
         .iter()

@@ -145,11 +145,10 @@ pub fn start(
     for (is_err, stream) in streams {
         let Some(stream) = stream else { continue };
         let (listener, heard, show) = (listener.clone(), heard.clone(), show.clone());
-        let counts = std::sync::Arc::new(std::sync::Mutex::new([0usize; 2]));
         threads.push(
             std::thread::Builder::new()
                 .name("kiln-watch-output".into())
-                .spawn(move || pass_through(stream, is_err, &listener, &heard, &show, &counts))?,
+                .spawn(move || pass_through(stream, is_err, &listener, &heard, &show))?,
         );
     }
     Ok((child, threads))
@@ -163,8 +162,9 @@ fn pass_through(
     listener: &Listener,
     heard: &Sender<Heard>,
     show: &impl Fn(bool, &[u8]),
-    counts: &std::sync::Mutex<[usize; 2]>,
 ) {
+    // Failure lines kept so far, out of memory and device lost.
+    let mut counts = [0usize; 2];
     let mut reader = std::io::BufReader::new(stream);
     let mut line = Vec::new();
     loop {
@@ -180,7 +180,6 @@ fn pass_through(
         };
         if let Heard::Failure(kind, _) = &h {
             let i = usize::from(*kind == AppFailure::DeviceLost);
-            let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
             counts[i] += 1;
             if counts[i] > SAID_AT_MOST {
                 continue;

@@ -110,11 +110,8 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         not_tested,
         mut notes,
     } = select_for_run(&opts.devices)?;
-    let run_dir = match &opts.out {
-        Some(path) => RunDir::create(path),
-        None => RunDir::create_default(),
-    }
-    .map_err(|e| AppError::Usage(e.to_string()))?;
+    let run_dir =
+        RunDir::create_at(opts.out.as_deref()).map_err(|e| AppError::Usage(e.to_string()))?;
     let (command, pid) = match &opts.target {
         Target::Command(c) => (c.clone(), None),
         Target::Pid(p) => (Vec::new(), Some(*p)),
