@@ -17,6 +17,14 @@ pub enum FileError {
         /// What the system said.
         message: String,
     },
+    /// A file kiln reads whole (no lines to number) is not one kiln writes.
+    #[error("{}: {message}", path.display())]
+    NotKilns {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// A complete line is not a record of the expected type.
     #[error("{}, line {line}: {message}", path.display())]
     Corrupt {

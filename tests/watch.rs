@@ -624,6 +624,7 @@ fn what_the_watch_costs_is_a_ratio_measured_in_one_run() {
         "{}",
         String::from_utf8_lossy(&failing.stderr)
     );
+    common::usage_error(&["bench", "watch"], "needs a command after `--`");
     common::usage_error(
         &["bench", "vram", "--", "true"],
         "a command applies to `kiln bench watch`",
@@ -736,5 +737,48 @@ fn a_signal_ends_the_application_kiln_started_and_the_watch_says_it_was_interrup
             .unwrap()
             .contains("interrupted the watch"),
         "{f}"
+    );
+}
+
+#[test]
+fn a_damaged_trace_is_said_with_its_file_never_judged_as_no_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = watch(
+        dir.path(),
+        &plain(),
+        &["--iteration", "^step"],
+        &["leak", "6", "80", "8"],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    let run = dir.path().join("run");
+    // A line of the drained trace that is not a record: the file and line, exit 64.
+    let trace = run.join("trace.jsonl");
+    let mut text = std::fs::read_to_string(&trace).unwrap();
+    text.insert_str(0, "garbage\n");
+    std::fs::write(&trace, text).unwrap();
+    let out = common::verdict(&run, &[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{said}");
+    assert!(said.contains("trace.jsonl, line 1"), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+    // A ring left behind that is not a ring: named, exit 64.
+    std::fs::write(&trace, "").unwrap();
+    std::fs::write(run.join("trace.ring"), vec![7u8; 8192]).unwrap();
+    let out = common::verdict(&run, &[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{said}");
+    assert!(
+        said.contains("trace.ring") && said.contains("not a kiln trace ring"),
+        "{said}"
+    );
+    // The trace gone where the manifest lists it: evidence missing, never a pass.
+    std::fs::remove_file(run.join("trace.ring")).unwrap();
+    std::fs::remove_file(&trace).unwrap();
+    let out = common::verdict(&run, &[]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        codes(&report).contains(&"EVIDENCE_MISSING".to_owned()),
+        "{:?}",
+        codes(&report)
     );
 }

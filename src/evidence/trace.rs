@@ -386,9 +386,8 @@ impl Drainer {
     /// `last` (every writer has ended) a slot still half written is torn, not waited for.
     pub fn drain(&mut self, last: bool, now_ms: f64) -> EvidenceResult<Vec<TraceRecord>> {
         let corrupt = |message: String| {
-            EvidenceError::File(crate::fsutil::FileError::Corrupt {
+            EvidenceError::File(crate::fsutil::FileError::NotKilns {
                 path: self.path.clone(),
-                line: 0,
                 message,
             })
         };
