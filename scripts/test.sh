@@ -3,7 +3,8 @@
 # then the suites that touch device memory again on emulated discrete cards (the layer in
 # tests/layers/discrete/, built by the first pass): no BAR, a 256 MiB BAR window and
 # resizable BAR, as NVIDIA (an emulated NVIDIA node, with the fake NVML), AMD and Intel; and the matrix suites on a CPU device with
-# matrix units. Arguments go to every `cargo test`.
+# matrix units; then kiln.exe, the Windows build, under Wine. Arguments go to every
+# `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
@@ -54,3 +55,5 @@ echo "== the matrix suite on an emulated nvidia card with matrix units, BAR: non
 VK_LAYER_PATH="$PWD/$layer" VK_INSTANCE_LAYERS=VK_LAYER_KILN_emulated_discrete \
     KILN_EMULATE_VENDOR=nvidia KILN_EMULATE_BAR=none KILN_EXPECT_MATRIX_UNITS=1 \
     CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" cargo test "$@" --test matrix
+# The Windows build, cross-compiled and run under Wine on lavapipe (tests/wine.rs).
+bash scripts/windows-test.sh "$@"

@@ -88,12 +88,12 @@ pub fn write_atomic_with(
             .open(&tmp)?;
         fill(&mut f)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        crate::platform::files::replace(&tmp, path)
     };
     write().inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })?;
-    sync_dir(path.parent());
+    crate::platform::files::sync_dir(path.parent());
     Ok(())
 }
 
@@ -110,18 +110,6 @@ pub fn temporary_beside(path: &Path) -> PathBuf {
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     path.with_file_name(name)
-}
-
-/// Syncs the directory `dir` (the current one when empty or none), ignoring failures: some
-/// file systems cannot sync a directory, and the file itself is already on disk.
-fn sync_dir(dir: Option<&Path>) {
-    let dir = match dir {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
 }
 
 #[cfg(test)]

@@ -87,11 +87,68 @@ fn no_two_modules_import_each_other_even_through_others() {
 #[test]
 fn the_gpu_layer_imports_nothing_above_it() {
     let deps = dependencies();
-    // The crate's leaves: byte units, text quoting, atomic file writes.
-    let allowed: BTreeSet<&str> = ["units", "text", "fsutil"].into();
+    // The crate's leaves: byte units, text quoting, atomic file writes and the OS's side
+    // of them.
+    let allowed: BTreeSet<&str> = ["units", "text", "fsutil", "platform"].into();
     let above: Vec<&String> = deps["gpu"]
         .iter()
         .filter(|m| !allowed.contains(m.as_str()))
         .collect();
     assert!(above.is_empty(), "src/gpu imports {above:?}");
+}
+
+/// The shipped code of every file under `src/` but `src/platform/` (a file's unit tests, after
+/// `#[cfg(test)]`, are left out), by path.
+fn shipped_outside_platform() -> Vec<(std::path::PathBuf, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = Vec::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if path != src.join("platform") {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let shipped = text.split("#[cfg(test)]").next().unwrap_or("").to_owned();
+                out.push((path, shipped));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn only_the_platform_modules_ask_which_os_kiln_runs_on() {
+    let asks = [
+        "cfg(unix)",
+        "cfg(windows)",
+        "cfg(not(unix))",
+        "cfg(not(windows))",
+        "cfg(target_os",
+        "cfg(not(target_os",
+        "cfg!(unix)",
+        "cfg!(windows)",
+        "cfg!(target_os",
+        "std::os::unix",
+        "std::os::windows",
+        "libc::",
+    ];
+    let mut found = Vec::new();
+    for (path, code) in shipped_outside_platform() {
+        for ask in asks {
+            if code.contains(ask) {
+                found.push(format!("{}: {ask}", path.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "OS differences belong in src/platform/:\n{}",
+        found.join("\n")
+    );
 }

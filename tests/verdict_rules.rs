@@ -308,6 +308,7 @@ fn a_device_without_telemetry_says_what_could_not_be_checked() {
         counters_after: Default::default(),
         counters_unavailable: vec![],
         xids: vec![],
+        driver_resets: vec![],
         other_processes: vec![],
         processes_first_ms: Default::default(),
     }];

@@ -420,6 +420,9 @@ catalogue! {
     /// The device was lost with no hardware evidence.
     DeviceLostTimeout = "DEVICE_LOST_TIMEOUT" => row(Software,
         "the device was lost mid-test with no hardware evidence: a watchdog or driver timeout");
+    /// Windows reset the display driver after a timeout with no test failing.
+    DriverTimeoutReset = "DRIVER_TIMEOUT_RESET" => row(Software,
+        "Windows reset the display driver after a timeout (TDR) during the test");
     /// The device stopped answering.
     DeviceHang = "DEVICE_HANG" => row(Software,
         "the device stopped answering: the watchdog abandoned it, or its worker did not stop when asked");

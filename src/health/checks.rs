@@ -162,6 +162,7 @@ pub(super) fn health_phase(device: usize, seen: Vec<XidEvent>) -> PhaseTelemetry
         counters_after: BTreeMap::new(),
         counters_unavailable: Vec::new(),
         xids,
+        driver_resets: Vec::new(),
         other_processes: Vec::new(),
         processes_first_ms: BTreeMap::new(),
     }

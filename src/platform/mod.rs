@@ -1,4 +1,7 @@
 //! What differs between operating systems, one concern a module, each with one interface
 //! and a side per OS: the logic above never asks which OS it runs on.
 
+pub mod files;
+pub mod kernel_log;
+pub mod nvml;
 pub mod process;

@@ -1,7 +1,9 @@
-//! Processes of the machine as `kiln watch` needs them: whether one is alive, its
-//! children, its name, how it ended, and asking it to stop. Linux reads `/proc` (under a
-//! root that tests point at a fixture tree) and signals with `kill(2)`; elsewhere only
-//! what the standard library offers.
+//! Processes of the machine as kiln needs them: whether one is alive, its children, its
+//! name, how it ended, asking it to stop, finding a program, and tying kiln's workers to
+//! kiln so that none outlives it. Linux reads `/proc` (under a root that tests point at a
+//! fixture tree) and signals with `kill(2)`; Windows takes a Toolhelp snapshot of the
+//! process table, ends a process with `TerminateProcess` (it has no signal to ask with),
+//! and puts workers in a Job object that ends them when kiln ends.
 
 use std::path::Path;
 
@@ -52,6 +54,26 @@ pub fn name(proc_root: &Path, pid: u32) -> Option<String> {
 /// Asks the process to stop (SIGTERM on Linux); false when it could not be asked.
 pub fn ask_to_stop(pid: u32) -> bool {
     os::terminate(pid)
+}
+
+/// Ties a worker kiln started to kiln: where the OS would let it outlive a kiln that died
+/// (Windows), it ends with kiln. On Linux a worker ends on its own when its pipes to kiln
+/// close. False when the OS refused.
+pub fn bind_to_kiln(child: &std::process::Child) -> bool {
+    os::bind_to_kiln(child)
+}
+
+/// The program `name` would run: a path as given, else the first match on `PATH` (with
+/// the extensions of `PATHEXT` on Windows). None when there is none that can be run.
+pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
+    if name.contains(std::path::MAIN_SEPARATOR) || name.contains('/') {
+        let p = std::path::PathBuf::from(name);
+        return os::candidates(&p).into_iter().find(|c| os::runnable(c));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| os::candidates(&dir.join(name)))
+        .find(|p| os::runnable(p))
 }
 
 /// The root of the process table: `/proc`, under the machine's root as kiln reads it
@@ -113,11 +135,178 @@ mod os {
         // SAFETY: kill(2) with a positive pid and a valid signal number touches no memory.
         unsafe { libc::kill(pid, libc::SIGTERM) == 0 }
     }
+
+    pub fn bind_to_kiln(_child: &std::process::Child) -> bool {
+        true
+    }
+
+    pub fn candidates(path: &Path) -> Vec<std::path::PathBuf> {
+        vec![path.to_path_buf()]
+    }
+
+    pub fn runnable(path: &Path) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        path.is_file()
+            && path
+                .metadata()
+                .is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+    }
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(windows)]
 mod os {
-    use std::path::Path;
+    use std::os::windows::io::AsRawHandle;
+    use std::path::{Path, PathBuf};
+    use std::sync::OnceLock;
+
+    use windows::Win32::Foundation::{CloseHandle, HANDLE, STILL_ACTIVE};
+    use windows::Win32::System::Diagnostics::ToolHelp::{
+        CreateToolhelp32Snapshot, PROCESSENTRY32W, Process32FirstW, Process32NextW,
+        TH32CS_SNAPPROCESS,
+    };
+    use windows::Win32::System::JobObjects::{
+        AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
+        JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JobObjectExtendedLimitInformation,
+        SetInformationJobObject,
+    };
+    use windows::Win32::System::Threading::{
+        GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE,
+        TerminateProcess,
+    };
+    use windows::core::PCWSTR;
+
+    pub fn signal_of(_status: std::process::ExitStatus) -> Option<i32> {
+        None
+    }
+
+    /// Every process: (pid, parent pid, executable name), from a Toolhelp snapshot.
+    fn table() -> Vec<(u32, u32, String)> {
+        // SAFETY: a snapshot of the process table; the handle is closed below.
+        let Ok(snapshot) = (unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0) }) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut entry = PROCESSENTRY32W {
+            dwSize: std::mem::size_of::<PROCESSENTRY32W>() as u32,
+            ..Default::default()
+        };
+        // SAFETY: `entry` is a PROCESSENTRY32W with its size set, as both calls require.
+        let mut more = unsafe { Process32FirstW(snapshot, &mut entry) }.is_ok();
+        while more {
+            let end = entry
+                .szExeFile
+                .iter()
+                .position(|&c| c == 0)
+                .unwrap_or(entry.szExeFile.len());
+            out.push((
+                entry.th32ProcessID,
+                entry.th32ParentProcessID,
+                String::from_utf16_lossy(&entry.szExeFile[..end]),
+            ));
+            // SAFETY: as above.
+            more = unsafe { Process32NextW(snapshot, &mut entry) }.is_ok();
+        }
+        // SAFETY: the snapshot's handle, closed once.
+        let _ = unsafe { CloseHandle(snapshot) };
+        out
+    }
+
+    pub fn alive(_proc_root: &Path, pid: u32) -> bool {
+        // SAFETY: a query-only handle to the process, closed below.
+        let Ok(handle) = (unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, false, pid) })
+        else {
+            return false;
+        };
+        let mut code = 0u32;
+        // SAFETY: a valid handle and out-pointer.
+        let read = unsafe { GetExitCodeProcess(handle, &mut code) }.is_ok();
+        // SAFETY: the handle opened above, closed once.
+        let _ = unsafe { CloseHandle(handle) };
+        read && code == STILL_ACTIVE.0 as u32
+    }
+
+    pub fn parents(_proc_root: &Path) -> Vec<(u32, u32)> {
+        table()
+            .into_iter()
+            .map(|(pid, parent, _)| (pid, parent))
+            .collect()
+    }
+
+    pub fn name(_proc_root: &Path, pid: u32) -> Option<String> {
+        table()
+            .into_iter()
+            .find(|(p, _, _)| *p == pid)
+            .map(|(_, _, name)| name.trim_end_matches(".exe").to_owned())
+            .filter(|n| !n.is_empty())
+    }
+
+    pub fn terminate(pid: u32) -> bool {
+        // SAFETY: a handle allowed to end the process, closed below.
+        let Ok(handle) = (unsafe { OpenProcess(PROCESS_TERMINATE, false, pid) }) else {
+            return false;
+        };
+        // SAFETY: a valid handle with PROCESS_TERMINATE.
+        let ended = unsafe { TerminateProcess(handle, 1) }.is_ok();
+        // SAFETY: the handle opened above, closed once.
+        let _ = unsafe { CloseHandle(handle) };
+        ended
+    }
+
+    /// The Job object kiln's workers run in: it ends them all when its last handle, kiln's,
+    /// closes, which is when kiln ends however it ends. Made once; None if refused.
+    fn job() -> Option<HANDLE> {
+        static JOB: OnceLock<Option<isize>> = OnceLock::new();
+        let raw = JOB.get_or_init(|| {
+            // SAFETY: an unnamed job with default security; kept open for kiln's life.
+            let job = unsafe { CreateJobObjectW(None, PCWSTR::null()) }.ok()?;
+            let mut limits = JOBOBJECT_EXTENDED_LIMIT_INFORMATION::default();
+            limits.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+            // SAFETY: the structure and its size match the information class.
+            unsafe {
+                SetInformationJobObject(
+                    job,
+                    JobObjectExtendedLimitInformation,
+                    (&raw const limits).cast(),
+                    std::mem::size_of::<JOBOBJECT_EXTENDED_LIMIT_INFORMATION>() as u32,
+                )
+            }
+            .ok()?;
+            Some(job.0 as isize)
+        });
+        raw.map(|h| HANDLE(h as *mut core::ffi::c_void))
+    }
+
+    pub fn bind_to_kiln(child: &std::process::Child) -> bool {
+        let Some(job) = job() else {
+            return false;
+        };
+        let process = HANDLE(child.as_raw_handle());
+        // SAFETY: the job made above and the child's own process handle, both open.
+        unsafe { AssignProcessToJobObject(job, process) }.is_ok()
+    }
+
+    /// The file as named, then with each of `PATHEXT`'s extensions (`.EXE`, `.BAT`, ...).
+    pub fn candidates(path: &Path) -> Vec<PathBuf> {
+        let mut out = vec![path.to_path_buf()];
+        if path.extension().is_none() {
+            let exts = std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".into());
+            for ext in exts.split(';').filter(|e| !e.is_empty()) {
+                let mut name = path.as_os_str().to_owned();
+                name.push(ext.to_ascii_lowercase());
+                out.push(PathBuf::from(name));
+            }
+        }
+        out
+    }
+
+    pub fn runnable(path: &Path) -> bool {
+        path.is_file()
+    }
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
+mod os {
+    use std::path::{Path, PathBuf};
 
     pub fn signal_of(_status: std::process::ExitStatus) -> Option<i32> {
         None
@@ -138,6 +327,18 @@ mod os {
     pub fn terminate(_pid: u32) -> bool {
         false
     }
+
+    pub fn bind_to_kiln(_child: &std::process::Child) -> bool {
+        true
+    }
+
+    pub fn candidates(path: &Path) -> Vec<PathBuf> {
+        vec![path.to_path_buf()]
+    }
+
+    pub fn runnable(path: &Path) -> bool {
+        path.is_file()
+    }
 }
 
 #[cfg(test)]
@@ -153,6 +354,15 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
+    }
+
+    #[test]
+    fn a_program_is_found_on_the_path_or_as_given() {
+        let shell = if cfg!(windows) { "cmd" } else { "sh" };
+        let found = find_program(shell).expect("the shell is on PATH");
+        assert!(find_program(found.to_str().unwrap()).is_some());
+        assert_eq!(find_program("kiln-no-such-program-anywhere"), None);
+        assert_eq!(find_program("./no/such/file"), None);
     }
 
     #[cfg(target_os = "linux")]

@@ -127,6 +127,8 @@ pub(super) fn supervise(
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| AppError::Start(format!("cannot start a device worker: {e}")))?;
+        // It ends with kiln, however kiln ends (a Job object on Windows).
+        crate::platform::process::bind_to_kiln(&child);
         // Its GPU memory is kiln's own, never a tenant's, and its Xids are kiln's.
         crate::telemetry::claim_process(child.id());
         events.emit(Some(info.index), Event::Worker { pid: child.id() });

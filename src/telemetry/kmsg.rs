@@ -1,17 +1,15 @@
-//! Xid lines from the kernel log: `/dev/kmsg`, or `journalctl -k` where that is not
-//! readable. Lines from before the run are history, kept apart from Xids during it.
+//! Xids from the OS's log: the kernel log's `NVRM: Xid` lines on Linux, the System event
+//! log on Windows. Entries from before the run are history, kept apart from Xids during it.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
-use std::os::unix::fs::OpenOptionsExt;
-use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::sync::mpsc::{Receiver, channel};
 
 use regex::Regex;
 
-use super::record::{TelemetryData, XidChannel, XidEvent};
+use super::eventlog::{self, GpuEvent};
+use super::record::{DriverReset, Reading, Readings, TelemetryData, XidChannel, XidEvent};
 use super::{Gap, Source, cause, signals};
+use crate::platform::kernel_log::{self, Entry, KernelLog};
 
 fn xid_pattern() -> &'static Regex {
     static XID: OnceLock<Regex> = OnceLock::new();
@@ -82,40 +80,23 @@ pub fn parse_xid(message: &str) -> Option<XidEvent> {
     None
 }
 
-/// Splits a `/dev/kmsg` record (`pri,seq,usec,flags;message`) into time and message.
-pub fn parse_kmsg_record(record: &str) -> Option<(u64, &str)> {
-    let (head, message) = record.split_once(';')?;
-    let usec = head.split(',').nth(2)?.parse().ok()?;
-    // Continuation lines (" KEY=value") follow the first line; the message is the first.
-    Some((usec, message.lines().next().unwrap_or("")))
-}
-
-/// Splits a `journalctl -k -o short-monotonic` or `dmesg` line (`[  12.345678] ...`).
-pub fn parse_bracketed(line: &str) -> Option<(u64, &str)> {
-    let start = line.find('[')?;
-    let end = start + line[start..].find(']')?;
-    let seconds: f64 = line[start + 1..end].trim().parse().ok()?;
-    Some(((seconds * 1e6) as u64, line[end + 1..].trim_start()))
-}
-
-/// The kernel log as a telemetry source.
+/// The OS's log of driver and hardware errors as a telemetry source: the kernel log on
+/// Linux, the System event log on Windows ([`crate::platform::kernel_log`]).
 pub struct KmsgSource {
     /// Vulkan device index by PCI bus id prefix (`0000:05:00`).
     buses: BTreeMap<String, usize>,
-    reader: Option<Reader>,
-    /// Why the kernel log cannot be read, once `start` has tried.
+    /// Each device's name, to tie a driver reset to the devices of its vendor.
+    names: BTreeMap<usize, String>,
+    log: Option<KernelLog>,
+    /// Why the log cannot be read, once `start` has tried.
     unreadable: Option<Gap>,
+    /// When the machine booted (µs since the epoch): puts an event the log dates by the
+    /// clock on the kernel's time since boot.
+    boot_unix_us: Option<u64>,
+    /// PCIe errors of the run the log counted per device (WHEA's, on Windows), as the AER
+    /// counters: (correctable, fatal). Only where the log is the one that counts them.
+    pcie_errors: Option<BTreeMap<usize, (u64, u64)>>,
 }
-
-enum Reader {
-    Kmsg(std::fs::File),
-    Journal {
-        child: Child,
-        lines: Receiver<String>,
-    },
-}
-
-const O_NONBLOCK: i32 = 0o4000;
 
 impl KmsgSource {
     /// A source for devices at these PCI addresses (`domain:bus:device.function`).
@@ -133,22 +114,35 @@ impl KmsgSource {
             .collect();
         KmsgSource {
             buses,
-            reader: None,
+            names: BTreeMap::new(),
+            log: None,
             unreadable: None,
+            boot_unix_us: None,
+            pcie_errors: kernel_log::COUNTS_PCIE_ERRORS.then(|| {
+                devices
+                    .iter()
+                    .map(|(i, _)| (*i, (0, 0)))
+                    .collect::<BTreeMap<_, _>>()
+            }),
         }
     }
 
     /// A source for the targets that have a PCI address.
     pub fn for_targets(devices: &[super::Target]) -> KmsgSource {
-        KmsgSource::new(&super::with_pci(devices))
+        let mut source = KmsgSource::new(&super::with_pci(devices));
+        source.names = devices.iter().map(|d| (d.index, d.name.clone())).collect();
+        source
     }
 
-    fn device_of(&self, event: &XidEvent) -> Option<usize> {
-        let bus = event.bus_id.as_deref()?;
+    fn device_on_bus(&self, bus: &str) -> Option<usize> {
         self.buses
             .iter()
             .find(|(known, _)| known.ends_with(bus) || bus.ends_with(known.as_str()))
             .map(|(_, &i)| i)
+    }
+
+    fn device_of(&self, event: &XidEvent) -> Option<usize> {
+        self.device_on_bus(event.bus_id.as_deref()?)
     }
 
     fn event(
@@ -163,16 +157,128 @@ impl KmsgSource {
         Some((self.device_of(&xid), TelemetryData::Xid { xid }))
     }
 
-    fn read_kmsg(file: &mut std::fs::File) -> Vec<String> {
+    /// The devices a reset of this driver concerns: those of its vendor, by name; every
+    /// device (None) where none is recognisably its.
+    fn devices_of_driver(&self, driver: &str) -> Vec<Option<usize>> {
+        let driver = driver.to_ascii_lowercase();
+        let words: &[&str] = if driver.starts_with("nvlddmkm") {
+            &["nvidia"]
+        } else if ["amdkmdag", "amdwddmg", "atikmdag", "atikmpag"]
+            .iter()
+            .any(|d| driver.starts_with(d))
+        {
+            &["amd", "radeon"]
+        } else if ["igfx", "igdkmd"].iter().any(|d| driver.starts_with(d)) {
+            &["intel"]
+        } else {
+            &[]
+        };
+        let mine: Vec<Option<usize>> = self
+            .names
+            .iter()
+            .filter(|(_, name)| {
+                let name = name.to_ascii_lowercase();
+                words.iter().any(|w| name.contains(w))
+            })
+            .map(|(&i, _)| Some(i))
+            .collect();
+        if mine.is_empty() { vec![None] } else { mine }
+    }
+
+    fn reset(
+        &self,
+        driver: &str,
+        logged_unix_us: Option<u64>,
+        evidence: String,
+        before_run: bool,
+    ) -> Vec<(Option<usize>, TelemetryData)> {
+        let reset = DriverReset {
+            driver: driver.to_owned(),
+            logged_unix_us,
+            before_run,
+            evidence: vec![evidence],
+            t_ms: None,
+        };
+        self.devices_of_driver(driver)
+            .into_iter()
+            .map(|d| {
+                (
+                    d,
+                    TelemetryData::DriverReset {
+                        reset: reset.clone(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// The records of an event of Windows' System log.
+    fn log_event(&mut self, xml: &str, before_run: bool) -> Vec<(Option<usize>, TelemetryData)> {
+        let Some(event) = eventlog::parse_event(xml) else {
+            return Vec::new();
+        };
+        match eventlog::classify(&event) {
+            Some(GpuEvent::Xid(mut xid)) => {
+                xid.before_run = before_run;
+                xid.kernel_us = event
+                    .logged_unix_us
+                    .zip(self.boot_unix_us)
+                    .and_then(|(at, boot)| at.checked_sub(boot));
+                vec![(self.device_of(&xid), TelemetryData::Xid { xid })]
+            }
+            Some(GpuEvent::DriverReset { driver }) => self.reset(
+                &driver,
+                event.logged_unix_us,
+                format!("System log: {} event {}", event.provider, event.id),
+                before_run,
+            ),
+            Some(GpuEvent::PcieError { fatal, addresses }) => {
+                // Counted as the AER counters of the device it names, for the run only:
+                // history is the machine's past, not this test's.
+                if !before_run {
+                    let devices: Vec<usize> = addresses
+                        .iter()
+                        .filter_map(|a| self.device_on_bus(a.split('.').next().unwrap_or(a)))
+                        .collect();
+                    if let (Some(&device), Some(counts)) = (devices.first(), &mut self.pcie_errors)
+                    {
+                        let count = counts.entry(device).or_default();
+                        if fatal {
+                            count.1 += 1;
+                        } else {
+                            count.0 += 1;
+                        }
+                    }
+                }
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// The records of the log's entries.
+    fn records(
+        &mut self,
+        entries: Vec<Entry>,
+        before_run: bool,
+    ) -> Vec<(Option<usize>, TelemetryData)> {
         let mut out = Vec::new();
-        let mut buf = vec![0u8; 8192];
-        loop {
-            match file.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => out.push(String::from_utf8_lossy(&buf[..n]).into_owned()),
-                // Overwritten records: the next read resumes at the oldest still kept.
-                Err(e) if e.raw_os_error() == Some(32) => continue,
-                Err(_) => break,
+        for entry in entries {
+            match entry {
+                Entry::Line {
+                    since_boot_us,
+                    text,
+                } => out.extend(self.event(since_boot_us, &text, before_run)),
+                Entry::Event { xml } => out.extend(self.log_event(&xml, before_run)),
+                Entry::WatchdogReport {
+                    path,
+                    written_unix_s,
+                } => out.extend(self.reset(
+                    "",
+                    written_unix_s.checked_mul(1_000_000),
+                    format!("watchdog report {}", path.display()),
+                    before_run,
+                )),
             }
         }
         out
@@ -189,113 +295,57 @@ impl Source for KmsgSource {
     }
 
     fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
-        let mut out = Vec::new();
-        match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(O_NONBLOCK)
-            .open("/dev/kmsg")
-        {
-            Ok(mut file) => {
-                for record in Self::read_kmsg(&mut file) {
-                    if let Some((usec, message)) = parse_kmsg_record(&record)
-                        && let Some(e) = self.event(usec, message, true)
-                    {
-                        out.push(e);
-                    }
-                }
-                self.reader = Some(Reader::Kmsg(file));
+        self.boot_unix_us = kernel_log::boot_unix_us();
+        match kernel_log::open() {
+            Ok((log, history)) => {
+                self.log = Some(log);
+                self.records(history, true)
             }
-            Err(kmsg_error) => {
-                let history = Command::new("journalctl")
-                    .args(["-k", "-o", "short-monotonic", "--no-pager", "-q"])
-                    .stderr(Stdio::null())
-                    .output();
-                match history {
-                    Ok(h) if h.status.success() => {
-                        for line in String::from_utf8_lossy(&h.stdout).lines() {
-                            if let Some((usec, message)) = parse_bracketed(line)
-                                && let Some(e) = self.event(usec, message, true)
-                            {
-                                out.push(e);
-                            }
-                        }
-                        self.reader = follow_journal();
-                    }
-                    _ => {
-                        let gap = Gap {
-                            device: None,
-                            message: format!(
-                                "kernel log not readable ({kmsg_error}; journalctl -k failed too): no Xid events; \
-                                 grant CAP_SYSLOG or set kernel.dmesg_restrict=0"
-                            ),
-                            missing: vec![signals::XID.name.into()],
-                            cause: Some(cause::KERNEL_LOG_UNREADABLE.into()),
-                        };
-                        self.unreadable = Some(gap.clone());
-                        out.push(gap.record());
-                    }
-                }
+            Err(message) => {
+                // A log not read counts nothing: no counter may read as zero errors.
+                self.pcie_errors = None;
+                let gap = Gap {
+                    device: None,
+                    message,
+                    missing: vec![signals::XID.name.into()],
+                    cause: Some(cause::KERNEL_LOG_UNREADABLE.into()),
+                };
+                self.unreadable = Some(gap.clone());
+                vec![gap.record()]
             }
         }
-        out
     }
 
     fn sample(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
-        let lines: Vec<(u64, String)> = match &mut self.reader {
-            Some(Reader::Kmsg(file)) => Self::read_kmsg(file)
-                .iter()
-                .filter_map(|r| parse_kmsg_record(r).map(|(u, m)| (u, m.to_owned())))
-                .collect(),
-            Some(Reader::Journal { lines, .. }) => lines
-                .try_iter()
-                .filter_map(|l| parse_bracketed(&l).map(|(u, m)| (u, m.to_owned())))
-                .collect(),
-            None => Vec::new(),
+        let entries = match &mut self.log {
+            Some(log) => log.read(),
+            None => return Vec::new(),
         };
-        lines
-            .iter()
-            .filter_map(|(usec, message)| self.event(*usec, message, false))
-            .collect()
+        self.records(entries, false)
     }
-}
 
-fn follow_journal() -> Option<Reader> {
-    let mut child = Command::new("journalctl")
-        .args([
-            "-k",
-            "-f",
-            "-n",
-            "0",
-            "-o",
-            "short-monotonic",
-            "--no-pager",
-            "-q",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let stdout = child.stdout.take()?;
-    let (tx, lines) = channel();
-    std::thread::Builder::new()
-        .name("kiln-journal".into())
-        .spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        })
-        .ok()?;
-    Some(Reader::Journal { child, lines })
-}
-
-impl Drop for KmsgSource {
-    fn drop(&mut self) {
-        if let Some(Reader::Journal { child, .. }) = &mut self.reader {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+    fn snapshot(&mut self) -> Vec<(usize, Readings)> {
+        let Some(counts) = &self.pcie_errors else {
+            return Vec::new();
+        };
+        counts
+            .iter()
+            .map(|(&device, &(correctable, fatal))| {
+                (
+                    device,
+                    Readings::from([
+                        (
+                            signals::AER_CORRECTABLE.name.to_owned(),
+                            Reading::Number(correctable as f64),
+                        ),
+                        (
+                            signals::AER_FATAL.name.to_owned(),
+                            Reading::Number(fatal as f64),
+                        ),
+                    ]),
+                )
+            })
+            .collect()
     }
 }
 
@@ -341,25 +391,88 @@ mod tests {
         assert!(parse_xid("usb 1-1: new high-speed USB device").is_none());
     }
 
+    fn event_xml(name: &str) -> Entry {
+        let path = format!(
+            "{}/tests/fixtures/eventlog/{name}.xml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        Entry::Event {
+            xml: std::fs::read_to_string(path).unwrap(),
+        }
+    }
+
+    /// A source for an NVIDIA card at 0000:01:00.0 beside an Intel one at 0000:00:02.0,
+    /// reading a log that counts PCIe errors (Windows').
+    fn windows_source() -> KmsgSource {
+        let mut source = KmsgSource::new(&[(0, "0000:01:00.0".into()), (1, "0000:00:02.0".into())]);
+        source.names = BTreeMap::from([
+            (0, "NVIDIA GeForce RTX 4090".to_owned()),
+            (1, "Intel(R) UHD Graphics 770".to_owned()),
+        ]);
+        source.pcie_errors = Some(BTreeMap::from([(0, (0, 0)), (1, (0, 0))]));
+        source.boot_unix_us = eventlog::parse_system_time("2026-11-28T20:00:00Z");
+        source
+    }
+
     #[test]
-    fn kernel_log_framings_parse() {
-        assert_eq!(
-            parse_kmsg_record(
-                "4,1234,5678901,-;NVRM: Xid (PCI:0000:05:00): 79, GPU has fallen off the bus.\n SUBSYSTEM=pci"
-            ),
-            Some((
-                5_678_901,
-                "NVRM: Xid (PCI:0000:05:00): 79, GPU has fallen off the bus."
-            ))
+    fn windows_events_become_the_records_the_verdict_judges() {
+        let mut source = windows_source();
+        let records = source.records(
+            vec![
+                event_xml("nvlddmkm_13_xid79"),
+                event_xml("display_4101_nvlddmkm"),
+                event_xml("nvlddmkm_153_no_xid"),
+                event_xml("whea_19_machine_check"),
+            ],
+            false,
         );
-        assert_eq!(parse_kmsg_record("garbage"), None);
+        assert_eq!(records.len(), 2, "{records:?}");
+        let (device, TelemetryData::Xid { xid }) = &records[0] else {
+            panic!("an Xid first: {records:?}");
+        };
+        assert_eq!((*device, xid.code), (Some(0), Some(79)));
+        // Its time since boot, from the clock time the log gives.
+        assert_eq!(xid.kernel_us, Some((74 * 60 + 1) * 1_000_000 + 4_211));
+        // The TDR is the NVIDIA card's: nvlddmkm is its driver, not the Intel one's.
+        let (device, TelemetryData::DriverReset { reset }) = &records[1] else {
+            panic!("a reset second: {records:?}");
+        };
+        assert_eq!(*device, Some(0));
+        assert_eq!(reset.driver, "nvlddmkm");
+        assert_eq!(reset.evidence, ["System log: Display event 4101"]);
+        assert!(!reset.before_run);
+        // A reset of a driver no device is recognisably of concerns them all.
+        let unknown = source.reset("vendorx", None, "e".into(), false);
+        assert_eq!(unknown.len(), 1);
+        assert_eq!(unknown[0].0, None);
+    }
+
+    #[test]
+    fn whea_pcie_errors_count_as_the_aer_counters_of_the_device_they_name() {
+        let mut source = windows_source();
+        // History is the machine's past, not this run's: not counted.
+        source.records(vec![event_xml("whea_17_pcie_corrected")], true);
+        let zero = source.snapshot();
         assert_eq!(
-            parse_bracketed("[  123.456789] host kernel: NVRM: Xid (PCI:0000:05:00): 13, x"),
-            Some((
-                123_456_789,
-                "host kernel: NVRM: Xid (PCI:0000:05:00): 13, x"
-            ))
+            zero[0].1[signals::AER_CORRECTABLE.name],
+            Reading::Number(0.0)
         );
+        source.records(
+            vec![
+                event_xml("whea_17_pcie_corrected"),
+                event_xml("whea_17_pcie_corrected"),
+                event_xml("whea_20_pcie_fatal_rendered"),
+            ],
+            false,
+        );
+        let counts = source.snapshot();
+        assert_eq!(counts[0].0, 0);
+        assert_eq!(
+            counts[0].1[signals::AER_CORRECTABLE.name],
+            Reading::Number(2.0)
+        );
+        assert_eq!(counts[0].1[signals::AER_FATAL.name], Reading::Number(1.0));
+        assert_eq!(counts[1].1[signals::AER_FATAL.name], Reading::Number(0.0));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! imports nothing of `crate::inventory`, which builds its list of the machine's GPUs on
 //! NVML's listing here.
 
+pub mod eventlog;
 pub mod fdinfo;
 pub mod gpu_metrics;
 pub mod kmsg;

@@ -23,6 +23,7 @@ use super::record::{Reading, Readings, TelemetryData, XidChannel, XidEvent};
 use super::{Gap, Match, Source, Target, cause};
 use super::{signals, throttle};
 use crate::gpu::DeviceInfo;
+use crate::platform;
 
 /// Field ids without a wrapper method (REFERENCE.md §1).
 const FIELD_MEMORY_TEMP: u32 = 82;
@@ -44,7 +45,10 @@ pub fn explain(e: &NvmlError) -> Gap {
     let (cause, why) = match e {
         NvmlError::LibloadingError(_) => (
             cause::NVML_MISSING,
-            "NVML is not available (libnvidia-ml.so.1 not found: no NVIDIA driver)".to_owned(),
+            format!(
+                "NVML is not available ({} not found: no NVIDIA driver)",
+                platform::nvml::LIBRARY
+            ),
         ),
         NvmlError::DriverNotLoaded => (
             cause::DRIVER_NOT_LOADED,
@@ -231,7 +235,7 @@ impl NvmlSource {
     /// a silent stop would read as "no Xid since".
     fn spawn_events(&self) -> Option<Receiver<EventMessage>> {
         let indices: Vec<u32> = self.matched().map(|(_, i)| i).collect();
-        if indices.is_empty() {
+        if indices.is_empty() || platform::nvml::NO_EVENTS.is_some() {
             return None;
         }
         let (tx, rx) = channel();
@@ -266,9 +270,8 @@ impl NvmlSource {
                         };
                         // Register only what the device supports (a device that supports
                         // none is not watched by NVML: said by its support, not a refusal).
-                        let supported = match device.supported_event_types() {
+                        let supported = match platform::nvml::supported_events(&device) {
                             Ok(types) => types,
-                            Err(NvmlError::NotSupported) => EventTypes::empty(),
                             Err(e) => {
                                 if !refused(i, num(Err(e))) {
                                     return;
@@ -281,10 +284,10 @@ impl NvmlSource {
                         if wanted.is_empty() {
                             continue;
                         }
-                        set = match device.register_events(wanted, set) {
+                        set = match platform::nvml::register_events(&device, wanted, set) {
                             Ok(s) => s,
                             Err(e) => {
-                                if !refused(i, num(Err(e.error))) {
+                                if !refused(i, num(Err(e))) {
                                     return;
                                 }
                                 watched.retain(|&w| w != i);
@@ -431,7 +434,7 @@ impl NvmlSource {
         );
         f.insert(
             signals::MINOR_NUMBER.name.into(),
-            num(d.minor_number().map(f64::from)),
+            num(platform::nvml::minor_number(&d).map(f64::from)),
         );
         f.insert(
             signals::DRIVER_VERSION.name.into(),
@@ -478,7 +481,7 @@ impl NvmlSource {
         f.insert(
             signals::PERSISTENCE_MODE.name.into(),
             text(
-                d.is_in_persistent_mode()
+                platform::nvml::persistence_mode(&d)
                     .map(|on| if on { "on" } else { "off" }.to_owned()),
             ),
         );
@@ -1188,7 +1191,8 @@ impl Source for NvmlSource {
                 fixed_cached(&mut self.fixed, nvml, device, i);
             }
         }
-        self.matches
+        let mut out: Vec<(Option<usize>, TelemetryData)> = self
+            .matches
             .iter()
             .map(|m| match self.identity(m.device) {
                 Some(mut fields) => {
@@ -1197,7 +1201,22 @@ impl Source for NvmlSource {
                 }
                 None => Self::unmatched(m).record(),
             })
-            .collect()
+            .collect();
+        // Where the OS has no NVML events, said once: Xids then come from its own log.
+        if let Some(why) = platform::nvml::NO_EVENTS
+            && self.matched().next().is_some()
+        {
+            out.push(
+                Gap {
+                    device: None,
+                    message: why.to_owned(),
+                    missing: vec![signals::group::NVML_EVENTS.into()],
+                    cause: None,
+                }
+                .record(),
+            );
+        }
+        out
     }
 
     fn sample(&mut self) -> Vec<(Option<usize>, TelemetryData)> {

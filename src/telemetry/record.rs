@@ -30,6 +30,8 @@ pub enum XidChannel {
     NvmlEccEvent,
     /// NVML answering `GPU_IS_LOST` (recorded as Xid 79).
     NvmlGpuLost,
+    /// An event of Windows' System log (nvlddmkm's text carries the Xid).
+    EventLog,
 }
 
 /// How far apart (ms, by when kiln saw them) two records of one fault can be and still be
@@ -111,7 +113,11 @@ impl XidEvent {
         seen.extend(other.channels());
         seen.sort();
         seen.dedup();
-        if other.channels().contains(&XidChannel::KernelLog) {
+        if other
+            .channels()
+            .iter()
+            .any(|c| matches!(c, XidChannel::KernelLog | XidChannel::EventLog))
+        {
             self.message = other.message;
         }
         self.seen_by = seen;
@@ -132,6 +138,50 @@ pub fn add_xid(xids: &mut Vec<XidEvent>, event: XidEvent) {
     match xids.iter_mut().find(|x| x.same_fault(&event)) {
         Some(x) => x.absorb(event),
         None => xids.push(event),
+    }
+}
+
+/// Windows reset the display driver after a timeout (TDR): the System log's `Display`
+/// event 4101, or a watchdog report Windows wrote for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriverReset {
+    /// The driver reset (`nvlddmkm`, `amdkmdag`, `igfx`), as the log names it.
+    pub driver: String,
+    /// When the OS logged it, in microseconds since the Unix epoch, when known.
+    pub logged_unix_us: Option<u64>,
+    /// True for resets logged before the run (history, not evidence of this run).
+    pub before_run: bool,
+    /// What says so: the event, or a watchdog report's path.
+    pub evidence: Vec<String>,
+    /// When the run saw it, in milliseconds since the run started (set in a phase's
+    /// summary from the record that carried it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_ms: Option<f64>,
+}
+
+/// How far apart (ms) two records of one reset can be: the event and the watchdog report
+/// Windows writes for it land within a minute of each other.
+pub const SAME_RESET_MS: f64 = 60_000.0;
+
+/// Adds `reset` to `resets`, folded into one within [`SAME_RESET_MS`] of it: a reset is
+/// counted once, with everything that says so.
+pub fn add_reset(resets: &mut Vec<DriverReset>, reset: DriverReset) {
+    let near = |r: &DriverReset| match (r.t_ms, reset.t_ms) {
+        (Some(a), Some(b)) => (a - b).abs() <= SAME_RESET_MS,
+        _ => false,
+    };
+    match resets.iter_mut().find(|r| near(r)) {
+        Some(r) => {
+            for e in reset.evidence {
+                if !r.evidence.contains(&e) {
+                    r.evidence.push(e);
+                }
+            }
+            if r.driver.is_empty() {
+                r.driver = reset.driver;
+            }
+        }
+        None => resets.push(reset),
     }
 }
 
@@ -185,6 +235,11 @@ pub enum TelemetryData {
     Xid {
         /// The event.
         xid: XidEvent,
+    },
+    /// The OS reset the display driver after a timeout.
+    DriverReset {
+        /// The reset.
+        reset: DriverReset,
     },
     /// A source or signal that cannot be read here, said once.
     Unavailable {

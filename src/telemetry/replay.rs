@@ -48,7 +48,9 @@ impl ReplaySource {
                         group.push(r);
                     }
                 }
-                TelemetryData::Sample { .. } | TelemetryData::Xid { .. } => {
+                TelemetryData::Sample { .. }
+                | TelemetryData::Xid { .. }
+                | TelemetryData::DriverReset { .. } => {
                     last_snapshot = None;
                     if r.t_ms != last_tick_ms || ticks.is_empty() {
                         ticks.push_back(Vec::new());

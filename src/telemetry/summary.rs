@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use super::process::Process;
 use super::record::{
-    Boundary, Reading, Readings, TelemetryData, TelemetryRecord, XidEvent, add_xid,
+    Boundary, DriverReset, Reading, Readings, TelemetryData, TelemetryRecord, XidEvent, add_reset,
+    add_xid,
 };
 use super::signals;
 use super::throttle::{self, ThrottleReason};
@@ -91,6 +92,9 @@ pub struct PhaseTelemetry {
     pub counters_unavailable: Vec<String>,
     /// Xids during the phase.
     pub xids: Vec<XidEvent>,
+    /// The display driver resets after a timeout (Windows' TDR) during the phase.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub driver_resets: Vec<DriverReset>,
     /// Other processes seen on the GPU during the phase (the most memory each held), by
     /// pid: a tenant that arrives after the start is as much the environment's as one
     /// there before. Reports of an older kiln give them as `pid:bytes:name` text.
@@ -220,25 +224,8 @@ fn between_phases(
                 }
             }
         }
-        let mut xids: Vec<XidEvent> = Vec::new();
-        for r in records
-            .iter()
-            .filter(|r| r.device == Some(device) || r.device.is_none())
-        {
-            if let TelemetryData::Xid { xid } = &r.data
-                && !xid.before_run
-                && !covered(r.t_ms)
-            {
-                add_xid(
-                    &mut xids,
-                    XidEvent {
-                        t_ms: Some(r.t_ms),
-                        ..xid.clone()
-                    },
-                );
-            }
-        }
-        if gaps.values().all(|v| *v <= 0.0) && xids.is_empty() {
+        let (xids, driver_resets) = run_events(records.iter().filter(|r| !covered(r.t_ms)), device);
+        if gaps.values().all(|v| *v <= 0.0) && xids.is_empty() && driver_resets.is_empty() {
             continue;
         }
         let end_ms = records.last().map_or(last.0, |r| r.t_ms.max(last.0));
@@ -255,11 +242,42 @@ fn between_phases(
             counters_after: BTreeMap::new(),
             counters_unavailable: Vec::new(),
             xids,
+            driver_resets,
             other_processes: Vec::new(),
             processes_first_ms: BTreeMap::new(),
         });
     }
     out
+}
+
+/// The Xids and driver resets of the run (not its history) among `records` that concern
+/// `device`, each fault once however many ways it came.
+fn run_events<'a>(
+    records: impl Iterator<Item = &'a TelemetryRecord>,
+    device: usize,
+) -> (Vec<XidEvent>, Vec<DriverReset>) {
+    let mut xids = Vec::new();
+    let mut resets = Vec::new();
+    for r in records.filter(|r| r.device == Some(device) || r.device.is_none()) {
+        match &r.data {
+            TelemetryData::Xid { xid } if !xid.before_run => add_xid(
+                &mut xids,
+                XidEvent {
+                    t_ms: Some(r.t_ms),
+                    ..xid.clone()
+                },
+            ),
+            TelemetryData::DriverReset { reset } if !reset.before_run => add_reset(
+                &mut resets,
+                DriverReset {
+                    t_ms: Some(r.t_ms),
+                    ..reset.clone()
+                },
+            ),
+            _ => {}
+        }
+    }
+    (xids, resets)
 }
 
 fn add_deltas(p: &mut PhaseTelemetry, before: &Readings, after: &Readings) {
@@ -290,7 +308,6 @@ fn window(
     // the same device (sysfs has none) must not dilute them.
     let mut with_reasons = 0usize;
     let mut samples = 0;
-    let mut xids = Vec::new();
     let mut tenants: BTreeMap<u32, Process> = BTreeMap::new();
     let mut first_ms: BTreeMap<u32, f64> = BTreeMap::new();
     for r in records.iter().filter(inside) {
@@ -324,20 +341,10 @@ fn window(
                     }
                 }
             }
-            TelemetryData::Xid { xid }
-                if !xid.before_run && (r.device == Some(device) || r.device.is_none()) =>
-            {
-                add_xid(
-                    &mut xids,
-                    XidEvent {
-                        t_ms: Some(r.t_ms),
-                        ..xid.clone()
-                    },
-                );
-            }
             _ => {}
         }
     }
+    let (xids, driver_resets) = run_events(records.iter().filter(inside), device);
     PhaseTelemetry {
         device,
         phase: phase.to_owned(),
@@ -357,6 +364,7 @@ fn window(
         counters_after: BTreeMap::new(),
         counters_unavailable: Vec::new(),
         xids,
+        driver_resets,
         other_processes: tenants.into_values().collect(),
         processes_first_ms: first_ms,
     }

@@ -10,7 +10,7 @@ use super::xid::{self, XidInfo};
 use crate::evidence::DeviceErrorKind;
 use crate::finding::{Class, Clock, Confidence, Finding, FindingCode, Severity, finding};
 use crate::telemetry::process::Process;
-use crate::telemetry::record::Reading;
+use crate::telemetry::record::{DriverReset, Reading};
 use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::telemetry::throttle::ThrottleReason;
@@ -1163,11 +1163,21 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
         .iter()
         .find(|f| matches!(f.error, DeviceErrorKind::Hang | DeviceErrorKind::Crash));
     errors.extend(stopped.map(|f| f.message.clone()));
+    // Windows' resets of the display driver after a timeout (TDR) during the run.
+    let resets: Vec<&DriverReset> = device
+        .telemetry
+        .iter()
+        .flat_map(|p| &p.driver_resets)
+        .collect();
     let Some(error) = errors.first() else {
+        driver_resets(&resets, out);
         return;
     };
     let (hardware_xid, app_xid) = xid_kinds(xid_codes);
     let lost = errors.len() > usize::from(stopped.is_some());
+    // A loss, a hang or a dead worker with the OS saying it reset the driver for a
+    // timeout is that timeout, said by the OS itself.
+    let reset = !resets.is_empty() && !hardware_xid && !app_xid;
     let (code, action) = if hardware_xid {
         (
             FindingCode::DeviceLostHardware,
@@ -1177,6 +1187,11 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
         (
             FindingCode::DeviceLostApplication,
             "a shader or application fault: the card is likely fine",
+        )
+    } else if reset {
+        (
+            FindingCode::DeviceLostTimeout,
+            "Windows reset the display driver after a timeout (TDR): close other GPU work, update the driver, then rerun; the card is likely fine",
         )
     } else if lost {
         (
@@ -1197,21 +1212,79 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
     // Without telemetry no Xid could be seen, so "no hardware evidence" proves nothing: the
     // loss is reported but does not decide the device, which stays inconclusive.
     let blind = !device.telemetry.iter().any(|p| p.samples > 0);
-    let (confidence, blind_note) = if blind && !hardware_xid && !app_xid {
+    let (confidence, blind_note) = if reset {
+        (
+            Confidence::High,
+            format!(
+                " (Windows reset the display driver after a timeout: {})",
+                reset_words(&resets)
+            ),
+        )
+    } else if blind && !hardware_xid && !app_xid {
         (
             Confidence::Low,
-            " (no telemetry was read, so a hardware cause cannot be ruled out)",
+            " (no telemetry was read, so a hardware cause cannot be ruled out)".to_owned(),
         )
     } else {
-        (Confidence::Medium, "")
+        (Confidence::Medium, String::new())
     };
     out.push(finding(
         code,
         Severity::Major,
         confidence,
         format!("the device failed mid-test: {error}{blind_note}"),
-        json!({"errors": errors, "xids": xid_codes}),
+        json!({"errors": errors, "xids": xid_codes, "driver_resets": resets}),
         action,
+    ));
+}
+
+/// The resets in words: how many, of which driver, and what says so.
+fn reset_words(resets: &[&DriverReset]) -> String {
+    let drivers: Vec<&str> = resets
+        .iter()
+        .map(|r| r.driver.as_str())
+        .filter(|d| !d.is_empty())
+        .fold(Vec::new(), |mut all, d| {
+            if !all.contains(&d) {
+                all.push(d);
+            }
+            all
+        });
+    let evidence: Vec<&str> = resets
+        .iter()
+        .flat_map(|r| r.evidence.iter().map(String::as_str))
+        .take(3)
+        .collect();
+    format!(
+        "{} of {} ({})",
+        crate::text::count(resets.len() as u64, "reset"),
+        if drivers.is_empty() {
+            "the display driver".to_owned()
+        } else {
+            drivers.join(", ")
+        },
+        evidence.join("; ")
+    )
+}
+
+/// Windows reset the display driver after a timeout (TDR) while kiln's work on the card
+/// finished and verified: the OS gave up on some GPU work (kiln's dispatches stay well
+/// under the delay, so more likely another program's, or the driver's), which is software,
+/// and a burn-in that saw it is not clean.
+fn driver_resets(resets: &[&DriverReset], out: &mut Vec<Finding>) {
+    if resets.is_empty() {
+        return;
+    }
+    out.push(finding(
+        FindingCode::DriverTimeoutReset,
+        Severity::Major,
+        Confidence::Medium,
+        format!(
+            "Windows reset the display driver after a timeout during the test: {}",
+            reset_words(resets)
+        ),
+        json!({"driver_resets": resets}),
+        "close other GPU work (games, browsers, video), update the driver, then rerun; a reset that comes back on an idle machine with a fresh driver points at the card",
     ));
 }
 

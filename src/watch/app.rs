@@ -3,7 +3,7 @@
 //! a program before anything starts.
 
 use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
+
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Sender;
 
@@ -74,33 +74,6 @@ pub struct Launch {
     pub command: Vec<String>,
     /// Variables added to its environment (kiln's layer, its ring).
     pub env: Vec<(String, std::ffi::OsString)>,
-}
-
-/// The program `name` would run: a path as given, else the first match on `PATH`.
-/// None when there is none that can be run.
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    let runnable = |p: &Path| {
-        p.is_file() && {
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                p.metadata()
-                    .is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
-            }
-            #[cfg(not(unix))]
-            {
-                true
-            }
-        }
-    };
-    if name.contains(std::path::MAIN_SEPARATOR) || name.contains('/') {
-        let p = PathBuf::from(name);
-        return runnable(&p).then_some(p);
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| runnable(p))
 }
 
 /// Starts the application with its output piped to kiln, and a thread per stream that
@@ -241,13 +214,5 @@ mod tests {
         );
         assert_eq!(l.hear("loading model"), None);
         assert_eq!(Listener::new(None).hear("step 1"), None);
-    }
-
-    #[test]
-    fn a_program_is_found_on_the_path_or_as_given() {
-        assert!(find_program("sh").is_some());
-        assert!(find_program("/bin/sh").is_some());
-        assert_eq!(find_program("kiln-no-such-program-anywhere"), None);
-        assert_eq!(find_program("./no/such/file"), None);
     }
 }

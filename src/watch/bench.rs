@@ -32,7 +32,7 @@ pub fn bench(command: &[String], runs: usize, interval: Duration) -> Result<Watc
     let program = command
         .first()
         .ok_or_else(|| AppError::Usage("kiln bench watch needs a command after `--`".into()))?;
-    if super::app::find_program(program).is_none() {
+    if crate::platform::process::find_program(program).is_none() {
         return Err(AppError::Usage(format!(
             "cannot start {}: no such program (not a runnable file, nor on PATH)",
             crate::text::quote(program)

@@ -89,7 +89,7 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
             let program = command.first().ok_or_else(|| {
                 AppError::Usage("no command to watch: give one after `--`, or --pid".into())
             })?;
-            if app::find_program(program).is_none() {
+            if crate::platform::process::find_program(program).is_none() {
                 return Err(AppError::Usage(format!(
                     "cannot start {}: no such program (not a runnable file, nor on PATH)",
                     crate::text::quote(program)

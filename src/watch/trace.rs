@@ -13,12 +13,11 @@ use crate::evidence::{Event, EventSink, JsonlWriter};
 /// The layer's name, as the loader and `VK_INSTANCE_LAYERS` know it.
 pub const LAYER_NAME: &str = "VK_LAYER_KILN_trace";
 
-/// The layer's library file.
-const LIBRARY: &str = if cfg!(windows) {
-    "kiln_trace_layer.dll"
-} else {
-    "libkiln_trace_layer.so"
-};
+/// The layer's library file (`libkiln_trace_layer.so`, `kiln_trace_layer.dll`).
+fn library() -> String {
+    use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
+    format!("{DLL_PREFIX}kiln_trace_layer{DLL_SUFFIX}")
+}
 
 /// Slots of the ring: 16 MiB of (sparse) file, tens of seconds of the busiest
 /// application's allocations between two drains.
@@ -40,12 +39,13 @@ pub fn layer_library() -> Result<PathBuf, String> {
     }
     let exe = std::env::current_exe().map_err(|e| format!("no allocation trace: {e}"))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
-    [dir.join(LIBRARY), dir.join("../lib/kiln").join(LIBRARY)]
+    let library = library();
+    [dir.join(&library), dir.join("../lib/kiln").join(&library)]
         .into_iter()
         .find(|p| p.is_file())
         .ok_or_else(|| {
             format!(
-                "no allocation trace: kiln's Vulkan layer ({LIBRARY}) is not beside kiln (`cargo build --release` builds it there; KILN_TRACE_LAYER may name it)"
+                "no allocation trace: kiln's Vulkan layer ({library}) is not beside kiln (`cargo build --release` builds it there; KILN_TRACE_LAYER may name it)"
             )
         })
 }
@@ -126,12 +126,13 @@ impl Tracer {
     /// What the application's environment needs for the loader to load the layer and the
     /// layer to find the ring: added to what is there, never replacing it.
     pub fn env(&self) -> Vec<(String, OsString)> {
+        // Joined as the OS joins a path list (`:` or `;`).
         let joined = |name: &str, ours: OsString| {
-            let mut value = ours;
+            let mut parts = vec![ours.clone()];
             if let Some(theirs) = std::env::var_os(name).filter(|v| !v.is_empty()) {
-                value.push(if cfg!(windows) { ";" } else { ":" });
-                value.push(theirs);
+                parts.push(theirs);
             }
+            let value = std::env::join_paths(&parts).unwrap_or(ours);
             (name.to_owned(), value)
         };
         // A loader told where its layers are (VK_LAYER_PATH) searches there alone.

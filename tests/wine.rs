@@ -1,0 +1,242 @@
+//! kiln.exe, the Windows build, under Wine on lavapipe: the commands that can run there do
+//! what the Linux binary does, and say what a Windows machine has (its host facts from the
+//! registry, its event log, nvml.dll). Run by `scripts/windows-test.sh`, which cross-builds
+//! kiln.exe and prepares Wine (`KILN_WINE_EXE`, `WINEPREFIX`, `DISPLAY`, `VK_DRIVER_FILES`):
+//! ignored in a plain `cargo test`, which has no kiln.exe to run.
+//!
+//! Under Wine the Linux paths reach kiln.exe through drive `Z:`, so this proves the Vulkan
+//! work, the processes, the evidence and the Windows API paths kiln takes, not what a real
+//! Windows machine's registry and event log hold (the unit tests read recorded ones).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{finding_codes, read_json, stderr, stdout};
+
+/// The Windows build, as the script built it.
+fn exe() -> PathBuf {
+    PathBuf::from(
+        std::env::var_os("KILN_WINE_EXE")
+            .expect("KILN_WINE_EXE names kiln.exe (scripts/windows-test.sh sets it)"),
+    )
+}
+
+/// `kiln.exe ARGS` under Wine, with its console output.
+fn kiln_exe(args: &[&str]) -> Output {
+    Command::new("wine")
+        .arg(exe())
+        .args(args)
+        .env("WINEDEBUG", "-all")
+        .output()
+        .expect("wine runs")
+}
+
+/// A Linux path as kiln.exe names it under Wine (`Z:\tmp\...`).
+fn windows_path(p: &Path) -> String {
+    format!("Z:{}", p.display()).replace('/', "\\")
+}
+
+/// The short run of the Linux suite's `quick_run` (VRAM, compute and PCIe), on the CPU
+/// device, into `out`.
+fn short_run(extra: &[&str], out: &Path) -> Output {
+    let out = windows_path(out);
+    let mut args = vec![
+        "run",
+        "--device",
+        "cpu",
+        "--vram-bytes",
+        "16MiB",
+        "--algorithms",
+        "own-address",
+        "--passes",
+        "1",
+        "--out",
+        &out,
+    ];
+    if !extra.contains(&"--workloads") {
+        args.extend(["--pcie-max-bytes", "1MiB"]);
+    }
+    args.extend(extra);
+    kiln_exe(&args)
+}
+
+/// The same run by the Linux binary, for comparison.
+fn linux_run(out: &Path) -> Output {
+    common::kiln()
+        .args([
+            "run",
+            "--device",
+            "cpu",
+            "--vram-bytes",
+            "16MiB",
+            "--algorithms",
+            "own-address",
+            "--passes",
+            "1",
+            "--pcie-max-bytes",
+            "1MiB",
+            "--out",
+        ])
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// Every key path of a JSON value (`devices[].findings[].code`), the shape of a report.
+fn shape(value: &serde_json::Value, at: &str, out: &mut std::collections::BTreeSet<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                let path = format!("{at}.{k}");
+                out.insert(path.clone());
+                shape(v, &path, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for v in items {
+                shape(v, &format!("{at}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+#[ignore = "run by scripts/windows-test.sh under Wine"]
+fn list_names_the_cpu_device_and_what_windows_lacks() {
+    let out = kiln_exe(&["list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("llvmpipe"), "{text}");
+    assert!(text.contains("(CPU device)"), "{text}");
+    // NVML is looked for as Windows has it.
+    assert!(text.contains("nvml.dll not found"), "{text}");
+}
+
+#[test]
+#[ignore = "run by scripts/windows-test.sh under Wine"]
+fn selftest_finds_every_planted_fault() {
+    let out = kiln_exe(&["selftest"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("every one found exactly, nothing else reported"),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "run by scripts/windows-test.sh under Wine"]
+fn a_run_on_the_cpu_device_passes_with_the_linux_reports_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let (windows, linux) = (dir.path().join("windows"), dir.path().join("linux"));
+    let out = short_run(&[], &windows);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("result: PASS (exit 0)"),
+        "{}",
+        stdout(&out)
+    );
+    let out = linux_run(&linux);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for file in [
+        "manifest.json",
+        "events.jsonl",
+        "telemetry.jsonl",
+        "report.json",
+        "report.html",
+        "junit.xml",
+        "kiln.prom",
+    ] {
+        assert!(windows.join(file).is_file(), "{file} written");
+    }
+    let (w, l) = (
+        read_json(&windows.join("report.json")),
+        read_json(&linux.join("report.json")),
+    );
+    common::validate_report(&windows.join("report.json"));
+    let (mut ws, mut ls) = (Default::default(), Default::default());
+    shape(&w, "", &mut ws);
+    shape(&l, "", &mut ls);
+    // The fields a reader relies on are the same (facts of the host may differ: Windows
+    // reports no kernel version, Linux no OS build).
+    let missing: Vec<&String> = ls
+        .difference(&ws)
+        .filter(|k| !k.starts_with(".setup.host") && !k.contains(".notes"))
+        .collect();
+    assert!(missing.is_empty(), "kiln.exe's report lacks {missing:?}");
+    assert_eq!(w["result"], l["result"]);
+    assert_eq!(
+        finding_codes(&w["devices"][0]),
+        finding_codes(&l["devices"][0])
+    );
+}
+
+#[test]
+#[ignore = "run by scripts/windows-test.sh under Wine"]
+fn a_planted_stuck_bit_is_found_located_and_classified_and_rebuilt_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("stuck");
+    let out = short_run(&["--workloads", "vram", "--test-stuck-word", "4099"], &run);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = read_json(&run.join("report.json"));
+    let device = &report["devices"][0];
+    assert!(
+        finding_codes(device).contains(&"VRAM_STUCK_BIT"),
+        "{:?}",
+        finding_codes(device)
+    );
+    let stuck = common::findings_of(device, "VRAM_STUCK_BIT")[0];
+    assert_eq!(stuck["class"], "hardware");
+    // Located: word 4099 is byte offset 16396.
+    assert_eq!(stuck["evidence"]["first_offsets"][0], 4099 * 4, "{stuck}");
+    // `kiln verdict` and `kiln report` on the evidence alone, by kiln.exe.
+    let out = kiln_exe(&["verdict", "--json", &windows_path(&run)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let rebuilt: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(finding_codes(&rebuilt["devices"][0]), finding_codes(device));
+    std::fs::remove_file(run.join("report.html")).unwrap();
+    let out = kiln_exe(&["report", &windows_path(&run)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(html.contains("VRAM_STUCK_BIT"));
+}
+
+#[test]
+#[ignore = "run by scripts/windows-test.sh under Wine"]
+fn the_quick_check_with_no_gpu_says_so_and_exits_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kiln_exe(&[
+        "run",
+        "--vram-bytes",
+        "16MiB",
+        "--algorithms",
+        "own-address",
+        "--passes",
+        "1",
+        "--pcie-max-bytes",
+        "1MiB",
+        "--out",
+        &windows_path(&dir.path().join("quick")),
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("no GPU was tested"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+#[ignore = "run by scripts/windows-test.sh under Wine"]
+fn bad_input_gets_one_sentence_and_exit_64() {
+    let out = kiln_exe(&["run", "--vram-bytes", "12parsecs"]);
+    assert_eq!(out.status.code(), Some(64));
+    let text = stderr(&out);
+    assert!(text.starts_with("kiln: "), "{text}");
+    assert!(text.contains("unknown size unit"), "{text}");
+    let out = kiln_exe(&["verdict", "Z:\\no\\such\\run"]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+}
