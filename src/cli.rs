@@ -34,8 +34,17 @@ impl Cli {
 
     /// Parses the process's arguments against [`Cli::definition`].
     pub fn from_env() -> Result<Self, clap::Error> {
+        Self::from_args(std::env::args_os())
+    }
+
+    /// Parses these arguments (the program's name first), as the command line would be.
+    pub fn from_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
         use clap::FromArgMatches;
-        let matches = Self::definition().try_get_matches()?;
+        let matches = Self::definition().try_get_matches_from(args)?;
         Self::from_arg_matches(&matches)
     }
 }

@@ -729,7 +729,9 @@ pub fn diagnose(
         return Cause::new(
             "vulkan_loader_missing",
             format!(
-                "Vulkan cannot use {who} because the Vulkan loader (libvulkan.so.1) is not installed: install it (libvulkan1) and {}.",
+                "Vulkan cannot use {who} because the Vulkan loader ({}) is not installed: {}, and {}.",
+                crate::platform::vulkan::LOADER,
+                crate::platform::vulkan::INSTALL_LOADER,
                 vulkan_driver_for(vendor)
             ),
         );

@@ -15,6 +15,14 @@ use kiln::workload::vram::engine::AccessLayout;
 
 fn main() {
     kiln::run::main_if_worker();
+    // Test only: KILN_TEST_DOUBLE_CLICKED takes the double-click's path from a script,
+    // whose console is never kiln's own.
+    if std::env::args_os().len() == 1
+        && (kiln::platform::console::opened_for_kiln()
+            || std::env::var_os("KILN_TEST_DOUBLE_CLICKED").is_some())
+    {
+        std::process::exit(double_clicked());
+    }
     let cli = match Cli::from_env() {
         Ok(cli) => cli,
         Err(e) => {
@@ -214,7 +222,18 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
         print_result(args.json, &plan, &kiln::run::plan_summary(&plan));
         return Ok(exit_code::HEALTHY);
     }
-    let report = kiln::run::run(&opts)?;
+    let (report, text, code) = tested(&args, &opts)?;
+    print_report(args.json, &report, &text);
+    Ok(code)
+}
+
+/// Runs the test `opts` describes and judges it: the report, its summary (with the
+/// baseline's comparison and where the metrics went) and the exit code.
+fn tested(
+    args: &RunArgs,
+    opts: &kiln::run::RunOptions,
+) -> Result<(kiln::verdict::Report, String, i32), AppError> {
+    let report = kiln::run::run(opts)?;
     let mut text = kiln::report::text::summary(
         &report,
         kiln::report::text::Style {
@@ -253,8 +272,68 @@ fn run(args: RunArgs) -> Result<i32, AppError> {
             std::path::Path::new(&report.run_dir),
         ));
     }
-    print_report(args.json, &report, &text);
-    Ok(code)
+    Ok((report, text, code))
+}
+
+/// kiln started from Explorer with no arguments (a buyer double-clicking kiln.exe): the
+/// quick check of every GPU, the verdict in plain words, where the report is, and a
+/// window that stays open until Enter (or `o` and Enter, to see the report first).
+fn double_clicked() -> i32 {
+    out(
+        "kiln checks every GPU in this computer, about a minute each. Close games and other GPU programs meanwhile.\n\n",
+    );
+    let run = || -> Result<(kiln::verdict::Report, i32), AppError> {
+        kiln::run::catch_signals();
+        // Test only: flags added to the quick check (a smaller one under Wine).
+        let extra = std::env::var("KILN_TEST_DOUBLE_CLICK_ARGS").unwrap_or_default();
+        let words = ["kiln", "run"].into_iter().chain(extra.split_whitespace());
+        let args = match Cli::from_args(words).map(|c| c.command) {
+            Ok(Command::Run(args)) => *args,
+            _ => {
+                return Err(AppError::Usage(
+                    "the quick check could not be set up".into(),
+                ));
+            }
+        };
+        let profile =
+            kiln::profile::load(&args.profile).map_err(|e| AppError::Usage(e.to_string()))?;
+        let opts = kiln::run::options(&args, profile, std::io::stderr().is_terminal())?;
+        let (report, text, code) = tested(&args, &opts)?;
+        print_report(false, &report, &text);
+        Ok((report, code))
+    };
+    let (code, page) = match run() {
+        Ok((report, code)) => {
+            out(&format!(
+                "\n{}",
+                kiln::report::text::in_plain_words(&report, code)
+            ));
+            let page = std::path::Path::new(&report.run_dir).join("report.html");
+            (code, page.is_file().then_some(page))
+        }
+        Err(e) => {
+            say_error(&e.to_string());
+            (e.exit_code(), None)
+        }
+    };
+    if page.is_some() {
+        out("\nPress Enter to close this window, or type o and Enter to open the report first.\n");
+    } else {
+        out("\nPress Enter to close this window.\n");
+    }
+    let mut answer = String::new();
+    let _ = std::io::stdin().read_line(&mut answer);
+    if let Some(page) = page
+        && answer.trim().eq_ignore_ascii_case("o")
+        && let Err(e) = kiln::platform::browser::open(&page)
+    {
+        say_error(&format!(
+            "the report could not be opened ({e}): it is {}",
+            page.display()
+        ));
+        let _ = std::io::stdin().read_line(&mut answer);
+    }
+    code
 }
 
 /// Refuses a `--textfile-dir` that is not a directory, as a usage error.

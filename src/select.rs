@@ -140,9 +140,10 @@ pub fn vulkan_state(e: &GpuError) -> VulkanState {
 /// is said where GPUs are present).
 fn vulkan_failure(e: &GpuError) -> String {
     match e {
-        GpuError::LoaderMissing { .. } => {
-            "the Vulkan loader (libvulkan.so.1) is not installed".into()
-        }
+        GpuError::LoaderMissing { .. } => format!(
+            "the Vulkan loader ({}) is not installed",
+            crate::platform::vulkan::LOADER
+        ),
         GpuError::NoDriver => "the Vulkan loader found no driver".into(),
         GpuError::NoDevice => "the Vulkan drivers found no device".into(),
         e => e.to_string(),

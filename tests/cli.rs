@@ -599,3 +599,65 @@ fn the_man_page_documents_every_command_and_option_and_renders_cleanly() {
     assert!(text.contains("--textfile-dir DIR"), "{text}");
     assert!(text.contains("kiln completions"), "{text}");
 }
+
+/// kiln.exe double-clicked in Explorer (the path taken here through its test switch, as a
+/// script's console is never kiln's own): the quick check, the verdict in plain words,
+/// where the report is, and a window that waits for Enter before it closes.
+#[test]
+fn a_double_clicked_kiln_checks_says_it_plainly_and_waits_for_enter() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("clicked");
+    let mut child = kiln()
+        .env("KILN_TEST_DOUBLE_CLICKED", "1")
+        .env(
+            "KILN_TEST_DOUBLE_CLICK_ARGS",
+            format!(
+                "--vram-bytes 16MiB --algorithms own-address --passes 1 --pcie-max-bytes 1MiB --out {}",
+                run.display()
+            ),
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    // Read until the prompt: the window must not close before the person has read it.
+    let mut said = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&said).contains("Press Enter to close") {
+        let n = stdout.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "ended before asking: {}",
+            String::from_utf8_lossy(&said)
+        );
+        said.extend_from_slice(&buf[..n]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "it waits for Enter");
+    child.stdin.take().unwrap().write_all(b"\n").unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(4), "no GPU was tested");
+    let text = String::from_utf8_lossy(&said);
+    assert!(
+        text.starts_with("kiln checks every GPU in this computer"),
+        "{text}"
+    );
+    assert!(
+        text.contains("NO GPU TESTED: kiln found no graphics card"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "The full report: {}",
+            run.join("report.html").display()
+        )),
+        "{text}"
+    );
+    assert!(run.join("report.html").is_file());
+    // Typed with no arguments in a terminal, kiln is a command like any other.
+    let out = kiln().output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+}

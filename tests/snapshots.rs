@@ -150,3 +150,36 @@ fn a_watched_leak_reads_the_same() {
 fn a_watched_application_squeezed_by_another_process_reads_the_same() {
     check(RUNS[4]);
 }
+
+/// The verdict as a buyer who double-clicked kiln.exe reads it, for each kind of result.
+#[test]
+fn the_verdict_in_plain_words_reads_the_same() {
+    let mut all = String::new();
+    for run in [
+        "h200_healthy",
+        "vram_stuck_bit",
+        "thermal_throttle",
+        "windows_tdr_during_compute",
+        "device_lost_no_telemetry",
+        "cpu_stood_in_for_a_missing_gpu",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join(run);
+        common::lay_out_scenario(run, &run_dir);
+        let out = common::kiln()
+            .args(["verdict", "--json"])
+            .arg(&run_dir)
+            .output()
+            .unwrap();
+        let report: kiln::verdict::Report = serde_json::from_slice(&out.stdout).unwrap();
+        let code = out.status.code().unwrap();
+        let words = kiln::report::text::in_plain_words(&report, code);
+        all.push_str(&format!(
+            "== {run} (exit {code})\n{}\n",
+            masked(&run_dir, &words)
+        ));
+    }
+    insta::with_settings!({filters => filters(), prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("in-plain-words", all);
+    });
+}

@@ -168,6 +168,32 @@ fn a_run_on_the_cpu_device_passes_with_the_linux_reports_shape() {
         .collect();
     assert!(missing.is_empty(), "kiln.exe's report lacks {missing:?}");
     assert_eq!(w["result"], l["result"]);
+    // What a Windows machine says of itself, read through the registry and the kernel.
+    let manifest = read_json(&windows.join("manifest.json"));
+    let host = &manifest["host_info"];
+    assert!(
+        host["os"]
+            .as_str()
+            .is_some_and(|os| os.contains("Windows") && os.contains("(build ")),
+        "{host}"
+    );
+    assert!(
+        host["kernel"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("Windows NT ")),
+        "{host}"
+    );
+    assert!(
+        host["memory_bytes"].as_u64().is_some_and(|m| m > 0),
+        "{host}"
+    );
+    // Its log is the System event log, said as unreadable where it cannot be read (Wine
+    // has no event log service), never as a log with nothing in it.
+    let telemetry = std::fs::read_to_string(windows.join("telemetry.jsonl")).unwrap();
+    assert!(
+        telemetry.contains("the System event log could not be read"),
+        "{telemetry}"
+    );
     assert_eq!(
         finding_codes(&w["devices"][0]),
         finding_codes(&l["devices"][0])
@@ -239,4 +265,45 @@ fn bad_input_gets_one_sentence_and_exit_64() {
     assert!(text.contains("unknown size unit"), "{text}");
     let out = kiln_exe(&["verdict", "Z:\\no\\such\\run"]);
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+}
+
+#[test]
+#[ignore = "run by scripts/windows-test.sh under Wine"]
+fn double_clicked_kiln_exe_checks_says_it_plainly_and_waits_for_enter() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("clicked");
+    let mut child = Command::new("wine")
+        .arg(exe())
+        .env("WINEDEBUG", "-all")
+        .env("KILN_TEST_DOUBLE_CLICKED", "1")
+        .env(
+            "KILN_TEST_DOUBLE_CLICK_ARGS",
+            format!(
+                "--vram-bytes 16MiB --algorithms own-address --passes 1 --pcie-max-bytes 1MiB --out {}",
+                windows_path(&run)
+            ),
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"\r\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("NO GPU TESTED: kiln found no graphics card"),
+        "{text}"
+    );
+    assert!(text.contains("Press Enter to close this window"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "The full report: {}",
+            windows_path(&run.join("report.html"))
+        )),
+        "{text}"
+    );
+    assert!(run.join("report.html").is_file());
 }

@@ -175,7 +175,7 @@ impl Manifest {
             settings,
             stand_in: false,
             not_tested: Vec::new(),
-            host_info: Some(super::host::HostInfo::collect()),
+            host_info: Some(super::host::collect()),
             evidence: Some(EvidenceFile::written_by(false)),
         }
     }
@@ -332,9 +332,7 @@ pub fn hostname() -> String {
         .ok()
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
+        .or_else(crate::platform::host::computer_name)
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "localhost".into())
 }

@@ -6,10 +6,11 @@ use ash::vk;
 /// Everything the Vulkan layer can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
-    /// `libvulkan.so.1` could not be loaded.
+    /// The Vulkan loader (`libvulkan.so.1`, `vulkan-1.dll`) could not be loaded.
     #[error(
-        "the Vulkan loader (libvulkan.so.1) is not installed: install it with \
-         `apt-get install libvulkan1 mesa-vulkan-drivers` ({detail})"
+        "the Vulkan loader ({}) is not installed: {} ({detail})",
+        crate::platform::vulkan::LOADER,
+        crate::platform::vulkan::INSTALL_LOADER
     )]
     LoaderMissing {
         /// What the dynamic loader said.
@@ -17,15 +18,12 @@ pub enum GpuError {
     },
     /// The loader is there but no installable client driver answered.
     #[error(
-        "the Vulkan loader found no driver: install the GPU's Vulkan driver, or \
-         `apt-get install mesa-vulkan-drivers` for the CPU Vulkan device"
+        "the Vulkan loader found no driver: {}",
+        crate::platform::vulkan::INSTALL_DRIVER
     )]
     NoDriver,
     /// Drivers loaded but enumerated no physical device.
-    #[error(
-        "Vulkan found no device: check that the GPU driver is loaded, or \
-         `apt-get install mesa-vulkan-drivers` for the CPU Vulkan device"
-    )]
+    #[error("Vulkan found no device: {}", crate::platform::vulkan::FIND_DEVICE)]
     NoDevice,
     /// A `--device` selector matched nothing.
     #[error(

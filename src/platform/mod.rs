@@ -1,7 +1,12 @@
 //! What differs between operating systems, one concern a module, each with one interface
 //! and a side per OS: the logic above never asks which OS it runs on.
 
+pub mod browser;
+pub mod console;
 pub mod files;
+pub mod host;
 pub mod kernel_log;
 pub mod nvml;
 pub mod process;
+pub mod registry;
+pub mod vulkan;

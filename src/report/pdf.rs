@@ -1,52 +1,26 @@
-//! `report.pdf` for the RMA bundle, printed from `report.html` by a headless Chromium
-//! (or Chrome) where one is installed: the page's print style puts the summary on page
+//! `report.pdf` for the RMA bundle, printed from `report.html` by a headless Chromium,
+//! Chrome or Edge where one is installed ([`crate::platform::browser`]): the page's print style puts the summary on page
 //! one and every table expanded, so the PDF is the page. kiln never needs a browser to
 //! test a card: without one the bundle says so and carries the page alone.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-/// The browsers tried, in order.
-const BROWSERS: [&str; 4] = [
-    "chromium",
-    "chromium-browser",
-    "google-chrome",
-    "google-chrome-stable",
-];
+use crate::platform::browser;
+use std::time::{Duration, Instant};
 
 /// How long printing may take before the browser is stopped.
 const PRINT_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// The first browser on the PATH (`KILN_BROWSER` names another).
-fn browser() -> Option<PathBuf> {
-    if let Some(b) = std::env::var_os("KILN_BROWSER").filter(|b| !b.is_empty()) {
-        return Some(PathBuf::from(b));
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|dir| BROWSERS.iter().map(move |b| dir.join(b)))
-        .find(|p| p.is_file())
-}
-
-/// True when this process runs as root, where Chromium refuses its sandbox.
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Prints `html` to `pdf`. Says in one sentence why not when it cannot (no browser, the
 /// browser failed or took too long).
 pub fn print(html: &Path, pdf: &Path) -> Result<(), String> {
-    let browser = browser().ok_or(
-        "no PDF: no headless browser found (install chromium, or name one in KILN_BROWSER)",
-    )?;
+    let browser = browser::find().ok_or_else(|| {
+        format!(
+            "no PDF: no headless browser found ({})",
+            browser::INSTALL_HINT
+        )
+    })?;
     let html = html
         .canonicalize()
         .map_err(|e| format!("no PDF: {}: {e}", html.display()))?;
@@ -62,12 +36,12 @@ pub fn print(html: &Path, pdf: &Path) -> Result<(), String> {
         "--disable-sync",
         "--no-pdf-header-footer",
     ]);
-    if is_root() {
+    if browser::without_sandbox() {
         cmd.arg("--no-sandbox");
     }
     cmd.arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--print-to-pdf={}", pdf.display()))
-        .arg(format!("file://{}", html.display()))
+        .arg(browser::file_url(&html))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

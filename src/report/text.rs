@@ -19,6 +19,49 @@ pub struct Style {
     pub notes_said: usize,
 }
 
+/// The verdict for someone who is not a GPU engineer (a buyer who double-clicked
+/// kiln.exe): what it means for their card, what to do, and where the report is. `code` is
+/// the run's exit code (a baseline's comparison may have changed the report's own).
+pub fn in_plain_words(report: &Report, code: i32) -> String {
+    use crate::verdict::exit_code;
+    let gpus: Vec<&str> = report.devices.iter().map(|d| d.name.as_str()).collect();
+    // The device whose result decided the exit code, and what it rests on.
+    let decided = report
+        .devices
+        .iter()
+        .find(|d| d.result.exit_code() == code)
+        .map(|d| format!("{}: {}", d.name, d.reason));
+    let because = decided.map_or(String::new(), |d| format!(" ({d})"));
+    let mut out = match code {
+        _ if report.no_gpu_tested => "NO GPU TESTED: kiln found no graphics card it could use in this computer. \
+             If one is installed, its driver may be missing or not working: install the latest driver from its maker and run kiln again.".to_owned(),
+        exit_code::HEALTHY => format!(
+            "PASS: {} tested and healthy: every result verified, nothing wrong found.",
+            crate::text::list(&gpus)
+        ),
+        exit_code::HARDWARE => format!(
+            "FAIL: the card itself has a fault{because}. Keep this report: it is the evidence a shop or the maker's \
+             support asks for when you return the card (`kiln report --rma` bundles it)."
+        ),
+        exit_code::ENVIRONMENT => format!(
+            "NOT THE CARD: the computer around it needs attention{because}. Check its cooling, its power cables and \
+             the slot it sits in, then run kiln again."
+        ),
+        exit_code::SOFTWARE => format!(
+            "NOT THE CARD: a software problem{because}. Install the latest driver from the card's maker, close other \
+             programs that use the GPU, and run kiln again."
+        ),
+        _ => format!(
+            "NOT JUDGED: not enough could be tested{because}. Run kiln again with nothing else running; if it says \
+             this again, the report says what stood in the way."
+        ),
+    };
+    out.push('\n');
+    let page = std::path::Path::new(&report.run_dir).join("report.html");
+    out.push_str(&format!("The full report: {}\n", page.display()));
+    out
+}
+
 /// Renders the human summary of a run: by default a line per device, its setup, a line
 /// per workload (however many runs it had), the findings that judge, what could not be
 /// checked and the action; with [`Style::verbose`], everything.
