@@ -127,8 +127,11 @@ pub struct InventoryGpu {
     pub kernel_driver: Option<String>,
     /// Whether MIG mode is on, per NVML; None where unknown or without MIG.
     pub mig_enabled: Option<bool>,
-    /// Which sources list it: `sysfs`, `nvml`.
+    /// Which sources list it: `sysfs` (or `windows`, Windows' device tree), `nvml`.
     pub seen_by: Vec<String>,
+    /// The problem code Windows' Device Manager shows for it (`43`), where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<u32>,
 }
 
 /// The machine's GPUs, the display controllers set aside, and what could not be read.
@@ -166,7 +169,7 @@ pub fn targets(gpus: &[InventoryGpu]) -> Vec<crate::telemetry::Target> {
 pub fn read(system: &System) -> Inventory {
     let mut inventory = Inventory::default();
     let mut names = PciNames::new(system);
-    read_sysfs(system, &mut names, &mut inventory);
+    read_pci(system, &mut names, &mut inventory);
     if system.nvml {
         merge_nvml(&mut inventory, nvml::inventory());
     }
@@ -184,37 +187,20 @@ pub fn read(system: &System) -> Inventory {
     inventory
 }
 
-fn read_hex(path: &Path) -> Option<u32> {
-    let text = fs::read_to_string(path).ok()?;
-    let text = text.trim();
-    let digits = text
-        .strip_prefix("0x")
-        .or_else(|| text.strip_prefix("0X"))
-        .unwrap_or(text);
-    u32::from_str_radix(digits, 16).ok()
-}
-
-fn read_sysfs(system: &System, names: &mut PciNames, inventory: &mut Inventory) {
-    let logical = Path::new("/sys/bus/pci/devices");
-    let entries = match fs::read_dir(system.path(logical)) {
-        Ok(entries) => entries,
-        Err(e) => {
-            inventory.notes.push(format!(
-                "The PCI device list {} could not be read ({e}), so GPUs are known only through NVML.",
-                logical.display()
-            ));
+/// The GPUs of the OS's PCI device list ([`crate::platform::pci`]): display controllers
+/// and AMD's accelerators, the BMC and emulated displays set aside.
+fn read_pci(system: &System, names: &mut PciNames, inventory: &mut Inventory) {
+    let devices = match crate::platform::pci::devices(&system.root) {
+        Ok(devices) => devices,
+        Err(why) => {
+            inventory
+                .notes
+                .push(format!("{why}, so GPUs are known only through NVML."));
             return;
         }
     };
-    for entry in entries.flatten() {
-        let dir = entry.path();
-        let address = entry.file_name().to_string_lossy().to_ascii_lowercase();
-        let (Some(class), Some(vendor_id)) =
-            (read_hex(&dir.join("class")), read_hex(&dir.join("vendor")))
-        else {
-            continue;
-        };
-        let device_id = read_hex(&dir.join("device"));
+    for device in devices {
+        let (class, vendor_id, device_id) = (device.class, device.vendor_id, device.device_id);
         let display = class >> 16 == 0x03;
         // Instinct MI300 enumerates as a processing accelerator; other vendors' accelerators
         // (Habana, ...) have no Vulkan and are not GPUs to test.
@@ -223,23 +209,26 @@ fn read_sysfs(system: &System, names: &mut PciNames, inventory: &mut Inventory) 
             continue;
         }
         if let Some((_, _, role)) = NOT_GPUS.iter().find(|(v, _, _)| *v == vendor_id) {
-            let name = names.name(vendor_id, device_id, "display");
-            inventory.ignored.push(format!("{address} {name} ({role})"));
+            let name = device
+                .name
+                .clone()
+                .unwrap_or_else(|| names.name(vendor_id, device_id, "display"));
+            inventory
+                .ignored
+                .push(format!("{} {name} ({role})", device.address));
             continue;
         }
-        let kernel_driver = fs::read_link(dir.join("driver"))
-            .ok()
-            .and_then(|target| target.file_name().map(|n| n.to_string_lossy().into_owned()));
         inventory.gpus.push(InventoryGpu {
-            pci_address: Some(address),
+            pci_address: Some(device.address),
             vendor_id,
             device_id,
-            name: String::new(),
+            name: device.name.unwrap_or_default(),
             uuid: None,
             nvml_index: None,
-            kernel_driver,
+            kernel_driver: device.driver,
             mig_enabled: None,
-            seen_by: vec!["sysfs".into()],
+            seen_by: vec![crate::platform::pci::SOURCE.into()],
+            problem: device.problem,
         });
     }
 }
@@ -322,6 +311,7 @@ fn nvml_only(g: NvmlGpu) -> InventoryGpu {
         kernel_driver: None,
         mig_enabled: g.mig_enabled,
         seen_by: vec!["nvml".into()],
+        problem: None,
     }
 }
 
@@ -563,7 +553,10 @@ fn search_paths(system: &System) -> Vec<PathBuf> {
 /// Finds the ICD manifests the Vulkan loader would find, and says whether each one's library
 /// loads. Also returns the directories or files searched.
 pub fn icds(system: &System) -> (Vec<Icd>, Vec<PathBuf>) {
-    let searched = search_paths(system);
+    // Where the OS registers its drivers (Windows' registry), those manifests are the
+    // places; elsewhere the loader's search paths.
+    let searched =
+        crate::platform::vulkan::registered_manifests().unwrap_or_else(|| search_paths(system));
     let mut found: Vec<Icd> = Vec::new();
     for place in &searched {
         let host = system.path(place);
@@ -613,7 +606,7 @@ fn read_icd(system: &System, json_path: &Path) -> Option<Icd> {
 
 fn library_check(system: &System, json_path: &Path, library_path: &str) -> Result<(), String> {
     let library = Path::new(library_path);
-    if library.is_absolute() || library_path.contains('/') {
+    if library.is_absolute() || library.components().count() > 1 {
         // The loader reads a relative path with a slash as relative to the manifest.
         let logical = if library.is_absolute() {
             library.to_path_buf()
@@ -689,6 +682,9 @@ fn gpu_label(gpu: &InventoryGpu) -> String {
 
 /// The Vulkan driver to install for a vendor, with where it comes from.
 fn vulkan_driver_for(vendor: IcdVendor) -> &'static str {
+    if let Some(words) = crate::platform::vulkan::MAKERS_DRIVER {
+        return words;
+    }
     match vendor {
         // Never Mesa for NVIDIA: that installs lavapipe, and kiln would test the CPU instead.
         IcdVendor::Nvidia => {
@@ -725,6 +721,12 @@ pub fn diagnose(
     let vendor_name = vendor_word(gpu.vendor_id);
     let who = gpu_label(gpu);
 
+    // A device the OS itself stopped or cannot drive: nothing above it can use it.
+    if let Some(code) = gpu.problem {
+        let (word, what) = crate::platform::pci::problem_words(code);
+        return Cause::new(word, format!("Vulkan cannot use {who} because {what}."));
+    }
+
     if let VulkanState::LoaderMissing(_) = vulkan {
         return Cause::new(
             "vulkan_loader_missing",
@@ -737,7 +739,8 @@ pub fn diagnose(
         );
     }
 
-    // A GPU only NVML lists has no sysfs entry, so its missing driver link says nothing.
+    // A GPU only NVML lists has no sysfs entry, so its missing driver link says nothing;
+    // Windows says what is wrong with a driver through its problem code, above.
     if gpu.seen_by.iter().any(|s| s == "sysfs")
         && let Some(cause) = kernel_driver_cause(gpu, vendor, &who)
     {
@@ -1179,7 +1182,7 @@ mod tests {
         f.pci("0000:06:00.0", 0x030200, 0x10de, 0x2335, Some("nvidia"));
         let system = f.system();
         let mut inventory = Inventory::default();
-        read_sysfs(&system, &mut PciNames::new(&system), &mut inventory);
+        read_pci(&system, &mut PciNames::new(&system), &mut inventory);
         let listed = NvmlGpu {
             index: 0,
             uuid: Some("GPU-12345678-aaaa-bbbb-cccc-1234567890ab".into()),
@@ -1221,7 +1224,7 @@ mod tests {
         assert!(inventory.notes[0].contains("NVML index 1"));
 
         let mut inventory = Inventory::default();
-        read_sysfs(&system, &mut PciNames::new(&system), &mut inventory);
+        read_pci(&system, &mut PciNames::new(&system), &mut inventory);
         merge_nvml(
             &mut inventory,
             Err(nvml::explain(
@@ -1240,7 +1243,7 @@ mod tests {
         f.pci("0000:07:00.0", 0x030000, 0x1002, 0x744c, Some("amdgpu"));
         let system = f.system();
         let mut inventory = Inventory::default();
-        read_sysfs(&system, &mut PciNames::new(&system), &mut inventory);
+        read_pci(&system, &mut PciNames::new(&system), &mut inventory);
         let missing = Gap {
             device: None,
             message: format!("NVML is not available: no {NVML_SIGNALS}"),
@@ -1609,6 +1612,40 @@ mod tests {
         assert!(cause.message.contains("vendor 0x1ed5"));
     }
 
+    #[test]
+    fn a_gpu_windows_stopped_is_named_with_its_code_before_anything_vulkan_says() {
+        let root = tempfile::tempdir().unwrap();
+        let system = System {
+            root: root.path().to_path_buf(),
+            env: BTreeMap::new(),
+            nvml: false,
+        };
+        let mut gpu = inventory_gpu(Some("0000:01:00.0"), 0x10de, 0x2684, None);
+        gpu.seen_by = vec!["windows".into()];
+        gpu.problem = Some(43);
+        let cause = diagnose(&system, &gpu, &[], &[], &VulkanState::Started);
+        assert_eq!(cause.cause, "device_stopped_code_43");
+        assert!(
+            cause.message.starts_with(
+                "Vulkan cannot use NVIDIA GPU 0000:01:00.0 because Windows stopped it"
+            ) && cause.message.contains("Code 43"),
+            "{}",
+            cause.message
+        );
+        // Code 12: the firmware's setting, said as such.
+        gpu.problem = Some(12);
+        let cause = diagnose(&system, &gpu, &[], &[], &VulkanState::Started);
+        assert!(
+            cause.message.contains("Above 4G Decoding"),
+            "{}",
+            cause.message
+        );
+        // Without a problem, the diagnosis goes on to Vulkan's drivers.
+        gpu.problem = None;
+        let cause = diagnose(&system, &gpu, &[], &[], &VulkanState::Started);
+        assert_eq!(cause.cause, "icd_missing");
+    }
+
     fn inventory_gpu(
         address: Option<&str>,
         vendor_id: u32,
@@ -1625,6 +1662,7 @@ mod tests {
             kernel_driver: None,
             mig_enabled: None,
             seen_by: vec!["sysfs".into()],
+            problem: None,
         }
     }
 

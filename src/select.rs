@@ -51,11 +51,23 @@ fn cpu_notes(chosen: &[DeviceInfo]) -> Vec<String> {
         .filter(|d| !d.kind.is_gpu())
         .map(|d| {
             format!(
-                "device {} ({}) is a CPU Vulkan device, tested as asked; {CPU_ONLY_NOTE}",
-                d.index, d.name
+                "device {} ({}) is {}, tested as asked; {CPU_ONLY_NOTE}",
+                d.index,
+                d.name,
+                not_a_gpu(d.kind)
             )
         })
         .collect()
+}
+
+/// What a device that is no GPU is, in the words of a note.
+fn not_a_gpu(kind: crate::gpu::DeviceKind) -> &'static str {
+    match kind {
+        crate::gpu::DeviceKind::Translation => {
+            "Vulkan translated onto Direct3D 12 (Dozen), not the card's own driver (install the card maker's driver for its own Vulkan)"
+        }
+        _ => "a CPU Vulkan device",
+    }
 }
 
 /// Picks the devices to test for the commands that prove the tool on whatever is there

@@ -15,6 +15,9 @@ pub enum DeviceKind {
     VirtualGpu,
     /// A software device on the CPU (lavapipe, SwiftShader).
     Cpu,
+    /// Vulkan translated onto another API by a layer (Mesa's Dozen on Direct3D 12, as
+    /// Windows offers it): a card's own driver is not what runs, so it is no GPU's test.
+    Translation,
     /// Anything else.
     Other,
 }
@@ -27,7 +30,31 @@ impl DeviceKind {
             DeviceKind::IntegratedGpu => "integrated GPU",
             DeviceKind::VirtualGpu => "virtual GPU",
             DeviceKind::Cpu => "CPU device",
+            DeviceKind::Translation => "Vulkan translated onto Direct3D 12 (Dozen)",
             DeviceKind::Other => "other device",
+        }
+    }
+
+    /// The kind of a device Vulkan reports as `device_type`, whose driver is `driver_id`
+    /// and whose name is `name`: Dozen reports the Direct3D 12 adapter's own type, so it
+    /// is told by its driver (or, without the driver's id, by the name it gives).
+    pub fn classify(
+        device_type: ash::vk::PhysicalDeviceType,
+        driver_id: Option<ash::vk::DriverId>,
+        name: &str,
+    ) -> DeviceKind {
+        use ash::vk::PhysicalDeviceType as T;
+        if driver_id == Some(ash::vk::DriverId::MESA_DOZEN)
+            || name.starts_with("Microsoft Direct3D12")
+        {
+            return DeviceKind::Translation;
+        }
+        match device_type {
+            T::DISCRETE_GPU => DeviceKind::DiscreteGpu,
+            T::INTEGRATED_GPU => DeviceKind::IntegratedGpu,
+            T::VIRTUAL_GPU => DeviceKind::VirtualGpu,
+            T::CPU => DeviceKind::Cpu,
+            _ => DeviceKind::Other,
         }
     }
 

@@ -299,13 +299,11 @@ impl Vulkan {
 
         let limits = props.limits;
         let name = c_chars_to_string(&props.device_name);
-        let kind = match props.device_type {
-            vk::PhysicalDeviceType::DISCRETE_GPU => DeviceKind::DiscreteGpu,
-            vk::PhysicalDeviceType::INTEGRATED_GPU => DeviceKind::IntegratedGpu,
-            vk::PhysicalDeviceType::VIRTUAL_GPU => DeviceKind::VirtualGpu,
-            vk::PhysicalDeviceType::CPU => DeviceKind::Cpu,
-            _ => DeviceKind::Other,
-        };
+        let kind = DeviceKind::classify(
+            props.device_type,
+            has_driver_props.then_some(driver.driver_id),
+            &name,
+        );
         let (driver_name, driver_info) = if has_driver_props {
             (
                 c_chars_to_string(&driver.driver_name),

@@ -257,6 +257,7 @@ mod tests {
             kernel_driver: Some(driver.into()),
             mig_enabled: None,
             seen_by: seen_by.iter().map(|s| (*s).to_owned()).collect(),
+            problem: None,
         }
     }
 

@@ -41,7 +41,41 @@ pub struct HostInfo {
     /// The Vulkan loader's version (the instance version it supports).
     #[serde(default)]
     pub vulkan_loader: Option<String>,
+    /// Windows' display-driver watchdog (TDR): how long GPU work may run before Windows
+    /// resets the driver. None where the OS has none (Linux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_watchdog: Option<DisplayWatchdog>,
 }
+
+/// Windows' timeout detection and recovery of the display driver, as the registry sets it
+/// (`GraphicsDrivers`: `TdrDelay`, `TdrLevel`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DisplayWatchdog {
+    /// Seconds GPU work may hold the GPU before Windows resets the driver (2 by default).
+    pub delay_s: f64,
+    /// False when detection is off (`TdrLevel` 0): a hung GPU then hangs the desktop.
+    pub enabled: bool,
+}
+
+impl DisplayWatchdog {
+    /// In words: `2 s`, `60 s (raised from the default 2 s)`, `off`.
+    pub fn words(&self) -> String {
+        if !self.enabled {
+            return "off (TdrLevel 0): a hung GPU is never reset".into();
+        }
+        if (self.delay_s - DEFAULT_TDR_DELAY_S).abs() < f64::EPSILON {
+            format!("{} s (Windows' default)", self.delay_s)
+        } else {
+            format!(
+                "{} s (TdrDelay; Windows' default is {DEFAULT_TDR_DELAY_S} s)",
+                self.delay_s
+            )
+        }
+    }
+}
+
+/// Windows' display-driver timeout when the registry does not set one.
+pub const DEFAULT_TDR_DELAY_S: f64 = 2.0;
 
 /// This machine's facts (the Vulkan loader's version is the GPU layer's to add).
 pub fn read() -> HostInfo {
@@ -56,10 +90,11 @@ pub fn computer_name() -> Option<String> {
 }
 
 /// The registry keys the Windows facts come from.
-pub const REGISTRY_KEYS: [&str; 3] = [
+pub const REGISTRY_KEYS: [&str; 4] = [
     r"SOFTWARE\Microsoft\Windows NT\CurrentVersion",
     r"HARDWARE\DESCRIPTION\System\CentralProcessor\0",
     r"HARDWARE\DESCRIPTION\System\BIOS",
+    r"SYSTEM\CurrentControlSet\Control\GraphicsDrivers",
 ];
 
 impl HostInfo {
@@ -115,6 +150,7 @@ impl HostInfo {
             board: dmi(&["board_vendor", "board_name", "board_version"]),
             bios: dmi(&["bios_vendor", "bios_version", "bios_date"]),
             vulkan_loader: None,
+            display_watchdog: None,
         }
     }
 
@@ -126,7 +162,7 @@ impl HostInfo {
         cpu_threads: Option<u32>,
         memory_bytes: Option<u64>,
     ) -> HostInfo {
-        let [version, cpu, bios] = REGISTRY_KEYS;
+        let [version, cpu, bios, graphics] = REGISTRY_KEYS;
         let text = |key: &str, name: &str| {
             registry
                 .text(key, name)
@@ -169,6 +205,15 @@ impl HostInfo {
             Some(b) => format!("{k}.{b}"),
             None => k,
         });
+        // Only a Windows registry has the OS's version; what it leaves unset of the
+        // watchdog is the default.
+        let watchdog = os.is_some().then(|| DisplayWatchdog {
+            delay_s: registry
+                .number(graphics, "TdrDelay")
+                .filter(|&d| d > 0)
+                .map_or(DEFAULT_TDR_DELAY_S, |d| d as f64),
+            enabled: registry.number(graphics, "TdrLevel") != Some(0),
+        });
         HostInfo {
             os,
             kernel,
@@ -186,6 +231,7 @@ impl HostInfo {
             ),
             bios: joined(bios, &["BIOSVendor", "BIOSVersion", "BIOSReleaseDate"]),
             vulkan_loader: None,
+            display_watchdog: watchdog,
         }
     }
 }
@@ -245,6 +291,7 @@ mod os {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::registry::Value;
 
     #[test]
     fn a_machine_is_read_from_its_files_and_placeholders_are_left_out() {
@@ -336,6 +383,24 @@ mod tests {
             host.bios.as_deref(),
             Some("American Megatrends International, LLC. 2.10 08/22/2024")
         );
+        // A registry that sets no TdrDelay has Windows' default watchdog.
+        let watchdog = host.display_watchdog.unwrap();
+        assert_eq!((watchdog.delay_s, watchdog.enabled), (2.0, true));
+        assert_eq!(watchdog.words(), "2 s (Windows' default)");
+        // One a machine-learning guide told to raise it, and one with detection off.
+        let mut raised = registry("windows11_gaming_desktop");
+        let key = r"SYSTEM\CurrentControlSet\Control\GraphicsDrivers";
+        raised.set(key, "TdrDelay", Value::Number(60));
+        let watchdog = HostInfo::from_registry(&raised, None, None)
+            .display_watchdog
+            .unwrap();
+        assert_eq!(watchdog.words(), "60 s (TdrDelay; Windows' default is 2 s)");
+        raised.set(key, "TdrLevel", Value::Number(0));
+        let watchdog = HostInfo::from_registry(&raised, None, None)
+            .display_watchdog
+            .unwrap();
+        assert!(!watchdog.enabled);
+        assert!(watchdog.words().starts_with("off"));
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod files;
 pub mod host;
 pub mod kernel_log;
 pub mod nvml;
+pub mod pci;
 pub mod process;
 pub mod registry;
 pub mod vulkan;

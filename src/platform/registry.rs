@@ -47,6 +47,13 @@ impl Registry {
         registry
     }
 
+    /// Adds every key and value of `other`.
+    pub fn merge(&mut self, other: Registry) {
+        for (key, values) in other.keys {
+            self.keys.entry(key).or_default().extend(values);
+        }
+    }
+
     /// Sets a value (the reader's, and a test's).
     pub fn set(&mut self, key: &str, name: &str, value: Value) {
         self.keys

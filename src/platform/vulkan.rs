@@ -14,8 +14,49 @@ pub const INSTALL_DRIVER: &str = os::INSTALL_DRIVER;
 /// What to do when the drivers find no device.
 pub const FIND_DEVICE: &str = os::FIND_DEVICE;
 
+/// The driver to install for a GPU, where the OS has one answer for every vendor (the
+/// card maker's driver registers its Vulkan driver on Windows); None where it depends on
+/// the vendor's packages.
+pub const MAKERS_DRIVER: Option<&str> = os::MAKERS_DRIVER;
+
+/// The Vulkan driver manifests the OS has registered, where it registers them (Windows'
+/// registry: `Khronos\Vulkan\Drivers` and each display adapter's `VulkanDriverName`);
+/// None where the loader searches directories instead.
+pub fn registered_manifests() -> Option<Vec<std::path::PathBuf>> {
+    os::registered_manifests()
+}
+
+/// The manifests a registry registers: `Khronos\Vulkan\Drivers` values that are on (0), and
+/// every display adapter's `VulkanDriverName`.
+pub fn manifests_of(registry: &super::registry::Registry) -> Vec<std::path::PathBuf> {
+    use super::registry::Value;
+    let mut out: Vec<std::path::PathBuf> = registry
+        .values(DRIVERS_KEY)
+        .into_iter()
+        .filter(|(_, v)| **v == Value::Number(0))
+        .map(|(name, _)| std::path::PathBuf::from(name))
+        .collect();
+    for adapter in registry.subkeys(super::pci::REGISTRY_KEYS[1].0) {
+        let key = format!(r"{}\{adapter}", super::pci::REGISTRY_KEYS[1].0);
+        if let Some(names) = registry.text(&key, "VulkanDriverName") {
+            out.extend(names.split(';').filter(|n| !n.is_empty()).map(Into::into));
+        }
+    }
+    out.dedup();
+    out
+}
+
+/// Where Windows registers Vulkan drivers system-wide.
+const DRIVERS_KEY: &str = r"SOFTWARE\Khronos\Vulkan\Drivers";
+
 #[cfg(not(windows))]
 mod os {
+    pub const MAKERS_DRIVER: Option<&str> = None;
+
+    pub fn registered_manifests() -> Option<Vec<std::path::PathBuf>> {
+        None
+    }
+
     pub const LOADER: &str = "libvulkan.so.1";
     pub const INSTALL_LOADER: &str = "install it with `apt-get install libvulkan1`";
     pub const INSTALL_DRIVER: &str = "install the GPU's Vulkan driver, or `apt-get install mesa-vulkan-drivers` for the CPU Vulkan device";
@@ -24,9 +65,50 @@ mod os {
 
 #[cfg(windows)]
 mod os {
+    use super::super::registry::Registry;
+
+    pub const MAKERS_DRIVER: Option<&str> = Some(
+        "the latest driver from the card's maker (nvidia.com, amd.com or intel.com), which registers its Vulkan driver",
+    );
+
+    pub fn registered_manifests() -> Option<Vec<std::path::PathBuf>> {
+        let mut registry = Registry::read(&[super::DRIVERS_KEY], 0);
+        registry.merge(Registry::read(&[super::super::pci::REGISTRY_KEYS[1].0], 1));
+        Some(super::manifests_of(&registry))
+    }
+
     pub const LOADER: &str = "vulkan-1.dll";
     pub const INSTALL_LOADER: &str =
         "install or update the GPU's driver from its maker, which brings it";
     pub const INSTALL_DRIVER: &str = "install or update the GPU's driver from its maker (NVIDIA, AMD or Intel): Windows' own display driver has no Vulkan";
     pub const FIND_DEVICE: &str = "check in Device Manager that the GPU is listed under Display adapters with no warning sign, then reinstall its driver";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn the_registered_drivers_are_those_on_and_every_adapters_own() {
+        let path = format!(
+            "{}/tests/fixtures/registry/rtx4090_code43_beside_igpu.reg",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let registry =
+            super::super::registry::Registry::from_export(&std::fs::read_to_string(path).unwrap());
+        assert_eq!(
+            manifests_of(&registry),
+            [
+                PathBuf::from(r"C:\Program Files\Mesa\lvp_icd.x86_64.json"),
+                PathBuf::from(
+                    r"C:\Windows\System32\DriverStore\FileRepository\iigd_dch.inf_amd64_7a2b\igvk64.json"
+                ),
+                PathBuf::from(
+                    r"C:\Windows\System32\DriverStore\FileRepository\nv_dispi.inf_amd64_8d3b7d1a0a0d3f8e\nv-vk64.json"
+                ),
+            ],
+            "a driver switched off (1) is not one the loader uses"
+        );
+    }
 }

@@ -691,6 +691,9 @@ fn host_section(out: &mut String, report: &Report, manifest: Option<&Manifest>) 
     row("Motherboard", &or_unknown(&host.board));
     row("BIOS", &or_unknown(&host.bios));
     row("Vulkan loader", &or_unknown(&host.vulkan_loader));
+    if let Some(w) = &host.display_watchdog {
+        row("Display driver timeout (TDR)", &w.words());
+    }
     for d in &report.devices {
         let version = &d.setup.vulkan_driver_version;
         let driver = if d.driver.contains(version.as_str()) {

@@ -385,8 +385,12 @@ impl DeviceReport {
             return;
         }
         self.stand_in = true;
+        let what = match self.kind {
+            crate::gpu::DeviceKind::Translation => "Vulkan translated onto Direct3D 12 (Dozen)",
+            _ => "the CPU Vulkan device",
+        };
         self.reason = format!(
-            "no GPU was tested: {} is the CPU Vulkan device, run in a GPU's place to prove the tool (its own result: {}, {})",
+            "no GPU was tested: {} is {what}, run in a GPU's place to prove the tool (its own result: {}, {})",
             self.name,
             self.result.word(),
             self.reason
