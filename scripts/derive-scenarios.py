@@ -562,6 +562,25 @@ def field_cases():
           3, "software", ["DEVICE_LOST_TIMEOUT"], run_from="device_lost_no_telemetry",
           telemetry=run_telemetry(resets=[(15.5, False, ["System log: Display event 4101"])]),
           reason="Windows reset the display driver after a timeout")
+    # WDDM placing "device-local" memory in system RAM under pressure: an RTX 4090 on
+    # Windows with a game still holding 6 GiB.
+    def rtx4090(placed):
+        events = h200_events(900.0, 850.0)
+        for e in events:
+            if e["kind"] == "device_start":
+                e["info"].update({"name": "NVIDIA GeForce RTX 4090", "device_id": 0x2684})
+        sizing = workload_end(events, "vram")["summary"]["sizing"]
+        if placed:
+            sizing["placed_in_system_bytes"] = placed
+        set_compute_rates(events, {"fp32": 60000.0, "int32": 30000.0})
+        return events
+    field("windows_vram_placed_in_system_memory",
+          "Windows placed 6 GiB of the memory kiln allocated as an RTX 4090's in system RAM while a game held the card's: part of the VRAM test was of system memory, the environment's doing, not a pass of 24 GiB of VRAM",
+          2, "environment", ["VRAM_IN_SYSTEM_MEMORY"], run_from="h200_healthy",
+          events=rtx4090(6 << 30))
+    field("windows_vram_all_in_the_card",
+          "near miss: the same RTX 4090 with everything kiln allocated in the card's memory: nothing to say",
+          0, "pass", [], run_from="h200_healthy", events=rtx4090(None))
     field("push_buffer_corruption",
           "Xid 32 (invalid or corrupted push buffer) during PCIe transfers with no replays or AER errors: the driver first",
           3, "software", ["XID_DRIVER"], run_from="h200_healthy",

@@ -24,6 +24,7 @@ fn info() -> DeviceInfo {
         api_version: "1.3.277".into(),
         device_uuid: "6c4f3a5e-1b2c-4d5e-8f90-123456789abc".into(),
         pci_address: Some("0000:05:00.0".into()),
+        luid: None,
         heaps: vec![],
         memory_types: vec![],
         memory_budget_supported: true,

@@ -420,6 +420,9 @@ catalogue! {
     /// The device was lost with no hardware evidence.
     DeviceLostTimeout = "DEVICE_LOST_TIMEOUT" => row(Software,
         "the device was lost mid-test with no hardware evidence: a watchdog or driver timeout");
+    /// Memory allocated as the card's that the OS placed in system RAM.
+    VramInSystemMemory = "VRAM_IN_SYSTEM_MEMORY" => row(Environment,
+        "the OS placed memory allocated as the card's in system RAM: part of the VRAM test was of system memory");
     /// Windows reset the display driver after a timeout with no test failing.
     DriverTimeoutReset = "DRIVER_TIMEOUT_RESET" => row(Software,
         "Windows reset the display driver after a timeout (TDR) during the test");

@@ -201,6 +201,10 @@ pub struct DeviceInfo {
     pub device_uuid: String,
     /// PCI address `domain:bus:device.function`, when `VK_EXT_pci_bus_info` is present.
     pub pci_address: Option<String>,
+    /// `deviceLUID`, where the driver gives one (Windows): how the OS's own figures of the
+    /// adapter (DXGI's memory budget) are matched to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub luid: Option<[u8; 8]>,
     /// Memory heaps.
     pub heaps: Vec<HeapInfo>,
     /// Memory types.
@@ -332,6 +336,7 @@ impl DeviceInfo {
             api_version: "1.3.0".into(),
             device_uuid: uuid.into(),
             pci_address: pci_address.map(str::to_owned),
+            luid: None,
             heaps: Vec::new(),
             memory_types: Vec::new(),
             memory_budget_supported: false,

@@ -325,6 +325,7 @@ impl Vulkan {
             driver_version_raw: props.driver_version,
             api_version: version_text(props.api_version),
             device_uuid: format_uuid(&id_props.device_uuid),
+            luid: (id_props.device_luid_valid == vk::TRUE).then_some(id_props.device_luid),
             pci_address: has_pci.then(|| {
                 format!(
                     "{:04x}:{:02x}:{:02x}.{:x}",

@@ -10,4 +10,5 @@ pub mod nvml;
 pub mod pci;
 pub mod process;
 pub mod registry;
+pub mod video_memory;
 pub mod vulkan;

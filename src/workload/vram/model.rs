@@ -24,6 +24,11 @@ pub struct Sizing {
     pub max_buffer_bytes: u64,
     /// Why allocation stopped short of `sized_bytes`, if it did.
     pub allocation_stopped_by: Option<String>,
+    /// Bytes of what was allocated as device-local that the OS placed in system memory
+    /// (Windows' WDDM under pressure), as its video-memory counters showed after
+    /// allocating; None when all of it is in the card, or the OS keeps no such counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed_in_system_bytes: Option<u64>,
 }
 
 /// Bytes tested, and as shares of what was sized, the heap, and the free memory.

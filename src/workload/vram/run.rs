@@ -18,6 +18,15 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
             "heap size (the driver reports no memory budget)",
         ),
     };
+    // Where the OS keeps a budget of its own (Windows' DXGI), the test fits within it too:
+    // beyond it, WDDM would place "device-local" memory in system RAM.
+    if let Some(os) = info.luid.and_then(crate::platform::video_memory::query) {
+        let os_free = os.local_budget_bytes.saturating_sub(os.local_usage_bytes);
+        if os_free < free {
+            free = os_free;
+            free_source = "the OS's video-memory budget (DXGI), below the driver's";
+        }
+    }
     // An integrated GPU's "device-local" heap is the system's own memory: the test takes
     // at most a stated share of it, and says so, rather than starve the host.
     if info.kind == crate::gpu::DeviceKind::IntegratedGpu {
@@ -94,6 +103,7 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
         buffer_count: 0,
         max_buffer_bytes: max_buffer / MIB * MIB,
         allocation_stopped_by: None,
+        placed_in_system_bytes: None,
     })
 }
 
@@ -130,6 +140,8 @@ impl VramTest {
         }
         let layout = engine_cfg.layout;
         let stop = || control.stopped();
+        let luid = ctx.info().luid;
+        let os_before = luid.and_then(crate::platform::video_memory::query);
         let (mut engine, stopped_by) = Engine::allocate(
             ctx,
             engine_cfg,
@@ -140,6 +152,17 @@ impl VramTest {
         sizing.allocated_bytes = engine.tested_bytes();
         sizing.buffer_count = engine.buffer_count();
         sizing.allocation_stopped_by = stopped_by.map(|e| e.to_string());
+        // What the OS did with it: in the card, or (part) in system memory.
+        if let (Some(before), Some(after)) = (
+            os_before,
+            luid.and_then(crate::platform::video_memory::query),
+        ) {
+            sizing.placed_in_system_bytes = crate::platform::video_memory::placed_in_system(
+                before,
+                after,
+                sizing.allocated_bytes,
+            );
+        }
         engine.plant(&cfg.planted);
         engine.plant_all(cfg.planted_all);
         events.emit(

@@ -15,6 +15,20 @@ pub(super) fn places(offsets: &[u64]) -> String {
 /// What the VRAM test's errors and their retests prove: stuck bits, a faulty address
 /// path, marginal cells, transfer errors, or flips that did not come back.
 pub(super) fn found(v: &VramReport, out: &mut Vec<Finding>) {
+    if let Some(bytes) = v.sizing.placed_in_system_bytes {
+        out.push(finding(
+            FindingCode::VramInSystemMemory,
+            Severity::Major,
+            Confidence::High,
+            format!(
+                "Windows placed {} of the {} allocated as the card's memory in system RAM (WDDM under memory pressure): that much of the test was of system RAM, not VRAM",
+                format_bytes(bytes),
+                format_bytes(v.sizing.allocated_bytes)
+            ),
+            json!({"placed_in_system_bytes": bytes, "allocated_bytes": v.sizing.allocated_bytes}),
+            "close other programs that use the GPU (games, browsers, video) and rerun, or test less with --vram-percent",
+        ));
+    }
     if v.errors_total == 0 {
         return;
     }
