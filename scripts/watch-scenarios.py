@@ -129,6 +129,12 @@ class Run:
             readings["other_processes_now"] = processes
         self.telemetry.append({"t_ms": float(t), "device": 0, "source": "nvml", "kind": "sample", "readings": readings})
 
+    def driver_reset(self, t, evidence):
+        """Windows reset the display driver after a timeout (the System log's event 4101)."""
+        self.telemetry.append({"t_ms": float(t), "device": 0, "source": "kmsg", "kind": "driver_reset", "reset": {
+            "driver": "nvlddmkm", "logged_unix_us": int(t * 1000) + 1_796_000_000_000_000,
+            "before_run": False, "evidence": [evidence]}})
+
     def xid(self, t, code, message, pid=None, process=None):
         self.telemetry.append({"t_ms": float(t), "device": 0, "source": "kmsg", "kind": "xid", "xid": {
             "bus_id": BUS, "code": code, "pid": pid, "process": process, "message": message,
@@ -409,6 +415,17 @@ def vulkan_scenarios():
              ["XID_TIMEOUT", "APP_DRIVER_TIMEOUT"], 3, "software", 40, timed_out,
              xids=[(109, "Ch 00000010, errorString CTX SWITCH TIMEOUT, Info 0x3c046", 6161)],
              reason="lost its device")
+
+    # The same on Windows: no Xid, the System log's display-driver timeout (TDR) instead.
+    def reset_by_windows(run, t):
+        run.driver_reset(t + 58.0, "System log: Display event 4101")
+        run.said(t + 60.0, "device_lost", "vkQueueSubmit failed: VK_ERROR_DEVICE_LOST")
+        run.end(t + 400.0, 1)
+        return {}
+    renderer("watch_device_lost_windows_tdr",
+             "a game's queue submission returns VK_ERROR_DEVICE_LOST on Windows with its memory flat at 8-11 GiB and Windows resetting the display driver after a timeout (Display event 4101): a driver timeout, said by the OS, not the card",
+             ["DRIVER_TIMEOUT_RESET", "APP_DRIVER_TIMEOUT"], 3, "software", 40, reset_by_windows,
+             reason="Windows reset the display driver")
 
     # A device lost with Xid 13 of the renderer's own: its shader's fault.
     def faulted(run, t):

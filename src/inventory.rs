@@ -160,6 +160,7 @@ pub fn targets(gpus: &[InventoryGpu]) -> Vec<crate::telemetry::Target> {
                 .map(|u| u.trim_start_matches("GPU-").to_ascii_lowercase()),
             pci_address: g.pci_address.clone(),
             nvml_index: g.nvml_index,
+            luid: None,
         })
         .collect()
 }

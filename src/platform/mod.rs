@@ -4,6 +4,7 @@
 pub mod browser;
 pub mod console;
 pub mod files;
+pub mod gpu_counters;
 pub mod host;
 pub mod kernel_log;
 pub mod nvml;

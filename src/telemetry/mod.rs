@@ -7,6 +7,7 @@
 
 pub mod eventlog;
 pub mod fdinfo;
+pub mod gpu_counters;
 pub mod gpu_metrics;
 pub mod kmsg;
 pub mod nvml;
@@ -170,6 +171,9 @@ pub struct Target {
     /// NVML's index, where the inventory took the GPU from NVML's list: a GPU lost before
     /// kiln started answers nothing else, and is still this GPU.
     pub nvml_index: Option<u32>,
+    /// Vulkan's `deviceLUID`, where the driver gives one (Windows): how the OS's GPU
+    /// counters name the adapter.
+    pub luid: Option<[u8; 8]>,
 }
 
 impl From<&crate::gpu::DeviceInfo> for Target {
@@ -180,6 +184,7 @@ impl From<&crate::gpu::DeviceInfo> for Target {
             uuid: Some(d.device_uuid.clone()),
             pci_address: d.pci_address.clone(),
             nvml_index: None,
+            luid: d.luid,
         }
     }
 }
@@ -206,6 +211,7 @@ pub fn live_sources_for(devices: &[Target]) -> (Vec<Box<dyn Source>>, Vec<String
             &sysfs::system_root(),
             devices,
         )),
+        Box::new(gpu_counters::GpuCountersSource::for_targets(devices)),
     ];
     // What a source as a whole cannot read is a note; a device's gaps are its records'.
     let mut notes: Vec<String> = sources

@@ -586,7 +586,24 @@ fn driver_timeout(
     if stalled {
         summary.push_str(", the engine busy without a break before it");
     }
-    if xids.is_empty() {
+    // Windows' own word: it reset the display driver after a timeout (TDR) around then.
+    let resets: Vec<&crate::telemetry::record::DriverReset> = d
+        .telemetry
+        .iter()
+        .flat_map(|p| &p.driver_resets)
+        .filter(|r| r.t_ms.is_none_or(|at| (at - t_ms).abs() <= 60_000.0))
+        .collect();
+    if !resets.is_empty() {
+        summary.push_str(&format!(
+            ", and Windows reset the display driver after a timeout (TDR: {}): a dispatch longer than the watchdog allows",
+            resets
+                .iter()
+                .flat_map(|r| r.evidence.iter().map(String::as_str))
+                .take(2)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    } else if xids.is_empty() {
         summary.push_str(", and no hardware evidence: a driver timeout (a dispatch longer than the watchdog allows) or a fault of the application's own work");
     } else {
         let said: Vec<String> = xids
@@ -618,13 +635,14 @@ fn driver_timeout(
     finding(
         FindingCode::AppDriverTimeout,
         Severity::Major,
-        if xids.is_empty() {
+        if xids.is_empty() && resets.is_empty() {
             Confidence::Medium
         } else {
             Confidence::High
         },
         summary,
         json!({
+            "driver_resets": resets,
             "lost_at_ms": t_ms,
             "failure": failure_said(lost),
             "memory_flat": flat,
