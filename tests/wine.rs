@@ -307,3 +307,103 @@ fn double_clicked_kiln_exe_checks_says_it_plainly_and_waits_for_enter() {
     );
     assert!(run.join("report.html").is_file());
 }
+
+/// Starts a long run of kiln.exe under Wine into `run`, and waits until its VRAM test runs.
+fn long_run(run: &Path) -> std::process::Child {
+    let child = Command::new("wine")
+        .arg(exe())
+        .args([
+            "run",
+            "--device",
+            "cpu",
+            "--workloads",
+            "vram",
+            "--vram-bytes",
+            "64MiB",
+            "--algorithms",
+            "own-address",
+            "--duration",
+            "120s",
+            "--out",
+            &windows_path(run),
+        ])
+        .env("WINEDEBUG", "-all")
+        // Marks this run's processes, its workers too, among the other tests' runs.
+        .env("KILN_WINE_TEST_RUN", run)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(run.join("events.jsonl"))
+        .is_ok_and(|e| e.contains("\"kind\":\"workload_start\""))
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the run never started its test"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    child
+}
+
+/// The (Linux) pids of the device workers of the run into `run` still running: Wine runs
+/// each Windows process as a Linux one, with the environment it was given.
+fn workers(run: &Path) -> Vec<u32> {
+    let mark = format!("KILN_WINE_TEST_RUN={}", run.display());
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let read = |f: &str| std::fs::read(entry.path().join(f)).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&read("cmdline")).replace('\0', " ");
+        let environ = read("environ");
+        let marked = environ.split(|&b| b == 0).any(|v| v == mark.as_bytes());
+        if marked && cmdline.contains("__kiln-device-worker") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "run by scripts/windows-test.sh under Wine"]
+fn ctrl_c_interrupts_with_the_evidence_kept_and_no_worker_outlives_kiln() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("interrupted");
+    let child = long_run(&run);
+    // Wine turns SIGINT into the console's Ctrl+C, as a person pressing it would.
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stdout(&out));
+    assert!(stdout(&out).contains("RUN_INTERRUPTED"), "{}", stdout(&out));
+    let report = read_json(&run.join("report.json"));
+    assert!(report["interrupted"].as_bool().unwrap_or(false));
+    // kiln killed outright: its worker ends with it (a Job object on Windows).
+    let killed = dir.path().join("killed");
+    let mut child = long_run(&killed);
+    assert!(!workers(&killed).is_empty(), "a worker runs the test");
+    let status = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let _ = child.wait();
+    let started = std::time::Instant::now();
+    while !workers(&killed).is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "a worker outlived kiln: {:?}",
+            workers(&killed)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // What was recorded before the kill stands, and `kiln verdict` judges it.
+    let out = kiln_exe(&["verdict", &windows_path(&killed)]);
+    assert_eq!(out.status.code(), Some(4), "{}", stdout(&out));
+}
