@@ -38,47 +38,37 @@ fn windows_path(p: &Path) -> String {
     format!("Z:{}", p.display()).replace('/', "\\")
 }
 
-/// The short run of the Linux suite's `quick_run` (VRAM, compute and PCIe), on the CPU
-/// device, into `out`.
+/// The short run of the Linux suite's `quick_run` on the CPU device: 16 MiB of VRAM, one
+/// pass, PCIe up to 1 MiB (left out where `--workloads` names a run without PCIe).
+const SHORT: [&str; 9] = [
+    "run",
+    "--device",
+    "cpu",
+    "--vram-bytes",
+    "16MiB",
+    "--algorithms",
+    "own-address",
+    "--passes",
+    "1",
+];
+
+/// [`SHORT`] by kiln.exe, plus `extra`, into `out`.
 fn short_run(extra: &[&str], out: &Path) -> Output {
     let out = windows_path(out);
-    let mut args = vec![
-        "run",
-        "--device",
-        "cpu",
-        "--vram-bytes",
-        "16MiB",
-        "--algorithms",
-        "own-address",
-        "--passes",
-        "1",
-        "--out",
-        &out,
-    ];
+    let mut args = SHORT.to_vec();
     if !extra.contains(&"--workloads") {
         args.extend(["--pcie-max-bytes", "1MiB"]);
     }
     args.extend(extra);
+    args.extend(["--out", &out]);
     kiln_exe(&args)
 }
 
 /// The same run by the Linux binary, for comparison.
 fn linux_run(out: &Path) -> Output {
     common::kiln()
-        .args([
-            "run",
-            "--device",
-            "cpu",
-            "--vram-bytes",
-            "16MiB",
-            "--algorithms",
-            "own-address",
-            "--passes",
-            "1",
-            "--pcie-max-bytes",
-            "1MiB",
-            "--out",
-        ])
+        .args(SHORT)
+        .args(["--pcie-max-bytes", "1MiB", "--out"])
         .arg(out)
         .output()
         .unwrap()
@@ -234,19 +224,15 @@ fn a_planted_stuck_bit_is_found_located_and_classified_and_rebuilt_alike() {
 #[ignore = "run by scripts/windows-test.sh under Wine"]
 fn the_quick_check_with_no_gpu_says_so_and_exits_4() {
     let dir = tempfile::tempdir().unwrap();
-    let out = kiln_exe(&[
-        "run",
-        "--vram-bytes",
-        "16MiB",
-        "--algorithms",
-        "own-address",
-        "--passes",
-        "1",
-        "--pcie-max-bytes",
-        "1MiB",
-        "--out",
-        &windows_path(&dir.path().join("quick")),
-    ]);
+    // The short run with no device named: every GPU, and there is none.
+    let out_dir = windows_path(&dir.path().join("quick"));
+    let mut args: Vec<&str> = SHORT
+        .iter()
+        .copied()
+        .filter(|a| !["--device", "cpu"].contains(a))
+        .collect();
+    args.extend(["--pcie-max-bytes", "1MiB", "--out", &out_dir]);
+    let out = kiln_exe(&args);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("no GPU was tested"),

@@ -33,6 +33,10 @@ pub struct PciDevice {
     pub vulkan_manifests: Vec<PathBuf>,
 }
 
+/// True where the kernel exposes devices in sysfs (Linux): the sysfs and DRM fdinfo
+/// telemetry sources read there, and nowhere else.
+pub const SYSFS: bool = os::SYSFS;
+
 /// The name of the list in the inventory's `seen_by`.
 pub const SOURCE: &str = os::SOURCE;
 
@@ -250,6 +254,7 @@ pub fn problem_words(code: u32) -> (&'static str, &'static str) {
 #[cfg(not(windows))]
 mod os {
     pub const SOURCE: &str = "sysfs";
+    pub const SYSFS: bool = true;
 
     pub fn devices(root: &std::path::Path) -> Result<Vec<super::PciDevice>, String> {
         super::from_sysfs(root)
@@ -267,6 +272,7 @@ mod os {
     use super::{REGISTRY_KEYS, Registry};
 
     pub const SOURCE: &str = "windows";
+    pub const SYSFS: bool = false;
 
     /// Whether the device instance is present, and its problem code if it has one.
     fn present(instance: &str) -> Option<Option<u32>> {

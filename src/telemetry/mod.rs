@@ -199,20 +199,18 @@ pub fn live_sources(devices: &[crate::gpu::DeviceInfo]) -> (Vec<Box<dyn Source>>
 /// The live sources for these targets, and the facts about what is missing.
 pub fn live_sources_for(devices: &[Target]) -> (Vec<Box<dyn Source>>, Vec<String>) {
     // Every live source, in the order they are read: adding one is one line here.
-    let sources: Vec<Box<dyn Source>> = vec![
+    let mut sources: Vec<Box<dyn Source>> = vec![
         Box::new(nvml::NvmlSource::for_targets(devices)),
-        // Under the machine's root, as the inventory reads it (a fixture tree in tests).
-        Box::new(sysfs::SysfsSource::for_targets(
-            &sysfs::system_root(),
-            devices,
-        )),
         Box::new(kmsg::KmsgSource::for_targets(devices)),
-        Box::new(fdinfo::FdinfoSource::for_targets(
-            &sysfs::system_root(),
-            devices,
-        )),
         Box::new(gpu_counters::GpuCountersSource::for_targets(devices)),
     ];
+    // Under the machine's root, as the inventory reads it (a fixture tree in tests), where
+    // the kernel has sysfs.
+    if crate::platform::pci::SYSFS {
+        let root = sysfs::system_root();
+        sources.insert(1, Box::new(sysfs::SysfsSource::for_targets(&root, devices)));
+        sources.push(Box::new(fdinfo::FdinfoSource::for_targets(&root, devices)));
+    }
     // What a source as a whole cannot read is a note; a device's gaps are its records'.
     let mut notes: Vec<String> = sources
         .iter()
@@ -222,8 +220,14 @@ pub fn live_sources_for(devices: &[Target]) -> (Vec<Box<dyn Source>>, Vec<String
         .collect();
     for d in devices.iter().filter(|d| d.pci_address.is_none()) {
         notes.push(format!(
-            "device {} ({}) reports no PCI address: no sysfs PCIe link, AER or hwmon telemetry, and no kernel-log Xid can be tied to it",
-            d.index, d.name
+            "device {} ({}) reports no PCI address: {}",
+            d.index,
+            d.name,
+            if crate::platform::pci::SYSFS {
+                "no sysfs PCIe link, AER or hwmon telemetry, and no kernel-log Xid can be tied to it"
+            } else {
+                "no Xid or PCIe error of the event log can be tied to it"
+            }
         ));
     }
     (sources, notes)
