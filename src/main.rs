@@ -39,17 +39,19 @@ fn main() {
     let code = match dispatch(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            let sentence = match &e {
-                AppError::Gpu(g) => {
-                    kiln::select::explain_for_gpus(g).unwrap_or_else(|| e.to_string())
-                }
-                e => e.to_string(),
-            };
-            say_error(&sentence);
+            say_error(&sentence_of(&e));
             e.exit_code()
         }
     };
     std::process::exit(code);
+}
+
+/// A failed command's one sentence: for a GPU that Vulkan cannot reach, why, per GPU.
+fn sentence_of(e: &AppError) -> String {
+    match e {
+        AppError::Gpu(g) => kiln::select::explain_for_gpus(g).unwrap_or_else(|| e.to_string()),
+        e => e.to_string(),
+    }
 }
 
 /// Writes to stdout. A reader that has gone away (`kiln list --json | head -1`) is not
@@ -312,7 +314,7 @@ fn double_clicked() -> i32 {
             (code, page.is_file().then_some(page))
         }
         Err(e) => {
-            say_error(&e.to_string());
+            say_error(&sentence_of(&e));
             (e.exit_code(), None)
         }
     };

@@ -1,5 +1,6 @@
-//! Every process's GPU memory as Windows counts it: the "GPU Process Memory" performance
-//! counters Task Manager shows (dedicated and shared usage, per process and adapter). Under
+//! Every process's GPU memory and the engines' use as Windows counts them: the "GPU Process
+//! Memory" and "GPU Engine" performance counters Task Manager shows (dedicated and shared
+//! usage per process and adapter, each engine's busy share per process). Under
 //! WDDM, NVML gives no per-process memory, and no DRM fdinfo exists: this is how `kiln
 //! watch` and the tenant rules see other processes there. Linux has no such counters (NVML
 //! and fdinfo cover it): [`open`] answers None.
@@ -17,6 +18,28 @@ pub struct ProcessMemory {
     pub shared_bytes: u64,
 }
 
+/// What the counters said at one read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Read {
+    /// Every process's memory, by process and adapter.
+    pub processes: Vec<ProcessMemory>,
+    /// Every engine's busy share, by process, adapter and engine.
+    pub engines: Vec<EngineUse>,
+}
+
+/// One process's use of one engine of one adapter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineUse {
+    /// The process.
+    pub pid: u32,
+    /// The adapter's LUID.
+    pub luid: [u8; 8],
+    /// The engine, by its node and index (`0_eng_3`).
+    pub engine: String,
+    /// Its busy share in the last interval, in percent.
+    pub percent: f64,
+}
+
 /// The counters, open for reading.
 pub struct Counters(os::Counters);
 
@@ -26,10 +49,51 @@ pub fn open() -> Option<Result<Counters, String>> {
 }
 
 impl Counters {
-    /// Every process's memory now, by process and adapter.
-    pub fn read(&mut self) -> Vec<ProcessMemory> {
+    /// Every process's memory and engine use now.
+    pub fn read(&mut self) -> Read {
         self.0.read()
     }
+}
+
+/// The engine of an engine counter's instance (`pid_1234_luid_..._phys_0_eng_3_engtype_3D`
+/// is `0_eng_3`).
+pub fn engine_of(name: &str) -> Option<String> {
+    let after = &name[name.find("_phys_")? + "_phys_".len()..];
+    let engine = after.split("_engtype").next()?;
+    (!engine.is_empty()).then(|| engine.to_owned())
+}
+
+/// The adapter's use as Task Manager shows it: each engine's share summed over the
+/// processes that used it, and the busiest engine's, at most 100%. None when no engine of
+/// the adapter was counted.
+pub fn utilisation_pct(engines: &[EngineUse], luid: [u8; 8]) -> Option<f64> {
+    let mut by_engine: Vec<(&str, f64)> = Vec::new();
+    for e in engines.iter().filter(|e| e.luid == luid) {
+        match by_engine.iter_mut().find(|(name, _)| *name == e.engine) {
+            Some((_, sum)) => *sum += e.percent,
+            None => by_engine.push((e.engine.as_str(), e.percent)),
+        }
+    }
+    by_engine
+        .iter()
+        .map(|(_, pct)| pct.min(100.0))
+        .reduce(f64::max)
+}
+
+/// The engine counter's instances as uses.
+pub fn engine_uses(values: &[(String, f64)]) -> Vec<EngineUse> {
+    values
+        .iter()
+        .filter_map(|(name, percent)| {
+            let (pid, luid) = parse_instance(name)?;
+            Some(EngineUse {
+                pid,
+                luid,
+                engine: engine_of(name)?,
+                percent: *percent,
+            })
+        })
+        .collect()
 }
 
 /// The process and adapter of a counter instance
@@ -99,8 +163,8 @@ mod os {
     }
 
     impl Counters {
-        pub fn read(&mut self) -> Vec<super::ProcessMemory> {
-            Vec::new()
+        pub fn read(&mut self) -> super::Read {
+            super::Read::default()
         }
     }
 }
@@ -108,9 +172,9 @@ mod os {
 #[cfg(windows)]
 mod os {
     use windows::Win32::System::Performance::{
-        PDH_CSTATUS_VALID_DATA, PDH_FMT_COUNTERVALUE_ITEM_W, PDH_FMT_LARGE, PDH_HCOUNTER,
-        PDH_HQUERY, PDH_MORE_DATA, PdhAddEnglishCounterW, PdhCloseQuery, PdhCollectQueryData,
-        PdhGetFormattedCounterArrayW, PdhOpenQueryW,
+        PDH_CSTATUS_VALID_DATA, PDH_FMT, PDH_FMT_COUNTERVALUE_ITEM_W, PDH_FMT_DOUBLE,
+        PDH_FMT_LARGE, PDH_HCOUNTER, PDH_HQUERY, PDH_MORE_DATA, PdhAddEnglishCounterW,
+        PdhCloseQuery, PdhCollectQueryData, PdhGetFormattedCounterArrayW, PdhOpenQueryW,
     };
     use windows::core::{HSTRING, PCWSTR};
 
@@ -120,10 +184,13 @@ mod os {
         query: isize,
         dedicated: isize,
         shared: isize,
+        /// The engines' counter, where Windows has it.
+        engines: Option<isize>,
     }
 
     const DEDICATED: &str = r"\GPU Process Memory(*)\Dedicated Usage";
     const SHARED: &str = r"\GPU Process Memory(*)\Shared Usage";
+    const ENGINES: &str = r"\GPU Engine(*)\Utilization Percentage";
 
     pub fn open() -> Option<Result<Counters, String>> {
         Some(open_query())
@@ -147,13 +214,15 @@ mod os {
         };
         match (add(DEDICATED), add(SHARED)) {
             (Some(dedicated), Some(shared)) => {
-                // The first collection primes the counters.
+                let engines = add(ENGINES);
+                // The first collection primes the counters (a rate needs two).
                 // SAFETY: the open query.
                 let _ = unsafe { PdhCollectQueryData(query) };
                 Ok(Counters {
                     query: query.0 as isize,
                     dedicated,
                     shared,
+                    engines,
                 })
             }
             _ => {
@@ -164,14 +233,13 @@ mod os {
         }
     }
 
-    /// A counter's instances and their values.
-    fn values(counter: isize) -> Vec<(String, u64)> {
+    /// A counter's instances and their values, in `format` (read as f64).
+    fn values(counter: isize, format: PDH_FMT) -> Vec<(String, f64)> {
         let counter = PDH_HCOUNTER(counter as *mut core::ffi::c_void);
         let (mut size, mut count) = (0u32, 0u32);
         // SAFETY: a size query with no buffer; valid out-pointers.
-        let status = unsafe {
-            PdhGetFormattedCounterArrayW(counter, PDH_FMT_LARGE, &mut size, &mut count, None)
-        };
+        let status =
+            unsafe { PdhGetFormattedCounterArrayW(counter, format, &mut size, &mut count, None) };
         if status != PDH_MORE_DATA || size == 0 {
             return Vec::new();
         }
@@ -180,7 +248,7 @@ mod os {
         let items = buffer.as_mut_ptr().cast::<PDH_FMT_COUNTERVALUE_ITEM_W>();
         // SAFETY: a buffer of at least `size` bytes, as the size query asked.
         let status = unsafe {
-            PdhGetFormattedCounterArrayW(counter, PDH_FMT_LARGE, &mut size, &mut count, Some(items))
+            PdhGetFormattedCounterArrayW(counter, format, &mut size, &mut count, Some(items))
         };
         if status != 0 {
             return Vec::new();
@@ -195,21 +263,39 @@ mod os {
             }
             // SAFETY: as above.
             let name = unsafe { item.szName.to_string() }.unwrap_or_default();
-            // SAFETY: PDH_FMT_LARGE fills the union's large value.
-            let value = unsafe { item.FmtValue.Anonymous.largeValue };
-            out.push((name, u64::try_from(value).unwrap_or(0)));
+            // SAFETY: the union's member is the one `format` asked for.
+            let value = unsafe {
+                if format == PDH_FMT_DOUBLE {
+                    item.FmtValue.Anonymous.doubleValue
+                } else {
+                    item.FmtValue.Anonymous.largeValue as f64
+                }
+            };
+            out.push((name, value));
         }
         out
     }
 
     impl Counters {
-        pub fn read(&mut self) -> Vec<super::ProcessMemory> {
+        pub fn read(&mut self) -> super::Read {
             let query = PDH_HQUERY(self.query as *mut core::ffi::c_void);
             // SAFETY: the open query.
             if unsafe { PdhCollectQueryData(query) } != 0 {
-                return Vec::new();
+                return super::Read::default();
             }
-            super::collect(&values(self.dedicated), &values(self.shared))
+            let bytes = |counter| -> Vec<(String, u64)> {
+                values(counter, PDH_FMT_LARGE)
+                    .into_iter()
+                    .map(|(name, v)| (name, v.max(0.0) as u64))
+                    .collect()
+            };
+            super::Read {
+                processes: super::collect(&bytes(self.dedicated), &bytes(self.shared)),
+                engines: self
+                    .engines
+                    .map(|c| super::engine_uses(&values(c, PDH_FMT_DOUBLE)))
+                    .unwrap_or_default(),
+            }
         }
     }
 
@@ -235,6 +321,45 @@ mod tests {
         );
         assert_eq!(parse_instance("_Total"), None);
         assert_eq!(parse_instance("pid_x_luid_0x0_0x1_phys_0"), None);
+    }
+
+    #[test]
+    fn the_busiest_engine_summed_over_its_processes_is_the_adapters_use() {
+        let uses = engine_uses(&[
+            (
+                "pid_9120_luid_0x00000000_0x0000C5B2_phys_0_eng_0_engtype_3D".into(),
+                61.0,
+            ),
+            (
+                "pid_4242_luid_0x00000000_0x0000C5B2_phys_0_eng_0_engtype_3D".into(),
+                20.5,
+            ),
+            (
+                "pid_4242_luid_0x00000000_0x0000C5B2_phys_0_eng_3_engtype_Compute_0".into(),
+                35.0,
+            ),
+            (
+                "pid_7_luid_0x00000000_0x0000D001_phys_0_eng_0_engtype_3D".into(),
+                99.0,
+            ),
+            ("_Total".into(), 100.0),
+        ]);
+        assert_eq!(uses.len(), 4);
+        assert_eq!(uses[2].engine, "0_eng_3");
+        assert_eq!(utilisation_pct(&uses, LUID), Some(81.5));
+        assert_eq!(utilisation_pct(&uses, [9; 8]), None);
+        // Rounding in the counters never reads as more than the whole engine.
+        let busy = engine_uses(&[
+            (
+                "pid_1_luid_0x00000000_0x0000C5B2_phys_0_eng_0_engtype_3D".into(),
+                70.0,
+            ),
+            (
+                "pid_2_luid_0x00000000_0x0000C5B2_phys_0_eng_0_engtype_3D".into(),
+                31.0,
+            ),
+        ]);
+        assert_eq!(utilisation_pct(&busy, LUID), Some(100.0));
     }
 
     #[test]

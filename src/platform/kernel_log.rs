@@ -97,6 +97,8 @@ mod os {
             child: Child,
             lines: Receiver<String>,
         },
+        /// The journal's history was read but it could not be followed.
+        HistoryOnly,
     }
 
     /// `O_NONBLOCK`: a read of `/dev/kmsg` with nothing new returns at once.
@@ -160,8 +162,7 @@ mod os {
                             .lines()
                             .filter_map(|l| parse_bracketed(l).map(|(us, m)| line(us, m)))
                             .collect();
-                        let reader = follow_journal().ok_or_else(fail)?;
-                        Ok((reader, entries))
+                        Ok((follow_journal().unwrap_or(Reader::HistoryOnly), entries))
                     }
                     _ => Err(fail()),
                 }
@@ -177,6 +178,7 @@ mod os {
                     .try_iter()
                     .filter_map(|l| parse_bracketed(&l).map(|(us, m)| line(us, m)))
                     .collect(),
+                Reader::HistoryOnly => Vec::new(),
             }
         }
     }

@@ -1,8 +1,9 @@
-//! Every process's GPU memory on Windows, from the "GPU Process Memory" performance
-//! counters ([`crate::platform::gpu_counters`]): written as `other_processes_now`, the
-//! signal NVML and DRM fdinfo give elsewhere, so that `kiln watch` and the tenant rules read
-//! one signal on any OS. Matched to Vulkan's devices by LUID; read at most once a second.
-//! Where the OS has no such counters (Linux) the source reads nothing and says nothing.
+//! Every process's GPU memory and each adapter's use on Windows, from the "GPU Process
+//! Memory" and "GPU Engine" performance counters ([`crate::platform::gpu_counters`]):
+//! written as `other_processes_now` and `util_gpu_pct`, the signals NVML and DRM fdinfo
+//! give elsewhere, so that `kiln watch` and the tenant rules read one signal on any OS.
+//! Matched to Vulkan's devices by LUID; read at most once a second. Where the OS has no
+//! such counters (Linux) the source reads nothing and says nothing.
 
 use std::time::{Duration, Instant};
 
@@ -96,18 +97,21 @@ impl Source for GpuCountersSource {
             return Vec::new();
         }
         self.last_read = Some(Instant::now());
-        let list = counters.read();
+        let read = counters.read();
         let root = crate::platform::process::proc_root();
         self.devices
             .iter()
             .map(|&(index, luid)| {
-                let processes = processes_on(&list, luid, |pid| {
+                let processes = processes_on(&read.processes, luid, |pid| {
                     crate::platform::process::name(&root, pid)
                 });
-                let readings = Readings::from([(
+                let mut readings = Readings::from([(
                     signals::OTHER_PROCESSES_NOW.name.to_owned(),
                     Reading::Processes(processes),
                 )]);
+                if let Some(pct) = gpu_counters::utilisation_pct(&read.engines, luid) {
+                    readings.insert(signals::UTIL_GPU_PCT.name.to_owned(), Reading::Number(pct));
+                }
                 (Some(index), TelemetryData::Sample { readings })
             })
             .collect()
