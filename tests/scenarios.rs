@@ -144,6 +144,15 @@ fn every_scenario_gets_the_expected_verdict() {
         exit_codes.insert(code);
         failures.extend(failure);
     }
+    // Every report a scenario makes follows the published schema, whatever it holds.
+    let reports: Vec<PathBuf> = scenarios
+        .iter()
+        .filter_map(|s| s.file_name())
+        .map(|name| work.path().join(name).join("report.json"))
+        .filter(|r| r.is_file())
+        .collect();
+    assert_eq!(reports.len(), scenarios.len(), "every scenario writes its report");
+    common::validate_reports(&reports);
     assert!(
         failures.is_empty(),
         "{} of {} scenarios differ:\n{}",

@@ -344,21 +344,30 @@ pub fn lay_out_scenario(name: &str, run_dir: &std::path::Path) {
 
 /// Validates a report against the published schema with Python's jsonschema.
 pub fn validate_report(report: &std::path::Path) {
+    validate_reports(&[report.to_path_buf()]);
+}
+
+/// Validates reports against the published schema, in one run of Python's jsonschema; the
+/// failure names every report that does not follow it.
+pub fn validate_reports(reports: &[std::path::PathBuf]) {
     let schema =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/report.schema.json");
     let out = std::process::Command::new("python3")
         .args([
             "-c",
-            "import json, sys, jsonschema; jsonschema.Draft202012Validator(json.load(open(sys.argv[1]))).validate(json.load(open(sys.argv[2])))",
+            "import json, sys, jsonschema\n\
+             v = jsonschema.Draft202012Validator(json.load(open(sys.argv[1])))\n\
+             bad = [f'{p}: {e.message}' for p in sys.argv[2:] for e in v.iter_errors(json.load(open(p)))]\n\
+             print('\\n'.join(bad), file=sys.stderr)\n\
+             sys.exit(1 if bad else 0)",
         ])
         .arg(&schema)
-        .arg(report)
+        .args(reports)
         .output()
         .expect("python3 is needed");
     assert!(
         out.status.success(),
-        "{}: {}",
-        report.display(),
+        "reports that do not follow the schema:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
