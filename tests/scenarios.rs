@@ -151,7 +151,11 @@ fn every_scenario_gets_the_expected_verdict() {
         .map(|name| work.path().join(name).join("report.json"))
         .filter(|r| r.is_file())
         .collect();
-    assert_eq!(reports.len(), scenarios.len(), "every scenario writes its report");
+    assert_eq!(
+        reports.len(),
+        scenarios.len(),
+        "every scenario writes its report"
+    );
     common::validate_reports(&reports);
     assert!(
         failures.is_empty(),

@@ -393,3 +393,40 @@ fn ctrl_c_interrupts_with_the_evidence_kept_and_no_worker_outlives_kiln() {
     let out = kiln_exe(&["verdict", &windows_path(&killed)]);
     assert_eq!(out.status.code(), Some(4), "{}", stdout(&out));
 }
+
+#[test]
+#[ignore = "run by scripts/windows-test.sh under Wine"]
+fn kiln_watch_runs_a_windows_program_passes_its_output_and_sees_it_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("watched");
+    let out = kiln_exe(&[
+        "watch",
+        "--out",
+        &windows_path(&run),
+        "--",
+        "cmd",
+        "/c",
+        "echo step 1 & echo step 2 & exit 3",
+    ]);
+    // No GPU is watched here: the watch cannot judge (exit 4), and says what it saw.
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    // The program is found on PATH by PATHEXT (cmd.exe), and its output is its own.
+    let text = stdout(&out);
+    assert!(text.contains("step 1") && text.contains("step 2"), "{text}");
+    let said = stderr(&out);
+    assert!(said.contains("exited with 3"), "{said}");
+    assert!(
+        said.contains("kiln's trace layer is not built for Windows yet"),
+        "{said}"
+    );
+    let report = read_json(&run.join("report.json"));
+    assert_eq!(
+        report["application"]["exit_code"], 3,
+        "{}",
+        report["application"]
+    );
+    // A program that is not there is refused before anything starts.
+    let out = kiln_exe(&["watch", "--", "no-such-program-anywhere"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(stderr(&out).contains("no such program"), "{}", stderr(&out));
+}

@@ -46,12 +46,17 @@ pub fn manifests_of(registry: &super::registry::Registry) -> Vec<std::path::Path
     out
 }
 
+/// Why kiln's own allocation trace layer cannot be used on this OS; None where it is built
+/// (beside the kiln binary, by `cargo build`).
+pub const NO_TRACE_LAYER: Option<&str> = os::NO_TRACE_LAYER;
+
 /// Where Windows registers Vulkan drivers system-wide.
 const DRIVERS_KEY: &str = r"SOFTWARE\Khronos\Vulkan\Drivers";
 
 #[cfg(not(windows))]
 mod os {
     pub const MAKERS_DRIVER: Option<&str> = None;
+    pub const NO_TRACE_LAYER: Option<&str> = None;
 
     pub fn registered_manifests() -> Option<Vec<std::path::PathBuf>> {
         None
@@ -69,6 +74,9 @@ mod os {
 
     pub const MAKERS_DRIVER: Option<&str> = Some(
         "the latest driver from the card's maker (nvidia.com, amd.com or intel.com), which registers its Vulkan driver",
+    );
+    pub const NO_TRACE_LAYER: Option<&str> = Some(
+        "no allocation trace: kiln's trace layer is not built for Windows yet; the application is judged from the GPU counters, its output and the event log",
     );
 
     pub fn registered_manifests() -> Option<Vec<std::path::PathBuf>> {

@@ -415,7 +415,7 @@ pub fn judge(
         });
         if !listed {
             notes.push(format!(
-                "GPU{}: its driver gives no per-process GPU memory here (no NVML, no DRM fdinfo): other processes' memory is not seen{}",
+                "GPU{}: nothing gives per-process GPU memory here (no NVML, no DRM fdinfo, no Windows GPU counters): other processes' memory is not seen{}",
                 d.index,
                 if source == MemorySource::Trace && devices.get(slot).is_some_and(|s| s.index == d.index) {
                     "; the application's comes from its allocation trace"

@@ -706,7 +706,7 @@ fn unseen(v: &AppView) -> Finding {
             "the application ended {:.1} s into the watch, before its memory could be read: nothing to judge",
             at / 1e3
         ),
-        _ => "none of the application's GPU memory could be read: the driver gave no per-process figure for it (no NVML, no DRM fdinfo) and there is no allocation trace (not a Vulkan application, --pid, or --no-trace)".into(),
+        _ => "none of the application's GPU memory could be read: nothing gave a per-process figure for it (no NVML, no DRM fdinfo, no Windows GPU counters) and there is no allocation trace (not a Vulkan application, --pid, or --no-trace)".into(),
     };
     finding(
         FindingCode::AppMemoryUnseen,
@@ -714,7 +714,7 @@ fn unseen(v: &AppView) -> Finding {
         Confidence::High,
         why,
         json!({"ended_at_ms": v.end.map(|e| e.0), "processes": v.pids}),
-        "watch it where the driver reports per-process memory (NVIDIA's NVML, amdgpu or Intel's DRM fdinfo), or start it under kiln (kiln watch -- CMD) so that kiln's layer traces its allocations",
+        "watch it where per-process memory is reported (NVIDIA's NVML, amdgpu or Intel's DRM fdinfo, Windows 10's GPU performance counters), or start it under kiln (kiln watch -- CMD) so that kiln's layer traces its allocations",
     )
 }
 

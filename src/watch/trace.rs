@@ -26,6 +26,9 @@ const RING_SLOTS: u64 = crate::evidence::ring::DEFAULT_SLOTS;
 /// kiln's layer: `KILN_TRACE_LAYER`, else beside the kiln binary (where `cargo build`
 /// puts it), else in `../lib/kiln/` of it (an installed layout). Why not, in a sentence.
 pub fn layer_library() -> Result<PathBuf, String> {
+    if let Some(why) = crate::platform::vulkan::NO_TRACE_LAYER {
+        return Err(why.to_owned());
+    }
     if let Some(p) = std::env::var_os("KILN_TRACE_LAYER").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(p);
         return if p.is_file() {
