@@ -225,3 +225,57 @@ fn a_short_burn_in_on_a_budget_reporting_card_finds_no_software_fault() {
     );
     memory_roles_hold("burn-in", &allocation_log(&log));
 }
+
+/// A watchdog's loss, as Windows' TDR makes one: the submission is accepted, the GPU is
+/// judged hung, and the wait for it ends `VK_ERROR_DEVICE_LOST` some time later. kiln
+/// records how long it waited, the evidence of a watchdog beside the event log's word.
+#[test]
+fn a_loss_a_watchdog_makes_is_said_with_how_long_the_wait_lasted() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let out = common::kiln()
+        .envs(emulated_env(
+            "nvidia",
+            "rebar",
+            &dir.path().join("alloc.log"),
+        ))
+        .env("KILN_EMULATE_LOSE_AFTER_SUBMITS", "3")
+        .env("KILN_EMULATE_LOSS_WAIT_MS", "1500")
+        .args([
+            "run",
+            "--workloads",
+            "vram",
+            "--vram-bytes",
+            "16MiB",
+            "--algorithms",
+            "own-address",
+            "--passes",
+            "4",
+            "--json",
+            "--out",
+        ])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let report = json(&out);
+    let device = &report["devices"][0];
+    let lost = common::findings_of(device, "DEVICE_LOST_TIMEOUT");
+    assert_eq!(
+        lost.len(),
+        1,
+        "{:?}: {}",
+        finding_codes(device),
+        stderr(&out)
+    );
+    let said = lost[0]["summary"].as_str().unwrap();
+    let waited: f64 = said
+        .split(" s into the wait for it")
+        .next()
+        .and_then(|head| head.rsplit('(').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("how long the wait lasted: {said}"));
+    assert!((1.4..10.0).contains(&waited), "{said}");
+    // With no telemetry here (no NVML, no event log), a hardware cause is not ruled out:
+    // named, not yet judged.
+    assert_eq!(device["result"], "inconclusive", "{said}");
+}

@@ -280,6 +280,34 @@ fn a_device_lost_with_the_memory_flat_is_a_driver_timeout() {
     assert_eq!(report["application"]["trace"]["device_lost_calls"], 1);
 }
 
+/// The loss a watchdog makes (Windows' TDR): the submission accepted, the wait for it lost
+/// after a while. The trace names the wait, and the diagnosis is the same timeout.
+#[test]
+fn a_device_lost_in_the_wait_a_watchdog_ended_is_a_driver_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = card(
+        dir.path(),
+        1024,
+        &[
+            ("KILN_EMULATE_LOSE_AFTER_SUBMITS", "4"),
+            ("KILN_EMULATE_LOSS_WAIT_MS", "1200"),
+        ],
+    );
+    let (code, report, stderr) = watch(
+        dir.path(),
+        &env,
+        &["--iteration", "^step"],
+        &["steady", "10", "100"],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(report["application"]["diagnosis"], "driver_timeout");
+    let f = finding(&report, "APP_DRIVER_TIMEOUT");
+    assert!(
+        f["summary"].as_str().unwrap().contains("vkWaitForFences"),
+        "{f}"
+    );
+}
+
 #[test]
 fn an_application_that_crashes_on_its_own_is_reported_not_judged() {
     let dir = tempfile::tempdir().unwrap();

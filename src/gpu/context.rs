@@ -1054,6 +1054,7 @@ impl DeviceContext {
 
     fn wait_fence(&mut self, running: &str, timeout: Duration) -> GpuResult<()> {
         let d = &self.shared.device;
+        let waiting = Instant::now();
         // SAFETY: the fence is alive.
         match unsafe { d.wait_for_fences(&[self.fence], true, timeout.as_nanos() as u64) } {
             Ok(()) => {
@@ -1067,6 +1068,15 @@ impl DeviceContext {
                     running: running.to_owned(),
                     timeout_ms: timeout.as_millis() as u64,
                 })
+            }
+            // A loss a watchdog made (Windows' TDR: 2 s by default) ends the wait about
+            // that long after it began: how long is part of the evidence.
+            Err(vk::Result::ERROR_DEVICE_LOST) => {
+                let running = format!(
+                    "{running} ({:.2} s into the wait for it)",
+                    waiting.elapsed().as_secs_f64()
+                );
+                Err(self.fail("vkWaitForFences", vk::Result::ERROR_DEVICE_LOST, &running))
             }
             Err(r) => Err(self.fail("vkWaitForFences", r, running)),
         }

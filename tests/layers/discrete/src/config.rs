@@ -49,6 +49,9 @@ pub struct Config {
     pub max_allocations: Option<u32>,
     /// Submissions after which the device is lost (`VK_ERROR_DEVICE_LOST`).
     pub lose_after_submits: Option<u64>,
+    /// A watchdog's loss instead of a refused submission: the losing submission is
+    /// accepted and the wait for it ends lost after this many milliseconds (Windows' TDR).
+    pub loss_wait_ms: Option<u64>,
     /// The card's PCI address (domain, bus, device, function), given through
     /// `VK_EXT_pci_bus_info`, which the layer then advertises.
     pub pci: Option<[u32; 4]>,
@@ -130,6 +133,12 @@ impl Config {
                 format!("KILN_EMULATE_LOSE_AFTER_SUBMITS={v}: expected a whole number")
             })?),
         };
+        let loss_wait_ms = match var("KILN_EMULATE_LOSS_WAIT_MS") {
+            None => None,
+            Some(v) => Some(v.parse::<u64>().ok().ok_or_else(|| {
+                format!("KILN_EMULATE_LOSS_WAIT_MS={v}: expected a whole number of milliseconds")
+            })?),
+        };
         let pci = match var("KILN_EMULATE_PCI_ADDRESS") {
             None => None,
             Some(v) => Some(pci_address(&v).ok_or_else(|| {
@@ -198,6 +207,7 @@ impl Config {
             max_storage_range,
             max_allocations,
             lose_after_submits,
+            loss_wait_ms,
             pci,
             uuid,
             log,

@@ -18,7 +18,10 @@
 //!   allocation past it with `VK_ERROR_TOO_MANY_OBJECTS`.
 //! - `KILN_EMULATE_LOSE_AFTER_SUBMITS`: the device is lost after this many submissions of
 //!   the process: the next `vkQueueSubmit`, and every `vkWaitForFences` after it, return
-//!   `VK_ERROR_DEVICE_LOST` (a driver's watchdog resetting the GPU).
+//!   `VK_ERROR_DEVICE_LOST` (a driver's watchdog resetting the GPU). With
+//!   `KILN_EMULATE_LOSS_WAIT_MS` the losing submission is accepted instead and the wait for
+//!   it ends lost after that many milliseconds, as Windows' TDR ends a dispatch it judged
+//!   hung.
 //! - `KILN_EMULATE_PCI_ADDRESS` (`0000:3b:00.0`): the card's place on the bus, given
 //!   through `VK_EXT_pci_bus_info` (advertised); `KILN_EMULATE_UUID` (32 hex digits, dashes
 //!   and `GPU-` allowed): its `deviceUUID`, so that Vulkan, NVML and sysfs meet on one card.
@@ -1466,11 +1469,20 @@ unsafe extern "system" fn queue_submit(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     if data.emulated && lost(&data.config, true) {
+        // A watchdog's loss: the work was accepted, and its wait ends lost (below).
+        if data.config.loss_wait_ms.is_some() && !lock(&WATCHDOG_FIRED).0 {
+            lock(&WATCHDOG_FIRED).0 = true;
+            // SAFETY: the application's arguments, passed down.
+            return unsafe { f(queue, count, submits, fence) };
+        }
         return vk::Result::ERROR_DEVICE_LOST;
     }
     // SAFETY: the application's arguments, passed down.
     unsafe { f(queue, count, submits, fence) }
 }
+
+/// Whether the watchdog's accepted submission went out (.0), and its wait ended (.1).
+static WATCHDOG_FIRED: Mutex<(bool, bool)> = Mutex::new((false, false));
 
 unsafe extern "system" fn wait_for_fences(
     device: vk::Device,
@@ -1486,6 +1498,18 @@ unsafe extern "system" fn wait_for_fences(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     if data.emulated && lost(&data.config, false) {
+        // The wait for the submission the watchdog judged hung lasts its delay, once.
+        if let Some(ms) = data.config.loss_wait_ms {
+            let first = {
+                let mut w = lock(&WATCHDOG_FIRED);
+                let first = w.0 && !w.1;
+                w.1 = true;
+                first
+            };
+            if first {
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
+        }
         return vk::Result::ERROR_DEVICE_LOST;
     }
     // SAFETY: the application's arguments, passed down.
