@@ -11,13 +11,26 @@ use kiln::gpu::DeviceContext;
 use kiln::workload::compute::{ComputeConfig, ComputeKind, ComputeReport, ComputeTest, LoadShape};
 use kiln::workload::{Report, RunControl, WorkloadStatus};
 
+/// One compute run at a time in this binary: the load-shape test measures work done per
+/// wall second at each duty level, which a sibling test's run on the same two cores would
+/// skew (the levels it overlaps read low, whatever their duty).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run(config: ComputeConfig, budget: Option<Duration>) -> ComputeReport {
+    run_timed(config, budget).0
+}
+
+/// [`run`], and how long it took from the moment it had the device to itself.
+fn run_timed(config: ComputeConfig, budget: Option<Duration>) -> (ComputeReport, Duration) {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
     let (vulkan, info) = device();
     let mut ctx = DeviceContext::open(&vulkan, &info).unwrap();
     let mut sink = MemorySink::default();
-    ComputeTest { config }
+    let report = ComputeTest { config }
         .run_report(&mut ctx, &RunControl::new(budget), &mut sink)
-        .unwrap()
+        .unwrap();
+    (report, started.elapsed())
 }
 
 #[test]
@@ -117,10 +130,9 @@ fn load_shapes_honour_the_budget() {
         },
         LoadShape::Sweep,
     ] {
-        let started = Instant::now();
         // Short dispatches, so that a 200 ms period can hold a load level's share of
         // rounds (the default 20 ms dispatches are too coarse for levels this short).
-        let report = run(
+        let (report, took) = run_timed(
             ComputeConfig {
                 shape,
                 dispatch_target: Duration::from_millis(2),
@@ -131,7 +143,6 @@ fn load_shapes_honour_the_budget() {
             },
             Some(Duration::from_secs(2)),
         );
-        let took = started.elapsed();
         assert!(
             took < Duration::from_millis(2600),
             "{shape:?} took {took:?}"
