@@ -588,20 +588,13 @@ fn driver_timeout(
     }
     // Windows' own word: it reset the display driver after a timeout (TDR) around then.
     let resets: Vec<&crate::telemetry::record::DriverReset> = d
-        .telemetry
-        .iter()
-        .flat_map(|p| &p.driver_resets)
+        .driver_resets()
         .filter(|r| r.t_ms.is_none_or(|at| (at - t_ms).abs() <= 60_000.0))
         .collect();
     if !resets.is_empty() {
         summary.push_str(&format!(
             ", and Windows reset the display driver after a timeout (TDR: {}): a dispatch longer than the watchdog allows",
-            resets
-                .iter()
-                .flat_map(|r| r.evidence.iter().map(String::as_str))
-                .take(2)
-                .collect::<Vec<_>>()
-                .join("; ")
+            super::rules::reset_words(&resets)
         ));
     } else if xids.is_empty() {
         summary.push_str(", and no hardware evidence: a driver timeout (a dispatch longer than the watchdog allows) or a fault of the application's own work");

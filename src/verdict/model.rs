@@ -215,6 +215,12 @@ impl Setup {
 }
 
 impl DeviceReport {
+    /// Windows' resets of the display driver after a timeout (TDR) during the run, every
+    /// phase's.
+    pub fn driver_resets(&self) -> impl Iterator<Item = &crate::telemetry::record::DriverReset> {
+        self.telemetry.iter().flat_map(|p| &p.driver_resets)
+    }
+
     /// Builds a device's report from its workloads' outcomes (and a failure that kept
     /// it from running any, if one did).
     pub fn new(

@@ -1164,11 +1164,7 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
         .find(|f| matches!(f.error, DeviceErrorKind::Hang | DeviceErrorKind::Crash));
     errors.extend(stopped.map(|f| f.message.clone()));
     // Windows' resets of the display driver after a timeout (TDR) during the run.
-    let resets: Vec<&DriverReset> = device
-        .telemetry
-        .iter()
-        .flat_map(|p| &p.driver_resets)
-        .collect();
+    let resets: Vec<&DriverReset> = device.driver_resets().collect();
     let Some(error) = errors.first() else {
         driver_resets(&resets, out);
         return;
@@ -1239,7 +1235,7 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
 }
 
 /// The resets in words: how many, of which driver, and what says so.
-fn reset_words(resets: &[&DriverReset]) -> String {
+pub(super) fn reset_words(resets: &[&DriverReset]) -> String {
     let drivers: Vec<&str> = resets
         .iter()
         .map(|r| r.driver.as_str())
