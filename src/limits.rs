@@ -126,6 +126,18 @@ pub mod bounds {
         min: Duration::from_millis(1),
         max: Duration::from_secs(24 * 3600),
     };
+    /// `interval` of the resident region's checks.
+    pub const RESIDENT_INTERVAL: Bounds<Duration> = Bounds {
+        min: Duration::from_millis(100),
+        max: Duration::from_secs(24 * 3600),
+    };
+    /// `hold` and `pause` of a load with pauses.
+    pub const PAUSE: Bounds<Duration> = Bounds {
+        min: Duration::from_millis(100),
+        max: Duration::from_secs(3600),
+    };
+    /// `threads` of the combined load's CPU part.
+    pub const CPU_THREADS: Bounds<u64> = Bounds { min: 1, max: 4096 };
     /// `kiln bench compute --duration`.
     pub const BENCH_DURATION: Bounds<Duration> = Bounds {
         min: Duration::from_secs(1),

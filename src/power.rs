@@ -189,6 +189,12 @@ impl PowerFeed {
         let readings = state.readings.clone()?;
         Some((state.sequence, readings))
     }
+
+    /// The latest sample's number under `key` (a signal's name), where it was read.
+    pub fn number(&self, key: &str) -> Option<f64> {
+        let state = self.inner.lock().ok()?;
+        crate::telemetry::reading::number(state.readings.as_ref()?, key)
+    }
 }
 
 /// How a power target ended.

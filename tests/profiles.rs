@@ -473,7 +473,13 @@ fn a_dry_run_prints_the_plan_and_runs_nothing() {
     let device = &plan["devices"][0];
     assert!(device["vram_bytes"].as_u64().unwrap() > 0);
     let workloads = device["workloads"].as_array().unwrap();
-    assert_eq!(workloads.len(), 9);
+    assert_eq!(workloads.len(), 12);
+    // The resident region runs all along, beside the others: the whole budget is its.
+    let resident = workloads
+        .iter()
+        .find(|w| w["workload"] == "resident")
+        .unwrap();
+    assert_eq!(resident["budget_s"], 4.0 * 3600.0, "{resident}");
     // The matrix phase holds the card at its full power limit.
     let matrix = workloads
         .iter()
@@ -510,6 +516,8 @@ fn every_bundled_profile_fits_its_own_budget_and_refuses_one_too_short() {
             .as_array()
             .unwrap()
             .iter()
+            // The resident region runs beside the others, through the whole budget.
+            .filter(|w| w["workload"] != "resident")
             .map(|w| w["budget_s"].as_f64().unwrap())
             .sum();
         assert!(
@@ -533,7 +541,7 @@ fn every_bundled_profile_fits_its_own_budget_and_refuses_one_too_short() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
         said.contains("a time budget of 45s is too short for profile burn-in")
-            && said.contains("it needs at least 6m per device"),
+            && said.contains("it needs at least 8m per device"),
         "{said}"
     );
     // Its near miss: the least it asks for is taken.
@@ -543,7 +551,7 @@ fn every_bundled_profile_fits_its_own_budget_and_refuses_one_too_short() {
             "--profile",
             "burn-in",
             "--duration",
-            "6m",
+            "8m",
             "--dry-run",
         ])
         .output()

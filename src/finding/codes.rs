@@ -273,6 +273,15 @@ catalogue! {
     /// Several wrong reads, none repeated.
     VramErrors = "VRAM_ERRORS" => row(Hardware,
         "several wrong reads of VRAM, none of which came back on retest").clock(Clock::Memory);
+    /// Words of the resident region lost their data while held.
+    VramDecay = "VRAM_DECAY" => row(Hardware,
+        "words of VRAM written once and checked all run long lost their data while held: memory that decays as the card heats").clock(Clock::Memory);
+    /// Wrong results or words only around the load's pauses.
+    ClockTransitionErrors = "CLOCK_TRANSITION_ERRORS" => row(Hardware,
+        "wrong results or words found only around the switches between load and idle (ramp down, idle clocks, ramp up): a marginal part").clock(Clock::Shader);
+    /// Wrong results only at partial load, where the clocks boost highest.
+    PeakClockErrors = "PEAK_CLOCK_ERRORS" => row(Hardware,
+        "wrong results only at partial load, where the card boosts to its highest clocks, none at full load: a marginal part at its peak clock").clock(Clock::Shader);
     /// VRAM streaming below the product's floor.
     VramBandwidthLow = "VRAM_BANDWIDTH_LOW" => row(Hardware,
         "VRAM streaming below the product's floor with nothing to explain it");
@@ -426,6 +435,12 @@ catalogue! {
     /// Windows reset the display driver after a timeout with no test failing.
     DriverTimeoutReset = "DRIVER_TIMEOUT_RESET" => row(Software,
         "Windows reset the display driver after a timeout (TDR) during the test");
+    /// Lost, off the bus or reset only under the CPU and GPU load together.
+    PsuCombinedLoad = "PSU_COMBINED_LOAD" => row(Environment,
+        "the card was lost, fell off the bus or was reset only while the CPU and the GPU were loaded together: the power supply");
+    /// The host's CPU computed a wrong result under load.
+    CpuWrongResult = "CPU_WRONG_RESULT" => row(Environment,
+        "the host's CPU computed a wrong result under the combined load: the computer around the card, not the GPU");
     /// The device stopped answering.
     DeviceHang = "DEVICE_HANG" => row(Software,
         "the device stopped answering: the watchdog abandoned it, or its worker did not stop when asked");

@@ -6,6 +6,7 @@ pub mod console;
 pub mod files;
 pub mod gpu_counters;
 pub mod host;
+pub mod host_power;
 pub mod kernel_log;
 pub mod nvml;
 pub mod pci;

@@ -4,9 +4,12 @@ use super::RunOptions;
 use crate::cli::{LayoutArg, LoadArg, RunArgs};
 use crate::error::AppError;
 use crate::profile::Profile;
+use std::time::Duration;
+
 use crate::workload::compute::LoadShape;
 use crate::workload::vram::algorithm::Algorithm;
 use crate::workload::vram::engine::AccessLayout;
+use crate::workload::{PlannedWorkload, WorkloadConfig};
 
 impl From<LoadArg> for LoadShape {
     fn from(arg: LoadArg) -> LoadShape {
@@ -95,14 +98,29 @@ pub fn options(args: &RunArgs, profile: Profile, progress: bool) -> Result<RunOp
                 compute_overrides(&mut h.compute);
                 h.matrix.power_target = args.power_target.or(h.matrix.power_target);
             }
+            WorkloadConfig::Psu(p) => {
+                vram_overrides(&mut p.heat.vram);
+                compute_overrides(&mut p.heat.compute);
+                p.heat.matrix.power_target = args.power_target.or(p.heat.matrix.power_target);
+            }
             WorkloadConfig::Matrix(m) => {
                 m.power_target = args.power_target.or(m.power_target);
             }
             WorkloadConfig::Pcie(c) => c.max_bytes = args.pcie_max_bytes.unwrap_or(c.max_bytes),
+            // The region is its share of the memory the flag gives the VRAM tests.
+            WorkloadConfig::Resident(r) => {
+                if let Some(b) = args.vram.vram_bytes {
+                    r.bytes = Some((b as f64 * r.share_percent / 100.0) as u64);
+                }
+                r.seed = args.seed.unwrap_or(r.seed);
+            }
             // The command line's flags are for the workloads above; the others take their
             // settings from profiles.
             _ => {}
         }
+    }
+    for fault in &args.test_fault {
+        plant_test_fault(fault, &mut plan).map_err(AppError::Usage)?;
     }
     check_every_flag_applies(args, &plan)?;
     // A pass count alone means "exactly that many passes", with no time budget.
@@ -159,7 +177,12 @@ fn check_every_flag_applies(
     use crate::workload::registry::WorkloadConfig;
     let has = |pred: &dyn Fn(&WorkloadConfig) -> bool| plan.iter().any(|p| pred(&p.config));
     let vram = has(&|c| c.vram().is_some());
-    let compute = has(&|c| matches!(c, WorkloadConfig::Compute(_) | WorkloadConfig::Heat { .. }));
+    let compute = has(&|c| {
+        matches!(
+            c,
+            WorkloadConfig::Compute(_) | WorkloadConfig::Heat { .. } | WorkloadConfig::Psu(_)
+        )
+    });
     let pcie = has(&|c| matches!(c, WorkloadConfig::Pcie(_)));
     let retention = plan
         .iter()
@@ -177,7 +200,13 @@ fn check_every_flag_applies(
     };
     let v = &args.vram;
     let memory = "the vram and heat workloads";
-    given(v.vram_bytes.is_some(), "--vram-bytes", vram, memory)?;
+    let sized = vram || has(&|c| matches!(c, WorkloadConfig::Resident(_)));
+    given(
+        v.vram_bytes.is_some(),
+        "--vram-bytes",
+        sized,
+        "the vram, heat and resident workloads",
+    )?;
     given(v.vram_percent.is_some(), "--vram-percent", vram, memory)?;
     given(v.reserve.is_some(), "--reserve", vram, memory)?;
     given(v.layout.is_some(), "--layout", vram, memory)?;
@@ -229,6 +258,53 @@ fn check_every_flag_applies(
         "the steady compute, matrix and heat workloads",
     )?;
     Ok(())
+}
+
+/// Plants a fault a burn-in detector finds (`--test-fault`, tests only) in the planned
+/// workloads it applies to.
+fn plant_test_fault(spec: &str, plan: &mut [PlannedWorkload]) -> Result<(), String> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let bad = || {
+        format!(
+            "--test-fault {}: expected decay:WORD:SECONDS, low-duty:DUTY, pause or cpu",
+            crate::text::quote(spec)
+        )
+    };
+    let mut planted = false;
+    for p in plan.iter_mut() {
+        match (&mut p.config, parts.as_slice()) {
+            (WorkloadConfig::Resident(r), ["decay", word, seconds]) => {
+                r.inject = Some(crate::workload::resident::DelayedFault {
+                    word: word.parse().map_err(|_| bad())?,
+                    xor_mask: 1 << 5,
+                    after: Duration::from_secs_f64(seconds.parse().map_err(|_| bad())?),
+                });
+                planted = true;
+            }
+            (WorkloadConfig::Compute(c), ["low-duty", duty]) => {
+                c.inject = Some((0, 1 << 7));
+                c.inject_when = Some(crate::workload::compute::InjectWhen::BelowDuty(
+                    duty.parse().map_err(|_| bad())?,
+                ));
+                planted = true;
+            }
+            (WorkloadConfig::Psu(c), ["cpu"]) => {
+                c.cpu_fault = true;
+                planted = true;
+            }
+            (WorkloadConfig::Compute(c), ["pause"]) => {
+                c.inject = Some((0, 1 << 7));
+                c.inject_when = Some(crate::workload::compute::InjectWhen::AwayFromLoad);
+                planted = true;
+            }
+            _ => {}
+        }
+    }
+    if planted {
+        Ok(())
+    } else {
+        Err(format!("{}, or no planned workload takes it", bad()))
+    }
 }
 
 #[cfg(test)]
@@ -319,6 +395,7 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(targets, vec![Some(90), None, None, Some(90)]);
+        // Nor the paused one's: its pauses are its own load.
+        assert_eq!(targets, vec![Some(90), None, None, None, Some(90)]);
     }
 }

@@ -77,7 +77,12 @@ pub fn least_duration(
     plan: &[PlannedWorkload],
     confirm: Option<crate::profile::Confirm>,
 ) -> Option<(std::time::Duration, &PlannedWorkload)> {
-    let total: u32 = plan.iter().map(|p| p.weight).sum::<u32>().max(1);
+    let total: u32 = plan
+        .iter()
+        .filter(|p| !p.config.runs_alongside())
+        .map(|p| p.weight)
+        .sum::<u32>()
+        .max(1);
     let runs = 1 + confirm.map_or(0, |c| c.repeat);
     plan.iter()
         .filter(|p| !p.config.least_time().is_zero())
@@ -135,13 +140,20 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
             n.cause.message
         ));
     }
-    let total_weight: u32 = opts.plan.iter().map(|p| p.weight).sum::<u32>().max(1);
+    let total_weight: u32 = opts
+        .plan
+        .iter()
+        .filter(|p| !p.config.runs_alongside())
+        .map(|p| p.weight)
+        .sum::<u32>()
+        .max(1);
     let mut plans = Vec::new();
     for info in &devices {
+        let plan = crate::workload::registry::with_room_beside(&opts.plan, info);
         let mut vram_bytes = None;
         let mut heap_bytes = None;
         let mut steps = Vec::new();
-        for p in &opts.plan {
+        for p in &plan {
             // Settings that cannot fit a device were refused by check_sizes above.
             let planned = p.config.describe(info).unwrap_or_else(|why| PlanDetail {
                 detail: why,
@@ -155,9 +167,14 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
             steps.push(PlannedStep {
                 workload: p.config.name(),
                 weight: p.weight,
-                budget_s: opts
-                    .duration
-                    .map(|d| d.as_secs_f64() * f64::from(p.weight) / f64::from(total_weight)),
+                // One that runs all along has the whole budget, beside the others.
+                budget_s: opts.duration.map(|d| {
+                    if p.config.runs_alongside() {
+                        d.as_secs_f64()
+                    } else {
+                        d.as_secs_f64() * f64::from(p.weight) / f64::from(total_weight)
+                    }
+                }),
                 detail,
             });
         }

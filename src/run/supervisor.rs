@@ -200,7 +200,7 @@ pub(super) fn supervise(
     // own timeout is recorded before the watchdog would call it a hang.
     let patience = opts.step_timeout;
     // A load holding a power target reads the device's power from the telemetry here.
-    let holds_power = opts.plan.iter().any(|p| p.config.power_target().is_some());
+    let feeds_telemetry = opts.plan.iter().any(|p| p.config.reads_telemetry());
     let mut stopping = false;
     while workers.iter().any(|w| !w.finished) {
         let signals = signals_received();
@@ -250,7 +250,7 @@ pub(super) fn supervise(
             }
         }
         answer_waits(&mut workers, latest, events);
-        if holds_power {
+        if feeds_telemetry {
             forward_readings(&mut workers, latest);
         }
         reap(&mut workers, events);

@@ -18,7 +18,7 @@ use crate::power::PowerFeed;
 use crate::telemetry::record::Boundary;
 use crate::verdict::exit_code;
 use crate::workload::registry::{PlannedWorkload, WorkloadConfig};
-use crate::workload::{RunControl, WorkloadStatus};
+use crate::workload::{RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus};
 
 /// The worker's stdout, shared by the test and the heartbeat.
 #[derive(Clone)]
@@ -234,13 +234,27 @@ fn test_device(
         stop,
         feed,
         alive: &alive,
+        phase: crate::workload::cadence::SharedPhase::default(),
     };
+    // A workload that runs all along (the resident region) starts first, on a context of
+    // its own, and the VRAM tests in turn leave it the memory it holds.
+    let (beside, in_turn) = beside_and_in_turn(job);
+    let finish = Arc::new(AtomicBool::new(false));
+    let alongside = start_alongside(
+        &beside,
+        in_turn.is_empty(),
+        &device_ctx,
+        &shared,
+        &finish,
+        job.duration,
+        events,
+    );
     // Each workload gets its weight's share of the budget, less when those before it ran
     // over (the time left is shared by the weights left), never more: a workload that
     // ends early (a fixed number of passes) shortens the run instead of lengthening the
     // next one.
     let device_deadline = job.duration.map(|d| Instant::now() + d);
-    let weight_total: u32 = job.plan.iter().map(|p| p.weight).sum::<u32>().max(1);
+    let weight_total: u32 = in_turn.iter().map(|p| p.weight).sum::<u32>().max(1);
     let mut weight_left = weight_total;
     // A run weighing `weight` gets its part of the time left among `weight_left`, never
     // more than its weight's share of the whole.
@@ -250,7 +264,7 @@ fn test_device(
             left.min(whole * weight / weight_total)
         })
     };
-    for (i, planned) in job.plan.iter().enumerate() {
+    for (i, planned) in in_turn.iter().enumerate() {
         if job.wait_idle && i > 0 {
             wait_for_idle(stop, resumed, pipe);
         }
@@ -349,8 +363,88 @@ fn test_device(
             break;
         }
     }
+    // The workloads in turn have ended (with none, the one alongside ran for the budget).
+    finish.store(true, Ordering::Relaxed);
+    if let Some(running) = alongside {
+        let results = running.join().unwrap_or_else(|_| {
+            events.emit(
+                device,
+                Event::DeviceError {
+                    error: DeviceErrorKind::Workload,
+                    message: "the thread running the workload alongside the others panicked".into(),
+                },
+            );
+            Vec::new()
+        });
+        report_outcomes(results, None, stop, events);
+    }
     ended.store(true, Ordering::Relaxed);
     validation_notes(events);
+}
+
+/// The plan's workloads that run all along (the resident region), and the others, in
+/// turn, told what memory those hold.
+fn beside_and_in_turn(job: &WorkerJob) -> (Vec<PlannedWorkload>, Vec<PlannedWorkload>) {
+    crate::workload::registry::with_room_beside(&job.plan, &job.info)
+        .into_iter()
+        .partition(|p| p.config.runs_alongside())
+}
+
+/// What a thread running workloads gives back: each part's name and result.
+type PartResults = Vec<(&'static str, Result<WorkloadOutcome, WorkloadError>)>;
+
+/// Starts the workloads that run all along on a context of their own, with the device's
+/// whole budget, until `finish`. `alone`: nothing runs in turn, so their waits between
+/// checks keep the watchdog from taking the device for hung; beside others, only the
+/// others' progress does, so that a hang of theirs is still seen.
+fn start_alongside(
+    beside: &[PlannedWorkload],
+    alone: bool,
+    contexts: &Contexts,
+    shared: &Shared,
+    finish: &Arc<AtomicBool>,
+    duration: Option<Duration>,
+    events: &mut PipeSink,
+) -> Option<std::thread::JoinHandle<PartResults>> {
+    let device = Some(events.slot);
+    if beside.is_empty() {
+        return None;
+    }
+    let mut ctx = match DeviceContext::open(&contexts.vulkan, &contexts.physical) {
+        Ok(c) => c,
+        Err(e) => {
+            events.emit(
+                device,
+                Event::DeviceError {
+                    error: DeviceErrorKind::Open,
+                    message: format!("could not open a context for the resident region: {e}"),
+                },
+            );
+            return None;
+        }
+    };
+    ctx.set_fence_timeout(contexts.fence_timeout);
+    let mut control = RunControl::new(duration);
+    control.stop = Arc::clone(shared.stop);
+    control.power = Some(shared.feed.clone());
+    control.finish = Arc::clone(finish);
+    control.phase = shared.phase.clone();
+    if alone {
+        control.alive = Arc::clone(shared.alive);
+    }
+    let mut sink = PipeSink {
+        pipe: events.pipe.clone(),
+        slot: events.slot,
+        started: events.started,
+    };
+    let mut workloads: Vec<Box<dyn Workload + Send>> =
+        beside.iter().flat_map(|p| p.config.build()).collect();
+    Some(std::thread::spawn(move || {
+        workloads
+            .iter_mut()
+            .map(|w| (w.name(), w.run(&mut ctx, &control, &mut sink)))
+            .collect()
+    }))
 }
 
 /// The least time worth a confirmation rerun: below it, the rerun is said not to have run.
@@ -403,6 +497,8 @@ struct Shared<'a> {
     stop: &'a Arc<AtomicBool>,
     feed: &'a PowerFeed,
     alive: &'a Arc<AtomicU64>,
+    /// The device's load phase, shared by its workloads.
+    phase: crate::workload::cadence::SharedPhase,
 }
 
 /// Runs one planned workload (two at once for `heat`) between counter snapshots and
@@ -422,6 +518,7 @@ fn run_planned(
         c.stop = Arc::clone(stop);
         c.power = Some(shared.feed.clone());
         c.alive = Arc::clone(shared.alive);
+        c.phase = shared.phase.clone();
         c
     };
     let mut workloads = planned.config.build();
@@ -467,7 +564,10 @@ fn run_planned(
             });
             results.push((first.name(), r1));
             match r2 {
-                Ok(r) => results.push((second.name(), r)),
+                Ok(r) => {
+                    results.push((second.name(), r));
+                    results.extend(second.beside().into_iter().map(|o| (second.name(), Ok(o))));
+                }
                 Err(_) => events.emit(
                     device,
                     Event::DeviceError {
@@ -481,11 +581,24 @@ fn run_planned(
         for w in workloads.iter_mut() {
             let r = w.run(&mut contexts.main, &control(), events);
             results.push((w.name(), r));
+            results.extend(w.beside().into_iter().map(|o| (w.name(), Ok(o))));
         }
     }
     snapshot(Boundary::After);
     validation_notes(events);
-    let together = results.len() > 1;
+    let together = (results.len() > 1).then_some(phase);
+    report_outcomes(results, together, stop, events)
+}
+
+/// Records how each part ended (`together`: the load they ran inside of, at once);
+/// true when one failed.
+fn report_outcomes(
+    results: PartResults,
+    together: Option<&str>,
+    stop: &AtomicBool,
+    events: &mut PipeSink,
+) -> bool {
+    let device = Some(events.slot);
     let mut failed = false;
     for (name, result) in results {
         match result {
@@ -496,7 +609,7 @@ fn run_planned(
                     outcome.stopped_on_request();
                 }
                 failed |= outcome.status == WorkloadStatus::Failed;
-                if together {
+                if let Some(phase) = together.filter(|p| *p != outcome.workload) {
                     outcome.summary.envelope_mut().together_with = Some(phase.to_owned());
                 }
                 events.emit(

@@ -15,8 +15,9 @@ use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::telemetry::throttle::ThrottleReason;
 use crate::telemetry::{cause, signals};
-use crate::workload::WorkloadResult;
 use crate::workload::pcie::PcieReport;
+use crate::workload::psu::Psu;
+use crate::workload::{Kind, WorkloadResult, WorkloadStatus};
 
 /// The finding of a GPU the machine has (NVML, sysfs) that Vulkan cannot see: not tested,
 /// so nothing is known of its health and the run cannot pass. The cause read from the
@@ -172,6 +173,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     nvlinks(device, &mut out);
     standing(device, &mut out);
     device_failure(device, &xid_codes, &mut out);
+    combined_load(device, &mut out);
     setup(device, &mut out);
     performance::configuration(device, t, held, &mut out);
     performance::product_unknown(device, t, &mut out);
@@ -1231,6 +1233,115 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
         format!("the device failed mid-test: {error}{blind_note}"),
         json!({"errors": errors, "xids": xid_codes, "driver_resets": resets}),
         action,
+    ));
+}
+
+/// A card lost, off the bus (Xid 79) or reset by the OS only under the combined CPU and
+/// GPU load (`psu`), after the GPU's heaviest load alone (`heat`) ran clean: the power
+/// supply, which sags only when the whole machine draws. It replaces what the loss alone
+/// would say (a timeout, a card off the bus), since it explains it. Nothing when `heat`
+/// did not run clean first: then the card was not shown to hold its own load.
+fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
+    const OFF_THE_BUS: u32 = 79;
+    let in_psu = |w: &&crate::workload::WorkloadOutcome| w.together_with() == Some(Psu::NAME);
+    let lost = device
+        .workloads
+        .iter()
+        .filter(in_psu)
+        .find_map(|w| w.summary.envelope().device_error.clone());
+    let xid_codes = |p: &PhaseTelemetry| -> Vec<u32> {
+        p.xids
+            .iter()
+            .filter_map(|x| xid::code_of(x.code, &x.message))
+            .collect()
+    };
+    let (psu_phases, others): (Vec<&PhaseTelemetry>, Vec<&PhaseTelemetry>) =
+        device.telemetry.iter().partition(|p| p.phase == Psu::NAME);
+    let off_bus = psu_phases
+        .iter()
+        .any(|p| xid_codes(p).contains(&OFF_THE_BUS));
+    let resets = psu_phases
+        .iter()
+        .map(|p| p.driver_resets.iter().filter(|r| !r.before_run).count())
+        .sum::<usize>();
+    // The same failure before the combined load began is not the power supply's to
+    // explain (what follows a loss is its aftermath); nor is another hardware Xid.
+    let psu_began = psu_phases
+        .iter()
+        .map(|p| p.start_ms)
+        .fold(f64::MAX, f64::min);
+    let first_psu = device
+        .workloads
+        .iter()
+        .position(|w| w.together_with() == Some(Psu::NAME) || w.workload == Psu::NAME)
+        .unwrap_or(device.workloads.len());
+    let others_failed = others.iter().filter(|p| p.end_ms <= psu_began).any(|p| {
+        xid_codes(p).contains(&OFF_THE_BUS) || p.driver_resets.iter().any(|r| !r.before_run)
+    }) || device.workloads[..first_psu]
+        .iter()
+        .any(|w| w.summary.envelope().device_error.is_some());
+    let other_hardware: Vec<u32> = device
+        .telemetry
+        .iter()
+        .flat_map(xid_codes)
+        .filter(|c| *c != OFF_THE_BUS)
+        .collect();
+    // heat ran, and none of its parts failed or lost the device (a part the budget cut
+    // short still loaded the card as hard).
+    let heat: Vec<&crate::workload::WorkloadOutcome> = device
+        .workloads
+        .iter()
+        .filter(|w| w.together_with() == Some(crate::workload::heat::Heat::NAME))
+        .collect();
+    let heat_clean = !heat.is_empty()
+        && heat.iter().all(|w| {
+            w.summary.envelope().device_error.is_none()
+                && matches!(
+                    w.status,
+                    WorkloadStatus::Passed | WorkloadStatus::Incomplete
+                )
+        });
+    if !(lost.is_some() || off_bus || resets > 0)
+        || others_failed
+        || xid_kinds(&other_hardware).0
+        || !heat_clean
+    {
+        return;
+    }
+    let figures = device
+        .workloads
+        .iter()
+        .find_map(|w| match &w.summary {
+            WorkloadResult::Psu(r) => Some(r.power_words()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "no power figures".into());
+    let what = match (&lost, off_bus, resets) {
+        (_, true, _) => "fell off the bus (Xid 79)".to_owned(),
+        (Some(e), _, _) => format!("was lost ({e})"),
+        _ => format!(
+            "was reset by the OS ({})",
+            crate::text::count(resets as u64, "reset")
+        ),
+    };
+    out.retain(|f| {
+        !matches!(
+            f.code,
+            FindingCode::DeviceLostTimeout
+                | FindingCode::DeviceLostHardware
+                | FindingCode::XidFallenOffBus
+                | FindingCode::DriverTimeoutReset
+        )
+    });
+    out.push(finding(
+        FindingCode::PsuCombinedLoad,
+        Severity::Critical,
+        Confidence::High,
+        format!(
+            "the card {what} only while the CPU and the GPU were loaded together ({figures}); the GPU's heaviest load alone (heat) ran clean: the power supply, not the card"
+        ),
+        json!({"lost": lost, "xid_79": off_bus, "resets": resets, "figures": figures}),
+        "check the power supply: its rating against the card's and the CPU's power together, its age, the cables to the card (no daisy-chained connectors); rerun psu after a change",
     ));
 }
 

@@ -1,12 +1,15 @@
 //! Workloads: each loads one part of the device and reports what it found, behind the
 //! same trait so that orchestration and reporting never depend on which one ran.
 
+pub mod cadence;
 pub mod compute;
 pub mod fragment;
 pub mod heat;
 pub mod matrix;
 pub mod pcie;
+pub mod psu;
 pub mod registry;
+pub mod resident;
 pub mod settings;
 pub mod show;
 pub mod vram;
@@ -54,6 +57,14 @@ pub struct RunControl {
     /// step it takes on purpose): the run's watchdog reads it beside the device's own
     /// progress, so a deliberate wait is never taken for a hang.
     pub alive: Arc<AtomicU64>,
+    /// Set when the workloads this one runs beside have ended: a workload that runs all
+    /// along (`resident`) makes its last check and reports.
+    pub finish: Arc<AtomicBool>,
+    /// When the control was made: the workloads that run at once (`transitions`) share
+    /// their schedule from it.
+    pub began: Instant,
+    /// The device's load phase, shared by its workloads (see [`cadence::SharedPhase`]).
+    pub phase: cadence::SharedPhase,
 }
 
 impl RunControl {
@@ -67,7 +78,15 @@ impl RunControl {
             progress: indicatif::ProgressBar::hidden(),
             power: None,
             alive: Arc::new(AtomicU64::new(0)),
+            finish: Arc::new(AtomicBool::new(false)),
+            began: now,
+            phase: cadence::SharedPhase::default(),
         }
+    }
+
+    /// True once the workloads this one runs beside have ended (see `finish`).
+    pub fn finished(&self) -> bool {
+        self.finish.load(Ordering::Relaxed)
     }
 
     /// Says the workload is alive though the device finishes nothing now (see `alive`).
@@ -460,6 +479,12 @@ pub trait Workload {
         control: &RunControl,
         events: &mut dyn EventSink,
     ) -> Result<WorkloadOutcome, WorkloadError>;
+
+    /// The outcomes of what ran beside it on the host, once it has run (`psu`'s CPU
+    /// load); none for most.
+    fn beside(&mut self) -> Vec<WorkloadOutcome> {
+        Vec::new()
+    }
 }
 
 /// A kind of workload: everything kiln knows about it, kept in its own module, so that

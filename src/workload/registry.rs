@@ -226,6 +226,8 @@ registry! {
     Fragment => super::fragment::Fragment,
     Heat => super::heat::Heat,
     Matrix => super::matrix::Matrix,
+    Resident => super::resident::Resident,
+    Psu => super::psu::Psu,
 }
 
 impl WorkloadName {
@@ -275,6 +277,25 @@ pub struct PlannedWorkload {
     pub config: WorkloadConfig,
 }
 
+/// `plan` on `device`, its VRAM tests told what memory the workloads that run all along
+/// (the resident region) hold, so that they size themselves around it.
+pub fn with_room_beside(plan: &[PlannedWorkload], device: &DeviceInfo) -> Vec<PlannedWorkload> {
+    let held: u64 = plan
+        .iter()
+        .filter_map(|p| match &p.config {
+            WorkloadConfig::Resident(r) => r.bytes_on(device).ok(),
+            _ => None,
+        })
+        .sum();
+    let mut plan = plan.to_vec();
+    for p in &mut plan {
+        if let Some(v) = p.config.vram_mut() {
+            v.beside_bytes = held;
+        }
+    }
+    plan
+}
+
 impl PlannedWorkload {
     /// The workload with its default settings and default weight.
     pub fn default_of(name: WorkloadName) -> PlannedWorkload {
@@ -299,8 +320,24 @@ impl WorkloadConfig {
             WorkloadConfig::Compute(c) => c.power_target,
             WorkloadConfig::Matrix(m) => m.power_target,
             WorkloadConfig::Heat(h) => h.power_target(),
+            WorkloadConfig::Psu(p) => p.heat.power_target(),
             _ => None,
         }
+    }
+
+    /// Whether its load reads the device's telemetry as it runs (a power target, the
+    /// clock of a sweep's levels or a pause, the temperatures of the resident region's
+    /// checks, the power under the combined load): the run then feeds it every sample.
+    pub fn reads_telemetry(&self) -> bool {
+        use super::compute::LoadShape;
+        self.power_target().is_some()
+            || match self {
+                WorkloadConfig::Compute(c) => {
+                    matches!(c.shape, LoadShape::Sweep | LoadShape::Pauses { .. })
+                }
+                WorkloadConfig::Resident(_) | WorkloadConfig::Psu(_) => true,
+                _ => false,
+            }
     }
 
     /// The VRAM test's settings, where this workload has a VRAM test (`vram`, `heat`):
@@ -309,8 +346,26 @@ impl WorkloadConfig {
         match self {
             WorkloadConfig::Vram(v) => Some(v),
             WorkloadConfig::Heat(h) => Some(&h.vram),
+            WorkloadConfig::Psu(p) => Some(&p.heat.vram),
             _ => None,
         }
+    }
+
+    /// The VRAM test's settings to change (the command line's flags; the memory a
+    /// workload running alongside holds).
+    pub fn vram_mut(&mut self) -> Option<&mut super::vram::VramConfig> {
+        match self {
+            WorkloadConfig::Vram(v) => Some(v),
+            WorkloadConfig::Heat(h) => Some(&mut h.vram),
+            WorkloadConfig::Psu(p) => Some(&mut p.heat.vram),
+            _ => None,
+        }
+    }
+
+    /// True for a workload that runs all along beside the others on a context of its own
+    /// (`resident`), taking no share of the time.
+    pub fn runs_alongside(&self) -> bool {
+        matches!(self, WorkloadConfig::Resident(_))
     }
 
     /// The time a run of it cannot do without, whatever its budget: the retention test's
@@ -347,7 +402,7 @@ mod tests {
         );
         assert_eq!(
             WorkloadName::parse("gpu-burn").unwrap_err(),
-            "unknown workload `gpu-burn` (known: vram, compute, pcie, fragment, heat, matrix)"
+            "unknown workload `gpu-burn` (known: vram, compute, pcie, fragment, heat, matrix, resident, psu)"
         );
     }
 

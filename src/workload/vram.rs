@@ -82,6 +82,14 @@ pub struct VramConfig {
     /// this word, so that (nearly) every word reads wrong, as on a dead memory chip.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planted_all: Option<u32>,
+    /// Device memory kiln holds for a workload running alongside (the resident region),
+    /// not free for this test: set by the run, never by a profile.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub beside_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Default for VramConfig {
@@ -101,6 +109,7 @@ impl Default for VramConfig {
             max_buffer_bytes: None,
             planted: Vec::new(),
             planted_all: None,
+            beside_bytes: 0,
         }
     }
 }

@@ -13,7 +13,8 @@ mod reference;
 mod run;
 mod sections;
 
-pub use model::{ComputeReport, KindResult, LevelResult, Mismatch};
+pub use super::cadence::LevelResult;
+pub use model::{ComputeReport, KindResult, Mismatch};
 pub use reference::{ChainFault, reference};
 pub use run::roofline;
 
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::cadence::{DutySweep, LoadPhase, LoadPoint, PauseCycle, PausesReport};
 use super::hash;
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Section, Table, TableRow};
@@ -128,6 +130,15 @@ pub enum LoadShape {
     },
     /// Load levels 10%, 20% ... 100% of each period, each for a tenth of the budget.
     Sweep,
+    /// Full load for `hold_ms`, then a pause until the card falls to idle clocks (at
+    /// least `pause_ms`), repeated: results checked as the clocks fall, at idle and as
+    /// they rise again.
+    Pauses {
+        /// Loaded time between pauses.
+        hold_ms: u64,
+        /// The least pause.
+        pause_ms: u64,
+    },
 }
 
 impl LoadShape {
@@ -139,9 +150,41 @@ impl LoadShape {
                 format!("pulsed ({on_ms} ms on / {off_ms} ms off)")
             }
             LoadShape::Sweep => "swept 10%..100%".to_owned(),
+            LoadShape::Pauses { hold_ms, pause_ms } => format!(
+                "paused ({} loaded, then at least {} idle)",
+                crate::units::duration_rounded_up(Duration::from_millis(*hold_ms)),
+                crate::units::duration_rounded_up(Duration::from_millis(*pause_ms))
+            ),
         }
     }
 }
+
+/// Which rounds a planted fault corrupts (detector tests): a card wrong only at some
+/// points of its load.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InjectWhen {
+    /// Rounds at a duty below this.
+    BelowDuty(f64),
+    /// Rounds away from full load: at a ramp or at idle.
+    AwayFromLoad,
+}
+
+impl InjectWhen {
+    /// True when a round at `at` carries the fault.
+    pub fn applies(self, at: &LoadPoint) -> bool {
+        match self {
+            InjectWhen::BelowDuty(d) => at.duty < d,
+            InjectWhen::AwayFromLoad => at.phase != LoadPhase::Load,
+        }
+    }
+}
+
+/// Loaded time between two pauses unless a profile says otherwise.
+pub const PAUSES_HOLD: Duration = Duration::from_secs(60);
+/// The least pause unless a profile says otherwise: long enough for a card to fall to
+/// idle clocks.
+pub const PAUSES_PAUSE: Duration = Duration::from_secs(15);
 
 /// Settings of the compute test.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -170,6 +213,9 @@ pub struct ComputeConfig {
     /// instead of its result, as a fault in the middle of a chain would (detector tests).
     #[serde(default)]
     pub inject_step: Option<u32>,
+    /// With `inject`: corrupt only the rounds at this point of the load (detector tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inject_when: Option<InjectWhen>,
     /// Independent vec4 chains per work item; None: per kind, whichever of 4, 8 and 16
     /// runs fastest on the device.
     #[serde(default)]
@@ -193,6 +239,7 @@ impl Default for ComputeConfig {
             seed: 0x6B69_6C6E,
             inject: None,
             inject_step: None,
+            inject_when: None,
             chains: None,
             power_target: None,
         }
@@ -220,6 +267,15 @@ impl Kind for Compute {
         {
             return Err(SettingError::new(key, "applies only to shape = \"pulsed\""));
         }
+        let hold = table.duration("hold", &bounds::PAUSE)?;
+        let pause = table.duration("pause", &bounds::PAUSE)?;
+        if shape.as_deref() != Some("pauses")
+            && let Some(key) = [("hold", hold), ("pause", pause)]
+                .into_iter()
+                .find_map(|(k, v)| v.map(|_| k))
+        {
+            return Err(SettingError::new(key, "applies only to shape = \"pauses\""));
+        }
         let shape = match shape.as_deref() {
             None | Some("steady") => LoadShape::Steady,
             Some("pulsed") => LoadShape::Pulsed {
@@ -227,11 +283,15 @@ impl Kind for Compute {
                 off_ms: off_ms.map_or(100, u64::from),
             },
             Some("sweep") => LoadShape::Sweep,
+            Some("pauses") => LoadShape::Pauses {
+                hold_ms: hold.unwrap_or(PAUSES_HOLD).as_millis() as u64,
+                pause_ms: pause.unwrap_or(PAUSES_PAUSE).as_millis() as u64,
+            },
             Some(other) => {
                 return Err(SettingError::new(
                     "shape",
                     format!(
-                        "unknown load shape {} (known: steady, pulsed, sweep)",
+                        "unknown load shape {} (known: steady, pulsed, sweep, pauses)",
                         crate::text::quote(other)
                     ),
                 ));
@@ -308,11 +368,20 @@ impl Kind for Compute {
         lines.extend(c.power.iter().map(PowerTargetReport::line));
         for l in &c.levels {
             lines.push(format!(
-                "load {:.0}%: {:.1} Gop per wall second",
+                "load {:.0}%: {:.1} Gop per wall second{}{}",
                 l.duty * 100.0,
-                l.gops_per_wall_s
+                l.gops_per_wall_s,
+                l.clock_mhz
+                    .map(|m| format!(", shader clock {m:.0} MHz"))
+                    .unwrap_or_default(),
+                if l.faults > 0 {
+                    format!(", {}", crate::text::count(l.faults, "wrong result"))
+                } else {
+                    String::new()
+                }
             ));
         }
+        lines.extend(c.pauses.iter().map(|p| p.line()));
         for m in c.records.iter().take(10) {
             // The shuffled run's invocation; a CPU check has none.
             let second = match (m.second_invocation, m.second_workgroup) {
@@ -321,14 +390,17 @@ impl Kind for Compute {
                 _ => "checked on the CPU".into(),
             };
             lines.push(format!(
-                "{} item {} (invocation {} {second}) expected {:08x?} got {:08x?} [{} round {}]",
+                "{} item {} (invocation {} {second}) expected {:08x?} got {:08x?} [{} round {}{}]",
                 m.kind.label(),
                 m.item,
                 m.first_invocation,
                 m.expected,
                 m.actual,
                 m.check,
-                m.round
+                m.round,
+                m.at.filter(|_| c.shape != LoadShape::Steady)
+                    .map(|p| format!(", {}", p.words()))
+                    .unwrap_or_default()
             ));
         }
         let mut out = vec![Section::Lines(lines)];

@@ -23,6 +23,9 @@ pub struct Mismatch {
     pub actual: [u32; 4],
     /// `redundant_run` or `cpu_reference`.
     pub check: String,
+    /// The duty, clock and phase of the round that gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<LoadPoint>,
 }
 
 /// Per-kind results.
@@ -56,15 +59,6 @@ pub struct KindResult {
     pub best_gops: f64,
 }
 
-/// A load level of a sweep.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LevelResult {
-    /// Target share of each period under load.
-    pub duty: f64,
-    /// Achieved operations per wall second, in 10^9.
-    pub gops_per_wall_s: f64,
-}
-
 /// Everything the compute test found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ComputeReport {
@@ -83,6 +77,9 @@ pub struct ComputeReport {
     pub levels: Vec<LevelResult>,
     /// The first mismatches.
     pub records: Vec<Mismatch>,
+    /// How the pauses went, for a load with pauses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pauses: Option<PausesReport>,
     /// What the power target achieved, where the load held one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power: Option<PowerTargetReport>,

@@ -253,6 +253,7 @@ impl ComputeTest {
                 })
                 .collect(),
             levels: Vec::new(),
+            pauses: None,
             records: Vec::new(),
             power: None,
             run: Envelope::default(),
@@ -337,74 +338,97 @@ pub(super) fn drive(
         }
         _ => LOAD_PERIOD,
     });
-    let mut level = 0usize;
-    let mut level_ops = 0u64;
-    let mut level_started = Instant::now();
+    let mut sweep = (cfg.shape == LoadShape::Sweep).then(|| DutySweep::new(budget));
+    let mut pauses = match cfg.shape {
+        LoadShape::Pauses { hold_ms, pause_ms } => Some(PauseCycle::new(
+            Duration::from_millis(hold_ms),
+            Duration::from_millis(pause_ms),
+            control.phase.clone(),
+        )),
+        _ => None,
+    };
+    // A pulsed load's first round after each rest is its edge: the ramp up.
+    let mut rested = false;
     let mut checking: Option<CpuCheckRunning> = None;
     let shares_cpu = !gpu.ctx.info().kind.is_gpu();
     // CPU-check samples per round, per kind (see `finish_cpu_check`).
     let mut samples = vec![cfg.cpu_samples; report.kinds.len()];
     let mut stretch = crate::workload::RateStretch::starting(&totals(report));
-    loop {
+    let result = loop {
         if cfg.rounds.is_some_and(|n| round >= n) {
-            break;
+            break Ok(());
         }
         if control.stop_requested() {
             report.run.stopped_early = Some(crate::workload::STOPPED_ON_REQUEST.into());
-            break;
+            break Ok(());
         }
         // Every kind gets at least one verified round, even past the budget (the hard
         // deadline still holds): a run that never checked int32 has not checked it.
         if cfg.rounds.is_none() && control.out_of_time() && round as usize >= report.kinds.len() {
-            break;
+            break Ok(());
         }
         if control.stopped() {
             report.run.stopped_early = Some("stopped at the hard deadline".into());
-            break;
+            break Ok(());
         }
-        // The share of each period spent under load: the power target's, or the shape's.
+        // The share of each period spent under load: the power target's, or the shape's;
+        // a load with pauses says itself when to work.
+        let mut phase = LoadPhase::Load;
         let duty = match (&mut hold, cfg.shape) {
             (Some(hold), _) => hold.duty(started.elapsed(), control.power.as_ref()),
             (None, LoadShape::Steady) => 1.0,
             (None, LoadShape::Pulsed { on_ms, off_ms }) => {
                 on_ms as f64 / (on_ms + off_ms).max(1) as f64
             }
-            (None, LoadShape::Sweep) => {
-                let step = budget.map_or(Duration::from_secs(1), |b| b / 10);
-                let now_level =
-                    ((started.elapsed().as_nanos() / step.as_nanos().max(1)) as usize).min(9);
-                if now_level != level {
-                    report.levels.push(LevelResult {
-                        duty: (level + 1) as f64 / 10.0,
-                        gops_per_wall_s: level_ops as f64 * 2.0
-                            / level_started.elapsed().as_secs_f64()
-                            / 1e9,
-                    });
-                    level = now_level;
-                    level_ops = 0;
-                    level_started = Instant::now();
+            (None, LoadShape::Sweep) => sweep.as_mut().map_or(1.0, |s| s.duty(control)),
+            (None, LoadShape::Pauses { .. }) => {
+                match pauses.as_mut().and_then(|p| p.next(control)) {
+                    Some(p) => {
+                        phase = p;
+                        1.0
+                    }
+                    None => {
+                        control.still_alive();
+                        std::thread::sleep(Duration::from_millis(50));
+                        continue;
+                    }
                 }
-                (level + 1) as f64 / 10.0
             }
         };
         let rest = pacer.rest(duty);
         if !rest.is_zero() {
+            rested = true;
             std::thread::sleep(rest);
             continue;
         }
+        if matches!(cfg.shape, LoadShape::Pulsed { .. }) && std::mem::take(&mut rested) {
+            phase = LoadPhase::RampUp;
+        }
+        let at = LoadPoint {
+            duty,
+            clock_mhz: super::super::cadence::clock_now(control),
+            phase,
+        };
+        let inject = cfg.inject_when.is_none_or(|w| w.applies(&at));
         let k = round as usize % report.kinds.len();
         let t = Instant::now();
-        let (ops, check) = one_round(
+        let faults_before = report.faults();
+        let (ops, check) = match one_round(
             gpu,
             cfg,
             (iterations[k], samples[k]),
-            round,
+            (round, at, inject),
             &mut DeviceEvents::new(events, device),
             report,
             k,
-        )?;
+        ) {
+            Ok(r) => r,
+            Err(e) => break Err(e),
+        };
         pacer.worked(t.elapsed());
-        level_ops += ops;
+        if let Some(s) = &mut sweep {
+            s.worked(ops, report.faults() - faults_before);
+        }
         round += 1;
         stretch.emit_if_due(Compute::NAME, &totals(report), 1e-9, events, device);
         // The CPU checks the last round while the device runs this one.
@@ -419,7 +443,7 @@ pub(super) fn drive(
             );
         }
         checking = Some(check.spawn());
-    }
+    };
     if let Some(previous) = checking.take() {
         finish_cpu_check(
             previous,
@@ -432,13 +456,13 @@ pub(super) fn drive(
     if let Some(hold) = &hold {
         report.power = Some(hold.report(started.elapsed()));
     }
-    if cfg.shape == LoadShape::Sweep && level_ops > 0 {
-        report.levels.push(LevelResult {
-            duty: (level + 1) as f64 / 10.0,
-            gops_per_wall_s: level_ops as f64 * 2.0 / level_started.elapsed().as_secs_f64() / 1e9,
-        });
+    if let Some(s) = sweep {
+        report.levels = s.finish();
     }
-    Ok(())
+    if let Some(p) = &pauses {
+        report.pauses = Some(p.end());
+    }
+    result
 }
 
 /// One pass over every work item of `kind`, `iterations` blocks per chain; returns GPU
@@ -502,6 +526,8 @@ pub(super) struct CpuCheck {
     samples: Vec<(u32, [u32; 4])>,
     /// GPU time of the round's two passes.
     pass_ns: u64,
+    /// Where the load stood.
+    at: LoadPoint,
 }
 
 /// A CPU check under way on a thread of its own.
@@ -550,6 +576,7 @@ impl CpuCheck {
                     expected: cpu_value,
                     actual: gpu_value,
                     check: "cpu_reference".into(),
+                    at: Some(self.at),
                 });
             }
         }
@@ -619,7 +646,7 @@ pub(super) fn one_round(
     gpu: &mut Gpu,
     cfg: &ComputeConfig,
     (iterations, cpu_samples): (u32, u32),
-    round: u32,
+    (round, point, inject): (u32, LoadPoint, bool),
     events: &mut DeviceEvents,
     report: &mut ComputeReport,
     k: usize,
@@ -630,7 +657,10 @@ pub(super) fn one_round(
     let seed = cfg.seed ^ round.wrapping_mul(0x9E37_79B9);
     let compare = gpu.ctx.pipeline(COMPARE, &[0, kind.spec()])?;
     let t1 = run_pass(gpu, kind, iterations, seed, None, None, false)?;
-    let inject = cfg.inject.map(|(item, xor)| (item, xor, cfg.inject_step));
+    let inject = cfg
+        .inject
+        .filter(|_| inject)
+        .map(|(item, xor)| (item, xor, cfg.inject_step));
     let t2 = run_pass(
         gpu,
         kind,
@@ -701,6 +731,7 @@ pub(super) fn one_round(
             expected: [words[at + 1], words[at + 2], words[at + 3], words[at + 4]],
             actual: [words[at + 5], words[at + 6], words[at + 7], words[at + 8]],
             check: "redundant_run".into(),
+            at: Some(point),
         });
     }
     let check = CpuCheck {
@@ -711,6 +742,7 @@ pub(super) fn one_round(
         iterations,
         chains: gpu.chains,
         pass_ns: t1 + t2,
+        at: point,
         samples: samples
             .iter()
             .enumerate()

@@ -67,10 +67,10 @@ pub(super) fn found(c: &ComputeReport, out: &mut Vec<Finding>) {
         .sum();
     let nonfinite: u64 = c.kinds.iter().map(|k| k.nonfinite).sum();
     if mismatches > 0 {
-        out.push(finding(FindingCode::ComputeMismatch, Severity::Critical, Confidence::High,
+        out.push(where_in_the_load(c, mismatches).unwrap_or_else(|| finding(FindingCode::ComputeMismatch, Severity::Critical, Confidence::High,
             format!("{mismatches} work items computed differently on two compute units: silent data corruption"),
             json!({"mismatches": mismatches, "records": c.records.iter().take(8).collect::<Vec<_>>()}),
-            "take the GPU out of service and RMA it with this report"));
+            "take the GPU out of service and RMA it with this report")));
     }
     if nonfinite > 0 {
         out.push(finding(
@@ -84,4 +84,93 @@ pub(super) fn found(c: &ComputeReport, out: &mut Vec<Finding>) {
             "take the GPU out of service and RMA it with this report",
         ));
     }
+}
+
+/// The finding of wrong results that came only at some points of the load: only below
+/// full load in a sweep, where the card boosts highest (`PEAK_CLOCK_ERRORS`), or only
+/// around the switches between load and idle (`CLOCK_TRANSITION_ERRORS`). None when they
+/// came at full, steady load too, or the records do not say where.
+fn where_in_the_load(c: &ComputeReport, mismatches: u64) -> Option<Finding> {
+    let points: Vec<&LoadPoint> = c.records.iter().filter_map(|m| m.at.as_ref()).collect();
+    if points.is_empty() || points.len() < c.records.len() {
+        return None;
+    }
+    let evidence = json!({"mismatches": mismatches, "levels": c.levels, "pauses": c.pauses,
+                          "records": c.records.iter().take(8).collect::<Vec<_>>()});
+    let action = "a marginal part: take the GPU out of service and RMA it with this report (first make sure nothing overclocks it)";
+    let clock = |c: Option<f64>| {
+        c.map(|c| format!(", shader clock {c:.0} MHz"))
+            .unwrap_or_default()
+    };
+    if c.shape == LoadShape::Sweep {
+        let full = c
+            .levels
+            .iter()
+            .find(|l| l.duty >= 1.0 && l.gops_per_wall_s > 0.0)?;
+        if full.faults > 0 || points.iter().any(|p| p.duty >= 1.0) {
+            return None;
+        }
+        let at: Vec<String> = c
+            .levels
+            .iter()
+            .filter(|l| l.faults > 0)
+            .map(|l| {
+                format!(
+                    "{} at {:.0}% load{}",
+                    l.faults,
+                    l.duty * 100.0,
+                    clock(l.clock_mhz)
+                )
+            })
+            .collect();
+        return Some(finding(
+            FindingCode::PeakClockErrors,
+            Severity::Critical,
+            Confidence::High,
+            format!(
+                "{mismatches} wrong results only at partial load, where the card boosts highest: {}; none at 100% load{}",
+                if at.is_empty() {
+                    points
+                        .iter()
+                        .map(|p| p.words())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                } else {
+                    at.join(", ")
+                },
+                clock(full.clock_mhz)
+            ),
+            evidence,
+            action,
+        ));
+    }
+    let switching = matches!(c.shape, LoadShape::Pauses { .. } | LoadShape::Pulsed { .. });
+    if !switching || points.iter().any(|p| p.phase == LoadPhase::Load) {
+        return None;
+    }
+    let mut by_phase: Vec<(LoadPhase, u64, Option<f64>)> = Vec::new();
+    for p in &points {
+        match by_phase.iter_mut().find(|(phase, ..)| *phase == p.phase) {
+            Some(entry) => entry.1 += 1,
+            None => by_phase.push((p.phase, 1, p.clock_mhz)),
+        }
+    }
+    let at: Vec<String> = by_phase
+        .iter()
+        .map(|(phase, n, mhz)| format!("{n} {}{}", phase.word(), clock(*mhz)))
+        .collect();
+    Some(finding(
+        FindingCode::ClockTransitionErrors,
+        Severity::Critical,
+        Confidence::High,
+        format!(
+            "{mismatches} wrong results only around the switches between load and idle: {}; none under steady load{}",
+            at.join(", "),
+            c.pauses
+                .map(|p| format!(" ({})", p.line()))
+                .unwrap_or_default()
+        ),
+        evidence,
+        action,
+    ))
 }

@@ -27,6 +27,11 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
             free_source = "the OS's video-memory budget (DXGI), below the driver's";
         }
     }
+    // What kiln's own region beside this test holds was free when the budget was read.
+    if cfg.beside_bytes > 0 {
+        free = free.saturating_sub(cfg.beside_bytes);
+        free_source = "the memory budget, less the resident region kiln holds beside this test";
+    }
     // An integrated GPU's "device-local" heap is the system's own memory: the test takes
     // at most a stated share of it, and says so, rather than starve the host.
     if info.kind == crate::gpu::DeviceKind::IntegratedGpu {

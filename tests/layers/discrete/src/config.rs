@@ -49,6 +49,10 @@ pub struct Config {
     pub max_allocations: Option<u32>,
     /// Submissions after which the device is lost (`VK_ERROR_DEVICE_LOST`).
     pub lose_after_submits: Option<u64>,
+    /// The device is lost at this Unix time (seconds), as a card falls off the bus at a
+    /// moment of the run: `KILN_EMULATE_LOSE_AT_S` after `KILN_FAKE_NVML_EPOCH`, the run's
+    /// shared clock.
+    pub lose_at_unix_s: Option<f64>,
     /// A watchdog's loss instead of a refused submission: the losing submission is
     /// accepted and the wait for it ends lost after this many milliseconds (Windows' TDR).
     pub loss_wait_ms: Option<u64>,
@@ -133,6 +137,23 @@ impl Config {
                 format!("KILN_EMULATE_LOSE_AFTER_SUBMITS={v}: expected a whole number")
             })?),
         };
+        let lose_at_unix_s = match var("KILN_EMULATE_LOSE_AT_S") {
+            None => None,
+            Some(v) => {
+                let at: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| *s >= 0.0)
+                    .ok_or_else(|| format!("KILN_EMULATE_LOSE_AT_S={v}: expected seconds"))?;
+                let epoch: f64 = var("KILN_FAKE_NVML_EPOCH")
+                    .and_then(|e| e.parse().ok())
+                    .ok_or_else(|| {
+                        "KILN_EMULATE_LOSE_AT_S needs KILN_FAKE_NVML_EPOCH, the run's clock"
+                            .to_owned()
+                    })?;
+                Some(epoch + at)
+            }
+        };
         let loss_wait_ms = match var("KILN_EMULATE_LOSS_WAIT_MS") {
             None => None,
             Some(v) => Some(v.parse::<u64>().ok().ok_or_else(|| {
@@ -207,6 +228,7 @@ impl Config {
             max_storage_range,
             max_allocations,
             lose_after_submits,
+            lose_at_unix_s,
             loss_wait_ms,
             pci,
             uuid,

@@ -22,6 +22,8 @@
 //!   `KILN_EMULATE_LOSS_WAIT_MS` the losing submission is accepted instead and the wait for
 //!   it ends lost after that many milliseconds, as Windows' TDR ends a dispatch it judged
 //!   hung.
+//! - `KILN_EMULATE_LOSE_AT_S`: the device is lost this many seconds after
+//!   `KILN_FAKE_NVML_EPOCH` (the run's clock, shared with the fake NVML), as above.
 //! - `KILN_EMULATE_PCI_ADDRESS` (`0000:3b:00.0`): the card's place on the bus, given
 //!   through `VK_EXT_pci_bus_info` (advertised); `KILN_EMULATE_UUID` (32 hex digits, dashes
 //!   and `GPU-` allowed): its `deviceUUID`, so that Vulkan, NVML and sysfs meet on one card.
@@ -1441,6 +1443,17 @@ static SUBMITS: Mutex<(u64, bool)> = Mutex::new((0, false));
 
 /// True once the emulated device is lost; counts a submission when `submitting`.
 fn lost(config: &Config, submitting: bool) -> bool {
+    if let Some(at) = config.lose_at_unix_s {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let mut s = lock(&SUBMITS);
+        if now >= at && !s.1 {
+            s.1 = true;
+            config.log(format_args!("device-lost at={at:.3}"));
+        }
+        return s.1;
+    }
     let Some(after) = config.lose_after_submits else {
         return false;
     };
