@@ -383,8 +383,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "WORD", hide = true)]
     pub test_stuck_word: Option<u64>,
     /// Test only: plant a fault a burn-in detector finds (`decay:WORD:SECONDS`: a resident
-    /// word flipped after a delay; `low-duty:DUTY`: compute results wrong below this
-    /// duty; `pause`: compute results wrong away from full load; `cpu`: a wrong CPU result
+    /// word flipped after a delay; `low-duty:DUTY`: compute and matrix results wrong
+    /// below this duty; `pause`: compute results wrong away from full load; `cpu`: a wrong CPU result
     /// under the combined load).
     #[arg(long, value_name = "FAULT", hide = true)]
     pub test_fault: Vec<String>,

@@ -10,21 +10,6 @@ use std::path::{Path, PathBuf};
 use common::{expect_json, finding_codes, kiln, nvidia_node_env, read_json};
 use serde_json::{Value, json};
 
-/// The emulated card's Vulkan UUID, as NVML writes it (`GPU-...`).
-fn card_uuid(dir: &Path) -> String {
-    let out = kiln()
-        .args(["list", "--json"])
-        .envs(common::emulated_env(
-            "nvidia",
-            "none",
-            &dir.join("list.log"),
-        ))
-        .output()
-        .unwrap();
-    let devices = expect_json(&out, 0);
-    format!("GPU-{}", devices[0]["device_uuid"].as_str().unwrap())
-}
-
 /// A node whose one GPU is the emulated card, as NVML describes it in `gpu` (the fields of
 /// `tests/fakes/nvml/src/scenario.rs`; its UUID is the card's).
 struct Node {
@@ -36,7 +21,7 @@ struct Node {
 impl Node {
     fn new(mut gpu: Value) -> Node {
         let dir = tempfile::tempdir().unwrap();
-        gpu["uuid"] = card_uuid(dir.path()).into();
+        gpu["uuid"] = common::emulated_nvidia_uuid(dir.path()).into();
         Node::in_dir(dir, vec![gpu])
     }
 

@@ -283,10 +283,22 @@ fn malformed() -> Vec<(String, Option<usize>, Option<&'static str>, &'static str
             "only to shape = \"steady\"",
         ),
         (
-            heat("load = \"matrix\"\nshape = \"steady\""),
+            heat("load = \"matrix\"\non_ms = 100"),
+            Some(5),
+            Some("on_ms"),
+            "is not a setting of the matrix load",
+        ),
+        (
+            heat("load = \"matrix\"\nshape = \"pulsed\""),
             Some(5),
             Some("shape"),
-            "is not a setting of the matrix load",
+            "the matrix load is steady or swept, not `pulsed` (known: steady, sweep)",
+        ),
+        (
+            matrix("shape = \"sweep\"\npower_target = 80"),
+            Some(5),
+            Some("power_target"),
+            "only to shape = \"steady\"",
         ),
         (
             heat("load = \"tensor\""),
@@ -473,7 +485,7 @@ fn a_dry_run_prints_the_plan_and_runs_nothing() {
     let device = &plan["devices"][0];
     assert!(device["vram_bytes"].as_u64().unwrap() > 0);
     let workloads = device["workloads"].as_array().unwrap();
-    assert_eq!(workloads.len(), 12);
+    assert_eq!(workloads.len(), 13);
     // The resident region runs all along, beside the others: the whole budget is its.
     let resident = workloads
         .iter()
@@ -491,6 +503,15 @@ fn a_dry_run_prints_the_plan_and_runs_nothing() {
             .unwrap_or_default()
             .contains("power held at 100% of the limit"),
         "{matrix}"
+    );
+    // And once more swept over load levels, the clock each reached recorded.
+    assert!(
+        workloads.iter().any(|w| w["workload"] == "matrix"
+            && w["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("swept over load levels 10%..100%")),
+        "{workloads:?}"
     );
     assert!(
         !dir.path().join("run").exists(),

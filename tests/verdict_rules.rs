@@ -49,7 +49,16 @@ fn info() -> DeviceInfo {
 
 /// A device report with one passed workload and the fixture's telemetry, judged.
 fn judged(fixture: &str) -> DeviceReport {
-    let (_, phases) = common::replay_phase(fixture, "vram");
+    judged_with(fixture, |_| {})
+}
+
+/// [`judged`], the fixture's phase summaries changed by `edit` first.
+fn judged_with(
+    fixture: &str,
+    edit: impl Fn(&mut kiln::telemetry::summary::PhaseTelemetry),
+) -> DeviceReport {
+    let (records, mut phases) = common::replay_phase(fixture, "vram");
+    phases.iter_mut().for_each(edit);
     let outcome = kiln::workload::WorkloadOutcome {
         workload: "vram".into(),
         status: kiln::workload::WorkloadStatus::Passed,
@@ -57,6 +66,12 @@ fn judged(fixture: &str) -> DeviceReport {
         summary: kiln::workload::WorkloadResult::from_json("vram", serde_json::json!({})),
     };
     let mut d = DeviceReport::new(&info(), vec![outcome], None);
+    // Who the card is, as its telemetry source said: its rated limits among it.
+    for r in records {
+        if let kiln::telemetry::record::TelemetryData::Identity { fields } = r.data {
+            d.setup.identity.extend(fields);
+        }
+    }
     d.telemetry = phases;
     d.judge(&Thresholds::default());
     d
@@ -320,5 +335,96 @@ fn a_device_without_telemetry_says_what_could_not_be_checked() {
         d.result,
         DeviceResult::Fail,
         "a missing signal is no fault of the card"
+    );
+}
+
+/// The healthy H200 under load with its HBM at its hottest `hbm_max_c` (its limit is 95 °C,
+/// NVML's memory max temperature), or with no memory sensor read at all; `status_read`:
+/// whether its throttle status was read.
+fn hbm_at(hbm_max_c: Option<f64>, status_read: bool) -> DeviceReport {
+    judged_with("healthy_load", |p| {
+        match hbm_max_c {
+            Some(c) => {
+                if let Some(g) = p.gauges.get_mut("hbm_temp_c") {
+                    g.max = c;
+                }
+            }
+            None => {
+                p.gauges.remove("hbm_temp_c");
+            }
+        }
+        if !status_read {
+            p.reasons_read = 0;
+        }
+    })
+}
+
+#[test]
+fn memory_near_its_rated_temperature_under_load_is_a_note() {
+    for (hottest, status_read, against) in [
+        (91.0, true, "4 °C short of its limit of 95 °C"),
+        (94.6, true, "at its limit of 95 °C"),
+        (93.0, false, "2 °C short of its limit of 95 °C"),
+        // Over it where no throttle status says whether it slowed the card.
+        (97.0, false, "over its limit of 95 °C"),
+    ] {
+        let d = hbm_at(Some(hottest), status_read);
+        assert_eq!(codes(&d), vec!["MEMORY_HOT"], "{hottest}");
+        let f = &d.findings[0];
+        assert_eq!(f.class, Class::Info);
+        assert_eq!(
+            f.summary,
+            format!("the memory reached {hottest:.0} °C in the vram phase, {against} (GPU 68 °C)")
+        );
+        assert!(f.action.contains("cooling"), "{}", f.action);
+        // Nothing went wrong and the card did not slow: a pass, with the note.
+        assert_eq!(d.result, DeviceResult::Pass, "{hottest}");
+    }
+    // The near misses: warm, with more than the margin to spare.
+    for hottest in [75.9, 85.0, 89.9] {
+        let d = hbm_at(Some(hottest), true);
+        assert!(d.findings.is_empty(), "{hottest}: {:?}", codes(&d));
+        assert_eq!(d.result, DeviceResult::Pass);
+    }
+    // Over its limit where the throttle status was read: the status judges whether it
+    // slowed the card (and a site's thresholds for it hold), not this note.
+    let d = hbm_at(Some(97.0), true);
+    assert!(d.findings.is_empty(), "{:?}", codes(&d));
+    // A card that slowed for heat says so once, its memory's temperature in the words.
+    let d = judged("thermal_throttle");
+    assert_eq!(codes(&d), vec!["THERMAL_THROTTLE"]);
+    assert!(
+        d.findings[0].summary.contains("memory 100 °C"),
+        "{}",
+        d.findings[0].summary
+    );
+}
+
+#[test]
+fn a_card_with_no_memory_sensor_says_its_memory_temperature_was_not_checked() {
+    let d = hbm_at(None, true);
+    assert!(d.findings.is_empty(), "{:?}", codes(&d));
+    let unread = d.not_checked();
+    assert!(
+        unread
+            .iter()
+            .any(|u| u.starts_with("memory temperature (NVML reads it on HBM parts only")),
+        "{unread:?}"
+    );
+    // Read, it is not said.
+    let d = hbm_at(Some(80.0), true);
+    assert!(
+        !d.not_checked()
+            .iter()
+            .any(|u| u.contains("memory temperature")),
+        "{:?}",
+        d.not_checked()
+    );
+    // With no telemetry at all, the one line for all of it says so.
+    let d = judged_with("healthy_load", |p| p.gauges.clear());
+    assert!(
+        !d.not_checked()
+            .iter()
+            .any(|u| u.starts_with("memory temperature"))
     );
 }

@@ -372,6 +372,9 @@ catalogue! {
     /// The card slowed for heat.
     ThermalThrottle = "THERMAL_THROTTLE" => row(Environment,
         "the card slowed for heat, or sat at its thermal limit under load with its clock down");
+    /// The memory ran at or near its rated temperature under load.
+    MemoryHot = "MEMORY_HOT" => row(Info,
+        "the memory ran within a few degrees of its rated temperature under load: little margin for a hotter room");
     /// The system's power brake slowed the card.
     PowerBrake = "POWER_BRAKE" => row(Environment,
         "the system's hardware power brake held the card's clocks down");

@@ -487,7 +487,7 @@ fn device_section(
             "°C",
             [
                 ("GPU", signals::GPU_TEMP_C.name),
-                ("memory (HBM)", signals::HBM_TEMP_C.name),
+                ("memory", signals::HBM_TEMP_C.name),
             ],
         ),
         (

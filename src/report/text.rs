@@ -338,6 +338,7 @@ fn telemetry_line(out: &mut String, p: &PhaseTelemetry) -> bool {
     let mut parts = vec![crate::text::count(p.samples as u64, "sample")];
     for (key, label, unit) in [
         (signals::GPU_TEMP_C.name, "temperature", "°C"),
+        (signals::HBM_TEMP_C.name, "memory temperature", "°C"),
         (signals::POWER_W.name, "power", "W"),
         (signals::CLOCK_SM_MHZ.name, "SM clock", "MHz"),
     ] {

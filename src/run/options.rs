@@ -7,6 +7,7 @@ use crate::profile::Profile;
 use std::time::Duration;
 
 use crate::workload::compute::LoadShape;
+use crate::workload::matrix::MatrixShape;
 use crate::workload::vram::algorithm::Algorithm;
 use crate::workload::vram::engine::AccessLayout;
 use crate::workload::{PlannedWorkload, WorkloadConfig};
@@ -89,6 +90,11 @@ pub fn options(args: &RunArgs, profile: Profile, progress: bool) -> Result<RunOp
         // The compute inputs take the low half of the seed, as the patterns take all of it.
         c.seed = args.seed.map_or(c.seed, |s| s as u32);
     };
+    let matrix_overrides = |m: &mut crate::workload::matrix::MatrixConfig| {
+        if m.shape == MatrixShape::Steady {
+            m.power_target = args.power_target.or(m.power_target);
+        }
+    };
     for p in &mut plan {
         match &mut p.config {
             WorkloadConfig::Vram(v) => vram_overrides(v),
@@ -96,16 +102,14 @@ pub fn options(args: &RunArgs, profile: Profile, progress: bool) -> Result<RunOp
             WorkloadConfig::Heat(h) => {
                 vram_overrides(&mut h.vram);
                 compute_overrides(&mut h.compute);
-                h.matrix.power_target = args.power_target.or(h.matrix.power_target);
+                matrix_overrides(&mut h.matrix);
             }
             WorkloadConfig::Psu(p) => {
                 vram_overrides(&mut p.heat.vram);
                 compute_overrides(&mut p.heat.compute);
-                p.heat.matrix.power_target = args.power_target.or(p.heat.matrix.power_target);
+                matrix_overrides(&mut p.heat.matrix);
             }
-            WorkloadConfig::Matrix(m) => {
-                m.power_target = args.power_target.or(m.power_target);
-            }
+            WorkloadConfig::Matrix(m) => matrix_overrides(m),
             WorkloadConfig::Pcie(c) => c.max_bytes = args.pcie_max_bytes.unwrap_or(c.max_bytes),
             // The region is its share of the memory the flag gives the VRAM tests.
             WorkloadConfig::Resident(r) => {
@@ -248,7 +252,8 @@ fn check_every_flag_applies(
     )?;
     let steady = has(&|c| match c {
         WorkloadConfig::Compute(c) => c.shape == LoadShape::Steady,
-        WorkloadConfig::Matrix(_) | WorkloadConfig::Heat { .. } => true,
+        WorkloadConfig::Matrix(m) => m.shape == MatrixShape::Steady,
+        WorkloadConfig::Heat { .. } => true,
         _ => false,
     });
     given(
@@ -284,6 +289,19 @@ fn plant_test_fault(spec: &str, plan: &mut [PlannedWorkload]) -> Result<(), Stri
             (WorkloadConfig::Compute(c), ["low-duty", duty]) => {
                 c.inject = Some((0, 1 << 7));
                 c.inject_when = Some(crate::workload::compute::InjectWhen::BelowDuty(
+                    duty.parse().map_err(|_| bad())?,
+                ));
+                planted = true;
+            }
+            (WorkloadConfig::Matrix(m), ["low-duty", duty]) => {
+                m.plant = Some(crate::workload::matrix::PlantedFault {
+                    row: 0,
+                    col: 0,
+                    rows: 1,
+                    cols: 1,
+                    xor: 1,
+                });
+                m.plant_when = Some(crate::workload::compute::InjectWhen::BelowDuty(
                     duty.parse().map_err(|_| bad())?,
                 ));
                 planted = true;

@@ -605,6 +605,15 @@ impl DeviceReport {
                     .to_owned(),
             );
         }
+        if super::performance::memory_temperature_unread(self) {
+            let nvidia = crate::product::Vendor::from_pci_id(self.setup.vendor_id)
+                == Some(crate::product::Vendor::Nvidia);
+            out.push(if nvidia {
+                "memory temperature (NVML reads it on HBM parts only: this card's memory has no sensor kiln can read, so memory heat cannot be ruled in or out as a cause of VRAM errors)".to_owned()
+            } else {
+                "memory temperature (the driver shows no memory sensor for this card)".to_owned()
+            });
+        }
         if has(FindingCode::ProductUnknown) {
             out.push(
                 "rates against the product's figures (a product kiln has no figures for)"

@@ -380,6 +380,42 @@ pub fn held_for_heat(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds) -
     })
 }
 
+/// The memory at its hottest under load where it came within `thermal_margin_c` of its
+/// rated limit (the driver's, or the product's published one): the phase, the memory's
+/// and the GPU's highest temperatures and the limit, °C. None where no memory sensor was
+/// read, no limit is known, it stayed cooler, or it reached the limit where the throttle
+/// status was read (that status, and the thresholds a site sets for it, judge whether it
+/// slowed the card).
+pub fn memory_near_limit<'a>(
+    device: &'a DeviceReport,
+    t: &Thresholds,
+) -> Option<(&'a PhaseTelemetry, f64, Option<f64>, f64)> {
+    let limit = device
+        .setup
+        .identity
+        .get(signals::TEMP_MEM_MAX_C.name)
+        .and_then(Reading::number)
+        .or_else(|| product::lookup(&device.name).and_then(|p| p.memory_temp_limit_c))?;
+    let (phase, hottest) = device
+        .telemetry
+        .iter()
+        .filter(|p| loaded(p))
+        .filter_map(|p| Some((p, p.gauges.get(signals::HBM_TEMP_C.name)?.max)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let gpu = phase.gauges.get(signals::GPU_TEMP_C.name).map(|g| g.max);
+    let judged_by_status = hottest >= limit && phase.reasons_read > 0;
+    (hottest >= limit - t.thermal_margin_c && !judged_by_status)
+        .then_some((phase, hottest, gpu, limit))
+}
+
+/// Whether any phase read the GPU's temperature but none its memory's: a card whose
+/// memory has no sensor the driver shows (a GeForce's GDDR6X through NVML, which reads
+/// HBM parts only).
+pub fn memory_temperature_unread(device: &DeviceReport) -> bool {
+    let read = |key: &str| device.telemetry.iter().any(|p| p.gauges.contains_key(key));
+    read(signals::GPU_TEMP_C.name) && !read(signals::HBM_TEMP_C.name)
+}
+
 /// A process that started using the GPU during the test.
 pub struct Arrival<'a> {
     /// The process (the most memory it held in the phase).

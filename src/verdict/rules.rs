@@ -170,6 +170,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     ] {
         one_per_device(&mut out, code);
     }
+    memory_hot(device, t, &mut out);
     nvlinks(device, &mut out);
     standing(device, &mut out);
     device_failure(device, &xid_codes, &mut out);
@@ -428,6 +429,43 @@ fn throttling(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds, out: &mu
             "check the PSU and the power cables to the card",
         ));
     }
+}
+
+/// Memory within a few degrees of its rated temperature under load, where the card did
+/// not slow for heat (that finding names the memory's temperature already): a note, not a
+/// call (nothing went wrong), that the cooling leaves no margin for a hotter room or a
+/// dustier card, and context for any memory error beside it.
+fn memory_hot(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>) {
+    if out.iter().any(|f| f.code == FindingCode::ThermalThrottle) {
+        return;
+    }
+    let Some((phase, hottest, gpu, limit)) = performance::memory_near_limit(device, t) else {
+        return;
+    };
+    let against = if hottest > limit + 0.5 {
+        format!("over its limit of {limit:.0} °C")
+    } else if hottest >= limit - 0.5 {
+        format!("at its limit of {limit:.0} °C")
+    } else {
+        format!(
+            "{:.0} °C short of its limit of {limit:.0} °C",
+            limit - hottest
+        )
+    };
+    out.push(finding(
+        FindingCode::MemoryHot,
+        Severity::Note,
+        Confidence::Medium,
+        format!(
+            "the memory reached {hottest:.0} °C in the {} phase, {against}{}",
+            phase.phase,
+            gpu.map(|g| format!(" (GPU {g:.0} °C)")).unwrap_or_default()
+        ),
+        json!({"phase": phase.phase, signals::HBM_TEMP_C.name: phase.gauges.get(signals::HBM_TEMP_C.name),
+               signals::GPU_TEMP_C.name: phase.gauges.get(signals::GPU_TEMP_C.name),
+               "limit_c": limit, "thermal_margin_c": t.thermal_margin_c}),
+        "improve the cooling over the card's memory (airflow, fan curve, the chassis' inlet temperature; on a consumer card its memory pads) before a hotter day takes it over its limit, where it slows itself and makes errors",
+    ));
 }
 
 /// Clocks above the card's own maximum (an overclock, or raised application clocks): the

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::RunControl;
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::telemetry::signals;
 
 /// Where a load stands between full load and idle.
@@ -75,6 +76,27 @@ impl SharedPhase {
     }
 }
 
+/// Which rounds a planted fault corrupts (detector tests): a card wrong only at some
+/// points of its load.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InjectWhen {
+    /// Rounds at a duty below this.
+    BelowDuty(f64),
+    /// Rounds away from full load: at a ramp or at idle.
+    AwayFromLoad,
+}
+
+impl InjectWhen {
+    /// True when a round at `at` carries the fault.
+    pub fn applies(self, at: &LoadPoint) -> bool {
+        match self {
+            InjectWhen::BelowDuty(d) => at.duty < d,
+            InjectWhen::AwayFromLoad => at.phase != LoadPhase::Load,
+        }
+    }
+}
+
 /// What a unit of work ran at.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LoadPoint {
@@ -116,12 +138,32 @@ pub struct LevelResult {
     pub duty: f64,
     /// Achieved operations per wall second, in 10^9.
     pub gops_per_wall_s: f64,
-    /// The highest shader clock read once the level had settled (its later half), MHz.
+    /// The highest shader clock read once the level had settled (its later half; any
+    /// time in it where no read fell then), MHz.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_mhz: Option<f64>,
     /// Wrong results at this level.
     #[serde(default)]
     pub faults: u64,
+}
+
+impl LevelResult {
+    /// In words (`load 30%: 41.2 Gop per wall second, shader clock 2610 MHz`).
+    pub fn line(&self) -> String {
+        format!(
+            "load {:.0}%: {:.1} Gop per wall second{}{}",
+            self.duty * 100.0,
+            self.gops_per_wall_s,
+            self.clock_mhz
+                .map(|m| format!(", shader clock {m:.0} MHz"))
+                .unwrap_or_default(),
+            if self.faults > 0 {
+                format!(", {}", crate::text::count(self.faults, "wrong result"))
+            } else {
+                String::new()
+            }
+        )
+    }
 }
 
 /// Duty levels 10%, 20% ... 100%, each held for a tenth of the budget (at least
@@ -133,7 +175,10 @@ pub struct DutySweep {
     level_started: Instant,
     ops: u64,
     faults: u64,
+    /// The highest clock read in the level's later half, once it had settled.
     clock_mhz: Option<f64>,
+    /// The highest read before, for a level whose later half no read fell in.
+    clock_early_mhz: Option<f64>,
     /// The levels done.
     pub levels: Vec<LevelResult>,
 }
@@ -154,6 +199,7 @@ impl DutySweep {
             ops: 0,
             faults: 0,
             clock_mhz: None,
+            clock_early_mhz: None,
             levels: Vec::new(),
         }
     }
@@ -172,10 +218,14 @@ impl DutySweep {
             self.close();
             self.level += 1;
         }
-        if self.level_started.elapsed() >= self.step / 2
-            && let Some(c) = clock_now(control)
-        {
-            self.clock_mhz = Some(self.clock_mhz.map_or(c, |m| m.max(c)));
+        if let Some(c) = clock_now(control) {
+            let settled = self.level_started.elapsed() >= self.step / 2;
+            let slot = if settled {
+                &mut self.clock_mhz
+            } else {
+                &mut self.clock_early_mhz
+            };
+            *slot = Some(slot.map_or(c, |m| m.max(c)));
         }
         Self::duty_of(self.level)
     }
@@ -189,7 +239,8 @@ impl DutySweep {
         }
     }
 
-    /// Counts work done at this level: operations, and wrong results.
+    /// Counts work done at this level: operations (two per multiply-add), and wrong
+    /// results.
     pub fn worked(&mut self, ops: u64, faults: u64) {
         self.ops += ops;
         self.faults += faults;
@@ -198,14 +249,15 @@ impl DutySweep {
     fn close(&mut self) {
         self.levels.push(LevelResult {
             duty: Self::duty_of(self.level),
-            gops_per_wall_s: self.ops as f64 * 2.0
+            gops_per_wall_s: self.ops as f64
                 / self.level_started.elapsed().as_secs_f64().max(1e-9)
                 / 1e9,
-            clock_mhz: self.clock_mhz.take(),
+            clock_mhz: self.clock_mhz.take().or(self.clock_early_mhz.take()),
             faults: self.faults,
         });
         self.ops = 0;
         self.faults = 0;
+        self.clock_early_mhz = None;
         self.level_started = Instant::now();
     }
 
@@ -219,7 +271,7 @@ impl DutySweep {
 }
 
 /// Full load broken by pauses: `hold` under load, then a pause of at least `pause` that
-/// lasts until the card reached idle clocks (as the telemetry reads them, at most twice
+/// lasts until the card reached idle clocks and was checked there (as the telemetry reads them, at most twice
 /// `pause`), checked with a few units of work as the clocks fall and once at idle, then
 /// the load again, its first seconds the ramp up.
 pub struct PauseCycle {
@@ -357,7 +409,10 @@ impl PauseCycle {
                     }
                     self.shared.set(LoadPhase::Idle);
                 }
-                let over = since.elapsed() >= self.pause && idle_since.is_some()
+                // Over once the least pause has passed and the idle check ran (a card slow
+                // to fall still gets it), or at twice the least pause whatever the clock.
+                let idle_checked = *checks > RAMP_DOWN_CHECKS.len() as u32;
+                let over = since.elapsed() >= self.pause && idle_checked
                     || since.elapsed() >= self.pause * 2;
                 if over {
                     self.state = Cycle::Loading {
@@ -399,5 +454,254 @@ impl PauseCycle {
             loaded_mhz: self.loaded_mhz,
             idle_mhz: self.idle_mhz,
         }
+    }
+}
+
+/// The finding of wrong results that came only below full load in a sweep, where the card
+/// boosts highest (`PEAK_CLOCK_ERRORS`): each level's count with the clock it reached, and
+/// the clean 100% level's clock. `points` are where each recorded wrong result came. None
+/// when they came at full load too, the full level did no work, or nothing was recorded or
+/// a record does not say where it came.
+pub fn partial_load_only(
+    levels: &[LevelResult],
+    points: &[Option<LoadPoint>],
+    faults: u64,
+    evidence: serde_json::Value,
+) -> Option<Finding> {
+    let points: Vec<LoadPoint> = points.iter().copied().collect::<Option<_>>()?;
+    if points.is_empty() {
+        return None;
+    }
+    let full = levels
+        .iter()
+        .find(|l| l.duty >= 1.0 && l.gops_per_wall_s > 0.0)?;
+    if full.faults > 0 || points.iter().any(|p| p.duty >= 1.0) {
+        return None;
+    }
+    let at: Vec<String> = levels
+        .iter()
+        .filter(|l| l.faults > 0)
+        .map(|l| {
+            let point = LoadPoint {
+                duty: l.duty,
+                clock_mhz: l.clock_mhz,
+                phase: LoadPhase::Load,
+            };
+            format!("{} {}", l.faults, point.words())
+        })
+        .collect();
+    let clock = full
+        .clock_mhz
+        .map(|c| format!(", shader clock {c:.0} MHz"))
+        .unwrap_or_default();
+    Some(finding(
+        FindingCode::PeakClockErrors,
+        Severity::Critical,
+        Confidence::High,
+        format!(
+            "{faults} wrong results only at partial load, where the card boosts highest: {}; none at 100% load{clock}",
+            if at.is_empty() {
+                points
+                    .iter()
+                    .map(LoadPoint::words)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            } else {
+                at.join(", ")
+            }
+        ),
+        evidence,
+        MARGINAL,
+    ))
+}
+
+/// What to do about wrong results found only at some points of the load.
+pub const MARGINAL: &str = "a marginal part: take the GPU out of service and RMA it with this report (first make sure nothing overclocks it)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::power::PowerFeed;
+    use crate::telemetry::reading::{Reading, Readings};
+
+    /// A control whose telemetry reads the shader clock at `mhz`.
+    fn control_at(mhz: f64) -> RunControl {
+        let mut control = RunControl::new(None);
+        let feed = PowerFeed::default();
+        set_clock(&feed, mhz);
+        control.power = Some(feed);
+        control
+    }
+
+    fn set_clock(feed: &PowerFeed, mhz: f64) {
+        let mut r = Readings::new();
+        r.insert(signals::CLOCK_SM_MHZ.name.into(), Reading::Number(mhz));
+        feed.update(r);
+    }
+
+    /// The phases `cycle` says over `for_ms`, each once in a row, asked every 10 ms.
+    fn phases(cycle: &mut PauseCycle, control: &RunControl, for_ms: u64) -> Vec<Option<LoadPhase>> {
+        let mut out: Vec<Option<LoadPhase>> = Vec::new();
+        let end = Instant::now() + Duration::from_millis(for_ms);
+        while Instant::now() < end {
+            let p = cycle.next(control);
+            if out.last() != Some(&p) {
+                out.push(p);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        out
+    }
+
+    /// A pause lasts until the clock falls to idle, is checked as it falls and at idle,
+    /// and the load after it starts with its ramp up; the shared phase follows.
+    #[test]
+    fn a_pause_checks_the_falling_clock_idle_and_the_ramp_up() {
+        let control = control_at(1980.0);
+        let shared = SharedPhase::default();
+        let mut cycle = PauseCycle::new(
+            Duration::from_millis(700),
+            Duration::from_millis(1500),
+            shared.clone(),
+        );
+        assert_eq!(
+            phases(&mut cycle, &control, 600),
+            vec![Some(LoadPhase::Load)]
+        );
+        // The hold is over: a rest, the clock still high, then a check as it falls.
+        let falling: Vec<Option<LoadPhase>> = phases(&mut cycle, &control, 700)
+            .into_iter()
+            .skip_while(|p| *p == Some(LoadPhase::Load))
+            .collect();
+        assert_eq!(falling[0], None, "{falling:?}");
+        assert!(falling.contains(&Some(LoadPhase::RampDown)), "{falling:?}");
+        assert_eq!(shared.get(), LoadPhase::RampDown);
+        // Idle clocks (below half the loaded 1980 MHz): one check at idle, then the load.
+        set_clock(control.power.as_ref().unwrap(), 210.0);
+        let idle = phases(&mut cycle, &control, 1700);
+        assert!(idle.contains(&Some(LoadPhase::Idle)), "{idle:?}");
+        assert_eq!(idle.last(), Some(&Some(LoadPhase::RampUp)), "{idle:?}");
+        assert_eq!(shared.get(), LoadPhase::RampUp);
+        set_clock(control.power.as_ref().unwrap(), 1980.0);
+        let report = cycle.end();
+        assert_eq!(
+            (
+                report.pauses,
+                report.idle_reached,
+                report.loaded_mhz,
+                report.idle_mhz
+            ),
+            (1, 1, Some(1980.0), Some(210.0))
+        );
+        assert!(report.line().contains("1980 MHz under load, 210 MHz at its lowest in a pause (1 of 1 pauses reached idle clocks)"), "{}", report.line());
+        assert_eq!(shared.get(), LoadPhase::Load);
+    }
+
+    /// With no clock read, a pause lasts twice its least time and says it was timed.
+    #[test]
+    fn a_pause_without_a_clock_is_timed_and_says_so() {
+        let control = RunControl::new(None);
+        let mut cycle = PauseCycle::new(
+            Duration::from_millis(50),
+            Duration::from_millis(100),
+            SharedPhase::default(),
+        );
+        let started = Instant::now();
+        let seen = phases(&mut cycle, &control, 400);
+        assert_eq!(
+            seen[..3],
+            [Some(LoadPhase::Load), None, Some(LoadPhase::RampUp)],
+            "{seen:?}"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        let report = cycle.end();
+        assert!(report.pauses >= 1 && report.idle_reached == 0, "{report:?}");
+        assert!(
+            report
+                .line()
+                .contains("no shader clock was read, so the pauses were timed")
+        );
+    }
+
+    /// A sweep over a second: ten levels in order, each with its work, clock and faults.
+    fn swept(fault_below: f64) -> Vec<LevelResult> {
+        let control = control_at(2520.0);
+        let mut sweep = DutySweep::new(Some(Duration::from_millis(1000)));
+        let end = Instant::now() + Duration::from_millis(1000);
+        while Instant::now() < end {
+            let duty = sweep.duty(&control);
+            sweep.worked(1_000_000, u64::from(duty < fault_below));
+            std::thread::sleep(Duration::from_millis(4));
+        }
+        sweep.finish()
+    }
+
+    #[test]
+    fn a_sweep_records_each_level_its_work_clock_and_faults() {
+        let levels = swept(0.35);
+        let duties: Vec<f64> = levels.iter().map(|l| l.duty).collect();
+        let expected: Vec<f64> = (1..=10).map(|i| f64::from(i) / 10.0).collect();
+        assert_eq!(duties.len(), 10, "{levels:?}");
+        for (d, e) in duties.iter().zip(&expected) {
+            assert!((d - e).abs() < 1e-9, "{duties:?}");
+        }
+        for l in &levels {
+            assert!(l.gops_per_wall_s > 0.0, "{l:?}");
+            assert_eq!(l.clock_mhz, Some(2520.0), "{l:?}");
+            assert_eq!(l.faults > 0, l.duty < 0.35, "{l:?}");
+        }
+        let line = levels[0].line();
+        assert!(
+            line.starts_with("load 10%: ")
+                && line.contains("Gop per wall second, shader clock 2520 MHz, ")
+                && line.ends_with("wrong results"),
+            "{line}"
+        );
+        assert!(
+            levels[9].line().ends_with("shader clock 2520 MHz"),
+            "{}",
+            levels[9].line()
+        );
+    }
+
+    fn point(duty: f64) -> Option<LoadPoint> {
+        Some(LoadPoint {
+            duty,
+            clock_mhz: Some(2520.0),
+            phase: LoadPhase::Load,
+        })
+    }
+
+    /// Faults below full load with a clean 100% level are the peak clock's; faults at 100%
+    /// too, a 100% level that did no work, or a record that does not say where, are not.
+    #[test]
+    fn errors_only_below_full_load_are_the_peak_clocks_and_nothing_else_is() {
+        let levels = swept(0.35);
+        let faults: u64 = levels.iter().map(|l| l.faults).sum();
+        let found =
+            partial_load_only(&levels, &[point(0.1), point(0.3)], faults, json()).expect("found");
+        assert_eq!(found.code, FindingCode::PeakClockErrors);
+        assert!(
+            found.summary.contains("at 10% load, shader clock 2520 MHz")
+                && found
+                    .summary
+                    .contains("none at 100% load, shader clock 2520 MHz"),
+            "{}",
+            found.summary
+        );
+        let everywhere = swept(2.0);
+        let all: u64 = everywhere.iter().map(|l| l.faults).sum();
+        assert!(partial_load_only(&everywhere, &[point(0.1), point(1.0)], all, json()).is_none());
+        let mut idle_full = levels.clone();
+        if let Some(full) = idle_full.last_mut() {
+            full.gops_per_wall_s = 0.0;
+        }
+        assert!(partial_load_only(&idle_full, &[point(0.1)], faults, json()).is_none());
+        assert!(partial_load_only(&levels, &[point(0.1), None], faults, json()).is_none());
+        assert!(partial_load_only(&levels, &[], faults, json()).is_none());
+    }
+
+    fn json() -> serde_json::Value {
+        serde_json::Value::Null
     }
 }

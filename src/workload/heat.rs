@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::compute::{Compute, ComputeConfig, ComputeTest};
 use super::matrix::{Matrix, MatrixConfig, MatrixTest};
-use super::settings::{SettingError, SettingsTable};
+use super::settings::{SettingError, SettingsTable, Without};
 use super::vram::{Vram, VramConfig, VramTest};
 use super::{Composite, Kind, PlanDetail, Workload};
 use crate::finding::Finding;
@@ -74,13 +74,27 @@ impl Kind for Heat {
             }
         };
         // Both loads' keys are read (so that each is known to the table); a key of the
-        // load that does not run would be ignored, and is refused.
+        // load that does not run would be ignored, and is refused. `shape` is both
+        // loads': the one that does not run reads it as absent (and the compute load's
+        // shape keys are refused below when the matrix load runs).
         let vram = Vram::from_profile(table)?;
-        let compute = Compute::from_profile(table)?;
-        let matrix = Matrix::from_profile(table)?;
+        let compute = match load {
+            HeatLoad::Compute => Compute::from_profile(table)?,
+            HeatLoad::Matrix => Compute::from_profile(&mut Without {
+                table,
+                hidden: &["shape", "on_ms", "off_ms", "hold", "pause"],
+            })?,
+        };
+        let matrix = match load {
+            HeatLoad::Matrix => Matrix::from_profile(table)?,
+            HeatLoad::Compute => Matrix::from_profile(&mut Without {
+                table,
+                hidden: &["shape"],
+            })?,
+        };
         let (own, other) = match load {
             HeatLoad::Compute => ("compute", ["kinds", "size"].as_slice()),
-            HeatLoad::Matrix => ("matrix", ["shape", "on_ms", "off_ms"].as_slice()),
+            HeatLoad::Matrix => ("matrix", ["on_ms", "off_ms", "hold", "pause"].as_slice()),
         };
         for &key in other {
             let given = match key {

@@ -329,12 +329,20 @@ impl WorkloadConfig {
     /// clock of a sweep's levels or a pause, the temperatures of the resident region's
     /// checks, the power under the combined load): the run then feeds it every sample.
     pub fn reads_telemetry(&self) -> bool {
-        use super::compute::LoadShape;
+        use super::compute::{ComputeConfig, LoadShape};
+        use super::heat::HeatLoad;
+        use super::matrix::{MatrixConfig, MatrixShape};
+        let compute =
+            |c: &ComputeConfig| matches!(c.shape, LoadShape::Sweep | LoadShape::Pauses { .. });
+        let matrix = |m: &MatrixConfig| m.shape == MatrixShape::Sweep;
         self.power_target().is_some()
             || match self {
-                WorkloadConfig::Compute(c) => {
-                    matches!(c.shape, LoadShape::Sweep | LoadShape::Pauses { .. })
-                }
+                WorkloadConfig::Compute(c) => compute(c),
+                WorkloadConfig::Matrix(m) => matrix(m),
+                WorkloadConfig::Heat(h) => match h.load {
+                    HeatLoad::Compute => compute(&h.compute),
+                    HeatLoad::Matrix => matrix(&h.matrix),
+                },
                 WorkloadConfig::Resident(_) | WorkloadConfig::Psu(_) => true,
                 _ => false,
             }
@@ -417,7 +425,7 @@ mod tests {
         assert_eq!(keys(WorkloadName::Fragment), ["rounds"]);
         assert_eq!(
             keys(WorkloadName::Matrix),
-            ["rounds", "power_target", "kinds", "path", "size"]
+            ["rounds", "power_target", "kinds", "path", "shape", "size"]
         );
         // heat takes which load runs beside the VRAM test, and what its parts take.
         let mut all = vec!["load".to_owned()];

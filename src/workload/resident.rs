@@ -219,6 +219,25 @@ pub struct ResidentReport {
 }
 
 impl ResidentReport {
+    /// The wrong words, each once however many checks read it wrong: for each pattern
+    /// held, the most any of its checks counted, or the words named for it where more.
+    fn wrong_words(&self) -> u64 {
+        [Held::OwnAddress, Held::Complement]
+            .iter()
+            .map(|&held| {
+                let counted = self
+                    .checks
+                    .iter()
+                    .filter(|c| c.held == held)
+                    .map(|c| c.errors)
+                    .max()
+                    .unwrap_or(0);
+                let named = self.records.iter().filter(|r| r.held == held).count() as u64;
+                counted.max(named)
+            })
+            .sum()
+    }
+
     /// The patterns that were checked at least once after being written.
     fn patterns_checked(&self) -> Vec<Held> {
         let mut held: Vec<Held> = self.checks.iter().map(|c| c.held).collect();
@@ -591,7 +610,6 @@ fn hold(
                 continue;
             }
             new_errors += 1;
-            report.errors_total += 1;
             let record = ResidentError {
                 offset_bytes: raw.word * 4,
                 expected: raw.expected,
@@ -628,12 +646,6 @@ fn hold(
                 report.records.push(record);
             }
         }
-        // Words past the records' capacity are counted, never named.
-        let unrecorded = sweep
-            .counters
-            .errors
-            .saturating_sub(sweep.counters.records.len() as u64);
-        report.errors_total += unrecorded;
         for (mine, read) in [
             (&mut report.hottest.gpu_c, temperatures.gpu_c),
             (&mut report.hottest.memory_c, temperatures.memory_c),
@@ -647,10 +659,19 @@ fn hold(
             after_write_s,
             held,
             errors: sweep.counters.errors,
-            new_errors: new_errors + unrecorded,
+            new_errors,
             temperatures,
             phase,
         });
+        // Words past the records' capacity are counted, never named: how many more the
+        // count says than were named is new only where it grew.
+        let total = report.wrong_words();
+        if let Some(check) = report.checks.last_mut() {
+            check.new_errors = check
+                .new_errors
+                .max(total.saturating_sub(report.errors_total));
+        }
+        report.errors_total = total;
         checks_of_pattern += 1;
         control.still_alive();
         if control.finished() || control.out_of_time() {
@@ -664,5 +685,66 @@ fn hold(
             checks_of_pattern = 0;
             seen.clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(held: Held, errors: u64) -> ResidentCheck {
+        ResidentCheck {
+            at_s: 0.0,
+            after_write_s: 0.0,
+            held,
+            errors,
+            new_errors: 0,
+            temperatures: Temperatures::default(),
+            phase: LoadPhase::Load,
+        }
+    }
+
+    fn named(held: Held, word: u64) -> ResidentError {
+        ResidentError {
+            offset_bytes: word * 4,
+            expected: 0,
+            actual: 1,
+            held,
+            after_write_s: 0.0,
+            clean_checks_before: 0,
+            seen: 1,
+            temperatures: Temperatures::default(),
+            phase: LoadPhase::Load,
+        }
+    }
+
+    /// A word read wrong at every check is one wrong word, not one a check; words past the
+    /// records' capacity count by the most any check of their pattern read.
+    #[test]
+    fn a_word_wrong_at_every_check_counts_once() {
+        let mut r = ResidentReport {
+            bytes: 1 << 20,
+            interval_s: 1.0,
+            checks: vec![check(Held::OwnAddress, 0), check(Held::OwnAddress, 1)],
+            errors_total: 0,
+            records: vec![named(Held::OwnAddress, 7)],
+            hottest: Temperatures::default(),
+            run: Envelope::default(),
+        };
+        r.checks.push(check(Held::OwnAddress, 1));
+        r.checks.push(check(Held::OwnAddress, 1));
+        assert_eq!(r.wrong_words(), 1);
+        // Five wrong at a later check, one of them named: five, not 1 + 4 a check.
+        r.checks.push(check(Held::OwnAddress, 5));
+        r.checks.push(check(Held::OwnAddress, 5));
+        assert_eq!(r.wrong_words(), 5);
+        // The complement's words add to the first pattern's.
+        r.checks.push(check(Held::Complement, 2));
+        r.records.push(named(Held::Complement, 9));
+        assert_eq!(r.wrong_words(), 7);
+        // More named than one check counted (words that came and went): the named ones.
+        r.records
+            .extend((10..14).map(|w| named(Held::Complement, w)));
+        assert_eq!(r.wrong_words(), 10);
     }
 }

@@ -115,6 +115,52 @@ impl SettingsTable for KeysAsked {
     }
 }
 
+/// A table with some of its keys hidden, for a workload made of two that share a key's
+/// name: the part a key does not belong to reads it as absent.
+pub struct Without<'t> {
+    /// The table.
+    pub table: &'t mut dyn SettingsTable,
+    /// The keys hidden.
+    pub hidden: &'t [&'t str],
+}
+
+impl Without<'_> {
+    fn shows(&self, key: &str) -> bool {
+        !self.hidden.contains(&key)
+    }
+}
+
+impl SettingsTable for Without<'_> {
+    fn strings(&mut self, key: &str) -> Result<Option<Vec<String>>, SettingError> {
+        if self.shows(key) {
+            self.table.strings(key)
+        } else {
+            Ok(None)
+        }
+    }
+    fn text(&mut self, key: &str) -> Result<Option<String>, SettingError> {
+        if self.shows(key) {
+            self.table.text(key)
+        } else {
+            Ok(None)
+        }
+    }
+    fn integer(&mut self, key: &str) -> Result<Option<i64>, SettingError> {
+        if self.shows(key) {
+            self.table.integer(key)
+        } else {
+            Ok(None)
+        }
+    }
+    fn number(&mut self, key: &str) -> Result<Option<f64>, SettingError> {
+        if self.shows(key) {
+            self.table.number(key)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
 /// The `power_target` key of a `[[workload]]` table: percent of the enforced power limit.
 pub fn power_target_setting(table: &mut dyn SettingsTable) -> Result<Option<u32>, SettingError> {
     table.count("power_target", &crate::power::POWER_TARGET)

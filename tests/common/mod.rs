@@ -646,6 +646,19 @@ pub fn lavapipe_icd() -> Option<std::path::PathBuf> {
     })
 }
 
+/// The emulated NVIDIA card's Vulkan UUID, as NVML writes it (`GPU-...`), from
+/// `kiln list` (its log in `dir`).
+#[allow(dead_code)]
+pub fn emulated_nvidia_uuid(dir: &std::path::Path) -> String {
+    let out = kiln()
+        .args(["list", "--json"])
+        .envs(emulated_env("nvidia", "none", &dir.join("list.log")))
+        .output()
+        .unwrap();
+    let devices = expect_json(&out, 0);
+    format!("GPU-{}", devices[0]["device_uuid"].as_str().unwrap())
+}
+
 /// The environment that makes a kiln process see lavapipe as a discrete card of `vendor`
 /// with BAR mode `bar`, through `VK_LAYER_KILN_emulated_discrete`, its memory events
 /// appended to `log`. Only lavapipe's driver is loaded (when its manifest is found), so a

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+pub use super::cadence::InjectWhen;
 use super::cadence::{DutySweep, LoadPhase, LoadPoint, PauseCycle, PausesReport};
 use super::hash;
 use super::settings::{SettingError, SettingsTable};
@@ -155,27 +156,6 @@ impl LoadShape {
                 crate::units::duration_rounded_up(Duration::from_millis(*hold_ms)),
                 crate::units::duration_rounded_up(Duration::from_millis(*pause_ms))
             ),
-        }
-    }
-}
-
-/// Which rounds a planted fault corrupts (detector tests): a card wrong only at some
-/// points of its load.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InjectWhen {
-    /// Rounds at a duty below this.
-    BelowDuty(f64),
-    /// Rounds away from full load: at a ramp or at idle.
-    AwayFromLoad,
-}
-
-impl InjectWhen {
-    /// True when a round at `at` carries the fault.
-    pub fn applies(self, at: &LoadPoint) -> bool {
-        match self {
-            InjectWhen::BelowDuty(d) => at.duty < d,
-            InjectWhen::AwayFromLoad => at.phase != LoadPhase::Load,
         }
     }
 }
@@ -366,21 +346,7 @@ impl Kind for Compute {
             ));
         }
         lines.extend(c.power.iter().map(PowerTargetReport::line));
-        for l in &c.levels {
-            lines.push(format!(
-                "load {:.0}%: {:.1} Gop per wall second{}{}",
-                l.duty * 100.0,
-                l.gops_per_wall_s,
-                l.clock_mhz
-                    .map(|m| format!(", shader clock {m:.0} MHz"))
-                    .unwrap_or_default(),
-                if l.faults > 0 {
-                    format!(", {}", crate::text::count(l.faults, "wrong result"))
-                } else {
-                    String::new()
-                }
-            ));
-        }
+        lines.extend(c.levels.iter().map(LevelResult::line));
         lines.extend(c.pauses.iter().map(|p| p.line()));
         for m in c.records.iter().take(10) {
             // The shuffled run's invocation; a CPU check has none.

@@ -91,59 +91,20 @@ pub(super) fn found(c: &ComputeReport, out: &mut Vec<Finding>) {
 /// around the switches between load and idle (`CLOCK_TRANSITION_ERRORS`). None when they
 /// came at full, steady load too, or the records do not say where.
 fn where_in_the_load(c: &ComputeReport, mismatches: u64) -> Option<Finding> {
+    let evidence = json!({"mismatches": mismatches, "levels": c.levels, "pauses": c.pauses,
+                          "records": c.records.iter().take(8).collect::<Vec<_>>()});
+    if c.shape == LoadShape::Sweep {
+        let points: Vec<Option<LoadPoint>> = c.records.iter().map(|m| m.at).collect();
+        return super::super::cadence::partial_load_only(&c.levels, &points, mismatches, evidence);
+    }
     let points: Vec<&LoadPoint> = c.records.iter().filter_map(|m| m.at.as_ref()).collect();
     if points.is_empty() || points.len() < c.records.len() {
         return None;
     }
-    let evidence = json!({"mismatches": mismatches, "levels": c.levels, "pauses": c.pauses,
-                          "records": c.records.iter().take(8).collect::<Vec<_>>()});
-    let action = "a marginal part: take the GPU out of service and RMA it with this report (first make sure nothing overclocks it)";
     let clock = |c: Option<f64>| {
         c.map(|c| format!(", shader clock {c:.0} MHz"))
             .unwrap_or_default()
     };
-    if c.shape == LoadShape::Sweep {
-        let full = c
-            .levels
-            .iter()
-            .find(|l| l.duty >= 1.0 && l.gops_per_wall_s > 0.0)?;
-        if full.faults > 0 || points.iter().any(|p| p.duty >= 1.0) {
-            return None;
-        }
-        let at: Vec<String> = c
-            .levels
-            .iter()
-            .filter(|l| l.faults > 0)
-            .map(|l| {
-                format!(
-                    "{} at {:.0}% load{}",
-                    l.faults,
-                    l.duty * 100.0,
-                    clock(l.clock_mhz)
-                )
-            })
-            .collect();
-        return Some(finding(
-            FindingCode::PeakClockErrors,
-            Severity::Critical,
-            Confidence::High,
-            format!(
-                "{mismatches} wrong results only at partial load, where the card boosts highest: {}; none at 100% load{}",
-                if at.is_empty() {
-                    points
-                        .iter()
-                        .map(|p| p.words())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                } else {
-                    at.join(", ")
-                },
-                clock(full.clock_mhz)
-            ),
-            evidence,
-            action,
-        ));
-    }
     let switching = matches!(c.shape, LoadShape::Pauses { .. } | LoadShape::Pulsed { .. });
     if !switching || points.iter().any(|p| p.phase == LoadPhase::Load) {
         return None;
@@ -171,6 +132,6 @@ fn where_in_the_load(c: &ComputeReport, mismatches: u64) -> Option<Finding> {
                 .unwrap_or_default()
         ),
         evidence,
-        action,
+        super::super::cadence::MARGINAL,
     ))
 }

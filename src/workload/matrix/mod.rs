@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::cadence::{DutySweep, InjectWhen, LevelResult, LoadPhase, LoadPoint};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section, Table, TableRow};
 use super::{
@@ -264,6 +265,24 @@ pub struct MatrixConfig {
     /// Where the products run.
     #[serde(default)]
     pub path: MatrixPath,
+    /// Flat out (or held at the power target), or swept over duty levels 10%..100%.
+    #[serde(default)]
+    pub shape: MatrixShape,
+    /// With `plant`: only the rounds at this point of the load carry it (detector tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plant_when: Option<InjectWhen>,
+}
+
+/// How the matrix load runs over time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatrixShape {
+    /// Full load, or the duty a power target sets.
+    #[default]
+    Steady,
+    /// Duty levels 10%, 20% ... 100%, each for a tenth of the budget, the clock each
+    /// reached recorded: cards boost highest, and some fail, at partial load.
+    Sweep,
 }
 
 /// Where a matrix test's products run (`path` in a profile).
@@ -302,6 +321,8 @@ impl Default for MatrixConfig {
             plant: None,
             power_target: None,
             path: MatrixPath::Auto,
+            shape: MatrixShape::Steady,
+            plant_when: None,
         }
     }
 }
@@ -327,6 +348,9 @@ pub struct MatrixMismatch {
     pub expected: Option<f64>,
     /// What the device wrote, where located.
     pub actual: Option<f64>,
+    /// The duty, clock and phase of the round that found it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<LoadPoint>,
     /// The bits it wrote.
     pub actual_bits: Option<u32>,
     /// The workgroup whose result is wrong (the first run's, unless only the
@@ -446,6 +470,9 @@ pub struct MatrixReport {
     /// What the power target achieved, where the load held one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power: Option<PowerTargetReport>,
+    /// A sweep's levels (none for a steady load).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<LevelResult>,
     /// How its run ended and how long it took.
     #[serde(flatten)]
     pub run: Envelope,
@@ -515,7 +542,13 @@ impl MatrixMismatch {
     /// Where it is and what it is, in a few words.
     pub fn place(&self) -> String {
         let tile = format!("tile ({}, {})", self.tile[0], self.tile[1]);
-        match (self.row, self.col, self.rows_cols_wrong) {
+        // Where in a swept or paused load it came; nothing for full, steady load.
+        let at = self
+            .at
+            .filter(|p| p.duty < 1.0 || p.phase != LoadPhase::Load)
+            .map(|p| format!(", {}", p.words()))
+            .unwrap_or_default();
+        let place = match (self.row, self.col, self.rows_cols_wrong) {
             (Some(r), Some(c), _) => format!(
                 "{} element ({r}, {c}) in {tile}: expected {} got {} (bits {:08x}), workgroup {}{} [{} round {}]",
                 self.kind.name(),
@@ -541,7 +574,8 @@ impl MatrixMismatch {
                 self.check,
                 self.round
             ),
-        }
+        };
+        place + &at
     }
 }
 
@@ -609,6 +643,25 @@ impl Kind for Matrix {
                     )
                 })?;
         }
+        config.shape = match table.text("shape")?.as_deref() {
+            None | Some("steady") => MatrixShape::Steady,
+            Some("sweep") => MatrixShape::Sweep,
+            Some(other) => {
+                return Err(SettingError::new(
+                    "shape",
+                    format!(
+                        "the matrix load is steady or swept, not {} (known: steady, sweep)",
+                        crate::text::quote(other)
+                    ),
+                ));
+            }
+        };
+        if config.shape == MatrixShape::Sweep && config.power_target.is_some() {
+            return Err(SettingError::new(
+                "power_target",
+                "holds power by setting the load itself: it applies only to shape = \"steady\"",
+            ));
+        }
         if let Some(edge) = table.count("size", &EDGE_BOUNDS)? {
             if !edge.is_power_of_two() {
                 return Err(SettingError::new(
@@ -664,7 +717,12 @@ impl Kind for Matrix {
                     .power_target
                     .map(|p| format!(", power held at {p}% of the limit"))
                     .unwrap_or_default()
-            ),
+            ) + match settings.shape {
+                MatrixShape::Steady => "",
+                MatrixShape::Sweep => {
+                    ", swept over load levels 10%..100% (the clock each reached recorded)"
+                }
+            },
             ..PlanDetail::default()
         })
     }
@@ -672,7 +730,18 @@ impl Kind for Matrix {
     fn judge(result: &MatrixReport) -> Vec<Finding> {
         let mut out = Vec::new();
         let faults = result.faults();
-        if faults > 0 {
+        // In a sweep, errors only below full load are named as such, instead of plainly.
+        let swept = (!result.levels.is_empty() && faults > 0)
+            .then(|| {
+                let points: Vec<Option<LoadPoint>> = result.records.iter().map(|m| m.at).collect();
+                let evidence = json!({"failed_checks": faults, "levels": result.levels,
+                    "records": result.records.iter().take(8).collect::<Vec<_>>()});
+                super::cadence::partial_load_only(&result.levels, &points, faults, evidence)
+            })
+            .flatten();
+        if let Some(found) = swept {
+            out.push(found);
+        } else if faults > 0 {
             let nonfinite: u64 = result.kinds.iter().map(|k| k.nonfinite).sum();
             let first = result
                 .records
@@ -762,6 +831,7 @@ impl Kind for Matrix {
             ));
         }
         lines.extend(r.power.iter().map(PowerTargetReport::line));
+        lines.extend(r.levels.iter().map(LevelResult::line));
         lines.extend(r.skipped.iter().map(|s| format!("skipped: {s}")));
         lines.extend(r.records.iter().take(10).map(MatrixMismatch::place));
         let mut out = vec![Section::Lines(lines)];
@@ -1071,6 +1141,7 @@ impl MatrixTest {
             skipped,
             records: Vec::new(),
             power: None,
+            levels: Vec::new(),
             run: Envelope::default(),
         };
         if let Err(e) = drive(ctx, &cfg, &kernels, control, events, device, &mut report) {
@@ -1162,6 +1233,10 @@ fn drive(
     let started = Instant::now();
     let mut hold = cfg.power_target.map(PowerController::new);
     let mut pacer = Pacer::new(LOAD_PERIOD);
+    let budget = control
+        .deadline
+        .map(|d| d.saturating_duration_since(started));
+    let mut sweep = (cfg.shape == MatrixShape::Sweep).then(|| DutySweep::new(budget));
     // Each kind's totals for its `Rates` events: its products' operations and GPU seconds.
     let totals = |report: &MatrixReport| -> Vec<(&'static str, u64, f64)> {
         report
@@ -1188,26 +1263,45 @@ fn drive(
             report.run.stopped_early = Some("stopped at the hard deadline".into());
             break Ok(());
         }
-        if let Some(hold) = &mut hold {
-            let rest = pacer.rest(hold.duty(started.elapsed(), control.power.as_ref()));
+        let duty = match (&mut hold, &mut sweep) {
+            (Some(hold), _) => Some(hold.duty(started.elapsed(), control.power.as_ref())),
+            (None, Some(sweep)) => Some(sweep.duty(control)),
+            (None, None) => None,
+        };
+        if let Some(duty) = duty {
+            let rest = pacer.rest(duty);
             if !rest.is_zero() {
                 std::thread::sleep(rest);
                 continue;
             }
         }
+        let point = LoadPoint {
+            duty: duty.unwrap_or(1.0),
+            clock_mhz: crate::workload::cadence::clock_now(control),
+            phase: LoadPhase::Load,
+        };
         let k = round as usize % report.kinds.len();
         let t = Instant::now();
         let at = (round, k);
+        let (records_before, faults_before) = (report.records.len(), report.faults());
+        let ops_before: u64 = report.kinds.iter().map(|k| k.timed_ops).sum();
         if let Err(e) = one_round(
             &mut gpu,
             cfg,
             &kernels[k],
-            plant,
+            plant.filter(|_| cfg.plant_when.is_none_or(|w| w.applies(&point))),
             at,
             &mut DeviceEvents::new(events, device),
             report,
         ) {
             break Err(e);
+        }
+        for r in &mut report.records[records_before..] {
+            r.at = Some(point);
+        }
+        if let Some(s) = &mut sweep {
+            let ops: u64 = report.kinds.iter().map(|k| k.timed_ops).sum();
+            s.worked(ops - ops_before, report.faults() - faults_before);
         }
         let took = t.elapsed();
         pacer.worked(took);
@@ -1249,6 +1343,9 @@ fn drive(
     };
     if let Some(hold) = &hold {
         report.power = Some(hold.report(started.elapsed()));
+    }
+    if let Some(sweep) = sweep {
+        report.levels = sweep.finish();
     }
     result
 }
@@ -1400,6 +1497,7 @@ mod tests {
             skipped: Vec::new(),
             records: Vec::new(),
             power: None,
+            levels: Vec::new(),
             run: Envelope::default(),
         };
         for kernel in [
