@@ -183,3 +183,36 @@ fn the_verdict_in_plain_words_reads_the_same() {
         insta::assert_snapshot!("in-plain-words", all);
     });
 }
+
+/// The burn-in detectors' words, every line of them (`--verbose`): a word that decayed
+/// while held, errors only around the pauses and only at partial load, the power supply
+/// under the combined load, a wrong CPU result, and memory near its rated temperature.
+#[test]
+fn the_burn_in_findings_read_the_same() {
+    let mut all = String::new();
+    for run in [
+        "resident_word_decays_while_held",
+        "compute_wrong_only_around_pauses",
+        "compute_wrong_only_at_partial_load",
+        "psu_card_off_the_bus_only_under_combined_load",
+        "cpu_wrong_under_combined_load",
+        "h200_hbm_near_its_limit",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join(run);
+        common::lay_out_scenario(run, &run_dir);
+        let out = common::kiln()
+            .args(["verdict", "--verbose"])
+            .arg(&run_dir)
+            .output()
+            .unwrap();
+        let code = out.status.code().unwrap();
+        all.push_str(&format!(
+            "== {run} (exit {code})\n{}\n",
+            masked(&run_dir, &String::from_utf8_lossy(&out.stdout))
+        ));
+    }
+    insta::with_settings!({filters => filters(), prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("burn-in-findings", all);
+    });
+}

@@ -107,7 +107,7 @@ impl Held {
     pub fn word(self) -> &'static str {
         match self {
             Held::OwnAddress => "own-address pattern",
-            Held::Complement => "its complement",
+            Held::Complement => "complement pattern",
         }
     }
 }
@@ -130,6 +130,15 @@ impl Temperatures {
         Temperatures {
             gpu_c: read(signals::GPU_TEMP_C.name),
             memory_c: read(signals::HBM_TEMP_C.name),
+        }
+    }
+
+    /// As a circumstance (`at GPU 84 °C, memory 91 °C`; `with no temperature read`).
+    pub fn at_words(&self) -> String {
+        if self.gpu_c.is_none() && self.memory_c.is_none() {
+            "with no temperature read".into()
+        } else {
+            format!("at {}", self.words())
         }
     }
 
@@ -435,27 +444,31 @@ fn found(r: &ResidentReport) -> Vec<Finding> {
             .min_by(|a, b| a.after_write_s.total_cmp(&b.after_write_s))
             .map(|e| {
                 format!(
-                    "{:.0} s after the {} was written, at {}",
+                    "{:.0} s after the {} was written, {}",
                     e.after_write_s,
                     e.held.word(),
-                    e.temperatures.words()
+                    e.temperatures.at_words()
                 )
             })
     };
     let all: Vec<&ResidentError> = r.records.iter().collect();
+    // The hottest the card was at a check, where any temperature was read.
+    let hottest = if r.hottest == Temperatures::default() {
+        String::new()
+    } else {
+        format!("; hottest at a check {}", r.hottest.words())
+    };
     let summary = match first(&decayed) {
         Some(when) => format!(
-            "{} of the resident region lost {} data while held: {} read right at an earlier check and wrong later, the first {when}; hottest at a check {}",
+            "{} of the resident region lost {} data while held: {} read right at an earlier check and wrong later, the first {when}{hottest}",
             crate::text::count(r.errors_total, "word"),
             if r.errors_total == 1 { "its" } else { "their" },
             decayed.len(),
-            r.hottest.words()
         ),
         None => format!(
-            "{} of the resident region wrong at the first check after writing, {}; hottest at a check {}",
+            "{} of the resident region wrong at the first check after writing, {}{hottest}",
             crate::text::count(r.errors_total, "word"),
             first(&all).unwrap_or_else(|| "not recorded".into()),
-            r.hottest.words()
         ),
     };
     out.push(finding(
@@ -625,14 +638,14 @@ fn hold(
                 device,
                 Event::Note {
                     message: format!(
-                        "resident: word at {:#x} expected {:08x} read {:08x}, {:.0} s after writing the {} ({} clean checks before), at {}",
+                        "resident: word at {:#x} expected {:08x} read {:08x}, {:.0} s after writing the {} ({} clean checks before), {}",
                         record.offset_bytes,
                         record.expected,
                         record.actual,
                         after_write_s,
                         held.word(),
                         checks_of_pattern,
-                        temperatures.words()
+                        temperatures.at_words()
                     ),
                 },
             );
