@@ -50,8 +50,22 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// code must be `code`. The report's one device.
 fn run(dir: &Path, env: &[(String, std::ffi::OsString)], args: &[&str], code: i32) -> Value {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // The fake NVML's and the layer's clock (a scripted loss, an Xid) starts when this run
+    // does, not when its environment was made: it may have waited here for its turn.
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let stamped = env.iter().map(|(k, v)| {
+        let v = if k == "KILN_FAKE_NVML_EPOCH" {
+            format!("{now_s:.3}").into()
+        } else {
+            v.clone()
+        };
+        (k.clone(), v)
+    });
     let mut cmd = kiln();
-    cmd.envs(env.iter().cloned()).arg("run").args(args);
+    cmd.envs(stamped).arg("run").args(args);
     if env.is_empty() {
         cmd.args(["--device", "cpu"]);
     }
