@@ -172,6 +172,15 @@ pub struct DeviceLimits {
     pub max_push_constants_size_bytes: u32,
 }
 
+impl DeviceLimits {
+    /// The largest buffer a test can allocate and bind whole as one storage buffer.
+    pub fn largest_storage_buffer_bytes(&self) -> u64 {
+        self.max_storage_buffer_range_bytes
+            .min(self.max_memory_allocation_size_bytes)
+            .min(self.max_buffer_size_bytes.unwrap_or(u64::MAX))
+    }
+}
+
 /// Everything kiln knows about a device before it opens it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceInfo {

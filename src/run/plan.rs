@@ -77,12 +77,7 @@ pub fn least_duration(
     plan: &[PlannedWorkload],
     confirm: Option<crate::profile::Confirm>,
 ) -> Option<(std::time::Duration, &PlannedWorkload)> {
-    let total: u32 = plan
-        .iter()
-        .filter(|p| !p.config.runs_alongside())
-        .map(|p| p.weight)
-        .sum::<u32>()
-        .max(1);
+    let total = crate::workload::registry::weight_in_turn(plan);
     let runs = 1 + confirm.map_or(0, |c| c.repeat);
     plan.iter()
         .filter(|p| !p.config.least_time().is_zero())
@@ -140,13 +135,7 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
             n.cause.message
         ));
     }
-    let total_weight: u32 = opts
-        .plan
-        .iter()
-        .filter(|p| !p.config.runs_alongside())
-        .map(|p| p.weight)
-        .sum::<u32>()
-        .max(1);
+    let total_weight = crate::workload::registry::weight_in_turn(&opts.plan);
     let mut plans = Vec::new();
     for info in &devices {
         let plan = crate::workload::registry::with_room_beside(&opts.plan, info);

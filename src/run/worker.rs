@@ -254,7 +254,7 @@ fn test_device(
     // ends early (a fixed number of passes) shortens the run instead of lengthening the
     // next one.
     let device_deadline = job.duration.map(|d| Instant::now() + d);
-    let weight_total: u32 = in_turn.iter().map(|p| p.weight).sum::<u32>().max(1);
+    let weight_total = crate::workload::registry::weight_in_turn(&in_turn);
     let mut weight_left = weight_total;
     // A run weighing `weight` gets its part of the time left among `weight_left`, never
     // more than its weight's share of the whole.
@@ -424,13 +424,10 @@ fn start_alongside(
         }
     };
     ctx.set_fence_timeout(contexts.fence_timeout);
-    let mut control = RunControl::new(duration);
-    control.stop = Arc::clone(shared.stop);
-    control.power = Some(shared.feed.clone());
+    let mut control = shared.control(duration);
     control.finish = Arc::clone(finish);
-    control.phase = shared.phase.clone();
-    if alone {
-        control.alive = Arc::clone(shared.alive);
+    if !alone {
+        control.alive = Arc::new(AtomicU64::new(0));
     }
     let mut sink = PipeSink {
         pipe: events.pipe.clone(),
@@ -501,6 +498,18 @@ struct Shared<'a> {
     phase: crate::workload::cadence::SharedPhase,
 }
 
+impl Shared<'_> {
+    /// A workload's control with a time budget of `budget` from now, sharing all of these.
+    fn control(&self, budget: Option<Duration>) -> RunControl {
+        let mut c = RunControl::new(budget);
+        c.stop = Arc::clone(self.stop);
+        c.power = Some(self.feed.clone());
+        c.alive = Arc::clone(self.alive);
+        c.phase = self.phase.clone();
+        c
+    }
+}
+
 /// Runs one planned workload (two at once for `heat`) between counter snapshots and
 /// records how each ended; true when one failed.
 fn run_planned(
@@ -513,14 +522,7 @@ fn run_planned(
 ) -> bool {
     let device = Some(events.slot);
     let stop = shared.stop;
-    let control = || {
-        let mut c = RunControl::new(budget);
-        c.stop = Arc::clone(stop);
-        c.power = Some(shared.feed.clone());
-        c.alive = Arc::clone(shared.alive);
-        c.phase = shared.phase.clone();
-        c
-    };
+    let control = || shared.control(budget);
     let mut workloads = planned.config.build();
     let phase = planned.config.name().as_str();
     let snapshot = |when: Boundary| {

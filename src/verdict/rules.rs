@@ -147,15 +147,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
         from_runs.push((w.workload.as_str(), out));
     }
     out.extend(merge_runs(from_runs));
-    let xid_codes: Vec<u32> = device
-        .telemetry
-        .iter()
-        .flat_map(|p| {
-            p.xids
-                .iter()
-                .filter_map(|x| xid::code_of(x.code, &x.message))
-        })
-        .collect();
+    let xid_codes: Vec<u32> = device.telemetry.iter().flat_map(phase_xid_codes).collect();
     for phase in &device.telemetry {
         throttling(phase, &device.setup, t, &mut out);
         link(phase, &mut out);
@@ -1287,17 +1279,11 @@ fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
         .iter()
         .filter(in_psu)
         .find_map(|w| w.summary.envelope().device_error.clone());
-    let xid_codes = |p: &PhaseTelemetry| -> Vec<u32> {
-        p.xids
-            .iter()
-            .filter_map(|x| xid::code_of(x.code, &x.message))
-            .collect()
-    };
     let (psu_phases, others): (Vec<&PhaseTelemetry>, Vec<&PhaseTelemetry>) =
         device.telemetry.iter().partition(|p| p.phase == Psu::NAME);
     let off_bus = psu_phases
         .iter()
-        .any(|p| xid_codes(p).contains(&OFF_THE_BUS));
+        .any(|p| phase_xid_codes(p).contains(&OFF_THE_BUS));
     let resets = psu_phases
         .iter()
         .map(|p| p.driver_resets.iter().filter(|r| !r.before_run).count())
@@ -1314,14 +1300,14 @@ fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
         .position(|w| w.together_with() == Some(Psu::NAME) || w.workload == Psu::NAME)
         .unwrap_or(device.workloads.len());
     let others_failed = others.iter().filter(|p| p.end_ms <= psu_began).any(|p| {
-        xid_codes(p).contains(&OFF_THE_BUS) || p.driver_resets.iter().any(|r| !r.before_run)
+        phase_xid_codes(p).contains(&OFF_THE_BUS) || p.driver_resets.iter().any(|r| !r.before_run)
     }) || device.workloads[..first_psu]
         .iter()
         .any(|w| w.summary.envelope().device_error.is_some());
     let other_hardware: Vec<u32> = device
         .telemetry
         .iter()
-        .flat_map(xid_codes)
+        .flat_map(phase_xid_codes)
         .filter(|c| *c != OFF_THE_BUS)
         .collect();
     // heat ran, and none of its parts failed or lost the device (a part the budget cut
@@ -1381,6 +1367,14 @@ fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
         json!({"lost": lost, "xid_79": off_bus, "resets": resets, "figures": figures}),
         "check the power supply: its rating against the card's and the CPU's power together, its age, the cables to the card (no daisy-chained connectors); rerun psu after a change",
     ));
+}
+
+/// The Xid codes a phase's events carry.
+fn phase_xid_codes(p: &PhaseTelemetry) -> Vec<u32> {
+    p.xids
+        .iter()
+        .filter_map(|x| xid::code_of(x.code, &x.message))
+        .collect()
 }
 
 /// The resets in words: how many, of which driver, and what says so.

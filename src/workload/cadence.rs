@@ -109,13 +109,18 @@ pub struct LoadPoint {
     pub phase: LoadPhase,
 }
 
+/// A clock read, as a clause to follow other words (`, shader clock 2610 MHz`); nothing
+/// where none was read.
+pub fn clock_words(mhz: Option<f64>) -> String {
+    mhz.map(|c| format!(", shader clock {c:.0} MHz"))
+        .unwrap_or_default()
+}
+
 impl LoadPoint {
-    /// In words (`at 30% load, SM clock 2610 MHz`, `at the ramp up, SM clock 1410 MHz`).
+    /// In words (`at 30% load, shader clock 2610 MHz`, `at the ramp up, shader clock
+    /// 1410 MHz`).
     pub fn words(&self) -> String {
-        let clock = self
-            .clock_mhz
-            .map(|c| format!(", shader clock {c:.0} MHz"))
-            .unwrap_or_default();
+        let clock = clock_words(self.clock_mhz);
         match self.phase {
             LoadPhase::Load => format!("at {:.0}% load{clock}", self.duty * 100.0),
             other => format!("{}{clock}", other.word()),
@@ -154,9 +159,7 @@ impl LevelResult {
             "load {:.0}%: {:.1} Gop per wall second{}{}",
             self.duty * 100.0,
             self.gops_per_wall_s,
-            self.clock_mhz
-                .map(|m| format!(", shader clock {m:.0} MHz"))
-                .unwrap_or_default(),
+            clock_words(self.clock_mhz),
             if self.faults > 0 {
                 format!(", {}", crate::text::count(self.faults, "wrong result"))
             } else {
@@ -228,15 +231,6 @@ impl DutySweep {
             *slot = Some(slot.map_or(c, |m| m.max(c)));
         }
         Self::duty_of(self.level)
-    }
-
-    /// Where the sweep stands, for the work about to run.
-    pub fn point(&self, control: &RunControl) -> LoadPoint {
-        LoadPoint {
-            duty: Self::duty_of(self.level),
-            clock_mhz: clock_now(control),
-            phase: LoadPhase::Load,
-        }
     }
 
     /// Counts work done at this level: operations (two per multiply-add), and wrong
@@ -490,10 +484,7 @@ pub fn partial_load_only(
             format!("{} {}", l.faults, point.words())
         })
         .collect();
-    let clock = full
-        .clock_mhz
-        .map(|c| format!(", shader clock {c:.0} MHz"))
-        .unwrap_or_default();
+    let clock = clock_words(full.clock_mhz);
     Some(finding(
         FindingCode::PeakClockErrors,
         Severity::Critical,

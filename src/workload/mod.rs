@@ -60,9 +60,6 @@ pub struct RunControl {
     /// Set when the workloads this one runs beside have ended: a workload that runs all
     /// along (`resident`) makes its last check and reports.
     pub finish: Arc<AtomicBool>,
-    /// When the control was made: the workloads that run at once (`transitions`) share
-    /// their schedule from it.
-    pub began: Instant,
     /// The device's load phase, shared by its workloads (see [`cadence::SharedPhase`]).
     pub phase: cadence::SharedPhase,
 }
@@ -79,7 +76,6 @@ impl RunControl {
             power: None,
             alive: Arc::new(AtomicU64::new(0)),
             finish: Arc::new(AtomicBool::new(false)),
-            began: now,
             phase: cadence::SharedPhase::default(),
         }
     }

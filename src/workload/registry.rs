@@ -296,6 +296,16 @@ pub fn with_room_beside(plan: &[PlannedWorkload], device: &DeviceInfo) -> Vec<Pl
     plan
 }
 
+/// What the workloads' shares of the budget are out of: the weights of those that take
+/// turns (one that runs alongside takes no share), at least 1.
+pub fn weight_in_turn(plan: &[PlannedWorkload]) -> u32 {
+    plan.iter()
+        .filter(|p| !p.config.runs_alongside())
+        .map(|p| p.weight)
+        .sum::<u32>()
+        .max(1)
+}
+
 impl PlannedWorkload {
     /// The workload with its default settings and default weight.
     pub fn default_of(name: WorkloadName) -> PlannedWorkload {

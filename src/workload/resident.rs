@@ -505,11 +505,6 @@ impl Workload for ResidentTest {
     }
 }
 
-/// A wrong word's history while the test runs.
-struct Seen {
-    record: usize,
-}
-
 impl ResidentTest {
     /// Runs the region's test and returns its typed report.
     pub fn run_report(
@@ -523,11 +518,7 @@ impl ResidentTest {
         let device = Some(ctx.info().index);
         let bytes = cfg.bytes_on(ctx.info())?;
         let engine_cfg = EngineConfig::for_device(ctx.info().kind.is_gpu());
-        let limits = &ctx.info().limits;
-        let max_buffer = limits
-            .max_storage_buffer_range_bytes
-            .min(limits.max_memory_allocation_size_bytes)
-            .min(limits.max_buffer_size_bytes.unwrap_or(u64::MAX));
+        let max_buffer = ctx.info().limits.largest_storage_buffer_bytes();
         let stop = || control.stopped();
         let (mut engine, short) = Engine::allocate(ctx, engine_cfg, bytes, max_buffer, &stop)?;
         let mut report = ResidentReport {
@@ -579,7 +570,8 @@ fn hold(
     let mut written = Instant::now();
     let mut checks_of_pattern = 0u32;
     let mut injected = false;
-    let mut seen: HashMap<u64, Seen> = HashMap::new();
+    // The words recorded for the pattern held, and where their records are.
+    let mut seen: HashMap<u64, usize> = HashMap::new();
     loop {
         // Wait for the next check, a switch between load and idle, the end of the
         // others, or a stop.
@@ -616,10 +608,8 @@ fn hold(
         let sweep = engine.verify(&pattern_of(held), cfg.record_capacity, &stop)?;
         let mut new_errors = 0u64;
         for raw in &sweep.counters.records {
-            if seen.contains_key(&raw.word) {
-                if let Some(s) = seen.get(&raw.word) {
-                    report.records[s.record].seen += 1;
-                }
+            if let Some(&record) = seen.get(&raw.word) {
+                report.records[record].seen += 1;
                 continue;
             }
             new_errors += 1;
@@ -650,12 +640,7 @@ fn hold(
                 },
             );
             if report.records.len() < cfg.record_capacity as usize {
-                seen.insert(
-                    raw.word,
-                    Seen {
-                        record: report.records.len(),
-                    },
-                );
+                seen.insert(raw.word, report.records.len());
                 report.records.push(record);
             }
         }

@@ -125,39 +125,32 @@ pub struct Without<'t> {
 }
 
 impl Without<'_> {
-    fn shows(&self, key: &str) -> bool {
-        !self.hidden.contains(&key)
+    /// `get` of the table, or absent for a hidden key.
+    fn read<T>(
+        &mut self,
+        key: &str,
+        get: impl FnOnce(&mut dyn SettingsTable, &str) -> Result<Option<T>, SettingError>,
+    ) -> Result<Option<T>, SettingError> {
+        if self.hidden.contains(&key) {
+            Ok(None)
+        } else {
+            get(&mut *self.table, key)
+        }
     }
 }
 
 impl SettingsTable for Without<'_> {
     fn strings(&mut self, key: &str) -> Result<Option<Vec<String>>, SettingError> {
-        if self.shows(key) {
-            self.table.strings(key)
-        } else {
-            Ok(None)
-        }
+        self.read(key, |t, k| t.strings(k))
     }
     fn text(&mut self, key: &str) -> Result<Option<String>, SettingError> {
-        if self.shows(key) {
-            self.table.text(key)
-        } else {
-            Ok(None)
-        }
+        self.read(key, |t, k| t.text(k))
     }
     fn integer(&mut self, key: &str) -> Result<Option<i64>, SettingError> {
-        if self.shows(key) {
-            self.table.integer(key)
-        } else {
-            Ok(None)
-        }
+        self.read(key, |t, k| t.integer(k))
     }
     fn number(&mut self, key: &str) -> Result<Option<f64>, SettingError> {
-        if self.shows(key) {
-            self.table.number(key)
-        } else {
-            Ok(None)
-        }
+        self.read(key, |t, k| t.number(k))
     }
 }
 

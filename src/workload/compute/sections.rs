@@ -1,6 +1,7 @@
 //! How people read the compute workload's report, and the findings its result proves.
 
 use super::*;
+use crate::workload::cadence::{self, clock_words};
 
 /// The wrong results, each with the work item, the check and the invocations that
 /// computed it: where on the chip to look.
@@ -95,16 +96,12 @@ fn where_in_the_load(c: &ComputeReport, mismatches: u64) -> Option<Finding> {
                           "records": c.records.iter().take(8).collect::<Vec<_>>()});
     if c.shape == LoadShape::Sweep {
         let points: Vec<Option<LoadPoint>> = c.records.iter().map(|m| m.at).collect();
-        return super::super::cadence::partial_load_only(&c.levels, &points, mismatches, evidence);
+        return cadence::partial_load_only(&c.levels, &points, mismatches, evidence);
     }
     let points: Vec<&LoadPoint> = c.records.iter().filter_map(|m| m.at.as_ref()).collect();
     if points.is_empty() || points.len() < c.records.len() {
         return None;
     }
-    let clock = |c: Option<f64>| {
-        c.map(|c| format!(", shader clock {c:.0} MHz"))
-            .unwrap_or_default()
-    };
     let switching = matches!(c.shape, LoadShape::Pauses { .. } | LoadShape::Pulsed { .. });
     if !switching || points.iter().any(|p| p.phase == LoadPhase::Load) {
         return None;
@@ -118,7 +115,7 @@ fn where_in_the_load(c: &ComputeReport, mismatches: u64) -> Option<Finding> {
     }
     let at: Vec<String> = by_phase
         .iter()
-        .map(|(phase, n, mhz)| format!("{n} {}{}", phase.word(), clock(*mhz)))
+        .map(|(phase, n, mhz)| format!("{n} {}{}", phase.word(), clock_words(*mhz)))
         .collect();
     Some(finding(
         FindingCode::ClockTransitionErrors,
@@ -132,6 +129,6 @@ fn where_in_the_load(c: &ComputeReport, mismatches: u64) -> Option<Finding> {
                 .unwrap_or_default()
         ),
         evidence,
-        super::super::cadence::MARGINAL,
+        cadence::MARGINAL,
     ))
 }

@@ -86,11 +86,7 @@ pub fn plan_size(info: &DeviceInfo, cfg: &VramConfig) -> Result<Sizing, Workload
             ),
         }));
     }
-    let limits = &info.limits;
-    let mut max_buffer = limits
-        .max_storage_buffer_range_bytes
-        .min(limits.max_memory_allocation_size_bytes)
-        .min(limits.max_buffer_size_bytes.unwrap_or(u64::MAX));
+    let mut max_buffer = info.limits.largest_storage_buffer_bytes();
     if let Some(cap) = cfg.max_buffer_bytes {
         max_buffer = max_buffer.min(cap);
     }
