@@ -316,6 +316,8 @@ fn cpu_work(input: u32) -> u64 {
 struct CpuLoad {
     stop: Arc<AtomicBool>,
     checks: Arc<AtomicU64>,
+    /// Every wrong result, however many (each thread records only the first few).
+    wrong: Arc<AtomicU64>,
     threads: Vec<std::thread::JoinHandle<Vec<CpuMismatch>>>,
 }
 
@@ -324,12 +326,14 @@ impl CpuLoad {
         let expected: Arc<Vec<u64>> = Arc::new((0..CPU_INPUTS).map(cpu_work).collect());
         let stop = Arc::new(AtomicBool::new(false));
         let checks = Arc::new(AtomicU64::new(0));
+        let wrong = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
         let threads = (0..threads)
             .map(|thread| {
-                let (stop, checks, expected) = (
+                let (stop, checks, wrong, expected) = (
                     Arc::clone(&stop),
                     Arc::clone(&checks),
+                    Arc::clone(&wrong),
                     Arc::clone(&expected),
                 );
                 std::thread::spawn(move || {
@@ -343,6 +347,9 @@ impl CpuLoad {
                         }
                         done += 1;
                         let want = expected[input as usize];
+                        if actual != want {
+                            wrong.fetch_add(1, Ordering::Relaxed);
+                        }
                         if actual != want && found.len() < CPU_RECORDS {
                             found.push(CpuMismatch {
                                 thread,
@@ -362,6 +369,7 @@ impl CpuLoad {
         CpuLoad {
             stop,
             checks,
+            wrong,
             threads,
         }
     }
@@ -376,9 +384,12 @@ impl CpuLoad {
             .flatten()
             .collect();
         records.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
-        let wrong = records.len() as u64;
         records.truncate(CPU_RECORDS);
-        (self.checks.load(Ordering::Relaxed), wrong, records)
+        (
+            self.checks.load(Ordering::Relaxed),
+            self.wrong.load(Ordering::Relaxed),
+            records,
+        )
     }
 }
 
