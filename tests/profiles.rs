@@ -18,6 +18,9 @@ fn malformed() -> Vec<(String, Option<usize>, Option<&'static str>, &'static str
     let pcie = |extra: &str| format!("{HEAD}[[workload]]\nkind = \"pcie\"\n{extra}\n");
     let matrix = |extra: &str| format!("{HEAD}[[workload]]\nkind = \"matrix\"\n{extra}\n");
     let heat = |extra: &str| format!("{HEAD}[[workload]]\nkind = \"heat\"\n{extra}\n");
+    let resident =
+        |extra: &str| format!("{HEAD}{VRAM}[[workload]]\nkind = \"resident\"\n{extra}\n");
+    let psu = |extra: &str| format!("{HEAD}[[workload]]\nkind = \"psu\"\n{extra}\n");
     vec![
         // Syntax and shape.
         (
@@ -305,6 +308,67 @@ fn malformed() -> Vec<(String, Option<usize>, Option<&'static str>, &'static str
             Some(4),
             Some("load"),
             "unknown load `tensor` (known: compute, matrix)",
+        ),
+        // The burn-in's keys: the resident region, the load's pauses, the combined load.
+        (
+            resident("share = 0.5"),
+            Some(6),
+            Some("share"),
+            "0.5 is not a percentage from 1 to 50 of the memory tested",
+        ),
+        (
+            resident("share = 60"),
+            Some(6),
+            Some("share"),
+            "60 is not a percentage from 1 to 50",
+        ),
+        (
+            resident("share = \"10%\""),
+            Some(6),
+            Some("share"),
+            "invalid type: string \"10%\"",
+        ),
+        (
+            resident("interval = \"10ms\""),
+            Some(6),
+            Some("interval"),
+            "outside 100ms..24h",
+        ),
+        (
+            resident("interval = \"often\""),
+            Some(6),
+            Some("interval"),
+            "`often` is not a duration",
+        ),
+        (
+            compute("hold = \"60s\""),
+            Some(4),
+            Some("hold"),
+            "only to shape = \"pauses\"",
+        ),
+        (
+            compute("shape = \"pulsed\"\npause = \"15s\""),
+            Some(5),
+            Some("pause"),
+            "only to shape = \"pauses\"",
+        ),
+        (
+            compute("shape = \"pauses\"\npause = \"2h\""),
+            Some(5),
+            Some("pause"),
+            "outside 100ms..1h",
+        ),
+        (
+            psu("threads = 0"),
+            Some(4),
+            Some("threads"),
+            "outside 1..=4096",
+        ),
+        (
+            psu("threads = 2\nshape = \"sweep\"\npower_target = 90"),
+            Some(6),
+            Some("power_target"),
+            "only to shape = \"steady\"",
         ),
         (
             pcie("max_bytes = \"12 parsecs\""),
