@@ -38,6 +38,7 @@ impl Pipe {
 }
 
 /// Sends events to the parent, naming the device by its place in the run.
+#[derive(Clone)]
 struct PipeSink {
     pipe: Pipe,
     slot: usize,
@@ -406,34 +407,16 @@ fn start_alongside(
     duration: Option<Duration>,
     events: &mut PipeSink,
 ) -> Option<std::thread::JoinHandle<PartResults>> {
-    let device = Some(events.slot);
     if beside.is_empty() {
         return None;
     }
-    let mut ctx = match DeviceContext::open(&contexts.vulkan, &contexts.physical) {
-        Ok(c) => c,
-        Err(e) => {
-            events.emit(
-                device,
-                Event::DeviceError {
-                    error: DeviceErrorKind::Open,
-                    message: format!("could not open a context for the resident region: {e}"),
-                },
-            );
-            return None;
-        }
-    };
-    ctx.set_fence_timeout(contexts.fence_timeout);
+    let mut ctx = contexts.open_another("a context for the resident region", events)?;
     let mut control = shared.control(duration);
     control.finish = Arc::clone(finish);
     if !alone {
         control.alive = Arc::new(AtomicU64::new(0));
     }
-    let mut sink = PipeSink {
-        pipe: events.pipe.clone(),
-        slot: events.slot,
-        started: events.started,
-    };
+    let mut sink = events.clone();
     let mut workloads: Vec<Box<dyn Workload + Send>> =
         beside.iter().flat_map(|p| p.config.build()).collect();
     Some(std::thread::spawn(move || {
@@ -488,6 +471,29 @@ struct Contexts {
     fence_timeout: Duration,
 }
 
+impl Contexts {
+    /// Another context on the device, with the run's fence timeout; where it cannot be
+    /// opened, says so (`what`: "a second context for heat") and gives none.
+    fn open_another(&self, what: &str, events: &mut PipeSink) -> Option<DeviceContext> {
+        match DeviceContext::open(&self.vulkan, &self.physical) {
+            Ok(mut c) => {
+                c.set_fence_timeout(self.fence_timeout);
+                Some(c)
+            }
+            Err(e) => {
+                events.emit(
+                    Some(events.slot),
+                    Event::DeviceError {
+                        error: DeviceErrorKind::Open,
+                        message: format!("could not open {what}: {e}"),
+                    },
+                );
+                None
+            }
+        }
+    }
+}
+
 /// What every workload's control shares with the worker: the stop, the power target's
 /// feed and the heartbeat's count of deliberate waits.
 struct Shared<'a> {
@@ -534,29 +540,16 @@ fn run_planned(
     snapshot(Boundary::Before);
     let mut results = Vec::new();
     if let [first, second] = workloads.as_mut_slice() {
-        if contexts.second.is_none() {
-            match DeviceContext::open(&contexts.vulkan, &contexts.physical) {
-                Ok(mut c) => {
-                    c.set_fence_timeout(contexts.fence_timeout);
-                    // One heartbeat for both: either context working is the device alive.
-                    c.share_completed_counter(contexts.main.completed_counter());
-                    contexts.second = Some(c);
-                }
-                Err(e) => events.emit(
-                    device,
-                    Event::DeviceError {
-                        error: DeviceErrorKind::Open,
-                        message: format!("could not open a second context for {phase}: {e}"),
-                    },
-                ),
-            }
+        if contexts.second.is_none()
+            && let Some(mut c) =
+                contexts.open_another(&format!("a second context for {phase}"), events)
+        {
+            // One heartbeat for both: either context working is the device alive.
+            c.share_completed_counter(contexts.main.completed_counter());
+            contexts.second = Some(c);
         }
         if let Some(ctx2) = contexts.second.as_mut() {
-            let mut sink2 = PipeSink {
-                pipe: events.pipe.clone(),
-                slot: events.slot,
-                started: events.started,
-            };
+            let mut sink2 = events.clone();
             let (c1, c2) = (control(), control());
             let main = &mut contexts.main;
             let (r1, r2) = std::thread::scope(|s| {
