@@ -183,7 +183,7 @@ pub struct DutySweep {
     /// The highest read before, for a level whose later half no read fell in.
     clock_early_mhz: Option<f64>,
     /// The levels done.
-    pub levels: Vec<LevelResult>,
+    levels: Vec<LevelResult>,
 }
 
 impl DutySweep {
@@ -272,14 +272,8 @@ pub struct PauseCycle {
     hold: Duration,
     pause: Duration,
     state: Cycle,
-    /// The highest shader clock read under load, MHz.
-    loaded_mhz: Option<f64>,
-    /// The pauses begun.
-    pub pauses: u32,
-    /// Pauses in which the telemetry read the clock at idle, and the lowest it read.
-    pub idle_reached: u32,
-    /// The lowest shader clock read in a pause, MHz.
-    pub idle_mhz: Option<f64>,
+    /// What the pauses did so far.
+    seen: PausesReport,
     shared: SharedPhase,
 }
 
@@ -350,10 +344,12 @@ impl PauseCycle {
             state: Cycle::Loading {
                 since: Instant::now(),
             },
-            loaded_mhz: None,
-            pauses: 0,
-            idle_reached: 0,
-            idle_mhz: None,
+            seen: PausesReport {
+                pauses: 0,
+                idle_reached: 0,
+                loaded_mhz: None,
+                idle_mhz: None,
+            },
             shared,
         }
     }
@@ -364,7 +360,7 @@ impl PauseCycle {
         let phase = match &mut self.state {
             Cycle::Loading { since } => {
                 if since.elapsed() >= self.hold {
-                    self.pauses += 1;
+                    self.seen.pauses += 1;
                     self.state = Cycle::Pausing {
                         since: Instant::now(),
                         checks: 0,
@@ -376,9 +372,9 @@ impl PauseCycle {
                 if since.elapsed() >= Duration::from_millis(500)
                     && let Some(c) = clock
                 {
-                    self.loaded_mhz = Some(self.loaded_mhz.map_or(c, |m| m.max(c)));
+                    self.seen.loaded_mhz = Some(self.seen.loaded_mhz.map_or(c, |m| m.max(c)));
                 }
-                if self.pauses > 0 && since.elapsed() < RAMP_UP {
+                if self.seen.pauses > 0 && since.elapsed() < RAMP_UP {
                     LoadPhase::RampUp
                 } else {
                     LoadPhase::Load
@@ -389,17 +385,17 @@ impl PauseCycle {
                 checks,
                 idle_since,
             } => {
-                let idle_now = match (clock, self.loaded_mhz) {
+                let idle_now = match (clock, self.seen.loaded_mhz) {
                     (Some(c), Some(loaded)) => c <= loaded * IDLE_SHARE,
                     _ => since.elapsed() >= RAMP_DOWN_UNREAD,
                 };
                 if let Some(c) = clock {
-                    self.idle_mhz = Some(self.idle_mhz.map_or(c, |m| m.min(c)));
+                    self.seen.idle_mhz = Some(self.seen.idle_mhz.map_or(c, |m| m.min(c)));
                 }
                 if idle_now && idle_since.is_none() {
                     *idle_since = Some(Instant::now());
-                    if clock.is_some() && self.loaded_mhz.is_some() {
-                        self.idle_reached += 1;
+                    if clock.is_some() && self.seen.loaded_mhz.is_some() {
+                        self.seen.idle_reached += 1;
                     }
                     self.shared.set(LoadPhase::Idle);
                 }
@@ -442,12 +438,7 @@ impl PauseCycle {
     /// pauses did.
     pub fn end(&self) -> PausesReport {
         self.shared.set(LoadPhase::Load);
-        PausesReport {
-            pauses: self.pauses,
-            idle_reached: self.idle_reached,
-            loaded_mhz: self.loaded_mhz,
-            idle_mhz: self.idle_mhz,
-        }
+        self.seen
     }
 }
 
