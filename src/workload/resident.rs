@@ -18,6 +18,7 @@ use super::cadence::LoadPhase;
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Section, Table, TableRow};
 use super::vram::engine::{Engine, EngineConfig};
+use super::vram::layout::RawRecord;
 use super::vram::pattern::Pattern;
 use super::vram::{VramConfig, plan_size};
 use super::{
@@ -245,6 +246,30 @@ impl ResidentReport {
                 counted.max(named)
             })
             .sum()
+    }
+
+    /// Takes one check's wrong reads of the pattern held: a word named before (`seen`:
+    /// word to its record) is counted again, a new one named by `first_seen` while there
+    /// is room. The records it named. Words past `capacity` are counted by the checks'
+    /// totals, never named, so that a region full of wrong words does not name (and say
+    /// in a note) the same ones again at every check.
+    fn name_new_words(
+        &mut self,
+        read: &[RawRecord],
+        seen: &mut HashMap<u64, usize>,
+        capacity: usize,
+        first_seen: impl Fn(&RawRecord) -> ResidentError,
+    ) -> std::ops::Range<usize> {
+        let start = self.records.len();
+        for raw in read {
+            if let Some(&record) = seen.get(&raw.word) {
+                self.records[record].seen += 1;
+            } else if self.records.len() < capacity {
+                seen.insert(raw.word, self.records.len());
+                self.records.push(first_seen(raw));
+            }
+        }
+        start..self.records.len()
     }
 
     /// The patterns that were checked at least once after being written.
@@ -606,14 +631,11 @@ fn hold(
         let temperatures = Temperatures::now(control);
         let after_write_s = written.elapsed().as_secs_f64();
         let sweep = engine.verify(&pattern_of(held), cfg.record_capacity, &stop)?;
-        let mut new_errors = 0u64;
-        for raw in &sweep.counters.records {
-            if let Some(&record) = seen.get(&raw.word) {
-                report.records[record].seen += 1;
-                continue;
-            }
-            new_errors += 1;
-            let record = ResidentError {
+        let named = report.name_new_words(
+            &sweep.counters.records,
+            &mut seen,
+            cfg.record_capacity as usize,
+            |raw| ResidentError {
                 offset_bytes: raw.word * 4,
                 expected: raw.expected,
                 actual: raw.actual,
@@ -623,7 +645,9 @@ fn hold(
                 seen: 1,
                 temperatures,
                 phase,
-            };
+            },
+        );
+        for record in &report.records[named.clone()] {
             events.emit(
                 device,
                 Event::Note {
@@ -639,10 +663,6 @@ fn hold(
                     ),
                 },
             );
-            if report.records.len() < cfg.record_capacity as usize {
-                seen.insert(raw.word, report.records.len());
-                report.records.push(record);
-            }
         }
         for (mine, read) in [
             (&mut report.hottest.gpu_c, temperatures.gpu_c),
@@ -657,7 +677,7 @@ fn hold(
             after_write_s,
             held,
             errors: sweep.counters.errors,
-            new_errors,
+            new_errors: named.len() as u64,
             temperatures,
             phase,
         });
@@ -714,6 +734,45 @@ mod tests {
             temperatures: Temperatures::default(),
             phase: LoadPhase::Load,
         }
+    }
+
+    fn raw(word: u64) -> RawRecord {
+        RawRecord {
+            word,
+            expected: 0,
+            actual: 1,
+            buffer: 0,
+            flags: 0,
+            span_elements: 0,
+            span_stride: 0,
+        }
+    }
+
+    /// A word named once is counted again at each later check, never named again; words
+    /// past the capacity are never named, at the first check or any later one.
+    #[test]
+    fn a_check_names_only_new_words_and_only_while_there_is_room() {
+        let mut r = ResidentReport {
+            bytes: 1 << 20,
+            interval_s: 1.0,
+            checks: Vec::new(),
+            errors_total: 0,
+            records: Vec::new(),
+            hottest: Temperatures::default(),
+            run: Envelope::default(),
+        };
+        let mut seen = HashMap::new();
+        let reads: Vec<RawRecord> = [4, 8, 15].into_iter().map(raw).collect();
+        let first = r.name_new_words(&reads, &mut seen, 2, |w| named(Held::OwnAddress, w.word));
+        assert_eq!(first, 0..2);
+        let words: Vec<u64> = r.records.iter().map(|e| e.offset_bytes / 4).collect();
+        assert_eq!(words, [4, 8]);
+        // The same three again, and a fourth: nothing new named, the two named seen twice.
+        let reads: Vec<RawRecord> = [4, 8, 15, 16].into_iter().map(raw).collect();
+        let second = r.name_new_words(&reads, &mut seen, 2, |w| named(Held::OwnAddress, w.word));
+        assert!(second.is_empty(), "{second:?}");
+        assert_eq!(r.records.len(), 2);
+        assert!(r.records.iter().all(|e| e.seen == 2), "{:?}", r.records);
     }
 
     /// A word read wrong at every check is one wrong word, not one a check; words past the
