@@ -430,7 +430,7 @@ impl Check<'_> {
             .unwrap_or_default();
         let codes_now: Vec<u32> = xids
             .iter()
-            .filter_map(|x| crate::verdict::xid::code_of(x.code, &x.message))
+            .filter_map(crate::telemetry::record::XidEvent::code)
             .collect();
         let reset = state::reset_since(now_counters, before.as_ref(), now.rebooted);
         let back = state::escalate(&mut xid_resets, &codes_now, reset, now.utc);

@@ -632,7 +632,7 @@ fn xid_table(out: &mut String, d: &DeviceReport) {
     let mut rows: Vec<(String, Option<u32>, String, usize)> = Vec::new();
     for p in &d.telemetry {
         for x in &p.xids {
-            let code = crate::verdict::xid::code_of(x.code, &x.message);
+            let code = x.code();
             match rows
                 .iter_mut()
                 .find(|(phase, c, _, _)| *phase == p.phase && *c == code)

@@ -19,7 +19,9 @@ use nvml_wrapper::structs::device::FieldId;
 
 use super::nvml_ext;
 use super::process::Process;
-use super::record::{Reading, Readings, TelemetryData, XidChannel, XidEvent};
+use super::record::{
+    Reading, Readings, TelemetryData, XID_FALLEN_OFF_THE_BUS, XidChannel, XidEvent,
+};
 use super::{Gap, Match, Source, Target, cause};
 use super::{signals, throttle};
 use crate::gpu::DeviceInfo;
@@ -1057,7 +1059,7 @@ fn lost_event(last: Option<&Readings>) -> XidEvent {
     };
     XidEvent {
         bus_id: None,
-        code: Some(79),
+        code: Some(XID_FALLEN_OFF_THE_BUS),
         pid: None,
         process: None,
         message: format!(
@@ -1299,7 +1301,7 @@ impl Source for NvmlSource {
                     .map(|m| m.device);
                 // The driver's own Xid 79 records the loss: NVML's answer later says the same.
                 if let Some(d) = device
-                    && xid.code == Some(79)
+                    && xid.code == Some(XID_FALLEN_OFF_THE_BUS)
                     && !self.lost.contains(&d)
                 {
                     self.lost.push(d);

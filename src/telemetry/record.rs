@@ -66,11 +66,23 @@ pub struct XidEvent {
     pub seen_by: Vec<XidChannel>,
 }
 
+/// Xid 79: the GPU has fallen off the bus.
+pub const XID_FALLEN_OFF_THE_BUS: u32 = 79;
+
+/// An Xid's code: the one given, or 79 for the "fallen off the bus" line older drivers
+/// print without one.
+pub fn xid_code(code: Option<u32>, message: &str) -> Option<u32> {
+    code.or_else(|| {
+        message
+            .contains("fallen off the bus")
+            .then_some(XID_FALLEN_OFF_THE_BUS)
+    })
+}
+
 impl XidEvent {
     /// Its code: the one given, or 79 for a "fallen off the bus" line that gives none.
     pub fn code(&self) -> Option<u32> {
-        self.code
-            .or_else(|| self.message.contains("fallen off the bus").then_some(79))
+        xid_code(self.code, &self.message)
     }
 
     /// The ways it was seen: as recorded, else read from the words kiln wrote for it.

@@ -10,7 +10,7 @@ use super::xid::{self, XidInfo};
 use crate::evidence::DeviceErrorKind;
 use crate::finding::{Class, Clock, Confidence, Finding, FindingCode, Severity, finding};
 use crate::telemetry::process::Process;
-use crate::telemetry::record::{DriverReset, Reading};
+use crate::telemetry::record::{DriverReset, Reading, XID_FALLEN_OFF_THE_BUS, XidEvent};
 use crate::telemetry::summary::BETWEEN_PHASES;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::telemetry::throttle::ThrottleReason;
@@ -1048,12 +1048,12 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
     )> = Vec::new();
     // An application's fault raised by a process that is not one of kiln's (where kiln
     // knows its own) is that process's, not this test's.
-    let others = |e: &crate::telemetry::record::XidEvent| {
+    let others = |e: &XidEvent| {
         e.pid
             .is_some_and(|pid| !kiln_pids.is_empty() && !kiln_pids.contains(&pid))
     };
     for event in &p.xids {
-        let Some(info) = xid::code_of(event.code, &event.message).and_then(xid::lookup) else {
+        let Some(info) = event.code().and_then(xid::lookup) else {
             continue;
         };
         let finding = if info.finding == FindingCode::XidApplication && others(event) {
@@ -1272,7 +1272,6 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
 /// would say (a timeout, a card off the bus), since it explains it. Nothing when `heat`
 /// did not run clean first: then the card was not shown to hold its own load.
 fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
-    const OFF_THE_BUS: u32 = 79;
     let in_psu = |w: &&crate::workload::WorkloadOutcome| w.together_with() == Some(Psu::NAME);
     let lost = device
         .workloads
@@ -1283,7 +1282,7 @@ fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
         device.telemetry.iter().partition(|p| p.phase == Psu::NAME);
     let off_bus = psu_phases
         .iter()
-        .any(|p| phase_xid_codes(p).contains(&OFF_THE_BUS));
+        .any(|p| phase_xid_codes(p).contains(&XID_FALLEN_OFF_THE_BUS));
     let resets = psu_phases
         .iter()
         .map(|p| p.driver_resets.iter().filter(|r| !r.before_run).count())
@@ -1300,7 +1299,8 @@ fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
         .position(|w| w.together_with() == Some(Psu::NAME) || w.workload == Psu::NAME)
         .unwrap_or(device.workloads.len());
     let others_failed = others.iter().filter(|p| p.end_ms <= psu_began).any(|p| {
-        phase_xid_codes(p).contains(&OFF_THE_BUS) || p.driver_resets.iter().any(|r| !r.before_run)
+        phase_xid_codes(p).contains(&XID_FALLEN_OFF_THE_BUS)
+            || p.driver_resets.iter().any(|r| !r.before_run)
     }) || device.workloads[..first_psu]
         .iter()
         .any(|w| w.summary.envelope().device_error.is_some());
@@ -1308,7 +1308,7 @@ fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
         .telemetry
         .iter()
         .flat_map(phase_xid_codes)
-        .filter(|c| *c != OFF_THE_BUS)
+        .filter(|c| *c != XID_FALLEN_OFF_THE_BUS)
         .collect();
     // heat ran, and none of its parts failed or lost the device (a part the budget cut
     // short still loaded the card as hard).
@@ -1371,10 +1371,7 @@ fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
 
 /// The Xid codes a phase's events carry.
 fn phase_xid_codes(p: &PhaseTelemetry) -> Vec<u32> {
-    p.xids
-        .iter()
-        .filter_map(|x| xid::code_of(x.code, &x.message))
-        .collect()
+    p.xids.iter().filter_map(XidEvent::code).collect()
 }
 
 /// The resets in words: how many, of which driver, and what says so.

@@ -1041,7 +1041,7 @@ pub fn lookup(code: u32) -> Option<&'static XidInfo> {
 /// The Xid code of a kernel-log event: its number, or 79 for the "fallen off the bus"
 /// line older drivers print without one.
 pub fn code_of(code: Option<u32>, message: &str) -> Option<u32> {
-    code.or_else(|| message.contains("fallen off the bus").then_some(79))
+    crate::telemetry::record::xid_code(code, message)
 }
 
 /// What Xid 154 asks for, read from its text (`... changed from 0x0 (None) to 0x1 (Reset
