@@ -773,3 +773,62 @@ pub fn for_each_rebuilt_scenario(mut f: impl FnMut(&str, &std::path::Path, &std:
         f(&name, &run_dir, &out);
     }
 }
+
+/// An emulated NVIDIA node: the fake NVML answering for its GPUs from a scenario (the
+/// fields of `tests/fakes/nvml/src/scenario.rs`), and logging the calls kiln makes.
+pub struct Node {
+    /// Its scenario, call log and run directories.
+    pub dir: tempfile::TempDir,
+    /// The fake NVML's scenario.
+    pub scenario: std::path::PathBuf,
+    /// The fake NVML's log of the calls made.
+    pub calls: std::path::PathBuf,
+}
+
+impl Node {
+    /// A node whose one GPU is the emulated card, as NVML describes it in `gpu` (its UUID
+    /// is the card's).
+    pub fn new(mut gpu: serde_json::Value) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        gpu["uuid"] = emulated_nvidia_uuid(dir.path()).into();
+        Node::in_dir(dir, vec![gpu])
+    }
+
+    /// A node of `gpus` GPUs that Vulkan does not see (only NVML lists them), each
+    /// answering as `gpu` does, on its own PCI address and UUID.
+    pub fn of_gpus(gpus: usize, gpu: serde_json::Value) -> Node {
+        let gpus: Vec<serde_json::Value> = (0..gpus)
+            .map(|i| {
+                let mut g = gpu.clone();
+                g["uuid"] = format!("GPU-6b696c6e-0000-4000-8000-{i:012x}").into();
+                g["bus_id"] = format!("00000000:{:02X}:00.0", 0x18 + 0x10 * i).into();
+                g["minor"] = i.into();
+                g
+            })
+            .collect();
+        Node::in_dir(tempfile::tempdir().unwrap(), gpus)
+    }
+
+    /// The node of these GPUs, its scenario and call log in `dir`.
+    pub fn in_dir(dir: tempfile::TempDir, gpus: Vec<serde_json::Value>) -> Node {
+        let scenario = dir.path().join("scenario.json");
+        std::fs::write(
+            &scenario,
+            serde_json::json!({"driver_version": FAKE_DRIVER_VERSION, "gpus": gpus}).to_string(),
+        )
+        .unwrap();
+        let calls = dir.path().join("nvml-calls.log");
+        Node {
+            dir,
+            scenario,
+            calls,
+        }
+    }
+
+    /// kiln on the node: the fake NVML's library, scenario and call log in its environment.
+    pub fn kiln(&self) -> std::process::Command {
+        let mut cmd = kiln();
+        cmd.envs(nvidia_node_env(&self.scenario, &self.calls));
+        cmd
+    }
+}
