@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kiln::run::RunOptions;
+use kiln::cmd::run::RunOptions;
 use kiln::workload::compute::ComputeConfig;
 use kiln::workload::fragment::FragmentConfig;
 use kiln::workload::matrix::{MatrixConfig, PlantedFault as MatrixPlant};
@@ -27,7 +27,7 @@ fn stuck(word: u64) -> PlantedFault {
 }
 
 fn main() -> ExitCode {
-    kiln::run::main_if_worker();
+    kiln::cmd::run::main_if_worker();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [fault, out] = args.as_slice() else {
         eprintln!("usage: plant_run <fault> <out-dir> (faults: {FAULTS})");
@@ -138,11 +138,11 @@ fn main() -> ExitCode {
         step_timeout: Duration::from_secs(60),
         test_hooks: Default::default(),
     };
-    match kiln::run::run(&opts) {
+    match kiln::cmd::run::run(&opts) {
         Ok(report) => {
             println!(
                 "{}",
-                kiln::report::text::summary(&report, kiln::report::text::Style::default())
+                kiln::report::terminal::summary(&report, kiln::report::terminal::Style::default())
             );
             ExitCode::from(report.exit_code as u8)
         }

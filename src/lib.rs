@@ -2,8 +2,9 @@
 //! verified workloads, keep the evidence, and say whether the card is healthy.
 //!
 //! Data flows one way: `gpu`, `inventory` and `select` (discovery) -> `workload` and
-//! `telemetry` (run by `run`) -> `evidence` (the run directory) -> `verdict` (findings, the
-//! result model, the exit code) -> `report` (report.json, summary, HTML, JUnit, metrics).
+//! `telemetry` (run by `cmd::run`) -> `evidence` (the run directory) -> `verdict` (findings, the
+//! result model, the exit code) -> `report` (report.json, summary, HTML, JUnit, metrics); the commands over all
+//! of it in `cmd`.
 //! No module imports one above it (`tests/architecture.rs`); ARCHITECTURE.md says where
 //! each concern lives.
 
@@ -11,11 +12,8 @@
 // Unsafe code lives in `gpu` alone (the Vulkan calls), each block with its SAFETY note.
 #![deny(unsafe_code)]
 
-pub mod bench;
-pub mod bench_telemetry;
-pub mod cli;
-pub mod compare;
-pub mod completions;
+/// The commands: the command line and what each command does with it, over the core.
+pub mod cmd;
 pub mod error;
 pub mod evidence;
 /// Below the workloads and the verdict, so that either can say what it found without
@@ -24,25 +22,19 @@ pub mod finding;
 pub mod fsutil;
 #[allow(unsafe_code)]
 pub mod gpu;
-pub mod health;
 pub mod inventory;
 pub mod limits;
-pub mod list;
-pub mod monitor;
 /// The OS's side of what differs between systems (processes), its FFI fenced here.
 #[allow(unsafe_code)]
 pub mod platform;
-/// Below the verdict, the benchmarks and the workloads: what each product's spec sheet promises.
 pub mod power;
+/// Below the verdict, the benchmarks and the workloads: what each product's spec sheet promises.
 pub mod product;
 pub mod profile;
 pub mod report;
-pub mod run;
 pub mod select;
-pub mod selftest;
 pub mod telemetry;
 pub mod text;
 pub mod units;
 pub mod verdict;
-pub mod watch;
 pub mod workload;

@@ -562,7 +562,7 @@ fn the_man_page_documents_every_command_and_option_and_renders_cleanly() {
     let page = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(page.starts_with(".TH KILN 1"), "{page}");
     use clap::CommandFactory;
-    let cli = kiln::cli::Cli::command();
+    let cli = kiln::cmd::cli::Cli::command();
     for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
         assert!(
             page.contains(&format!(".SS \"kiln {}\"", sub.get_name())),

@@ -173,7 +173,7 @@ fn the_verdict_in_plain_words_reads_the_same() {
             .unwrap();
         let report: kiln::verdict::Report = serde_json::from_slice(&out.stdout).unwrap();
         let code = out.status.code().unwrap();
-        let words = kiln::report::text::in_plain_words(&report, code);
+        let words = kiln::report::terminal::in_plain_words(&report, code);
         all.push_str(&format!(
             "== {run} (exit {code})\n{}\n",
             masked(&run_dir, &words)

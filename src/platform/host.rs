@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::registry::Registry;
+use super::windows_registry::Registry;
 
 /// What the host is. Every field is absent where it could not be read (a container
 /// without /sys/class/dmi, a kernel that hides the board).
@@ -291,7 +291,7 @@ mod os {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::platform::registry::Value;
+    use crate::platform::windows_registry::Value;
 
     #[test]
     fn a_machine_is_read_from_its_files_and_placeholders_are_left_out() {

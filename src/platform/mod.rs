@@ -4,13 +4,13 @@
 pub mod browser;
 pub mod console;
 pub mod files;
-pub mod gpu_counters;
 pub mod host;
 pub mod host_power;
 pub mod kernel_log;
-pub mod nvml;
+pub mod nvidia;
 pub mod pci;
+pub mod perf_counters;
 pub mod process;
-pub mod registry;
 pub mod video_memory;
 pub mod vulkan;
+pub mod windows_registry;

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::registry::Registry;
+use super::windows_registry::Registry;
 
 /// One PCI device.
 #[derive(Debug, Clone, PartialEq)]

@@ -28,8 +28,8 @@ pub fn registered_manifests() -> Option<Vec<std::path::PathBuf>> {
 
 /// The manifests a registry registers: `Khronos\Vulkan\Drivers` values that are on (0), and
 /// every display adapter's `VulkanDriverName`.
-pub fn manifests_of(registry: &super::registry::Registry) -> Vec<std::path::PathBuf> {
-    use super::registry::Value;
+pub fn manifests_of(registry: &super::windows_registry::Registry) -> Vec<std::path::PathBuf> {
+    use super::windows_registry::Value;
     let mut out: Vec<std::path::PathBuf> = registry
         .values(DRIVERS_KEY)
         .into_iter()
@@ -70,7 +70,7 @@ mod os {
 
 #[cfg(windows)]
 mod os {
-    use super::super::registry::Registry;
+    use super::super::windows_registry::Registry;
 
     pub const MAKERS_DRIVER: Option<&str> = Some(
         "the latest driver from the card's maker (nvidia.com, amd.com or intel.com), which registers its Vulkan driver",
@@ -103,8 +103,9 @@ mod tests {
             "{}/tests/fixtures/registry/rtx4090_code43_beside_igpu.reg",
             env!("CARGO_MANIFEST_DIR")
         );
-        let registry =
-            super::super::registry::Registry::from_export(&std::fs::read_to_string(path).unwrap());
+        let registry = super::super::windows_registry::Registry::from_export(
+            &std::fs::read_to_string(path).unwrap(),
+        );
         assert_eq!(
             manifests_of(&registry),
             [

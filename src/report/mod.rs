@@ -8,7 +8,7 @@ pub mod junit;
 pub mod pdf;
 pub mod prometheus;
 pub mod rma;
-pub mod text;
+pub mod terminal;
 
 use crate::verdict::Report;
 

@@ -1,5 +1,5 @@
 //! Every process's GPU memory and each adapter's use on Windows, from the "GPU Process
-//! Memory" and "GPU Engine" performance counters ([`crate::platform::gpu_counters`]):
+//! Memory" and "GPU Engine" performance counters ([`crate::platform::perf_counters`]):
 //! written as `other_processes_now` and `util_gpu_pct`, the signals NVML and DRM fdinfo
 //! give elsewhere, so that `kiln watch` and the tenant rules read one signal on any OS.
 //! Matched to Vulkan's devices by LUID; read at most once a second. Where the OS has no
@@ -11,7 +11,7 @@ use super::process::Process;
 use super::reading::{Reading, Readings};
 use super::record::TelemetryData;
 use super::{Gap, Source, signals};
-use crate::platform::gpu_counters::{self, Counters};
+use crate::platform::perf_counters::{self, Counters};
 
 /// The shortest time between two reads, as fdinfo's scans.
 const READ_EVERY: Duration = Duration::from_millis(900);
@@ -34,7 +34,7 @@ impl GpuCountersSource {
             .collect();
         let (counters, unreadable) = match devices.is_empty() {
             true => (None, None),
-            false => match gpu_counters::open() {
+            false => match perf_counters::open() {
                 None => (None, None),
                 Some(Ok(c)) => (Some(c), None),
                 Some(Err(message)) => (
@@ -59,7 +59,7 @@ impl GpuCountersSource {
 
 /// The processes of one adapter in the counters' list, kiln's own left out, largest first.
 pub fn processes_on(
-    list: &[gpu_counters::ProcessMemory],
+    list: &[perf_counters::ProcessMemory],
     luid: [u8; 8],
     name_of: impl Fn(u32) -> Option<String>,
 ) -> Vec<Process> {
@@ -109,7 +109,7 @@ impl Source for GpuCountersSource {
                     signals::OTHER_PROCESSES_NOW.name.to_owned(),
                     Reading::Processes(processes),
                 )]);
-                if let Some(pct) = gpu_counters::utilisation_pct(&read.engines, luid) {
+                if let Some(pct) = perf_counters::utilisation_pct(&read.engines, luid) {
                     readings.insert(signals::UTIL_GPU_PCT.name.to_owned(), Reading::Number(pct));
                 }
                 (Some(index), TelemetryData::Sample { readings })
@@ -121,7 +121,7 @@ impl Source for GpuCountersSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::platform::gpu_counters::ProcessMemory;
+    use crate::platform::perf_counters::ProcessMemory;
 
     #[test]
     fn each_device_gets_the_processes_on_its_own_adapter() {

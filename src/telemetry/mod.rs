@@ -11,9 +11,6 @@ pub mod gpu_counters;
 pub mod gpu_metrics;
 pub mod kmsg;
 pub mod nvml;
-/// NVML calls the wrapper lacks: unsafe FFI, fenced like `gpu/`'s.
-#[allow(unsafe_code)]
-pub mod nvml_ext;
 pub mod process;
 pub mod reading;
 pub mod record;

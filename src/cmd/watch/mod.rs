@@ -7,9 +7,8 @@
 //! [`app`], the allocation trace's in [`trace`].
 
 pub mod app;
-pub mod bench;
 mod live;
-mod trace;
+pub(crate) mod trace;
 
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, channel};
@@ -76,7 +75,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// Watches the application until it ends, writes the run directory and returns the
 /// verdict.
 pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
-    crate::run::catch_signals();
+    crate::cmd::run::catch_signals();
     let started = Instant::now();
     let started_utc = utc_timestamp(SystemTime::now());
     let started_unix_ns = SystemTime::now()
@@ -166,12 +165,12 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         );
     }
     let (sidecar, latest) = if telemetry_on {
-        let (s, latest, telemetry_notes) = crate::run::start_telemetry(
+        let (s, latest, telemetry_notes) = crate::cmd::run::start_telemetry(
             &run_dir,
             &devices,
             opts.interval,
             started,
-            &crate::run::TestHooks::default(),
+            &crate::cmd::run::TestHooks::default(),
         )?;
         notes.extend(telemetry_notes);
         (Some(s), Some(latest))
@@ -245,7 +244,7 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         if let Some(end) = state.ended(&mut child, &proc_root) {
             break Some(end);
         }
-        if crate::run::signals_received() > 0 && state.stop_asked.is_none() {
+        if crate::cmd::run::signals_received() > 0 && state.stop_asked.is_none() {
             events.emit(
                 None,
                 Event::Interrupted {
@@ -263,7 +262,7 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         }
         let gave_up = state
             .stop_asked
-            .is_some_and(|at| at.elapsed() > STOP_GRACE || crate::run::signals_received() > 1);
+            .is_some_and(|at| at.elapsed() > STOP_GRACE || crate::cmd::run::signals_received() > 1);
         if gave_up {
             break None;
         }
@@ -328,7 +327,7 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
     live.clear();
     // The notes were said above the live line already, when there was one.
     let said = if opts.live { notes.len() } else { 0 };
-    crate::run::finish(&run_dir, &mut events, started, &opts.thresholds, said)
+    crate::cmd::run::finish(&run_dir, &mut events, started, &opts.thresholds, said)
 }
 
 /// The watch's own state between ticks.
@@ -402,5 +401,60 @@ impl Watching {
             self.known.extend(&new);
             events.emit(None, Event::AppProcesses { pids: new });
         }
+    }
+}
+
+/// `kiln watch`.
+pub fn command(args: crate::cmd::cli::WatchArgs) -> Result<i32, AppError> {
+    use std::io::IsTerminal;
+    crate::cmd::run::catch_signals();
+    let opts = WatchOptions {
+        target: target(&args)?,
+        devices: args.devices,
+        interval: args.interval,
+        iteration: args.iteration,
+        trace: !args.no_trace,
+        alert_share: args.alert.map(|p| p / 100.0),
+        on_alert: args.on_alert,
+        out: args.out,
+        thresholds: crate::cmd::edge::thresholds(&args.thresholds)?,
+        live: std::io::stderr().is_terminal(),
+    };
+    let report = watch(&opts)?;
+    let text = crate::report::terminal::summary(
+        &report,
+        crate::report::terminal::Style {
+            verbose: args.verbose,
+            notes_said: report.notes_said,
+        },
+    );
+    // The application's output is stdout's: the verdict goes to stderr, and the report
+    // to stdout only when asked.
+    crate::cmd::edge::err(&text);
+    if args.json {
+        crate::cmd::edge::out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        ));
+    }
+    Ok(report.exit_code)
+}
+
+/// What `kiln watch` was asked to watch: a command after `--` or a running process,
+/// never both or neither.
+pub fn target(args: &crate::cmd::cli::WatchArgs) -> Result<Target, AppError> {
+    match (args.pid, args.command.is_empty()) {
+        (Some(pid), true) => {
+            if args.iteration.is_some() {
+                return Err(AppError::Usage(
+                    "--iteration reads the application's output, which kiln has only for a command it starts (kiln watch -- CMD): leave it out with --pid".into(),
+                ));
+            }
+            Ok(Target::Pid(pid))
+        }
+        (None, false) => Ok(Target::Command(args.command.clone())),
+        _ => Err(AppError::Usage(
+            "say what to watch: a command after `--` (kiln watch -- python train.py) or a running process (--pid PID)".into(),
+        )),
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::median;
+use crate::cmd::bench::median;
 use crate::telemetry::record::{Readings, TelemetryData, TelemetryRecord};
 use crate::telemetry::sidecar::{Command, RealClock, run_loop};
 use crate::telemetry::{Source, live_sources_for};

@@ -761,3 +761,42 @@ impl Check<'_> {
 fn hours(d: Duration) -> f64 {
     d.as_secs_f64() / 3600.0
 }
+
+/// `kiln health`.
+pub fn command(args: crate::cmd::cli::HealthArgs) -> Result<i32, crate::error::AppError> {
+    use crate::cmd::edge::{err, out};
+    use crate::error::AppError;
+    if let Some(dir) = &args.textfile_dir {
+        crate::cmd::edge::textfile_dir_usable(dir)?;
+    }
+    let h = check(&HealthOptions {
+        expect_gpus: args.expect_gpus,
+        state: args.state,
+        runs: args.runs,
+        max_age: args.max_age,
+        replay: args.telemetry_replay,
+        only_nvml: args.gpus,
+        clear: args.clear,
+    })
+    .map_err(|e| AppError::Usage(e.to_string()))?;
+    if args.json {
+        // JSON alone, so that `kiln health --json | jq .` works: the line is its `line`.
+        out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&h).unwrap_or_default()
+        ));
+    } else {
+        out(&summary(&h));
+    }
+    if let Some(dir) = &args.textfile_dir {
+        let now = SystemTime::now();
+        let metrics = metrics(&h, &crate::evidence::hostname(), now);
+        // stdout stays the check's alone: a problem publishing goes to stderr, and the
+        // node's health decides the exit code.
+        if let Err(e) = crate::report::publish_metrics(dir, "kiln-health.prom", metrics.as_bytes())
+        {
+            err(&format!("kiln: metrics not published: {e}\n"));
+        }
+    }
+    Ok(h.exit_code)
+}

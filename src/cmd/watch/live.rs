@@ -27,7 +27,7 @@ impl Now {
     /// Reads the latest telemetry and trace: the application's processes summed over the
     /// devices' process lists, else the trace's live bytes.
     pub fn read(
-        latest: Option<&crate::run::Latest>,
+        latest: Option<&crate::cmd::run::Latest>,
         pids: &[u32],
         tracer: Option<&Tracer>,
         devices: &[DeviceInfo],

@@ -164,3 +164,40 @@ fn matrix_units_line(d: &crate::gpu::DeviceInfo) -> String {
         units.subgroup_size
     )
 }
+
+/// `kiln list`.
+pub fn command(args: crate::cmd::cli::ListArgs) -> Result<i32, crate::error::AppError> {
+    use crate::cmd::edge::{err, out};
+    use crate::inventory::{System, VulkanState};
+    use crate::verdict::exit_code;
+    let system = System::from_env();
+    let inventory = crate::inventory::read(&system);
+    let (devices, missing) = match crate::gpu::Vulkan::new().and_then(|v| v.devices()) {
+        Ok(devices) => {
+            let missing =
+                crate::select::not_visible(&system, &inventory, &devices, &VulkanState::Started);
+            (devices, missing)
+        }
+        // GPUs that Vulkan cannot reach at all: each is named with its cause, and the
+        // listing could not show what was asked (exit 4).
+        Err(e) if !inventory.gpus.is_empty() => {
+            let state = crate::select::vulkan_state(&e);
+            let missing = crate::select::not_visible(&system, &inventory, &[], &state);
+            err(&not_visible(&missing));
+            if args.json {
+                out("[]\n");
+            }
+            return Ok(exit_code::INCONCLUSIVE);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let nvml = crate::telemetry::nvml::NvmlSource::new(&devices);
+    if args.json {
+        out(&format!("{}\n", json(&devices, &nvml)));
+        err(&not_visible(&missing));
+    } else {
+        out(&table(&devices, &nvml));
+        out(&not_visible(&missing));
+    }
+    Ok(exit_code::HEALTHY)
+}

@@ -475,3 +475,23 @@ pub fn summary(report: &SelftestReport) -> String {
     ));
     out
 }
+
+/// `kiln selftest`.
+pub fn command(args: crate::cmd::cli::SelftestArgs) -> Result<i32, AppError> {
+    let opts = SelftestOptions {
+        devices: args.devices,
+        faults: args.faults,
+        runs: args.runs,
+        bytes: args.vram_bytes,
+        seed: args.seed,
+        fence_timeout: crate::gpu::DEFAULT_FENCE_TIMEOUT,
+    };
+    let report = selftest(&opts)?;
+    let text = summary(&report);
+    crate::cmd::edge::print_result(args.json, &report, &text);
+    Ok(if report.passed {
+        crate::verdict::exit_code::HEALTHY
+    } else {
+        crate::verdict::exit_code::SOFTWARE
+    })
+}

@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::cmd::cli::RunArgs;
+use crate::cmd::edge::{print_report, print_result, publish_run_metrics, textfile_dir_usable};
 use crate::error::AppError;
 use crate::evidence::{
     Event, EventSink, EventWriter, EvidenceError, EvidenceFile, JsonlWriter, Manifest, RunDir,
@@ -39,6 +41,7 @@ use crate::telemetry::record::{Boundary, Readings, TelemetryData};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::telemetry::summary::PREFLIGHT;
 use crate::verdict::Report;
+use crate::verdict::exit_code;
 use crate::verdict::thresholds::Thresholds;
 use crate::workload::registry::PlannedWorkload;
 
@@ -355,6 +358,88 @@ pub(crate) fn start_telemetry(
 /// is idle and for a power target's loop (which takes every new sample, even one that
 /// reads the same as the last).
 pub(crate) type Latest = Arc<Mutex<BTreeMap<usize, (u64, Readings)>>>;
+
+/// `kiln run`.
+pub fn command(args: RunArgs) -> Result<i32, AppError> {
+    // From the first moment: a signal while the profile, the baseline or the devices are
+    // read gives an interrupted verdict, not a run killed before it wrote anything.
+    catch_signals();
+    let opts = prepare(&args)?;
+    if args.dry_run {
+        let plan = dry_run(&opts)?;
+        print_result(args.json, &plan, &plan_summary(&plan));
+        return Ok(exit_code::HEALTHY);
+    }
+    let (report, text, code) = tested(&args, &opts)?;
+    print_report(args.json, &report, &text);
+    Ok(code)
+}
+
+/// Everything `kiln run` checks before it starts: the profile with the flags laid over
+/// it and the devices they select, the textfile directory, and the baseline (one that
+/// cannot be compared is a usage error now, not a finished run that quietly skipped the
+/// comparison). The run's options, or the one sentence that refuses them.
+pub fn prepare(args: &RunArgs) -> Result<RunOptions, AppError> {
+    use std::io::IsTerminal;
+    let profile =
+        crate::profile::load(&args.profile).map_err(|e| AppError::Usage(e.to_string()))?;
+    let opts = options(args, profile, std::io::stderr().is_terminal())?;
+    // A textfile directory that cannot take the metrics is found now, not hours later.
+    if let Some(dir) = &args.textfile_dir {
+        textfile_dir_usable(dir)?;
+    }
+    if let Some(base) = &args.baseline {
+        crate::verdict::rebuild(base, &Default::default())
+            .map_err(|e| AppError::Usage(format!("--baseline {}: {e}", base.display())))?;
+    }
+    Ok(opts)
+}
+
+/// Runs the test `opts` describes and judges it: the report, its summary (with the
+/// baseline's comparison and where the metrics went) and the exit code.
+pub(crate) fn tested(args: &RunArgs, opts: &RunOptions) -> Result<(Report, String, i32), AppError> {
+    let report = run(opts)?;
+    let mut text = crate::report::terminal::summary(
+        &report,
+        crate::report::terminal::Style {
+            verbose: args.verbose,
+            notes_said: report.notes_said,
+        },
+    );
+    let mut code = report.exit_code;
+    if let Some(base) = &args.baseline {
+        let run_dir = std::path::Path::new(&report.run_dir);
+        match crate::cmd::compare::compare(base, run_dir, 0.10) {
+            Ok(c) => {
+                text.push_str(&crate::cmd::compare::summary(&c));
+                if let Err(e) =
+                    crate::evidence::write_json_atomic(&run_dir.join("compare.json"), &c)
+                {
+                    text.push_str(&format!("compare.json not written: {e}\n"));
+                }
+                // The verdict stands; a regression against the baseline fails a pass.
+                if code == exit_code::HEALTHY {
+                    code = c.exit_code;
+                }
+            }
+            Err(e) => {
+                text.push_str(&format!(
+                    "baseline not compared: {e}; the run cannot pass what it was asked to check\n"
+                ));
+                if code == exit_code::HEALTHY {
+                    code = exit_code::INCONCLUSIVE;
+                }
+            }
+        }
+    }
+    if let Some(dir) = &args.textfile_dir {
+        text.push_str(&publish_run_metrics(
+            dir,
+            std::path::Path::new(&report.run_dir),
+        ));
+    }
+    Ok((report, text, code))
+}
 
 #[cfg(test)]
 mod tests {

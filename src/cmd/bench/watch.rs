@@ -38,7 +38,7 @@ pub fn bench(command: &[String], runs: usize, interval: Duration) -> Result<Watc
             crate::text::quote(program)
         )));
     }
-    let library = super::trace::layer_library().map_err(AppError::Usage)?;
+    let library = crate::cmd::watch::trace::layer_library().map_err(AppError::Usage)?;
     let scratch = std::env::temp_dir().join(format!("kiln-bench-watch-{}", std::process::id()));
     let mut out = WatchBench {
         command: command.to_vec(),
@@ -70,8 +70,8 @@ pub fn bench(command: &[String], runs: usize, interval: Duration) -> Result<Watc
     })();
     let _ = std::fs::remove_dir_all(&scratch);
     result?;
-    let plain = crate::bench::median(&mut out.plain_s.clone());
-    let watched = crate::bench::median(&mut out.watched_s.clone());
+    let plain = crate::cmd::bench::median(&mut out.plain_s.clone());
+    let watched = crate::cmd::bench::median(&mut out.watched_s.clone());
     out.ratio = if plain > 0.0 { watched / plain } else { 0.0 };
     Ok(out)
 }
@@ -120,7 +120,7 @@ fn watched_run(
     let started_unix_ns = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let mut tracer = super::trace::Tracer::start(dir, library, started_unix_ns)?;
+    let mut tracer = crate::cmd::watch::trace::Tracer::start(dir, library, started_unix_ns)?;
     let proc_root = crate::platform::process::proc_root();
     let started = Instant::now();
     let mut child = Command::new(&command[0])
@@ -161,8 +161,8 @@ pub fn summary(b: &WatchBench) -> String {
         "{}: {} runs each way; median {:.3} s plain, {:.3} s watched (kiln's layer and watcher): {:+.1}% ({} trace records)\n",
         crate::text::quote(&b.command.join(" ")),
         b.plain_s.len(),
-        crate::bench::median(&mut plain),
-        crate::bench::median(&mut watched),
+        crate::cmd::bench::median(&mut plain),
+        crate::cmd::bench::median(&mut watched),
         (b.ratio - 1.0) * 100.0,
         b.traced_records
     )

@@ -153,7 +153,7 @@ pub enum Command {
 pub struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
-    pub shell: crate::completions::Shell,
+    pub shell: crate::cmd::completions::Shell,
 }
 
 /// `kiln compare`.

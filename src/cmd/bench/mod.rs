@@ -1,6 +1,9 @@
 //! `kiln bench vram`: the VRAM test's write and verify throughput next to the same
 //! device's plain copy and fill bandwidth, measured in one run, as ratios.
 
+pub mod telemetry;
+pub mod watch;
+
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -728,4 +731,114 @@ pub fn pcie_summary(r: &PcieBenchReport) -> String {
         out.push_str(&format!("  finding: {f}\n"));
     }
     out
+}
+
+/// `kiln bench`.
+pub fn command(args: crate::cmd::cli::BenchArgs) -> Result<i32, AppError> {
+    use crate::cmd::edge::print_result;
+    use crate::verdict::exit_code;
+    check_flags(&args)?;
+    if args.what == "matrix" {
+        let (device, report, notes) = bench_matrix(&ComputeBenchOptions {
+            device: args.device,
+            duration: args.duration.unwrap_or(Duration::from_secs(6)),
+            fence_timeout: crate::gpu::DEFAULT_FENCE_TIMEOUT,
+        })?;
+        let mut text: String = notes.iter().map(|n| format!("note: {n}\n")).collect();
+        text.push_str(&format!("device {device}\n"));
+        text.push_str(&crate::workload::matrix::bench_summary(&report));
+        print_result(args.json, &report, &text);
+        return Ok(if report.faults == 0 {
+            exit_code::HEALTHY
+        } else {
+            exit_code::HARDWARE
+        });
+    }
+    if args.what == "watch" {
+        let report = watch::bench(
+            &args.command,
+            args.runs.unwrap_or(5) as usize,
+            args.interval.unwrap_or(Duration::from_secs(1)),
+        )?;
+        print_result(args.json, &report, &watch::summary(&report));
+        return Ok(exit_code::HEALTHY);
+    }
+    if args.what == "telemetry" {
+        let report = telemetry::bench_telemetry(&telemetry::TelemetryBenchOptions {
+            duration: args.duration.unwrap_or(Duration::from_secs(10)),
+            interval: args.interval.unwrap_or(crate::telemetry::DEFAULT_INTERVAL),
+        });
+        print_result(args.json, &report, &telemetry::summary(&report));
+        // Missed ticks are the sidecar's own failure to keep up: software.
+        return Ok(if report.missed_ticks == 0 {
+            exit_code::HEALTHY
+        } else {
+            exit_code::SOFTWARE
+        });
+    }
+    if args.what == "pcie" {
+        let report = bench_pcie(args.device, crate::gpu::DEFAULT_FENCE_TIMEOUT)?;
+        print_result(args.json, &report, &pcie_summary(&report));
+        return Ok(if report.corrupted == 0 {
+            exit_code::HEALTHY
+        } else {
+            exit_code::HARDWARE
+        });
+    }
+    if args.what == "compute" {
+        let report = bench_compute(&ComputeBenchOptions {
+            device: args.device,
+            duration: args.duration.unwrap_or(Duration::from_secs(5)),
+            fence_timeout: crate::gpu::DEFAULT_FENCE_TIMEOUT,
+        })?;
+        print_result(args.json, &report, &compute_summary(&report));
+        return Ok(if report.faults == 0 {
+            exit_code::HEALTHY
+        } else {
+            exit_code::HARDWARE
+        });
+    }
+    let opts = BenchOptions {
+        device: args.device,
+        bytes: args.bytes.unwrap_or(crate::units::GIB),
+        repeat: args.repeat.unwrap_or(5),
+        layout: args
+            .layout
+            .map(crate::workload::vram::engine::AccessLayout::from),
+        fence_timeout: crate::gpu::DEFAULT_FENCE_TIMEOUT,
+    };
+    let report = bench_vram(&opts)?;
+    print_result(args.json, &report, &summary(&report));
+    Ok(exit_code::HEALTHY)
+}
+
+/// Each benchmark takes its own options: one given to another would be ignored, and is
+/// refused instead.
+pub fn check_flags(args: &crate::cmd::cli::BenchArgs) -> Result<(), AppError> {
+    for (set, flag, only) in [
+        (args.bytes.is_some(), "--bytes", &["vram"][..]),
+        (args.repeat.is_some(), "--repeat", &["vram"]),
+        (args.layout.is_some(), "--layout", &["vram"]),
+        (
+            args.duration.is_some(),
+            "--duration",
+            &["compute", "matrix", "telemetry"],
+        ),
+        (
+            args.interval.is_some(),
+            "--interval",
+            &["telemetry", "watch"],
+        ),
+        (args.runs.is_some(), "--runs", &["watch"]),
+        (!args.command.is_empty(), "a command", &["watch"]),
+    ] {
+        if set && !only.contains(&args.what.as_str()) {
+            return Err(AppError::Usage(format!(
+                "{flag} applies to `kiln bench {}`, not `kiln bench {}`: it would be ignored",
+                only.join("` and `kiln bench "),
+                args.what
+            )));
+        }
+    }
+    Ok(())
 }

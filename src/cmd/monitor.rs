@@ -163,6 +163,18 @@ pub fn monitor(opts: &MonitorOptions) -> Result<i32, AppError> {
     Ok(crate::verdict::exit_code::HEALTHY)
 }
 
+/// `kiln monitor`.
+pub fn command(args: crate::cmd::cli::MonitorArgs) -> Result<i32, AppError> {
+    use std::io::IsTerminal;
+    monitor(&MonitorOptions {
+        devices: args.devices,
+        interval: args.interval,
+        duration: args.duration,
+        json: args.json,
+        redraw: std::io::stdout().is_terminal(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! `kiln run`'s options: the profile's plan with the command line's flags laid over it.
 
 use super::RunOptions;
-use crate::cli::{LayoutArg, LoadArg, RunArgs};
+use crate::cmd::cli::{LayoutArg, LoadArg, RunArgs};
 use crate::error::AppError;
 use crate::profile::Profile;
 use std::time::Duration;
@@ -134,14 +134,14 @@ pub fn options(args: &RunArgs, profile: Profile, progress: bool) -> Result<RunOp
         (None, None) => profile.duration,
     };
     if let Some(d) = duration {
-        crate::run::check_duration(&plan, profile.confirm, d, &profile.name)?;
+        crate::cmd::run::check_duration(&plan, profile.confirm, d, &profile.name)?;
     }
     let step_timeout = args.step_timeout.unwrap_or(profile.step_timeout);
     let telemetry_interval = args
         .telemetry_interval
         .or(profile.telemetry_interval)
         .unwrap_or(crate::telemetry::DEFAULT_INTERVAL);
-    Ok(crate::run::RunOptions {
+    Ok(crate::cmd::run::RunOptions {
         profile: profile.name,
         devices: args.devices.clone(),
         duration,
@@ -150,7 +150,7 @@ pub fn options(args: &RunArgs, profile: Profile, progress: bool) -> Result<RunOp
         confirm: profile.confirm,
         wait_idle: args.wait_idle || profile.wait_idle,
         out: args.out.clone(),
-        fence_timeout: crate::run::fence_timeout_for(
+        fence_timeout: crate::cmd::run::fence_timeout_for(
             args.vram.fence_timeout.or(profile.fence_timeout),
             step_timeout,
         )
@@ -162,7 +162,7 @@ pub fn options(args: &RunArgs, profile: Profile, progress: bool) -> Result<RunOp
             None => profile.thresholds,
         },
         step_timeout,
-        test_hooks: crate::run::TestHooks {
+        test_hooks: crate::cmd::run::TestHooks {
             replicate: args.replicate.map_or(1, usize::from),
             hang_slot: args.test_hang_device,
             crash_slot: args.test_crash_device,
@@ -333,9 +333,9 @@ mod tests {
 
     /// `kiln run ARGS`' options under the bundled profile it names (quick by default).
     fn options_of(args: &[&str]) -> Result<RunOptions, AppError> {
-        let cli = crate::cli::Cli::try_parse_from(["kiln", "run"].iter().chain(args))
+        let cli = crate::cmd::cli::Cli::try_parse_from(["kiln", "run"].iter().chain(args))
             .map_err(|e| AppError::Usage(e.to_string()))?;
-        let crate::cli::Command::Run(run) = cli.command else {
+        let crate::cmd::cli::Command::Run(run) = cli.command else {
             unreachable!("parsed as run");
         };
         let profile =

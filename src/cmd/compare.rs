@@ -457,3 +457,11 @@ pub fn summary(c: &Comparison) -> String {
     );
     out
 }
+
+/// `kiln compare`.
+pub fn command(args: crate::cmd::cli::CompareArgs) -> Result<i32, crate::error::AppError> {
+    let c = compare(&args.before, &args.after, args.tolerance / 100.0)
+        .map_err(|e| crate::error::AppError::Usage(e.to_string()))?;
+    crate::cmd::edge::print_result(args.json, &c, &summary(&c));
+    Ok(c.exit_code)
+}

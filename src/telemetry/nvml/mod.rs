@@ -2,6 +2,10 @@
 //! ECC events from an event set on a dedicated thread, and each device's identity.
 //! Signals a device does not support are recorded as not supported, never as zero.
 
+/// The NVML calls nvml-wrapper lacks: unsafe FFI, fenced like `gpu/`'s.
+#[allow(unsafe_code)]
+pub mod ffi;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, channel};
@@ -17,7 +21,6 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 
-use super::nvml_ext;
 use super::process::Process;
 use super::record::{
     Reading, Readings, TelemetryData, XID_FALLEN_OFF_THE_BUS, XidChannel, XidEvent,
@@ -49,7 +52,7 @@ pub fn explain(e: &NvmlError) -> Gap {
             cause::NVML_MISSING,
             format!(
                 "NVML is not available ({} not found: no NVIDIA driver)",
-                platform::nvml::LIBRARY
+                platform::nvidia::LIBRARY
             ),
         ),
         NvmlError::DriverNotLoaded => (
@@ -237,7 +240,7 @@ impl NvmlSource {
     /// a silent stop would read as "no Xid since".
     fn spawn_events(&self) -> Option<Receiver<EventMessage>> {
         let indices: Vec<u32> = self.matched().map(|(_, i)| i).collect();
-        if indices.is_empty() || platform::nvml::NO_EVENTS.is_some() {
+        if indices.is_empty() || platform::nvidia::NO_EVENTS.is_some() {
             return None;
         }
         let (tx, rx) = channel();
@@ -272,7 +275,7 @@ impl NvmlSource {
                         };
                         // Register only what the device supports (a device that supports
                         // none is not watched by NVML: said by its support, not a refusal).
-                        let supported = match platform::nvml::supported_events(&device) {
+                        let supported = match platform::nvidia::supported_events(&device) {
                             Ok(types) => types,
                             Err(e) => {
                                 if !refused(i, num(Err(e))) {
@@ -286,7 +289,7 @@ impl NvmlSource {
                         if wanted.is_empty() {
                             continue;
                         }
-                        set = match platform::nvml::register_events(&device, wanted, set) {
+                        set = match platform::nvidia::register_events(&device, wanted, set) {
                             Ok(s) => s,
                             Err(e) => {
                                 if !refused(i, num(Err(e))) {
@@ -436,7 +439,7 @@ impl NvmlSource {
         );
         f.insert(
             signals::MINOR_NUMBER.name.into(),
-            num(platform::nvml::minor_number(&d).map(f64::from)),
+            num(platform::nvidia::minor_number(&d).map(f64::from)),
         );
         f.insert(
             signals::DRIVER_VERSION.name.into(),
@@ -483,7 +486,7 @@ impl NvmlSource {
         f.insert(
             signals::PERSISTENCE_MODE.name.into(),
             text(
-                platform::nvml::persistence_mode(&d)
+                platform::nvidia::persistence_mode(&d)
                     .map(|on| if on { "on" } else { "off" }.to_owned()),
             ),
         );
@@ -535,7 +538,7 @@ impl NvmlSource {
         ] {
             g.insert(now.name.into(), num(d.clock_info(clock).map(f64::from)));
         }
-        match nvml_ext::clocks_event_reasons(&d) {
+        match ffi::clocks_event_reasons(&d) {
             Ok(mask) => {
                 g.insert(
                     signals::THROTTLE_REASONS_MASK.name.into(),
@@ -693,7 +696,7 @@ impl NvmlSource {
             c.insert(key.into(), value);
         }
         // How close each memory bank is to its last spare row, and the SRAM's own RMA flag.
-        match nvml_ext::row_remapper_histogram(&d) {
+        match ffi::row_remapper_histogram(&d) {
             Ok(h) => {
                 for (signal, banks) in [
                     (signals::REMAP_BANKS_MAX, h.max),
@@ -709,7 +712,7 @@ impl NvmlSource {
                 c.insert(signals::REMAP_BANKS_NONE.name.into(), num(Err(e)));
             }
         }
-        match nvml_ext::sram_ecc_status(&d) {
+        match ffi::sram_ecc_status(&d) {
             Ok(s) => {
                 for (signal, value) in [
                     (
@@ -1205,7 +1208,7 @@ impl Source for NvmlSource {
             })
             .collect();
         // Where the OS has no NVML events, said once: Xids then come from its own log.
-        if let Some(why) = platform::nvml::NO_EVENTS
+        if let Some(why) = platform::nvidia::NO_EVENTS
             && self.matched().next().is_some()
         {
             out.push(

@@ -1,0 +1,78 @@
+//! `kiln verdict` and `kiln report`: a run's verdict and reports rebuilt from its run
+//! directory alone, also for a run cut short by a crash or a kill.
+
+use std::path::Path;
+
+use super::cli::{ReportArgs, VerdictArgs};
+use super::edge::{err, out, print_report, publish_run_metrics, textfile_dir_usable, thresholds};
+use crate::error::AppError;
+use crate::verdict::thresholds::Thresholds;
+use crate::verdict::{Report, exit_code};
+
+/// `kiln verdict`.
+pub fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
+    if let Some(dir) = &args.textfile_dir {
+        textfile_dir_usable(dir)?;
+    }
+    let (report, mut text) = rebuilt(&args.run_dir, &thresholds(&args.thresholds)?, args.verbose)?;
+    if let Some(dir) = &args.textfile_dir {
+        text.push_str(&publish_run_metrics(dir, &args.run_dir));
+    }
+    print_report(args.json, &report, &text);
+    Ok(report.exit_code)
+}
+
+/// The run in `run_dir` judged again under `thresholds`, its reports written beside its
+/// evidence (atomically; a directory that cannot take them keeps its own, and the report
+/// says so), and the terminal summary of it: what `kiln verdict` prints.
+pub fn rebuilt(
+    run_dir: &Path,
+    thresholds: &Thresholds,
+    verbose: bool,
+) -> Result<(Report, String), AppError> {
+    let mut report =
+        crate::verdict::rebuild(run_dir, thresholds).map_err(|e| AppError::Usage(e.to_string()))?;
+    if let Err(e) = crate::report::write_all(run_dir, &report) {
+        report
+            .notes
+            .push(format!("the rebuilt report could not be saved: {e}"));
+    }
+    let text = crate::report::terminal::summary(
+        &report,
+        crate::report::terminal::Style {
+            verbose,
+            notes_said: 0,
+        },
+    );
+    Ok((report, text))
+}
+
+/// `kiln report`.
+pub fn report(args: ReportArgs) -> Result<i32, AppError> {
+    let report = crate::verdict::rebuild(&args.run_dir, &Default::default())
+        .map_err(|e| AppError::Usage(e.to_string()))?;
+    crate::report::write_all(&args.run_dir, &report).map_err(|e| {
+        AppError::Usage(format!(
+            "{}: the reports could not be written: {e}",
+            args.run_dir.display()
+        ))
+    })?;
+    if args.rma {
+        // The page printed for the desk, where a browser can print it; its absence is
+        // said, never fatal: the page itself carries everything.
+        let pdf = args.run_dir.join("report.pdf");
+        let _ = std::fs::remove_file(&pdf);
+        if let Err(why) = crate::report::pdf::print(&args.run_dir.join("report.html"), &pdf) {
+            err(&format!("kiln: {why}\n"));
+        }
+        let path = crate::report::rma::bundle(&args.run_dir, args.bundle.as_deref())
+            .map_err(|e| AppError::Usage(format!("the RMA bundle could not be written: {e}")))?;
+        out(&format!("RMA bundle: {}\n", path.display()));
+        // The bundle is written: that is what this command was asked for. The card's own
+        // result is in the bundle (and in `kiln verdict`'s exit code), and a failing card
+        // is exactly the one whose bundle is wanted.
+        return Ok(exit_code::HEALTHY);
+    }
+    out(&format!("reports rebuilt in {}\n", args.run_dir.display()));
+    Ok(report.exit_code)
+}
