@@ -1,59 +1,73 @@
 #!/usr/bin/env bash
 # The test suite: the whole of it on the machine's Vulkan driver (Mesa's CPU device in CI),
-# then the suites that touch device memory again on emulated discrete cards (the layer in
-# tests/layers/discrete/, built by the first pass): no BAR, a 256 MiB BAR window and
-# resizable BAR, as NVIDIA (an emulated NVIDIA node, with the fake NVML), AMD and Intel; and the matrix suites on a CPU device with
-# matrix units; then kiln.exe, the Windows build, under Wine. Arguments go to every
-# `cargo test`.
+# then the tests whose outcome depends on the card (`::card::` in their path) again on
+# emulated discrete cards (tests/layers/discrete/): as NVIDIA without BAR (an emulated
+# NVIDIA node, with the fake NVML), AMD with a 256 MiB BAR window and Intel with resizable
+# BAR; those that depend on the matrix units too (`::card::units::`) on a CPU device with
+# matrix units, and on that device dressed as an NVIDIA card; then kiln.exe, the Windows
+# build, under Wine. Timed tests (`::timed::`) run after the rest, one at a time.
+# Arguments are cargo's and go to every `cargo test` (e.g. --no-fail-fast).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
-cargo test "$@"
-layer=target/layers/debug
+
+# One build of what the tests run, sharing one target directory and one set of
+# dependencies: kiln, its unit tests and its one integration binary (tests/it), and the
+# workspace's test-only crates (kiln's trace layer, the emulated-discrete layer, the fake
+# NVML, the watch's test application), built as tests/it/common.rs builds them.
+cargo build -p kiln-trace-layer -p kiln-discrete-layer -p kiln-fake-nvml -p kiln-test-app
+cargo test "$@" --no-run
+
+# The tests mostly wait on kiln's processes and their timed loads, not on the cores:
+# more of them at once than there are cores (RUST_TEST_THREADS to choose).
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
+echo "== unit tests and the integration suite"
+cargo test "$@" -- --skip ::timed::
+echo "== the timed tests, one at a time"
+RUST_TEST_THREADS=1 cargo test "$@" --test it ::timed::
+
+layer=target/vk-layer
 [ -f "$layer/VkLayer_kiln_discrete.json" ] || {
-    echo "test.sh: the emulated-discrete layer was not built by the first pass" >&2
+    echo "test.sh: the emulated-discrete layer's manifest was not written by the first pass" >&2
     exit 1
 }
 icd=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -n 1)
-# The NVIDIA card is an emulated NVIDIA node: the fake libnvidia-ml.so.1 (tests/fakes/nvml,
-# built by the first pass) answers for it as a healthy H200 by its UUID and PCI address,
-# so kiln's NVML code runs beside every memory suite.
-nvml=target/fakes/debug/libkiln_fake_nvml.so
-[ -f "$nvml" ] || {
-    echo "test.sh: the fake NVML was not built by the first pass" >&2
-    exit 1
-}
-mkdir -p target/fakes/node
-cp "$nvml" target/fakes/node/libnvidia-ml.so.1
+# The NVIDIA card is an emulated NVIDIA node: the fake libnvidia-ml.so.1 answers for it as
+# a healthy H200 by its UUID and PCI address, so kiln's NVML code runs beside every test
+# of the card.
+node=target/fake-nvml-node
+mkdir -p "$node"
+cp target/debug/libkiln_fake_nvml.so "$node/libnvidia-ml.so.1"
 echo '{"driver_version": "550.90.07", "gpus": [{"uuid": "GPU-4b494c4e-4832-3030-8000-00000000003b", "bus_id": "00000000:3B:00.0"}]}' \
-    > target/fakes/node/h200.json
+    > "$node/h200.json"
+# Each card's tests use the cores as the first pass did.
+unset RUST_TEST_THREADS
 for card in nvidia/none amd/small intel/rebar; do
-    node=()
+    nvidia=()
     if [ "${card%/*}" = nvidia ]; then
-        node=(LD_LIBRARY_PATH="$PWD/target/fakes/node" KILN_FAKE_NVML="$PWD/target/fakes/node/h200.json"
+        nvidia=(LD_LIBRARY_PATH="$PWD/$node" KILN_FAKE_NVML="$PWD/$node/h200.json"
             KILN_EMULATE_UUID=GPU-4b494c4e-4832-3030-8000-00000000003b
             KILN_EMULATE_PCI_ADDRESS=0000:3b:00.0 KILN_EMULATE_DRIVER_VERSION=550.90.07)
-        echo "== the memory suites on an emulated NVIDIA node (the fake NVML's H200), BAR: ${card#*/}"
+        echo "== the tests of the card on an emulated NVIDIA node (the fake NVML's H200), BAR: ${card#*/}"
     else
-        echo "== the memory suites on an emulated ${card%/*} card, BAR: ${card#*/}"
+        echo "== the tests of the card on an emulated ${card%/*} card, BAR: ${card#*/}"
     fi
-    env "${node[@]}" VK_LAYER_PATH="$PWD/$layer" VK_INSTANCE_LAYERS=VK_LAYER_KILN_emulated_discrete \
+    env "${nvidia[@]}" VK_LAYER_PATH="$PWD/$layer" VK_INSTANCE_LAYERS=VK_LAYER_KILN_emulated_discrete \
         KILN_EMULATE_VENDOR=${card%/*} KILN_EMULATE_BAR=${card#*/} \
         VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd \
-        cargo test "$@" --test vram_detectors --test error_counters --test compute \
-        --test pcie --test fragment --test gpu_errors --test tools --test matrix
+        cargo test "$@" --test it ::card::
 done
 # The matrix workload's cooperative-matrix path, on a CPU device that has matrix units
 # (scripts/matrix-units-driver.sh, installed by setup.sh --test): fp16 and int8 must run
 # on the units there, and every planted fault must still be found at its coordinates;
-# then the matrix suite on that device disguised as an NVIDIA card without BAR.
+# then on that device disguised as an NVIDIA card without BAR.
 units="${KILN_MATRIX_UNITS_DIR:-/opt/kiln-matrix-units}/run"
-echo "== the matrix suites on a CPU device with matrix units (VK_KHR_cooperative_matrix)"
+echo "== the tests of the matrix units on a CPU device with matrix units (VK_KHR_cooperative_matrix)"
 KILN_EXPECT_MATRIX_UNITS=1 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" \
-    cargo test "$@" --test matrix --test tools
-echo "== the matrix suite on an emulated nvidia card with matrix units, BAR: none"
+    cargo test "$@" --test it ::units::
+echo "== the tests of the matrix units on an emulated nvidia card with matrix units, BAR: none"
 VK_LAYER_PATH="$PWD/$layer" VK_INSTANCE_LAYERS=VK_LAYER_KILN_emulated_discrete \
     KILN_EMULATE_VENDOR=nvidia KILN_EMULATE_BAR=none KILN_EXPECT_MATRIX_UNITS=1 \
-    CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" cargo test "$@" --test matrix
-# The Windows build, cross-compiled and run under Wine on lavapipe (tests/wine.rs).
+    CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" cargo test "$@" --test it ::units::
+# The Windows build, cross-compiled and run under Wine on lavapipe (tests/it/wine.rs).
 bash scripts/windows-test.sh "$@"

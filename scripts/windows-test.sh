@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Windows build: kiln.exe cross-built for x86_64-pc-windows-gnu and run under Wine on
-# lavapipe (tests/wine.rs). Where the Rust target cannot be fetched, it says so in one line
-# and passes: the Linux suite still gates. Arguments go to `cargo test`.
+# lavapipe (the `wine::` tests of tests/it). Where the Rust target, MinGW, Wine or Xvfb is
+# missing it fails with one sentence: CI never drops the Windows suite without a word.
+# KILN_SKIP_WINDOWS=1 skips it on purpose, and says so. Arguments go to `cargo test`.
 #
 # Debian bookworm's Wine 8.0 lacks bcryptprimitives.dll (ProcessPrng, which Rust's standard
 # library imports; Windows 10 and later have it): a stand-in built from
@@ -10,15 +11,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=x86_64-pc-windows-gnu
+if [ "${KILN_SKIP_WINDOWS:-}" = 1 ]; then
+  echo "windows-test.sh: KILN_SKIP_WINDOWS=1: the Windows build is not tested in this run" >&2
+  exit 0
+fi
 if ! rustup target list --installed 2>/dev/null | grep -x "$target" >/dev/null; then
   if ! rustup target add "$target" >/dev/null 2>&1; then
-    echo "windows-test.sh: the Rust target $target could not be fetched on this machine: the Windows build is not tested here" >&2
-    exit 0
+    echo "windows-test.sh: the Rust target $target could not be installed (rustup target add $target failed), so the Windows build cannot be tested; set KILN_SKIP_WINDOWS=1 to skip it on purpose" >&2
+    exit 1
   fi
 fi
 for tool in x86_64-w64-mingw32-gcc wine Xvfb; do
   command -v "$tool" >/dev/null 2>&1 || {
-    echo "windows-test.sh: $tool is missing (bash scripts/setup.sh --test installs it)" >&2
+    echo "windows-test.sh: $tool is missing, so the Windows build cannot be tested (bash scripts/setup.sh --test installs it; KILN_SKIP_WINDOWS=1 skips it on purpose)" >&2
     exit 1
   }
 done
@@ -40,4 +45,4 @@ export DISPLAY="$display"
 [ -d "$WINEPREFIX" ] || wineboot -i >/dev/null 2>&1 || true
 icd=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -n 1)
 KILN_WINE_EXE="$PWD/$out/kiln.exe" VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd" \
-  cargo test "$@" --test wine -- --ignored
+  cargo test "$@" --test it wine:: -- --ignored

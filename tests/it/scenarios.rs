@@ -1,0 +1,196 @@
+//! The scenario corpus: recorded run directories, each with the verdict a person who knows the
+//! hardware expects (`tests/scenarios/<name>/expected.json`), rebuilt by `kiln verdict` from the
+//! files alone. A scenario is a base run (`_base`, or the scenario it names in `run_from`) with
+//! its own files laid over it, less the files it names in `without`, and, where it names one,
+//! a recorded telemetry fixture as its telemetry. The faulty runs were recorded with `cargo run --example plant_run`; the ones a
+//! CPU device cannot record are derived from those by `scripts/derive-scenarios.py`.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// What a scenario expects of the verdict on device 0.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expected {
+    /// The story of the scenario, shown when it fails.
+    about: String,
+    /// Another scenario whose files this one starts from (default `_base`; read by
+    /// `common::lay_out_scenario`).
+    #[allow(dead_code)]
+    run_from: Option<String>,
+    /// A fixture under `tests/fixtures/telemetry/` used as the run's telemetry (read by
+    /// `common::lay_out_scenario`).
+    #[allow(dead_code)]
+    telemetry_fixture: Option<String>,
+    /// Files of the base left out of this scenario's run directory (read by
+    /// `common::lay_out_scenario`): evidence lost after the run.
+    #[allow(dead_code)]
+    #[serde(default)]
+    without: Vec<String>,
+    exit_code: i32,
+    result: String,
+    /// Finding codes in the order the report lists them.
+    codes: Vec<String>,
+    incomplete: bool,
+    /// Words the device's reason must hold: the finding that decided it.
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+fn corpus() -> PathBuf {
+    common::scenarios()
+}
+
+fn expected_of(name: &str) -> Expected {
+    let path = corpus().join(name).join("expected.json");
+    serde_json::from_slice(&std::fs::read(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Lays out one scenario's run directory, judges it, and says how it differs from what was
+/// expected (`None` when it matches).
+fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
+    let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
+    let expected = expected_of(&name);
+    let run_dir = work.join(&name);
+    std::fs::create_dir(&run_dir).unwrap();
+    common::lay_out_scenario(&name, &run_dir);
+
+    let thresholds = scenario.join("thresholds.json");
+    let extra: Vec<&std::ffi::OsStr> = if thresholds.is_file() {
+        vec!["--thresholds".as_ref(), thresholds.as_os_str()]
+    } else {
+        Vec::new()
+    };
+    let out = common::verdict(&run_dir, &extra);
+    let code = out.status.code().unwrap_or(-1);
+    let report: serde_json::Value = match serde_json::from_slice(&out.stdout) {
+        Ok(r) => r,
+        Err(e) => {
+            return (
+                code,
+                Some(format!(
+                    "{name}: no JSON report ({e}); stderr: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )),
+            );
+        }
+    };
+    let device = &report["devices"][0];
+    let codes: Vec<String> = device["findings"]
+        .as_array()
+        .map(|f| {
+            f.iter()
+                .filter_map(|f| f["code"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let got = (
+        code,
+        device["result"].as_str().unwrap_or("").to_string(),
+        codes,
+        report["incomplete"].as_bool().unwrap_or(false),
+    );
+    let want = (
+        expected.exit_code,
+        expected.result.clone(),
+        expected.codes.clone(),
+        expected.incomplete,
+    );
+    let reason = device["reason"].as_str().unwrap_or("");
+    if let Some(words) = &expected.reason
+        && !reason.contains(words.as_str())
+    {
+        return (
+            code,
+            Some(format!(
+                "{name} ({}): the reason should name `{words}`, got `{reason}`",
+                expected.about
+            )),
+        );
+    }
+    if got == want {
+        (code, None)
+    } else {
+        (
+            code,
+            Some(format!(
+                "{name} ({}): expected (exit, result, codes, incomplete) {want:?}, got {got:?}",
+                expected.about
+            )),
+        )
+    }
+}
+
+#[test]
+fn every_scenario_gets_the_expected_verdict() {
+    let work = tempfile::tempdir().unwrap();
+    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(corpus())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.ends_with("_base"))
+        .collect();
+    scenarios.sort();
+    assert!(scenarios.len() >= 25, "the corpus lost scenarios");
+
+    let mut failures = Vec::new();
+    let mut exit_codes = BTreeSet::new();
+    for scenario in &scenarios {
+        let (code, failure) = check(scenario, work.path());
+        exit_codes.insert(code);
+        failures.extend(failure);
+    }
+    // Every report a scenario makes follows the published schema, whatever it holds.
+    let reports: Vec<PathBuf> = scenarios
+        .iter()
+        .filter_map(|s| s.file_name())
+        .map(|name| work.path().join(name).join("report.json"))
+        .filter(|r| r.is_file())
+        .collect();
+    assert_eq!(
+        reports.len(),
+        scenarios.len(),
+        "every scenario writes its report"
+    );
+    common::validate_reports(&reports);
+    assert!(
+        failures.is_empty(),
+        "{} of {} scenarios differ:\n{}",
+        failures.len(),
+        scenarios.len(),
+        failures.join("\n")
+    );
+    // Every verdict a fleet acts on is exercised: pass, fail, environment, software, inconclusive.
+    assert_eq!(exit_codes, BTreeSet::from([0, 1, 2, 3, 4]));
+}
+
+#[test]
+fn every_finding_code_has_a_scenario_and_every_scenario_code_a_rule() {
+    // The catalogue holds every code a rule can give.
+    let in_rules: BTreeSet<String> = kiln::finding::FindingCode::ALL
+        .iter()
+        .map(|c| c.name().to_owned())
+        .collect();
+    let mut in_corpus = BTreeSet::new();
+    for entry in std::fs::read_dir(corpus()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() && !path.ends_with("_base") {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            in_corpus.extend(expected_of(&name).codes);
+        }
+    }
+    let uncovered: Vec<&String> = in_rules.difference(&in_corpus).collect();
+    assert!(
+        uncovered.is_empty(),
+        "codes no scenario shows: {uncovered:?}"
+    );
+    let unknown: Vec<&String> = in_corpus.difference(&in_rules).collect();
+    assert!(
+        unknown.is_empty(),
+        "scenarios expect codes no rule makes: {unknown:?}"
+    );
+}

@@ -1,0 +1,360 @@
+//! `kiln verdict RUN_DIR`: the report rebuilt from the evidence alone matches the run's
+//! own; a killed run still gets a verdict, marked incomplete; bad run directories get one
+//! clear sentence, never a panic.
+
+use crate::common;
+
+use crate::common::*;
+
+#[test]
+fn a_rebuilt_report_matches_the_runs_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let original = expect_json(&quick_run(&["--json"], &run_dir), 0);
+    // Rebuilt later: the report keeps the run's own times, not the rebuild's.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let rebuilt = expect_json(&verdict(&run_dir, &[]), 0);
+    for key in ["result", "exit_code", "schema", "run_id", "started_utc"] {
+        assert_eq!(rebuilt[key], original[key], "{key}");
+    }
+    let seconds = |r: &serde_json::Value| {
+        kiln::evidence::parse_utc_timestamp(r["finished_utc"].as_str().unwrap_or_default())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or_default()
+    };
+    // Whole seconds both, so at most one apart; the rebuild came over two seconds later.
+    assert!(
+        (seconds(&rebuilt) - seconds(&original)).abs() <= 1,
+        "{} vs {}",
+        rebuilt["finished_utc"],
+        original["finished_utc"]
+    );
+    let wall = |r: &serde_json::Value| r["wall_s"].as_f64().unwrap_or_default();
+    assert!(
+        (wall(&rebuilt) - wall(&original)).abs() < 0.5 && wall(&original) > 1.0,
+        "{} vs {}",
+        wall(&rebuilt),
+        wall(&original)
+    );
+    assert_eq!(rebuilt["incomplete"], false);
+    let devices = |r: &serde_json::Value| -> Vec<(
+        serde_json::Value,
+        Vec<(serde_json::Value, serde_json::Value)>,
+    )> {
+        r["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                let w = d["workloads"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|w| (w["status"].clone(), w["headline"].clone()))
+                    .collect();
+                (d["result"].clone(), w)
+            })
+            .collect()
+    };
+    assert_eq!(devices(&rebuilt), devices(&original));
+    assert_eq!(
+        rebuilt["devices"][0]["telemetry"],
+        original["devices"][0]["telemetry"]
+    );
+}
+
+#[test]
+fn a_killed_run_gets_a_verdict_marked_incomplete() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    killed_run(&run_dir, 20);
+    // Could not test enough: exit 4.
+    let report = expect_json(&verdict(&run_dir, &[]), 4);
+    assert_eq!(report["incomplete"], true);
+    assert_eq!(report["result"], "inconclusive");
+    assert!(
+        report["devices"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("ended before vram finished")
+    );
+    assert!(
+        report["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("did not finish"))
+    );
+    let saved = read_json(&run_dir.join("report.json"));
+    assert_eq!(
+        saved["incomplete"], true,
+        "the rebuilt report joins the evidence"
+    );
+}
+
+#[test]
+fn bad_run_directories_get_one_sentence_and_exit_64() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    assert_eq!(quick_run(&[], &run_dir).status.code(), Some(0));
+    let check = |path: &std::path::Path, needle: &str| {
+        let out = kiln().arg("verdict").arg(path).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle), "`{needle}` not in {stderr}");
+    };
+    check(
+        &dir.path().join("nowhere"),
+        "nowhere does not exist: not a kiln run directory",
+    );
+    check(
+        &run_dir.join("manifest.json"),
+        "manifest.json is a file, not a kiln run directory",
+    );
+    check(dir.path(), "not a kiln run directory");
+
+    let events = run_dir.join("events.jsonl");
+    let text = std::fs::read_to_string(&events).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(3, "{\"this is\": not json");
+    std::fs::write(&events, lines.join("\n") + "\n").unwrap();
+    check(&run_dir, "line 4");
+
+    std::fs::write(run_dir.join("manifest.json"), "{ truncated").unwrap();
+    check(&run_dir, "manifest.json");
+}
+
+#[test]
+fn a_truncated_tail_gives_a_partial_verdict_and_broken_telemetry_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    assert_eq!(quick_run(&[], &run_dir).status.code(), Some(0));
+    let events = run_dir.join("events.jsonl");
+    let mut text = std::fs::read_to_string(&events).unwrap();
+    // Drop the run_end record and leave half a line, as a kill mid-write would.
+    let last = text.trim_end().rfind('\n').unwrap();
+    text.truncate(last + 1);
+    text.push_str("{\"t_ms\":1.0,\"kind\":\"no");
+    std::fs::write(&events, text).unwrap();
+    // Every workload had ended: the verdict stands (exit 0), marked incomplete.
+    let report = expect_json(&verdict(&run_dir, &[]), 0);
+    assert_eq!(report["incomplete"], true);
+    // Telemetry whose first complete line is not a record is corrupt evidence: said with
+    // the file and line (exit 64), never skipped into a verdict that lacks it.
+    std::fs::write(run_dir.join("telemetry.jsonl"), "garbage\n").unwrap();
+    let out = verdict(&run_dir, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("telemetry.jsonl, line 1"), "{stderr}");
+}
+
+#[test]
+fn reports_validate_against_the_published_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    // A clean run, a failing one, and a rebuilt report of a run with findings.
+    let clean = dir.path().join("clean");
+    assert_eq!(quick_run(&[], &clean).status.code(), Some(0));
+    common::validate_report(&clean.join("report.json"));
+    let throttled = dir.path().join("throttled");
+    assert_eq!(
+        quick_run(&["--workloads", "vram"], &throttled)
+            .status
+            .code(),
+        Some(0)
+    );
+    use_telemetry_fixture(&throttled, "ecc_uncorrectable_remap_pending");
+    assert_eq!(
+        kiln()
+            .arg("verdict")
+            .arg(&throttled)
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(1)
+    );
+    common::validate_report(&throttled.join("report.json"));
+    // And a broken one is refused, so the check is real.
+    let broken = dir.path().join("broken.json");
+    let mut report = read_json(&clean.join("report.json"));
+    report["devices"][0]["result"] = "fine".into();
+    std::fs::write(&broken, serde_json::to_vec(&report).unwrap()).unwrap();
+    let schema =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/report.schema.json");
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import json, sys, jsonschema; jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))"])
+        .arg(&schema)
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "the schema rejects an unknown result"
+    );
+}
+
+#[test]
+fn the_rma_bundle_carries_the_evidence_with_checksums() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    assert_eq!(quick_run(&[], &run_dir).status.code(), Some(0));
+    let bundle = dir.path().join("ticket.tar");
+    let out = kiln()
+        .args(["report", "--rma", "--bundle"])
+        .arg(&bundle)
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unpacked = dir.path().join("unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    let tar = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&unpacked)
+        .arg("-xf")
+        .arg(&bundle)
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    for file in [
+        "report.html",
+        "report.json",
+        "manifest.json",
+        "events.jsonl",
+        "telemetry.jsonl",
+        "SHA256SUMS",
+    ] {
+        assert!(
+            unpacked.join("run").join(file).is_file(),
+            "{file} in the bundle"
+        );
+    }
+    // As a support desk checks it: inside the unpacked folder.
+    let check = std::process::Command::new("sha256sum")
+        .args(["-c", "SHA256SUMS"])
+        .current_dir(unpacked.join("run"))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let html = std::fs::read_to_string(unpacked.join("run/report.html")).unwrap();
+    for needed in ["UUID", "PCI address", "Driver", "To reproduce"] {
+        assert!(html.contains(needed), "{needed}");
+    }
+    // The PDF a desk can file, printed from the page, its summary on page one.
+    let pdf = unpacked.join("run/report.pdf");
+    assert!(
+        pdf.is_file(),
+        "report.pdf in the bundle (chromium is installed by setup.sh --test)"
+    );
+    let text = std::process::Command::new("pdftotext")
+        .args(["-l", "1"])
+        .arg(&pdf)
+        .arg("-")
+        .output()
+        .expect("pdftotext is needed: run scripts/setup.sh --test");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Result: PASS (exit 0)") && text.contains("Serial number"),
+        "{text}"
+    );
+    let out = kiln()
+        .args(["report", "--rma"])
+        .arg(dir.path().join("nowhere"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    // A failing card's bundle is the one a desk wants: writing it is a success (exit 0),
+    // and the card's result is in it.
+    let failing = dir.path().join("failing");
+    assert_eq!(
+        quick_run(&["--test-stuck-word", "1000"], &failing)
+            .status
+            .code(),
+        Some(1)
+    );
+    let out = kiln()
+        .args(["report", "--rma"])
+        .arg(&failing)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("failing-rma.tar").is_file());
+    // Rebuilding the reports alone still exits with the card's result.
+    let out = kiln().arg("report").arg(&failing).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn the_summary_says_how_each_device_is_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    common::lay_out_scenario("other_tenants", &run_dir);
+    let out = common::kiln()
+        .arg("verdict")
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("  setup: driver 550.54.15 (Vulkan 550.54.15.0), serial 1654923012345")
+            && text.contains("other processes: pid 4242 (64.00 GiB), pid 4243 (16.00 GiB)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_device_whose_xids_nothing_can_show_is_said_to_be_unwatched() {
+    let gap = |source: &str, device: Option<u32>, cause: &str| {
+        let mut r = serde_json::json!({"t_ms": 36.0, "source": source, "kind": "unavailable",
+            "message": format!("{cause} (test)"), "missing": ["xid"], "cause": cause});
+        if let Some(d) = device {
+            r["device"] = d.into();
+        }
+        r.to_string()
+    };
+    let unwatched = "GPU0: no Xid is watched";
+    for (gaps, said) in [
+        // NVML will not watch its events, and the kernel log cannot be read: nothing shows
+        // an Xid.
+        (
+            vec![
+                gap("nvml", Some(0), "events_no_permission"),
+                gap("kmsg", None, "kernel_log_unreadable"),
+            ],
+            true,
+        ),
+        // Either one alone still shows them.
+        (vec![gap("nvml", Some(0), "events_no_permission")], false),
+        (vec![gap("kmsg", None, "kernel_log_unreadable")], false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run");
+        common::lay_out_scenario("_base", &run_dir);
+        let telemetry = run_dir.join("telemetry.jsonl");
+        let mut text = std::fs::read_to_string(&telemetry).unwrap();
+        for g in &gaps {
+            text.push_str(g);
+            text.push('\n');
+        }
+        std::fs::write(&telemetry, text).unwrap();
+        let report = json(&verdict(&run_dir, &[]));
+        let notes = report["notes"].to_string();
+        assert_eq!(notes.contains(unwatched), said, "{gaps:?}: {notes}");
+    }
+}
