@@ -16,6 +16,7 @@ COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY shaders ./shaders
 COPY profiles ./profiles
+COPY hostmath ./hostmath
 COPY layer ./layer
 COPY tests/layers/discrete ./tests/layers/discrete
 COPY tests/fakes/nvml ./tests/fakes/nvml

@@ -5,11 +5,20 @@
 # NVIDIA node, with the fake NVML), AMD with a 256 MiB BAR window and Intel with resizable
 # BAR; those that depend on the matrix units too (`::card::units::`) on a CPU device with
 # matrix units, and on that device dressed as an NVIDIA card; then kiln.exe, the Windows
-# build, under Wine. Timed tests (`::timed::`) run after the rest, one at a time.
+# build, under Wine. Timed tests (`::timed::`) run after the rest, one at a time, beside
+# the tests of the cards; those that measure kiln's own timing (`::alone::`) run last,
+# with nothing beside them.
 # Arguments are cargo's and go to every `cargo test` (e.g. --no-fail-fast).
+#
+# The machine's two cores are kept busy: kiln builds while the packages install (the build
+# needs only Rust: the committed SPIR-V stands in for glslc), and kiln.exe builds at the
+# lowest priority beside the tests, in the time they leave the cores idle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --test
+# A failure ends what still runs beside it.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+bash scripts/setup.sh --test &
+setup=$!
 
 # One build of what the tests run, sharing one target directory and one set of
 # dependencies: kiln, its unit tests and its one integration binary (tests/it), and the
@@ -17,14 +26,20 @@ bash scripts/setup.sh --test
 # NVML, the watch's test application), built as tests/it/common.rs builds them.
 cargo build -p kiln-trace-layer -p kiln-discrete-layer -p kiln-fake-nvml -p kiln-test-app
 cargo test "$@" --no-run
+wait "$setup"
 
+windows_log=target/windows-build.log
+nice -n 19 bash scripts/windows-test.sh --build-only >"$windows_log" 2>&1 &
+windows=$!
+
+# On the CPU device each kiln takes one core (lavapipe's threads), so that a test's timed
+# load does not take the other core from the test beside it.
+export LP_NUM_THREADS="${LP_NUM_THREADS:-1}"
 # The tests mostly wait on kiln's processes and their timed loads, not on the cores:
 # more of them at once than there are cores (RUST_TEST_THREADS to choose).
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 echo "== unit tests and the integration suite"
-cargo test "$@" -- --skip ::timed::
-echo "== the timed tests, one at a time"
-RUST_TEST_THREADS=1 cargo test "$@" --test it ::timed::
+cargo test "$@" -- --skip ::timed:: --skip ::alone::
 
 layer=target/vk-layer
 [ -f "$layer/VkLayer_kiln_discrete.json" ] || {
@@ -40,8 +55,15 @@ mkdir -p "$node"
 cp target/debug/libkiln_fake_nvml.so "$node/libnvidia-ml.so.1"
 echo '{"driver_version": "550.90.07", "gpus": [{"uuid": "GPU-4b494c4e-4832-3030-8000-00000000003b", "bus_id": "00000000:3B:00.0"}]}' \
     > "$node/h200.json"
-# Each card's tests use the cores as the first pass did.
-unset RUST_TEST_THREADS
+
+# The timed tests, one at a time, with the CPU device on both cores as a card gives a load
+# all of itself; beside them, one at a time too, the tests of the card on each emulated
+# card and of the matrix units: two tests at once, as in the first pass.
+timed_log=target/timed-tests.log
+echo "== the timed tests, one at a time, beside the tests of the card (their output follows those)"
+env -u LP_NUM_THREADS RUST_TEST_THREADS=1 cargo test "$@" --test it ::timed:: >"$timed_log" 2>&1 &
+timed=$!
+export RUST_TEST_THREADS=1
 for card in nvidia/none amd/small intel/rebar; do
     nvidia=()
     if [ "${card%/*}" = nvidia ]; then
@@ -69,5 +91,18 @@ echo "== the tests of the matrix units on an emulated nvidia card with matrix un
 VK_LAYER_PATH="$PWD/$layer" VK_INSTANCE_LAYERS=VK_LAYER_KILN_emulated_discrete \
     KILN_EMULATE_VENDOR=nvidia KILN_EMULATE_BAR=none KILN_EXPECT_MATRIX_UNITS=1 \
     CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" cargo test "$@" --test it ::units::
-# The Windows build, cross-compiled and run under Wine on lavapipe (tests/it/wine.rs).
+timed_ok=true
+wait "$timed" || timed_ok=false
+echo "== the timed tests"
+cat "$timed_log"
+$timed_ok || exit 1
+
+# The Windows build, cross-compiled beside the tests above (waited for before the tests
+# that run alone), run under Wine on lavapipe (tests/it/wine.rs).
+wait "$windows" || {
+    cat "$windows_log" >&2
+    exit 1
+}
+echo "== the tests that measure kiln's own timing, with nothing beside them"
+env -u LP_NUM_THREADS RUST_TEST_THREADS=1 cargo test "$@" --test it ::alone::
 bash scripts/windows-test.sh "$@"

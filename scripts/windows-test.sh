@@ -2,7 +2,11 @@
 # The Windows build: kiln.exe cross-built for x86_64-pc-windows-gnu and run under Wine on
 # lavapipe (the `wine::` tests of tests/it). Where the Rust target, MinGW, Wine or Xvfb is
 # missing it fails with one sentence: CI never drops the Windows suite without a word.
-# KILN_SKIP_WINDOWS=1 skips it on purpose, and says so. Arguments go to `cargo test`.
+# KILN_SKIP_WINDOWS=1 skips it on purpose, and says so. Arguments go to `cargo test`;
+# `--build-only` builds kiln.exe and stops (scripts/test.sh builds it beside the other
+# tests, at the lowest priority). The build has its own target directory
+# (target/windows), so that it never waits for, nor holds, the lock of the Linux build the
+# other tests run.
 #
 # Debian bookworm's Wine 8.0 lacks bcryptprimitives.dll (ProcessPrng, which Rust's standard
 # library imports; Windows 10 and later have it): a stand-in built from
@@ -11,6 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=x86_64-pc-windows-gnu
+build_only=false
+if [ "${1:-}" = --build-only ]; then build_only=true; shift; fi
 if [ "${KILN_SKIP_WINDOWS:-}" = 1 ]; then
   echo "windows-test.sh: KILN_SKIP_WINDOWS=1: the Windows build is not tested in this run" >&2
   exit 0
@@ -27,9 +33,13 @@ for tool in x86_64-w64-mingw32-gcc wine Xvfb; do
     exit 1
   }
 done
+out="target/windows/$target/debug"
+if $build_only; then
+  CARGO_TARGET_DIR=target/windows cargo build --target "$target" -p kiln
+  exit 0
+fi
 echo "== kiln.exe (cross-built for $target) under Wine on lavapipe"
-cargo build --target "$target" -p kiln
-out="target/$target/debug"
+CARGO_TARGET_DIR=target/windows cargo build --target "$target" -p kiln
 x86_64-w64-mingw32-gcc -shared -O2 -o "$out/bcryptprimitives.dll" tests/wine/bcryptprimitives.c -ladvapi32
 export WINEPREFIX="$PWD/target/wine-prefix" WINEDEBUG=-all
 # A display of our own for Wine's Vulkan.

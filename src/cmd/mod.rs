@@ -87,6 +87,27 @@ where
     })
 }
 
+/// What `command` checks before it starts anything, without starting it: each command's
+/// own first step (the command calls the same function), so that every usage error can be
+/// found in-process. A check that needs the device open (a benchmark's size against the
+/// memory free on it) is made when the command runs.
+pub fn check(command: &Command) -> Result<(), AppError> {
+    match command {
+        Command::Run(args) => run::prepare(args).and_then(|opts| run::dry_run(&opts).map(drop)),
+        Command::Bench(args) => bench::check_flags(args),
+        Command::Selftest(args) => selftest::options(args).check(),
+        Command::Watch(args) => watch::check(args).map(drop),
+        Command::Verdict(args) => rebuild::check(args).map(drop),
+        Command::Health(args) => health::check_args(args),
+        Command::List(_)
+        | Command::Monitor(_)
+        | Command::Report(_)
+        | Command::Compare(_)
+        | Command::Completions(_)
+        | Command::Man => Ok(()),
+    }
+}
+
 fn dispatch(command: Command) -> Result<i32, AppError> {
     match command {
         Command::List(args) => list::command(args),

@@ -11,15 +11,22 @@ use crate::verdict::{Report, exit_code};
 
 /// `kiln verdict`.
 pub fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
-    if let Some(dir) = &args.textfile_dir {
-        textfile_dir_usable(dir)?;
-    }
-    let (report, mut text) = rebuilt(&args.run_dir, &thresholds(&args.thresholds)?, args.verbose)?;
+    let thresholds = check(&args)?;
+    let (report, mut text) = rebuilt(&args.run_dir, &thresholds, args.verbose)?;
     if let Some(dir) = &args.textfile_dir {
         text.push_str(&publish_run_metrics(dir, &args.run_dir));
     }
     print_report(args.json, &report, &text);
     Ok(report.exit_code)
+}
+
+/// What `kiln verdict` checks before it reads the run: the textfile directory and the
+/// thresholds (returned).
+pub fn check(args: &VerdictArgs) -> Result<Thresholds, AppError> {
+    if let Some(dir) = &args.textfile_dir {
+        textfile_dir_usable(dir)?;
+    }
+    thresholds(&args.thresholds)
 }
 
 /// The run in `run_dir` judged again under `thresholds`, its reports written beside its

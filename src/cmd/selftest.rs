@@ -36,6 +36,24 @@ pub struct SelftestOptions {
     pub fence_timeout: Duration,
 }
 
+impl SelftestOptions {
+    /// Refuses settings that cannot work, before any device is opened: memory too small
+    /// for the faults asked for.
+    pub fn check(&self) -> Result<(), AppError> {
+        let per_fault = crate::limits::bounds::SELFTEST_BYTES_PER_FAULT;
+        let needed = u64::from(self.faults) * per_fault;
+        if self.bytes < needed {
+            return Err(AppError::Usage(format!(
+                "--vram-bytes {} cannot hold {} planted faults: they need at least {} ({per_fault} bytes each)",
+                crate::units::format_bytes(self.bytes),
+                self.faults,
+                crate::units::format_bytes(needed)
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// The kinds of fault the self-test plants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -115,16 +133,7 @@ pub struct SelftestReport {
 
 /// Runs the self-test on every selected device.
 pub fn selftest(opts: &SelftestOptions) -> Result<SelftestReport, AppError> {
-    let per_fault = crate::limits::bounds::SELFTEST_BYTES_PER_FAULT;
-    let needed = u64::from(opts.faults) * per_fault;
-    if opts.bytes < needed {
-        return Err(AppError::Usage(format!(
-            "--vram-bytes {} cannot hold {} planted faults: they need at least {} ({per_fault} bytes each)",
-            crate::units::format_bytes(opts.bytes),
-            opts.faults,
-            crate::units::format_bytes(needed)
-        )));
-    }
+    opts.check()?;
     let vulkan = Vulkan::new()?;
     let (devices, notes) = select_devices(&vulkan, &opts.devices)?;
     let mut runs = Vec::new();
@@ -476,16 +485,21 @@ pub fn summary(report: &SelftestReport) -> String {
     out
 }
 
-/// `kiln selftest`.
-pub fn command(args: crate::cmd::cli::SelftestArgs) -> Result<i32, AppError> {
-    let opts = SelftestOptions {
-        devices: args.devices,
+/// The self-test's options from its command line.
+pub fn options(args: &crate::cmd::cli::SelftestArgs) -> SelftestOptions {
+    SelftestOptions {
+        devices: args.devices.clone(),
         faults: args.faults,
         runs: args.runs,
         bytes: args.vram_bytes,
         seed: args.seed,
         fence_timeout: crate::gpu::DEFAULT_FENCE_TIMEOUT,
-    };
+    }
+}
+
+/// `kiln selftest`.
+pub fn command(args: crate::cmd::cli::SelftestArgs) -> Result<i32, AppError> {
+    let opts = options(&args);
     let report = selftest(&opts)?;
     let text = summary(&report);
     crate::cmd::edge::print_result(args.json, &report, &text);

@@ -457,28 +457,14 @@ struct Staging {
     sums_out: GpuBuffer,
 }
 
+/// The probe's pattern: a xorshift64 stream from `seed`.
 fn fill(bytes: &mut [u8], seed: u64) {
-    let mut x = seed | 1;
-    for chunk in bytes.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let b = x.to_le_bytes();
-        chunk.copy_from_slice(&b[..chunk.len()]);
-    }
+    kiln_hostmath::fill_xorshift(bytes, seed);
 }
 
-/// The host side of the device checksum.
+/// The host side of the device checksum (`pcie_checksum.comp`).
 pub fn checksum(bytes: &[u8]) -> (u32, u32) {
-    let mut sum = 0u32;
-    let mut mixed = 0u32;
-    for (i, w) in bytes.chunks_exact(4).enumerate() {
-        let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-        let i = i as u32;
-        sum = sum.wrapping_add(v.wrapping_mul(i.wrapping_mul(2).wrapping_add(1)));
-        mixed ^= v.wrapping_add(i);
-    }
-    (sum, mixed)
+    kiln_hostmath::word_checksum(bytes)
 }
 
 impl PcieTest {

@@ -6,8 +6,9 @@ use kiln::evidence::{Event, read_events};
 
 #[test]
 fn bad_flags_get_one_sentence_and_exit_64() {
-    usage_error(&["run", "--bogus"], "--bogus");
-    usage_error(&["frobnicate"], "frobnicate");
+    // Through the binary, end to end: the parser's refusal and a device that is not there.
+    usage_error_of_binary(&["run", "--bogus"], "--bogus");
+    usage_error_of_binary(&["frobnicate"], "frobnicate");
     usage_error(&["run", "--vram-bytes", "12parsecs"], "unknown size unit");
     usage_error(&["run", "--vram-bytes", "0"], "not a usable size");
     usage_error(&["run", "--vram-percent", "150"], "between 0 and 100");
@@ -23,7 +24,7 @@ fn bad_flags_get_one_sentence_and_exit_64() {
         "unknown VRAM algorithm `marchx`",
     );
     usage_error(&["run", "--algorithms", ","], "no VRAM algorithm");
-    usage_error(&["run", "--device", "7"], "no Vulkan device matches `7`");
+    usage_error_of_binary(&["run", "--device", "7"], "no Vulkan device matches `7`");
     usage_error(
         &["run", "--device", "GPU-ffffffff-0000"],
         "no Vulkan device matches",
@@ -333,26 +334,36 @@ fn monitor_prints_json_lines_and_stops_cleanly_on_ctrl_c() {
         kiln::telemetry::record::TelemetryData::Header { .. }
     ));
 
-    let child = kiln()
+    let mut child = kiln()
         .args(["monitor", "--json", "--interval", "100ms"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(800));
+    // Monitoring once its first two records are out (the header and, on a machine without
+    // NVML, what it cannot read), then Ctrl+C.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    for _ in 0..2 {
+        use std::io::BufRead;
+        assert!(
+            stdout.read_line(&mut text).unwrap() > 0,
+            "ended early: {text}"
+        );
+    }
     let sent = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(sent.success());
     let started = std::time::Instant::now();
-    let out = child.wait_with_output().unwrap();
+    std::io::Read::read_to_string(&mut stdout, &mut text).unwrap();
+    let status = child.wait().unwrap();
     assert!(
         started.elapsed() < std::time::Duration::from_secs(2),
         "Ctrl+C stops within 2 s"
     );
-    assert_eq!(out.status.code(), Some(0), "a clean exit");
-    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(status.code(), Some(0), "a clean exit");
     assert!(text.ends_with('\n'));
     for line in text.lines() {
         serde_json::from_str::<serde_json::Value>(line).expect("no torn line");

@@ -82,8 +82,57 @@ pub fn kiln() -> std::process::Command {
     }
 }
 
-/// `kiln verdict --json RUN_DIR`, plus `extra` flags.
+/// `kiln verdict --json RUN_DIR`, plus `extra` flags, judged in this process through the
+/// command's own steps (`cmd::parse`, `rebuild::check`, `rebuild::rebuilt`): what the
+/// binary prints on stdout and stderr and its exit code, without starting it. The verdict
+/// is a pure function of the run directory; `verdict::the_binary_judges_as_the_tests_do`
+/// holds the binary to the same answers.
 pub fn verdict(run_dir: &std::path::Path, extra: &[&std::ffi::OsStr]) -> std::process::Output {
+    use kiln::cmd::{Refusal, cli::Command, edge, rebuild};
+    use std::os::unix::process::ExitStatusExt;
+    let mut args: Vec<std::ffi::OsString> = vec!["kiln".into(), "verdict".into(), "--json".into()];
+    args.push(run_dir.into());
+    args.extend(extra.iter().map(|a| a.to_os_string()));
+    let args = match kiln::cmd::parse(args) {
+        Ok(Command::Verdict(args)) => args,
+        Ok(_) => unreachable!("`kiln verdict` parses to the verdict"),
+        Err(Refusal::Shown(e)) => panic!("`kiln verdict {extra:?}` shows clap's text: {e}"),
+        Err(Refusal::Usage(sentence)) => {
+            return output(
+                kiln::verdict::exit_code::USAGE,
+                "",
+                &edge::error_line(&sentence),
+            );
+        }
+    };
+    let judged = rebuild::check(&args)
+        .and_then(|thresholds| rebuild::rebuilt(&args.run_dir, &thresholds, args.verbose));
+    return match judged {
+        Ok((report, mut text)) => {
+            if let Some(dir) = &args.textfile_dir {
+                text.push_str(&edge::publish_run_metrics(dir, &args.run_dir));
+            }
+            let json = serde_json::to_string_pretty(&report).unwrap() + "\n";
+            output(report.exit_code, &json, &text)
+        }
+        Err(e) => output(e.exit_code(), "", &edge::error_line(&edge::sentence_of(&e))),
+    };
+
+    fn output(code: i32, stdout: &str, stderr: &str) -> std::process::Output {
+        std::process::Output {
+            status: std::process::ExitStatus::from_raw((code & 0xff) << 8),
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: stderr.as_bytes().to_vec(),
+        }
+    }
+}
+
+/// `kiln verdict --json RUN_DIR`, plus `extra` flags, through the binary: for the tests
+/// of the process itself.
+pub fn verdict_of_binary(
+    run_dir: &std::path::Path,
+    extra: &[&std::ffi::OsStr],
+) -> std::process::Output {
     kiln()
         .args(["verdict", "--json"])
         .arg(run_dir)
@@ -400,10 +449,38 @@ pub fn wait_with_limit(
     }
 }
 
+/// Checks that `kiln args` is refused before anything starts, in this process, as the
+/// binary refuses it: parsed by `cmd::parse` and checked by `cmd::check` (what each command
+/// does first), exit 64 and one line starting `kiln: ` and holding `needle`, no longer than
+/// a sane sentence. Arguments refused only once the command runs (a device that is not
+/// there) go through [`usage_error_of_binary`].
+pub fn usage_error(args: &[&str], needle: &str) {
+    use kiln::cmd::{Refusal, edge};
+    let argv = std::iter::once("kiln").chain(args.iter().copied());
+    let (code, sentence) = match kiln::cmd::parse(argv) {
+        Err(Refusal::Usage(sentence)) => (kiln::verdict::exit_code::USAGE, sentence),
+        Err(Refusal::Shown(e)) => panic!("{args:?}: shown, not refused: {e}"),
+        Ok(command) => match kiln::cmd::check(&command) {
+            Err(e) => (e.exit_code(), edge::sentence_of(&e)),
+            Ok(()) => panic!("{args:?}: passes every check made before the command starts"),
+        },
+    };
+    let text = edge::error_line(&sentence);
+    assert_eq!(code, 64, "{args:?}: {text}");
+    assert_eq!(
+        text.trim().lines().count(),
+        1,
+        "{args:?}: one sentence, got {text}"
+    );
+    assert!(text.starts_with("kiln: "), "{args:?}: {text}");
+    assert!(text.contains(needle), "{args:?}: `{needle}` not in {text}");
+    assert!(text.len() < 600, "{args:?}: {} characters", text.len());
+}
+
 /// Runs `kiln args` in an empty directory and checks it is refused before anything
 /// starts: exit 64, one line on stderr starting `kiln: ` and holding `needle`, no longer
 /// than a sane sentence, nothing on stdout, no run directory made.
-pub fn usage_error(args: &[&str], needle: &str) {
+pub fn usage_error_of_binary(args: &[&str], needle: &str) {
     let dir = tempfile::tempdir().unwrap();
     let out = kiln().args(args).current_dir(dir.path()).output().unwrap();
     let text = String::from_utf8_lossy(&out.stderr);

@@ -184,7 +184,14 @@ fn the_last_full_run_must_be_recent_and_a_pass() {
     assert_eq!(out.status.code(), Some(0));
     let (code, first, _) = check("24h");
     assert_eq!(code, 0, "{first}");
-    std::thread::sleep(Duration::from_millis(1200));
+    // Older than a second (by when it started) before it is judged against `1s`.
+    let started = common::read_json(&runs.join("pass").join("report.json"))["started_utc"]
+        .as_str()
+        .and_then(kiln::evidence::parse_utc_timestamp)
+        .expect("the run's start in UTC");
+    while std::time::SystemTime::now() < started + Duration::from_millis(1200) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (code, first, _) = check("1s");
     assert_eq!(
         (code, first.contains("[KILN-RUN-001]")),
@@ -532,9 +539,17 @@ fn the_last_full_run_is_the_one_that_started_last() {
     std::fs::create_dir(&runs).unwrap();
     let newer = run_in(&runs, "newer", "h200_healthy", &utc(-3600));
     let older = run_in(&runs, "older", "vram_stuck_bit", &utc(-7200));
-    // Rebuilding the old failing run's report makes its files the newest on disk.
-    std::thread::sleep(Duration::from_millis(1100));
+    // Rebuilding the old failing run's report makes its files the newest on disk, by an
+    // hour, whatever the file system's clock granularity.
     assert_eq!(common::verdict(&older, &[]).status.code(), Some(1));
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for entry in std::fs::read_dir(&newer).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(an_hour_ago).unwrap();
+        }
+    }
     assert!(newer.join("report.json").is_file());
     let (code, first, _) = health(&[
         "--telemetry-replay",

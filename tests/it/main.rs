@@ -4,9 +4,11 @@
 //! what people read) is tested in-process, and the binary is started where the process is
 //! what is tested: exit codes, signals, workers, files, Wine.
 //!
-//! Two markers in a test's path choose where it runs (`scripts/test.sh`):
-//! - `::timed::` a test that holds a load for a time or measures one: run after the others,
-//!   one at a time, so that no sibling shares the cores while it measures;
+//! Three markers in a test's path choose where it runs (`scripts/test.sh`):
+//! - `::timed::` a test that holds a load for a time (a burn-in's phases, a profile's
+//!   budget): run after the others, one at a time, beside the tests of the emulated cards;
+//! - `::alone::` a test that measures kiln's own timing (the sidecar's ticks): run last,
+//!   with nothing beside it;
 //! - `::card::` a test whose outcome depends on the device (its memory model, BAR,
 //!   vendor, NVML): run again on every emulated discrete card; `::card::units::` also on
 //!   a device with matrix units.

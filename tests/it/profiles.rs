@@ -658,7 +658,15 @@ mod timed {
     /// `rma` with a stuck bit planted, so that its three confirmation runs must fit too.
     #[test]
     fn every_bundled_profile_ends_within_a_short_budget() {
-        const BUDGET_S: u64 = 24;
+        // Burn-in's retention idles and rma's confirmation runs need their room; the
+        // others are held to less.
+        let budget_s = |name: &str| -> u64 {
+            if matches!(name, "burn-in" | "rma") {
+                24
+            } else {
+                8
+            }
+        };
         // Starting the device, the telemetry's idle second and writing the reports.
         const START_UP_S: f64 = 12.0;
         let dir = tempfile::tempdir().unwrap();
@@ -671,7 +679,7 @@ mod timed {
                 "--device".into(),
                 "cpu".into(),
                 "--duration".into(),
-                format!("{BUDGET_S}s"),
+                format!("{}s", budget_s(name)),
                 "--vram-bytes".into(),
                 "64MiB".into(),
                 "--out".into(),
@@ -688,8 +696,9 @@ mod timed {
             let took = started.elapsed().as_secs_f64();
             let said = String::from_utf8_lossy(&out.stderr);
             assert!(
-                took <= BUDGET_S as f64 + START_UP_S,
-                "{name}: {took:.1} s for a {BUDGET_S} s budget\n{said}"
+                took <= budget_s(name) as f64 + START_UP_S,
+                "{name}: {took:.1} s for a {} s budget\n{said}",
+                budget_s(name)
             );
             let report = common::read_json(&run_dir.join("report.json"));
             if name == "rma" {

@@ -3,7 +3,8 @@
 //! applications, one leaking and one squeezed by another process (each a run
 //! of the scenario corpus, so nothing in them moves but the machine's own names, which are
 //! masked). A change of wording or numbers shows as a diff here, to be accepted on purpose
-//! (`INSTA_UPDATE=always cargo test --test snapshots`, then review the `.snap` files).
+//! (`INSTA_UPDATE=always cargo test --test it snapshots::`, then review the `.snap` files in
+//! `tests/it/snapshots/`). The summaries are judged in-process (`common::verdict`).
 
 use crate::common;
 
@@ -99,12 +100,9 @@ fn check(run: &str) {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join(run);
     common::lay_out_scenario(run, &run_dir);
-    let out = common::kiln()
-        .arg("verdict")
-        .arg(&run_dir)
-        .output()
-        .unwrap();
-    let summary = masked(&run_dir, &String::from_utf8_lossy(&out.stdout));
+    // The summary `kiln verdict` prints (on stderr beside `--json`'s report).
+    let out = common::verdict(&run_dir, &[]);
+    let summary = masked(&run_dir, &common::stderr(&out));
     let read = |file: &str| {
         masked(
             &run_dir,
@@ -166,11 +164,7 @@ fn the_verdict_in_plain_words_reads_the_same() {
         let dir = tempfile::tempdir().unwrap();
         let run_dir = dir.path().join(run);
         common::lay_out_scenario(run, &run_dir);
-        let out = common::kiln()
-            .args(["verdict", "--json"])
-            .arg(&run_dir)
-            .output()
-            .unwrap();
+        let out = common::verdict(&run_dir, &[]);
         let report: kiln::verdict::Report = serde_json::from_slice(&out.stdout).unwrap();
         let code = out.status.code().unwrap();
         let words = kiln::report::terminal::in_plain_words(&report, code);
@@ -201,15 +195,11 @@ fn the_burn_in_findings_read_the_same() {
         let dir = tempfile::tempdir().unwrap();
         let run_dir = dir.path().join(run);
         common::lay_out_scenario(run, &run_dir);
-        let out = common::kiln()
-            .args(["verdict", "--verbose"])
-            .arg(&run_dir)
-            .output()
-            .unwrap();
+        let out = common::verdict(&run_dir, &["--verbose".as_ref()]);
         let code = out.status.code().unwrap();
         all.push_str(&format!(
             "== {run} (exit {code})\n{}\n",
-            masked(&run_dir, &String::from_utf8_lossy(&out.stdout))
+            masked(&run_dir, &common::stderr(&out))
         ));
     }
     insta::with_settings!({filters => filters(), prepend_module_to_snapshot => false}, {

@@ -1,14 +1,14 @@
 //! The telemetry sidecar's timing against an emulated NVIDIA node whose NVML calls take
-//! their real time: in a binary of its own, so that no sibling test shares the cores
-//! while it measures whether a tick's reads fit the interval (on two busy cores the fake's
+//! their real time: among the tests that run alone, so that no sibling test shares the
+//! cores while it measures whether a tick's reads fit the interval (on two busy cores the fake's
 //! millisecond sleeps overran, and ticks were missed that the sidecar did not cause).
 
 use crate::common::{Node, expect_json};
 use serde_json::json;
 
-/// Timed: each holds a load for a time or measures one, so they run after the rest, one
-/// at a time (`scripts/test.sh`).
-mod timed {
+/// Alone: it measures the sidecar's own timing, so it runs last with nothing beside it
+/// (`scripts/test.sh`).
+mod alone {
     use super::*;
 
     #[test]

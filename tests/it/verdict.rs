@@ -11,8 +11,13 @@ fn a_rebuilt_report_matches_the_runs_own() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     let original = expect_json(&quick_run(&["--json"], &run_dir), 0);
-    // Rebuilt later: the report keeps the run's own times, not the rebuild's.
-    std::thread::sleep(std::time::Duration::from_millis(2100));
+    // Rebuilt over two seconds after the run ended: the report keeps the run's own times,
+    // not the rebuild's.
+    let finished = kiln::evidence::parse_utc_timestamp(original["finished_utc"].as_str().unwrap())
+        .expect("the run's end in UTC");
+    while std::time::SystemTime::now() < finished + std::time::Duration::from_millis(2100) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let rebuilt = expect_json(&verdict(&run_dir, &[]), 0);
     for key in ["result", "exit_code", "schema", "run_id", "started_utc"] {
         assert_eq!(rebuilt[key], original[key], "{key}");
@@ -357,4 +362,45 @@ fn a_device_whose_xids_nothing_can_show_is_said_to_be_unwatched() {
         let notes = report["notes"].to_string();
         assert_eq!(notes.contains(unwatched), said, "{gaps:?}: {notes}");
     }
+}
+
+#[test]
+fn the_binary_judges_as_the_tests_do() {
+    // The suite judges the scenarios in its own process (common::verdict): the binary must
+    // print the same report, the same summary and exit the same, for one run of every exit
+    // code, with a site's thresholds, and for a directory that holds no run.
+    let work = tempfile::tempdir().unwrap();
+    let mut codes = std::collections::BTreeSet::new();
+    for name in [
+        "amd_healthy",
+        "amd_memory_uncorrectable",
+        "arc_a770_thermal_limit",
+        "alloc_fragmented",
+        "compute_slow_unexplained",
+        "pcie_replays_strict_site",
+        "interrupted_before_pcie",
+    ] {
+        let run_dir = work.path().join(name);
+        lay_out_scenario(name, &run_dir);
+        let thresholds = scenarios().join(name).join("thresholds.json");
+        let extra: Vec<&std::ffi::OsStr> = if thresholds.is_file() {
+            vec!["--thresholds".as_ref(), thresholds.as_os_str()]
+        } else {
+            Vec::new()
+        };
+        let binary = verdict_of_binary(&run_dir, &extra);
+        let in_process = verdict(&run_dir, &extra);
+        assert_eq!(binary.status.code(), in_process.status.code(), "{name}");
+        assert_eq!(json(&binary), json(&in_process), "{name}");
+        assert_eq!(stderr(&binary), stderr(&in_process), "{name}");
+        codes.insert(binary.status.code());
+    }
+    assert_eq!(codes.len(), 5, "one run of every exit code: {codes:?}");
+    let empty = work.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let (binary, in_process) = (verdict_of_binary(&empty, &[]), verdict(&empty, &[]));
+    assert_eq!(binary.status.code(), Some(64));
+    assert_eq!(in_process.status.code(), Some(64));
+    assert_eq!(stderr(&binary), stderr(&in_process));
+    assert!(binary.stdout.is_empty() && in_process.stdout.is_empty());
 }

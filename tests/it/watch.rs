@@ -567,7 +567,7 @@ fn pid_of_a_process_that_is_not_there_or_soon_gone_is_one_sentence() {
     let mut gone = Command::new("true").spawn().unwrap();
     let pid = gone.id();
     gone.wait().unwrap();
-    common::usage_error(
+    common::usage_error_of_binary(
         &["watch", "--pid", &pid.to_string()],
         "no such process is running",
     );
@@ -614,7 +614,8 @@ fn bad_flags_are_refused_with_one_sentence_before_anything_starts() {
         &["watch", "--pid", "1", "--iteration", "step"],
         "--iteration reads the application's output",
     );
-    common::usage_error(
+    // Refused when kiln starts it: through the binary.
+    common::usage_error_of_binary(
         &["watch", "--", "kiln-no-such-program-anywhere"],
         "no such program",
     );

@@ -840,5 +840,10 @@ pub fn check_flags(args: &crate::cmd::cli::BenchArgs) -> Result<(), AppError> {
             )));
         }
     }
+    if args.what == "watch" && args.command.is_empty() {
+        return Err(AppError::Usage(
+            "kiln bench watch needs a command after `--`".into(),
+        ));
+    }
     Ok(())
 }

@@ -762,13 +762,20 @@ fn hours(d: Duration) -> f64 {
     d.as_secs_f64() / 3600.0
 }
 
+/// What `kiln health` checks of its command line before it reads the node: the textfile
+/// directory.
+pub fn check_args(args: &crate::cmd::cli::HealthArgs) -> Result<(), crate::error::AppError> {
+    match &args.textfile_dir {
+        Some(dir) => crate::cmd::edge::textfile_dir_usable(dir),
+        None => Ok(()),
+    }
+}
+
 /// `kiln health`.
 pub fn command(args: crate::cmd::cli::HealthArgs) -> Result<i32, crate::error::AppError> {
     use crate::cmd::edge::{err, out};
     use crate::error::AppError;
-    if let Some(dir) = &args.textfile_dir {
-        crate::cmd::edge::textfile_dir_usable(dir)?;
-    }
+    check_args(&args)?;
     let h = check(&HealthOptions {
         expect_gpus: args.expect_gpus,
         state: args.state,

@@ -408,8 +408,9 @@ impl Watching {
 pub fn command(args: crate::cmd::cli::WatchArgs) -> Result<i32, AppError> {
     use std::io::IsTerminal;
     crate::cmd::run::catch_signals();
+    let (target, thresholds) = check(&args)?;
     let opts = WatchOptions {
-        target: target(&args)?,
+        target,
         devices: args.devices,
         interval: args.interval,
         iteration: args.iteration,
@@ -417,7 +418,7 @@ pub fn command(args: crate::cmd::cli::WatchArgs) -> Result<i32, AppError> {
         alert_share: args.alert.map(|p| p / 100.0),
         on_alert: args.on_alert,
         out: args.out,
-        thresholds: crate::cmd::edge::thresholds(&args.thresholds)?,
+        thresholds,
         live: std::io::stderr().is_terminal(),
     };
     let report = watch(&opts)?;
@@ -438,6 +439,17 @@ pub fn command(args: crate::cmd::cli::WatchArgs) -> Result<i32, AppError> {
         ));
     }
     Ok(report.exit_code)
+}
+
+/// What `kiln watch` checks before it starts: what to watch, and the thresholds to judge
+/// it by.
+pub fn check(
+    args: &crate::cmd::cli::WatchArgs,
+) -> Result<(Target, crate::verdict::thresholds::Thresholds), AppError> {
+    Ok((
+        target(args)?,
+        crate::cmd::edge::thresholds(&args.thresholds)?,
+    ))
 }
 
 /// What `kiln watch` was asked to watch: a command after `--` or a running process,
