@@ -56,12 +56,29 @@ cp target/debug/libkiln_fake_nvml.so "$node/libnvidia-ml.so.1"
 echo '{"driver_version": "550.90.07", "gpus": [{"uuid": "GPU-4b494c4e-4832-3030-8000-00000000003b", "bus_id": "00000000:3B:00.0"}]}' \
     > "$node/h200.json"
 
-# The timed tests, one at a time, with the CPU device on both cores as a card gives a load
-# all of itself; beside them, one at a time too, the tests of the card on each emulated
-# card and of the matrix units: two tests at once, as in the first pass.
+# Two tests at once from here on, as in the first pass: the timed tests one at a time,
+# with the CPU device on both cores as a card gives a load all of itself, then the tests
+# of the matrix units; beside them, one at a time too, the tests of the card on each
+# emulated card.
+units="${KILN_MATRIX_UNITS_DIR:-/opt/kiln-matrix-units}/run"
+timed_and_units() {
+    echo "== the timed tests, one at a time"
+    env -u LP_NUM_THREADS RUST_TEST_THREADS=1 cargo test "$@" --test it ::timed::
+    # The matrix workload's cooperative-matrix path, on a CPU device that has matrix
+    # units (scripts/matrix-units-driver.sh, installed by setup.sh --test): fp16 and int8
+    # must run on the units there, and every planted fault must still be found at its
+    # coordinates; then on that device disguised as an NVIDIA card without BAR.
+    echo "== the tests of the matrix units on a CPU device with matrix units (VK_KHR_cooperative_matrix)"
+    RUST_TEST_THREADS=1 KILN_EXPECT_MATRIX_UNITS=1 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" \
+        cargo test "$@" --test it ::units::
+    echo "== the tests of the matrix units on an emulated nvidia card with matrix units, BAR: none"
+    RUST_TEST_THREADS=1 VK_LAYER_PATH="$PWD/$layer" VK_INSTANCE_LAYERS=VK_LAYER_KILN_emulated_discrete \
+        KILN_EMULATE_VENDOR=nvidia KILN_EMULATE_BAR=none KILN_EXPECT_MATRIX_UNITS=1 \
+        CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" cargo test "$@" --test it ::units::
+}
 timed_log=target/timed-tests.log
-echo "== the timed tests, one at a time, beside the tests of the card (their output follows those)"
-env -u LP_NUM_THREADS RUST_TEST_THREADS=1 cargo test "$@" --test it ::timed:: >"$timed_log" 2>&1 &
+echo "== the timed tests and those of the matrix units, beside the tests of the card (their output follows)"
+timed_and_units "$@" >"$timed_log" 2>&1 &
 timed=$!
 export RUST_TEST_THREADS=1
 for card in nvidia/none amd/small intel/rebar; do
@@ -79,21 +96,8 @@ for card in nvidia/none amd/small intel/rebar; do
         VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd \
         cargo test "$@" --test it ::card::
 done
-# The matrix workload's cooperative-matrix path, on a CPU device that has matrix units
-# (scripts/matrix-units-driver.sh, installed by setup.sh --test): fp16 and int8 must run
-# on the units there, and every planted fault must still be found at its coordinates;
-# then on that device disguised as an NVIDIA card without BAR.
-units="${KILN_MATRIX_UNITS_DIR:-/opt/kiln-matrix-units}/run"
-echo "== the tests of the matrix units on a CPU device with matrix units (VK_KHR_cooperative_matrix)"
-KILN_EXPECT_MATRIX_UNITS=1 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" \
-    cargo test "$@" --test it ::units::
-echo "== the tests of the matrix units on an emulated nvidia card with matrix units, BAR: none"
-VK_LAYER_PATH="$PWD/$layer" VK_INSTANCE_LAYERS=VK_LAYER_KILN_emulated_discrete \
-    KILN_EMULATE_VENDOR=nvidia KILN_EMULATE_BAR=none KILN_EXPECT_MATRIX_UNITS=1 \
-    CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" cargo test "$@" --test it ::units::
 timed_ok=true
 wait "$timed" || timed_ok=false
-echo "== the timed tests"
 cat "$timed_log"
 $timed_ok || exit 1
 

@@ -3,8 +3,8 @@
 # lavapipe (the `wine::` tests of tests/it). Where the Rust target, MinGW, Wine or Xvfb is
 # missing it fails with one sentence: CI never drops the Windows suite without a word.
 # KILN_SKIP_WINDOWS=1 skips it on purpose, and says so. Arguments go to `cargo test`;
-# `--build-only` builds kiln.exe and stops (scripts/test.sh builds it beside the other
-# tests, at the lowest priority). The build has its own target directory
+# `--build-only` builds kiln.exe, makes Wine's prefix and stops (scripts/test.sh runs it
+# beside the other tests, at the lowest priority). The build has its own target directory
 # (target/windows), so that it never waits for, nor holds, the lock of the Linux build the
 # other tests run.
 #
@@ -34,11 +34,7 @@ for tool in x86_64-w64-mingw32-gcc wine Xvfb; do
   }
 done
 out="target/windows/$target/debug"
-if $build_only; then
-  CARGO_TARGET_DIR=target/windows cargo build --target "$target" -p kiln
-  exit 0
-fi
-echo "== kiln.exe (cross-built for $target) under Wine on lavapipe"
+$build_only || echo "== kiln.exe (cross-built for $target) under Wine on lavapipe"
 CARGO_TARGET_DIR=target/windows cargo build --target "$target" -p kiln
 x86_64-w64-mingw32-gcc -shared -O2 -o "$out/bcryptprimitives.dll" tests/wine/bcryptprimitives.c -ladvapi32
 export WINEPREFIX="$PWD/target/wine-prefix" WINEDEBUG=-all
@@ -52,7 +48,9 @@ Xvfb "$display" -screen 0 640x480x24 -nolisten tcp >/dev/null 2>&1 &
 xvfb=$!
 trap 'kill $xvfb 2>/dev/null || true; wineserver -k 2>/dev/null || true' EXIT
 export DISPLAY="$display"
+# Wine's first start makes its prefix (a dozen seconds): done by --build-only too.
 [ -d "$WINEPREFIX" ] || wineboot -i >/dev/null 2>&1 || true
+$build_only && exit 0
 icd=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -n 1)
 KILN_WINE_EXE="$PWD/$out/kiln.exe" VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd" \
   cargo test "$@" --test it wine:: -- --ignored
