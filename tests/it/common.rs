@@ -465,8 +465,13 @@ pub fn usage_error(args: &[&str], needle: &str) {
             Ok(()) => panic!("{args:?}: passes every check made before the command starts"),
         },
     };
-    let text = edge::error_line(&sentence);
-    assert_eq!(code, 64, "{args:?}: {text}");
+    assert_refused(args, Some(code), &edge::error_line(&sentence), needle);
+}
+
+/// What every refusal of `args` must be: exit 64 and one line on stderr, starting `kiln: `
+/// and holding `needle`, no longer than a sane sentence.
+fn assert_refused(args: &[&str], code: Option<i32>, text: &str, needle: &str) {
+    assert_eq!(code, Some(64), "{args:?}: {text}");
     assert_eq!(
         text.trim().lines().count(),
         1,
@@ -484,15 +489,7 @@ pub fn usage_error_of_binary(args: &[&str], needle: &str) {
     let dir = tempfile::tempdir().unwrap();
     let out = kiln().args(args).current_dir(dir.path()).output().unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{args:?}: {text}");
-    assert_eq!(
-        text.trim().lines().count(),
-        1,
-        "{args:?}: one sentence, got {text}"
-    );
-    assert!(text.starts_with("kiln: "), "{args:?}: {text}");
-    assert!(text.contains(needle), "{args:?}: `{needle}` not in {text}");
-    assert!(text.len() < 600, "{args:?}: {} characters", text.len());
+    assert_refused(args, out.status.code(), &text, needle);
     assert!(!text.contains("panicked"));
     assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
     assert!(
