@@ -88,9 +88,10 @@ where
 }
 
 /// What `command` checks before it starts anything, without starting it: each command's
-/// own first step (the command calls the same function), so that every usage error can be
-/// found in-process. A check that needs the device open (a benchmark's size against the
-/// memory free on it) is made when the command runs.
+/// own first step (the command calls the same function; for `kiln run`, what `--dry-run`
+/// checks: the profile with the flags over it, and the devices and sizes they select), so
+/// that every usage error can be found in-process. A check that needs the device open (a
+/// benchmark's size against the memory free on it) is made when the command runs.
 pub fn check(command: &Command) -> Result<(), AppError> {
     match command {
         Command::Run(args) => run::prepare(args).and_then(|opts| run::dry_run(&opts).map(drop)),

@@ -11,13 +11,21 @@ use crate::verdict::{Report, exit_code};
 
 /// `kiln verdict`.
 pub fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
-    let thresholds = check(&args)?;
+    let (report, text) = judged(&args)?;
+    print_report(args.json, &report, &text);
+    Ok(report.exit_code)
+}
+
+/// What `kiln verdict` does short of printing: the run judged again, its reports and any
+/// metrics written, and the summary it prints (the tests judge runs through this, in
+/// their own process).
+pub fn judged(args: &VerdictArgs) -> Result<(Report, String), AppError> {
+    let thresholds = check(args)?;
     let (report, mut text) = rebuilt(&args.run_dir, &thresholds, args.verbose)?;
     if let Some(dir) = &args.textfile_dir {
         text.push_str(&publish_run_metrics(dir, &args.run_dir));
     }
-    print_report(args.json, &report, &text);
-    Ok(report.exit_code)
+    Ok((report, text))
 }
 
 /// What `kiln verdict` checks before it reads the run: the textfile directory and the

@@ -83,7 +83,7 @@ pub fn kiln() -> std::process::Command {
 }
 
 /// `kiln verdict --json RUN_DIR`, plus `extra` flags, judged in this process through the
-/// command's own steps (`cmd::parse`, `rebuild::check`, `rebuild::rebuilt`): what the
+/// command's own steps (`cmd::parse`, then `rebuild::judged`): what the
 /// binary prints on stdout and stderr and its exit code, without starting it. The verdict
 /// is a pure function of the run directory; `verdict::the_binary_judges_as_the_tests_do`
 /// holds the binary to the same answers.
@@ -105,13 +105,8 @@ pub fn verdict(run_dir: &std::path::Path, extra: &[&std::ffi::OsStr]) -> std::pr
             );
         }
     };
-    let judged = rebuild::check(&args)
-        .and_then(|thresholds| rebuild::rebuilt(&args.run_dir, &thresholds, args.verbose));
-    return match judged {
-        Ok((report, mut text)) => {
-            if let Some(dir) = &args.textfile_dir {
-                text.push_str(&edge::publish_run_metrics(dir, &args.run_dir));
-            }
+    return match rebuild::judged(&args) {
+        Ok((report, text)) => {
             let json = serde_json::to_string_pretty(&report).unwrap() + "\n";
             output(report.exit_code, &json, &text)
         }

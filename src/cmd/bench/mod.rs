@@ -841,9 +841,7 @@ pub fn check_flags(args: &crate::cmd::cli::BenchArgs) -> Result<(), AppError> {
         }
     }
     if args.what == "watch" && args.command.is_empty() {
-        return Err(AppError::Usage(
-            "kiln bench watch needs a command after `--`".into(),
-        ));
+        return Err(AppError::Usage(watch::NEEDS_A_COMMAND.into()));
     }
     Ok(())
 }

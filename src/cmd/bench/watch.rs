@@ -27,11 +27,15 @@ pub struct WatchBench {
     pub traced_records: u64,
 }
 
+/// Why `kiln bench watch` without a command is refused (by `check_flags` before anything
+/// starts, and here for a caller that skipped it).
+pub const NEEDS_A_COMMAND: &str = "kiln bench watch needs a command after `--`";
+
 /// Runs `command` `runs` times each way, alternating, and compares.
 pub fn bench(command: &[String], runs: usize, interval: Duration) -> Result<WatchBench, AppError> {
     let program = command
         .first()
-        .ok_or_else(|| AppError::Usage("kiln bench watch needs a command after `--`".into()))?;
+        .ok_or_else(|| AppError::Usage(NEEDS_A_COMMAND.into()))?;
     if crate::platform::process::find_program(program).is_none() {
         return Err(AppError::Usage(format!(
             "cannot start {}: no such program (not a runnable file, nor on PATH)",
