@@ -14,7 +14,6 @@ use crate::finding::{Class, FindingCode};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::signals;
 use crate::verdict::rules::rates;
-use crate::verdict::thresholds::Thresholds;
 use crate::verdict::{DeviceReport, Report, VerdictError, exit_code, rebuild};
 
 /// Counters that only grow over a card's life (they survive reboots): growth between two
@@ -202,8 +201,8 @@ fn rate_said(rate: &str, value: f64) -> String {
 
 /// Compares two run directories.
 pub fn compare(before: &Path, after: &Path, tolerance: f64) -> Result<Comparison, VerdictError> {
-    let thresholds = Thresholds::default();
-    let (a, b) = (rebuild(before, &thresholds)?, rebuild(after, &thresholds)?);
+    // Each run by its own thresholds: the verdict it gave, not one judged anew.
+    let (a, b) = (rebuild(before, None)?, rebuild(after, None)?);
     let mut c = compare_reports(
         &a,
         &b,

@@ -6,7 +6,6 @@ use std::path::Path;
 use super::cli::{ReportArgs, VerdictArgs};
 use super::edge::{err, out, print_report, publish_run_metrics, textfile_dir_usable, thresholds};
 use crate::error::AppError;
-use crate::verdict::thresholds::Thresholds;
 use crate::verdict::{Report, exit_code};
 
 /// `kiln verdict`.
@@ -20,33 +19,34 @@ pub fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
 /// metrics written, and the summary it prints (the tests judge runs through this, in
 /// their own process).
 pub fn judged(args: &VerdictArgs) -> Result<(Report, String), AppError> {
-    let thresholds = check(args)?;
-    let (report, mut text) = rebuilt(&args.run_dir, &thresholds, args.verbose)?;
+    check(args)?;
+    let (report, mut text) = rebuilt(&args.run_dir, args.thresholds.as_deref(), args.verbose)?;
     if let Some(dir) = &args.textfile_dir {
         text.push_str(&publish_run_metrics(dir, &args.run_dir));
     }
     Ok((report, text))
 }
 
-/// What `kiln verdict` checks before it reads the run: the textfile directory and the
-/// thresholds (returned).
-pub fn check(args: &VerdictArgs) -> Result<Thresholds, AppError> {
+/// What `kiln verdict` checks before it reads the run: the textfile directory, and that a
+/// `--thresholds` file is one kiln can read.
+pub fn check(args: &VerdictArgs) -> Result<(), AppError> {
     if let Some(dir) = &args.textfile_dir {
         textfile_dir_usable(dir)?;
     }
-    thresholds(&args.thresholds)
+    thresholds(&args.thresholds).map(|_| ())
 }
 
-/// The run in `run_dir` judged again under `thresholds`, its reports written beside its
-/// evidence (atomically; a directory that cannot take them keeps its own, and the report
-/// says so), and the terminal summary of it: what `kiln verdict` prints.
+/// The run in `run_dir` judged again by its own thresholds (with `overlay`'s laid over
+/// them, where given), its reports written beside its evidence (atomically; a directory
+/// that cannot take them keeps its own, and the report says so), and the terminal summary
+/// of it: what `kiln verdict` prints.
 pub fn rebuilt(
     run_dir: &Path,
-    thresholds: &Thresholds,
+    overlay: Option<&Path>,
     verbose: bool,
 ) -> Result<(Report, String), AppError> {
     let mut report =
-        crate::verdict::rebuild(run_dir, thresholds).map_err(|e| AppError::Usage(e.to_string()))?;
+        crate::verdict::rebuild(run_dir, overlay).map_err(|e| AppError::Usage(e.to_string()))?;
     if let Err(e) = crate::report::write_all(run_dir, &report) {
         report
             .notes
@@ -64,8 +64,8 @@ pub fn rebuilt(
 
 /// `kiln report`.
 pub fn report(args: ReportArgs) -> Result<i32, AppError> {
-    let report = crate::verdict::rebuild(&args.run_dir, &Default::default())
-        .map_err(|e| AppError::Usage(e.to_string()))?;
+    let report =
+        crate::verdict::rebuild(&args.run_dir, None).map_err(|e| AppError::Usage(e.to_string()))?;
     crate::report::write_all(&args.run_dir, &report).map_err(|e| {
         AppError::Usage(format!(
             "{}: the reports could not be written: {e}",

@@ -138,6 +138,12 @@ pub struct RunSettings {
     /// What `kiln watch` watched, in place of workloads: a run of `kiln run` has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<WatchSettings>,
+    /// The verdict's thresholds the run was judged by (its profile's, with any
+    /// `--thresholds` file laid over them), as written: a verdict or report rebuilt later
+    /// judges by them, never by defaults. Kept as written so that the evidence does not
+    /// depend on the verdict's types; absent in older manifests (kiln's defaults then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thresholds: Option<serde_json::Value>,
 }
 
 /// What `kiln watch` was asked to watch, and how.

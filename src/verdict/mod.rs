@@ -41,6 +41,9 @@ pub enum VerdictError {
     /// A file is unreadable or not what kiln wrote.
     #[error(transparent)]
     Evidence(#[from] EvidenceError),
+    /// The thresholds the run recorded, or a file given to judge it by, cannot be used.
+    #[error("{0}")]
+    Thresholds(String),
 }
 
 /// When a signal stopped the run, and what each device was running then.
@@ -63,19 +66,61 @@ struct DeviceEvidence {
     rates: Vec<RateSample>,
 }
 
-/// Rebuilds the report of the run in `dir`.
-pub fn rebuild(dir: &Path, thresholds: &thresholds::Thresholds) -> Result<Report, VerdictError> {
-    judge_dir(dir, thresholds, false)
+/// Rebuilds the report of the run in `dir`, judged by the run's own thresholds, or by
+/// them with the file `overlay` laid over them (said in the report's notes).
+pub fn rebuild(dir: &Path, overlay: Option<&Path>) -> Result<Report, VerdictError> {
+    judge_dir(dir, overlay, false)
 }
 
-/// Judges the run in `dir`. `live` is for the run itself, which judges its evidence
-/// before it writes the `run_end` record; a rebuild without that record is of a run
-/// that never finished.
-pub fn judge_dir(
-    dir: &Path,
-    thresholds: &thresholds::Thresholds,
-    live: bool,
-) -> Result<Report, VerdictError> {
+/// The thresholds a run is judged by: those its manifest recorded (kiln's defaults for a
+/// manifest older than that record), with `overlay`'s fields laid over them; and, where
+/// the overlay changed any, the note that says so, so that a page judged by other
+/// thresholds than the run's never passes for the run's own verdict.
+pub fn run_thresholds(
+    settings: &crate::evidence::RunSettings,
+    overlay: Option<&Path>,
+) -> Result<(thresholds::Thresholds, Option<String>), VerdictError> {
+    let own = match &settings.thresholds {
+        Some(value) => serde_json::from_value::<thresholds::Thresholds>(value.clone())
+            .map_err(|e| e.to_string())
+            .and_then(|t| t.validate().map(|()| t))
+            .map_err(|e| {
+                VerdictError::Thresholds(format!(
+                    "manifest.json: the thresholds the run recorded are not what kiln wrote ({e})"
+                ))
+            })?,
+        None => thresholds::Thresholds::default(),
+    };
+    let Some(path) = overlay else {
+        return Ok((own, None));
+    };
+    let laid = own.overlay(path).map_err(VerdictError::Thresholds)?;
+    let changed: Vec<&str> = {
+        let (a, b) = (
+            serde_json::to_value(&own).unwrap_or_default(),
+            serde_json::to_value(&laid).unwrap_or_default(),
+        );
+        thresholds::table(&laid)
+            .iter()
+            .map(|(name, ..)| *name)
+            .chain(["floors"])
+            .filter(|name| a.get(name) != b.get(name))
+            .collect()
+    };
+    let note = (!changed.is_empty()).then(|| {
+        format!(
+            "judged with the thresholds of {} laid over the run's own ({} changed): not the verdict the run itself gave",
+            path.display(),
+            changed.join(", ")
+        )
+    });
+    Ok((laid, note))
+}
+
+/// Judges the run in `dir` by its own thresholds (see [`run_thresholds`] for `overlay`).
+/// `live` is for the run itself, which judges its evidence before it writes the `run_end`
+/// record; a rebuild without that record is of a run that never finished.
+pub fn judge_dir(dir: &Path, overlay: Option<&Path>, live: bool) -> Result<Report, VerdictError> {
     let manifest_path = dir.join("manifest.json");
     if !manifest_path.is_file() {
         let shown = dir.display().to_string();
@@ -88,6 +133,8 @@ pub fn judge_dir(
         });
     }
     let manifest: Manifest = read_manifest(&manifest_path)?;
+    let (thresholds, overlaid) = run_thresholds(&manifest.settings, overlay)?;
+    let thresholds = &thresholds;
     // Evidence the run wrote that is not there is named, never read as a part that found
     // nothing (a missing file reads as no records).
     let missing: Vec<EvidenceFile> = manifest
@@ -98,7 +145,7 @@ pub fn judge_dir(
     let log = read_events(&dir.join(EvidenceFile::Events.file_name()))?;
     let plan = planned_outcomes(&manifest.settings);
     let stop_on_first_failure = manifest.settings.stop_on_first_failure;
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = overlaid.into_iter().collect();
     let mut devices: Vec<DeviceEvidence> = Vec::new();
     let mut finished = live;
     let mut interrupted: Option<Interruption> = None;

@@ -404,3 +404,79 @@ fn the_binary_judges_as_the_tests_do() {
     assert_eq!(stderr(&binary), stderr(&in_process));
     assert!(binary.stdout.is_empty() && in_process.stdout.is_empty());
 }
+
+#[test]
+fn a_run_is_rebuilt_by_its_own_thresholds() {
+    // A run that passed under a site's thresholds (`kiln run --thresholds`) records them in
+    // its manifest: `kiln verdict`, `kiln report` (and the JUnit file it writes) and `kiln
+    // compare` give that verdict again, never one judged anew by kiln's defaults; a file
+    // given to `kiln verdict` is laid over them, and the report says so.
+    let work = tempfile::tempdir().unwrap();
+    let run_dir = work.path().join("run");
+    let name = "pcie_bandwidth_low_lenient_site";
+    lay_out_scenario(name, &run_dir);
+    let site: serde_json::Value = read_json(&scenarios().join(name).join("thresholds.json"));
+    let own = serde_json::to_value(
+        kiln::verdict::thresholds::Thresholds::load(
+            &scenarios().join(name).join("thresholds.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(own["pcie_low_share"], site["pcie_low_share"]);
+    let manifest_path = run_dir.join("manifest.json");
+    let mut manifest = read_json(&manifest_path);
+    manifest["settings"]["thresholds"] = own;
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+
+    let rebuilt = expect_json(&verdict(&run_dir, &[]), 0);
+    assert_eq!(rebuilt["result"], "pass", "{rebuilt:#}");
+    let notes = rebuilt["notes"].to_string();
+    assert!(!notes.contains("laid over"), "{notes}");
+
+    let report = kiln::cmd::rebuild::report(kiln::cmd::cli::ReportArgs {
+        run_dir: run_dir.clone(),
+        rma: false,
+        bundle: None,
+    })
+    .unwrap();
+    assert_eq!(report, 0, "kiln report judges by the run's own thresholds");
+    assert_eq!(read_json(&run_dir.join("report.json"))["result"], "pass");
+    let junit = std::fs::read_to_string(run_dir.join("junit.xml")).unwrap();
+    assert!(!junit.contains("<failure"), "{junit}");
+    assert!(!junit.contains("PCIE_BANDWIDTH_LOW"), "{junit}");
+
+    let c = kiln::cmd::compare::compare(&run_dir, &run_dir, 0.05).unwrap();
+    assert!(
+        c.devices
+            .iter()
+            .all(|d| d.result_before == "pass" && d.result_after == "pass"),
+        "compare judges each run by its own thresholds"
+    );
+
+    // kiln's default share laid over them: the verdict is another, and says why.
+    let strict = work.path().join("strict.json");
+    std::fs::write(&strict, r#"{"pcie_low_share": 0.75}"#).unwrap();
+    let judged = expect_json(
+        &verdict(&run_dir, &["--thresholds".as_ref(), strict.as_os_str()]),
+        2,
+    );
+    assert_eq!(judged["result"], "environment", "{judged:#}");
+    let notes = judged["notes"].to_string();
+    assert!(
+        notes.contains("laid over the run's own (pcie_low_share changed)"),
+        "{notes}"
+    );
+
+    // Thresholds the run recorded that are not what kiln writes: one sentence, exit 64.
+    manifest["settings"]["thresholds"] = serde_json::json!({"throttle_share": 7});
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let damaged = verdict(&run_dir, &[]);
+    assert_eq!(damaged.status.code(), Some(64));
+    let said = stderr(&damaged);
+    assert!(
+        said.contains("the thresholds the run recorded are not what kiln wrote")
+            && said.contains("between 0 and 1"),
+        "{said}"
+    );
+}

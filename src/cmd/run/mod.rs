@@ -193,7 +193,9 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         plan: serde_json::to_value(&opts.plan).ok(),
         workloads: None,
         watch: None,
-    }; // Nothing to watch when no device can be tested.
+        thresholds: serde_json::to_value(&opts.thresholds).ok(),
+    };
+    // Nothing to watch when no device can be tested.
     let telemetry_interval = opts.telemetry_interval.filter(|_| !infos.is_empty());
     let mut manifest = Manifest::new(infos.clone(), settings, started_utc);
     manifest.stand_in = stand_in;
@@ -255,7 +257,7 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         s.stop();
     }
     let notes_said = if opts.progress { notes.len() } else { 0 };
-    finish(&run_dir, &mut events, started, &opts.thresholds, notes_said)
+    finish(&run_dir, &mut events, started, notes_said)
 }
 
 /// The end of a run (or a watch): its run directory judged, the `run_end` record written
@@ -265,10 +267,10 @@ pub(crate) fn finish(
     run_dir: &RunDir,
     events: &mut EventWriter,
     started: Instant,
-    thresholds: &Thresholds,
     notes_said: usize,
 ) -> Result<Report, AppError> {
-    let mut report = crate::verdict::judge_dir(run_dir.path(), thresholds, true)
+    // The run is judged by the thresholds its manifest recorded, as any rebuild of it is.
+    let mut report = crate::verdict::judge_dir(run_dir.path(), None, true)
         .map_err(|e| AppError::Start(format!("the run's evidence could not be read back: {e}")))?;
     report.wall_s = started.elapsed().as_secs_f64();
     report.notes_said = notes_said;
@@ -389,7 +391,7 @@ pub fn prepare(args: &RunArgs) -> Result<RunOptions, AppError> {
         textfile_dir_usable(dir)?;
     }
     if let Some(base) = &args.baseline {
-        crate::verdict::rebuild(base, &Default::default())
+        crate::verdict::rebuild(base, None)
             .map_err(|e| AppError::Usage(format!("--baseline {}: {e}", base.display())))?;
     }
     Ok(opts)

@@ -143,6 +143,7 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
             trace: layer.is_some(),
             alert_share: opts.alert_share,
         }),
+        thresholds: serde_json::to_value(&opts.thresholds).ok(),
         ..RunSettings::default()
     };
     let telemetry_on = !devices.is_empty();
@@ -327,7 +328,7 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
     live.clear();
     // The notes were said above the live line already, when there was one.
     let said = if opts.live { notes.len() } else { 0 };
-    crate::cmd::run::finish(&run_dir, &mut events, started, &opts.thresholds, said)
+    crate::cmd::run::finish(&run_dir, &mut events, started, said)
 }
 
 /// The watch's own state between ticks.
