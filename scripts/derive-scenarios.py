@@ -223,9 +223,9 @@ def main():
         "result": "environment", "codes": ["BANDWIDTH_LOW_THROTTLED", "THERMAL_THROTTLE"],
         "incomplete": False}, events=slow)
     scenario("h200_slow_unexplained", {
-        "about": "an H200 at half its bandwidth, cool and unthrottled, against kiln's built-in reference: named at low confidence, so not a hardware call by itself, and not a pass either: could not judge yet, recheck against the site's own floor",
-        "run_from": "h200_slow_while_throttled", "telemetry_fixture": "healthy_load", "exit_code": 4,
-        "result": "inconclusive", "codes": ["VRAM_BANDWIDTH_LOW"], "incomplete": False})
+        "about": "an H200 at half its bandwidth (2150 of the 4300 GB/s measured on healthy H200s), full memory clock, cool and unthrottled, nothing else on the GPU: below a measured reference by half, the card (hardware, high confidence)",
+        "run_from": "h200_slow_while_throttled", "telemetry_fixture": "healthy_load", "exit_code": 1,
+        "result": "fail", "codes": ["VRAM_BANDWIDTH_LOW"], "incomplete": False})
     scenario("h200_slow_below_site_floor", {
         "about": "the same run judged by a site floor measured on its own H200s: a slow card, medium confidence",
         "run_from": "h200_slow_unexplained", "exit_code": 1, "result": "fail",
@@ -513,8 +513,8 @@ def field_cases():
 
     # A lone, low-confidence call is not a FAIL.
     field("lone_flip_on_a_hot_card",
-          "one bit flipped once on an H200 at 83 C, unthrottled, and never came back on retest: a recheck (rerun with the rma profile), not an RMA and not a pass",
-          4, "inconclusive", ["VRAM_TRANSIENT_ERROR"],
+          "one bit flipped once on an H200 at 83 C, its HBM at 90 C (5 C short of its limit: a note beside it), unthrottled, and never came back on retest: a recheck (rerun with the rma profile), not an RMA and not a pass",
+          4, "inconclusive", ["VRAM_TRANSIENT_ERROR", "MEMORY_HOT"],
           events=h200_events(4100.0, 3900.0, "vram_single_flip"),
           telemetry=run_telemetry(sample=lambda ph, t: h200_sample(ph, t, temp=36.0 if ph == "preflight" else 83.0)))
 
@@ -744,8 +744,8 @@ def product_cases():
         power=None if ph == "preflight" else limit - 2.0, sm_max=3105, mem_max=10501,
         default=450.0, temp=None if ph == "preflight" else 64.0)
     field("rtx4090_power_limited_to_300w",
-          "an RTX 4090 whose owner set a 300 W limit (of 450 W) and forgot it: the software power cap all load long, the SM clock at 2010 of 3105 MHz and fp32 compute 35 TFLOP/s (its product's reference 49.6, floor 37.2): the configuration holds the card below its product, environment of weight, with the default limit to restore",
-          2, "environment", ["CONFIG_LIMITS_CARD"],
+          "an RTX 4090 whose owner set a 300 W limit (of 450 W) and forgot it: the software power cap all load long, the SM clock at 2010 of 3105 MHz (65%) and fp32 compute 35 TFLOP/s (under the floor of 37.2 that rests on an unmeasured share of the spec sheet: a note): the configuration holds the card below its product, shown by its clock, environment of weight, with the default limit to restore",
+          2, "environment", ["RATE_BELOW_SPEC_SHARE", "CONFIG_LIMITS_CARD"],
           events=card_events(**rtx, verify_gbps=880.0, write_gbps=840.0,
                              gops={"fp32": 35000.0, "int32": 17500.0}),
           telemetry=run_telemetry(sample=rtx_sample(2010, 300.0, 0x4), identity=rtx_identity,
@@ -757,6 +757,33 @@ def product_cases():
           events=card_events(**rtx, verify_gbps=900.0, write_gbps=860.0,
                              gops={"fp32": 62000.0, "int32": 31000.0}),
           telemetry=run_telemetry(sample=rtx_sample(2745, 450.0, 0x4), identity=rtx_identity,
+                                  counters_at=rtx_counters))
+
+    # VRAM streaming against a share of the spec sheet that streaming tools were measured to
+    # reach on GPUs (REFERENCE.md §5): a measured reference, so a shortfall is a call.
+    rtx4080 = dict(name="NVIDIA GeForce RTX 4080", device_id=0x2704)
+    rtx4080_identity = h200_identity(name="NVIDIA GeForce RTX 4080", serial="[N/A]",
+                                     board_part_number="[N/A]", ecc_enabled="false",
+                                     ecc_enabled_pending="false", temp_slowdown_c=90,
+                                     temp_shutdown_c=93, temp_gpu_max_c=88,
+                                     temp_mem_max_c={"unavailable": NS})
+    rtx4080_sample = lambda ph, t: h200_sample(
+        ph, t, sm=2715, mem=11201, sm_max=3105, mem_max=11201, default=320.0, limit=320.0,
+        power=None if ph == "preflight" else 255.0, temp=None if ph == "preflight" else 63.0)
+    field("rtx4080_vram_at_half_its_spec",
+          "an RTX 4080 streaming VRAM at 366 GB/s, 51% of its 716.8 GB/s spec sheet (68% of the 538 GB/s streaming tools reach on healthy cards, floor 403), its memory clock at its full 11201 MHz, cool, no throttle reason, no other process: below a measured reference with nothing to explain it, the card (hardware, a call)",
+          1, "fail", ["VRAM_BANDWIDTH_LOW"],
+          events=card_events(**rtx4080, verify_gbps=366.0, write_gbps=350.0,
+                             gops={"fp32": 40000.0, "int32": 20000.0}),
+          telemetry=run_telemetry(sample=rtx4080_sample, identity=rtx4080_identity,
+                                  counters_at=rtx_counters),
+          reason="VRAM streaming")
+    field("rtx4080_vram_at_six_tenths_of_its_spec",
+          "near miss: the same RTX 4080 streaming at 430 GB/s, 60% of its spec sheet (80% of what healthy cards reach, above the floor of 403): a slower card of its product, not a fault",
+          0, "pass", [],
+          events=card_events(**rtx4080, verify_gbps=430.0, write_gbps=415.0,
+                             gops={"fp32": 40000.0, "int32": 20000.0}),
+          telemetry=run_telemetry(sample=rtx4080_sample, identity=rtx4080_identity,
                                   counters_at=rtx_counters))
 
     # HBM held at half its clock with nothing thermal or power-related to explain it: a
@@ -783,8 +810,8 @@ def product_cases():
     slow_a100 = card_events(**a100, verify_gbps=1500.0, write_gbps=1450.0,
                             gops={"fp32": 6500.0, "int32": 6400.0})
     field("compute_slow_unexplained",
-          "an A100 SXM4 at its full 1410 MHz, cool and unthrottled, computing fp32 at 6.5 TFLOP/s where its product's reference is 11.7 (floor 8.8): slow with nothing to explain it, at low confidence against kiln's built-in reference, so a recheck rather than an RMA",
-          4, "inconclusive", ["COMPUTE_RATE_LOW"], events=slow_a100,
+          "an A100 SXM4 at its full 1410 MHz, cool and unthrottled, computing fp32 at 6.5 TFLOP/s, 33% of its spec sheet's 19.5, under a floor (8.8) that rests on a share kiln's kernel has never been measured to reach on a GPU: a note with the share and how to set floors, never a call on its own (no exit 4 that a fleet would drain on)",
+          0, "pass", ["RATE_BELOW_SPEC_SHARE"], events=slow_a100,
           telemetry=run_telemetry(sample=a100_sample, identity=a100_identity))
     field("compute_slow_below_site_floor",
           "the same A100 judged by the site's own floors from its healthy A100s (fp32 12 TFLOP/s, int32 12 TOP/s): a slow card at medium confidence, hardware",
@@ -795,9 +822,14 @@ def product_cases():
         default=400.0, limit=400.0, temp=None if ph != "compute" else 88.5,
         mask=None if ph != "compute" else 0x40)
     field("compute_slow_while_throttled",
-          "the same slow A100 while its compute phase ran at 88.5 C under hardware thermal slowdown (the SM clock at 870 MHz): the heat explains the rate (environment), and the cooling is the finding",
-          2, "environment", ["COMPUTE_RATE_LOW_THROTTLED", "THERMAL_THROTTLE"],
+          "the same slow A100 while its compute phase ran at 88.5 C under hardware thermal slowdown (the SM clock at 870 MHz): the cooling is the finding (environment); the rate under its unmeasured floor is a note beside it",
+          2, "environment", ["RATE_BELOW_SPEC_SHARE", "THERMAL_THROTTLE"],
           events=slow_a100, telemetry=run_telemetry(sample=hot_a100, identity=a100_identity))
+    field("compute_slow_while_throttled_below_site_floor",
+          "the same hot A100 judged by the site's own floors from its healthy A100s (fp32 12 TFLOP/s): the rate is below a measured floor, and the thermal slowdown explains it: the cooling is the finding (environment), the rate its symptom",
+          2, "environment", ["COMPUTE_RATE_LOW_THROTTLED", "THERMAL_THROTTLE"],
+          run_from="compute_slow_while_throttled",
+          thresholds={"floors": {"compute_fp32_gops": 12000, "compute_int32_gops": 12000}})
 
 
 def whose_xid_cases():
@@ -876,8 +908,8 @@ def amd_and_intel_heat_cases():
                           "aer_correctable": 0, "aer_nonfatal": 0, "aer_fatal": 0}
     amd = dict(identity=identity, source="sysfs", counters_at=counters)
     field("mi300x_junction_at_its_limit_with_clocks_down",
-          "an MI300X whose junction sat at 108 C against its 110 C limit with the graphics clock at 1550 of 2100 MHz all load long, on a driver whose gpu_metrics layout kiln cannot decode (no throttle status): held back for heat, the cooling's finding, and the fp32 rate below its floor is the heat's",
-          2, "environment", ["COMPUTE_RATE_LOW_THROTTLED", "THERMAL_THROTTLE"],
+          "an MI300X whose junction sat at 108 C against its 110 C limit with the graphics clock at 1550 of 2100 MHz all load long, on a driver whose gpu_metrics layout kiln cannot decode (no throttle status): held back for heat, the cooling's finding; its fp32 rate (72 TFLOP/s) is held against the 81.7 TFLOP/s kiln's scalar chains can issue (the sheet's 163.4 counts packed fp32), and is above that floor",
+          2, "environment", ["THERMAL_THROTTLE"],
           events=mi300x_events(72000.0), telemetry=run_telemetry(sample=mi300x(108.0, 1550), **amd),
           reason="junction at 108")
     field("mi300x_socket_thermal_limit_from_gpu_metrics",
@@ -1029,8 +1061,8 @@ def tenant_arrival_cases():
           telemetry=run_telemetry(sample=tenant_from(15.0, 40)),
           reason="50.0 TFLOP/s before it, 25.0 after")
     field("slow_before_the_tenant_came",
-          "near miss: the same arrival on an H200 that already computed only 22 TFLOP/s before the other process came (floor 30.2): the tenant is the environment's finding, and the card's own slowness is still named, at the confidence kiln's built-in floor allows",
-          2, "environment", ["COMPUTE_RATE_LOW", "OTHER_TENANTS"],
+          "near miss: the same arrival on an H200 that already computed only 22 TFLOP/s before the other process came (under the floor of 30.2 that rests on an unmeasured share: a note): the tenant is the environment's finding, and the card's own rate before it came is still said",
+          2, "environment", ["RATE_BELOW_SPEC_SHARE", "OTHER_TENANTS"],
           events=with_rates(h200_events(4100.0, 3900.0), 22000.0, 11000.0, 15.0),
           telemetry=run_telemetry(sample=tenant_from(15.0, 40)))
 

@@ -9,6 +9,8 @@
 //! spec sheet's figure times the share of it kiln's kernel reaches on healthy cards
 //! ([`Rate::attainable`]).
 
+use serde::Serialize;
+
 /// A rate kiln measures that a product's figures can be held against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Rate {
@@ -100,31 +102,37 @@ impl Rate {
         }
     }
 
-    /// The share of the spec sheet's figure kiln's kernel reaches on a healthy card, and
-    /// why: the reference where no measurement of the product is published. Kept low
-    /// where it has not been measured on a GPU yet, so that a floor never calls a
-    /// healthy card slow; a site's own floors (thresholds `floors`) replace them.
-    pub const fn attainable(self) -> (f64, &'static str) {
+    /// The share of the spec sheet's figure kiln's kernel reaches on a healthy card, why,
+    /// and whether that share was measured on GPUs: the reference where no measurement of
+    /// the product is published. A share not yet measured on a GPU is kept low, and a
+    /// floor resting on it never decides a verdict on its own ([`Provenance::SpecShare`]);
+    /// a site's own floors (thresholds `floors`) replace them.
+    pub const fn attainable(self) -> (f64, &'static str, Provenance) {
         match self {
             Rate::Vram => (
                 0.75,
                 "streaming tools reach 75-90% of the spec sheet's bandwidth (REFERENCE.md §5: H100 SXM 2.5 of 3.35 TB/s, the least of the four products measured)",
+                Provenance::MeasuredShare,
             ),
             Rate::ComputeFp32 | Rate::ComputeInt32 => (
                 0.6,
                 "kiln's verified multiply-add chains, taken at 60% of the spec sheet's peak until measured on a GPU (dependent chains with a verification sum every 8 steps)",
+                Provenance::SpecShare,
             ),
             Rate::ComputeFp16 => (
                 0.3,
                 "kiln's fp16 chains at 30% of the packed fp16 peak: a compiler that does not pack the f16vec4 into pairs runs them at the fp32 rate, half the packed peak",
+                Provenance::SpecShare,
             ),
             Rate::MatrixFp32 => (
                 0.3,
                 "kiln's verified shared-memory GEMM at 30% of the fp32 peak until measured on a GPU",
+                Provenance::SpecShare,
             ),
             Rate::MatrixFp16Units | Rate::MatrixInt8Units => (
                 0.2,
                 "kiln's verified matrix-unit GEMM reads its tiles from global memory: 20% of the dense matrix peak until measured on a GPU",
+                Provenance::SpecShare,
             ),
         }
     }
@@ -174,8 +182,12 @@ pub struct Product {
     pub memory_gb: f64,
     /// Memory bandwidth, GB/s.
     pub memory_gbps: f64,
-    /// fp32 on the ALUs, TFLOP/s.
+    /// fp32 on the ALUs, TFLOP/s, as the spec sheet gives it.
     pub fp32_tflops: f64,
+    /// True where the sheet's fp32 figure counts packed (dual-issue) fp32, two operations
+    /// per lane and clock (the MI300X's 163.4 TFLOP/s): kiln's GLSL chains and GEMM issue
+    /// scalar fp32, which no compiler is known to pack, so their reference is half of it.
+    pub fp32_packed: bool,
     /// fp16 on the ALUs (packed), TFLOP/s, where the sheet gives it.
     pub fp16_tflops: Option<f64>,
     /// int32 on the ALUs, TOP/s, where the sheet gives it.
@@ -202,22 +214,62 @@ pub struct Product {
     pub source: &'static str,
 }
 
+/// Where a reference (and a floor resting on it) comes from, from the surest down: what
+/// it may decide follows from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    /// The site's own floor, from its healthy cards of the product.
+    Site,
+    /// A published measurement of this product.
+    Measured,
+    /// The spec sheet times a share that tools were measured to reach on GPUs of several
+    /// products (streaming bandwidth).
+    MeasuredShare,
+    /// The spec sheet times a share kiln's kernel has not yet been measured to reach on
+    /// any GPU: a guess, which may note a shortfall but never decides a verdict.
+    SpecShare,
+}
+
+impl Provenance {
+    /// In words, for a floor's evidence and the findings table.
+    pub fn words(self) -> &'static str {
+        match self {
+            Provenance::Site => "the site's own floor from its healthy cards",
+            Provenance::Measured => "a published measurement of the product",
+            Provenance::MeasuredShare => {
+                "the spec sheet times a share measured on GPUs of several products"
+            }
+            Provenance::SpecShare => {
+                "the spec sheet times a share not yet measured on a GPU (no call on its own)"
+            }
+        }
+    }
+}
+
 /// A reference for one rate of one product, in the product's unit (GB/s, 10^12 per second).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reference {
     /// What a healthy card reaches.
     pub value: f64,
-    /// The spec sheet's figure it rests on.
+    /// The spec sheet's figure it rests on, as kiln's kernel can issue it (half a packed
+    /// figure: see [`Product::fp32_packed`]).
     pub spec: f64,
     /// Where it comes from, in words.
     pub source: String,
+    /// Where it comes from, as a kind.
+    pub provenance: Provenance,
 }
 
 impl Product {
-    /// The spec sheet's figure for `rate`, where it gives one.
+    /// The spec sheet's figure for `rate`, where it gives one, as kiln's kernel can issue
+    /// it (half a packed fp32 figure).
     pub fn spec(&self, rate: Rate) -> Option<f64> {
         match rate {
             Rate::Vram => Some(self.memory_gbps),
+            Rate::ComputeFp32 | Rate::MatrixFp32 if self.fp32_packed => {
+                Some(self.fp32_tflops / 2.0)
+            }
             Rate::ComputeFp32 | Rate::MatrixFp32 => Some(self.fp32_tflops),
             Rate::ComputeInt32 => self.int32_tops,
             Rate::ComputeFp16 => self.fp16_tflops,
@@ -235,17 +287,24 @@ impl Product {
                 value: *value,
                 spec,
                 source: (*source).to_owned(),
+                provenance: Provenance::Measured,
             });
         }
-        let (share, why) = rate.attainable();
+        let (share, why, provenance) = rate.attainable();
+        let packed = if self.fp32_packed && matches!(rate, Rate::ComputeFp32 | Rate::MatrixFp32) {
+            format!(" (half the {} packed)", self.fp32_tflops)
+        } else {
+            String::new()
+        };
         Some(Reference {
             value: spec * share,
             spec,
             source: format!(
-                "{} spec sheet {spec} {} x {share} ({why})",
+                "{} spec sheet {spec}{packed} {} x {share} ({why})",
                 self.name,
                 rate.spec_unit()
             ),
+            provenance,
         })
     }
 
@@ -289,6 +348,7 @@ const BLANK: Product = Product {
     memory_gb: 0.0,
     memory_gbps: 0.0,
     fp32_tflops: 0.0,
+    fp32_packed: false,
     fp16_tflops: None,
     int32_tops: None,
     matrix_fp16_tflops: None,
@@ -584,6 +644,7 @@ pub const PRODUCTS: &[Product] = &[
         memory_gb: 192.0,
         memory_gbps: 5300.0,
         fp32_tflops: 163.4,
+        fp32_packed: true,
         matrix_fp16_tflops: Some(1307.4),
         matrix_int8_tops: Some(2614.9),
         pcie: (5, 16),
@@ -729,6 +790,22 @@ mod tests {
         let fp32 = h200.reference(Rate::ComputeFp32).unwrap();
         assert_eq!(fp32.value, 67.0 * Rate::ComputeFp32.attainable().0);
         assert!(fp32.source.contains("spec sheet 67"), "{}", fp32.source);
+        assert_eq!(vram.provenance, Provenance::Measured);
+        assert_eq!(fp32.provenance, Provenance::SpecShare);
+        let l40s = lookup("NVIDIA L40S")
+            .unwrap()
+            .reference(Rate::Vram)
+            .unwrap();
+        assert_eq!(l40s.provenance, Provenance::MeasuredShare);
+        // The MI300X's 163.4 TFLOP/s counts packed fp32, which kiln's chains do not issue.
+        let mi300x = lookup("AMD Instinct MI300X").unwrap();
+        let fp32 = mi300x.reference(Rate::ComputeFp32).unwrap();
+        assert_eq!(fp32.spec, 81.7);
+        assert!(
+            fp32.source.contains("half the 163.4 packed"),
+            "{}",
+            fp32.source
+        );
         assert!(
             lookup("NVIDIA L40S")
                 .unwrap()

@@ -303,6 +303,9 @@ catalogue! {
     /// A power cap that kept the card within its floors.
     AdminPowerCap = "ADMIN_POWER_CAP" => row(Info,
         "an administrator's power cap that kept the card within its product's floors");
+    /// A rate below a floor that rests on an unmeasured share of the spec sheet.
+    RateBelowSpecShare = "RATE_BELOW_SPEC_SHARE" => row(Info,
+        "a rate below a floor that rests on the spec sheet times a share kiln's kernel has not been measured to reach on a GPU: noted, never a call");
     /// No product figures for the card.
     ProductUnknown = "PRODUCT_UNKNOWN" => row(Info,
         "no product figures for this card: its results were verified, its rates not held to a floor");

@@ -6,7 +6,7 @@ pub mod app;
 mod app_rules;
 pub mod catalogue;
 mod model;
-pub mod performance;
+pub mod resolve;
 pub mod rules;
 pub mod thresholds;
 pub mod xid;
@@ -72,6 +72,16 @@ pub fn rebuild(dir: &Path, overlay: Option<&Path>) -> Result<Report, VerdictErro
     judge_dir(dir, overlay, false)
 }
 
+/// [`rebuild`] with these device rules, run in the order given: the tests prove with it
+/// that the order of the rules changes nothing.
+pub fn rebuild_with(
+    dir: &Path,
+    overlay: Option<&Path>,
+    with: &[(&str, rules::Rule)],
+) -> Result<Report, VerdictError> {
+    judge(dir, overlay, false, with)
+}
+
 /// The thresholds a run is judged by: those its manifest recorded (kiln's defaults for a
 /// manifest older than that record), with `overlay`'s fields laid over them; and, where
 /// the overlay changed any, the note that says so, so that a page judged by other
@@ -121,6 +131,16 @@ pub fn run_thresholds(
 /// `live` is for the run itself, which judges its evidence before it writes the `run_end`
 /// record; a rebuild without that record is of a run that never finished.
 pub fn judge_dir(dir: &Path, overlay: Option<&Path>, live: bool) -> Result<Report, VerdictError> {
+    judge(dir, overlay, live, rules::RULES)
+}
+
+/// [`judge_dir`] with these device rules.
+fn judge(
+    dir: &Path,
+    overlay: Option<&Path>,
+    live: bool,
+    with: &[(&str, rules::Rule)],
+) -> Result<Report, VerdictError> {
     let manifest_path = dir.join("manifest.json");
     if !manifest_path.is_file() {
         let shown = dir.display().to_string();
@@ -383,7 +403,7 @@ pub fn judge_dir(dir: &Path, overlay: Option<&Path>, live: bool) -> Result<Repor
     // Workers start together, so their records interleave: report in device order.
     reports.sort_by_key(|d| d.index);
     for d in &mut reports {
-        d.judge(thresholds);
+        d.judge_with(with, thresholds);
     }
     let from_peers = rules::peers(&reports, thresholds);
     for (d, more) in reports.iter_mut().zip(from_peers) {

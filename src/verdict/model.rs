@@ -152,6 +152,10 @@ pub struct DeviceReport {
     /// findings are added.
     #[serde(skip)]
     start: Option<(DeviceResult, String)>,
+    /// The findings as the rules gave them, before resolution: `findings` is these
+    /// resolved ([`super::resolve`]), again whenever more are added.
+    #[serde(skip)]
+    found: Vec<Finding>,
 }
 
 /// One rate a workload measured at a moment of the run.
@@ -289,6 +293,7 @@ impl DeviceReport {
             not_tested: false,
             rate_samples: Vec::new(),
             start: None,
+            found: Vec::new(),
         }
         .starting_here()
     }
@@ -329,6 +334,7 @@ impl DeviceReport {
             action: Some(finding.action.clone()),
             workloads: Vec::new(),
             telemetry: Vec::new(),
+            found: vec![finding.clone()],
             findings: vec![finding],
             setup: Setup {
                 vendor_id: gpu.vendor_id,
@@ -381,6 +387,7 @@ impl DeviceReport {
             not_tested: false,
             rate_samples: Vec::new(),
             start: None,
+            found: Vec::new(),
         }
     }
 
@@ -411,14 +418,19 @@ impl DeviceReport {
     /// serious class found (hardware, then environment, then software) when a finding of
     /// that class is major or critical and at least of medium confidence.
     pub fn judge(&mut self, thresholds: &Thresholds) {
-        self.findings = rules::judge(self, thresholds);
+        self.judge_with(rules::RULES, thresholds);
+    }
+
+    /// [`DeviceReport::judge`] with these rules, run in the order given.
+    pub fn judge_with(&mut self, with: &[(&str, rules::Rule)], thresholds: &Thresholds) {
+        self.found = rules::judge_with(with, self, thresholds);
         self.settle();
     }
 
     /// Adds findings that need more than this device's evidence (a comparison with its
-    /// peers) and settles the result again.
+    /// peers) and settles the result again, every finding resolved anew.
     pub fn add_findings(&mut self, more: Vec<Finding>) {
-        self.findings.extend(more);
+        self.found.extend(more);
         self.settle();
     }
 
@@ -429,6 +441,7 @@ impl DeviceReport {
     /// has only minor or low-confidence findings is "could not judge yet" (recheck): neither
     /// is ever a fault or a pass.
     fn settle(&mut self) {
+        self.findings = super::resolve::resolve(self.found.clone());
         self.settle_result();
         self.action = self.next_step();
     }
@@ -605,7 +618,7 @@ impl DeviceReport {
                     .to_owned(),
             );
         }
-        if super::performance::memory_temperature_unread(self) {
+        if super::rules::rates::memory_temperature_unread(self) {
             let nvidia = crate::product::Vendor::from_pci_id(self.setup.vendor_id)
                 == Some(crate::product::Vendor::Nvidia);
             out.push(if nvidia {

@@ -194,3 +194,53 @@ fn every_finding_code_has_a_scenario_and_every_scenario_code_a_rule() {
         "scenarios expect codes no rule makes: {unknown:?}"
     );
 }
+
+#[test]
+fn the_order_of_the_rules_changes_no_report() {
+    // Each rule reads the evidence alone and the resolution decides which finding explains
+    // which: every scenario judged with the rules in reverse and in shuffled orders gives
+    // the report it gives with them in order, to the byte.
+    use rand::SeedableRng;
+    use rand::seq::SliceRandom;
+    let work = tempfile::tempdir().unwrap();
+    let mut orders: Vec<Vec<(&str, kiln::verdict::rules::Rule)>> = Vec::new();
+    let mut reversed = kiln::verdict::rules::RULES.to_vec();
+    reversed.reverse();
+    orders.push(reversed);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(44);
+    for _ in 0..3 {
+        let mut shuffled = kiln::verdict::rules::RULES.to_vec();
+        shuffled.shuffle(&mut rng);
+        orders.push(shuffled);
+    }
+    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(corpus())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.ends_with("_base"))
+        .collect();
+    scenarios.sort();
+    let mut judged = 0;
+    for scenario in &scenarios {
+        let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
+        let run_dir = work.path().join(&name);
+        std::fs::create_dir(&run_dir).unwrap();
+        common::lay_out_scenario(&name, &run_dir);
+        let thresholds = scenario.join("thresholds.json");
+        let overlay = thresholds.is_file().then_some(thresholds.as_path());
+        let Ok(in_order) = kiln::verdict::rebuild(&run_dir, overlay) else {
+            continue;
+        };
+        let in_order = serde_json::to_value(&in_order).unwrap();
+        for order in &orders {
+            let other = kiln::verdict::rebuild_with(&run_dir, overlay, order).unwrap();
+            let names: Vec<&str> = order.iter().map(|(n, _)| *n).collect();
+            assert_eq!(
+                serde_json::to_value(&other).unwrap(),
+                in_order,
+                "{name}: the rules in the order {names:?} give another report"
+            );
+        }
+        judged += 1;
+    }
+    assert!(judged >= 150, "only {judged} scenarios were judged");
+}

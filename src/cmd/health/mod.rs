@@ -457,7 +457,7 @@ impl Check<'_> {
             phase,
         );
         let mut node_findings = Vec::new();
-        for f in rules::judge(&device, &Thresholds::default()) {
+        for f in crate::verdict::resolve::resolve(rules::judge(&device, &Thresholds::default())) {
             if f.code.info().node_wide {
                 node_findings.push(f);
             } else {
@@ -544,7 +544,7 @@ impl Check<'_> {
                 Setup::default(),
                 checks::health_phase(usize::MAX, xids),
             );
-            for f in rules::judge(&node, &Thresholds::default()) {
+            for f in crate::verdict::resolve::resolve(rules::judge(&node, &Thresholds::default())) {
                 self.place(&f, None, NODE);
             }
         }

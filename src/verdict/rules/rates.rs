@@ -7,15 +7,15 @@
 
 use serde_json::json;
 
-use super::DeviceReport;
-use super::thresholds::Thresholds;
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
-use crate::product::{self, Product, Rate, Vendor};
+use crate::product::{self, Product, Provenance, Rate, Vendor};
 use crate::telemetry::process::Process;
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Signal};
 use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry};
 use crate::telemetry::throttle::ThrottleReason;
+use crate::verdict::DeviceReport;
+use crate::verdict::thresholds::Thresholds;
 use crate::workload::WorkloadOutcome;
 
 /// The code of a configuration holding the card below its product.
@@ -282,15 +282,30 @@ fn clock_of(p: &PhaseTelemetry, setting: &Setting, vendor_id: u32) -> Option<(St
     ))
 }
 
-/// A rate's floor on this device: the site's own (medium confidence), else the product's
-/// reference times `floor_share` (low: measured by other tools' kernels, or kiln's taken
-/// cautiously). In the workload's unit, with its source.
+/// A rate's floor on this device: the site's own, else the product's reference times
+/// `floor_share`. In the workload's unit, with its source and where it comes from.
 struct Floor {
     value: f64,
     source: String,
-    confidence: Confidence,
+    provenance: Provenance,
     /// The product's reference, in the workload's unit, where the floor rests on it.
     reference: Option<f64>,
+    /// The spec sheet's figure as kiln's kernel can issue it, in the workload's unit.
+    spec: Option<f64>,
+}
+
+impl Floor {
+    /// How sure a rate `measured` below this floor is slow: a floor that rests on a share
+    /// nobody measured on a GPU decides nothing (None: a note); below a measured or the
+    /// site's floor it is a call (medium), and a sure one at two thirds of the floor or
+    /// less (half the reference at DCGM's 0.75).
+    fn confidence(&self, measured: f64) -> Option<Confidence> {
+        match self.provenance {
+            Provenance::SpecShare => None,
+            _ if measured <= self.value * 2.0 / 3.0 => Some(Confidence::High),
+            _ => Some(Confidence::Medium),
+        }
+    }
 }
 
 fn floor_of(product: Option<&Product>, rate: Rate, t: &Thresholds) -> Option<Floor> {
@@ -304,21 +319,22 @@ fn floor_of(product: Option<&Product>, rate: Rate, t: &Thresholds) -> Option<Flo
             .get(rate.name())
             .map(|v| (*v, format!("the site's floor (floors.{})", rate.name()))),
     };
-    let reference = product
-        .and_then(|p| p.reference(rate))
-        .map(|r| (r.value / rate.to_spec_unit(1.0), r.source));
+    let reference = product.and_then(|p| p.reference(rate));
+    let unit = rate.to_spec_unit(1.0);
     match (site, reference) {
         (Some((value, source)), reference) => Some(Floor {
             value,
             source,
-            confidence: Confidence::Medium,
-            reference: reference.map(|r| r.0),
+            provenance: Provenance::Site,
+            reference: reference.as_ref().map(|r| r.value / unit),
+            spec: reference.map(|r| r.spec / unit),
         }),
-        (None, Some((reference, source))) => Some(Floor {
-            value: t.floor_share * reference,
-            source: format!("{:.0}% of {source}", 100.0 * t.floor_share),
-            confidence: Confidence::Low,
-            reference: Some(reference),
+        (None, Some(reference)) => Some(Floor {
+            value: t.floor_share * reference.value / unit,
+            source: format!("{:.0}% of {}", 100.0 * t.floor_share, reference.source),
+            provenance: reference.provenance,
+            reference: Some(reference.value / unit),
+            spec: Some(reference.spec / unit),
         }),
         (None, None) => None,
     }
@@ -349,7 +365,11 @@ fn in_unit(rate: Rate, value: f64, reference: f64) -> (f64, String) {
 /// `thermal_margin_c` of the limit its driver protects it at, under load, with the SM clock
 /// below 90% of its maximum. In words (`the junction at 108 °C, its limit 110 °C, with the SM
 /// clock at 1550 of 2100 MHz`).
-pub fn held_for_heat(p: &PhaseTelemetry, setup: &super::Setup, t: &Thresholds) -> Option<String> {
+pub fn held_for_heat(
+    p: &PhaseTelemetry,
+    setup: &crate::verdict::Setup,
+    t: &Thresholds,
+) -> Option<String> {
     let identity = &setup.identity;
     if p.reasons_read > 0 || p.samples == 0 || !loaded(p) {
         return None;
@@ -526,7 +546,7 @@ pub fn before_and_after(device: &DeviceReport, a: &Arrival) -> Vec<String> {
 /// read, or other processes on the GPU.
 fn environment_explanation(
     p: Option<&PhaseTelemetry>,
-    setup: &super::Setup,
+    setup: &crate::verdict::Setup,
     t: &Thresholds,
     tenants: usize,
 ) -> Vec<String> {
@@ -603,6 +623,8 @@ pub fn rates_of_run(
     });
     // The slow rates of the run by the code they give: each code once, naming every rate.
     let mut slow: Vec<(FindingCode, Vec<String>, Vec<serde_json::Value>, Confidence)> = Vec::new();
+    // Rates under a floor that rests on a share nobody measured on a GPU: said, never a call.
+    let mut noted: Vec<(String, serde_json::Value)> = Vec::new();
     for (name, measured) in w.summary.rates() {
         let Some(rate) = Rate::from_name(name) else {
             continue;
@@ -655,6 +677,37 @@ pub fn rates_of_run(
             said(rate, measured),
             figure(floor.value)
         );
+        let evidence = json!({
+            "rate": rate.name(),
+            "measured": measured,
+            "floor": floor.value,
+            "floor_source": floor.source,
+            "floor_provenance": floor.provenance,
+            "reference": floor.reference,
+            "spec": floor.spec,
+        });
+        let Some(confidence) = floor.confidence(measured) else {
+            let share = floor
+                .spec
+                .map(|spec| {
+                    format!(
+                        ", {:.0}% of the spec sheet's {} {}",
+                        100.0 * measured / spec,
+                        figure(spec),
+                        rate.spec_unit()
+                    )
+                })
+                .unwrap_or_default();
+            noted.push((
+                format!(
+                    "{}{alone_until}{share} (floor {})",
+                    said(rate, measured),
+                    figure(floor.value)
+                ),
+                evidence,
+            ));
+            continue;
+        };
         if !settings.is_empty() {
             held.extend(settings.iter().map(|setting| Held {
                 setting: setting.clone(),
@@ -668,21 +721,41 @@ pub fn rates_of_run(
         } else {
             codes(rate).1
         };
-        let evidence = json!({
-            "rate": rate.name(),
-            "measured": measured,
-            "floor": floor.value,
-            "floor_source": floor.source,
-            "reference": floor.reference,
-        });
         match slow.iter_mut().find(|(c, ..)| *c == code) {
-            Some((_, lines, rates, confidence)) => {
+            Some((_, lines, rates, surest)) => {
                 lines.push(shown);
                 rates.push(evidence);
-                *confidence = (*confidence).min(floor.confidence);
+                *surest = (*surest).min(confidence);
             }
-            None => slow.push((code, vec![shown], vec![evidence], floor.confidence)),
+            None => slow.push((code, vec![shown], vec![evidence], confidence)),
         }
+    }
+    if !noted.is_empty() {
+        let (lines, rates): (Vec<String>, Vec<serde_json::Value>) = noted.into_iter().unzip();
+        let names: Vec<&str> = rates.iter().filter_map(|r| r["rate"].as_str()).collect();
+        out.push(finding(
+            FindingCode::RateBelowSpecShare,
+            Severity::Note,
+            Confidence::High,
+            format!(
+                "{}{}: below a floor that rests on a share of the spec sheet kiln's kernel has not been measured to reach on a GPU, so no call",
+                lines.join("; "),
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (beside {})", why.join(", "))
+                }
+            ),
+            json!({"phase": w.workload, "rates": rates, "explained_by": why}),
+            &format!(
+                "set floors from the site's healthy cards of this product ({} in a --thresholds file) to hold these rates to a measured floor",
+                names
+                    .iter()
+                    .map(|n| format!("floors.{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
     }
     for (code, lines, rates, confidence) in slow {
         let evidence = json!({"phase": w.workload, "rates": rates, "explained_by": why});
@@ -706,6 +779,28 @@ pub fn rates_of_run(
             )
         });
     }
+}
+
+/// The configuration rule: every setting that held the card below its product (shown by a
+/// rate of a run, or by a clock), or that held its clocks within its floors.
+pub fn configuration_rule(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+    let tenants = super::tenants::processes(device);
+    let mut held = Vec::new();
+    // The runs' rate findings are the results rule's; here only what the settings held.
+    let mut theirs = Vec::new();
+    for (w, phase) in super::runs(device) {
+        rates_of_run(device, w, phase, t, &tenants, &mut held, &mut theirs);
+    }
+    let mut out = Vec::new();
+    configuration(device, t, held, &mut out);
+    out
+}
+
+/// The product rule: a GPU kiln has no figures for.
+pub fn product_unknown_rule(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    product_unknown(device, t, &mut out);
+    out
 }
 
 /// The configuration of the card against its product, once per device: one

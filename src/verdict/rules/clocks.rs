@@ -1,0 +1,57 @@
+//! Clocks above the card's rated maximum.
+
+use serde_json::json;
+
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::telemetry::signals;
+use crate::verdict::DeviceReport;
+use crate::verdict::thresholds::Thresholds;
+
+/// What restores the card's own clocks: the action of the overclock's finding and of every
+/// error it explains.
+pub const RESTORE_STOCK_CLOCKS: &str = "restore default clocks (no overclock, default application clocks) and rerun: only errors at stock clocks are the card's";
+
+/// The rule.
+pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    overclocked(device, &mut out);
+    out
+}
+
+/// Clocks above the card's own maximum (an overclock, or raised application clocks): the
+/// settings, not the card. The errors it explains (wrong compute results with the SM clock
+/// over, VRAM errors with the memory clock over) are resolved in
+/// [`crate::verdict::resolve`]; only errors at stock clocks are the card's.
+fn overclocked(device: &DeviceReport, out: &mut Vec<Finding>) {
+    let over = |clock: &str, max: &str| {
+        device.telemetry.iter().find_map(|p| {
+            let (now, limit) = (p.gauges.get(clock)?, p.gauges.get(max)?);
+            (limit.min > 0.0 && now.max > limit.min * 1.02)
+                .then(|| (p.phase.clone(), now.max, limit.min))
+        })
+    };
+    let sm = over(signals::CLOCK_SM_MHZ.name, signals::CLOCK_SM_MAX_MHZ.name);
+    let mem = over(signals::CLOCK_MEM_MHZ.name, signals::CLOCK_MEM_MAX_MHZ.name);
+    if sm.is_none() && mem.is_none() {
+        return;
+    }
+    let mut parts = Vec::new();
+    if let Some((phase, now, max)) = &sm {
+        parts.push(format!(
+            "SM clock {now:.0} MHz over its {max:.0} MHz maximum in the {phase} phase"
+        ));
+    }
+    if let Some((phase, now, max)) = &mem {
+        parts.push(format!(
+            "memory clock {now:.0} MHz over its {max:.0} MHz maximum in the {phase} phase"
+        ));
+    }
+    out.push(finding(
+        FindingCode::ClocksAboveMaximum,
+        Severity::Major,
+        Confidence::High,
+        format!("the card ran above its rated clocks ({})", parts.join("; ")),
+        json!({"sm": sm, "memory": mem}),
+        RESTORE_STOCK_CLOCKS,
+    ));
+}

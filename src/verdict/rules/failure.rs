@@ -1,0 +1,252 @@
+//! A device that failed mid-test (lost, hung, its worker dead, its driver reset by the OS),
+//! judged by what came with it; and the power supply, where the card failed only under the
+//! CPU's and the GPU's load together.
+
+use serde_json::json;
+
+use super::{phase_xid_codes, xid_kinds};
+use crate::evidence::DeviceErrorKind;
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::telemetry::record::{DriverReset, XID_FALLEN_OFF_THE_BUS};
+use crate::telemetry::summary::PhaseTelemetry;
+use crate::verdict::DeviceReport;
+use crate::verdict::thresholds::Thresholds;
+use crate::workload::Kind;
+use crate::workload::psu::Psu;
+use crate::workload::{WorkloadResult, WorkloadStatus};
+
+/// The rule.
+pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let xid_codes: Vec<u32> = device.telemetry.iter().flat_map(phase_xid_codes).collect();
+    device_failure(device, &xid_codes, &mut out);
+    combined_load(device, &mut out);
+    out
+}
+
+fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Finding>) {
+    let mut errors: Vec<String> = device
+        .workloads
+        .iter()
+        .filter_map(|w| w.summary.envelope().device_error.clone())
+        .collect();
+    // A worker the watchdog abandoned, or one that died, ended its test as a loss does.
+    let stopped = device
+        .failures
+        .iter()
+        .find(|f| matches!(f.error, DeviceErrorKind::Hang | DeviceErrorKind::Crash));
+    errors.extend(stopped.map(|f| f.message.clone()));
+    // Windows' resets of the display driver after a timeout (TDR) during the run.
+    let resets: Vec<&DriverReset> = device.driver_resets().collect();
+    let Some(error) = errors.first() else {
+        driver_resets(&resets, out);
+        return;
+    };
+    let (hardware_xid, app_xid) = xid_kinds(xid_codes);
+    let lost = errors.len() > usize::from(stopped.is_some());
+    // A loss, a hang or a dead worker with the OS saying it reset the driver for a
+    // timeout is that timeout, said by the OS itself.
+    let reset = !resets.is_empty() && !hardware_xid && !app_xid;
+    let (code, action) = if hardware_xid {
+        (
+            FindingCode::DeviceLostHardware,
+            "RMA candidate: the loss came with hardware Xids",
+        )
+    } else if app_xid {
+        (
+            FindingCode::DeviceLostApplication,
+            "a shader or application fault: the card is likely fine",
+        )
+    } else if reset {
+        (
+            FindingCode::DeviceLostTimeout,
+            "Windows reset the display driver after a timeout (TDR): close other GPU work, update the driver, then rerun; the card is likely fine",
+        )
+    } else if lost {
+        (
+            FindingCode::DeviceLostTimeout,
+            "a watchdog or driver timeout with no hardware evidence: check the driver",
+        )
+    } else if stopped.is_some_and(|f| f.error == DeviceErrorKind::Hang) {
+        (
+            FindingCode::DeviceHang,
+            "the device stopped answering with no hardware evidence: check the driver and the kernel log, then rerun it alone",
+        )
+    } else {
+        (
+            FindingCode::WorkerCrashed,
+            "the device's worker process died (a driver crash is the usual cause): check the driver and the kernel log, then rerun",
+        )
+    };
+    // Without telemetry no Xid could be seen, so "no hardware evidence" proves nothing: the
+    // loss is reported but does not decide the device, which stays inconclusive.
+    let blind = !device.telemetry.iter().any(|p| p.samples > 0);
+    let (confidence, blind_note) = if reset {
+        (
+            Confidence::High,
+            format!(
+                " (Windows reset the display driver after a timeout: {})",
+                reset_words(&resets)
+            ),
+        )
+    } else if blind && !hardware_xid && !app_xid {
+        (
+            Confidence::Low,
+            " (no telemetry was read, so a hardware cause cannot be ruled out)".to_owned(),
+        )
+    } else {
+        (Confidence::Medium, String::new())
+    };
+    out.push(finding(
+        code,
+        Severity::Major,
+        confidence,
+        format!("the device failed mid-test: {error}{blind_note}"),
+        json!({"errors": errors, "xids": xid_codes, "driver_resets": resets}),
+        action,
+    ));
+}
+
+/// A card lost, off the bus (Xid 79) or reset by the OS only under the combined CPU and
+/// GPU load (`psu`), after the GPU's heaviest load alone (`heat`) ran clean: the power
+/// supply, which sags only when the whole machine draws. It explains what the loss alone
+/// would say (a timeout, a card off the bus: [`crate::verdict::resolve`]). Nothing when `heat`
+/// did not run clean first: then the card was not shown to hold its own load.
+fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
+    let in_psu = |w: &&crate::workload::WorkloadOutcome| w.together_with() == Some(Psu::NAME);
+    let lost = device
+        .workloads
+        .iter()
+        .filter(in_psu)
+        .find_map(|w| w.summary.envelope().device_error.clone());
+    let (psu_phases, others): (Vec<&PhaseTelemetry>, Vec<&PhaseTelemetry>) =
+        device.telemetry.iter().partition(|p| p.phase == Psu::NAME);
+    let off_bus = psu_phases
+        .iter()
+        .any(|p| phase_xid_codes(p).contains(&XID_FALLEN_OFF_THE_BUS));
+    let resets = psu_phases
+        .iter()
+        .map(|p| p.driver_resets.iter().filter(|r| !r.before_run).count())
+        .sum::<usize>();
+    // The same failure before the combined load began is not the power supply's to
+    // explain (what follows a loss is its aftermath); nor is another hardware Xid.
+    let psu_began = psu_phases
+        .iter()
+        .map(|p| p.start_ms)
+        .fold(f64::MAX, f64::min);
+    let first_psu = device
+        .workloads
+        .iter()
+        .position(|w| w.together_with() == Some(Psu::NAME) || w.workload == Psu::NAME)
+        .unwrap_or(device.workloads.len());
+    let others_failed = others.iter().filter(|p| p.end_ms <= psu_began).any(|p| {
+        phase_xid_codes(p).contains(&XID_FALLEN_OFF_THE_BUS)
+            || p.driver_resets.iter().any(|r| !r.before_run)
+    }) || device.workloads[..first_psu]
+        .iter()
+        .any(|w| w.summary.envelope().device_error.is_some());
+    let other_hardware: Vec<u32> = device
+        .telemetry
+        .iter()
+        .flat_map(phase_xid_codes)
+        .filter(|c| *c != XID_FALLEN_OFF_THE_BUS)
+        .collect();
+    // heat ran, and none of its parts failed or lost the device (a part the budget cut
+    // short still loaded the card as hard).
+    let heat: Vec<&crate::workload::WorkloadOutcome> = device
+        .workloads
+        .iter()
+        .filter(|w| w.together_with() == Some(crate::workload::heat::Heat::NAME))
+        .collect();
+    let heat_clean = !heat.is_empty()
+        && heat.iter().all(|w| {
+            w.summary.envelope().device_error.is_none()
+                && matches!(
+                    w.status,
+                    WorkloadStatus::Passed | WorkloadStatus::Incomplete
+                )
+        });
+    if !(lost.is_some() || off_bus || resets > 0)
+        || others_failed
+        || xid_kinds(&other_hardware).0
+        || !heat_clean
+    {
+        return;
+    }
+    let figures = device
+        .workloads
+        .iter()
+        .find_map(|w| match &w.summary {
+            WorkloadResult::Psu(r) => Some(r.power_words()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "no power figures".into());
+    let what = match (&lost, off_bus, resets) {
+        (_, true, _) => "fell off the bus (Xid 79)".to_owned(),
+        (Some(e), _, _) => format!("was lost ({e})"),
+        _ => format!(
+            "was reset by the OS ({})",
+            crate::text::count(resets as u64, "reset")
+        ),
+    };
+    out.push(finding(
+        FindingCode::PsuCombinedLoad,
+        Severity::Critical,
+        Confidence::High,
+        format!(
+            "the card {what} only while the CPU and the GPU were loaded together ({figures}); the GPU's heaviest load alone (heat) ran clean: the power supply, not the card"
+        ),
+        json!({"lost": lost, "xid_79": off_bus, "resets": resets, "figures": figures}),
+        "check the power supply: its rating against the card's and the CPU's power together, its age, the cables to the card (no daisy-chained connectors); rerun psu after a change",
+    ));
+}
+
+/// The resets in words: how many, of which driver, and what says so.
+pub fn reset_words(resets: &[&DriverReset]) -> String {
+    let drivers: Vec<&str> = resets
+        .iter()
+        .map(|r| r.driver.as_str())
+        .filter(|d| !d.is_empty())
+        .fold(Vec::new(), |mut all, d| {
+            if !all.contains(&d) {
+                all.push(d);
+            }
+            all
+        });
+    let evidence: Vec<&str> = resets
+        .iter()
+        .flat_map(|r| r.evidence.iter().map(String::as_str))
+        .take(3)
+        .collect();
+    format!(
+        "{} of {} ({})",
+        crate::text::count(resets.len() as u64, "reset"),
+        if drivers.is_empty() {
+            "the display driver".to_owned()
+        } else {
+            drivers.join(", ")
+        },
+        evidence.join("; ")
+    )
+}
+
+/// Windows reset the display driver after a timeout (TDR) while kiln's work on the card
+/// finished and verified: the OS gave up on some GPU work (kiln's dispatches stay well
+/// under the delay, so more likely another program's, or the driver's), which is software,
+/// and a burn-in that saw it is not clean.
+fn driver_resets(resets: &[&DriverReset], out: &mut Vec<Finding>) {
+    if resets.is_empty() {
+        return;
+    }
+    out.push(finding(
+        FindingCode::DriverTimeoutReset,
+        Severity::Major,
+        Confidence::Medium,
+        format!(
+            "Windows reset the display driver after a timeout during the test: {}",
+            reset_words(resets)
+        ),
+        json!({"driver_resets": resets}),
+        "close other GPU work (games, browsers, video), update the driver, then rerun; a reset that comes back on an idle machine with a fresh driver points at the card",
+    ));
+}

@@ -1,0 +1,260 @@
+//! The memory's error counters and standing states: retired pages, uncorrectable ECC,
+//! row remapping (failed, pending, banks running out of spares), RAS errors in the GPU's
+//! blocks, on-chip SRAM past its threshold, a recovery action or ECC mode change pending.
+
+use serde_json::json;
+
+use super::during;
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::telemetry::record::Reading;
+use crate::telemetry::signals;
+use crate::telemetry::summary::PhaseTelemetry;
+use crate::verdict::DeviceReport;
+use crate::verdict::thresholds::Thresholds;
+use crate::verdict::xid;
+
+/// The rule: what each phase's counters grew by, then the states the last counters show
+/// (a state an event of the run already gave is not given again).
+pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for p in &device.telemetry {
+        counters(p, &mut out);
+    }
+    standing(device, &mut out);
+    out
+}
+
+fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
+    let delta = |k: &str| p.counter_deltas.get(k).copied().unwrap_or(0.0);
+    // Page retirement is how cards before row remapping take bad memory out of use.
+    let dbe = delta(signals::RETIRED_PAGES_DBE.name);
+    let sbe = delta(signals::RETIRED_PAGES_SBE.name);
+    if dbe + sbe > 0.0 || delta(signals::RETIRED_PAGES_PENDING.name) > 0.0 {
+        out.push(finding(
+            FindingCode::RetiredPages,
+            if dbe > 0.0 {
+                Severity::Critical
+            } else {
+                Severity::Major
+            },
+            Confidence::High,
+            format!(
+                "{dbe} pages retired for double-bit and {sbe} for single-bit errors {}",
+                during(p)
+            ),
+            json!({"counter_deltas": p.counter_deltas}),
+            "RMA candidate: reset the GPU to apply pending retirements, retest, and send this report",
+        ));
+    }
+    // On-chip SRAM's uncorrectable errors are ECC errors of the GPU's own, where the totals
+    // did not count them.
+    let ecc = delta(signals::ECC_UNCORRECTED_VOLATILE.name)
+        .max(delta(signals::ECC_UNCORRECTED_AGGREGATE.name))
+        .max(
+            delta(signals::SRAM_UNCORRECTED_PARITY.name)
+                + delta(signals::SRAM_UNCORRECTED_SECDED.name),
+        );
+    if ecc > 0.0 {
+        out.push(finding(
+            FindingCode::EccUncorrectable,
+            Severity::Critical,
+            Confidence::High,
+            format!("{ecc} uncorrectable ECC errors {}", during(p)),
+            json!({"counter_deltas": p.counter_deltas}),
+            "RMA candidate: reset the GPU, retest, and send this report",
+        ));
+    }
+    if delta(signals::REMAP_FAILURE.name) > 0.0 {
+        out.push(finding(
+            FindingCode::RowRemapFailure,
+            Severity::Critical,
+            Confidence::High,
+            format!("row remapping failed {}", during(p)),
+            json!({"counter_deltas": p.counter_deltas}),
+            "RMA the card",
+        ));
+    } else if delta(signals::REMAP_PENDING.name) > 0.0 {
+        out.push(finding(
+            FindingCode::RowRemapPending,
+            Severity::Major,
+            Confidence::High,
+            format!("a row remap became pending {}", during(p)),
+            json!({"counter_deltas": p.counter_deltas}),
+            "reset the GPU to apply the remap, then retest",
+        ));
+    }
+    // AMD's RAS counters outside the memory controller (gfx, sdma, mmhub, xgmi, ...):
+    // uncorrectable errors in the GPU's own blocks.
+    let ras: Vec<String> = p
+        .counter_deltas
+        .iter()
+        .filter(|(_, v)| **v > 0.0)
+        .filter_map(|(k, v)| signals::ras_ue_block(k).map(|block| format!("{block} {v}")))
+        .collect();
+    if !ras.is_empty() {
+        out.push(finding(
+            FindingCode::RasUncorrectable,
+            Severity::Critical,
+            Confidence::High,
+            format!(
+                "uncorrectable RAS errors in the GPU's blocks {} ({})",
+                during(p),
+                ras.join(", ")
+            ),
+            json!({"counter_deltas": p.counter_deltas}),
+            "RMA candidate: reset the GPU, retest, and send this report",
+        ));
+    }
+    if delta(signals::RETIRED_PAGES_FAILED.name) > 0.0 {
+        out.push(finding(
+            FindingCode::RowRemapFailure,
+            Severity::Critical,
+            Confidence::High,
+            format!("bad pages could not be retired {}", during(p)),
+            json!({"counter_deltas": p.counter_deltas}),
+            "RMA the card",
+        ));
+    }
+}
+
+/// Standing states of the card, read from the last counters of the run: a failed or
+/// pending row remap, a pending page retirement, a recovery action the driver asks for, an
+/// ECC mode change waiting for a reset. They were set before the run as often as during it,
+/// and are the card's lasting condition, not history: each gives its finding once, unless
+/// an event of the run already gave it.
+fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
+    let last = |key: &str| {
+        device
+            .telemetry
+            .iter()
+            .filter(|p| p.counters_after.contains_key(key))
+            .max_by(|a, b| a.end_ms.total_cmp(&b.end_ms))
+            .and_then(|p| p.counters_after.get(key).copied())
+    };
+    let already = |out: &Vec<Finding>, code: FindingCode| out.iter().any(|f| f.code == code);
+    let lasting = "(a lasting state of the card, whether set before or during the run)";
+    if last(signals::REMAP_FAILURE.name).is_some_and(|v| v > 0.0)
+        && !already(out, FindingCode::RowRemapFailure)
+    {
+        out.push(finding(
+            FindingCode::RowRemapFailure,
+            Severity::Critical,
+            Confidence::High,
+            format!("row remapping has failed: no spare rows are left {lasting}"),
+            json!({signals::REMAP_FAILURE.name: last(signals::REMAP_FAILURE.name), signals::REMAPPED_UNCORRECTABLE.name: last(signals::REMAPPED_UNCORRECTABLE.name)}),
+            "RMA the card",
+        ));
+    } else if last(signals::REMAP_PENDING.name).is_some_and(|v| v > 0.0)
+        && !already(out, FindingCode::RowRemapPending)
+    {
+        out.push(finding(
+            FindingCode::RowRemapPending,
+            Severity::Major,
+            Confidence::High,
+            format!("a row remap is pending {lasting}"),
+            json!({signals::REMAP_PENDING.name: last(signals::REMAP_PENDING.name), signals::REMAPPED_UNCORRECTABLE.name: last(signals::REMAPPED_UNCORRECTABLE.name)}),
+            "reset the GPU to apply the remap, then retest",
+        ));
+    }
+    if last(signals::RETIRED_PAGES_PENDING.name).is_some_and(|v| v > 0.0)
+        && !already(out, FindingCode::RetiredPages)
+    {
+        out.push(finding(
+            FindingCode::RetiredPages,
+            Severity::Major,
+            Confidence::High,
+            format!(
+                "a page retirement is pending ({} pages retired for double-bit errors) {lasting}",
+                last(signals::RETIRED_PAGES_DBE.name).unwrap_or(0.0)
+            ),
+            json!({signals::RETIRED_PAGES_PENDING.name: last(signals::RETIRED_PAGES_PENDING.name), signals::RETIRED_PAGES_DBE.name: last(signals::RETIRED_PAGES_DBE.name)}),
+            "reset the GPU to apply the retirement, retest, and send this report",
+        ));
+    }
+    if let Some(action) = last(signals::RECOVERY_ACTION.name).and_then(xid::recovery_action_of) {
+        out.push(finding(
+            FindingCode::RecoveryActionPending,
+            Severity::Critical,
+            Confidence::High,
+            format!("the driver asks to {action} before the GPU is used again"),
+            json!({signals::RECOVERY_ACTION.name: last(signals::RECOVERY_ACTION.name)}),
+            &format!("{action}, then retest; the kernel log's Xids say why"),
+        ));
+    }
+    // How close the memory is to a remap failure, by bank (NVIDIA's RMA criterion is a
+    // bank that needs one more uncorrectable row than it has spares).
+    let (low, none) = (
+        last(signals::REMAP_BANKS_LOW.name).unwrap_or(0.0),
+        last(signals::REMAP_BANKS_NONE.name).unwrap_or(0.0),
+    );
+    if (low > 0.0 || none > 0.0) && !already(out, FindingCode::RowRemapFailure) {
+        let banks = |n: f64| crate::text::count(n as u64, "memory bank");
+        let (severity, said) = if none > 0.0 {
+            (
+                Severity::Major,
+                format!(
+                    "{} with no spare row left and {} with only a few: the next uncorrectable error in one without fails row remapping",
+                    banks(none),
+                    banks(low)
+                ),
+            )
+        } else {
+            (
+                Severity::Minor,
+                format!(
+                    "{} with only a few spare rows left: the warning before a remap failure",
+                    banks(low)
+                ),
+            )
+        };
+        out.push(finding(
+            FindingCode::RowRemapBanksLow,
+            severity,
+            Confidence::High,
+            format!("{said} {lasting}"),
+            json!({
+                signals::REMAP_BANKS_MAX.name: last(signals::REMAP_BANKS_MAX.name),
+                signals::REMAP_BANKS_HIGH.name: last(signals::REMAP_BANKS_HIGH.name),
+                signals::REMAP_BANKS_PARTIAL.name: last(signals::REMAP_BANKS_PARTIAL.name),
+                signals::REMAP_BANKS_LOW.name: low,
+                signals::REMAP_BANKS_NONE.name: none,
+                signals::REMAPPED_UNCORRECTABLE.name: last(signals::REMAPPED_UNCORRECTABLE.name),
+            }),
+            "plan the card's replacement: watch its uncorrectable remaps and rerun the rma profile; RMA when a remap fails",
+        ));
+    }
+    if last(signals::SRAM_THRESHOLD_EXCEEDED.name).is_some_and(|v| v > 0.0) {
+        out.push(finding(
+            FindingCode::SramThresholdExceeded,
+            Severity::Critical,
+            Confidence::High,
+            format!(
+                "the driver flags the GPU's on-chip SRAM past its threshold of uncorrectable errors ({} parity, {} SEC-DED) {lasting}",
+                last(signals::SRAM_UNCORRECTED_PARITY.name).unwrap_or(0.0),
+                last(signals::SRAM_UNCORRECTED_SECDED.name).unwrap_or(0.0)
+            ),
+            json!({
+                signals::SRAM_THRESHOLD_EXCEEDED.name: last(signals::SRAM_THRESHOLD_EXCEEDED.name),
+                signals::SRAM_UNCORRECTED_PARITY.name: last(signals::SRAM_UNCORRECTED_PARITY.name),
+                signals::SRAM_UNCORRECTED_SECDED.name: last(signals::SRAM_UNCORRECTED_SECDED.name),
+                "source": "NVIDIA RMA policy: more than 4 unique uncorrectable errors in a parity-protected SRAM bank, or 2 in a SEC-DED one",
+            }),
+            "RMA candidate: run NVIDIA's field diagnostic and send this report",
+        ));
+    }
+    let text = |key: &str| device.setup.identity.get(key).and_then(Reading::text);
+    if let (Some(now), Some(pending)) = (
+        text(signals::ECC_ENABLED.name),
+        text(signals::ECC_ENABLED_PENDING.name),
+    ) && now != pending
+    {
+        out.push(finding(
+            FindingCode::EccModePending,
+            Severity::Major,
+            Confidence::High,
+            format!("an ECC mode change waits for a reset (ECC {now} now, {pending} after it): the card was tested in a mode it will not work in"),
+            json!({signals::ECC_ENABLED.name: now, signals::ECC_ENABLED_PENDING.name: pending}),
+            "reset the GPU to apply the ECC mode, then retest",
+        ));
+    }
+}

@@ -1,0 +1,185 @@
+//! The rules: from one device's evidence (workload results, telemetry per phase) to
+//! findings. Each rule is a pure function of the evidence, `fn(&DeviceReport, &Thresholds)
+//! -> Vec<Finding>`, and reads no other rule's findings: their order decides nothing.
+//! Which finding explains which (a cause and the symptom it produced) is decided after
+//! them, in one place: [`crate::verdict::resolve`].
+
+mod clocks;
+mod failure;
+mod memory;
+mod nvlink;
+mod pcie;
+mod peers;
+mod power;
+pub mod rates;
+mod results;
+mod run;
+mod setup;
+mod tenants;
+mod thermal;
+mod xids;
+
+pub use clocks::RESTORE_STOCK_CLOCKS;
+pub use failure::reset_words;
+pub use peers::{peers, rates};
+pub use run::{evidence_missing, gpu_not_visible, run_interrupted};
+
+use super::DeviceReport;
+use super::thresholds::Thresholds;
+use super::xid::{self, XidInfo};
+use crate::finding::{Class, Finding, FindingCode, Severity};
+use crate::telemetry::record::XidEvent;
+use crate::telemetry::summary::{BETWEEN_PHASES, PhaseTelemetry};
+use crate::workload::WorkloadOutcome;
+use serde_json::json;
+
+/// A rule: one device's evidence and the thresholds in, its findings out.
+pub type Rule = fn(&DeviceReport, &Thresholds) -> Vec<Finding>;
+
+/// Every rule of a device, by name, in the order their findings are listed (the order
+/// they run in changes nothing else: see [`judge_with`]).
+pub const RULES: &[(&str, Rule)] = &[
+    ("results", results::judge),
+    ("thermal", thermal::judge),
+    ("power", power::judge),
+    ("pcie", pcie::judge),
+    ("memory", memory::judge),
+    ("xid", xids::judge),
+    ("nvlink", nvlink::judge),
+    ("failure", failure::judge),
+    ("setup", setup::judge),
+    ("tenants", tenants::judge),
+    ("configuration", rates::configuration_rule),
+    ("product", rates::product_unknown_rule),
+    ("clocks", clocks::judge),
+    ("telemetry", setup::telemetry_rule),
+];
+
+/// Every finding about one device, as the rules give them (before resolution).
+pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+    judge_with(RULES, device, t)
+}
+
+/// The findings of `rules` run in the order given, listed in the order of [`RULES`]: the
+/// same findings in the same order whatever the order they ran in (the tests run every
+/// scenario with the rules shuffled).
+pub fn judge_with(rules: &[(&str, Rule)], device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+    let mut found: Vec<(usize, Vec<Finding>)> = rules
+        .iter()
+        .map(|(name, rule)| {
+            let rank = RULES
+                .iter()
+                .position(|(n, _)| n == name)
+                .unwrap_or(RULES.len());
+            (rank, rule(device, t))
+        })
+        .collect();
+    found.sort_by_key(|(rank, _)| *rank);
+    found.into_iter().flat_map(|(_, f)| f).collect()
+}
+
+/// Every reported run of a workload with the phase it ran in: the n-th run of a workload
+/// ran in its n-th phase. Only what reported counts as a run (the verdict names the rest,
+/// with why).
+fn runs(device: &DeviceReport) -> Vec<(&WorkloadOutcome, Option<&PhaseTelemetry>)> {
+    device
+        .workloads
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.reported())
+        .map(|(i, w)| {
+            let nth = device.workloads[..i]
+                .iter()
+                .filter(|o| o.workload == w.workload)
+                .count();
+            let phase = device
+                .telemetry
+                .iter()
+                .filter(|p| p.phase == w.workload)
+                .nth(nth);
+            (w, phase)
+        })
+        .collect()
+}
+
+/// A condition found in several phases (a card hot all run long) said once: the first
+/// phase's finding, naming the others, at the surest confidence of them, with every phase's
+/// evidence.
+fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
+    let found: Vec<Finding> = out.iter().filter(|f| f.code == code).cloned().collect();
+    let [first, rest @ ..] = found.as_slice() else {
+        return;
+    };
+    if rest.is_empty() {
+        return;
+    }
+    let mut merged = first.clone();
+    let phases: Vec<&str> = rest
+        .iter()
+        .filter_map(|f| f.evidence.get("phase").and_then(|p| p.as_str()))
+        .collect();
+    merged.summary = format!(
+        "{}; the same in the {} {}",
+        first.summary,
+        crate::text::list(&phases),
+        if phases.len() == 1 { "phase" } else { "phases" }
+    );
+    merged.confidence = found
+        .iter()
+        .map(|f| f.confidence)
+        .min()
+        .unwrap_or(first.confidence);
+    merged.evidence = json!({"phases": found.iter().map(|f| &f.evidence).collect::<Vec<_>>()});
+    let mut placed = false;
+    out.retain_mut(|f| {
+        if f.code != code {
+            return true;
+        }
+        if placed {
+            return false;
+        }
+        placed = true;
+        *f = merged.clone();
+        true
+    });
+}
+
+/// Phases in words: `during the vram phase`, `during the vram and compute phases`, or
+/// `since the last check` for `kiln health`'s one phase.
+fn during_phases(phases: &[String]) -> String {
+    match phases {
+        [one] if one == "health" => "since the last check".into(),
+        [one] if one == BETWEEN_PHASES => "between the phases".into(),
+        [_] => format!("during the {} phase", phases[0]),
+        _ => format!("during the {} phases", crate::text::list(phases)),
+    }
+}
+
+/// When a phase's events happened, in words: `during the vram phase`, or `between the
+/// phases` for what no phase's window covered.
+fn during(p: &PhaseTelemetry) -> String {
+    match p.phase.as_str() {
+        BETWEEN_PHASES => "between the phases".to_owned(),
+        // `kiln health` judges what came since its last check.
+        "health" => "since the last check".to_owned(),
+        phase => format!("during the {phase} phase"),
+    }
+}
+
+/// The Xid codes a phase's events carry.
+fn phase_xid_codes(p: &PhaseTelemetry) -> Vec<u32> {
+    p.xids.iter().filter_map(XidEvent::code).collect()
+}
+
+/// The Xid codes of a device's telemetry that point at the card (hardware rows of major
+/// severity or worse), and those of an application fault, from the catalogue.
+fn xid_kinds(codes: &[u32]) -> (bool, bool) {
+    let rows: Vec<&XidInfo> = codes.iter().filter_map(|c| xid::lookup(*c)).collect();
+    let hardware = rows
+        .iter()
+        .any(|r| r.class() == Class::Hardware && r.severity <= Severity::Major);
+    let application = rows
+        .iter()
+        .any(|r| r.finding == FindingCode::XidApplication && r.severity <= Severity::Major);
+    (hardware, application)
+}

@@ -1,0 +1,205 @@
+//! The PCIe link: its width and generation against what card and slot allow, replays
+//! against a bit error rate, AER errors, and the probe's rates against the link.
+
+use serde_json::json;
+
+use super::during;
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::telemetry::signals;
+use crate::telemetry::summary::PhaseTelemetry;
+use crate::verdict::DeviceReport;
+use crate::verdict::thresholds::{Thresholds, pcie_reached};
+use crate::workload::pcie::PcieReport;
+
+/// The rule.
+pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for p in &device.telemetry {
+        link(p, &mut out);
+        replays(p, t, &mut out);
+        aer(p, &mut out);
+    }
+    out
+}
+
+/// PCIe AER errors (fatal and non-fatal) a phase's counters grew by.
+fn aer(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
+    let delta = |k: &str| p.counter_deltas.get(k).copied().unwrap_or(0.0);
+    if delta(signals::AER_FATAL.name) + delta(signals::AER_NONFATAL.name) > 0.0 {
+        out.push(finding(
+            FindingCode::PcieAerErrors,
+            Severity::Major,
+            Confidence::High,
+            format!("PCIe AER errors {}", during(p)),
+            json!({"counter_deltas": p.counter_deltas}),
+            "reseat the card, try another slot or riser",
+        ));
+    }
+}
+
+/// PCIe rates against what healthy cards reach on the link the transfers ran on.
+pub(super) fn bandwidth(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
+    // Rates against the link the transfers actually ran on, per direction, against what
+    // healthy cards reach on it (REFERENCE.md §5); a probe cut short measured too little,
+    // and transfers that never left the device (no staging memory outside VRAM) measured
+    // no bus at all.
+    let Some((theory, generation)) = p
+        .link
+        .as_ref()
+        .and_then(|l| l.theoretical_gbps.zip(l.generation))
+    else {
+        return;
+    };
+    if p.sizes.is_empty() || p.run.cut_short() || !p.staging_in_host_memory {
+        return;
+    }
+    let (h2d, d2h, source) = pcie_reached(generation);
+    let low: Vec<String> = [("H2D", p.peak_h2d_gbps, h2d), ("D2H", p.peak_d2h_gbps, d2h)]
+        .into_iter()
+        .filter(|(_, rate, reached)| *rate < t.pcie_low_share * reached * theory)
+        .map(|(name, rate, reached)| {
+            format!(
+                "{name} {rate:.1} GB/s (floor {:.1})",
+                t.pcie_low_share * reached * theory
+            )
+        })
+        .collect();
+    if !low.is_empty() {
+        out.push(finding(
+            FindingCode::PcieBandwidthLow,
+            Severity::Major,
+            Confidence::Medium,
+            format!(
+                "{} on a Gen{generation} link of {theory:.1} GB/s, below {:.0}% of what healthy cards reach on it",
+                low.join(" and "),
+                100.0 * t.pcie_low_share
+            ),
+            json!({"link": p.link, "peak_h2d_gbps": p.peak_h2d_gbps, "peak_d2h_gbps": p.peak_d2h_gbps,
+                   "pcie_low_share": t.pcie_low_share, "reached_h2d_share": h2d, "reached_d2h_share": d2h, "source": source}),
+            "check the slot, riser, BIOS link settings and IOMMU; rerun the pcie workload alone",
+        ));
+    }
+}
+
+/// A link below its maximum: its width at any time (a GPU keeps its lanes at idle, so
+/// fewer is a slot, riser or contact), its generation only while the GPU is busy (links
+/// drop their generation at idle by design; REFERENCE.md §4). Where sysfs gives the slot's
+/// own maxima, the two are kept apart: a link at the slot's maximum but below the card's is
+/// the slot limiting the card (`PCIE_SLOT_LIMITS`, a note), one below both is degraded. Once
+/// per device and kind, from the first phase that shows it.
+fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
+    let busy = p
+        .gauges
+        .get(signals::UTIL_GPU_PCT.name)
+        .is_some_and(|u| u.median >= 50.0);
+    let least = |key: &str| p.gauges.get(key).map(|s| s.min);
+    for (what, now, max, slot, judged) in [
+        (
+            "generation",
+            signals::PCIE_GEN.name,
+            signals::PCIE_GEN_MAX.name,
+            signals::PCIE_SLOT_GEN_MAX.name,
+            busy,
+        ),
+        (
+            "width",
+            signals::PCIE_WIDTH.name,
+            signals::PCIE_WIDTH_MAX.name,
+            signals::PCIE_SLOT_WIDTH_MAX.name,
+            true,
+        ),
+    ] {
+        let seen = |out: &[Finding], code: FindingCode| {
+            out.iter()
+                .any(|f| f.code == code && f.evidence.get("what") == Some(&json!(what)))
+        };
+        let (Some(card), Some(highest)) = (least(max), p.gauges.get(now).map(|s| s.max)) else {
+            continue;
+        };
+        // What the link can reach here: the lower of the card's and the slot's maxima.
+        let slot_max = least(slot);
+        let limit = slot_max.map_or(card, |s| s.min(card));
+        let evidence = json!({"what": what, "phase": p.phase, now: p.gauges.get(now), max: p.gauges.get(max), slot: p.gauges.get(slot)});
+        if let Some(s) = slot_max.filter(|s| *s < card)
+            && !seen(out, FindingCode::PcieSlotLimits)
+        {
+            // A fact of where the card sits, not a fault: the link is judged against it.
+            out.push(finding(
+                FindingCode::PcieSlotLimits,
+                Severity::Note,
+                Confidence::High,
+                format!("the slot allows PCIe {what} {s} of the card's {card}: the card runs below its own maximum by where it sits, not by itself"),
+                evidence.clone(),
+                "move the card to a slot (or riser) with its own PCIe generation and width where the host bandwidth matters",
+            ));
+        }
+        if !judged || seen(out, FindingCode::PcieLinkDegraded) || highest >= limit {
+            continue;
+        }
+        let phase = if p.phase == "health" {
+            String::new()
+        } else {
+            format!(" in the {} phase", p.phase)
+        };
+        let when = if busy {
+            format!("while the GPU was busy{phase}")
+        } else {
+            phase.trim_start().to_owned()
+        };
+        let of = match slot_max {
+            Some(s) if s < card => format!("{limit} (the slot's; the card's {card})"),
+            _ => format!("{limit}"),
+        };
+        out.push(finding(
+            FindingCode::PcieLinkDegraded,
+            Severity::Major,
+            Confidence::High,
+            format!("PCIe {what} {highest} of {of} {when}")
+                .trim_end()
+                .to_owned(),
+            evidence,
+            "check the slot, riser and BIOS link settings; reseat the card",
+        ));
+    }
+}
+
+/// PCIe replays above what a bit error rate of 1e-12 allows on the link the phase ran at.
+fn replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
+    let replays = p
+        .counter_deltas
+        .get(signals::PCIE_REPLAYS.name)
+        .copied()
+        .unwrap_or(0.0);
+    let generation = p.gauges.get(signals::PCIE_GEN.name).map(|s| s.median);
+    let lanes = p.gauges.get(signals::PCIE_WIDTH.name).map(|s| s.median);
+    let (Some(gts), Some(lanes)) = (
+        generation.and_then(|g| crate::workload::pcie::transfer_rate_gts(g.round() as u32)),
+        lanes,
+    ) else {
+        return;
+    };
+    if replays <= 0.0 || lanes <= 0.0 {
+        return;
+    }
+    let allowed_per_minute = (t.replays_per_gts_lane_minute * gts * lanes).ceil();
+    // A phase shorter than a minute is judged as a whole minute: a handful of replays in a
+    // few seconds is not yet a rate.
+    let minutes = ((p.end_ms - p.start_ms) / 60_000.0).max(1.0);
+    let per_minute = replays / minutes;
+    if per_minute > allowed_per_minute {
+        out.push(finding(
+            FindingCode::PcieReplaysHigh,
+            Severity::Major,
+            Confidence::Medium,
+            format!(
+                "{replays} PCIe replays in the {} phase ({per_minute:.0} per minute; a Gen{} x{} link at a bit error rate of 1e-12 allows {allowed_per_minute})",
+                p.phase,
+                generation.unwrap_or(0.0).round(),
+                lanes.round()
+            ),
+            json!({"phase": p.phase, signals::PCIE_REPLAYS.name: replays, "minutes": minutes,
+                   "allowed_per_minute": allowed_per_minute, signals::PCIE_GEN.name: generation, signals::PCIE_WIDTH.name: lanes}),
+            "signal integrity: reseat the card, try another slot or riser; RMA if it follows the card",
+        ));
+    }
+}

@@ -1,0 +1,85 @@
+//! Devices of one model in one run, each against its peers.
+
+use serde_json::json;
+
+use super::rates::median;
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::verdict::DeviceReport;
+use crate::verdict::thresholds::Thresholds;
+
+/// The rates a device can be compared with its peers on: VRAM streaming (GiB/s), fp32
+/// compute (G ops/s) and PCIe each way (GB/s), from workloads that ran to their end.
+pub fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
+    let mut out = Vec::new();
+    let finished = |w: &&crate::workload::WorkloadOutcome| {
+        matches!(
+            w.status,
+            crate::workload::WorkloadStatus::Passed | crate::workload::WorkloadStatus::Failed
+        ) && w.together_with().is_none()
+    };
+    for w in device.workloads.iter().filter(finished) {
+        out.extend(w.summary.rates());
+    }
+    out.retain(|(_, v)| v.is_finite() && *v > 0.0);
+    out
+}
+
+/// Devices of the same model in one run, each against the median of the others: one
+/// `peer_slow_share` below them in VRAM or compute rate is slower than its model should be: the
+/// card, unless its own environment findings (heat, power, the slot) explain it
+/// ([`crate::verdict::resolve`]).
+/// CPU devices share the host's cores, so they are never compared.
+pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
+    // PCIe rates depend on where a GPU sits (its socket, its switch), not only on the
+    // card: they are judged against the link's theory instead.
+    let all: Vec<Vec<(&str, f64)>> = devices
+        .iter()
+        .map(|d| {
+            let mut r = rates(d);
+            r.retain(|(name, _)| !name.starts_with("pcie_"));
+            r
+        })
+        .collect();
+    devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            if !d.kind.is_gpu() {
+                return Vec::new();
+            }
+            let peers: Vec<usize> = (0..devices.len())
+                .filter(|&j| j != i && devices[j].name == d.name && devices[j].kind.is_gpu())
+                .collect();
+            let slow: Vec<serde_json::Value> = all[i]
+                .iter()
+                .filter_map(|(name, value)| {
+                    let others: Vec<f64> = peers
+                        .iter()
+                        .filter_map(|&j| all[j].iter().find(|(n, _)| n == name).map(|(_, v)| *v))
+                        .collect();
+                    let m = median(others)?;
+                    (*value < (1.0 - t.peer_slow_share) * m).then(|| json!({"rate": name, "value": value, "peer_median": m, "share_below": 1.0 - value / m}))
+                })
+                .collect();
+            if slow.is_empty() {
+                return Vec::new();
+            }
+            let what = slow
+                .iter()
+                .map(|s| format!("{} {:.0}% below", s["rate"].as_str().unwrap_or(""), 100.0 * s["share_below"].as_f64().unwrap_or(0.0)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            // Whether its own environment explains it is resolved with its other findings
+            // (crate::verdict::resolve).
+            let slower = finding(
+                FindingCode::PeerSlower,
+                Severity::Major,
+                Confidence::Medium,
+                format!("slower than the {} other {} in this run ({what})", peers.len(), d.name),
+                json!({"slow": slow, "peers": peers.iter().map(|&j| devices[j].index).collect::<Vec<_>>()}),
+                "rerun it alone and cool; RMA if it stays behind its peers",
+            );
+            vec![slower]
+        })
+        .collect()
+}

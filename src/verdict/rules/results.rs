@@ -1,0 +1,68 @@
+//! What each workload's runs showed: the faults their results prove by themselves, their
+//! rates against the product's floors, and the PCIe probe's rates against its link; one
+//! finding per workload and code, saying in how many of its runs it was found.
+
+use crate::finding::{Finding, FindingCode};
+use crate::verdict::DeviceReport;
+use crate::verdict::thresholds::Thresholds;
+use crate::workload::WorkloadResult;
+
+/// The rule: every reported run's own findings and its rates.
+pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+    let tenants = super::tenants::processes(device);
+    let mut from_runs: Vec<(&str, Vec<Finding>)> = Vec::new();
+    for (w, phase) in super::runs(device) {
+        // What the result proves by itself, then how its rates compare with what healthy
+        // cards reach.
+        let mut out = w.summary.judge();
+        let mut held = Vec::new();
+        super::rates::rates_of_run(device, w, phase, t, &tenants, &mut held, &mut out);
+        if let WorkloadResult::Pcie(p) = &w.summary {
+            super::pcie::bandwidth(p, t, &mut out);
+        }
+        from_runs.push((w.workload.as_str(), out));
+    }
+    merge_runs(from_runs)
+}
+
+/// One finding per workload and code: the first run's, with the count of runs that found
+/// it when the workload ran more than once.
+fn merge_runs(runs: Vec<(&str, Vec<Finding>)>) -> Vec<Finding> {
+    let mut merged: Vec<(&str, Finding, usize)> = Vec::new();
+    for (workload, findings) in &runs {
+        let mut seen_here: Vec<FindingCode> = Vec::new();
+        for f in findings {
+            if seen_here.contains(&f.code) {
+                // The same code twice from one run (a degraded link's width and
+                // generation) stays as it is.
+                merged.push((workload, f.clone(), 1));
+                continue;
+            }
+            seen_here.push(f.code);
+            match merged
+                .iter_mut()
+                .find(|(w, m, _)| w == workload && m.code == f.code)
+            {
+                Some((_, _, found)) => *found += 1,
+                None => merged.push((workload, f.clone(), 1)),
+            }
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(workload, mut f, found)| {
+            let ran = runs.iter().filter(|(w, _)| *w == workload).count();
+            if ran > 1 {
+                f.summary = format!(
+                    "{} (found in {found} of {ran} runs of {workload})",
+                    f.summary
+                );
+                if let Some(map) = f.evidence.as_object_mut() {
+                    map.insert("found_in_runs".into(), found.into());
+                    map.insert("runs".into(), ran.into());
+                }
+            }
+            f
+        })
+        .collect()
+}

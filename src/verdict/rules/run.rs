@@ -1,0 +1,100 @@
+//! Findings about the run as a whole rather than one device's evidence: a GPU Vulkan cannot
+//! see, evidence lost from the run directory, a run a signal stopped.
+
+use serde_json::json;
+
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+
+/// The finding of a GPU the machine has (NVML, sysfs) that Vulkan cannot see: not tested,
+/// so nothing is known of its health and the run cannot pass. The cause read from the
+/// machine is the action.
+pub fn gpu_not_visible(
+    gpu: &crate::inventory::InventoryGpu,
+    cause: &crate::inventory::Cause,
+) -> Finding {
+    finding(
+        FindingCode::GpuNotVisible,
+        Severity::Major,
+        Confidence::High,
+        format!(
+            "{} at {} is not visible to Vulkan: not tested",
+            gpu.name,
+            gpu.pci_address
+                .as_deref()
+                .unwrap_or("an unknown PCI address")
+        ),
+        json!({
+            "cause": cause.cause,
+            "pci_address": gpu.pci_address,
+            "vendor_id": format!("0x{:04x}", gpu.vendor_id),
+            "device_id": gpu.device_id.map(|d| format!("0x{d:04x}")),
+            "uuid": gpu.uuid,
+            "kernel_driver": gpu.kernel_driver,
+            "mig_enabled": gpu.mig_enabled,
+            "seen_by": gpu.seen_by,
+        }),
+        &cause.message,
+    )
+}
+
+/// The finding of an evidence file the run wrote that is not in its directory: what
+/// rests on it could not be judged, so the device cannot pass on what is left.
+pub fn evidence_missing(file: crate::evidence::EvidenceFile) -> Finding {
+    finding(
+        FindingCode::EvidenceMissing,
+        Severity::Major,
+        Confidence::High,
+        format!(
+            "{} is missing from the run directory, though the run wrote it: {}",
+            file.file_name(),
+            file.judges()
+        ),
+        json!({"file": file.file_name()}),
+        "judge the run directory as the run left it (copy every file, keep none out), or run the test again",
+    )
+}
+
+/// The finding of a run a signal stopped (Ctrl+C, SIGTERM, a scheduler's time limit): what
+/// ran before it stands, but the test did not go to its end, so it cannot pass. `at_s` is
+/// when the signal came, `running` what the device was running then.
+pub fn run_interrupted(
+    at_s: f64,
+    running: &[String],
+    workloads: &[crate::workload::WorkloadOutcome],
+) -> Finding {
+    use crate::workload::WorkloadStatus;
+    let named = |status: WorkloadStatus| -> Vec<&str> {
+        workloads
+            .iter()
+            .filter(|w| w.status == status)
+            .map(|w| w.workload.as_str())
+            .collect()
+    };
+    let summary = if !workloads.iter().any(|w| w.reported()) && running.is_empty() {
+        format!(
+            "a signal interrupted the run at {at_s:.1} s, before this device's test started: nothing was tested"
+        )
+    } else if running.is_empty() {
+        format!(
+            "a signal interrupted the run at {at_s:.1} s, between workloads: the test did not finish"
+        )
+    } else {
+        format!(
+            "a signal interrupted the run at {at_s:.1} s, during {}: the test did not finish",
+            running.join(", ")
+        )
+    };
+    finding(
+        FindingCode::RunInterrupted,
+        Severity::Major,
+        Confidence::High,
+        summary,
+        json!({
+            "at_s": (at_s * 10.0).round() / 10.0,
+            "running": running,
+            "cut_short": named(WorkloadStatus::Incomplete),
+            "not_run": named(WorkloadStatus::NotRun),
+        }),
+        "run the test again to its end without stopping it (a scheduler's time limit must exceed the profile's duration)",
+    )
+}

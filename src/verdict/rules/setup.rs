@@ -1,0 +1,91 @@
+//! The installation, as the driver and the vendor's source saw it at the start
+//! (REFERENCE.md §4): a driver not loaded or at odds with its libraries (software); and a
+//! device whose telemetry could not be read at all.
+
+use serde_json::json;
+
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::telemetry::record::Reading;
+use crate::telemetry::{cause, signals};
+use crate::verdict::DeviceReport;
+use crate::verdict::thresholds::Thresholds;
+
+/// The rule of the installation.
+pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    setup(device, &mut out);
+    out
+}
+
+/// The rule of a device whose telemetry could not be read.
+pub fn telemetry_rule(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    telemetry_missing(device, &mut out);
+    out
+}
+
+/// The installation, as the driver and the vendor's source saw it at the start
+/// (REFERENCE.md §4): a driver not loaded or at odds with its libraries (software), and
+/// other processes on the GPU (the environment: they take memory and time from the test).
+fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
+    let s = &device.setup;
+    let problem = |cause: &str| s.source_problems.iter().any(|c| c == cause);
+    let reinstall = "reinstall the driver or reboot into the installed one, then rerun";
+    if problem(cause::DRIVER_NOT_LOADED) {
+        out.push(finding(
+            FindingCode::DriverNotLoaded,
+            Severity::Major,
+            Confidence::High,
+            "the NVIDIA libraries are installed but the kernel driver is not loaded: its GPUs cannot be tested".into(),
+            json!({"source_problems": s.source_problems}),
+            "load the driver (modprobe nvidia) or reinstall it, then rerun",
+        ));
+    }
+    let text = |key: &str| s.identity.get(key).and_then(Reading::text);
+    let nvml_version = text(signals::DRIVER_VERSION.name);
+    let differ = s.vendor_id == NVIDIA_VENDOR_ID
+        && !s.vulkan_driver_version.is_empty()
+        && nvml_version.is_some_and(|n| !same_version(n, &s.vulkan_driver_version));
+    if problem(cause::VERSION_MISMATCH) || differ {
+        out.push(finding(
+            FindingCode::DriverVersionMismatch,
+            Severity::Major,
+            Confidence::High,
+            match nvml_version {
+                Some(n) if differ => format!("the Vulkan driver is version {} but NVML reports {n}: a half-finished driver upgrade", s.vulkan_driver_version),
+                _ => "NVML and the kernel driver differ in version: the driver was upgraded without a reboot".into(),
+            },
+            json!({"vulkan_driver_version": s.vulkan_driver_version, "nvml_driver_version": nvml_version, "source_problems": s.source_problems}),
+            reinstall,
+        ));
+    }
+}
+
+const NVIDIA_VENDOR_ID: u32 = 0x10de;
+
+/// True when two dotted driver versions agree in the parts both give (Vulkan packs
+/// NVIDIA's version as major.minor.patch.build; NVML writes major.minor[.patch], and
+/// `550.54.01` is `550.54.1`).
+fn same_version(a: &str, b: &str) -> bool {
+    let parts =
+        |v: &str| -> Vec<Option<u32>> { v.split('.').map(|p| p.trim().parse().ok()).collect() };
+    let (a, b) = (parts(a), parts(b));
+    a.iter().zip(&b).take(3).all(|(x, y)| x == y)
+}
+
+/// No telemetry sample in any phase: the checks that rest on it (heat, power, clocks,
+/// ECC and remap counters, Xids) could not run, and the report must not read as if they
+/// passed.
+fn telemetry_missing(device: &DeviceReport, out: &mut Vec<Finding>) {
+    if device.telemetry.is_empty() || device.telemetry.iter().any(|p| p.samples > 0) {
+        return;
+    }
+    out.push(finding(
+        FindingCode::TelemetryMissing,
+        Severity::Note,
+        Confidence::High,
+        "no telemetry was read for this device: thermal, power, clock, ECC, remap and Xid checks could not run".into(),
+        json!({"phases": device.telemetry.iter().map(|p| &p.phase).collect::<Vec<_>>()}),
+        "install the vendor's driver tools (NVML for NVIDIA) or grant access to sysfs and the kernel log, then rerun",
+    ));
+}

@@ -1,0 +1,136 @@
+//! Heat: thermal slowdown, read from the throttle status or from a sensor at its limit,
+//! one finding per device naming every phase; and memory near its rated temperature.
+
+use serde_json::json;
+
+use super::rates;
+use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::telemetry::signals;
+use crate::telemetry::summary::PhaseTelemetry;
+use crate::telemetry::throttle::ThrottleReason;
+use crate::verdict::thresholds::Thresholds;
+use crate::verdict::{DeviceReport, Setup};
+
+/// The rule.
+pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for p in &device.telemetry {
+        thermal(p, &device.setup, t, &mut out);
+    }
+    super::one_per_device(&mut out, FindingCode::ThermalThrottle);
+    memory_hot(device, t, &mut out);
+    out
+}
+
+/// What a phase's sensors said, as the thermal findings give it as evidence.
+pub(super) fn temperatures(p: &PhaseTelemetry) -> serde_json::Value {
+    json!({"phase": p.phase, "throttle_share": p.throttle_share,
+        signals::GPU_TEMP_C.name: p.gauges.get(signals::GPU_TEMP_C.name),
+        signals::GPU_HOTSPOT_TEMP_C.name: p.gauges.get(signals::GPU_HOTSPOT_TEMP_C.name),
+        signals::HBM_TEMP_C.name: p.gauges.get(signals::HBM_TEMP_C.name)})
+}
+
+/// The share of a phase's samples under thermal slowdown, hardware or software.
+pub(super) fn thermal_share(p: &PhaseTelemetry) -> f64 {
+    p.throttle_share_of(ThrottleReason::HwThermalSlowdown)
+        .max(p.throttle_share_of(ThrottleReason::SwThermalSlowdown))
+}
+
+/// The temperatures a phase reached, in words: the GPU's (edge), the junction's and the
+/// memory's, those that were read (`hottest 88 °C, junction 104 °C`).
+fn hottest(p: &PhaseTelemetry) -> String {
+    let parts: Vec<String> = [
+        ("hottest", signals::GPU_TEMP_C.name),
+        ("junction", signals::GPU_HOTSPOT_TEMP_C.name),
+        ("memory", signals::HBM_TEMP_C.name),
+    ]
+    .iter()
+    .filter_map(|(word, key)| {
+        p.gauges
+            .get(*key)
+            .map(|s| format!("{word} {:.0} °C", s.max))
+    })
+    .collect();
+    if parts.is_empty() {
+        "no temperature read".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Thermal slowdown in one phase: read from the throttle status, or, where none was read,
+/// a sensor at its limit under load with the clock held down.
+fn thermal(p: &PhaseTelemetry, setup: &Setup, t: &Thresholds, out: &mut Vec<Finding>) {
+    let share = |r: ThrottleReason| p.throttle_share_of(r);
+    let evidence = json!({"phase": p.phase, "throttle_share": p.throttle_share,
+        signals::GPU_TEMP_C.name: p.gauges.get(signals::GPU_TEMP_C.name),
+        signals::GPU_HOTSPOT_TEMP_C.name: p.gauges.get(signals::GPU_HOTSPOT_TEMP_C.name),
+        signals::HBM_TEMP_C.name: p.gauges.get(signals::HBM_TEMP_C.name)});
+    let thermal =
+        share(ThrottleReason::HwThermalSlowdown).max(share(ThrottleReason::SwThermalSlowdown));
+    let cooling = "improve cooling: airflow, fans, dust, thermal paste";
+    if thermal > t.throttle_share {
+        out.push(finding(
+            FindingCode::ThermalThrottle,
+            Severity::Major,
+            Confidence::High,
+            format!(
+                "thermal slowdown {:.0}% of the {} phase ({})",
+                thermal * 100.0,
+                p.phase,
+                hottest(p)
+            ),
+            evidence.clone(),
+            cooling,
+        ));
+    } else if let Some(hot) = rates::held_for_heat(p, setup, t) {
+        // No throttle status could be read, but a sensor sat at its limit under load while
+        // the clock stayed down: the card held itself back for heat.
+        out.push(finding(
+            FindingCode::ThermalThrottle,
+            Severity::Major,
+            Confidence::Medium,
+            format!(
+                "{hot} in the {} phase: held back for heat (no throttle status was read)",
+                p.phase
+            ),
+            evidence.clone(),
+            cooling,
+        ));
+    }
+}
+
+/// Memory within a few degrees of its rated temperature under load, where the card did
+/// not slow for heat (where it did, that finding names the memory's temperature already:
+/// [`crate::verdict::resolve`]): a note, not a
+/// call (nothing went wrong), that the cooling leaves no margin for a hotter room or a
+/// dustier card, and context for any memory error beside it.
+fn memory_hot(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>) {
+    let Some((phase, hottest, gpu, limit)) = rates::memory_near_limit(device, t) else {
+        return;
+    };
+    let against = if hottest > limit + 0.5 {
+        format!("over its limit of {limit:.0} °C")
+    } else if hottest >= limit - 0.5 {
+        format!("at its limit of {limit:.0} °C")
+    } else {
+        format!(
+            "{:.0} °C short of its limit of {limit:.0} °C",
+            limit - hottest
+        )
+    };
+    out.push(finding(
+        FindingCode::MemoryHot,
+        Severity::Note,
+        Confidence::Medium,
+        format!(
+            "the memory reached {hottest:.0} °C in the {} phase, {against}{}",
+            phase.phase,
+            gpu.map(|g| format!(" (GPU {g:.0} °C)")).unwrap_or_default()
+        ),
+        json!({"phase": phase.phase, signals::HBM_TEMP_C.name: phase.gauges.get(signals::HBM_TEMP_C.name),
+               signals::GPU_TEMP_C.name: phase.gauges.get(signals::GPU_TEMP_C.name),
+               "limit_c": limit, "thermal_margin_c": t.thermal_margin_c}),
+        "improve the cooling over the card's memory (airflow, fan curve, the chassis' inlet temperature; on a consumer card its memory pads) before a hotter day takes it over its limit, where it slows itself and makes errors",
+    ));
+}

@@ -1,0 +1,157 @@
+//! Xids, judged from the one catalogue ([`crate::verdict::xid`]), by whose process raised
+//! them.
+
+use serde_json::json;
+
+use super::during;
+use crate::finding::{Class, Confidence, Finding, FindingCode, Severity};
+use crate::telemetry::record::XidEvent;
+use crate::telemetry::summary::PhaseTelemetry;
+use crate::verdict::DeviceReport;
+use crate::verdict::thresholds::Thresholds;
+use crate::verdict::xid::{self, XidInfo};
+
+/// The rule.
+pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for p in &device.telemetry {
+        xids(p, &device.setup.kiln_pids, &mut out);
+    }
+    out
+}
+
+/// The finding of an application's Xid raised by a process that is not kiln's own:
+/// information about the node, never a finding against the card.
+const XID_OTHER_PROCESS: FindingCode = FindingCode::XidOtherProcess;
+
+/// The Xids of a phase, judged from the one catalogue ([`super::xid`]): one finding per
+/// finding code, naming every code and count behind it, at the most serious row's class
+/// and severity. Xid 154's recovery action, read from its text, is the action.
+fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
+    let mut groups: Vec<(
+        FindingCode,
+        Vec<(&XidInfo, &crate::telemetry::record::XidEvent)>,
+    )> = Vec::new();
+    // An application's fault raised by a process that is not one of kiln's (where kiln
+    // knows its own) is that process's, not this test's.
+    let others = |e: &XidEvent| {
+        e.pid
+            .is_some_and(|pid| !kiln_pids.is_empty() && !kiln_pids.contains(&pid))
+    };
+    for event in &p.xids {
+        let Some(info) = event.code().and_then(xid::lookup) else {
+            continue;
+        };
+        let finding = if info.finding == FindingCode::XidApplication && others(event) {
+            XID_OTHER_PROCESS
+        } else {
+            info.finding
+        };
+        match groups.iter_mut().find(|(f, _)| *f == finding) {
+            Some((_, members)) => members.push((info, event)),
+            None => groups.push((finding, vec![(info, event)])),
+        }
+    }
+    for (code, members) in groups {
+        // The most serious row decides (a 48 beside a 94 is a critical memory fault).
+        let Some(worst) = members
+            .iter()
+            .map(|(info, _)| *info)
+            .min_by_key(|info| (info.class(), info.severity, info.confidence))
+        else {
+            continue;
+        };
+        let mut counts: Vec<(u32, usize)> = Vec::new();
+        for (info, _) in &members {
+            match counts.iter_mut().find(|(c, _)| *c == info.code) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((info.code, 1)),
+            }
+        }
+        let listed = counts
+            .iter()
+            .map(|(c, n)| {
+                let meaning = xid::lookup(*c).map_or("", |i| i.meaning);
+                if *n > 1 {
+                    format!("Xid {c} x{n} ({meaning})")
+                } else {
+                    format!("Xid {c} ({meaning})")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let asked = members
+            .iter()
+            .filter(|(info, _)| info.code == 154)
+            .find_map(|(_, e)| xid::recovery_action(&e.message));
+        let action = match asked {
+            Some(words) => format!("{words} (the driver's recovery action, Xid 154); then retest"),
+            None => worst.action.to_owned(),
+        };
+        let mut phase = during(p);
+        // Whose processes raised them, where the kernel log names them.
+        let mut raised_by: Vec<serde_json::Value> = Vec::new();
+        for (_, e) in &members {
+            if let Some(pid) = e.pid {
+                let who =
+                    json!({"pid": pid, "process": e.process, "kiln": kiln_pids.contains(&pid)});
+                if !raised_by.contains(&who) {
+                    raised_by.push(who);
+                }
+            }
+        }
+        let pids = |kiln: bool| -> Vec<String> {
+            members
+                .iter()
+                .filter_map(|(_, e)| {
+                    let pid = e.pid.filter(|p| kiln_pids.contains(p) == kiln)?;
+                    Some(match &e.process {
+                        Some(name) => format!("pid {pid} {name}"),
+                        None => format!("pid {pid}"),
+                    })
+                })
+                .fold(Vec::new(), |mut all, p| {
+                    if !all.contains(&p) {
+                        all.push(p);
+                    }
+                    all
+                })
+        };
+        let (mut class, mut severity, mut confidence, mut action) =
+            (worst.class(), worst.severity, worst.confidence, action);
+        if code == XID_OTHER_PROCESS {
+            // A fact about the node, not about the card: another process's engine fault,
+            // or the cleanup of a process stopped (43, 45), is that process's.
+            phase = format!(
+                "raised by another process ({}) {phase}",
+                pids(false).join(", ")
+            );
+            (class, severity, confidence) = (Class::Info, Severity::Note, Confidence::High);
+            action = "nothing against this card: the other process's owner should look at it (a tenant on the GPU during the test is its own finding)".into();
+        } else if worst.finding == FindingCode::XidApplication && !pids(true).is_empty() {
+            phase = format!("in kiln's own worker ({}) {phase}", pids(true).join(", "));
+        }
+        // Every way the faults reached kiln, each fault counted once however many there were.
+        let mut seen_by: Vec<crate::telemetry::record::XidChannel> =
+            members.iter().flat_map(|(_, e)| e.channels()).collect();
+        seen_by.sort();
+        seen_by.dedup();
+        out.push(Finding {
+            code,
+            class,
+            severity,
+            confidence,
+            summary: format!("{listed} {phase}"),
+            evidence: json!({
+                "phase": p.phase,
+                "worst_code": worst.code,
+                "codes": counts.iter().map(|(c, n)| json!({"code": c, "count": n})).collect::<Vec<_>>(),
+                "xids": members.iter().take(16).map(|(_, e)| e).collect::<Vec<_>>(),
+                "seen_by": seen_by,
+                "raised_by": raised_by,
+                "source": worst.source,
+            }),
+            action,
+        });
+    }
+}
