@@ -524,10 +524,17 @@ def field_cases():
           1, "fail", ["XID_NVLINK"], run_from="h200_healthy",
           telemetry=run_telemetry(xids=[(15.0 + i, 74, "NVLink: fatal error detected on link 7(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)") for i in range(3)]))
     field("high_single_bit_error_rate",
-          "Xid 92 (high single-bit ECC rate) with 1400 corrected errors during VRAM: an early warning to recheck, not yet an RMA",
-          4, "inconclusive", ["XID_ECC_RATE"], run_from="h200_healthy",
+          "Xid 92 (high single-bit ECC rate) while the corrected-ECC count climbed by 1400 in the few seconds of the VRAM phase (judged as a whole minute: 1400 a minute, over the budget of 1000): memory degrading under load, the card's, and the driver says the same (hardware, high confidence); the Xid is said inside it",
+          1, "fail", ["ECC_CORRECTED_RATE_HIGH"], run_from="h200_healthy",
           telemetry=run_telemetry(
               counters_at=lambda t: h200_counters(ecc_corrected_volatile=1400 if t > 1.05 else 0),
+              xids=[(8.0, 92, "High single-bit ECC error rate detected")]),
+          reason="Xid 92")
+    field("single_bit_error_rate_xid_with_few_corrections",
+          "near miss: Xid 92 raised once, with the corrected-ECC count up by only 40 during the run: the driver's early warning, a recheck with the rma profile, not yet an RMA",
+          4, "inconclusive", ["XID_ECC_RATE"], run_from="h200_healthy",
+          telemetry=run_telemetry(
+              counters_at=lambda t: h200_counters(ecc_corrected_volatile=40 if t > 1.05 else 0),
               xids=[(8.0, 92, "High single-bit ECC error rate detected")]))
     field("gsp_timeout_then_reset_required",
           "a GSP RPC timeout (Xid 119) and then Xid 154 asking for a GPU reset: firmware or driver (software); the action is the reset the driver asks for",
@@ -786,6 +793,34 @@ def product_cases():
           telemetry=run_telemetry(sample=rtx4080_sample, identity=rtx4080_identity,
                                   counters_at=rtx_counters))
 
+    # A GeForce at its GPU Boost temperature target: the software thermal reason all load
+    # long, clocks a few bins down, rates at its product's: its own design, no cost.
+    rtx3090 = dict(name="NVIDIA GeForce RTX 3090", device_id=0x2204)
+    rtx3090_identity = h200_identity(name="NVIDIA GeForce RTX 3090", serial="[N/A]",
+                                     board_part_number="[N/A]", ecc_enabled="false",
+                                     ecc_enabled_pending="false", temp_slowdown_c=93,
+                                     temp_shutdown_c=98, temp_gpu_max_c=91,
+                                     temp_mem_max_c={"unavailable": NS})
+    at_target = lambda sm: lambda ph, t: h200_sample(
+        ph, t, mask=0x20 if ph != "preflight" else None, sm=sm, mem=9751, sm_max=2100,
+        mem_max=9751, default=350.0, limit=350.0, power=None if ph == "preflight" else 338.0,
+        temp=None if ph == "preflight" else 83.0)
+    field("rtx3090_at_its_boost_temperature_target",
+          "an RTX 3090 Founders Edition at 83 C, its GPU Boost target, with the software thermal reason set all load long and the SM clock at 2040 of 2100 MHz (97%), VRAM at 750 GB/s and fp32 at its product's: the card running as designed, a note at no measurable cost, not a cooling fault",
+          0, "pass", ["THERMAL_THROTTLE"],
+          events=card_events(**rtx3090, verify_gbps=750.0, write_gbps=730.0,
+                             gops={"fp32": 25000.0, "int32": 12500.0}),
+          telemetry=run_telemetry(sample=at_target(2040), identity=rtx3090_identity,
+                                  counters_at=rtx_counters))
+    field("rtx3090_held_far_below_its_clock_for_heat",
+          "near miss: the same RTX 3090 at 83 C with the thermal reason set and its SM clock held at 1560 of 2100 MHz (74%) all load long: heat that cost a quarter of its clock, the cooling's finding of weight",
+          2, "environment", ["THERMAL_THROTTLE"],
+          events=card_events(**rtx3090, verify_gbps=740.0, write_gbps=720.0,
+                             gops={"fp32": 19000.0, "int32": 9500.0}),
+          telemetry=run_telemetry(sample=at_target(1560), identity=rtx3090_identity,
+                                  counters_at=rtx_counters),
+          reason="thermal slowdown")
+
     # HBM held at half its clock with nothing thermal or power-related to explain it: a
     # locked memory clock (nvidia-smi -lmc), shown by VRAM streaming below its floor.
     slow_hbm = lambda ph, t: h200_sample(ph, t, mem=1593)
@@ -979,16 +1014,29 @@ def nvlink_and_rma_cases():
         return lambda t: h200_counters(**nvlink(t))
     in_compute = lambda t: t > 13.05
     field("nvlink_replays_during_compute",
-          "an HGX H200 whose NVLink 7 replayed 14 times during compute (its other 17 links clean): a fault of that link, as DCGM's health watch fails any replay; the link, reseat the baseboard connection",
-          1, "fail", ["NVLINK_ERRORS"], run_from="h200_healthy",
+          "near miss: an HGX H200 whose NVLink 7 replayed 14 times during compute (2.3 a second; its other 17 links clean): replays are the far end's corrections of flits it saw corrupted, far under the 100 a second at which corrected errors cost the link: a note, not a fault",
+          0, "pass", ["NVLINK_ERRORS"], run_from="h200_healthy",
           telemetry=run_telemetry(counters_at=counters(
-              lambda t: nvlink_counters(replay={7: 14 if in_compute(t) else 0}))),
-          reason="NVLink 7")
+              lambda t: nvlink_counters(replay={7: 14 if in_compute(t) else 0}))))
     field("nvlink_crc_trickle",
-          "near miss: six CRC flit errors on NVLink 3 over the six-second compute phase, one a second, far below the 100 a second at which they matter: worth a look, a recheck rather than a fault",
-          4, "inconclusive", ["NVLINK_ERRORS"], run_from="h200_healthy",
+          "near miss: six CRC flit errors on NVLink 3 over the six-second compute phase, one a second, the other end's replays of the same flits: one corrected fault far under its budget, a note at both ends",
+          0, "pass", ["NVLINK_ERRORS"], run_from="h200_healthy",
           telemetry=run_telemetry(counters_at=counters(
               lambda t: nvlink_counters(crc_flit={3: 6 if in_compute(t) else 0}))))
+    field("nvlink_corrected_errors_over_budget",
+          "NVLink 7 of an HGX H200 corrected 700 CRC errors and replayed 600 flits over the six-second compute phase (over 200 a second together, against a budget of 100): a link that spends itself correcting, the link's fault; reseat the baseboard connection",
+          1, "fail", ["NVLINK_ERRORS"], run_from="h200_healthy",
+          telemetry=run_telemetry(counters_at=counters(
+              lambda t: nvlink_counters(crc_data={7: 700 if in_compute(t) else 0},
+                                        replay={7: 600 if in_compute(t) else 0}))),
+          reason="NVLink 7")
+    field("nvlink_recovery_during_compute",
+          "NVLink 2 of an HGX H200 went through two recoveries (the link retrained) during compute, with a few CRC errors: a link failing, not correcting, hardware",
+          1, "fail", ["NVLINK_ERRORS"], run_from="h200_healthy",
+          telemetry=run_telemetry(counters_at=counters(
+              lambda t: nvlink_counters(recovery={2: 2 if in_compute(t) else 0},
+                                        crc_flit={2: 4 if in_compute(t) else 0}))),
+          reason="recoveries")
     field("nvlink_old_errors_not_growing",
           "near miss: NVLink 7 carries 120 replays and 3 recoveries from weeks ago that did not grow during the run: history, not this run's fault",
           0, "pass", [], run_from="h200_healthy",
@@ -1065,6 +1113,19 @@ def tenant_arrival_cases():
           2, "environment", ["RATE_BELOW_SPEC_SHARE", "OTHER_TENANTS"],
           events=with_rates(h200_events(4100.0, 3900.0), 22000.0, 11000.0, 15.0),
           telemetry=run_telemetry(sample=tenant_from(15.0, 40)))
+
+    def tenant_between(arrives_s, leaves_s, gib):
+        def sample(phase, t):
+            r = h200_sample(phase, t)
+            if arrives_s <= t < leaves_s:
+                r["other_processes_now"] = f"5120:{gib << 30}"
+            return r
+        return sample
+    field("tenant_killed_within_two_seconds",
+          "a job (pid 5120, 2 GiB) that came onto the H200 two seconds into compute and was killed two seconds later, kiln's fp32 rate 50.0 TFLOP/s before it and 49.7 after (-1%): the process is said, but it cost the test nothing measurable, so it is a note and the run passes",
+          0, "pass", ["OTHER_TENANTS"],
+          events=with_rates(h200_events(4100.0, 3900.0), 50000.0, 49700.0, 15.0),
+          telemetry=run_telemetry(sample=tenant_between(15.0, 17.0, 2)))
 
 
 if __name__ == "__main__":

@@ -399,6 +399,9 @@ catalogue! {
     /// An Xid of the GPU outside its memory.
     XidGpuHardware = "XID_GPU_HARDWARE" => row(Hardware,
         "an Xid of the GPU outside its memory").xid();
+    /// Corrected ECC errors under load above the budget.
+    EccCorrectedRateHigh = "ECC_CORRECTED_RATE_HIGH" => row(Hardware,
+        "the memory corrected errors under load faster than its budget: memory degrading, the card's").clock(Clock::Memory);
     /// Xid 92.
     XidEccRate = "XID_ECC_RATE" => row(Hardware,
         "an Xid of a high rate of corrected memory errors").xid();

@@ -96,6 +96,12 @@ pub const TABLE: &[Row] = &[
         why: "the OS's reset of a card that stopped answering under the combined load: the power supply's",
     },
     Row {
+        cause: Cause::Code(FindingCode::EccCorrectedRateHigh),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::XidEccRate),
+        why: "Xid 92 is the driver's word for the corrected-error rate the memory finding measured and names",
+    },
+    Row {
         cause: Cause::Code(FindingCode::ThermalThrottle),
         relation: Relation::Absorbs,
         symptom: Symptom::Code(FindingCode::MemoryHot),

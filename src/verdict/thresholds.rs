@@ -15,6 +15,9 @@ pub struct Thresholds {
     /// generation and direction ([`PCIE_REACHED`]), is low (DCGM's 0.75 of what the product
     /// measures).
     pub pcie_low_share: f64,
+    /// Corrected ECC errors per minute of a loaded phase from which the memory is degrading
+    /// under load (a healthy card corrects none, or a handful a day).
+    pub ecc_corrected_per_minute: f64,
     /// PCIe replays per minute per GT/s per lane allowed: ceil(1e-12 x GT/s x 60 x lanes)
     /// per minute (REFERENCE.md §4).
     pub replays_per_gts_lane_minute: f64,
@@ -90,6 +93,7 @@ impl Default for Thresholds {
             thermal_margin_c: 5.0,
             pcie_low_share: 0.75,
             replays_per_gts_lane_minute: 60e-12 * 1e9,
+            ecc_corrected_per_minute: 1000.0,
             floor_share: 0.75,
             vram_floor_gbps: 0.0,
             floors: std::collections::BTreeMap::new(),
@@ -150,6 +154,11 @@ pub fn table(t: &Thresholds) -> Vec<(&'static str, f64, &'static str)> {
             "replays_per_gts_lane_minute",
             t.replays_per_gts_lane_minute,
             "REFERENCE.md §4: replays above ceil(1e-12 x GT/s x 60 x lanes) per minute",
+        ),
+        (
+            "ecc_corrected_per_minute",
+            t.ecc_corrected_per_minute,
+            "kiln default: a memory correcting a thousand errors a minute under load is degrading (Xid 92 is the driver's own word for a high rate); a healthy card corrects none or a handful a day",
         ),
         (
             "floor_share",
@@ -226,6 +235,7 @@ impl Thresholds {
                 self.replays_per_gts_lane_minute,
             ),
             ("vram_floor_gbps", self.vram_floor_gbps),
+            ("ecc_corrected_per_minute", self.ecc_corrected_per_minute),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{name} must be a number of at least 0, not {v}"));

@@ -13,13 +13,71 @@ use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
 use crate::verdict::xid;
 
+/// Xid 92: the driver's own word for a high rate of corrected (single-bit) ECC errors.
+const XID_HIGH_CORRECTED_RATE: u32 = 92;
+
+/// Corrected ECC errors climbing under load faster than `ecc_corrected_per_minute`: memory
+/// that degrades as it works, the card's (once per device, at its worst phase). A phase
+/// shorter than a minute is judged as a whole minute, so that a burst is not yet a rate.
+/// Xid 92 beside it is the driver saying the same: then it is sure. Below the budget an Xid
+/// 92 stays the early warning its own finding says.
+fn corrected_rate(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>) {
+    let worst = device
+        .telemetry
+        .iter()
+        .filter(|p| p.samples > 0)
+        .filter_map(|p| {
+            let corrected = p
+                .counter_deltas
+                .get(signals::ECC_CORRECTED_VOLATILE.name)
+                .copied()?;
+            let minutes = ((p.end_ms - p.start_ms) / 60_000.0).max(1.0);
+            Some((p, corrected, corrected / minutes))
+        })
+        .max_by(|a, b| a.2.total_cmp(&b.2));
+    let Some((p, corrected, per_minute)) = worst else {
+        return;
+    };
+    if per_minute < t.ecc_corrected_per_minute || per_minute <= 0.0 {
+        return;
+    }
+    let xid_92 = device
+        .telemetry
+        .iter()
+        .flat_map(|p| &p.xids)
+        .any(|x| x.code() == Some(XID_HIGH_CORRECTED_RATE));
+    out.push(finding(
+        FindingCode::EccCorrectedRateHigh,
+        Severity::Major,
+        if xid_92 {
+            Confidence::High
+        } else {
+            Confidence::Medium
+        },
+        format!(
+            "the memory corrected {corrected:.0} ECC errors {} ({per_minute:.0} a minute, over the budget of {:.0}){}: memory degrading under load",
+            during(p),
+            t.ecc_corrected_per_minute,
+            if xid_92 {
+                ", and the driver raised Xid 92 (high single-bit error rate)"
+            } else {
+                ""
+            }
+        ),
+        json!({"phase": p.phase, signals::ECC_CORRECTED_VOLATILE.name: corrected, "per_minute": per_minute,
+               "budget_per_minute": t.ecc_corrected_per_minute, "xid_92": xid_92}),
+        "RMA candidate: run the rma profile to find the failing rows, and send this report with it",
+    ));
+}
+
 /// The rule: what each phase's counters grew by, then the states the last counters show
 /// (a state an event of the run already gave is not given again).
-pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     for p in &device.telemetry {
         counters(p, &mut out);
     }
+    corrected_rate(device, t, &mut out);
     standing(device, &mut out);
     out
 }

@@ -102,25 +102,34 @@ fn runs(device: &DeviceReport) -> Vec<(&WorkloadOutcome, Option<&PhaseTelemetry>
         .collect()
 }
 
-/// A condition found in several phases (a card hot all run long) said once: the first
-/// phase's finding, naming the others, at the surest confidence of them, with every phase's
-/// evidence.
+/// A condition found in several phases (a card hot all run long) said once: the most
+/// serious phase's finding, naming the others, at the surest confidence of them, with every
+/// phase's evidence.
 fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
     let found: Vec<Finding> = out.iter().filter(|f| f.code == code).cloned().collect();
-    let [first, rest @ ..] = found.as_slice() else {
-        return;
-    };
-    if rest.is_empty() {
+    if found.len() < 2 {
         return;
     }
-    let mut merged = first.clone();
-    let phases: Vec<&str> = rest
+    // The most serious phase's finding leads (a phase where the condition cost something
+    // before one where it cost nothing), the others named after it.
+    let Some(lead) = found
         .iter()
-        .filter_map(|f| f.evidence.get("phase").and_then(|p| p.as_str()))
+        .enumerate()
+        .min_by_key(|(_, f)| (f.class, f.severity))
+        .map(|(i, _)| i)
+    else {
+        return;
+    };
+    let mut merged = found[lead].clone();
+    let phases: Vec<&str> = found
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != lead)
+        .filter_map(|(_, f)| f.evidence.get("phase").and_then(|p| p.as_str()))
         .collect();
     merged.summary = format!(
         "{}; the same in the {} {}",
-        first.summary,
+        merged.summary,
         crate::text::list(&phases),
         if phases.len() == 1 { "phase" } else { "phases" }
     );
@@ -128,7 +137,7 @@ fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
         .iter()
         .map(|f| f.confidence)
         .min()
-        .unwrap_or(first.confidence);
+        .unwrap_or(merged.confidence);
     merged.evidence = json!({"phases": found.iter().map(|f| &f.evidence).collect::<Vec<_>>()});
     let mut placed = false;
     out.retain_mut(|f| {

@@ -155,7 +155,7 @@ const OWN_LIMITS: [ThrottleReason; 3] = [
 ];
 
 /// A clock's median and its maximum in a phase, where both were read.
-fn clock(p: &PhaseTelemetry, now: &str, max: &str) -> Option<(f64, f64)> {
+pub(super) fn clock(p: &PhaseTelemetry, now: &str, max: &str) -> Option<(f64, f64)> {
     let (now, max) = (p.gauges.get(now)?, p.gauges.get(max)?);
     (max.min > 0.0).then_some((now.median, max.min))
 }
@@ -501,10 +501,10 @@ fn rate_between(device: &DeviceReport, name: &str, from_ms: f64, to_ms: f64) -> 
 /// before it was seen), and a rate sample covers the second before it.
 const ARRIVAL_BLUR_MS: f64 = 1000.0;
 
-/// What a process's arrival did to the rates of its phase, in words: `fp32 compute 50.1
-/// TFLOP/s before it, 24.9 after (-50%)`, for every rate measured clearly on both sides of
-/// it.
-pub fn before_and_after(device: &DeviceReport, a: &Arrival) -> Vec<String> {
+/// What a process's arrival did to the rates of its phase, for every rate measured clearly
+/// on both sides of it: in words (`fp32 compute 50.1 TFLOP/s before it, 24.9 after
+/// (-50%)`), and the change as a share (-0.5).
+pub fn before_and_after(device: &DeviceReport, a: &Arrival) -> Vec<(String, f64)> {
     let mut names: Vec<&str> = device
         .rate_samples
         .iter()
@@ -524,9 +524,10 @@ pub fn before_and_after(device: &DeviceReport, a: &Arrival) -> Vec<String> {
                 a.first_ms + ARRIVAL_BLUR_MS,
                 a.phase.end_ms + 1.0,
             )?;
-            let change = 100.0 * (after / before - 1.0);
+            let share = after / before - 1.0;
+            let change = 100.0 * share;
             // Both in the first one's unit, the rate named once.
-            Some(match Rate::from_name(name) {
+            let words = match Rate::from_name(name) {
                 Some(rate) => {
                     let ((b, unit), (a, _)) =
                         (in_unit(rate, before, before), in_unit(rate, after, before));
@@ -536,7 +537,8 @@ pub fn before_and_after(device: &DeviceReport, a: &Arrival) -> Vec<String> {
                     )
                 }
                 None => format!("{name} {before:.1} before it, {after:.1} after ({change:+.0}%)"),
-            })
+            };
+            Some((words, share))
         })
         .collect()
 }
