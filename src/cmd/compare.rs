@@ -9,12 +9,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::evidence::{RunSettings, read_jsonl, read_manifest};
+use crate::evidence::RunSettings;
 use crate::finding::{Class, FindingCode};
-use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::signals;
 use crate::verdict::rules::rates;
-use crate::verdict::{DeviceReport, Report, VerdictError, exit_code, rebuild};
+use crate::verdict::{DeviceReport, Report, RunEvidence, VerdictError, exit_code, judge_evidence};
 
 /// Counters that only grow over a card's life (they survive reboots): growth between two
 /// runs is wear.
@@ -115,25 +114,6 @@ pub struct Comparison {
     pub exit_code: i32,
 }
 
-/// Each device's last snapshot of counters, from a run's telemetry.
-fn last_counters(dir: &Path) -> BTreeMap<usize, BTreeMap<String, f64>> {
-    let mut out: BTreeMap<usize, BTreeMap<String, f64>> = BTreeMap::new();
-    let Ok((records, _)) = read_jsonl::<TelemetryRecord>(&dir.join("telemetry.jsonl")) else {
-        return out;
-    };
-    for r in records {
-        if let (Some(d), TelemetryData::Snapshot { counters, .. }) = (r.device, &r.data) {
-            let entry = out.entry(d).or_default();
-            for (k, v) in counters {
-                if let Some(n) = v.number() {
-                    entry.insert(k.clone(), n);
-                }
-            }
-        }
-    }
-    out
-}
-
 fn serial(d: &DeviceReport) -> Option<&str> {
     d.setup
         .identity
@@ -201,22 +181,14 @@ fn rate_said(rate: &str, value: f64) -> String {
 
 /// Compares two run directories.
 pub fn compare(before: &Path, after: &Path, tolerance: f64) -> Result<Comparison, VerdictError> {
+    let (ea, eb) = (RunEvidence::read(before)?, RunEvidence::read(after)?);
     // Each run by its own thresholds: the verdict it gave, not one judged anew.
-    let (a, b) = (rebuild(before, None)?, rebuild(after, None)?);
-    let mut c = compare_reports(
-        &a,
-        &b,
-        &last_counters(before),
-        &last_counters(after),
-        tolerance,
+    let (a, b) = (
+        judge_evidence(&ea, None, false)?,
+        judge_evidence(&eb, None, false)?,
     );
-    // Both manifests were read by the rebuilds above.
-    if let (Ok(ma), Ok(mb)) = (
-        read_manifest(&before.join("manifest.json")),
-        read_manifest(&after.join("manifest.json")),
-    ) {
-        c.warnings = differences(&ma.settings, &mb.settings);
-    }
+    let mut c = compare_reports(&a, &b, &ea.last_counters(), &eb.last_counters(), tolerance);
+    c.warnings = differences(&ea.manifest.settings, &eb.manifest.settings);
     Ok(c)
 }
 

@@ -45,9 +45,10 @@ pub fn rebuilt(
     overlay: Option<&Path>,
     verbose: bool,
 ) -> Result<(Report, String), AppError> {
-    let mut report =
-        crate::verdict::rebuild(run_dir, overlay).map_err(|e| AppError::Usage(e.to_string()))?;
-    if let Err(e) = crate::report::write_all(run_dir, &report) {
+    let usage = |e: crate::verdict::VerdictError| AppError::Usage(e.to_string());
+    let evidence = crate::verdict::RunEvidence::read(run_dir).map_err(usage)?;
+    let mut report = crate::verdict::judge_evidence(&evidence, overlay, false).map_err(usage)?;
+    if let Err(e) = crate::report::write_all(&evidence, &report) {
         report
             .notes
             .push(format!("the rebuilt report could not be saved: {e}"));
@@ -64,9 +65,10 @@ pub fn rebuilt(
 
 /// `kiln report`.
 pub fn report(args: ReportArgs) -> Result<i32, AppError> {
-    let report =
-        crate::verdict::rebuild(&args.run_dir, None).map_err(|e| AppError::Usage(e.to_string()))?;
-    crate::report::write_all(&args.run_dir, &report).map_err(|e| {
+    let usage = |e: crate::verdict::VerdictError| AppError::Usage(e.to_string());
+    let evidence = crate::verdict::RunEvidence::read(&args.run_dir).map_err(usage)?;
+    let report = crate::verdict::judge_evidence(&evidence, None, false).map_err(usage)?;
+    crate::report::write_all(&evidence, &report).map_err(|e| {
         AppError::Usage(format!(
             "{}: the reports could not be written: {e}",
             args.run_dir.display()

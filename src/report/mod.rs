@@ -10,30 +10,27 @@ pub mod prometheus;
 pub mod rma;
 pub mod terminal;
 
-use crate::verdict::Report;
+use crate::verdict::{Report, RunEvidence};
 
-/// Writes every report file into the run directory: `report.json`, `report.html`,
-/// `junit.xml` and `kiln.prom` (for node_exporter's textfile collector), each atomically.
-/// The manifest, where the directory has one, gives the page its host and command line
-/// and the metrics their profile.
+/// Writes every report file into the run directory the evidence was read from:
+/// `report.json`, `report.html`, `junit.xml` and `kiln.prom` (for node_exporter's
+/// textfile collector), each atomically. The evidence gives the page its telemetry, host
+/// and command line and the metrics their profile, as the verdict read them (no file is
+/// read again here).
 /// Returns the first failure.
-pub fn write_all(dir: &std::path::Path, report: &Report) -> std::io::Result<()> {
+pub fn write_all(evidence: &RunEvidence, report: &Report) -> std::io::Result<()> {
+    let dir = &evidence.dir;
     crate::evidence::write_json_atomic(&dir.join("report.json"), report)
         .map_err(std::io::Error::other)?;
-    let telemetry = crate::evidence::read_jsonl::<crate::telemetry::record::TelemetryRecord>(
-        &dir.join("telemetry.jsonl"),
-    )
-    .map(|(records, _)| records)
-    .unwrap_or_default();
-    let manifest = crate::evidence::read_manifest(&dir.join("manifest.json")).ok();
+    let manifest = Some(&evidence.manifest);
     crate::fsutil::write_atomic(
         &dir.join("report.html"),
-        html::render(report, &telemetry, manifest.as_ref()).as_bytes(),
+        html::render(report, &evidence.telemetry, manifest).as_bytes(),
     )?;
     crate::fsutil::write_atomic(&dir.join("junit.xml"), junit::render(report)?.as_bytes())?;
     crate::fsutil::write_atomic(
         &dir.join(METRICS_FILE),
-        prometheus::render(report, &metrics_context(report, manifest.as_ref())).as_bytes(),
+        prometheus::render(report, &metrics_context(report, manifest)).as_bytes(),
     )
 }
 

@@ -5,6 +5,7 @@
 pub mod app;
 mod app_rules;
 pub mod catalogue;
+pub mod evidence;
 mod model;
 pub mod resolve;
 pub mod rules;
@@ -13,15 +14,13 @@ pub mod xid;
 
 use std::path::Path;
 
-use crate::evidence::{
-    Event, EvidenceError, EvidenceFile, Manifest, read_events, read_jsonl, read_manifest,
-    utc_timestamp,
-};
+use crate::evidence::{Event, EvidenceError, EvidenceFile, utc_timestamp};
 use crate::gpu::DeviceInfo;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::summary::summarize;
 use crate::workload::{WorkloadOutcome, WorkloadResult, WorkloadStatus};
 
+pub use evidence::RunEvidence;
 pub use model::{DeviceFailure, DeviceReport, DeviceResult, RateSample, Report, Setup, exit_code};
 
 /// Why a run directory could not be judged.
@@ -79,7 +78,7 @@ pub fn rebuild_with(
     overlay: Option<&Path>,
     with: &[(&str, rules::Rule)],
 ) -> Result<Report, VerdictError> {
-    judge(dir, overlay, false, with)
+    judge(&RunEvidence::read(dir)?, overlay, false, with)
 }
 
 /// The thresholds a run is judged by: those its manifest recorded (kiln's defaults for a
@@ -131,38 +130,35 @@ pub fn run_thresholds(
 /// `live` is for the run itself, which judges its evidence before it writes the `run_end`
 /// record; a rebuild without that record is of a run that never finished.
 pub fn judge_dir(dir: &Path, overlay: Option<&Path>, live: bool) -> Result<Report, VerdictError> {
-    judge(dir, overlay, live, rules::RULES)
+    judge_evidence(&RunEvidence::read(dir)?, overlay, live)
 }
 
-/// [`judge_dir`] with these device rules.
+/// Judges a run directory already read (see [`judge_dir`]).
+pub fn judge_evidence(
+    evidence: &RunEvidence,
+    overlay: Option<&Path>,
+    live: bool,
+) -> Result<Report, VerdictError> {
+    judge(evidence, overlay, live, rules::RULES)
+}
+
+/// [`judge_evidence`] with these device rules.
 fn judge(
-    dir: &Path,
+    evidence: &RunEvidence,
     overlay: Option<&Path>,
     live: bool,
     with: &[(&str, rules::Rule)],
 ) -> Result<Report, VerdictError> {
-    let manifest_path = dir.join("manifest.json");
-    if !manifest_path.is_file() {
-        let shown = dir.display().to_string();
-        return Err(if !dir.exists() {
-            VerdictError::NoSuchDir(shown)
-        } else if !dir.is_dir() {
-            VerdictError::NotADir(shown)
-        } else {
-            VerdictError::NotARunDir(shown)
-        });
-    }
-    let manifest: Manifest = read_manifest(&manifest_path)?;
+    let RunEvidence {
+        dir,
+        manifest,
+        missing,
+        log,
+        telemetry,
+        trace,
+    } = evidence;
     let (thresholds, overlaid) = run_thresholds(&manifest.settings, overlay)?;
     let thresholds = &thresholds;
-    // Evidence the run wrote that is not there is named, never read as a part that found
-    // nothing (a missing file reads as no records).
-    let missing: Vec<EvidenceFile> = manifest
-        .evidence_files()
-        .into_iter()
-        .filter(|f| !dir.join(f.file_name()).exists())
-        .collect();
-    let log = read_events(&dir.join(EvidenceFile::Events.file_name()))?;
     let plan = planned_outcomes(&manifest.settings);
     let stop_on_first_failure = manifest.settings.stop_on_first_failure;
     let mut notes: Vec<String> = overlaid.into_iter().collect();
@@ -368,15 +364,7 @@ fn judge(
             ));
         }
     }
-    // A torn last line (a crash while writing) is expected and tolerated by the reader; a
-    // damaged line before it is a corrupt file, said with its line, never skipped.
-    let telemetry = dir.join(EvidenceFile::Telemetry.file_name());
-    let mut telemetry_records = Vec::new();
-    if telemetry.is_file() {
-        let (records, _) = read_jsonl::<TelemetryRecord>(&telemetry)?;
-        attach_telemetry(&records, &mut reports, &mut notes);
-        telemetry_records = records;
-    }
+    attach_telemetry(telemetry, &mut reports, &mut notes);
     // A device whose Xids neither NVML's events nor the kernel log can show: said, never a
     // quiet "no Xid".
     for d in &reports {
@@ -428,21 +416,17 @@ fn judge(
             d.add_findings(more);
         }
     }
-    let application = match &watch {
-        Some(settings) => {
-            let trace = crate::evidence::trace::read_trace(dir)?;
-            Some(app::judge(
-                &app_events,
-                settings,
-                &telemetry_records,
-                trace.as_ref(),
-                &mut reports,
-                thresholds,
-                &mut notes,
-            ))
-        }
-        None => None,
-    };
+    let application = watch.as_ref().map(|settings| {
+        app::judge(
+            &app_events,
+            settings,
+            telemetry,
+            trace.as_ref(),
+            &mut reports,
+            thresholds,
+            &mut notes,
+        )
+    });
     if manifest.stand_in {
         for d in &mut reports {
             // What a watched application's memory showed stands on any device; that no
@@ -474,7 +458,7 @@ fn judge(
     let mut report = Report::new(
         run_id,
         dir.display().to_string(),
-        manifest.started_utc,
+        manifest.started_utc.clone(),
         last_ms / 1e3,
         notes,
         reports,

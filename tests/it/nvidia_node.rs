@@ -901,10 +901,12 @@ fn every_clocks_event_reason_the_driver_sets_is_named() {
 
 #[test]
 fn nvlink_errors_and_a_link_lost_mid_run_are_read_per_link_and_judged() {
-    // An HGX H200's 18 links: link 7 replays and link 5 goes down two seconds in.
+    // An HGX H200's 18 links: link 7 corrects errors far over the 100 a second a link can
+    // afford (CRC at one end, the replays of the same flits) and link 5 goes down two
+    // seconds in.
     let node = Node::new(json!({"timeline": [
         {"at_s": 0, "util_gpu": 100},
-        {"at_s": 2, "nvlink_replay": {"7": 9}, "nvlink_crc_flit": {"7": 40}, "nvlink_down": [5]}
+        {"at_s": 2, "nvlink_replay": {"7": 900}, "nvlink_crc_flit": {"7": 4000}, "nvlink_down": [5]}
     ]}));
     let (out, run_dir) = node.run(5);
     let report = expect_json(&out, 1);

@@ -153,6 +153,26 @@ fn a_truncated_tail_gives_a_partial_verdict_and_broken_telemetry_is_named() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(64), "{stderr}");
     assert!(stderr.contains("telemetry.jsonl, line 1"), "{stderr}");
+    // The same damaged file is the same error for every command that reads the run: kiln
+    // report (whose page once drew it as no telemetry at all) and kiln compare.
+    let before = std::fs::read(run_dir.join("report.html")).unwrap();
+    let refused = kiln::cmd::rebuild::report(kiln::cmd::cli::ReportArgs {
+        run_dir: run_dir.clone(),
+        rma: false,
+        bundle: None,
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(refused.contains("telemetry.jsonl, line 1"), "{refused}");
+    assert_eq!(
+        std::fs::read(run_dir.join("report.html")).unwrap(),
+        before,
+        "the page the run wrote is kept, not redrawn without its telemetry"
+    );
+    let compared = kiln::cmd::compare::compare(&run_dir, &run_dir, 0.05)
+        .unwrap_err()
+        .to_string();
+    assert!(compared.contains("telemetry.jsonl, line 1"), "{compared}");
 }
 
 #[test]

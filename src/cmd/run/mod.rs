@@ -270,8 +270,10 @@ pub(crate) fn finish(
     notes_said: usize,
 ) -> Result<Report, AppError> {
     // The run is judged by the thresholds its manifest recorded, as any rebuild of it is.
-    let mut report = crate::verdict::judge_dir(run_dir.path(), None, true)
+    let evidence = crate::verdict::RunEvidence::read(run_dir.path())
         .map_err(|e| AppError::Start(format!("the run's evidence could not be read back: {e}")))?;
+    let mut report = crate::verdict::judge_evidence(&evidence, None, true)
+        .map_err(|e| AppError::Start(format!("the run's evidence could not be judged: {e}")))?;
     report.wall_s = started.elapsed().as_secs_f64();
     report.notes_said = notes_said;
     report.finished_utc = utc_timestamp(SystemTime::now());
@@ -287,7 +289,7 @@ pub(crate) fn finish(
             result: report.result.word().to_lowercase(),
         },
     );
-    crate::report::write_all(run_dir.path(), &report).map_err(|e| {
+    crate::report::write_all(&evidence, &report).map_err(|e| {
         AppError::Evidence(EvidenceError::File(crate::fsutil::FileError::Io {
             path: run_dir.path().to_owned(),
             message: e.to_string(),

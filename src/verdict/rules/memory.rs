@@ -316,3 +316,52 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{device, phase, said};
+    use crate::finding::{Class, Severity};
+    use crate::verdict::thresholds::Thresholds;
+
+    fn corrected(count: f64, minutes: f64) -> Vec<(&'static str, Class, Severity)> {
+        let d = device(vec![phase(
+            "vram",
+            serde_json::json!({"end_ms": minutes * 60_000.0,
+                               "counter_deltas": {"ecc_corrected_volatile": count}}),
+        )]);
+        said(&super::judge(&d, &Thresholds::default()))
+    }
+
+    #[test]
+    fn corrected_errors_climbing_under_load_are_the_memory_degrading() {
+        let fault = [("ECC_CORRECTED_RATE_HIGH", Class::Hardware, Severity::Major)];
+        assert_eq!(corrected(3000.0, 2.0), fault);
+        // The near misses: under the budget a minute, or a burst in a short phase judged
+        // as a whole minute.
+        assert!(corrected(1900.0, 2.0).is_empty());
+        assert!(corrected(900.0, 0.1).is_empty());
+        assert!(corrected(0.0, 1.0).is_empty());
+    }
+
+    #[test]
+    fn uncorrectable_errors_and_a_failed_remap_are_critical() {
+        let d = device(vec![phase(
+            "vram",
+            serde_json::json!({"counter_deltas": {"ecc_uncorrected_volatile": 2.0, "remap_failure": 1.0}}),
+        )]);
+        assert_eq!(
+            said(&super::judge(&d, &Thresholds::default())),
+            [
+                ("ECC_UNCORRECTABLE", Class::Hardware, Severity::Critical),
+                ("ROW_REMAP_FAILURE", Class::Hardware, Severity::Critical)
+            ]
+        );
+        // The standing state a failed remap leaves is the same finding, given once.
+        let d = device(vec![phase(
+            "vram",
+            serde_json::json!({"counter_deltas": {"remap_failure": 1.0},
+                               "counters_after": {"remap_failure": 1.0}}),
+        )]);
+        assert_eq!(said(&super::judge(&d, &Thresholds::default())).len(), 1);
+    }
+}

@@ -192,3 +192,51 @@ fn xid_kinds(codes: &[u32]) -> (bool, bool) {
         .any(|r| r.finding == FindingCode::XidApplication && r.severity <= Severity::Major);
     (hardware, application)
 }
+
+/// What the rules' unit tests build their evidence from: phases as the report writes
+/// them, and a device observed over them.
+#[cfg(test)]
+pub(super) mod testing {
+    use crate::finding::{Class, Finding, Severity};
+    use crate::telemetry::summary::PhaseTelemetry;
+    use crate::verdict::{DeviceReport, Setup};
+
+    /// A phase of a minute and 300 samples (every one with a throttle status), with
+    /// `fields` laid over it as the report writes them.
+    pub fn phase(name: &str, fields: serde_json::Value) -> PhaseTelemetry {
+        let mut phase = serde_json::json!({
+            "device": 0, "phase": name, "start_ms": 0.0, "end_ms": 60_000.0, "samples": 300,
+            "gauges": {}, "throttle_share": {}, "reasons_read": 300, "counter_deltas": {},
+            "counters_after": {}, "counters_unavailable": [], "xids": [],
+        });
+        if let (Some(base), Some(more)) = (phase.as_object_mut(), fields.as_object()) {
+            base.extend(more.clone());
+        }
+        serde_json::from_value(phase).expect("a phase as the report writes it")
+    }
+
+    /// A gauge's statistics over a phase: its lowest, median and highest reading.
+    pub fn gauge(min: f64, median: f64, max: f64) -> serde_json::Value {
+        serde_json::json!({"min": min, "median": median, "max": max, "samples": 300})
+    }
+
+    /// An NVIDIA H200 observed over these phases.
+    pub fn device(phases: Vec<PhaseTelemetry>) -> DeviceReport {
+        let setup = Setup {
+            vendor_id: 0x10de,
+            ..Setup::default()
+        };
+        let mut d =
+            DeviceReport::observed(0, "NVIDIA H200", "uuid", None, setup, phases[0].clone());
+        d.telemetry = phases;
+        d
+    }
+
+    /// Each finding's code, class and severity.
+    pub fn said(found: &[Finding]) -> Vec<(&'static str, Class, Severity)> {
+        found
+            .iter()
+            .map(|f| (f.code.name(), f.class, f.severity))
+            .collect()
+    }
+}

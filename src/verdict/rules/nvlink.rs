@@ -171,3 +171,42 @@ fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
         out.push(f);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{device, phase, said};
+    use crate::finding::{Class, Severity};
+    use crate::verdict::thresholds::Thresholds;
+
+    fn judged(deltas: serde_json::Value) -> Vec<(&'static str, Class, Severity)> {
+        let d = device(vec![phase(
+            "compute",
+            serde_json::json!({"counter_deltas": deltas}),
+        )]);
+        said(&super::judge(&d, &Thresholds::default()))
+    }
+
+    #[test]
+    fn a_link_is_judged_as_one_by_its_corrected_errors_rate() {
+        // Three CRC errors at one end and the replays of the same flits at the other, in a
+        // minute: one corrected fault seen twice, a note at both ends.
+        let note = [("NVLINK_ERRORS", Class::Info, Severity::Note)];
+        assert_eq!(judged(serde_json::json!({"nvlink3_crc_flit": 3.0})), note);
+        assert_eq!(judged(serde_json::json!({"nvlink3_replay": 3.0})), note);
+        // Over 100 a second together: the link's fault.
+        let fault = [("NVLINK_ERRORS", Class::Hardware, Severity::Major)];
+        assert_eq!(
+            judged(serde_json::json!({"nvlink7_crc_data": 3000.0, "nvlink7_replay": 3100.0})),
+            fault
+        );
+        // Just under it, split between the two kinds: still a note.
+        assert_eq!(
+            judged(serde_json::json!({"nvlink7_crc_data": 2900.0, "nvlink7_replay": 3000.0})),
+            note
+        );
+        // A recovery is a failure whatever the rate.
+        assert_eq!(judged(serde_json::json!({"nvlink2_recovery": 1.0})), fault);
+        // A clean link says nothing.
+        assert!(judged(serde_json::json!({"nvlink2_replay": 0.0})).is_empty());
+    }
+}

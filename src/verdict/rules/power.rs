@@ -51,3 +51,38 @@ fn power(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{device, phase, said};
+    use crate::finding::{Class, Severity};
+    use crate::verdict::thresholds::Thresholds;
+
+    fn throttled(shares: serde_json::Value) -> Vec<(&'static str, Class, Severity)> {
+        let d = device(vec![phase(
+            "compute",
+            serde_json::json!({"throttle_share": shares}),
+        )]);
+        said(&super::judge(&d, &Thresholds::default()))
+    }
+
+    #[test]
+    fn the_power_brake_and_a_cool_hardware_slowdown_are_the_power_supply() {
+        let env = |code| [(code, Class::Environment, Severity::Major)];
+        assert_eq!(
+            throttled(serde_json::json!({"hw_power_brake_slowdown": 0.3})),
+            env("POWER_BRAKE")
+        );
+        assert_eq!(
+            throttled(serde_json::json!({"hw_slowdown": 0.3})),
+            env("POWER_DELIVERY")
+        );
+        // The near misses: a hardware slowdown of a hot card is heat's (the thermal rule),
+        // and a share under the threshold is nothing.
+        assert!(
+            throttled(serde_json::json!({"hw_slowdown": 0.3, "hw_thermal_slowdown": 0.3}))
+                .is_empty()
+        );
+        assert!(throttled(serde_json::json!({"hw_power_brake_slowdown": 0.04})).is_empty());
+    }
+}

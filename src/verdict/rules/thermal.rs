@@ -160,3 +160,63 @@ fn memory_hot(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>) {
         "improve the cooling over the card's memory (airflow, fan curve, the chassis' inlet temperature; on a consumer card its memory pads) before a hotter day takes it over its limit, where it slows itself and makes errors",
     ));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{device, gauge, phase, said};
+    use crate::finding::{Class, Severity};
+    use crate::verdict::thresholds::Thresholds;
+
+    fn at_clock(lowest_mhz: f64) -> Vec<(&'static str, Class, Severity)> {
+        let d = device(vec![phase(
+            "compute",
+            serde_json::json!({
+                "throttle_share": {"sw_thermal_slowdown": 1.0},
+                "gauges": {"gpu_temp_c": gauge(82.0, 83.0, 83.0),
+                           "clock_sm_mhz": gauge(lowest_mhz, 2040.0, 2055.0),
+                           "clock_sm_max_mhz": gauge(2100.0, 2100.0, 2100.0)},
+            }),
+        )]);
+        said(&super::judge(&d, &Thresholds::default()))
+    }
+
+    #[test]
+    fn a_thermal_slowdown_weighs_what_it_cost_the_clock() {
+        // At its boost target, the clock never below 90% of its maximum: a note.
+        assert_eq!(
+            at_clock(1995.0),
+            [("THERMAL_THROTTLE", Class::Info, Severity::Note)]
+        );
+        // The near miss: held to 85% at times, the cooling's finding of weight.
+        assert_eq!(
+            at_clock(1785.0),
+            [("THERMAL_THROTTLE", Class::Environment, Severity::Major)]
+        );
+    }
+
+    #[test]
+    fn several_phases_are_said_once_under_the_most_serious() {
+        let hot = |name: &str, lowest: f64| {
+            phase(
+                name,
+                serde_json::json!({
+                    "throttle_share": {"hw_thermal_slowdown": 0.5},
+                    "gauges": {"clock_sm_mhz": gauge(lowest, 1980.0, 1980.0),
+                               "clock_sm_max_mhz": gauge(1980.0, 1980.0, 1980.0)},
+                }),
+            )
+        };
+        let d = device(vec![hot("vram", 1950.0), hot("compute", 1200.0)]);
+        let found = super::judge(&d, &Thresholds::default());
+        assert_eq!(
+            said(&found),
+            [("THERMAL_THROTTLE", Class::Environment, Severity::Major)]
+        );
+        assert!(
+            found[0].summary.contains("compute phase")
+                && found[0].summary.contains("the same in the vram phase"),
+            "{}",
+            found[0].summary
+        );
+    }
+}
