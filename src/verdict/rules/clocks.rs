@@ -55,3 +55,29 @@ fn overclocked(device: &DeviceReport, out: &mut Vec<Finding>) {
         RESTORE_STOCK_CLOCKS,
     ));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{device, gauge, phase, said};
+    use crate::finding::{Class, Severity};
+    use crate::verdict::thresholds::Thresholds;
+
+    fn at(highest_mhz: f64) -> Vec<(&'static str, Class, Severity)> {
+        let d = device(vec![phase(
+            "compute",
+            serde_json::json!({"gauges": {"clock_sm_mhz": gauge(1900.0, 1980.0, highest_mhz),
+                                          "clock_sm_max_mhz": gauge(1980.0, 1980.0, 1980.0)}}),
+        )]);
+        said(&super::judge(&d, &Thresholds::default()))
+    }
+
+    #[test]
+    fn clocks_above_the_rated_maximum_are_the_settings() {
+        assert_eq!(
+            at(2100.0),
+            [("CLOCKS_ABOVE_MAXIMUM", Class::Environment, Severity::Major)]
+        );
+        // The near miss: within 2% of the maximum, a reading's jitter.
+        assert!(at(2010.0).is_empty());
+    }
+}

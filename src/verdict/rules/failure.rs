@@ -250,3 +250,53 @@ fn driver_resets(resets: &[&DriverReset], out: &mut Vec<Finding>) {
         "close other GPU work (games, browsers, video), update the driver, then rerun; a reset that comes back on an idle machine with a fresh driver points at the card",
     ));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{device, phase, said};
+    use crate::evidence::DeviceErrorKind;
+    use crate::finding::{Class, Severity};
+    use crate::verdict::DeviceFailure;
+    use crate::verdict::thresholds::Thresholds;
+
+    fn failed(
+        error: Option<DeviceErrorKind>,
+        xid: Option<u32>,
+    ) -> Vec<(&'static str, Class, Severity)> {
+        let xids: Vec<serde_json::Value> = xid
+            .into_iter()
+            .map(|code| {
+                serde_json::json!({"bus_id": null, "code": code, "pid": null, "process": null,
+                    "message": format!("Xid {code}"), "kernel_us": 1, "before_run": false})
+            })
+            .collect();
+        let mut d = device(vec![phase("vram", serde_json::json!({"xids": xids}))]);
+        d.failures = error
+            .into_iter()
+            .map(|error| DeviceFailure {
+                error,
+                message: "the worker stopped".into(),
+            })
+            .collect();
+        said(&super::judge(&d, &Thresholds::default()))
+    }
+
+    #[test]
+    fn a_failure_mid_test_is_judged_by_what_came_with_it() {
+        assert_eq!(
+            failed(Some(DeviceErrorKind::Hang), None),
+            [("DEVICE_HANG", Class::Software, Severity::Major)]
+        );
+        assert_eq!(
+            failed(Some(DeviceErrorKind::Crash), None),
+            [("WORKER_CRASHED", Class::Software, Severity::Major)]
+        );
+        // With the card off the bus beside it: the hardware's.
+        assert_eq!(
+            failed(Some(DeviceErrorKind::Hang), Some(79))[0],
+            ("DEVICE_LOST_HARDWARE", Class::Hardware, Severity::Major)
+        );
+        // The near miss: no failure, nothing here (the Xid is its own rule's).
+        assert!(failed(None, Some(79)).is_empty());
+    }
+}

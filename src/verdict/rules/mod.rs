@@ -232,6 +232,29 @@ pub(super) mod testing {
         d
     }
 
+    /// An NVIDIA H200 that ran compute at `fp32_gops` (10^9 a second) and int32 at 30000,
+    /// its phase's telemetry quiet.
+    pub fn computed_at(fp32_gops: f64) -> DeviceReport {
+        use crate::workload::{WorkloadOutcome, WorkloadResult, WorkloadStatus};
+        let kind = |name: &str, gops: f64| {
+            serde_json::json!({"best_gops": gops, "cpu_checked": 32, "cpu_mismatches": 0,
+                "gops": gops, "gpu_s": 1.0, "kind": name, "mismatches": 0, "nonfinite": 0,
+                "rounds": 1, "verified_ops": 230686720})
+        };
+        let summary = serde_json::json!({"device_error": null, "items": 4096,
+            "iterations": 3520, "kinds": [kind("fp32", fp32_gops), kind("int32", 30_000.0)],
+            "levels": [], "records": [], "shape": {"shape": "steady"}, "stopped_early": null,
+            "wall_s": 6.0});
+        let mut d = device(vec![phase("compute", serde_json::json!({}))]);
+        d.workloads.push(WorkloadOutcome {
+            workload: "compute".into(),
+            status: WorkloadStatus::Passed,
+            headline: "no errors".into(),
+            summary: WorkloadResult::from_json("compute", summary),
+        });
+        d
+    }
+
     /// Each finding's code, class and severity.
     pub fn said(found: &[Finding]) -> Vec<(&'static str, Class, Severity)> {
         found

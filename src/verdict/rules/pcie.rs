@@ -203,3 +203,55 @@ fn replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{device, gauge, phase, said};
+    use crate::finding::{Class, Severity};
+    use crate::verdict::thresholds::Thresholds;
+
+    fn judged(fields: serde_json::Value) -> Vec<(&'static str, Class, Severity)> {
+        let d = device(vec![phase("vram", fields)]);
+        said(&super::judge(&d, &Thresholds::default()))
+    }
+
+    fn link(width: f64, generation: f64, busy: f64) -> serde_json::Value {
+        serde_json::json!({"gauges": {
+            "pcie_width": gauge(width, width, width), "pcie_width_max": gauge(16.0, 16.0, 16.0),
+            "pcie_gen": gauge(generation, generation, generation),
+            "pcie_gen_max": gauge(5.0, 5.0, 5.0), "util_gpu_pct": gauge(busy, busy, busy)}})
+    }
+
+    #[test]
+    fn a_link_below_what_card_and_slot_allow_is_degraded() {
+        let degraded = [("PCIE_LINK_DEGRADED", Class::Environment, Severity::Major)];
+        // Fewer lanes at any time; a lower generation only while busy.
+        assert_eq!(judged(link(8.0, 5.0, 0.0)), degraded);
+        assert_eq!(judged(link(16.0, 3.0, 100.0)), degraded);
+        // The near misses: a link that drops its generation at idle, and a full one.
+        assert!(judged(link(16.0, 1.0, 0.0)).is_empty());
+        assert!(judged(link(16.0, 5.0, 100.0)).is_empty());
+        // A slot of eight lanes under a card of sixteen: where it sits, a note.
+        let mut in_a_narrow_slot = link(8.0, 5.0, 100.0);
+        in_a_narrow_slot["gauges"]["pcie_slot_width_max"] = gauge(8.0, 8.0, 8.0);
+        assert_eq!(
+            judged(in_a_narrow_slot),
+            [("PCIE_SLOT_LIMITS", Class::Info, Severity::Note)]
+        );
+    }
+
+    #[test]
+    fn replays_are_judged_against_what_a_bit_error_rate_of_1e_12_allows() {
+        // Gen5 x16 for a minute allows ceil(1e-12 x 32 GT/s x 16 lanes x 60 s x 1e9) = 31.
+        let with = |replays: f64| {
+            let mut fields = link(16.0, 5.0, 100.0);
+            fields["counter_deltas"] = serde_json::json!({"pcie_replays": replays});
+            judged(fields)
+        };
+        assert_eq!(
+            with(32.0),
+            [("PCIE_REPLAYS_HIGH", Class::Environment, Severity::Major)]
+        );
+        assert!(with(31.0).is_empty());
+    }
+}

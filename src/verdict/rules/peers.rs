@@ -83,3 +83,32 @@ pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{computed_at, said};
+    use crate::finding::{Class, Severity};
+    use crate::verdict::thresholds::Thresholds;
+
+    #[test]
+    fn a_device_behind_its_peers_of_one_model_is_named() {
+        let node = |slow: f64| {
+            let mut devices: Vec<_> = [50_000.0, 50_400.0, 49_800.0, slow]
+                .into_iter()
+                .map(computed_at)
+                .collect();
+            for (i, d) in devices.iter_mut().enumerate() {
+                d.index = i;
+            }
+            super::peers(&devices, &Thresholds::default())
+        };
+        let judged = node(40_000.0);
+        assert!(judged[..3].iter().all(Vec::is_empty), "{judged:?}");
+        assert_eq!(
+            said(&judged[3]),
+            [("PEER_SLOWER", Class::Hardware, Severity::Major)]
+        );
+        // The near miss: 6% behind, within the 10% a model's cards spread over.
+        assert!(node(47_000.0).iter().all(Vec::is_empty));
+    }
+}

@@ -66,3 +66,42 @@ fn merge_runs(runs: Vec<(&str, Vec<Finding>)>) -> Vec<Finding> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{computed_at, said};
+    use crate::finding::{Class, Confidence, Severity};
+    use crate::verdict::thresholds::Thresholds;
+
+    /// An H200's compute run at `fp32_gops`, judged with `t`.
+    fn computed(fp32_gops: f64, t: &Thresholds) -> Vec<crate::finding::Finding> {
+        super::judge(&computed_at(fp32_gops), t)
+    }
+
+    #[test]
+    fn a_floor_decides_only_as_far_as_where_it_comes_from_allows() {
+        // Under the floor that rests on a share of the spec sheet no GPU measured (67
+        // TFLOP/s x 0.6 x 0.75 = 30.2): a note, never a call.
+        let t = Thresholds::default();
+        assert_eq!(
+            said(&computed(20_000.0, &t)),
+            [("RATE_BELOW_SPEC_SHARE", Class::Info, Severity::Note)]
+        );
+        // The same rate under the site's own floor from its healthy H200s: the card, sure
+        // at two thirds of the floor or less, a call short of that.
+        let site = Thresholds {
+            floors: [("compute_fp32_gops".to_owned(), 45_000.0)].into(),
+            ..Thresholds::default()
+        };
+        let slow = computed(20_000.0, &site);
+        assert_eq!(
+            said(&slow),
+            [("COMPUTE_RATE_LOW", Class::Hardware, Severity::Major)]
+        );
+        assert_eq!(slow[0].confidence, Confidence::High);
+        assert_eq!(computed(40_000.0, &site)[0].confidence, Confidence::Medium);
+        // The near misses: at the floor, and above the built-in one.
+        assert!(computed(45_000.0, &site).is_empty());
+        assert!(computed(50_000.0, &t).is_empty());
+    }
+}

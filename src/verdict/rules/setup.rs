@@ -89,3 +89,47 @@ fn telemetry_missing(device: &DeviceReport, out: &mut Vec<Finding>) {
         "install the vendor's driver tools (NVML for NVIDIA) or grant access to sysfs and the kernel log, then rerun",
     ));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{device, phase, said};
+    use crate::finding::{Class, Severity};
+    use crate::telemetry::record::Reading;
+    use crate::verdict::thresholds::Thresholds;
+
+    fn versions(vulkan: &str, nvml: &str) -> Vec<(&'static str, Class, Severity)> {
+        let mut d = device(vec![phase("vram", serde_json::json!({}))]);
+        d.setup.vulkan_driver_version = vulkan.into();
+        d.setup
+            .identity
+            .insert("driver_version".into(), Reading::Text(nvml.into()));
+        said(&super::judge(&d, &Thresholds::default()))
+    }
+
+    #[test]
+    fn a_half_finished_driver_upgrade_is_software() {
+        assert_eq!(
+            versions("550.54.15.0", "535.104.05"),
+            [("DRIVER_VERSION_MISMATCH", Class::Software, Severity::Major)]
+        );
+        // The near miss: the same version written two ways (Vulkan packs a build part,
+        // NVML writes `.01` for `.1`).
+        assert!(versions("550.54.1.0", "550.54.01").is_empty());
+    }
+
+    #[test]
+    fn a_device_with_no_telemetry_says_so_and_one_with_some_does_not() {
+        let mut blind = phase("vram", serde_json::json!({}));
+        blind.samples = 0;
+        let said_blind = said(&super::telemetry_rule(
+            &device(vec![blind]),
+            &Thresholds::default(),
+        ));
+        assert_eq!(
+            said_blind,
+            [("TELEMETRY_MISSING", Class::Info, Severity::Note)]
+        );
+        let seen = device(vec![phase("vram", serde_json::json!({}))]);
+        assert!(super::telemetry_rule(&seen, &Thresholds::default()).is_empty());
+    }
+}

@@ -106,3 +106,49 @@ pub(super) fn processes(device: &DeviceReport) -> Vec<Process> {
         .and_then(Reading::processes)
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{device, phase, said};
+    use crate::finding::{Class, Severity};
+    use crate::verdict::RateSample;
+    use crate::verdict::thresholds::Thresholds;
+
+    /// A process that came 30 s into a minute of compute, with kiln's fp32 rate a second
+    /// at `before` until then and `after` from then.
+    fn arrival(before: f64, after: f64) -> Vec<(&'static str, Class, Severity)> {
+        let mut d = device(vec![phase(
+            "compute",
+            serde_json::json!({
+                "other_processes": [{"pid": 5120, "used_bytes": 2u64 << 30}],
+                "processes_first_ms": {"5120": 30_000.0},
+            }),
+        )]);
+        d.rate_samples = (1..60)
+            .map(|s| RateSample {
+                t_ms: f64::from(s) * 1000.0,
+                name: "compute_fp32_gops".into(),
+                value: if s < 30 { before } else { after },
+            })
+            .collect();
+        said(&super::judge(&d, &Thresholds::default()))
+    }
+
+    #[test]
+    fn a_tenant_weighs_what_it_cost_the_rates() {
+        assert_eq!(
+            arrival(50_000.0, 25_000.0),
+            [("OTHER_TENANTS", Class::Environment, Severity::Major)]
+        );
+        // The near miss: a rate 1% down is within a workload's own noise.
+        assert_eq!(
+            arrival(50_000.0, 49_500.0),
+            [("OTHER_TENANTS", Class::Info, Severity::Note)]
+        );
+        // Just past the noise: a cost.
+        assert_eq!(
+            arrival(50_000.0, 47_400.0),
+            [("OTHER_TENANTS", Class::Environment, Severity::Major)]
+        );
+    }
+}

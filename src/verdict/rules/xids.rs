@@ -155,3 +155,44 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{device, phase, said};
+    use crate::finding::{Class, Severity};
+    use crate::verdict::thresholds::Thresholds;
+
+    /// A phase with these Xids (code, pid), kiln's own worker being pid 31337.
+    fn judged(xids: &[(u32, u32)]) -> Vec<(&'static str, Class, Severity)> {
+        let events: Vec<serde_json::Value> = xids
+            .iter()
+            .map(|(code, pid)| {
+                serde_json::json!({"bus_id": "0000:05:00", "code": code, "pid": pid,
+                    "process": null, "message": format!("Xid {code}"), "kernel_us": 1,
+                    "before_run": false})
+            })
+            .collect();
+        let mut d = device(vec![phase("compute", serde_json::json!({"xids": events}))]);
+        d.setup.kiln_pids = vec![31337];
+        said(&super::judge(&d, &Thresholds::default()))
+    }
+
+    #[test]
+    fn an_xid_is_judged_by_its_row_and_by_whose_process_raised_it() {
+        // A double-bit error is the card's, whoever ran.
+        assert_eq!(
+            judged(&[(48, 5120)]),
+            [("XID_MEMORY_HARDWARE", Class::Hardware, Severity::Critical)]
+        );
+        // An engine fault in kiln's own worker is the application's (kiln's) own...
+        let own = judged(&[(13, 31337)]);
+        assert_eq!(own[0].0, "XID_APPLICATION");
+        // ...and in another process, a fact about the node, never against the card.
+        assert_eq!(
+            judged(&[(13, 5120)]),
+            [("XID_OTHER_PROCESS", Class::Info, Severity::Note)]
+        );
+        // Several of one kind are one finding.
+        assert_eq!(judged(&[(48, 1), (48, 1), (94, 1)]).len(), 1);
+    }
+}
