@@ -947,6 +947,18 @@ def amd_and_intel_heat_cases():
           2, "environment", ["THERMAL_THROTTLE"],
           events=mi300x_events(72000.0), telemetry=run_telemetry(sample=mi300x(108.0, 1550), **amd),
           reason="junction at 108")
+    field("mi300x_hot_with_a_throttle_status_that_names_nothing",
+          "an MI300X whose gpu_metrics decode but flag no throttle residency at all while its junction sits at 108 C of its 110 C limit and the graphics clock at 1550 of 2100 MHz all load long: a status that names nothing is no evidence against heat, so the card held itself back for heat (the cooling's finding), not a clock lock",
+          2, "environment", ["THERMAL_THROTTLE"],
+          events=mi300x_events(72000.0),
+          telemetry=run_telemetry(sample=mi300x(108.0, 1550, reasons=""), **amd),
+          reason="junction at 108")
+    field("mi300x_clock_held_cool_with_no_reason",
+          "near miss: the same MI300X at a 78 C junction, its graphics clock at 1550 of 2100 MHz all load long and no throttle reason named: nothing thermal holds it, so the clock is held by a setting (a lock inferred from the clock: the configuration's, medium confidence)",
+          2, "environment", ["CONFIG_LIMITS_CARD"],
+          events=mi300x_events(72000.0),
+          telemetry=run_telemetry(sample=mi300x(78.0, 1550, reasons=""), **amd),
+          reason="locked or application clocks")
     field("mi300x_socket_thermal_limit_from_gpu_metrics",
           "an MI300X whose gpu_metrics residency counters show the socket's thermal limit holding its clocks (1700 of 2100 MHz) all load long at a 104 C junction: thermal slowdown read from the firmware itself, the cooling's finding",
           2, "environment", ["THERMAL_THROTTLE"],
@@ -1126,6 +1138,12 @@ def tenant_arrival_cases():
           0, "pass", ["OTHER_TENANTS"],
           events=with_rates(h200_events(4100.0, 3900.0), 50000.0, 49700.0, 15.0),
           telemetry=run_telemetry(sample=tenant_between(15.0, 17.0, 2)))
+    field("tenant_arrives_between_phases_and_stays",
+          "another job (pid 5120, 40 GiB) came onto the H200 between the VRAM and compute phases and stayed through compute, where kiln's fp32 rate was 25 TFLOP/s against the site's floor of 45: the process was on the GPU all phase long, so it explains the slow rate (environment), never a slow card; with no rate measured before it came, its cost cannot be weighed and it stays of weight",
+          2, "environment", ["COMPUTE_RATE_LOW_THROTTLED", "OTHER_TENANTS"],
+          events=with_rates(h200_events(4100.0, 3900.0), 25000.0, 25000.0, 12.5),
+          telemetry=run_telemetry(sample=tenant_from(12.5, 40)),
+          thresholds={"floors": {"compute_fp32_gops": 45000}})
 
 
 if __name__ == "__main__":

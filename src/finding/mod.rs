@@ -129,6 +129,23 @@ pub struct Finding {
     pub evidence: serde_json::Value,
     /// What to do.
     pub action: String,
+    /// What other parts of kiln read of it (the resolution, the reports, the node check),
+    /// typed: `evidence` is for people and tools, and nothing reads it back by key.
+    #[serde(skip)]
+    pub facts: Facts,
+}
+
+/// The facts of a finding that other parts of kiln read, besides its code, class and
+/// severity.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facts {
+    /// Found in this many of that many runs of its workload, where the workload ran more
+    /// than once (a rerun to confirm).
+    pub runs: Option<(usize, usize)>,
+    /// The clocks an overclock's finding saw above their maximum.
+    pub clocks_over: Vec<Clock>,
+    /// The most serious Xid behind an Xid finding.
+    pub worst_xid: Option<u32>,
 }
 
 /// A finding, from its parts, of its code's class (a rule that finds the evidence says
@@ -149,6 +166,7 @@ pub fn finding(
         summary,
         evidence,
         action: action.into(),
+        facts: Facts::default(),
     }
 }
 

@@ -262,9 +262,8 @@ fn summary_card(out: &mut String, d: &DeviceReport, merged: &[Merged]) {
         );
     }
     if let Some(f) = first {
-        let runs = |key: &str| f.evidence.get(key).and_then(serde_json::Value::as_u64);
-        let again = match (runs("found_in_runs"), runs("runs")) {
-            (Some(found), Some(all)) => format!("found in {found} of {all} runs"),
+        let again = match f.facts.runs {
+            Some((found, all)) => format!("found in {found} of {all} runs"),
             _ => {
                 let most = merged
                     .iter()

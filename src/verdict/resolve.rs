@@ -159,12 +159,7 @@ impl Cause {
         match self {
             Cause::Code(code) => f.code == code,
             Cause::Overclock(clock) => {
-                let key = match clock {
-                    Clock::Shader => "sm",
-                    Clock::Memory => "memory",
-                };
-                f.code == FindingCode::ClocksAboveMaximum
-                    && f.evidence.get(key).is_some_and(|v| !v.is_null())
+                f.code == FindingCode::ClocksAboveMaximum && f.facts.clocks_over.contains(&clock)
             }
             Cause::DecisiveHardware => {
                 f.class == Class::Hardware
@@ -285,11 +280,12 @@ mod tests {
             Severity::Critical,
             serde_json::json!({}),
         );
-        let memory_over = found(
+        let mut memory_over = found(
             FindingCode::ClocksAboveMaximum,
             Severity::Major,
             serde_json::json!({"sm": null, "memory": ["vram", 12000.0, 10501.0]}),
         );
+        memory_over.facts.clocks_over = vec![Clock::Memory];
         let resolved = resolve(vec![vram.clone(), compute.clone(), memory_over]);
         assert_eq!(
             codes(&resolved),

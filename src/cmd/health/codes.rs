@@ -44,14 +44,7 @@ pub(super) fn of(finding: &Finding) -> Option<(HealthCode, bool)> {
     match finding.code.info().health {
         HealthFault::NotJudged => None,
         HealthFault::Fault { code, sticky } => Some((code, sticky)),
-        HealthFault::Xid => {
-            let xid = finding
-                .evidence
-                .get("worst_code")
-                .and_then(|c| c.as_u64())
-                .and_then(|c| u32::try_from(c).ok())?;
-            Some((HealthCode::xid(xid), true))
-        }
+        HealthFault::Xid => Some((HealthCode::xid(finding.facts.worst_xid?), true)),
     }
 }
 
@@ -109,14 +102,16 @@ mod tests {
     #[test]
     fn a_finding_becomes_the_fault_its_catalogue_row_names() {
         let f = |code| {
-            finding(
+            let mut f = finding(
                 code,
                 Severity::Major,
                 Confidence::High,
                 String::new(),
                 serde_json::json!({"worst_code": 79}),
                 "",
-            )
+            );
+            f.facts.worst_xid = Some(79);
+            f
         };
         assert_eq!(
             of(&f(FindingCode::EccUncorrectable)).map(|(c, s)| (c.to_string(), s)),
@@ -135,9 +130,9 @@ mod tests {
             None,
             "not the node check's"
         );
-        // An Xid finding with no Xid in its evidence is no fault to name.
+        // An Xid finding with no Xid behind it is no fault to name.
         let mut bare = f(FindingCode::XidDriver);
-        bare.evidence = serde_json::json!({});
+        bare.facts.worst_xid = None;
         assert_eq!(of(&bare), None);
     }
 }

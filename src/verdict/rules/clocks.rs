@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::finding::{Clock, Confidence, Finding, FindingCode, Severity, finding};
 use crate::telemetry::signals;
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
@@ -46,14 +46,22 @@ fn overclocked(device: &DeviceReport, out: &mut Vec<Finding>) {
             "memory clock {now:.0} MHz over its {max:.0} MHz maximum in the {phase} phase"
         ));
     }
-    out.push(finding(
+    let mut f = finding(
         FindingCode::ClocksAboveMaximum,
         Severity::Major,
         Confidence::High,
         format!("the card ran above its rated clocks ({})", parts.join("; ")),
         json!({"sm": sm, "memory": mem}),
         RESTORE_STOCK_CLOCKS,
-    ));
+    );
+    f.facts.clocks_over = [
+        (sm.is_some(), Clock::Shader),
+        (mem.is_some(), Clock::Memory),
+    ]
+    .into_iter()
+    .filter_map(|(over, clock)| over.then_some(clock))
+    .collect();
+    out.push(f);
 }
 
 #[cfg(test)]

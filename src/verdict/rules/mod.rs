@@ -102,6 +102,44 @@ fn runs(device: &DeviceReport) -> Vec<(&WorkloadOutcome, Option<&PhaseTelemetry>
         .collect()
 }
 
+/// A shader clock that never fell below this share of its maximum while the card held
+/// itself back (its lowest over the phase) cost nothing a rate can show: GPU Boost trims a
+/// few bins at the card's target temperature (83 °C on an RTX 3090 Founders Edition) by
+/// design. Below it, the slowdown cost the card clock, and is a finding of weight.
+const COST_FREE_CLOCK_SHARE: f64 = 0.9;
+
+/// The lowest shader clock of a phase and its maximum, MHz, where the clock never fell
+/// below [`COST_FREE_CLOCK_SHARE`] of the maximum: a slowdown in that phase cost nothing
+/// measurable. None where it fell further, or where the clocks were not read (a cost
+/// unknown is not a cost ruled out).
+fn clock_kept(p: &PhaseTelemetry) -> Option<(f64, f64)> {
+    let now = p
+        .gauges
+        .get(crate::telemetry::signals::CLOCK_SM_MHZ.name)?
+        .min;
+    let max = p
+        .gauges
+        .get(crate::telemetry::signals::CLOCK_SM_MAX_MHZ.name)?
+        .min;
+    (max > 0.0 && now >= COST_FREE_CLOCK_SHARE * max).then_some((now, max))
+}
+
+/// Makes `f`, a slowdown in phase `p`, a note where it cost nothing measurable (the clock
+/// kept, [`clock_kept`]): its summary says the clock and `why`, its action is `action`.
+fn weigh_by_clock(f: &mut Finding, p: &PhaseTelemetry, vendor_id: u32, why: &str, action: &str) {
+    let Some((now, max)) = clock_kept(p) else {
+        return;
+    };
+    f.class = Class::Info;
+    f.severity = Severity::Note;
+    f.summary.push_str(&format!(
+        ", with the {} at {now:.0} of {max:.0} MHz at its lowest ({:.0}%): {why} at no measurable cost",
+        rates::shader_clock(vendor_id),
+        100.0 * now / max
+    ));
+    f.action = action.to_owned();
+}
+
 /// A condition found in several phases (a card hot all run long) said once: the most
 /// serious phase's finding, naming the others, at the surest confidence of them, with every
 /// phase's evidence.

@@ -11,7 +11,7 @@ use crate::verdict::thresholds::Thresholds;
 pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     for p in &device.telemetry {
-        power(p, t, &mut out);
+        power(p, device.setup.vendor_id, t, &mut out);
     }
     for code in [FindingCode::PowerBrake, FindingCode::PowerDelivery] {
         super::one_per_device(&mut out, code);
@@ -19,12 +19,24 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     out
 }
 
-fn power(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
+/// What the power supply did to one phase, weighed by what it cost the clock.
+fn power(p: &PhaseTelemetry, vendor_id: u32, t: &Thresholds, out: &mut Vec<Finding>) {
+    let check = "check the PSU and the power cables to the card";
+    let weigh = |mut f: Finding| {
+        super::weigh_by_clock(
+            &mut f,
+            p,
+            vendor_id,
+            "the clock kept",
+            "nothing now; if it comes back under a heavier load, check the PSU and the power cables to the card",
+        );
+        f
+    };
     let share = |r: ThrottleReason| p.throttle_share_of(r);
     let evidence = super::thermal::temperatures(p);
     let thermal = super::thermal::thermal_share(p);
     if share(ThrottleReason::HwPowerBrakeSlowdown) > t.throttle_share {
-        out.push(finding(
+        out.push(weigh(finding(
             FindingCode::PowerBrake,
             Severity::Major,
             Confidence::High,
@@ -34,10 +46,10 @@ fn power(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
                 p.phase
             ),
             evidence.clone(),
-            "check the PSU and the power cables to the card",
-        ));
+            check,
+        )));
     } else if share(ThrottleReason::HwSlowdown) > t.throttle_share && thermal <= t.throttle_share {
-        out.push(finding(
+        out.push(weigh(finding(
             FindingCode::PowerDelivery,
             Severity::Major,
             Confidence::Medium,
@@ -47,8 +59,8 @@ fn power(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
                 p.phase
             ),
             evidence.clone(),
-            "check the PSU and the power cables to the card",
-        ));
+            check,
+        )));
     }
 }
 
@@ -84,5 +96,17 @@ mod tests {
                 .is_empty()
         );
         assert!(throttled(serde_json::json!({"hw_power_brake_slowdown": 0.04})).is_empty());
+        // A brake that left the clock within 10% of its maximum cost nothing: a note.
+        let mut d = device(vec![phase(
+            "compute",
+            serde_json::json!({"throttle_share": {"hw_power_brake_slowdown": 0.3},
+                "gauges": {"clock_sm_mhz": super::super::testing::gauge(1900.0, 1980.0, 1980.0),
+                           "clock_sm_max_mhz": super::super::testing::gauge(1980.0, 1980.0, 1980.0)}}),
+        )]);
+        d.setup.vendor_id = 0x10de;
+        assert_eq!(
+            said(&super::judge(&d, &Thresholds::default())),
+            [("POWER_BRAKE", Class::Info, Severity::Note)]
+        );
     }
 }

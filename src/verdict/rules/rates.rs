@@ -160,12 +160,25 @@ pub(super) fn clock(p: &PhaseTelemetry, now: &str, max: &str) -> Option<(f64, f6
     (max.min > 0.0).then_some((now.median, max.min))
 }
 
+/// Whether a phase's throttle status named a reason (other than idle) for more than
+/// `throttle_share` of its samples.
+fn named_reason(p: &PhaseTelemetry, t: &Thresholds) -> bool {
+    ThrottleReason::ALL
+        .iter()
+        .filter(|r| **r != ThrottleReason::GpuIdle)
+        .any(|r| p.throttle_share_of(*r) > t.throttle_share)
+}
+
 /// The settings holding the clocks in a loaded phase: each by the reason NVML gives for it
 /// (the software power cap only with the limit below its default: a card at its own limit
 /// runs as its product does), an SM clock below `floor_share` of its maximum with no reason
 /// given at all (a lock a newer driver does not name), and a memory clock below 90% of its
 /// maximum while the memory was busy, with no reason of heat or power for it.
-pub fn settings_in(p: &PhaseTelemetry, t: &Thresholds) -> Vec<Setting> {
+pub fn settings_in(
+    p: &PhaseTelemetry,
+    setup: &crate::verdict::Setup,
+    t: &Thresholds,
+) -> Vec<Setting> {
     if !loaded(p) {
         return Vec::new();
     }
@@ -208,13 +221,11 @@ pub fn settings_in(p: &PhaseTelemetry, t: &Thresholds) -> Vec<Setting> {
     let heat_or_power = HEAT_AND_POWER.iter().any(|r| holds(*r));
     // Newer drivers no longer raise the applications-clocks reason (NVML 13 marks it
     // unused): an SM clock held far below its maximum under load while the driver names no
-    // reason at all is a lock all the same.
-    let any_reason = ThrottleReason::ALL
-        .iter()
-        .filter(|r| **r != ThrottleReason::GpuIdle)
-        .any(|r| holds(*r));
-    if !any_reason
+    // reason at all is a lock all the same, unless a sensor sat at its limit the while
+    // (then heat held it: [`held_for_heat`]).
+    if !named_reason(p, t)
         && p.reasons_read > 0
+        && held_for_heat(p, setup, t).is_none()
         && let Some((sm, max)) = clock(
             p,
             signals::CLOCK_SM_MHZ.name,
@@ -371,7 +382,10 @@ pub fn held_for_heat(
     t: &Thresholds,
 ) -> Option<String> {
     let identity = &setup.identity;
-    if p.reasons_read > 0 || p.samples == 0 || !loaded(p) {
+    // A throttle status that names a reason decides by itself; one read that names none
+    // says nothing against heat (an amdgpu's gpu_metrics may flag no thermal residency
+    // while its junction sits at its limit and its clock stays down).
+    if named_reason(p, t) || p.samples == 0 || !loaded(p) {
         return None;
     }
     let (sm, max) = clock(
@@ -575,7 +589,11 @@ fn environment_explanation(
         why.push(hot);
     }
     if tenants > 0 {
-        why.push(format!("{tenants} other processes on the GPU"));
+        why.push(if tenants == 1 {
+            "another process on the GPU".to_owned()
+        } else {
+            format!("{tenants} other processes on the GPU")
+        });
     }
     why
 }
@@ -611,13 +629,29 @@ pub fn rates_of_run(
         return;
     }
     let product = product::lookup(&device.name);
-    let settings = phase.map(|p| settings_in(p, t)).unwrap_or_default();
-    let mut why = environment_explanation(phase, &device.setup, t, tenants.len());
+    let settings = phase
+        .map(|p| settings_in(p, &device.setup, t))
+        .unwrap_or_default();
+    let came = arrivals(device, tenants);
+    // Other processes on the GPU all phase long: those there when the test started, and
+    // those that came before this phase and were still there in it (between the phases,
+    // or in an earlier one).
+    let through = tenants.len()
+        + phase.map_or(0, |p| {
+            p.other_processes
+                .iter()
+                .filter(|o| !tenants.iter().any(|t| t.pid == o.pid))
+                .filter(|o| {
+                    came.iter()
+                        .any(|a| a.process.pid == o.pid && !std::ptr::eq(a.phase, p))
+                })
+                .count()
+        });
+    let mut why = environment_explanation(phase, &device.setup, t, through);
     // Another process that arrived during the phase: the rate is judged on the part of the
     // phase before it came, where there is one; without one, the process explains it.
     let arrived = phase.and_then(|p| {
-        arrivals(device, tenants)
-            .into_iter()
+        came.iter()
             .filter(|a| std::ptr::eq(a.phase, p))
             .map(|a| a.first_ms)
             .min_by(f64::total_cmp)
@@ -820,7 +854,7 @@ pub fn configuration(
     // that phase's limits and clocks as evidence.
     let mut seen: Vec<(Setting, String, Option<String>, serde_json::Value)> = Vec::new();
     for p in &device.telemetry {
-        for setting in settings_in(p, t) {
+        for setting in settings_in(p, &device.setup, t) {
             let clock = clock_of(p, &setting, device.setup.vendor_id);
             // Held below `floor_share` of its maximum (the card's own maximum is its
             // product's): the setting holds the card below its product.

@@ -53,6 +53,7 @@ fn merge_runs(runs: Vec<(&str, Vec<Finding>)>) -> Vec<Finding> {
         .map(|(workload, mut f, found)| {
             let ran = runs.iter().filter(|(w, _)| *w == workload).count();
             if ran > 1 {
+                f.facts.runs = Some((found, ran));
                 f.summary = format!(
                     "{} (found in {found} of {ran} runs of {workload})",
                     f.summary

@@ -11,12 +11,6 @@ use crate::telemetry::throttle::ThrottleReason;
 use crate::verdict::thresholds::Thresholds;
 use crate::verdict::{DeviceReport, Setup};
 
-/// A shader clock that never fell below this share of its maximum under thermal slowdown
-/// (its lowest over the phase) cost nothing a rate can show: GPU Boost trims a few bins at the card's
-/// target temperature (83 °C on an RTX 3090 Founders Edition) by design. Below it, the
-/// slowdown cost the card clock, and is a finding of weight.
-const COST_FREE_CLOCK_SHARE: f64 = 0.9;
-
 /// The rule.
 pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -91,23 +85,13 @@ fn thermal(p: &PhaseTelemetry, setup: &Setup, t: &Thresholds, out: &mut Vec<Find
         );
         // What it cost: the clock it left. A clock held near its maximum cost nothing a
         // rate can show (GPU Boost trims a few bins at its target temperature by design).
-        if let (Some(now), Some(max)) = (
-            p.gauges.get(signals::CLOCK_SM_MHZ.name).map(|s| s.min),
-            p.gauges
-                .get(signals::CLOCK_SM_MAX_MHZ.name)
-                .map(|s| s.min)
-                .filter(|m| *m > 0.0),
-        ) && now >= COST_FREE_CLOCK_SHARE * max
-        {
-            f.class = crate::finding::Class::Info;
-            f.severity = Severity::Note;
-            f.summary.push_str(&format!(
-                ", with the {} at {now:.0} of {max:.0} MHz ({:.0}%): held at its temperature target at no measurable cost",
-                rates::shader_clock(setup.vendor_id),
-                100.0 * now / max
-            ));
-            f.action = "nothing now: the card runs at its own temperature target; better cooling would buy its last few clock bins".into();
-        }
+        super::weigh_by_clock(
+            &mut f,
+            p,
+            setup.vendor_id,
+            "held at its temperature target",
+            "nothing now: the card runs at its own temperature target; better cooling would buy its last few clock bins",
+        );
         out.push(f);
     } else if let Some(hot) = rates::held_for_heat(p, setup, t) {
         // No throttle status could be read, but a sensor sat at its limit under load while

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::during;
-use crate::finding::{Class, Confidence, Finding, FindingCode, Severity};
+use crate::finding::{Class, Confidence, Facts, Finding, FindingCode, Severity};
 use crate::telemetry::record::XidEvent;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::verdict::DeviceReport;
@@ -152,6 +152,10 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
                 "source": worst.source,
             }),
             action,
+            facts: Facts {
+                worst_xid: Some(worst.code),
+                ..Facts::default()
+            },
         });
     }
 }
