@@ -339,9 +339,9 @@ catalogue! {
     /// More PCIe replays than the bit error rate allows.
     PcieReplaysHigh = "PCIE_REPLAYS_HIGH" => row(Environment,
         "more PCIe replays than a bit error rate of 1e-12 allows on the link in use");
-    /// NVLink replays, recoveries or many CRC errors.
+    /// NVLink recoveries, or corrected errors over their budget.
     NvlinkErrors = "NVLINK_ERRORS" => row(Hardware,
-        "NVLink replays or recoveries, or CRC errors at 100 a second or more, on a link").health(Nvl, 1, true);
+        "an NVLink that retrained (a recovery), or corrected its errors (CRC and replays together) at 100 a second or more; fewer are a note").health(Nvl, 1, true);
     /// An NVLink went down.
     NvlinkDown = "NVLINK_DOWN" => row(Hardware,
         "an NVLink went down (one down while others are up is minor)").health(Nvl, 2, false);

@@ -1014,13 +1014,23 @@ fn a_thermal_climb_through_sw_then_hw_slowdown_is_the_cooling_and_its_near_misse
     let (out, _) = warm.run(5);
     let report = expect_json(&out, 0);
     assert!(!finding_codes(&report["devices"][0]).contains(&"THERMAL_THROTTLE"));
-    // A HW slowdown while cool is the power, not the cooling.
-    let cool = Node::new(json!({"timeline": [{"at_s": 0, "temp_c": 52, "throttle": 0x08}]}));
+    // A HW slowdown while cool, holding the clock at half its maximum, is the power, not
+    // the cooling.
+    let cool = Node::new(
+        json!({"timeline": [{"at_s": 0, "temp_c": 52, "throttle": 0x08, "sm_mhz": 990}]}),
+    );
     let (out, _) = cool.run(5);
     let report = expect_json(&out, 2);
     let codes = finding_codes(&report["devices"][0]);
     assert!(codes.contains(&"POWER_DELIVERY"), "{codes:?}");
     assert!(!codes.contains(&"THERMAL_THROTTLE"), "{codes:?}");
+    // The same flag with the clock at its maximum cost nothing: a note, and a pass.
+    let flagged = Node::new(json!({"timeline": [{"at_s": 0, "temp_c": 52, "throttle": 0x08}]}));
+    let (out, _) = flagged.run(5);
+    let report = expect_json(&out, 0);
+    let power = common::findings_of(&report["devices"][0], "POWER_DELIVERY");
+    assert_eq!(power.len(), 1, "{:?}", finding_codes(&report["devices"][0]));
+    assert_eq!(power[0]["severity"], "note");
 }
 
 #[test]
