@@ -148,6 +148,14 @@ pub struct Facts {
     pub worst_xid: Option<u32>,
 }
 
+/// A finding's evidence from the typed struct its rule fills, as report.json carries it
+/// (a struct of plain fields always serializes; a failure would be said in the evidence
+/// itself, never lose the finding).
+pub fn evidence(of: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(of)
+        .unwrap_or_else(|e| serde_json::json!({"evidence_not_serialized": e.to_string()}))
+}
+
 /// A finding, from its parts, of its code's class (a rule that finds the evidence says
 /// otherwise sets the class after).
 pub fn finding(

@@ -6,6 +6,22 @@
 //! Vendors other than NVIDIA give what they can under NVML's names (`sysfs.rs`), so that
 //! the verdict judges every vendor by the same rules.
 
+/// Some signals' values, each under its signal's name: how a finding's evidence gives the
+/// readings it rests on, typed by the catalogue's entries rather than by strings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Values<T>(pub Vec<(Signal, T)>);
+
+impl<T: serde::Serialize> serde::Serialize for Values<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (signal, value) in &self.0 {
+            map.serialize_entry(signal.name, value)?;
+        }
+        map.end()
+    }
+}
+
 /// What a signal's value is measured in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {

@@ -12,7 +12,6 @@ use std::time::Instant;
 
 use rand::{Rng, RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::settings::{SettingError, SettingsTable};
 use super::{
@@ -247,15 +246,31 @@ pub type FragmentFinding = WorkloadFinding<FragmentFindingKind>;
 
 /// Requests refused with memory free, and memory not given back: the allocator or the
 /// driver, not the card.
+/// The evidence of the allocator's findings: the requests refused while more was free,
+/// and the last rounds' residual memory.
+#[derive(Serialize)]
+struct Refusals<'a> {
+    refusals: &'a [Refusal],
+    residuals: Vec<&'a Residual>,
+}
+
 fn found(f: &FragmentReport, out: &mut Vec<Finding>) {
     for found in &f.findings {
         let code = match found.kind {
             FragmentFindingKind::AllocFailFragmented => FindingCode::AllocFailFragmented,
             FragmentFindingKind::Leak => FindingCode::MemoryLeak,
         };
-        out.push(finding(code, Severity::Major, Confidence::High, found.message.clone(),
-            json!({"refusals": f.refused_while_free, "residuals": f.residuals.iter().rev().take(4).collect::<Vec<_>>()}),
-            "the card is fine: look at the driver or the allocator"));
+        out.push(finding(
+            code,
+            Severity::Major,
+            Confidence::High,
+            found.message.clone(),
+            crate::finding::evidence(&Refusals {
+                refusals: &f.refused_while_free,
+                residuals: f.residuals.iter().rev().take(4).collect(),
+            }),
+            "the card is fine: look at the driver or the allocator",
+        ));
     }
 }
 

@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section, Table, TableRow};
@@ -402,12 +401,18 @@ fn found(p: &PcieReport, out: &mut Vec<Finding>) {
             Severity::Critical,
             Confidence::High,
             format!("{} transfers arrived corrupted", p.corruption.len()),
-            json!({"corruption": p.corruption}),
+            crate::finding::evidence(&Corrupted {
+                corruption: &p.corruption,
+            }),
             "reseat the card, try another slot or riser; RMA if it follows the card",
         ));
     }
-    let evidence = json!({"link": p.link, "peak_h2d_gbps": p.peak_h2d_gbps, "peak_d2h_gbps": p.peak_d2h_gbps,
-        "staging_in_host_memory": p.staging_in_host_memory});
+    let evidence = crate::finding::evidence(&Degraded {
+        link: p.link.as_ref(),
+        peak_h2d_gbps: p.peak_h2d_gbps,
+        peak_d2h_gbps: p.peak_d2h_gbps,
+        staging_in_host_memory: p.staging_in_host_memory,
+    });
     let reseat = "check the slot, riser and BIOS link settings; reseat the card";
     for f in p
         .findings
@@ -423,6 +428,21 @@ fn found(p: &PcieReport, out: &mut Vec<Finding>) {
             reseat,
         ));
     }
+}
+
+/// The evidence of `PCIE_CORRUPTION`: every transfer that arrived changed.
+#[derive(Serialize)]
+struct Corrupted<'a> {
+    corruption: &'a [Corruption],
+}
+
+/// The evidence of the probe's link findings: the link under load and the peaks.
+#[derive(Serialize)]
+struct Degraded<'a> {
+    link: Option<&'a LinkUnderLoad>,
+    peak_h2d_gbps: f64,
+    peak_d2h_gbps: f64,
+    staging_in_host_memory: bool,
 }
 
 /// The probe as a workload.

@@ -149,6 +149,16 @@ impl Report for PsuReport {
 /// The `psu` workload.
 pub struct Psu;
 
+/// The evidence of `HOST_COMPUTE_ERRORS`: the CPU's wrong results under the combined
+/// load, and the host's power.
+#[derive(Serialize)]
+struct HostWrong<'a> {
+    cpu_wrong: u64,
+    cpu_checks: u64,
+    records: &'a [CpuMismatch],
+    host_power: Option<&'a Watts>,
+}
+
 impl Kind for Psu {
     const NAME: &'static str = "psu";
     const DEFAULT_WEIGHT: u32 = 2;
@@ -209,8 +219,12 @@ impl Kind for Psu {
                     ))
                     .unwrap_or_default()
             ),
-            json!({"cpu_wrong": result.cpu_wrong, "cpu_checks": result.cpu_checks,
-                   "records": result.cpu_records, "host_power": result.host_power}),
+            crate::finding::evidence(&HostWrong {
+                cpu_wrong: result.cpu_wrong,
+                cpu_checks: result.cpu_checks,
+                records: &result.cpu_records,
+                host_power: result.host_power.as_ref(),
+            }),
             "test the host: its CPU and memory (memtest86+, a CPU stress test), its cooling and power; the GPU's own results stand on their own",
         )]
     }

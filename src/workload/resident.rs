@@ -501,12 +501,28 @@ fn found(r: &ResidentReport) -> Vec<Finding> {
         Severity::Critical,
         Confidence::High,
         summary,
-        json!({"bytes": r.bytes, "errors_total": r.errors_total, "decayed": decayed.len(),
-               "records": all.iter().take(16).collect::<Vec<_>>(), "checks": r.checks.len(),
-               "hottest": r.hottest}),
+        crate::finding::evidence(&Decayed {
+            bytes: r.bytes,
+            errors_total: r.errors_total,
+            decayed: decayed.len(),
+            records: all.iter().take(16).copied().collect(),
+            checks: r.checks.len(),
+            hottest: &r.hottest,
+        }),
         "memory that does not hold its data while the card is loaded and hot: a hardware fault of the card's memory; keep this report and contact the vendor (RMA)",
     ));
     out
+}
+
+/// The evidence of `VRAM_DECAY`.
+#[derive(Serialize)]
+struct Decayed<'a> {
+    bytes: u64,
+    errors_total: u64,
+    decayed: usize,
+    records: Vec<&'a ResidentError>,
+    checks: usize,
+    hottest: &'a Temperatures,
 }
 
 /// The resident region as a workload.

@@ -1,8 +1,8 @@
 //! Clocks above the card's rated maximum.
 
-use serde_json::json;
+use serde::Serialize;
 
-use crate::finding::{Clock, Confidence, Finding, FindingCode, Severity, finding};
+use crate::finding::{Clock, Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::signals;
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
@@ -10,6 +10,14 @@ use crate::verdict::thresholds::Thresholds;
 /// What restores the card's own clocks: the action of the overclock's finding and of every
 /// error it explains.
 pub const RESTORE_STOCK_CLOCKS: &str = "restore default clocks (no overclock, default application clocks) and rerun: only errors at stock clocks are the card's";
+
+/// The evidence of `CLOCKS_ABOVE_MAXIMUM`: per clock, the phase, the highest reading and
+/// the maximum, MHz, where it was over.
+#[derive(Serialize)]
+struct Over<'a> {
+    sm: Option<&'a (String, f64, f64)>,
+    memory: Option<&'a (String, f64, f64)>,
+}
 
 /// The rule.
 pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
@@ -51,7 +59,10 @@ fn overclocked(device: &DeviceReport, out: &mut Vec<Finding>) {
         Severity::Major,
         Confidence::High,
         format!("the card ran above its rated clocks ({})", parts.join("; ")),
-        json!({"sm": sm, "memory": mem}),
+        evidence(&Over {
+            sm: sm.as_ref(),
+            memory: mem.as_ref(),
+        }),
         RESTORE_STOCK_CLOCKS,
     );
     f.facts.clocks_over = [

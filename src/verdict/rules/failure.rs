@@ -2,11 +2,11 @@
 //! judged by what came with it; and the power supply, where the card failed only under the
 //! CPU's and the GPU's load together.
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::{phase_xid_codes, xid_kinds};
 use crate::evidence::DeviceErrorKind;
-use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::record::{DriverReset, XID_FALLEN_OFF_THE_BUS};
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::verdict::DeviceReport;
@@ -14,6 +14,30 @@ use crate::verdict::thresholds::Thresholds;
 use crate::workload::Kind;
 use crate::workload::psu::Psu;
 use crate::workload::{WorkloadResult, WorkloadStatus};
+
+/// The evidence of a failure mid-test: what the workloads and the worker said, the Xids of
+/// the device's telemetry, and the OS's driver resets.
+#[derive(Serialize)]
+struct Failed<'a> {
+    errors: &'a [String],
+    xids: &'a [u32],
+    driver_resets: &'a [&'a DriverReset],
+}
+
+/// The evidence of `PSU_COMBINED_LOAD`.
+#[derive(Serialize)]
+struct CombinedLoad<'a> {
+    lost: Option<&'a str>,
+    xid_79: bool,
+    resets: usize,
+    figures: &'a str,
+}
+
+/// The evidence of `DRIVER_TIMEOUT_RESET`.
+#[derive(Serialize)]
+struct Resets<'a> {
+    driver_resets: &'a [&'a DriverReset],
+}
 
 /// The rule.
 pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
@@ -102,7 +126,11 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
         Severity::Major,
         confidence,
         format!("the device failed mid-test: {error}{blind_note}"),
-        json!({"errors": errors, "xids": xid_codes, "driver_resets": resets}),
+        evidence(&Failed {
+            errors: &errors,
+            xids: xid_codes,
+            driver_resets: &resets,
+        }),
         action,
     ));
 }
@@ -196,7 +224,12 @@ fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
         format!(
             "the card {what} only while the CPU and the GPU were loaded together ({figures}); the GPU's heaviest load alone (heat) ran clean: the power supply, not the card"
         ),
-        json!({"lost": lost, "xid_79": off_bus, "resets": resets, "figures": figures}),
+        evidence(&CombinedLoad {
+            lost: lost.as_deref(),
+            xid_79: off_bus,
+            resets,
+            figures: &figures,
+        }),
         "check the power supply: its rating against the card's and the CPU's power together, its age, the cables to the card (no daisy-chained connectors); rerun psu after a change",
     ));
 }
@@ -246,7 +279,9 @@ fn driver_resets(resets: &[&DriverReset], out: &mut Vec<Finding>) {
             "Windows reset the display driver after a timeout during the test: {}",
             reset_words(resets)
         ),
-        json!({"driver_resets": resets}),
+        evidence(&Resets {
+            driver_resets: resets,
+        }),
         "close other GPU work (games, browsers, video), update the driver, then rerun; a reset that comes back on an idle machine with a fresh driver points at the card",
     ));
 }

@@ -2,16 +2,36 @@
 //! row remapping (failed, pending, banks running out of spares), RAS errors in the GPU's
 //! blocks, on-chip SRAM past its threshold, a recovery action or ECC mode change pending.
 
-use serde_json::json;
+use serde::Serialize;
 
-use super::during;
-use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use super::{CounterDeltas, during};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::record::Reading;
-use crate::telemetry::signals;
+use crate::telemetry::signals::{self, Signal, Values};
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
 use crate::verdict::xid;
+
+/// The evidence of `ECC_CORRECTED_RATE_HIGH`.
+#[derive(Serialize)]
+struct CorrectedRate<'a> {
+    phase: &'a str,
+    /// The corrected errors in the phase, under the counter's name.
+    #[serde(flatten)]
+    corrected: Values<f64>,
+    per_minute: f64,
+    budget_per_minute: f64,
+    xid_92: bool,
+}
+
+/// Readings with the rule that judges them.
+#[derive(Serialize)]
+struct Sourced {
+    #[serde(flatten)]
+    readings: Values<Option<f64>>,
+    source: &'static str,
+}
 
 /// Xid 92: the driver's own word for a high rate of corrected (single-bit) ECC errors.
 const XID_HIGH_CORRECTED_RATE: u32 = 92;
@@ -64,8 +84,13 @@ fn corrected_rate(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>)
                 ""
             }
         ),
-        json!({"phase": p.phase, signals::ECC_CORRECTED_VOLATILE.name: corrected, "per_minute": per_minute,
-               "budget_per_minute": t.ecc_corrected_per_minute, "xid_92": xid_92}),
+        evidence(&CorrectedRate {
+            phase: &p.phase,
+            corrected: Values(vec![(signals::ECC_CORRECTED_VOLATILE, corrected)]),
+            per_minute,
+            budget_per_minute: t.ecc_corrected_per_minute,
+            xid_92,
+        }),
         "RMA candidate: run the rma profile to find the failing rows, and send this report with it",
     ));
 }
@@ -100,7 +125,9 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
                 "{dbe} pages retired for double-bit and {sbe} for single-bit errors {}",
                 during(p)
             ),
-            json!({"counter_deltas": p.counter_deltas}),
+            evidence(&CounterDeltas {
+                counter_deltas: &p.counter_deltas,
+            }),
             "RMA candidate: reset the GPU to apply pending retirements, retest, and send this report",
         ));
     }
@@ -118,7 +145,9 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Severity::Critical,
             Confidence::High,
             format!("{ecc} uncorrectable ECC errors {}", during(p)),
-            json!({"counter_deltas": p.counter_deltas}),
+            evidence(&CounterDeltas {
+                counter_deltas: &p.counter_deltas,
+            }),
             "RMA candidate: reset the GPU, retest, and send this report",
         ));
     }
@@ -128,7 +157,9 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Severity::Critical,
             Confidence::High,
             format!("row remapping failed {}", during(p)),
-            json!({"counter_deltas": p.counter_deltas}),
+            evidence(&CounterDeltas {
+                counter_deltas: &p.counter_deltas,
+            }),
             "RMA the card",
         ));
     } else if delta(signals::REMAP_PENDING.name) > 0.0 {
@@ -137,7 +168,9 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Severity::Major,
             Confidence::High,
             format!("a row remap became pending {}", during(p)),
-            json!({"counter_deltas": p.counter_deltas}),
+            evidence(&CounterDeltas {
+                counter_deltas: &p.counter_deltas,
+            }),
             "reset the GPU to apply the remap, then retest",
         ));
     }
@@ -159,7 +192,9 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
                 during(p),
                 ras.join(", ")
             ),
-            json!({"counter_deltas": p.counter_deltas}),
+            evidence(&CounterDeltas {
+                counter_deltas: &p.counter_deltas,
+            }),
             "RMA candidate: reset the GPU, retest, and send this report",
         ));
     }
@@ -169,7 +204,9 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Severity::Critical,
             Confidence::High,
             format!("bad pages could not be retired {}", during(p)),
-            json!({"counter_deltas": p.counter_deltas}),
+            evidence(&CounterDeltas {
+                counter_deltas: &p.counter_deltas,
+            }),
             "RMA the card",
         ));
     }
@@ -189,6 +226,10 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             .max_by(|a, b| a.end_ms.total_cmp(&b.end_ms))
             .and_then(|p| p.counters_after.get(key).copied())
     };
+    // The last value of each of some signals: the evidence of a standing state.
+    let last_of = |of: &[Signal]| -> Values<Option<f64>> {
+        Values(of.iter().map(|s| (*s, last(s.name))).collect())
+    };
     let already = |out: &Vec<Finding>, code: FindingCode| out.iter().any(|f| f.code == code);
     let lasting = "(a lasting state of the card, whether set before or during the run)";
     if last(signals::REMAP_FAILURE.name).is_some_and(|v| v > 0.0)
@@ -199,7 +240,10 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             Severity::Critical,
             Confidence::High,
             format!("row remapping has failed: no spare rows are left {lasting}"),
-            json!({signals::REMAP_FAILURE.name: last(signals::REMAP_FAILURE.name), signals::REMAPPED_UNCORRECTABLE.name: last(signals::REMAPPED_UNCORRECTABLE.name)}),
+            evidence(&last_of(&[
+                signals::REMAP_FAILURE,
+                signals::REMAPPED_UNCORRECTABLE,
+            ])),
             "RMA the card",
         ));
     } else if last(signals::REMAP_PENDING.name).is_some_and(|v| v > 0.0)
@@ -210,7 +254,10 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             Severity::Major,
             Confidence::High,
             format!("a row remap is pending {lasting}"),
-            json!({signals::REMAP_PENDING.name: last(signals::REMAP_PENDING.name), signals::REMAPPED_UNCORRECTABLE.name: last(signals::REMAPPED_UNCORRECTABLE.name)}),
+            evidence(&last_of(&[
+                signals::REMAP_PENDING,
+                signals::REMAPPED_UNCORRECTABLE,
+            ])),
             "reset the GPU to apply the remap, then retest",
         ));
     }
@@ -225,7 +272,10 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
                 "a page retirement is pending ({} pages retired for double-bit errors) {lasting}",
                 last(signals::RETIRED_PAGES_DBE.name).unwrap_or(0.0)
             ),
-            json!({signals::RETIRED_PAGES_PENDING.name: last(signals::RETIRED_PAGES_PENDING.name), signals::RETIRED_PAGES_DBE.name: last(signals::RETIRED_PAGES_DBE.name)}),
+            evidence(&last_of(&[
+                signals::RETIRED_PAGES_PENDING,
+                signals::RETIRED_PAGES_DBE,
+            ])),
             "reset the GPU to apply the retirement, retest, and send this report",
         ));
     }
@@ -235,7 +285,7 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             Severity::Critical,
             Confidence::High,
             format!("the driver asks to {action} before the GPU is used again"),
-            json!({signals::RECOVERY_ACTION.name: last(signals::RECOVERY_ACTION.name)}),
+            evidence(&last_of(&[signals::RECOVERY_ACTION])),
             &format!("{action}, then retest; the kernel log's Xids say why"),
         ));
     }
@@ -270,14 +320,14 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             severity,
             Confidence::High,
             format!("{said} {lasting}"),
-            json!({
-                signals::REMAP_BANKS_MAX.name: last(signals::REMAP_BANKS_MAX.name),
-                signals::REMAP_BANKS_HIGH.name: last(signals::REMAP_BANKS_HIGH.name),
-                signals::REMAP_BANKS_PARTIAL.name: last(signals::REMAP_BANKS_PARTIAL.name),
-                signals::REMAP_BANKS_LOW.name: low,
-                signals::REMAP_BANKS_NONE.name: none,
-                signals::REMAPPED_UNCORRECTABLE.name: last(signals::REMAPPED_UNCORRECTABLE.name),
-            }),
+            evidence(&Values(vec![
+                (signals::REMAP_BANKS_MAX, last(signals::REMAP_BANKS_MAX.name)),
+                (signals::REMAP_BANKS_HIGH, last(signals::REMAP_BANKS_HIGH.name)),
+                (signals::REMAP_BANKS_PARTIAL, last(signals::REMAP_BANKS_PARTIAL.name)),
+                (signals::REMAP_BANKS_LOW, Some(low)),
+                (signals::REMAP_BANKS_NONE, Some(none)),
+                (signals::REMAPPED_UNCORRECTABLE, last(signals::REMAPPED_UNCORRECTABLE.name)),
+            ])),
             "plan the card's replacement: watch its uncorrectable remaps and rerun the rma profile; RMA when a remap fails",
         ));
     }
@@ -291,11 +341,13 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
                 last(signals::SRAM_UNCORRECTED_PARITY.name).unwrap_or(0.0),
                 last(signals::SRAM_UNCORRECTED_SECDED.name).unwrap_or(0.0)
             ),
-            json!({
-                signals::SRAM_THRESHOLD_EXCEEDED.name: last(signals::SRAM_THRESHOLD_EXCEEDED.name),
-                signals::SRAM_UNCORRECTED_PARITY.name: last(signals::SRAM_UNCORRECTED_PARITY.name),
-                signals::SRAM_UNCORRECTED_SECDED.name: last(signals::SRAM_UNCORRECTED_SECDED.name),
-                "source": "NVIDIA RMA policy: more than 4 unique uncorrectable errors in a parity-protected SRAM bank, or 2 in a SEC-DED one",
+            evidence(&Sourced {
+                readings: last_of(&[
+                    signals::SRAM_THRESHOLD_EXCEEDED,
+                    signals::SRAM_UNCORRECTED_PARITY,
+                    signals::SRAM_UNCORRECTED_SECDED,
+                ]),
+                source: "NVIDIA RMA policy: more than 4 unique uncorrectable errors in a parity-protected SRAM bank, or 2 in a SEC-DED one",
             }),
             "RMA candidate: run NVIDIA's field diagnostic and send this report",
         ));
@@ -311,7 +363,10 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             Severity::Major,
             Confidence::High,
             format!("an ECC mode change waits for a reset (ECC {now} now, {pending} after it): the card was tested in a mode it will not work in"),
-            json!({signals::ECC_ENABLED.name: now, signals::ECC_ENABLED_PENDING.name: pending}),
+            evidence(&Values(vec![
+                (signals::ECC_ENABLED, now),
+                (signals::ECC_ENABLED_PENDING, pending),
+            ])),
             "reset the GPU to apply the ECC mode, then retest",
         ));
     }

@@ -27,11 +27,23 @@ pub use run::{evidence_missing, gpu_not_visible, run_interrupted};
 use super::DeviceReport;
 use super::thresholds::Thresholds;
 use super::xid::{self, XidInfo};
-use crate::finding::{Class, Finding, FindingCode, Severity};
+use crate::finding::{Class, Finding, FindingCode, Severity, evidence};
 use crate::telemetry::record::XidEvent;
 use crate::telemetry::summary::{BETWEEN_PHASES, PhaseTelemetry};
 use crate::workload::WorkloadOutcome;
-use serde_json::json;
+
+/// The evidence of a finding that rests on what a phase's counters grew by: every counter's
+/// growth.
+#[derive(serde::Serialize)]
+struct CounterDeltas<'a> {
+    counter_deltas: &'a std::collections::BTreeMap<String, f64>,
+}
+
+/// The evidence of a condition found in several phases: each phase's.
+#[derive(serde::Serialize)]
+struct Phases<'a> {
+    phases: Vec<&'a serde_json::Value>,
+}
 
 /// A rule: one device's evidence and the thresholds in, its findings out.
 pub type Rule = fn(&DeviceReport, &Thresholds) -> Vec<Finding>;
@@ -176,7 +188,9 @@ fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
         .map(|f| f.confidence)
         .min()
         .unwrap_or(merged.confidence);
-    merged.evidence = json!({"phases": found.iter().map(|f| &f.evidence).collect::<Vec<_>>()});
+    merged.evidence = evidence(&Phases {
+        phases: found.iter().map(|f| &f.evidence).collect(),
+    });
     let mut placed = false;
     out.retain_mut(|f| {
         if f.code != code {

@@ -1,8 +1,10 @@
 //! NVLink: each link of the GPU over the run, one finding per bad link.
 
-use serde_json::json;
+use std::collections::BTreeMap;
 
-use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use serde::Serialize;
+
+use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::signals;
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
@@ -19,6 +21,29 @@ pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
 /// replay of the same flit at the other are one fault seen twice (REFERENCE.md §5), so a
 /// link's CRC errors and replays are counted together against it.
 const NVLINK_CORRECTED_PER_S: f64 = 100.0;
+
+/// The evidence of `NVLINK_DOWN`: the link, and the phases it went down in or how many of
+/// the GPU's links are up beside it.
+#[derive(Serialize)]
+struct LinkDown<'a> {
+    link: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    links_up: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phases: Option<&'a [String]>,
+}
+
+/// The evidence of `NVLINK_ERRORS`.
+#[derive(Serialize)]
+struct LinkErrors<'a> {
+    link: u32,
+    /// Each kind of error (`replay`, `recovery`, `crc_flit`, `crc_data`) and its count.
+    counts: &'a BTreeMap<&'static str, f64>,
+    corrected_per_s: f64,
+    budget_per_s: f64,
+    phases: &'a [String],
+    source: &'static str,
+}
 
 /// Every NVLink of the device over the run, one finding per bad link: one that went down
 /// during a phase (`NVLINK_DOWN`), or one down while others of the GPU are up (a note of
@@ -86,7 +111,11 @@ fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
                 Severity::Minor,
                 Confidence::Medium,
                 format!("NVLink {l} is down while {up} of the GPU's links are up"),
-                json!({"link": l, "links_up": up}),
+                evidence(&LinkDown {
+                    link: *l,
+                    links_up: Some(up),
+                    phases: None,
+                }),
                 "on a board whose links should all be up (SXM, a full set of bridges): reseat the card or bridge and check the NVLink topology (nvidia-smi nvlink -s)",
             ));
         }
@@ -102,7 +131,11 @@ fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
                     crate::text::list(&link.went_down),
                     if link.went_down.len() == 1 { "phase" } else { "phases" }
                 ),
-                json!({"link": l, "phases": link.went_down}),
+                evidence(&LinkDown {
+                    link: l,
+                    links_up: None,
+                    phases: Some(&link.went_down),
+                }),
                 "check the NVLink bridge or baseboard, reseat, and reset the GPU; RMA if it follows the card",
             ));
         }
@@ -155,9 +188,14 @@ fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
                 listed.join(", "),
                 super::during_phases(&link.phases),
             ),
-            json!({"link": l, "counts": link.counts, "corrected_per_s": link.crc_per_s,
-                   "budget_per_s": NVLINK_CORRECTED_PER_S, "phases": link.phases,
-                   "source": "REFERENCE.md §5: CRC errors and replays are corrected errors, judged together by rate (DCGM: they matter at 100 a second); a recovery or a link down is a failure"}),
+            evidence(&LinkErrors {
+                link: l,
+                counts: &link.counts,
+                corrected_per_s: link.crc_per_s,
+                budget_per_s: NVLINK_CORRECTED_PER_S,
+                phases: &link.phases,
+                source: "REFERENCE.md §5: CRC errors and replays are corrected errors, judged together by rate (DCGM: they matter at 100 a second); a recovery or a link down is a failure",
+            }),
             "check the NVLink bridge or baseboard and reseat; rerun, and RMA if the errors follow the card",
         );
         if !(recovered || over_budget) {
@@ -208,5 +246,40 @@ mod tests {
         assert_eq!(judged(serde_json::json!({"nvlink2_recovery": 1.0})), fault);
         // A clean link says nothing.
         assert!(judged(serde_json::json!({"nvlink2_replay": 0.0})).is_empty());
+    }
+
+    #[test]
+    fn a_link_down_beside_links_up_is_minor_and_one_that_went_down_is_a_failure() {
+        let states = |first: f64, last: f64| {
+            let at = |state: f64| serde_json::json!({"nvlink0_state": 1.0, "nvlink1_state": state});
+            device(vec![
+                phase("vram", serde_json::json!({"counters_after": at(first)})),
+                phase(
+                    "compute",
+                    serde_json::json!({"counters_after": at(last),
+                                       "counter_deltas": {"nvlink1_state": last - first}}),
+                ),
+            ])
+        };
+        let down_all_along = super::judge(&states(0.0, 0.0), &Thresholds::default());
+        assert_eq!(
+            said(&down_all_along),
+            [("NVLINK_DOWN", Class::Hardware, Severity::Minor)]
+        );
+        assert_eq!(
+            down_all_along[0].evidence,
+            serde_json::json!({"link": 1, "links_up": 1})
+        );
+        let went_down = super::judge(&states(1.0, 0.0), &Thresholds::default());
+        assert_eq!(
+            said(&went_down),
+            [("NVLINK_DOWN", Class::Hardware, Severity::Major)]
+        );
+        assert_eq!(
+            went_down[0].evidence,
+            serde_json::json!({"link": 1, "phases": ["compute"]})
+        );
+        // The near miss: every link up.
+        assert!(super::judge(&states(1.0, 1.0), &Thresholds::default()).is_empty());
     }
 }

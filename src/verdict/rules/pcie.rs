@@ -1,21 +1,55 @@
 //! The PCIe link: its width and generation against what card and slot allow, replays
 //! against a bit error rate, AER errors, and the probe's rates against the link.
 
-use serde_json::json;
+use serde::Serialize;
 
-use super::during;
-use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
-use crate::telemetry::signals;
-use crate::telemetry::summary::PhaseTelemetry;
+use super::{CounterDeltas, during};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::telemetry::signals::{self, Signal, Values};
+use crate::telemetry::summary::{PhaseTelemetry, Stat};
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::{Thresholds, pcie_reached};
-use crate::workload::pcie::PcieReport;
+use crate::workload::pcie::{LinkUnderLoad, PcieReport};
+
+/// The evidence of `PCIE_BANDWIDTH_LOW`: the link, the peaks, and the shares they are held
+/// to.
+#[derive(Serialize)]
+struct Bandwidth<'a> {
+    link: Option<&'a LinkUnderLoad>,
+    peak_h2d_gbps: f64,
+    peak_d2h_gbps: f64,
+    pcie_low_share: f64,
+    reached_h2d_share: f64,
+    reached_d2h_share: f64,
+    source: &'static str,
+}
+
+/// The evidence of the link's findings: which of its sides (`generation`, `width`), and the
+/// phase's readings of it, its card's maximum and its slot's.
+#[derive(Serialize)]
+struct Link<'a> {
+    what: &'static str,
+    phase: &'a str,
+    #[serde(flatten)]
+    readings: Values<Option<&'a Stat>>,
+}
+
+/// The evidence of `PCIE_REPLAYS_HIGH`: the replays and the link they are judged on.
+#[derive(Serialize)]
+struct Replays<'a> {
+    phase: &'a str,
+    minutes: f64,
+    allowed_per_minute: f64,
+    #[serde(flatten)]
+    readings: Values<Option<f64>>,
+}
 
 /// The rule.
 pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
+    let mut said = Vec::new();
     for p in &device.telemetry {
-        link(p, &mut out);
+        link(p, &mut said, &mut out);
         replays(p, t, &mut out);
         aer(p, &mut out);
     }
@@ -31,7 +65,9 @@ fn aer(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Severity::Major,
             Confidence::High,
             format!("PCIe AER errors {}", during(p)),
-            json!({"counter_deltas": p.counter_deltas}),
+            evidence(&CounterDeltas {
+                counter_deltas: &p.counter_deltas,
+            }),
             "reseat the card, try another slot or riser",
         ));
     }
@@ -74,8 +110,15 @@ pub(super) fn bandwidth(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) 
                 low.join(" and "),
                 100.0 * t.pcie_low_share
             ),
-            json!({"link": p.link, "peak_h2d_gbps": p.peak_h2d_gbps, "peak_d2h_gbps": p.peak_d2h_gbps,
-                   "pcie_low_share": t.pcie_low_share, "reached_h2d_share": h2d, "reached_d2h_share": d2h, "source": source}),
+            evidence(&Bandwidth {
+                link: p.link.as_ref(),
+                peak_h2d_gbps: p.peak_h2d_gbps,
+                peak_d2h_gbps: p.peak_d2h_gbps,
+                pcie_low_share: t.pcie_low_share,
+                reached_h2d_share: h2d,
+                reached_d2h_share: d2h,
+                source,
+            }),
             "check the slot, riser, BIOS link settings and IOMMU; rerun the pcie workload alone",
         ));
     }
@@ -86,43 +129,50 @@ pub(super) fn bandwidth(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) 
 /// drop their generation at idle by design; REFERENCE.md §4). Where sysfs gives the slot's
 /// own maxima, the two are kept apart: a link at the slot's maximum but below the card's is
 /// the slot limiting the card (`PCIE_SLOT_LIMITS`, a note), one below both is degraded. Once
-/// per device and kind, from the first phase that shows it.
-fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
+/// per device and kind, from the first phase that shows it (`said` keeps what was given).
+fn link(p: &PhaseTelemetry, said: &mut Vec<(FindingCode, &'static str)>, out: &mut Vec<Finding>) {
     let busy = p
         .gauges
         .get(signals::UTIL_GPU_PCT.name)
         .is_some_and(|u| u.median >= 50.0);
-    let least = |key: &str| p.gauges.get(key).map(|s| s.min);
+    let least = |s: Signal| p.gauges.get(s.name).map(|g| g.min);
     for (what, now, max, slot, judged) in [
         (
             "generation",
-            signals::PCIE_GEN.name,
-            signals::PCIE_GEN_MAX.name,
-            signals::PCIE_SLOT_GEN_MAX.name,
+            signals::PCIE_GEN,
+            signals::PCIE_GEN_MAX,
+            signals::PCIE_SLOT_GEN_MAX,
             busy,
         ),
         (
             "width",
-            signals::PCIE_WIDTH.name,
-            signals::PCIE_WIDTH_MAX.name,
-            signals::PCIE_SLOT_WIDTH_MAX.name,
+            signals::PCIE_WIDTH,
+            signals::PCIE_WIDTH_MAX,
+            signals::PCIE_SLOT_WIDTH_MAX,
             true,
         ),
     ] {
-        let seen = |out: &[Finding], code: FindingCode| {
-            out.iter()
-                .any(|f| f.code == code && f.evidence.get("what") == Some(&json!(what)))
-        };
-        let (Some(card), Some(highest)) = (least(max), p.gauges.get(now).map(|s| s.max)) else {
+        let (Some(card), Some(highest)) = (least(max), p.gauges.get(now.name).map(|s| s.max))
+        else {
             continue;
         };
         // What the link can reach here: the lower of the card's and the slot's maxima.
         let slot_max = least(slot);
         let limit = slot_max.map_or(card, |s| s.min(card));
-        let evidence = json!({"what": what, "phase": p.phase, now: p.gauges.get(now), max: p.gauges.get(max), slot: p.gauges.get(slot)});
+        let evidence = evidence(&Link {
+            what,
+            phase: &p.phase,
+            readings: Values(
+                [now, max, slot]
+                    .into_iter()
+                    .map(|s| (s, p.gauges.get(s.name)))
+                    .collect(),
+            ),
+        });
         if let Some(s) = slot_max.filter(|s| *s < card)
-            && !seen(out, FindingCode::PcieSlotLimits)
+            && !said.contains(&(FindingCode::PcieSlotLimits, what))
         {
+            said.push((FindingCode::PcieSlotLimits, what));
             // A fact of where the card sits, not a fault: the link is judged against it.
             out.push(finding(
                 FindingCode::PcieSlotLimits,
@@ -133,9 +183,10 @@ fn link(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
                 "move the card to a slot (or riser) with its own PCIe generation and width where the host bandwidth matters",
             ));
         }
-        if !judged || seen(out, FindingCode::PcieLinkDegraded) || highest >= limit {
+        if !judged || said.contains(&(FindingCode::PcieLinkDegraded, what)) || highest >= limit {
             continue;
         }
+        said.push((FindingCode::PcieLinkDegraded, what));
         let phase = if p.phase == "health" {
             String::new()
         } else {
@@ -197,8 +248,16 @@ fn replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
                 generation.unwrap_or(0.0).round(),
                 lanes.round()
             ),
-            json!({"phase": p.phase, signals::PCIE_REPLAYS.name: replays, "minutes": minutes,
-                   "allowed_per_minute": allowed_per_minute, signals::PCIE_GEN.name: generation, signals::PCIE_WIDTH.name: lanes}),
+            evidence(&Replays {
+                phase: &p.phase,
+                minutes,
+                allowed_per_minute,
+                readings: Values(vec![
+                    (signals::PCIE_REPLAYS, Some(replays)),
+                    (signals::PCIE_GEN, generation),
+                    (signals::PCIE_WIDTH, Some(lanes)),
+                ]),
+            }),
             "signal integrity: reseat the card, try another slot or riser; RMA if it follows the card",
         ));
     }

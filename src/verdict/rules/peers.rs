@@ -1,9 +1,9 @@
 //! Devices of one model in one run, each against its peers.
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::rates::median;
-use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
 
@@ -22,6 +22,22 @@ pub fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
     }
     out.retain(|(_, v)| v.is_finite() && *v > 0.0);
     out
+}
+
+/// A rate of a device behind the median of its peers.
+#[derive(Serialize)]
+struct Slow<'a> {
+    rate: &'a str,
+    value: f64,
+    peer_median: f64,
+    share_below: f64,
+}
+
+/// The evidence of `PEER_SLOWER`: its rates behind, and its peers by index.
+#[derive(Serialize)]
+struct Behind<'a> {
+    slow: &'a [Slow<'a>],
+    peers: Vec<usize>,
 }
 
 /// Devices of the same model in one run, each against the median of the others: one
@@ -50,7 +66,7 @@ pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
             let peers: Vec<usize> = (0..devices.len())
                 .filter(|&j| j != i && devices[j].name == d.name && devices[j].kind.is_gpu())
                 .collect();
-            let slow: Vec<serde_json::Value> = all[i]
+            let slow: Vec<Slow> = all[i]
                 .iter()
                 .filter_map(|(name, value)| {
                     let others: Vec<f64> = peers
@@ -58,7 +74,12 @@ pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
                         .filter_map(|&j| all[j].iter().find(|(n, _)| n == name).map(|(_, v)| *v))
                         .collect();
                     let m = median(others)?;
-                    (*value < (1.0 - t.peer_slow_share) * m).then(|| json!({"rate": name, "value": value, "peer_median": m, "share_below": 1.0 - value / m}))
+                    (*value < (1.0 - t.peer_slow_share) * m).then(|| Slow {
+                        rate: name,
+                        value: *value,
+                        peer_median: m,
+                        share_below: 1.0 - value / m,
+                    })
                 })
                 .collect();
             if slow.is_empty() {
@@ -66,7 +87,7 @@ pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
             }
             let what = slow
                 .iter()
-                .map(|s| format!("{} {:.0}% below", s["rate"].as_str().unwrap_or(""), 100.0 * s["share_below"].as_f64().unwrap_or(0.0)))
+                .map(|s| format!("{} {:.0}% below", s.rate, 100.0 * s.share_below))
                 .collect::<Vec<_>>()
                 .join(", ");
             // Whether its own environment explains it is resolved with its other findings
@@ -75,8 +96,15 @@ pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
                 FindingCode::PeerSlower,
                 Severity::Major,
                 Confidence::Medium,
-                format!("slower than the {} other {} in this run ({what})", peers.len(), d.name),
-                json!({"slow": slow, "peers": peers.iter().map(|&j| devices[j].index).collect::<Vec<_>>()}),
+                format!(
+                    "slower than the {} other {} in this run ({what})",
+                    peers.len(),
+                    d.name
+                ),
+                evidence(&Behind {
+                    slow: &slow,
+                    peers: peers.iter().map(|&j| devices[j].index).collect(),
+                }),
                 "rerun it alone and cool; RMA if it stays behind its peers",
             );
             vec![slower]

@@ -5,14 +5,14 @@
 //! clocks, the environment's where heat, power or other tenants did, and the card's only
 //! where nothing explains it.
 
-use serde_json::json;
+use serde::Serialize;
 
-use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::product::{self, Product, Provenance, Rate, Vendor};
 use crate::telemetry::process::Process;
 use crate::telemetry::record::Reading;
-use crate::telemetry::signals::{self, Signal};
-use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry};
+use crate::telemetry::signals::{self, Signal, Values};
+use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry, Stat};
 use crate::telemetry::throttle::ThrottleReason;
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
@@ -291,6 +291,68 @@ fn clock_of(p: &PhaseTelemetry, setting: &Setting, vendor_id: u32) -> Option<(St
         ),
         now / max,
     ))
+}
+
+/// A rate against its floor, with where the floor comes from: the evidence of every finding
+/// of a slow rate.
+#[derive(Serialize)]
+struct AgainstFloor {
+    rate: &'static str,
+    measured: f64,
+    floor: f64,
+    floor_source: String,
+    floor_provenance: Provenance,
+    reference: Option<f64>,
+    spec: Option<f64>,
+}
+
+/// The evidence of the slow rates of one run: the phase, each rate against its floor, and
+/// what in the environment explains them.
+#[derive(Serialize)]
+struct BelowFloors<'a> {
+    phase: &'a str,
+    rates: &'a [AgainstFloor],
+    explained_by: &'a [String],
+}
+
+/// The evidence of `CONFIG_LIMITS_CARD`: each setting, what it held, how to restore it, and
+/// the card's other settings that are not as its product ships them.
+#[derive(Serialize)]
+struct Configuration<'a> {
+    other_settings: Vec<Values<&'a str>>,
+    settings: Vec<SettingHeld<'a>>,
+}
+
+/// A setting and what it held.
+#[derive(Serialize)]
+struct SettingHeld<'a> {
+    setting: &'static str,
+    words: String,
+    held: Vec<HeldIn<'a>>,
+    restore: String,
+}
+
+/// What a setting held, and in which phase.
+#[derive(Serialize)]
+struct HeldIn<'a> {
+    phase: &'a str,
+    shown_by: &'a str,
+}
+
+/// The evidence of a setting that held the clocks within the product's floors: its phases,
+/// and the last one's limits and clocks.
+#[derive(Serialize)]
+struct HeldWithin<'a> {
+    setting: &'static str,
+    phases: &'a [&'a str],
+    #[serde(flatten)]
+    readings: &'a Values<&'a Stat>,
+}
+
+/// The evidence of `PRODUCT_UNKNOWN`.
+#[derive(Serialize)]
+struct Unknown<'a> {
+    name: &'a str,
 }
 
 /// A rate's floor on this device: the site's own, else the product's reference times
@@ -658,9 +720,9 @@ pub fn rates_of_run(
             .map(|at| (p, at))
     });
     // The slow rates of the run by the code they give: each code once, naming every rate.
-    let mut slow: Vec<(FindingCode, Vec<String>, Vec<serde_json::Value>, Confidence)> = Vec::new();
+    let mut slow: Vec<(FindingCode, Vec<String>, Vec<AgainstFloor>, Confidence)> = Vec::new();
     // Rates under a floor that rests on a share nobody measured on a GPU: said, never a call.
-    let mut noted: Vec<(String, serde_json::Value)> = Vec::new();
+    let mut noted: Vec<(String, AgainstFloor)> = Vec::new();
     for (name, measured) in w.summary.rates() {
         let Some(rate) = Rate::from_name(name) else {
             continue;
@@ -713,15 +775,15 @@ pub fn rates_of_run(
             said(rate, measured),
             figure(floor.value)
         );
-        let evidence = json!({
-            "rate": rate.name(),
-            "measured": measured,
-            "floor": floor.value,
-            "floor_source": floor.source,
-            "floor_provenance": floor.provenance,
-            "reference": floor.reference,
-            "spec": floor.spec,
-        });
+        let evidence = AgainstFloor {
+            rate: rate.name(),
+            measured,
+            floor: floor.value,
+            floor_source: floor.source.clone(),
+            floor_provenance: floor.provenance,
+            reference: floor.reference,
+            spec: floor.spec,
+        };
         let Some(confidence) = floor.confidence(measured) else {
             let share = floor
                 .spec
@@ -767,8 +829,8 @@ pub fn rates_of_run(
         }
     }
     if !noted.is_empty() {
-        let (lines, rates): (Vec<String>, Vec<serde_json::Value>) = noted.into_iter().unzip();
-        let names: Vec<&str> = rates.iter().filter_map(|r| r["rate"].as_str()).collect();
+        let (lines, rates): (Vec<String>, Vec<AgainstFloor>) = noted.into_iter().unzip();
+        let names: Vec<&str> = rates.iter().map(|r| r.rate).collect();
         out.push(finding(
             FindingCode::RateBelowSpecShare,
             Severity::Note,
@@ -782,7 +844,11 @@ pub fn rates_of_run(
                     format!(" (beside {})", why.join(", "))
                 }
             ),
-            json!({"phase": w.workload, "rates": rates, "explained_by": why}),
+            evidence(&BelowFloors {
+                phase: &w.workload,
+                rates: &rates,
+                explained_by: &why,
+            }),
             &format!(
                 "set floors from the site's healthy cards of this product ({} in a --thresholds file) to hold these rates to a measured floor",
                 names
@@ -794,7 +860,11 @@ pub fn rates_of_run(
         ));
     }
     for (code, lines, rates, confidence) in slow {
-        let evidence = json!({"phase": w.workload, "rates": rates, "explained_by": why});
+        let evidence = evidence(&BelowFloors {
+            phase: &w.workload,
+            rates: &rates,
+            explained_by: &why,
+        });
         out.push(if why.is_empty() {
             finding(
                 code,
@@ -852,7 +922,7 @@ pub fn configuration(
 ) {
     // Every setting seen holding the clocks, with its phase, the clock it held there and
     // that phase's limits and clocks as evidence.
-    let mut seen: Vec<(Setting, String, Option<String>, serde_json::Value)> = Vec::new();
+    let mut seen: Vec<(Setting, String, Option<String>, Values<&Stat>)> = Vec::new();
     for p in &device.telemetry {
         for setting in settings_in(p, &device.setup, t) {
             let clock = clock_of(p, &setting, device.setup.vendor_id);
@@ -868,25 +938,22 @@ pub fn configuration(
                 });
             }
             let clock = clock.map(|(words, _)| words);
-            let gauges = |names: &[Signal]| {
-                names
-                    .iter()
-                    .filter_map(|s| {
-                        Some((
-                            s.name.to_owned(),
-                            serde_json::to_value(p.gauges.get(s.name)?).ok()?,
-                        ))
-                    })
-                    .collect::<serde_json::Map<String, serde_json::Value>>()
+            // The limits and clocks of the phase, those that were read.
+            let gauges = |of: &[Signal]| {
+                Values(
+                    of.iter()
+                        .filter_map(|s| Some((*s, p.gauges.get(s.name)?)))
+                        .collect(),
+                )
             };
-            let evidence = serde_json::Value::Object(gauges(&[
+            let evidence = gauges(&[
                 signals::POWER_LIMIT_ENFORCED_W,
                 signals::POWER_LIMIT_DEFAULT_W,
                 signals::CLOCK_SM_MHZ,
                 signals::CLOCK_SM_MAX_MHZ,
                 signals::CLOCK_MEM_MHZ,
                 signals::CLOCK_MEM_MAX_MHZ,
-            ]));
+            ]);
             seen.push((setting, p.phase.clone(), clock, evidence));
         }
     }
@@ -931,14 +998,13 @@ pub fn configuration(
             .collect();
         let restore: Vec<String> = by_setting.iter().map(|(s, _)| s.restore(vendor)).collect();
         // What else is set as the product does not ship it, for whoever restores.
-        let other_settings: Vec<serde_json::Value> =
-            [signals::PERSISTENCE_MODE, signals::COMPUTE_MODE]
-                .iter()
-                .filter_map(|s| {
-                    let v = device.setup.identity_text(s.name)?;
-                    (!["on", "default"].contains(&v)).then(|| json!({s.name: v}))
-                })
-                .collect();
+        let other_settings: Vec<Values<&str>> = [signals::PERSISTENCE_MODE, signals::COMPUTE_MODE]
+            .iter()
+            .filter_map(|s| {
+                let v = device.setup.identity_text(s.name)?;
+                (!["on", "default"].contains(&v)).then(|| Values(vec![(*s, v)]))
+            })
+            .collect();
         // A lock seen only in the clock (no reason named) is less sure than one the driver
         // named.
         let inferred = by_setting
@@ -956,16 +1022,28 @@ pub fn configuration(
                 "a configuration holds the card below its product: {}",
                 parts.join("; ")
             ),
-            json!({
-                "other_settings": other_settings,
-                "settings": by_setting.iter().map(|(s, list)| json!({
-                    "setting": s.key(),
-                    "words": s.words(),
-                    "held": list.iter().map(|h| json!({"phase": h.phase, "shown_by": h.shown_by})).collect::<Vec<_>>(),
-                    "restore": s.restore(vendor),
-                })).collect::<Vec<_>>(),
+            evidence(&Configuration {
+                other_settings,
+                settings: by_setting
+                    .iter()
+                    .map(|(s, list)| SettingHeld {
+                        setting: s.key(),
+                        words: s.words(),
+                        held: list
+                            .iter()
+                            .map(|h| HeldIn {
+                                phase: &h.phase,
+                                shown_by: &h.shown_by,
+                            })
+                            .collect(),
+                        restore: s.restore(vendor),
+                    })
+                    .collect(),
             }),
-            &format!("{}, then rerun: the card is not shown slow by itself", restore.join("; ")),
+            &format!(
+                "{}, then rerun: the card is not shown slow by itself",
+                restore.join("; ")
+            ),
         ));
     }
     // Settings that held the clocks without holding the card below its product: noted.
@@ -1011,13 +1089,11 @@ pub fn configuration(
             Severity::Note,
             Confidence::High,
             summary,
-            {
-                let mut evidence = json!({"setting": setting.key(), "phases": phases});
-                if let (Some(map), Some(more)) = (evidence.as_object_mut(), gauges.as_object()) {
-                    map.extend(more.clone());
-                }
-                evidence
-            },
+            evidence(&HeldWithin {
+                setting: setting.key(),
+                phases: &phases,
+                readings: gauges,
+            }),
             &format!("{} if it is not intended", setting.restore(vendor)),
         ));
     }
@@ -1047,7 +1123,7 @@ pub fn product_unknown(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Find
             "kiln has no product figures for {}: its results were verified and its stability judged, but its rates were not held to a floor",
             device.name
         ),
-        json!({"name": device.name}),
+        evidence(&Unknown { name: &device.name }),
         "set floors (vram_floor_gbps, floors) in a thresholds file from this product's healthy cards",
     ));
 }

@@ -2,10 +2,19 @@
 //! rates against the product's floors, and the PCIe probe's rates against its link; one
 //! finding per workload and code, saying in how many of its runs it was found.
 
-use crate::finding::{Finding, FindingCode};
+use crate::finding::{Finding, FindingCode, evidence};
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
 use crate::workload::WorkloadResult;
+
+/// A finding's evidence with how many of its workload's runs found it.
+#[derive(serde::Serialize)]
+struct InRuns<'a> {
+    #[serde(flatten)]
+    evidence: &'a serde_json::Value,
+    found_in_runs: usize,
+    runs: usize,
+}
 
 /// The rule: every reported run's own findings and its rates.
 pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
@@ -58,9 +67,12 @@ fn merge_runs(runs: Vec<(&str, Vec<Finding>)>) -> Vec<Finding> {
                     "{} (found in {found} of {ran} runs of {workload})",
                     f.summary
                 );
-                if let Some(map) = f.evidence.as_object_mut() {
-                    map.insert("found_in_runs".into(), found.into());
-                    map.insert("runs".into(), ran.into());
+                if f.evidence.is_object() {
+                    f.evidence = evidence(&InRuns {
+                        evidence: &f.evidence,
+                        found_in_runs: found,
+                        runs: ran,
+                    });
                 }
             }
             f
@@ -77,6 +89,40 @@ mod tests {
     /// An H200's compute run at `fp32_gops`, judged with `t`.
     fn computed(fp32_gops: f64, t: &Thresholds) -> Vec<crate::finding::Finding> {
         super::judge(&computed_at(fp32_gops), t)
+    }
+
+    #[test]
+    fn a_workload_rerun_to_confirm_gives_one_finding_saying_in_how_many_runs() {
+        let stuck = |offset: u64| {
+            crate::finding::finding(
+                crate::finding::FindingCode::VramStuckBit,
+                Severity::Critical,
+                Confidence::High,
+                "bit 3 stuck".into(),
+                serde_json::json!({"offset": offset}),
+                "RMA the card",
+            )
+        };
+        let merged = super::merge_runs(vec![
+            ("vram", vec![stuck(4096)]),
+            ("vram", vec![]),
+            ("vram", vec![stuck(4096)]),
+        ]);
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].facts.runs, Some((2, 3)));
+        assert_eq!(
+            merged[0].evidence,
+            serde_json::json!({"offset": 4096, "found_in_runs": 2, "runs": 3})
+        );
+        assert!(
+            merged[0]
+                .summary
+                .ends_with("(found in 2 of 3 runs of vram)")
+        );
+        // The near miss: one run says nothing of runs.
+        let once = super::merge_runs(vec![("vram", vec![stuck(4096)])]);
+        assert_eq!(once[0].facts.runs, None);
+        assert_eq!(once[0].evidence, serde_json::json!({"offset": 4096}));
     }
 
     #[test]

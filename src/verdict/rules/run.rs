@@ -1,9 +1,39 @@
 //! Findings about the run as a whole rather than one device's evidence: a GPU Vulkan cannot
 //! see, evidence lost from the run directory, a run a signal stopped.
 
-use serde_json::json;
+use serde::Serialize;
 
-use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+
+/// The evidence of `GPU_NOT_VISIBLE`: the GPU as the machine knows it, and the cause.
+#[derive(Serialize)]
+struct NotVisible<'a> {
+    cause: &'a str,
+    pci_address: Option<&'a str>,
+    /// `0x10de`.
+    vendor_id: String,
+    device_id: Option<String>,
+    uuid: Option<&'a str>,
+    kernel_driver: Option<&'a str>,
+    mig_enabled: Option<bool>,
+    seen_by: &'a [String],
+}
+
+/// The evidence of `EVIDENCE_MISSING`.
+#[derive(Serialize)]
+struct Missing {
+    file: &'static str,
+}
+
+/// The evidence of `RUN_INTERRUPTED`: when, what was running, and what it left.
+#[derive(Serialize)]
+struct Interrupted<'a> {
+    /// Seconds into the run, to a tenth.
+    at_s: f64,
+    running: &'a [String],
+    cut_short: Vec<&'a str>,
+    not_run: Vec<&'a str>,
+}
 
 /// The finding of a GPU the machine has (NVML, sysfs) that Vulkan cannot see: not tested,
 /// so nothing is known of its health and the run cannot pass. The cause read from the
@@ -23,15 +53,15 @@ pub fn gpu_not_visible(
                 .as_deref()
                 .unwrap_or("an unknown PCI address")
         ),
-        json!({
-            "cause": cause.cause,
-            "pci_address": gpu.pci_address,
-            "vendor_id": format!("0x{:04x}", gpu.vendor_id),
-            "device_id": gpu.device_id.map(|d| format!("0x{d:04x}")),
-            "uuid": gpu.uuid,
-            "kernel_driver": gpu.kernel_driver,
-            "mig_enabled": gpu.mig_enabled,
-            "seen_by": gpu.seen_by,
+        evidence(&NotVisible {
+            cause: &cause.cause,
+            pci_address: gpu.pci_address.as_deref(),
+            vendor_id: format!("0x{:04x}", gpu.vendor_id),
+            device_id: gpu.device_id.map(|d| format!("0x{d:04x}")),
+            uuid: gpu.uuid.as_deref(),
+            kernel_driver: gpu.kernel_driver.as_deref(),
+            mig_enabled: gpu.mig_enabled,
+            seen_by: &gpu.seen_by,
         }),
         &cause.message,
     )
@@ -49,7 +79,9 @@ pub fn evidence_missing(file: crate::evidence::EvidenceFile) -> Finding {
             file.file_name(),
             file.judges()
         ),
-        json!({"file": file.file_name()}),
+        evidence(&Missing {
+            file: file.file_name(),
+        }),
         "judge the run directory as the run left it (copy every file, keep none out), or run the test again",
     )
 }
@@ -89,11 +121,11 @@ pub fn run_interrupted(
         Severity::Major,
         Confidence::High,
         summary,
-        json!({
-            "at_s": (at_s * 10.0).round() / 10.0,
-            "running": running,
-            "cut_short": named(WorkloadStatus::Incomplete),
-            "not_run": named(WorkloadStatus::NotRun),
+        evidence(&Interrupted {
+            at_s: (at_s * 10.0).round() / 10.0,
+            running,
+            cut_short: named(WorkloadStatus::Incomplete),
+            not_run: named(WorkloadStatus::NotRun),
         }),
         "run the test again to its end without stopping it (a scheduler's time limit must exceed the profile's duration)",
     )

@@ -2,9 +2,29 @@
 //! (REFERENCE.md §4): a driver not loaded or at odds with its libraries (software); and a
 //! device whose telemetry could not be read at all.
 
-use serde_json::json;
+use serde::Serialize;
 
-use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+
+/// The evidence of a driver not loaded: why each telemetry source could not be read.
+#[derive(Serialize)]
+struct Problems<'a> {
+    source_problems: &'a [String],
+}
+
+/// The evidence of `DRIVER_VERSION_MISMATCH`.
+#[derive(Serialize)]
+struct Versions<'a> {
+    vulkan_driver_version: &'a str,
+    nvml_driver_version: Option<&'a str>,
+    source_problems: &'a [String],
+}
+
+/// The evidence of `TELEMETRY_MISSING`: the phases that read no sample.
+#[derive(Serialize)]
+struct Unread<'a> {
+    phases: Vec<&'a str>,
+}
 use crate::telemetry::record::Reading;
 use crate::telemetry::{cause, signals};
 use crate::verdict::DeviceReport;
@@ -37,7 +57,9 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
             Severity::Major,
             Confidence::High,
             "the NVIDIA libraries are installed but the kernel driver is not loaded: its GPUs cannot be tested".into(),
-            json!({"source_problems": s.source_problems}),
+            evidence(&Problems {
+                source_problems: &s.source_problems,
+            }),
             "load the driver (modprobe nvidia) or reinstall it, then rerun",
         ));
     }
@@ -55,7 +77,11 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
                 Some(n) if differ => format!("the Vulkan driver is version {} but NVML reports {n}: a half-finished driver upgrade", s.vulkan_driver_version),
                 _ => "NVML and the kernel driver differ in version: the driver was upgraded without a reboot".into(),
             },
-            json!({"vulkan_driver_version": s.vulkan_driver_version, "nvml_driver_version": nvml_version, "source_problems": s.source_problems}),
+            evidence(&Versions {
+                vulkan_driver_version: &s.vulkan_driver_version,
+                nvml_driver_version: nvml_version,
+                source_problems: &s.source_problems,
+            }),
             reinstall,
         ));
     }
@@ -85,7 +111,9 @@ fn telemetry_missing(device: &DeviceReport, out: &mut Vec<Finding>) {
         Severity::Note,
         Confidence::High,
         "no telemetry was read for this device: thermal, power, clock, ECC, remap and Xid checks could not run".into(),
-        json!({"phases": device.telemetry.iter().map(|p| &p.phase).collect::<Vec<_>>()}),
+        evidence(&Unread {
+            phases: device.telemetry.iter().map(|p| p.phase.as_str()).collect(),
+        }),
         "install the vendor's driver tools (NVML for NVIDIA) or grant access to sysfs and the kernel log, then rerun",
     ));
 }

@@ -1,15 +1,36 @@
 //! Other processes on the GPU: there when the test started, or arriving during it, each
 //! with what its coming did to the rates.
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::rates;
-use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::process::Process;
 use crate::telemetry::record::Reading;
-use crate::telemetry::signals;
+use crate::telemetry::signals::{self, Values};
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
+
+/// The evidence of `OTHER_TENANTS`: those there at the start (under the signal's name),
+/// those that came, and the share of a rate within a workload's own noise.
+#[derive(Serialize)]
+struct Tenants<'a> {
+    #[serde(flatten)]
+    at_start: Values<&'a [Process]>,
+    arrived: Vec<Came<'a>>,
+    cost_free_share: f64,
+}
+
+/// A process that came during the test: when, in which phase, and what the rates measured
+/// on both sides of its coming, in words and as a change.
+#[derive(Serialize)]
+struct Came<'a> {
+    process: &'a Process,
+    phase: &'a str,
+    first_seen_ms: f64,
+    rates: Vec<&'a str>,
+    rate_changes: Vec<f64>,
+}
 
 /// The rule.
 pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
@@ -58,16 +79,20 @@ pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
         Severity::Major,
         Confidence::High,
         said.join("; "),
-        json!({
-            signals::OTHER_PROCESSES.name: tenants,
-            "arrived": arrived.iter().zip(&costs).map(|(a, changes)| json!({
-                "process": a.process,
-                "phase": a.phase.phase,
-                "first_seen_ms": a.first_ms,
-                "rates": changes.iter().map(|(words, _)| words).collect::<Vec<_>>(),
-                "rate_changes": changes.iter().map(|(_, share)| share).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-            "cost_free_share": COST_FREE_SHARE,
+        evidence(&Tenants {
+            at_start: Values(vec![(signals::OTHER_PROCESSES, &tenants)]),
+            arrived: arrived
+                .iter()
+                .zip(&costs)
+                .map(|(a, changes)| Came {
+                    process: &a.process,
+                    phase: &a.phase.phase,
+                    first_seen_ms: a.first_ms,
+                    rates: changes.iter().map(|(words, _)| words.as_str()).collect(),
+                    rate_changes: changes.iter().map(|(_, share)| *share).collect(),
+                })
+                .collect(),
+            cost_free_share: COST_FREE_SHARE,
         }),
         "rerun when the GPU is idle (drain the node, or --wait-idle)",
     );

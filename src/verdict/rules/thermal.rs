@@ -1,12 +1,14 @@
 //! Heat: thermal slowdown, read from the throttle status or from a sensor at its limit,
 //! one finding per device naming every phase; and memory near its rated temperature.
 
-use serde_json::json;
+use std::collections::BTreeMap;
+
+use serde::Serialize;
 
 use super::rates;
-use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
-use crate::telemetry::signals;
-use crate::telemetry::summary::PhaseTelemetry;
+use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::telemetry::signals::{self, Signal, Values};
+use crate::telemetry::summary::{PhaseTelemetry, Stat};
 use crate::telemetry::throttle::ThrottleReason;
 use crate::verdict::thresholds::Thresholds;
 use crate::verdict::{DeviceReport, Setup};
@@ -22,12 +24,36 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     out
 }
 
-/// What a phase's sensors said, as the thermal findings give it as evidence.
+/// What a phase's sensors said while something held the card back: the evidence of the
+/// thermal and power findings.
+#[derive(Serialize)]
+pub(super) struct Temperatures<'a> {
+    phase: &'a str,
+    throttle_share: &'a BTreeMap<String, f64>,
+    /// The GPU's, the junction's and the memory's temperatures over the phase.
+    #[serde(flatten)]
+    sensors: Values<Option<&'a Stat>>,
+}
+
+/// The sensors of `p` as [`Temperatures`].
 pub(super) fn temperatures(p: &PhaseTelemetry) -> serde_json::Value {
-    json!({"phase": p.phase, "throttle_share": p.throttle_share,
-        signals::GPU_TEMP_C.name: p.gauges.get(signals::GPU_TEMP_C.name),
-        signals::GPU_HOTSPOT_TEMP_C.name: p.gauges.get(signals::GPU_HOTSPOT_TEMP_C.name),
-        signals::HBM_TEMP_C.name: p.gauges.get(signals::HBM_TEMP_C.name)})
+    evidence(&Temperatures {
+        phase: &p.phase,
+        throttle_share: &p.throttle_share,
+        sensors: gauges(
+            p,
+            &[
+                signals::GPU_TEMP_C,
+                signals::GPU_HOTSPOT_TEMP_C,
+                signals::HBM_TEMP_C,
+            ],
+        ),
+    })
+}
+
+/// Some gauges of a phase, by signal.
+pub(super) fn gauges<'a>(p: &'a PhaseTelemetry, of: &[Signal]) -> Values<Option<&'a Stat>> {
+    Values(of.iter().map(|s| (*s, p.gauges.get(s.name))).collect())
 }
 
 /// The share of a phase's samples under thermal slowdown, hardware or software.
@@ -62,10 +88,7 @@ fn hottest(p: &PhaseTelemetry) -> String {
 /// a sensor at its limit under load with the clock held down.
 fn thermal(p: &PhaseTelemetry, setup: &Setup, t: &Thresholds, out: &mut Vec<Finding>) {
     let share = |r: ThrottleReason| p.throttle_share_of(r);
-    let evidence = json!({"phase": p.phase, "throttle_share": p.throttle_share,
-        signals::GPU_TEMP_C.name: p.gauges.get(signals::GPU_TEMP_C.name),
-        signals::GPU_HOTSPOT_TEMP_C.name: p.gauges.get(signals::GPU_HOTSPOT_TEMP_C.name),
-        signals::HBM_TEMP_C.name: p.gauges.get(signals::HBM_TEMP_C.name)});
+    let evidence = temperatures(p);
     let thermal =
         share(ThrottleReason::HwThermalSlowdown).max(share(ThrottleReason::SwThermalSlowdown));
     let cooling = "improve cooling: airflow, fans, dust, thermal paste";
@@ -110,6 +133,17 @@ fn thermal(p: &PhaseTelemetry, setup: &Setup, t: &Thresholds, out: &mut Vec<Find
     }
 }
 
+/// The evidence of `MEMORY_HOT`.
+#[derive(Serialize)]
+struct MemoryNearLimit<'a> {
+    phase: &'a str,
+    /// The memory's and the GPU's temperatures over the phase.
+    #[serde(flatten)]
+    sensors: Values<Option<&'a Stat>>,
+    limit_c: f64,
+    thermal_margin_c: f64,
+}
+
 /// Memory within a few degrees of its rated temperature under load, where the card did
 /// not slow for heat (where it did, that finding names the memory's temperature already:
 /// [`crate::verdict::resolve`]): a note, not a
@@ -138,9 +172,12 @@ fn memory_hot(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>) {
             phase.phase,
             gpu.map(|g| format!(" (GPU {g:.0} °C)")).unwrap_or_default()
         ),
-        json!({"phase": phase.phase, signals::HBM_TEMP_C.name: phase.gauges.get(signals::HBM_TEMP_C.name),
-               signals::GPU_TEMP_C.name: phase.gauges.get(signals::GPU_TEMP_C.name),
-               "limit_c": limit, "thermal_margin_c": t.thermal_margin_c}),
+        evidence(&MemoryNearLimit {
+            phase: &phase.phase,
+            sensors: gauges(phase, &[signals::HBM_TEMP_C, signals::GPU_TEMP_C]),
+            limit_c: limit,
+            thermal_margin_c: t.thermal_margin_c,
+        }),
         "improve the cooling over the card's memory (airflow, fan curve, the chassis' inlet temperature; on a consumer card its memory pads) before a hotter day takes it over its limit, where it slows itself and makes errors",
     ));
 }

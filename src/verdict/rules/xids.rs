@@ -1,15 +1,45 @@
 //! Xids, judged from the one catalogue ([`crate::verdict::xid`]), by whose process raised
 //! them.
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::during;
-use crate::finding::{Class, Confidence, Facts, Finding, FindingCode, Severity};
+use crate::finding::{Class, Confidence, Facts, Finding, FindingCode, Severity, evidence};
+use crate::telemetry::record::XidChannel;
 use crate::telemetry::record::XidEvent;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
 use crate::verdict::xid::{self, XidInfo};
+
+/// The evidence of an Xid finding: its codes and counts, the first Xids themselves, how
+/// they reached kiln and whose processes raised them.
+#[derive(Serialize)]
+struct Xids<'a> {
+    phase: &'a str,
+    worst_code: u32,
+    codes: Vec<Counted>,
+    /// The first 16.
+    xids: Vec<&'a XidEvent>,
+    seen_by: Vec<XidChannel>,
+    raised_by: Vec<RaisedBy<'a>>,
+    source: &'static str,
+}
+
+/// One Xid code and how many times it came.
+#[derive(Serialize)]
+struct Counted {
+    code: u32,
+    count: usize,
+}
+
+/// A process that raised an Xid, and whether it is one of kiln's own.
+#[derive(Serialize, PartialEq)]
+struct RaisedBy<'a> {
+    pid: u32,
+    process: Option<&'a str>,
+    kiln: bool,
+}
 
 /// The rule.
 pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
@@ -90,11 +120,14 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
         };
         let mut phase = during(p);
         // Whose processes raised them, where the kernel log names them.
-        let mut raised_by: Vec<serde_json::Value> = Vec::new();
+        let mut raised_by: Vec<RaisedBy> = Vec::new();
         for (_, e) in &members {
             if let Some(pid) = e.pid {
-                let who =
-                    json!({"pid": pid, "process": e.process, "kiln": kiln_pids.contains(&pid)});
+                let who = RaisedBy {
+                    pid,
+                    process: e.process.as_deref(),
+                    kiln: kiln_pids.contains(&pid),
+                };
                 if !raised_by.contains(&who) {
                     raised_by.push(who);
                 }
@@ -132,8 +165,7 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
             phase = format!("in kiln's own worker ({}) {phase}", pids(true).join(", "));
         }
         // Every way the faults reached kiln, each fault counted once however many there were.
-        let mut seen_by: Vec<crate::telemetry::record::XidChannel> =
-            members.iter().flat_map(|(_, e)| e.channels()).collect();
+        let mut seen_by: Vec<XidChannel> = members.iter().flat_map(|(_, e)| e.channels()).collect();
         seen_by.sort();
         seen_by.dedup();
         out.push(Finding {
@@ -142,14 +174,20 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
             severity,
             confidence,
             summary: format!("{listed} {phase}"),
-            evidence: json!({
-                "phase": p.phase,
-                "worst_code": worst.code,
-                "codes": counts.iter().map(|(c, n)| json!({"code": c, "count": n})).collect::<Vec<_>>(),
-                "xids": members.iter().take(16).map(|(_, e)| e).collect::<Vec<_>>(),
-                "seen_by": seen_by,
-                "raised_by": raised_by,
-                "source": worst.source,
+            evidence: evidence(&Xids {
+                phase: &p.phase,
+                worst_code: worst.code,
+                codes: counts
+                    .iter()
+                    .map(|(code, count)| Counted {
+                        code: *code,
+                        count: *count,
+                    })
+                    .collect(),
+                xids: members.iter().take(16).map(|(_, e)| *e).collect(),
+                seen_by,
+                raised_by,
+                source: worst.source,
             }),
             action,
             facts: Facts {

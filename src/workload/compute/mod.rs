@@ -25,7 +25,6 @@ use sections::{found, wrong_results};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 pub use super::cadence::InjectWhen;
 use super::cadence::{DutySweep, LoadPhase, LoadPoint, PauseCycle, PausesReport};

@@ -70,7 +70,10 @@ pub(super) fn found(c: &ComputeReport, out: &mut Vec<Finding>) {
     if mismatches > 0 {
         out.push(where_in_the_load(c, mismatches).unwrap_or_else(|| finding(FindingCode::ComputeMismatch, Severity::Critical, Confidence::High,
             format!("{mismatches} work items computed differently on two compute units: silent data corruption"),
-            json!({"mismatches": mismatches, "records": c.records.iter().take(8).collect::<Vec<_>>()}),
+            crate::finding::evidence(&Wrong {
+                mismatches,
+                records: c.records.iter().take(8).collect(),
+            }),
             "take the GPU out of service and RMA it with this report")));
     }
     if nonfinite > 0 {
@@ -81,10 +84,33 @@ pub(super) fn found(c: &ComputeReport, out: &mut Vec<Finding>) {
             format!(
                 "{nonfinite} results were NaN or infinite where the arithmetic cannot produce them"
             ),
-            json!({"nonfinite": nonfinite}),
+            crate::finding::evidence(&NonFinite { nonfinite }),
             "take the GPU out of service and RMA it with this report",
         ));
     }
+}
+
+/// The evidence of wrong compute results: how many, and the first records.
+#[derive(serde::Serialize)]
+struct Wrong<'a> {
+    mismatches: u64,
+    records: Vec<&'a Mismatch>,
+}
+
+/// The evidence of wrong compute results judged by where in the load they came: with the
+/// load's levels and pauses.
+#[derive(serde::Serialize)]
+struct WrongInTheLoad<'a> {
+    mismatches: u64,
+    levels: &'a [LevelResult],
+    pauses: &'a Option<PausesReport>,
+    records: Vec<&'a Mismatch>,
+}
+
+/// The evidence of `COMPUTE_NONFINITE`.
+#[derive(serde::Serialize)]
+struct NonFinite {
+    nonfinite: u64,
 }
 
 /// The finding of wrong results that came only at some points of the load: only below
@@ -92,8 +118,12 @@ pub(super) fn found(c: &ComputeReport, out: &mut Vec<Finding>) {
 /// around the switches between load and idle (`CLOCK_TRANSITION_ERRORS`). None when they
 /// came at full, steady load too, or the records do not say where.
 fn where_in_the_load(c: &ComputeReport, mismatches: u64) -> Option<Finding> {
-    let evidence = json!({"mismatches": mismatches, "levels": c.levels, "pauses": c.pauses,
-                          "records": c.records.iter().take(8).collect::<Vec<_>>()});
+    let evidence = crate::finding::evidence(&WrongInTheLoad {
+        mismatches,
+        levels: &c.levels,
+        pauses: &c.pauses,
+        records: c.records.iter().take(8).collect(),
+    });
     if c.shape == LoadShape::Sweep {
         let points: Vec<Option<LoadPoint>> = c.records.iter().map(|m| m.at).collect();
         return cadence::partial_load_only(&c.levels, &points, mismatches, evidence);

@@ -354,6 +354,34 @@ const METRICS: &[MetricFamily] = &[
     },
 ];
 
+/// The evidence of wrong matrix products judged by where in the load they came.
+#[derive(Serialize)]
+struct FailedInTheLoad<'a> {
+    failed_checks: u64,
+    levels: &'a [LevelResult],
+    records: Vec<&'a MatrixMismatch>,
+}
+
+/// The evidence of `MATRIX_MISMATCH`: the failed checks, per kind of product, and the
+/// first wrong elements.
+#[derive(Serialize)]
+struct Failed<'a> {
+    failed_checks: u64,
+    nonfinite: u64,
+    per_kind: Vec<KindFailed>,
+    records: Vec<&'a MatrixMismatch>,
+}
+
+/// One kind of product's failed checks.
+#[derive(Serialize)]
+struct KindFailed {
+    kind: MatrixKind,
+    checksum_mismatches: u64,
+    invalid_values: u64,
+    redundant_mismatches: u64,
+    located: u64,
+}
+
 impl Kind for Matrix {
     const NAME: &'static str = "matrix";
     const DEFAULT_WEIGHT: u32 = 1;
@@ -494,8 +522,11 @@ impl Kind for Matrix {
         let swept = (!result.levels.is_empty() && faults > 0)
             .then(|| {
                 let points: Vec<Option<LoadPoint>> = result.records.iter().map(|m| m.at).collect();
-                let evidence = json!({"failed_checks": faults, "levels": result.levels,
-                    "records": result.records.iter().take(8).collect::<Vec<_>>()});
+                let evidence = crate::finding::evidence(&FailedInTheLoad {
+                    failed_checks: faults,
+                    levels: &result.levels,
+                    records: result.records.iter().take(8).collect(),
+                });
                 super::cadence::partial_load_only(&result.levels, &points, faults, evidence)
             })
             .flatten();
@@ -515,17 +546,21 @@ impl Kind for Matrix {
                 format!(
                     "{faults} failed checks of matrix products (silent data corruption in the matrix or ALU path){first}"
                 ),
-                json!({
-                    "failed_checks": faults,
-                    "nonfinite": nonfinite,
-                    "per_kind": result.kinds.iter().map(|k| json!({
-                        "kind": k.kind,
-                        "checksum_mismatches": k.checksum_mismatches,
-                        "invalid_values": k.invalid_values,
-                        "redundant_mismatches": k.redundant_mismatches,
-                        "located": k.located,
-                    })).collect::<Vec<_>>(),
-                    "records": result.records.iter().take(8).collect::<Vec<_>>(),
+                crate::finding::evidence(&Failed {
+                    failed_checks: faults,
+                    nonfinite,
+                    per_kind: result
+                        .kinds
+                        .iter()
+                        .map(|k| KindFailed {
+                            kind: k.kind,
+                            checksum_mismatches: k.checksum_mismatches,
+                            invalid_values: k.invalid_values,
+                            redundant_mismatches: k.redundant_mismatches,
+                            located: k.located,
+                        })
+                        .collect(),
+                    records: result.records.iter().take(8).collect(),
                 }),
                 "rerun the matrix test with the rma profile (kiln run --profile rma --workloads matrix) to reproduce the wrong elements at these coordinates, then take the GPU out of service and RMA it with both reports",
             ));

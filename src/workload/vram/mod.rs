@@ -26,7 +26,6 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use self::algorithm::{Algorithm, Step};
 use self::classify::{ErrorShape, RetestClass};

@@ -14,6 +14,25 @@ pub(super) fn places(offsets: &[u64]) -> String {
 
 /// What the VRAM test's errors and their retests prove: stuck bits, a faulty address
 /// path, marginal cells, transfer errors, or flips that did not come back.
+/// The evidence of `VRAM_IN_SYSTEM_MEMORY`.
+#[derive(serde::Serialize)]
+struct InSystemMemory {
+    placed_in_system_bytes: u64,
+    allocated_bytes: u64,
+}
+
+/// The evidence of the VRAM test's error findings: the wrong reads, the words of each
+/// retest class, and the first offsets.
+#[derive(serde::Serialize)]
+struct WrongWords {
+    errors: u64,
+    stuck: usize,
+    marginal: usize,
+    transfer: usize,
+    address: usize,
+    first_offsets: Vec<u64>,
+}
+
 pub(super) fn found(v: &VramReport, out: &mut Vec<Finding>) {
     if let Some(bytes) = v.sizing.placed_in_system_bytes {
         out.push(finding(
@@ -25,7 +44,10 @@ pub(super) fn found(v: &VramReport, out: &mut Vec<Finding>) {
                 format_bytes(bytes),
                 format_bytes(v.sizing.allocated_bytes)
             ),
-            json!({"placed_in_system_bytes": bytes, "allocated_bytes": v.sizing.allocated_bytes}),
+            crate::finding::evidence(&InSystemMemory {
+                placed_in_system_bytes: bytes,
+                allocated_bytes: v.sizing.allocated_bytes,
+            }),
             "close other programs that use the GPU (games, browsers, video) and rerun, or test less with --vram-percent",
         ));
     }
@@ -47,13 +69,13 @@ pub(super) fn found(v: &VramReport, out: &mut Vec<Finding>) {
         .iter()
         .filter(|r| matches!(r.shape, ErrorShape::Address { .. }))
         .count();
-    let evidence = json!({
-        "errors": v.errors_total,
-        "stuck": stuck,
-        "marginal": marginal,
-        "transfer": transfer,
-        "address": address,
-        "first_offsets": v.records.iter().take(8).map(|r| r.offset_bytes).collect::<Vec<_>>(),
+    let evidence = crate::finding::evidence(&WrongWords {
+        errors: v.errors_total,
+        stuck,
+        marginal,
+        transfer,
+        address,
+        first_offsets: v.records.iter().take(8).map(|r| r.offset_bytes).collect(),
     });
     let stuck_offsets: Vec<u64> = v
         .retests
