@@ -71,14 +71,14 @@ pub fn rebuild(dir: &Path, overlay: Option<&Path>) -> Result<Report, VerdictErro
     judge_dir(dir, overlay, false)
 }
 
-/// [`rebuild`] with these device rules, run in the order given: the tests prove with it
-/// that the order of the rules changes nothing.
+/// A run read before, judged again as [`rebuild`] does, with these device rules run in the
+/// order given: the tests prove with it that the order of the rules changes nothing.
 pub fn rebuild_with(
-    dir: &Path,
+    evidence: &RunEvidence,
     overlay: Option<&Path>,
     with: &[(&str, rules::Rule)],
 ) -> Result<Report, VerdictError> {
-    judge(&RunEvidence::read(dir)?, overlay, false, with)
+    judge(evidence, overlay, false, with)
 }
 
 /// The thresholds a run is judged by: those its manifest recorded (kiln's defaults for a

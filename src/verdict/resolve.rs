@@ -243,6 +243,11 @@ mod tests {
         )
     }
 
+    /// A finding of `code` with nothing in its evidence.
+    fn bare(code: FindingCode, severity: Severity) -> Finding {
+        found(code, severity, serde_json::json!({}))
+    }
+
     fn codes(f: &[Finding]) -> Vec<(&str, Class)> {
         f.iter().map(|f| (f.code.name(), f.class)).collect()
     }
@@ -250,16 +255,8 @@ mod tests {
     #[test]
     fn every_row_applies_and_its_near_miss_does_not() {
         // The power supply absorbs the loss it explains; without it the loss stands.
-        let lost = found(
-            FindingCode::DeviceLostTimeout,
-            Severity::Major,
-            serde_json::json!({}),
-        );
-        let psu = found(
-            FindingCode::PsuCombinedLoad,
-            Severity::Critical,
-            serde_json::json!({}),
-        );
+        let lost = bare(FindingCode::DeviceLostTimeout, Severity::Major);
+        let psu = bare(FindingCode::PsuCombinedLoad, Severity::Critical);
         assert_eq!(
             codes(&resolve(vec![lost.clone(), psu.clone()])),
             [("PSU_COMBINED_LOAD", Class::Environment)]
@@ -270,16 +267,8 @@ mod tests {
         );
 
         // An overclock of the memory clock explains VRAM errors, not compute errors.
-        let vram = found(
-            FindingCode::VramStuckBit,
-            Severity::Critical,
-            serde_json::json!({}),
-        );
-        let compute = found(
-            FindingCode::ComputeMismatch,
-            Severity::Critical,
-            serde_json::json!({}),
-        );
+        let vram = bare(FindingCode::VramStuckBit, Severity::Critical);
+        let compute = bare(FindingCode::ComputeMismatch, Severity::Critical);
         let mut memory_over = found(
             FindingCode::ClocksAboveMaximum,
             Severity::Major,
@@ -307,67 +296,31 @@ mod tests {
 
         // A hardware fault of weight makes an application's Xid its consequence; a minor
         // one does not.
-        let app_xid = found(
-            FindingCode::XidApplication,
-            Severity::Major,
-            serde_json::json!({}),
-        );
+        let app_xid = bare(FindingCode::XidApplication, Severity::Major);
         let resolved = resolve(vec![app_xid.clone(), compute.clone()]);
         assert_eq!(resolved[0].class, Class::Info);
         assert_eq!(resolved[0].severity, Severity::Note);
         assert!(resolved[0].summary.contains("(COMPUTE_MISMATCH)"));
-        let minor = found(
-            FindingCode::VramTransientError,
-            Severity::Minor,
-            serde_json::json!({}),
-        );
+        let minor = bare(FindingCode::VramTransientError, Severity::Minor);
         let resolved = resolve(vec![app_xid.clone(), minor]);
         assert_eq!(resolved[0].class, Class::Software);
 
         // The environment explains a device slower than its peers; a note does not.
-        let peer = found(
-            FindingCode::PeerSlower,
-            Severity::Major,
-            serde_json::json!({}),
-        );
-        let heat = found(
-            FindingCode::ThermalThrottle,
-            Severity::Major,
-            serde_json::json!({}),
-        );
+        let peer = bare(FindingCode::PeerSlower, Severity::Major);
+        let heat = bare(FindingCode::ThermalThrottle, Severity::Major);
         let resolved = resolve(vec![peer.clone(), heat]);
         assert_eq!(resolved[0].class, Class::Environment);
         assert!(resolved[0].summary.contains("(THERMAL_THROTTLE)"));
-        let slot = found(
-            FindingCode::PcieSlotLimits,
-            Severity::Note,
-            serde_json::json!({}),
-        );
+        let slot = bare(FindingCode::PcieSlotLimits, Severity::Note);
         assert_eq!(resolve(vec![peer, slot])[0].class, Class::Hardware);
     }
 
     #[test]
     fn resolution_does_not_depend_on_the_order_of_the_findings_within_a_class() {
-        let lost = found(
-            FindingCode::DeviceLostTimeout,
-            Severity::Major,
-            serde_json::json!({}),
-        );
-        let psu = found(
-            FindingCode::PsuCombinedLoad,
-            Severity::Critical,
-            serde_json::json!({}),
-        );
-        let hot = found(
-            FindingCode::MemoryHot,
-            Severity::Note,
-            serde_json::json!({}),
-        );
-        let heat = found(
-            FindingCode::ThermalThrottle,
-            Severity::Major,
-            serde_json::json!({}),
-        );
+        let lost = bare(FindingCode::DeviceLostTimeout, Severity::Major);
+        let psu = bare(FindingCode::PsuCombinedLoad, Severity::Critical);
+        let hot = bare(FindingCode::MemoryHot, Severity::Note);
+        let heat = bare(FindingCode::ThermalThrottle, Severity::Major);
         let a = resolve(vec![lost.clone(), psu.clone(), hot.clone(), heat.clone()]);
         let b = resolve(vec![heat, hot, psu, lost]);
         let mut a = codes(&a);

@@ -45,6 +45,17 @@ fn corpus() -> PathBuf {
     common::scenarios()
 }
 
+/// Every scenario's directory, in name order (the base left out).
+fn scenario_dirs() -> Vec<PathBuf> {
+    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(corpus())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.ends_with("_base"))
+        .collect();
+    scenarios.sort();
+    scenarios
+}
+
 fn expected_of(name: &str) -> Expected {
     let path = corpus().join(name).join("expected.json");
     serde_json::from_slice(&std::fs::read(&path).unwrap())
@@ -129,12 +140,7 @@ fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
 #[test]
 fn every_scenario_gets_the_expected_verdict() {
     let work = tempfile::tempdir().unwrap();
-    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(corpus())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir() && !p.ends_with("_base"))
-        .collect();
-    scenarios.sort();
+    let scenarios = scenario_dirs();
     assert!(scenarios.len() >= 25, "the corpus lost scenarios");
 
     let mut failures = Vec::new();
@@ -176,12 +182,9 @@ fn every_finding_code_has_a_scenario_and_every_scenario_code_a_rule() {
         .map(|c| c.name().to_owned())
         .collect();
     let mut in_corpus = BTreeSet::new();
-    for entry in std::fs::read_dir(corpus()).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() && !path.ends_with("_base") {
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            in_corpus.extend(expected_of(&name).codes);
-        }
+    for path in scenario_dirs() {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        in_corpus.extend(expected_of(&name).codes);
     }
     let uncovered: Vec<&String> = in_rules.difference(&in_corpus).collect();
     assert!(
@@ -213,12 +216,7 @@ fn the_order_of_the_rules_changes_no_report() {
         shuffled.shuffle(&mut rng);
         orders.push(shuffled);
     }
-    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(corpus())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir() && !p.ends_with("_base"))
-        .collect();
-    scenarios.sort();
+    let scenarios = scenario_dirs();
     let mut judged = 0;
     for scenario in &scenarios {
         let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
@@ -227,12 +225,18 @@ fn the_order_of_the_rules_changes_no_report() {
         common::lay_out_scenario(&name, &run_dir);
         let thresholds = scenario.join("thresholds.json");
         let overlay = thresholds.is_file().then_some(thresholds.as_path());
-        let Ok(in_order) = kiln::verdict::rebuild(&run_dir, overlay) else {
+        // Read once, judged in every order (only the judging is under test).
+        let Ok(evidence) = kiln::verdict::RunEvidence::read(&run_dir) else {
+            continue;
+        };
+        let Ok(in_order) =
+            kiln::verdict::rebuild_with(&evidence, overlay, kiln::verdict::rules::RULES)
+        else {
             continue;
         };
         let in_order = serde_json::to_value(&in_order).unwrap();
         for order in &orders {
-            let other = kiln::verdict::rebuild_with(&run_dir, overlay, order).unwrap();
+            let other = kiln::verdict::rebuild_with(&evidence, overlay, order).unwrap();
             let names: Vec<&str> = order.iter().map(|(n, _)| *n).collect();
             assert_eq!(
                 serde_json::to_value(&other).unwrap(),
