@@ -45,9 +45,7 @@ pub fn rebuilt(
     overlay: Option<&Path>,
     verbose: bool,
 ) -> Result<(Report, String), AppError> {
-    let usage = |e: crate::verdict::VerdictError| AppError::Usage(e.to_string());
-    let evidence = crate::verdict::RunEvidence::read(run_dir).map_err(usage)?;
-    let mut report = crate::verdict::judge_evidence(&evidence, overlay, false).map_err(usage)?;
+    let (evidence, mut report) = judged_again(run_dir, overlay)?;
     if let Err(e) = crate::report::write_all(&evidence, &report) {
         report
             .notes
@@ -63,11 +61,22 @@ pub fn rebuilt(
     Ok((report, text))
 }
 
+/// The run in `run_dir` read once and judged again by its own thresholds (with `overlay`'s
+/// laid over them), with what was read, for the reports; a directory that cannot be
+/// judged is a usage error.
+fn judged_again(
+    run_dir: &Path,
+    overlay: Option<&Path>,
+) -> Result<(crate::verdict::RunEvidence, Report), AppError> {
+    let usage = |e: crate::verdict::VerdictError| AppError::Usage(e.to_string());
+    let evidence = crate::verdict::RunEvidence::read(run_dir).map_err(usage)?;
+    let report = crate::verdict::judge_evidence(&evidence, overlay, false).map_err(usage)?;
+    Ok((evidence, report))
+}
+
 /// `kiln report`.
 pub fn report(args: ReportArgs) -> Result<i32, AppError> {
-    let usage = |e: crate::verdict::VerdictError| AppError::Usage(e.to_string());
-    let evidence = crate::verdict::RunEvidence::read(&args.run_dir).map_err(usage)?;
-    let report = crate::verdict::judge_evidence(&evidence, None, false).map_err(usage)?;
+    let (evidence, report) = judged_again(&args.run_dir, None)?;
     crate::report::write_all(&evidence, &report).map_err(|e| {
         AppError::Usage(format!(
             "{}: the reports could not be written: {e}",

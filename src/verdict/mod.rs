@@ -104,18 +104,18 @@ pub fn run_thresholds(
         return Ok((own, None));
     };
     let laid = own.overlay(path).map_err(VerdictError::Thresholds)?;
-    let changed: Vec<&str> = {
-        let (a, b) = (
-            serde_json::to_value(&own).unwrap_or_default(),
-            serde_json::to_value(&laid).unwrap_or_default(),
-        );
-        thresholds::table(&laid)
-            .iter()
-            .map(|(name, ..)| *name)
-            .chain(["floors"])
-            .filter(|name| a.get(name) != b.get(name))
-            .collect()
-    };
+    // Every field the file changed, by its name in the file.
+    let (a, b) = (
+        serde_json::to_value(&own).unwrap_or_default(),
+        serde_json::to_value(&laid).unwrap_or_default(),
+    );
+    let changed: Vec<&str> = b
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(name, value)| a.get(name.as_str()) != Some(*value))
+        .map(|(name, _)| name.as_str())
+        .collect();
     let note = (!changed.is_empty()).then(|| {
         format!(
             "judged with the thresholds of {} laid over the run's own ({} changed): not the verdict the run itself gave",

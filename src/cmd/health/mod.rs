@@ -35,8 +35,8 @@ use crate::finding::{Finding, HealthCode, Severity};
 use crate::inventory::System;
 use crate::telemetry::cause;
 use crate::telemetry::record::Readings;
+use crate::verdict::thresholds::Thresholds;
 use crate::verdict::{DeviceReport, DeviceResult, Setup, exit_code};
-use crate::verdict::{rules, thresholds::Thresholds};
 use checks::{GROUPS, GroupRead, MEMORY_GROUPS};
 use read::{Gpu, Seen};
 use state::{GpuState, NODE, OpenFault, State};
@@ -448,7 +448,7 @@ impl Check<'_> {
             kiln_pids: Vec::new(),
             watching: false,
         };
-        let device = DeviceReport::observed(
+        let mut device = DeviceReport::observed(
             g,
             &gpu.name,
             gpu.uuid.as_deref().unwrap_or(""),
@@ -456,8 +456,10 @@ impl Check<'_> {
             setup,
             phase,
         );
+        // The run's own judging: every rule, then the resolution.
+        device.judge(&Thresholds::default());
         let mut node_findings = Vec::new();
-        for f in crate::verdict::resolve::resolve(rules::judge(&device, &Thresholds::default())) {
+        for f in device.findings {
             if f.code.info().node_wide {
                 node_findings.push(f);
             } else {
@@ -536,7 +538,7 @@ impl Check<'_> {
         let position = state.gpus.get(NODE).map_or(0, |n| n.xid_kernel_us);
         let (xids, newest) = checks::new_xids(&seen.xids, None, position);
         if !xids.is_empty() {
-            let node = DeviceReport::observed(
+            let mut node = DeviceReport::observed(
                 usize::MAX,
                 "node",
                 "",
@@ -544,8 +546,9 @@ impl Check<'_> {
                 Setup::default(),
                 checks::health_phase(usize::MAX, xids),
             );
-            for f in crate::verdict::resolve::resolve(rules::judge(&node, &Thresholds::default())) {
-                self.place(&f, None, NODE);
+            node.judge(&Thresholds::default());
+            for f in &node.findings {
+                self.place(f, None, NODE);
             }
         }
         state.gpus.entry(NODE.into()).or_default().xid_kernel_us = position.max(newest);
