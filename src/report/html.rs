@@ -172,27 +172,27 @@ fn upper_first(text: &str) -> String {
 /// The identity fields a support desk asks for, labelled for people: the vendor's where
 /// its source read them, else what Vulkan says.
 fn identity_rows(d: &DeviceReport) -> Vec<(&'static str, String)> {
-    let text = |key: &str| d.setup.identity_text(key).map(str::to_owned);
+    let text = |key: signals::Signal| d.setup.identity_text(key).map(str::to_owned);
     let mut rows = vec![("Product", d.product().to_owned())];
     for (label, key) in [
-        ("Serial number", signals::SERIAL.name),
-        ("Board part number", signals::BOARD_PART_NUMBER.name),
-        ("VBIOS", signals::VBIOS.name),
-        ("InfoROM image", signals::INFOROM_IMAGE.name),
+        ("Serial number", signals::SERIAL),
+        ("Board part number", signals::BOARD_PART_NUMBER),
+        ("VBIOS", signals::VBIOS),
+        ("InfoROM image", signals::INFOROM_IMAGE),
     ] {
         rows.push((label, text(key).unwrap_or_else(|| "not read".into())));
     }
     rows.push((
         "UUID",
-        text(signals::UUID.name).unwrap_or_else(|| d.uuid.clone()),
+        text(signals::UUID).unwrap_or_else(|| d.uuid.clone()),
     ));
     rows.push((
         "PCI address",
-        text(signals::PCI_BUS_ID.name)
+        text(signals::PCI_BUS_ID)
             .or_else(|| d.pci_address.clone())
             .unwrap_or_else(|| "unknown".into()),
     ));
-    let driver = match text(signals::DRIVER_VERSION.name) {
+    let driver = match text(signals::DRIVER_VERSION) {
         Some(v) => format!("{v} (Vulkan: {})", d.driver),
         None => d.driver.clone(),
     };

@@ -77,9 +77,9 @@ const NVIDIA: u32 = 0x10de;
 impl DcgmIdentity {
     /// The identity of a device as its report has it.
     pub fn of(d: &DeviceReport) -> DcgmIdentity {
-        let text = |key: &str| d.setup.identity_text(key).map(str::to_owned);
-        let number = |key: &str| d.setup.identity.get(key).and_then(Reading::number);
-        let uuid = text(signals::UUID.name).unwrap_or_else(|| {
+        let text = |key: signals::Signal| d.setup.identity_text(key).map(str::to_owned);
+        let number = |key: signals::Signal| d.setup.identity_of(key).and_then(Reading::number);
+        let uuid = text(signals::UUID).unwrap_or_else(|| {
             if d.setup.vendor_id == NVIDIA && !d.uuid.starts_with("GPU-") {
                 format!("GPU-{}", d.uuid)
             } else {
@@ -87,15 +87,15 @@ impl DcgmIdentity {
             }
         });
         DcgmIdentity {
-            gpu: number(signals::NVML_INDEX.name)
+            gpu: number(signals::NVML_INDEX)
                 .map(|n| format!("{n}"))
                 .unwrap_or_else(|| d.index.to_string()),
             uuid,
-            pci_bus_id: text(signals::PCI_BUS_ID.name)
+            pci_bus_id: text(signals::PCI_BUS_ID)
                 .or_else(|| d.pci_address.as_deref().and_then(nvml::nvml_bus_id))
                 .unwrap_or_default(),
-            device: number(signals::MINOR_NUMBER.name).map(|n| format!("nvidia{n}")),
-            model_name: text(signals::NAME.name).unwrap_or_else(|| d.name.clone()),
+            device: number(signals::MINOR_NUMBER).map(|n| format!("nvidia{n}")),
+            model_name: text(signals::NAME).unwrap_or_else(|| d.name.clone()),
         }
     }
 

@@ -299,22 +299,19 @@ fn setup_line(out: &mut String, setup: &Setup) {
     if setup.identity.is_empty() {
         return;
     }
-    let text = |key: &str| setup.identity_text(key);
+    let text = |key: signals::Signal| setup.identity_text(key);
     let mut parts = vec![format!(
         "driver {} (Vulkan {})",
-        text(signals::DRIVER_VERSION.name).unwrap_or("unknown"),
+        text(signals::DRIVER_VERSION).unwrap_or("unknown"),
         setup.vulkan_driver_version
     )];
-    for (key, label) in [
-        (signals::SERIAL.name, "serial"),
-        (signals::VBIOS.name, "VBIOS"),
-    ] {
+    for (key, label) in [(signals::SERIAL, "serial"), (signals::VBIOS, "VBIOS")] {
         if let Some(v) = text(key) {
             parts.push(format!("{label} {v}"));
         }
     }
     // A list read and empty is "none"; one that could not be read says why.
-    let processes = match setup.identity.get(signals::OTHER_PROCESSES.name) {
+    let processes = match setup.identity_of(signals::OTHER_PROCESSES) {
         Some(Reading::Unavailable { unavailable }) => {
             format!("unknown ({})", unavailable.replace('_', " "))
         }

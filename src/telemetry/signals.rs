@@ -253,11 +253,7 @@ pub const FAN_SPEED_PCT: Family = Family {
     unit: Unit::Percent,
     kind: Kind::Gauge,
     about: "Fan speed of fan i, as a share of its maximum (NVML: read every second, off the tick).",
-    matches: |n| {
-        n.strip_prefix("fan")
-            .and_then(|n| n.strip_suffix("_speed_pct"))
-            .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
-    },
+    matches: |n| matches!(Name::parse(n), Some(Name::Fan(_))),
 };
 
 /// ECC errors at one place of the chip: one of the four ECC totals, then the place.
@@ -266,13 +262,7 @@ pub const ECC_AT: Family = Family {
     unit: Unit::Count,
     kind: Kind::Counter,
     about: "ECC errors at one place of the chip (device memory, L1, L2, register file).",
-    matches: |n| {
-        ECC_TOTALS.iter().any(|t| {
-            n.strip_prefix(t.name)
-                .and_then(|p| p.strip_prefix('_'))
-                .is_some_and(|p| ECC_LOCATIONS.contains(&p))
-        })
-    },
+    matches: |n| matches!(Name::parse(n), Some(Name::EccAt { .. })),
 };
 
 /// Uncorrectable errors of one amdgpu RAS block other than the memory's.
@@ -281,7 +271,15 @@ pub const RAS_BLOCK_UE: Family = Family {
     unit: Unit::Count,
     kind: Kind::Counter,
     about: "Uncorrectable errors of one amdgpu RAS block (gfx, sdma, mmhub, xgmi, ...).",
-    matches: |n| ras_ue_block(n).is_some(),
+    matches: |n| {
+        matches!(
+            Name::parse(n),
+            Some(Name::Ras {
+                uncorrected: true,
+                ..
+            })
+        )
+    },
 };
 
 /// Correctable errors of one amdgpu RAS block other than the memory's.
@@ -290,7 +288,15 @@ pub const RAS_BLOCK_CE: Family = Family {
     unit: Unit::Count,
     kind: Kind::Counter,
     about: "Correctable errors of one amdgpu RAS block.",
-    matches: |n| n.starts_with("ras_") && n.ends_with("_ce"),
+    matches: |n| {
+        matches!(
+            Name::parse(n),
+            Some(Name::Ras {
+                uncorrected: false,
+                ..
+            })
+        )
+    },
 };
 
 /// One hwmon sensor of the device, by its kind and label, in base units.
@@ -299,7 +305,7 @@ pub const HWMON: Family = Family {
     unit: Unit::Number,
     kind: Kind::Gauge,
     about: "One hwmon sensor of the device, by its kind and label, in base units.",
-    matches: |n| n.starts_with("hwmon_"),
+    matches: |n| matches!(Name::parse(n), Some(Name::Hwmon(_))),
 };
 
 /// Whether one NVLink is up: 1 active, 0 not.
@@ -308,7 +314,15 @@ pub const NVLINK_STATE: Family = Family {
     unit: Unit::Flag,
     kind: Kind::State,
     about: "Whether NVLink l is up (1) or down (0), read at every phase boundary.",
-    matches: |n| nvlink_part(n).is_some_and(|(_, what)| what == "state"),
+    matches: |n| {
+        matches!(
+            Name::parse(n),
+            Some(Name::Nvlink {
+                part: NvlinkPart::State,
+                ..
+            })
+        )
+    },
 };
 
 /// One NVLink's error counters, by kind: the data link's replays and recoveries, and the
@@ -318,7 +332,7 @@ pub const NVLINK_ERRORS: Family = Family {
     unit: Unit::Count,
     kind: Kind::Counter,
     about: "NVLink l's error counters: replays and recoveries of its data link, CRC errors in flow-control digits and in data; snapshotted around every phase.",
-    matches: |n| nvlink_part(n).is_some_and(|(_, what)| NVLINK_COUNTERS.contains(&what)),
+    matches: |n| matches!(Name::parse(n), Some(Name::Nvlink { part, .. }) if part != NvlinkPart::State),
 };
 
 /// Every family.
@@ -332,19 +346,137 @@ pub const FAMILIES: [Family; 7] = [
     NVLINK_ERRORS,
 ];
 
-/// NVLink error counters by their names' ending, in NVML's order.
-pub const NVLINK_COUNTERS: [&str; 4] = ["replay", "recovery", "crc_flit", "crc_data"];
-
-/// `what` (`state`, `replay`, ...) of NVLink `link`.
-pub fn nvlink(link: u32, what: &str) -> String {
-    format!("nvlink{link}_{what}")
+/// What an NVLink signal tells of its link: whether it is up, or one of its error counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NvlinkPart {
+    /// Up (1) or down (0).
+    State,
+    /// The data link resent flits it found damaged: a corrected error.
+    Replay,
+    /// The data link retrained: the link failed and came back.
+    Recovery,
+    /// CRC errors in flow-control digits: a corrected error.
+    CrcFlit,
+    /// CRC errors in data: a corrected error.
+    CrcData,
 }
 
-/// The link and the part of an NVLink signal's name (`(7, "replay")` of `nvlink7_replay`).
-pub fn nvlink_part(name: &str) -> Option<(u32, &str)> {
+impl NvlinkPart {
+    /// The error counters, in NVML's order.
+    pub const COUNTERS: [NvlinkPart; 4] = [
+        NvlinkPart::Replay,
+        NvlinkPart::Recovery,
+        NvlinkPart::CrcFlit,
+        NvlinkPart::CrcData,
+    ];
+
+    /// The part as the signal's name ends (`crc_flit`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            NvlinkPart::State => "state",
+            NvlinkPart::Replay => "replay",
+            NvlinkPart::Recovery => "recovery",
+            NvlinkPart::CrcFlit => "crc_flit",
+            NvlinkPart::CrcData => "crc_data",
+        }
+    }
+
+    /// Whether it counts errors the link corrected (CRC errors and the replays that fix
+    /// them), judged by their rate rather than by one.
+    pub const fn corrected(self) -> bool {
+        matches!(
+            self,
+            NvlinkPart::Replay | NvlinkPart::CrcFlit | NvlinkPart::CrcData
+        )
+    }
+}
+
+/// `part` of NVLink `link`.
+pub fn nvlink(link: u32, part: NvlinkPart) -> String {
+    format!("nvlink{link}_{}", part.name())
+}
+
+/// The link and the part of an NVLink signal's name (`(7, Replay)` of `nvlink7_replay`).
+pub fn nvlink_part(name: &str) -> Option<(u32, NvlinkPart)> {
     let rest = name.strip_prefix("nvlink")?;
     let (link, what) = rest.split_once('_')?;
-    Some((link.parse().ok()?, what))
+    let part = [NvlinkPart::State]
+        .into_iter()
+        .chain(NvlinkPart::COUNTERS)
+        .find(|p| p.name() == what)?;
+    Some((link.parse().ok()?, part))
+}
+
+/// A recorded signal's name read back as what it names: a signal of fixed name, or a
+/// family's member with its part. How every layer above the sources reads a name, so that
+/// none classifies names by their spelling.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Name<'a> {
+    /// A signal of the catalogue's fixed names.
+    Fixed(&'static Signal),
+    /// Fan `i`'s speed.
+    Fan(u32),
+    /// One of the four ECC totals at one place of the chip.
+    EccAt {
+        /// The total (one of [`ECC_TOTALS`]).
+        total: Signal,
+        /// The place (one of [`ECC_LOCATIONS`]).
+        location: &'static str,
+    },
+    /// An amdgpu RAS block's errors.
+    Ras {
+        /// The block (`gfx`, `sdma`, `xgmi`, ...).
+        block: &'a str,
+        /// Uncorrectable (`_ue`) rather than correctable (`_ce`).
+        uncorrected: bool,
+    },
+    /// A hwmon sensor, by the rest of its name (`temp_edge_c`).
+    Hwmon(&'a str),
+    /// One NVLink's state or error counter.
+    Nvlink {
+        /// The link's number.
+        link: u32,
+        /// What of it.
+        part: NvlinkPart,
+    },
+}
+
+impl<'a> Name<'a> {
+    /// What `name` names; None for a name the catalogue does not have.
+    pub fn parse(name: &'a str) -> Option<Name<'a>> {
+        if let Some(s) = lookup(name) {
+            return Some(Name::Fixed(s));
+        }
+        if let Some((link, part)) = nvlink_part(name) {
+            return Some(Name::Nvlink { link, part });
+        }
+        if let Some(rest) = name.strip_prefix("hwmon_") {
+            return Some(Name::Hwmon(rest));
+        }
+        if let Some(i) = name
+            .strip_prefix("fan")
+            .and_then(|n| n.strip_suffix("_speed_pct"))
+            .filter(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return i.parse().ok().map(Name::Fan);
+        }
+        if let Some(rest) = name.strip_prefix("ras_") {
+            let (block, uncorrected) = match (rest.strip_suffix("_ue"), rest.strip_suffix("_ce")) {
+                (Some(b), _) => (b, true),
+                (None, Some(b)) => (b, false),
+                (None, None) => return None,
+            };
+            return Some(Name::Ras { block, uncorrected });
+        }
+        ECC_TOTALS.iter().find_map(|total| {
+            let place = name.strip_prefix(total.name)?.strip_prefix('_')?;
+            let location = ECC_LOCATIONS.iter().find(|l| **l == place)?;
+            Some(Name::EccAt {
+                total: *total,
+                location,
+            })
+        })
+    }
 }
 
 /// The four ECC totals, each the stem of its per-location family members.
@@ -379,13 +511,6 @@ pub fn ras_ce(block: &str) -> String {
     format!("ras_{block}_ce")
 }
 
-/// The block of a RAS block's uncorrectable count (`gfx` of `ras_gfx_ue`); None for any
-/// other name.
-pub fn ras_ue_block(name: &str) -> Option<&str> {
-    (name.starts_with("ras_") && name.ends_with("_ue"))
-        .then(|| name.trim_start_matches("ras_").trim_end_matches("_ue"))
-}
-
 /// A hwmon sensor's reading: its kind (`temp`), label (`edge`) and unit suffix (`c`).
 pub fn hwmon(kind: &str, label: &str, unit: &str) -> String {
     format!("hwmon_{kind}_{label}_{unit}")
@@ -394,7 +519,17 @@ pub fn hwmon(kind: &str, label: &str, unit: &str) -> String {
 /// Whether a counter counts from when the driver loaded (NVML's volatile ECC counts,
 /// amdgpu's RAS counts) rather than over the card's life.
 pub fn counts_since_driver_load(name: &str) -> bool {
-    name.contains("volatile") || name.starts_with("ras_")
+    match Name::parse(name) {
+        Some(Name::Fixed(s)) => [
+            ECC_CORRECTED_VOLATILE,
+            ECC_UNCORRECTED_VOLATILE,
+            RAS_UNCORRECTED_OTHER,
+        ]
+        .contains(s),
+        Some(Name::EccAt { total, .. }) => total.name.ends_with("_volatile"),
+        Some(Name::Ras { .. }) => true,
+        _ => false,
+    }
 }
 
 /// The signal with this name, if the catalogue has it under a fixed name.
@@ -404,7 +539,7 @@ pub fn lookup(name: &str) -> Option<&'static Signal> {
 
 /// Whether a name is the catalogue's: a fixed name, or a family's.
 pub fn known(name: &str) -> bool {
-    lookup(name).is_some() || FAMILIES.iter().any(|f| (f.matches)(name))
+    Name::parse(name).is_some()
 }
 
 /// Names a [`super::Gap`] gives for a group of signals it cannot read.
@@ -466,14 +601,28 @@ mod tests {
             "register_file"
         )));
         assert!(!(ECC_AT.matches)(ECC_UNCORRECTED_AGGREGATE.name));
-        assert_eq!(ras_ue_block(&ras_ue("gfx")), Some("gfx"));
-        assert_eq!(ras_ue_block(RAS_UNCORRECTED_OTHER.name), None);
+        assert_eq!(
+            Name::parse(&ras_ue("gfx")),
+            Some(Name::Ras {
+                block: "gfx",
+                uncorrected: true
+            })
+        );
+        assert!((RAS_BLOCK_UE.matches)(&ras_ue("gfx")));
+        assert!(!(RAS_BLOCK_UE.matches)(RAS_UNCORRECTED_OTHER.name));
+        assert_eq!(Name::parse(GPU_TEMP_C.name), Some(Name::Fixed(&GPU_TEMP_C)));
+        assert_eq!(Name::parse("gpu_temp"), None);
+        assert_eq!(Name::parse("nvlink3_crc"), None);
         assert!((RAS_BLOCK_CE.matches)(&ras_ce("sdma")));
         assert!((HWMON.matches)(&hwmon("temp", "edge", "c")));
-        assert!((NVLINK_STATE.matches)(&nvlink(17, "state")));
-        assert!((NVLINK_ERRORS.matches)(&nvlink(3, "crc_flit")));
+        assert!((NVLINK_STATE.matches)(&nvlink(17, NvlinkPart::State)));
+        assert!(!(NVLINK_ERRORS.matches)(&nvlink(17, NvlinkPart::State)));
+        assert!((NVLINK_ERRORS.matches)(&nvlink(3, NvlinkPart::CrcFlit)));
         assert!(!(NVLINK_ERRORS.matches)("nvlinkx_replay"));
-        assert_eq!(nvlink_part("nvlink12_crc_data"), Some((12, "crc_data")));
+        assert_eq!(
+            nvlink_part("nvlink12_crc_data"),
+            Some((12, NvlinkPart::CrcData))
+        );
         assert!(counts_since_driver_load(ECC_CORRECTED_VOLATILE.name));
         assert!(counts_since_driver_load(&ras_ue("gfx")));
         assert!(!counts_since_driver_load(ECC_CORRECTED_AGGREGATE.name));

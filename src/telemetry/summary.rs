@@ -119,6 +119,45 @@ impl PhaseTelemetry {
             .copied()
             .unwrap_or(0.0)
     }
+
+    /// A gauge's statistics over the phase; None where it gave no number.
+    pub fn gauge(&self, signal: signals::Signal) -> Option<&Stat> {
+        self.gauges.get(signal.name)
+    }
+
+    /// What a counter grew by over the phase; None where it was not read at both ends.
+    pub fn grew(&self, signal: signals::Signal) -> Option<f64> {
+        self.counter_deltas.get(signal.name).copied()
+    }
+
+    /// What a counter grew by over the phase, 0 where it was not read at both ends: for
+    /// errors, which count only where they were counted.
+    pub fn grew_or_0(&self, signal: signals::Signal) -> f64 {
+        self.grew(signal).unwrap_or(0.0)
+    }
+
+    /// A counter's or a state's value at the phase's end.
+    pub fn after(&self, signal: signals::Signal) -> Option<f64> {
+        self.counters_after.get(signal.name).copied()
+    }
+
+    /// Every counter's growth over the phase, by what it names (names the catalogue does
+    /// not have are left out).
+    pub fn growth(&self) -> impl Iterator<Item = (signals::Name<'_>, f64)> {
+        named(&self.counter_deltas)
+    }
+
+    /// Every counter's and state's value at the phase's end, by what it names.
+    pub fn ending(&self) -> impl Iterator<Item = (signals::Name<'_>, f64)> {
+        named(&self.counters_after)
+    }
+}
+
+/// A map of values by name, read as what each name names.
+fn named(values: &BTreeMap<String, f64>) -> impl Iterator<Item = (signals::Name<'_>, f64)> {
+    values
+        .iter()
+        .filter_map(|(k, v)| Some((signals::Name::parse(k)?, *v)))
 }
 
 fn stat(mut values: Vec<f64>) -> Option<Stat> {
@@ -422,6 +461,62 @@ mod tests {
         assert_eq!((temp.samples, temp.min, temp.max), (10, 60.0, 69.0));
         assert_eq!(phase.gauges["pcie_width"].samples, 20);
         assert_eq!(phase.gauges["pcie_gen"].samples, 10);
+    }
+
+    #[test]
+    fn a_phase_is_read_by_signal_and_its_families_by_what_they_name() {
+        let records = vec![
+            snapshot(
+                0.0,
+                "before",
+                serde_json::json!({"pcie_replays": 5, "nvlink2_crc_flit": 10,
+                    "ras_gfx_ue": 0, "nvlink2_state": 1, "made_up_counter": 1}),
+            ),
+            record(
+                10.0,
+                "nvml",
+                serde_json::json!({"kind": "sample", "readings": {"gpu_temp_c": 70}}),
+            ),
+            snapshot(
+                60_000.0,
+                "after",
+                serde_json::json!({"pcie_replays": 9, "nvlink2_crc_flit": 13,
+                    "ras_gfx_ue": 2, "nvlink2_state": 0, "made_up_counter": 4}),
+            ),
+        ];
+        let phase = &summarize(&records)[0];
+        assert_eq!(phase.gauge(signals::GPU_TEMP_C).map(|g| g.max), Some(70.0));
+        assert_eq!(phase.gauge(signals::POWER_W), None);
+        assert_eq!(phase.grew(signals::PCIE_REPLAYS), Some(4.0));
+        assert_eq!(phase.grew(signals::AER_FATAL), None, "never read");
+        assert_eq!(phase.grew_or_0(signals::AER_FATAL), 0.0);
+        let grown: Vec<_> = phase.growth().collect();
+        assert!(grown.contains(&(
+            signals::Name::Nvlink {
+                link: 2,
+                part: signals::NvlinkPart::CrcFlit
+            },
+            3.0
+        )));
+        assert!(grown.contains(&(
+            signals::Name::Ras {
+                block: "gfx",
+                uncorrected: true
+            },
+            2.0
+        )));
+        assert_eq!(
+            grown.len(),
+            4,
+            "a name the catalogue lacks is left out: {grown:?}"
+        );
+        let down = phase.ending().any(|(n, v)| {
+            n == signals::Name::Nvlink {
+                link: 2,
+                part: signals::NvlinkPart::State,
+            } && v == 0.0
+        });
+        assert!(down, "the link's state at the end");
     }
 
     #[test]

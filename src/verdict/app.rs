@@ -16,7 +16,7 @@ use crate::evidence::{AppFailure, Event, WatchSettings};
 use crate::finding::{Class, FindingCode};
 use crate::telemetry::reading::Reading;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
-use crate::telemetry::signals;
+use crate::telemetry::signals::{self, Signal};
 
 /// What a watch's events say of the application, gathered in order.
 #[derive(Debug, Clone, Default)]
@@ -430,8 +430,8 @@ pub fn judge(
     if let Some(d) = devices.get(slot) {
         view.others = std::mem::take(&mut listed[slot].1);
         view.budget = budget(telemetry, d.index, trace, &d.uuid);
-        view.utilisation = gauge_series(telemetry, d.index, signals::UTIL_GPU_PCT.name);
-        view.device_used = gauge_series(telemetry, d.index, signals::MEM_USED_BYTES.name);
+        view.utilisation = gauge_series(telemetry, d.index, signals::UTIL_GPU_PCT);
+        view.device_used = gauge_series(telemetry, d.index, signals::MEM_USED_BYTES);
         view.failures = failures(events, trace, &d.uuid, telemetry, d.index, view.budget);
     }
     let (marks, from) = if !events.marks.is_empty() {
@@ -652,13 +652,13 @@ fn driver_series(
 }
 
 /// A gauge's samples on a device.
-fn gauge_series(telemetry: &[TelemetryRecord], device: usize, name: &str) -> Series {
+fn gauge_series(telemetry: &[TelemetryRecord], device: usize, signal: Signal) -> Series {
     telemetry
         .iter()
         .filter(|r| r.device == Some(device))
         .filter_map(|r| match &r.data {
             TelemetryData::Sample { readings } => readings
-                .get(name)
+                .get(signal.name)
                 .and_then(Reading::number)
                 .map(|v| (r.t_ms, v.max(0.0) as u64)),
             _ => None,
@@ -750,7 +750,7 @@ fn budget(
     trace: Option<&Trace>,
     uuid: &str,
 ) -> Option<u64> {
-    if let Some(total) = gauge_series(telemetry, device, signals::MEM_TOTAL_BYTES.name)
+    if let Some(total) = gauge_series(telemetry, device, signals::MEM_TOTAL_BYTES)
         .last()
         .map(|p| p.1)
         .filter(|b| *b > 0)
@@ -787,7 +787,7 @@ fn failures(
     budget: Option<u64>,
 ) -> Vec<Failure> {
     let mut out = Vec::new();
-    let free_gauge = gauge_series(telemetry, device, signals::MEM_FREE_BYTES.name);
+    let free_gauge = gauge_series(telemetry, device, signals::MEM_FREE_BYTES);
     let free_at = |t: f64| {
         free_gauge
             .iter()

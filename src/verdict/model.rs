@@ -10,6 +10,7 @@ use crate::evidence::{DeviceErrorKind, REPORT_SCHEMA};
 use crate::finding::{Class, Confidence, Finding, FindingCode, Severity};
 use crate::gpu::{DeviceInfo, DeviceKind};
 use crate::telemetry::record::Readings;
+use crate::telemetry::signals::Signal;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::workload::{WorkloadOutcome, WorkloadStatus};
 
@@ -210,11 +211,15 @@ pub struct Setup {
 impl Setup {
     /// An identity field the vendor's source read as words, when it is not empty
     /// (`serial`, `uuid`, `pci_bus_id`).
-    pub fn identity_text(&self, key: &str) -> Option<&str> {
-        self.identity
-            .get(key)
+    pub fn identity_text(&self, signal: Signal) -> Option<&str> {
+        self.identity_of(signal)
             .and_then(crate::telemetry::record::Reading::text)
             .filter(|t| !t.is_empty())
+    }
+
+    /// An identity field as the source read it.
+    pub fn identity_of(&self, signal: Signal) -> Option<&crate::telemetry::record::Reading> {
+        self.identity.get(signal.name)
     }
 }
 
@@ -602,7 +607,7 @@ impl DeviceReport {
     /// The product as its vendor's source names it, else as Vulkan does.
     pub fn product(&self) -> &str {
         self.setup
-            .identity_text(crate::telemetry::signals::NAME.name)
+            .identity_text(crate::telemetry::signals::NAME)
             .unwrap_or(&self.name)
     }
 

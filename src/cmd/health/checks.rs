@@ -6,62 +6,110 @@ use std::collections::BTreeMap;
 use super::read::number;
 use super::state::GpuState;
 use crate::telemetry::record::{Reading, Readings, XidEvent};
-use crate::telemetry::signals;
+use crate::telemetry::signals::{self, Name, Signal};
 use crate::telemetry::summary::{GAUGES, PhaseTelemetry, Stat};
 
 /// A group of readings a node check judges, named for people.
 pub(super) struct Group {
     pub(super) name: &'static str,
-    /// Whether a reading is the group's.
-    pub(super) holds: fn(&str) -> bool,
+    /// Whether a reading, by what its name names, is the group's.
+    pub(super) holds: fn(Name) -> bool,
     /// Read from the gauges rather than the counters.
     pub(super) gauges: bool,
+}
+
+/// Whether `name` is one of `of`.
+fn one_of(name: Name, of: &[Signal]) -> bool {
+    matches!(name, Name::Fixed(s) if of.contains(s))
 }
 
 /// Every group, in the order they are said.
 pub(super) const GROUPS: [Group; 8] = [
     Group {
         name: "ECC",
-        holds: |k| k.starts_with("ecc_"),
+        holds: |n| one_of(n, &signals::ECC_TOTALS) || matches!(n, Name::EccAt { .. }),
         gauges: false,
     },
     Group {
         name: "row remapping",
-        holds: |k| k.starts_with("remap"),
+        holds: |n| {
+            one_of(
+                n,
+                &[
+                    signals::REMAPPED_CORRECTABLE,
+                    signals::REMAPPED_UNCORRECTABLE,
+                    signals::REMAP_PENDING,
+                    signals::REMAP_FAILURE,
+                    signals::REMAP_BANKS_MAX,
+                    signals::REMAP_BANKS_HIGH,
+                    signals::REMAP_BANKS_PARTIAL,
+                    signals::REMAP_BANKS_LOW,
+                    signals::REMAP_BANKS_NONE,
+                ],
+            )
+        },
         gauges: false,
     },
     Group {
         name: "retired pages",
-        holds: |k| k.starts_with("retired_pages"),
+        holds: |n| {
+            one_of(
+                n,
+                &[
+                    signals::RETIRED_PAGES_SBE,
+                    signals::RETIRED_PAGES_DBE,
+                    signals::RETIRED_PAGES_PENDING,
+                    signals::RETIRED_PAGES_FAILED,
+                ],
+            )
+        },
         gauges: false,
     },
     Group {
         name: "SRAM",
-        holds: |k| k.starts_with("sram_"),
+        holds: |n| {
+            one_of(
+                n,
+                &[
+                    signals::SRAM_UNCORRECTED_PARITY,
+                    signals::SRAM_UNCORRECTED_SECDED,
+                    signals::SRAM_CORRECTED,
+                    signals::SRAM_THRESHOLD_EXCEEDED,
+                ],
+            )
+        },
         gauges: false,
     },
     Group {
         name: "RAS",
-        holds: |k| k.starts_with("ras_"),
+        holds: |n| one_of(n, &[signals::RAS_UNCORRECTED_OTHER]) || matches!(n, Name::Ras { .. }),
         gauges: false,
     },
     Group {
         name: "NVLink",
-        holds: |k| signals::nvlink_part(k).is_some(),
+        holds: |n| matches!(n, Name::Nvlink { .. }),
         gauges: false,
     },
     Group {
         name: "PCIe link",
-        holds: |k| {
-            ["pcie_gen", "pcie_width", "pcie_speed"]
-                .iter()
-                .any(|p| k.starts_with(p))
+        holds: |n| {
+            one_of(
+                n,
+                &[
+                    signals::PCIE_GEN,
+                    signals::PCIE_GEN_MAX,
+                    signals::PCIE_WIDTH,
+                    signals::PCIE_WIDTH_MAX,
+                    signals::PCIE_SPEED_GTS,
+                    signals::PCIE_SPEED_MAX_GTS,
+                ],
+            )
         },
         gauges: true,
     },
     Group {
         name: "recovery action",
-        holds: |k| k == signals::RECOVERY_ACTION.name,
+        holds: |n| one_of(n, &[signals::RECOVERY_ACTION]),
         gauges: false,
     },
 ];
@@ -83,9 +131,10 @@ pub(super) enum GroupRead {
     Absent,
 }
 
-pub(super) fn group_read(readings: Option<&Readings>, belongs: fn(&str) -> bool) -> GroupRead {
+pub(super) fn group_read(readings: Option<&Readings>, belongs: fn(Name) -> bool) -> GroupRead {
     let mut read = GroupRead::Absent;
-    for (_, r) in readings.into_iter().flatten().filter(|(k, _)| belongs(k)) {
+    let ours = |k: &String| Name::parse(k).is_some_and(belongs);
+    for (_, r) in readings.into_iter().flatten().filter(|(k, _)| ours(k)) {
         match r {
             Reading::Number(_) => return GroupRead::Read,
             Reading::Unavailable { unavailable } if unavailable != "not_supported" => {

@@ -777,7 +777,7 @@ fn nvlinks(d: &nvml_wrapper::Device, c: &mut Readings) {
             state => {
                 let failed = state.is_err();
                 c.insert(
-                    signals::nvlink(link, "state"),
+                    signals::nvlink(link, signals::NvlinkPart::State),
                     num(state.map(|up| f64::from(u8::from(up)))),
                 );
                 if failed {
@@ -785,14 +785,14 @@ fn nvlinks(d: &nvml_wrapper::Device, c: &mut Readings) {
                 }
             }
         }
-        for (what, counter) in signals::NVLINK_COUNTERS.iter().zip([
+        for (part, counter) in signals::NvlinkPart::COUNTERS.into_iter().zip([
             ErrorCounter::DlReplay,
             ErrorCounter::DlRecovery,
             ErrorCounter::DlCrcFlit,
             ErrorCounter::DlCrcData,
         ]) {
             c.insert(
-                signals::nvlink(link, what),
+                signals::nvlink(link, part),
                 num(l.error_counter(counter).map(|v| v as f64)),
             );
         }

@@ -31,15 +31,15 @@ pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
 /// over, VRAM errors with the memory clock over) are resolved in
 /// [`crate::verdict::resolve`]; only errors at stock clocks are the card's.
 fn overclocked(device: &DeviceReport, out: &mut Vec<Finding>) {
-    let over = |clock: &str, max: &str| {
+    let over = |clock: signals::Signal, max: signals::Signal| {
         device.telemetry.iter().find_map(|p| {
-            let (now, limit) = (p.gauges.get(clock)?, p.gauges.get(max)?);
+            let (now, limit) = (p.gauge(clock)?, p.gauge(max)?);
             (limit.min > 0.0 && now.max > limit.min * 1.02)
                 .then(|| (p.phase.clone(), now.max, limit.min))
         })
     };
-    let sm = over(signals::CLOCK_SM_MHZ.name, signals::CLOCK_SM_MAX_MHZ.name);
-    let mem = over(signals::CLOCK_MEM_MHZ.name, signals::CLOCK_MEM_MAX_MHZ.name);
+    let sm = over(signals::CLOCK_SM_MHZ, signals::CLOCK_SM_MAX_MHZ);
+    let mem = over(signals::CLOCK_MEM_MHZ, signals::CLOCK_MEM_MAX_MHZ);
     if sm.is_none() && mem.is_none() {
         return;
     }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::{CounterDeltas, during};
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::record::Reading;
-use crate::telemetry::signals::{self, Signal, Values};
+use crate::telemetry::signals::{self, Name, Signal, Values};
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
@@ -47,10 +47,7 @@ fn corrected_rate(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>)
         .iter()
         .filter(|p| p.samples > 0)
         .filter_map(|p| {
-            let corrected = p
-                .counter_deltas
-                .get(signals::ECC_CORRECTED_VOLATILE.name)
-                .copied()?;
+            let corrected = p.grew(signals::ECC_CORRECTED_VOLATILE)?;
             let minutes = ((p.end_ms - p.start_ms) / 60_000.0).max(1.0);
             Some((p, corrected, corrected / minutes))
         })
@@ -108,11 +105,11 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
 }
 
 fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
-    let delta = |k: &str| p.counter_deltas.get(k).copied().unwrap_or(0.0);
+    let delta = |s: Signal| p.grew_or_0(s);
     // Page retirement is how cards before row remapping take bad memory out of use.
-    let dbe = delta(signals::RETIRED_PAGES_DBE.name);
-    let sbe = delta(signals::RETIRED_PAGES_SBE.name);
-    if dbe + sbe > 0.0 || delta(signals::RETIRED_PAGES_PENDING.name) > 0.0 {
+    let dbe = delta(signals::RETIRED_PAGES_DBE);
+    let sbe = delta(signals::RETIRED_PAGES_SBE);
+    if dbe + sbe > 0.0 || delta(signals::RETIRED_PAGES_PENDING) > 0.0 {
         out.push(finding(
             FindingCode::RetiredPages,
             if dbe > 0.0 {
@@ -133,12 +130,9 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     }
     // On-chip SRAM's uncorrectable errors are ECC errors of the GPU's own, where the totals
     // did not count them.
-    let ecc = delta(signals::ECC_UNCORRECTED_VOLATILE.name)
-        .max(delta(signals::ECC_UNCORRECTED_AGGREGATE.name))
-        .max(
-            delta(signals::SRAM_UNCORRECTED_PARITY.name)
-                + delta(signals::SRAM_UNCORRECTED_SECDED.name),
-        );
+    let ecc = delta(signals::ECC_UNCORRECTED_VOLATILE)
+        .max(delta(signals::ECC_UNCORRECTED_AGGREGATE))
+        .max(delta(signals::SRAM_UNCORRECTED_PARITY) + delta(signals::SRAM_UNCORRECTED_SECDED));
     if ecc > 0.0 {
         out.push(finding(
             FindingCode::EccUncorrectable,
@@ -151,7 +145,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             "RMA candidate: reset the GPU, retest, and send this report",
         ));
     }
-    if delta(signals::REMAP_FAILURE.name) > 0.0 {
+    if delta(signals::REMAP_FAILURE) > 0.0 {
         out.push(finding(
             FindingCode::RowRemapFailure,
             Severity::Critical,
@@ -162,7 +156,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             }),
             "RMA the card",
         ));
-    } else if delta(signals::REMAP_PENDING.name) > 0.0 {
+    } else if delta(signals::REMAP_PENDING) > 0.0 {
         out.push(finding(
             FindingCode::RowRemapPending,
             Severity::Major,
@@ -177,10 +171,14 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
     // AMD's RAS counters outside the memory controller (gfx, sdma, mmhub, xgmi, ...):
     // uncorrectable errors in the GPU's own blocks.
     let ras: Vec<String> = p
-        .counter_deltas
-        .iter()
-        .filter(|(_, v)| **v > 0.0)
-        .filter_map(|(k, v)| signals::ras_ue_block(k).map(|block| format!("{block} {v}")))
+        .growth()
+        .filter_map(|(name, v)| match name {
+            Name::Ras {
+                block,
+                uncorrected: true,
+            } if v > 0.0 => Some(format!("{block} {v}")),
+            _ => None,
+        })
         .collect();
     if !ras.is_empty() {
         out.push(finding(
@@ -198,7 +196,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             "RMA candidate: reset the GPU, retest, and send this report",
         ));
     }
-    if delta(signals::RETIRED_PAGES_FAILED.name) > 0.0 {
+    if delta(signals::RETIRED_PAGES_FAILED) > 0.0 {
         out.push(finding(
             FindingCode::RowRemapFailure,
             Severity::Critical,
@@ -218,21 +216,21 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
 /// and are the card's lasting condition, not history: each gives its finding once, unless
 /// an event of the run already gave it.
 fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
-    let last = |key: &str| {
+    let last = |signal: Signal| {
         device
             .telemetry
             .iter()
-            .filter(|p| p.counters_after.contains_key(key))
-            .max_by(|a, b| a.end_ms.total_cmp(&b.end_ms))
-            .and_then(|p| p.counters_after.get(key).copied())
+            .filter_map(|p| Some((p.end_ms, p.after(signal)?)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, value)| value)
     };
     // The last value of each of some signals: the evidence of a standing state.
     let last_of = |of: &[Signal]| -> Values<Option<f64>> {
-        Values(of.iter().map(|s| (*s, last(s.name))).collect())
+        Values(of.iter().map(|s| (*s, last(*s))).collect())
     };
     let already = |out: &Vec<Finding>, code: FindingCode| out.iter().any(|f| f.code == code);
     let lasting = "(a lasting state of the card, whether set before or during the run)";
-    if last(signals::REMAP_FAILURE.name).is_some_and(|v| v > 0.0)
+    if last(signals::REMAP_FAILURE).is_some_and(|v| v > 0.0)
         && !already(out, FindingCode::RowRemapFailure)
     {
         out.push(finding(
@@ -246,7 +244,7 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             ])),
             "RMA the card",
         ));
-    } else if last(signals::REMAP_PENDING.name).is_some_and(|v| v > 0.0)
+    } else if last(signals::REMAP_PENDING).is_some_and(|v| v > 0.0)
         && !already(out, FindingCode::RowRemapPending)
     {
         out.push(finding(
@@ -261,7 +259,7 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             "reset the GPU to apply the remap, then retest",
         ));
     }
-    if last(signals::RETIRED_PAGES_PENDING.name).is_some_and(|v| v > 0.0)
+    if last(signals::RETIRED_PAGES_PENDING).is_some_and(|v| v > 0.0)
         && !already(out, FindingCode::RetiredPages)
     {
         out.push(finding(
@@ -270,7 +268,7 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             Confidence::High,
             format!(
                 "a page retirement is pending ({} pages retired for double-bit errors) {lasting}",
-                last(signals::RETIRED_PAGES_DBE.name).unwrap_or(0.0)
+                last(signals::RETIRED_PAGES_DBE).unwrap_or(0.0)
             ),
             evidence(&last_of(&[
                 signals::RETIRED_PAGES_PENDING,
@@ -279,7 +277,7 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             "reset the GPU to apply the retirement, retest, and send this report",
         ));
     }
-    if let Some(action) = last(signals::RECOVERY_ACTION.name).and_then(xid::recovery_action_of) {
+    if let Some(action) = last(signals::RECOVERY_ACTION).and_then(xid::recovery_action_of) {
         out.push(finding(
             FindingCode::RecoveryActionPending,
             Severity::Critical,
@@ -292,8 +290,8 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
     // How close the memory is to a remap failure, by bank (NVIDIA's RMA criterion is a
     // bank that needs one more uncorrectable row than it has spares).
     let (low, none) = (
-        last(signals::REMAP_BANKS_LOW.name).unwrap_or(0.0),
-        last(signals::REMAP_BANKS_NONE.name).unwrap_or(0.0),
+        last(signals::REMAP_BANKS_LOW).unwrap_or(0.0),
+        last(signals::REMAP_BANKS_NONE).unwrap_or(0.0),
     );
     if (low > 0.0 || none > 0.0) && !already(out, FindingCode::RowRemapFailure) {
         let banks = |n: f64| crate::text::count(n as u64, "memory bank");
@@ -321,25 +319,25 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             Confidence::High,
             format!("{said} {lasting}"),
             evidence(&Values(vec![
-                (signals::REMAP_BANKS_MAX, last(signals::REMAP_BANKS_MAX.name)),
-                (signals::REMAP_BANKS_HIGH, last(signals::REMAP_BANKS_HIGH.name)),
-                (signals::REMAP_BANKS_PARTIAL, last(signals::REMAP_BANKS_PARTIAL.name)),
+                (signals::REMAP_BANKS_MAX, last(signals::REMAP_BANKS_MAX)),
+                (signals::REMAP_BANKS_HIGH, last(signals::REMAP_BANKS_HIGH)),
+                (signals::REMAP_BANKS_PARTIAL, last(signals::REMAP_BANKS_PARTIAL)),
                 (signals::REMAP_BANKS_LOW, Some(low)),
                 (signals::REMAP_BANKS_NONE, Some(none)),
-                (signals::REMAPPED_UNCORRECTABLE, last(signals::REMAPPED_UNCORRECTABLE.name)),
+                (signals::REMAPPED_UNCORRECTABLE, last(signals::REMAPPED_UNCORRECTABLE)),
             ])),
             "plan the card's replacement: watch its uncorrectable remaps and rerun the rma profile; RMA when a remap fails",
         ));
     }
-    if last(signals::SRAM_THRESHOLD_EXCEEDED.name).is_some_and(|v| v > 0.0) {
+    if last(signals::SRAM_THRESHOLD_EXCEEDED).is_some_and(|v| v > 0.0) {
         out.push(finding(
             FindingCode::SramThresholdExceeded,
             Severity::Critical,
             Confidence::High,
             format!(
                 "the driver flags the GPU's on-chip SRAM past its threshold of uncorrectable errors ({} parity, {} SEC-DED) {lasting}",
-                last(signals::SRAM_UNCORRECTED_PARITY.name).unwrap_or(0.0),
-                last(signals::SRAM_UNCORRECTED_SECDED.name).unwrap_or(0.0)
+                last(signals::SRAM_UNCORRECTED_PARITY).unwrap_or(0.0),
+                last(signals::SRAM_UNCORRECTED_SECDED).unwrap_or(0.0)
             ),
             evidence(&Sourced {
                 readings: last_of(&[
@@ -352,10 +350,10 @@ fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
             "RMA candidate: run NVIDIA's field diagnostic and send this report",
         ));
     }
-    let text = |key: &str| device.setup.identity.get(key).and_then(Reading::text);
+    let text = |key: Signal| device.setup.identity_of(key).and_then(Reading::text);
     if let (Some(now), Some(pending)) = (
-        text(signals::ECC_ENABLED.name),
-        text(signals::ECC_ENABLED_PENDING.name),
+        text(signals::ECC_ENABLED),
+        text(signals::ECC_ENABLED_PENDING),
     ) && now != pending
     {
         out.push(finding(

@@ -125,14 +125,8 @@ const COST_FREE_CLOCK_SHARE: f64 = 0.9;
 /// measurable. None where it fell further, or where the clocks were not read (a cost
 /// unknown is not a cost ruled out).
 fn clock_kept(p: &PhaseTelemetry) -> Option<(f64, f64)> {
-    let now = p
-        .gauges
-        .get(crate::telemetry::signals::CLOCK_SM_MHZ.name)?
-        .min;
-    let max = p
-        .gauges
-        .get(crate::telemetry::signals::CLOCK_SM_MAX_MHZ.name)?
-        .min;
+    let now = p.gauge(crate::telemetry::signals::CLOCK_SM_MHZ)?.min;
+    let max = p.gauge(crate::telemetry::signals::CLOCK_SM_MAX_MHZ)?.min;
     (max > 0.0 && now >= COST_FREE_CLOCK_SHARE * max).then_some((now, max))
 }
 

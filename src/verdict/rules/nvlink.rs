@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
-use crate::telemetry::signals;
+use crate::telemetry::signals::{Name, NvlinkPart};
 use crate::verdict::DeviceReport;
 use crate::verdict::thresholds::Thresholds;
 
@@ -67,26 +67,23 @@ fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
     for p in &device.telemetry {
         let seconds = (p.end_ms - p.start_ms) / 1e3;
         let mut crc: BTreeMap<u32, f64> = BTreeMap::new();
-        for (name, value) in &p.counter_deltas {
-            let Some((l, what)) = signals::nvlink_part(name) else {
+        for (name, value) in p.growth() {
+            let Name::Nvlink { link: l, part } = name else {
                 continue;
             };
-            if what == "state" {
-                if *value < 0.0 {
+            if part == NvlinkPart::State {
+                if value < 0.0 {
                     links.entry(l).or_default().went_down.push(p.phase.clone());
                 }
                 continue;
             }
-            let Some(kind) = signals::NVLINK_COUNTERS.iter().find(|k| **k == what) else {
-                continue;
-            };
-            if *value > 0.0 {
+            if value > 0.0 {
                 let link = links.entry(l).or_default();
-                *link.counts.entry(kind).or_default() += value;
+                *link.counts.entry(part.name()).or_default() += value;
                 if !link.phases.contains(&p.phase) {
                     link.phases.push(p.phase.clone());
                 }
-                if *kind != "recovery" {
+                if part.corrected() {
                     *crc.entry(l).or_default() += value;
                 }
             }
@@ -97,9 +94,13 @@ fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
                 link.crc_per_s = link.crc_per_s.max(n / seconds);
             }
         }
-        for (name, value) in &p.counters_after {
-            if let Some((l, "state")) = signals::nvlink_part(name) {
-                last_state.insert(l, *value);
+        for (name, value) in p.ending() {
+            if let Name::Nvlink {
+                link,
+                part: NvlinkPart::State,
+            } = name
+            {
+                last_state.insert(link, value);
             }
         }
     }

@@ -58,8 +58,7 @@ pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
 
 /// PCIe AER errors (fatal and non-fatal) a phase's counters grew by.
 fn aer(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
-    let delta = |k: &str| p.counter_deltas.get(k).copied().unwrap_or(0.0);
-    if delta(signals::AER_FATAL.name) + delta(signals::AER_NONFATAL.name) > 0.0 {
+    if p.grew_or_0(signals::AER_FATAL) + p.grew_or_0(signals::AER_NONFATAL) > 0.0 {
         out.push(finding(
             FindingCode::PcieAerErrors,
             Severity::Major,
@@ -132,10 +131,9 @@ pub(super) fn bandwidth(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) 
 /// per device and kind, from the first phase that shows it (`said` keeps what was given).
 fn link(p: &PhaseTelemetry, said: &mut Vec<(FindingCode, &'static str)>, out: &mut Vec<Finding>) {
     let busy = p
-        .gauges
-        .get(signals::UTIL_GPU_PCT.name)
+        .gauge(signals::UTIL_GPU_PCT)
         .is_some_and(|u| u.median >= 50.0);
-    let least = |s: Signal| p.gauges.get(s.name).map(|g| g.min);
+    let least = |s: Signal| p.gauge(s).map(|g| g.min);
     for (what, now, max, slot, judged) in [
         (
             "generation",
@@ -152,8 +150,7 @@ fn link(p: &PhaseTelemetry, said: &mut Vec<(FindingCode, &'static str)>, out: &m
             true,
         ),
     ] {
-        let (Some(card), Some(highest)) = (least(max), p.gauges.get(now.name).map(|s| s.max))
-        else {
+        let (Some(card), Some(highest)) = (least(max), p.gauge(now).map(|s| s.max)) else {
             continue;
         };
         // What the link can reach here: the lower of the card's and the slot's maxima.
@@ -165,7 +162,7 @@ fn link(p: &PhaseTelemetry, said: &mut Vec<(FindingCode, &'static str)>, out: &m
             readings: Values(
                 [now, max, slot]
                     .into_iter()
-                    .map(|s| (s, p.gauges.get(s.name)))
+                    .map(|s| (s, p.gauge(s)))
                     .collect(),
             ),
         });
@@ -216,13 +213,9 @@ fn link(p: &PhaseTelemetry, said: &mut Vec<(FindingCode, &'static str)>, out: &m
 
 /// PCIe replays above what a bit error rate of 1e-12 allows on the link the phase ran at.
 fn replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
-    let replays = p
-        .counter_deltas
-        .get(signals::PCIE_REPLAYS.name)
-        .copied()
-        .unwrap_or(0.0);
-    let generation = p.gauges.get(signals::PCIE_GEN.name).map(|s| s.median);
-    let lanes = p.gauges.get(signals::PCIE_WIDTH.name).map(|s| s.median);
+    let replays = p.grew_or_0(signals::PCIE_REPLAYS);
+    let generation = p.gauge(signals::PCIE_GEN).map(|s| s.median);
+    let lanes = p.gauge(signals::PCIE_WIDTH).map(|s| s.median);
     let (Some(gts), Some(lanes)) = (
         generation.and_then(|g| crate::workload::pcie::transfer_rate_gts(g.round() as u32)),
         lanes,

@@ -133,8 +133,7 @@ pub struct Held {
 /// around the workloads.
 fn loaded(p: &PhaseTelemetry) -> bool {
     ![PREFLIGHT, BETWEEN_PHASES, "health"].contains(&p.phase.as_str())
-        && p.gauges
-            .get(signals::UTIL_GPU_PCT.name)
+        && p.gauge(signals::UTIL_GPU_PCT)
             .is_none_or(|u| u.median >= 50.0)
 }
 
@@ -155,8 +154,8 @@ const OWN_LIMITS: [ThrottleReason; 3] = [
 ];
 
 /// A clock's median and its maximum in a phase, where both were read.
-pub(super) fn clock(p: &PhaseTelemetry, now: &str, max: &str) -> Option<(f64, f64)> {
-    let (now, max) = (p.gauges.get(now)?, p.gauges.get(max)?);
+pub(super) fn clock(p: &PhaseTelemetry, now: Signal, max: Signal) -> Option<(f64, f64)> {
+    let (now, max) = (p.gauge(now)?, p.gauge(max)?);
     (max.min > 0.0).then_some((now.median, max.min))
 }
 
@@ -186,8 +185,8 @@ pub fn settings_in(
     let mut out = Vec::new();
     if holds(ThrottleReason::SwPowerCap)
         && let (Some(e), Some(d)) = (
-            p.gauges.get(signals::POWER_LIMIT_ENFORCED_W.name),
-            p.gauges.get(signals::POWER_LIMIT_DEFAULT_W.name),
+            p.gauge(signals::POWER_LIMIT_ENFORCED_W),
+            p.gauge(signals::POWER_LIMIT_DEFAULT_W),
         )
         && e.max < d.min
     {
@@ -199,8 +198,8 @@ pub fn settings_in(
     // The application clock target, where NVML gave one below its default.
     let target = clock(
         p,
-        signals::CLOCK_SM_APP_MHZ.name,
-        signals::CLOCK_SM_APP_DEFAULT_MHZ.name,
+        signals::CLOCK_SM_APP_MHZ,
+        signals::CLOCK_SM_APP_DEFAULT_MHZ,
     )
     .filter(|(target, default)| target < default);
     for (reason, setting) in [
@@ -226,11 +225,7 @@ pub fn settings_in(
     if !named_reason(p, t)
         && p.reasons_read > 0
         && held_for_heat(p, setup, t).is_none()
-        && let Some((sm, max)) = clock(
-            p,
-            signals::CLOCK_SM_MHZ.name,
-            signals::CLOCK_SM_MAX_MHZ.name,
-        )
+        && let Some((sm, max)) = clock(p, signals::CLOCK_SM_MHZ, signals::CLOCK_SM_MAX_MHZ)
         && sm < t.floor_share * max
     {
         out.push(Setting::LockedClocks {
@@ -240,17 +235,13 @@ pub fn settings_in(
     }
     // A memory clock power management lowered because the memory had little to do is not
     // a lock: only one held while the memory was busy is.
-    let memory_busy = match p.gauges.get(signals::UTIL_MEM_PCT.name) {
+    let memory_busy = match p.gauge(signals::UTIL_MEM_PCT) {
         Some(u) => u.median >= 50.0,
         None => p.phase == crate::product::Rate::Vram.workload(),
     };
     if !heat_or_power
         && memory_busy
-        && let Some((now, max)) = clock(
-            p,
-            signals::CLOCK_MEM_MHZ.name,
-            signals::CLOCK_MEM_MAX_MHZ.name,
-        )
+        && let Some((now, max)) = clock(p, signals::CLOCK_MEM_MHZ, signals::CLOCK_MEM_MAX_MHZ)
         && now < 0.9 * max
     {
         out.push(Setting::MemoryClock);
@@ -274,13 +265,13 @@ fn clock_of(p: &PhaseTelemetry, setting: &Setting, vendor_id: u32) -> Option<(St
     let (name, now, max) = match setting {
         Setting::MemoryClock => (
             "memory clock",
-            signals::CLOCK_MEM_MHZ.name,
-            signals::CLOCK_MEM_MAX_MHZ.name,
+            signals::CLOCK_MEM_MHZ,
+            signals::CLOCK_MEM_MAX_MHZ,
         ),
         _ => (
             shader_clock(vendor_id),
-            signals::CLOCK_SM_MHZ.name,
-            signals::CLOCK_SM_MAX_MHZ.name,
+            signals::CLOCK_SM_MHZ,
+            signals::CLOCK_SM_MAX_MHZ,
         ),
     };
     let (now, max) = clock(p, now, max)?;
@@ -443,18 +434,13 @@ pub fn held_for_heat(
     setup: &crate::verdict::Setup,
     t: &Thresholds,
 ) -> Option<String> {
-    let identity = &setup.identity;
     // A throttle status that names a reason decides by itself; one read that names none
     // says nothing against heat (an amdgpu's gpu_metrics may flag no thermal residency
     // while its junction sits at its limit and its clock stays down).
     if named_reason(p, t) || p.samples == 0 || !loaded(p) {
         return None;
     }
-    let (sm, max) = clock(
-        p,
-        signals::CLOCK_SM_MHZ.name,
-        signals::CLOCK_SM_MAX_MHZ.name,
-    )?;
+    let (sm, max) = clock(p, signals::CLOCK_SM_MHZ, signals::CLOCK_SM_MAX_MHZ)?;
     if sm >= 0.9 * max {
         return None;
     }
@@ -465,8 +451,8 @@ pub fn held_for_heat(
     ]
     .iter()
     .find_map(|(word, now, limit)| {
-        let hottest = p.gauges.get(now.name)?.max;
-        let limit = identity.get(limit.name).and_then(Reading::number)?;
+        let hottest = p.gauge(*now)?.max;
+        let limit = setup.identity_of(*limit).and_then(Reading::number)?;
         (hottest >= limit - t.thermal_margin_c).then(|| {
             format!(
                 "the {word} at {hottest:.0} °C, its limit {limit:.0} °C, with the {} at {sm:.0} of {max:.0} MHz",
@@ -488,17 +474,16 @@ pub fn memory_near_limit<'a>(
 ) -> Option<(&'a PhaseTelemetry, f64, Option<f64>, f64)> {
     let limit = device
         .setup
-        .identity
-        .get(signals::TEMP_MEM_MAX_C.name)
+        .identity_of(signals::TEMP_MEM_MAX_C)
         .and_then(Reading::number)
         .or_else(|| product::lookup(&device.name).and_then(|p| p.memory_temp_limit_c))?;
     let (phase, hottest) = device
         .telemetry
         .iter()
         .filter(|p| loaded(p))
-        .filter_map(|p| Some((p, p.gauges.get(signals::HBM_TEMP_C.name)?.max)))
+        .filter_map(|p| Some((p, p.gauge(signals::HBM_TEMP_C)?.max)))
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
-    let gpu = phase.gauges.get(signals::GPU_TEMP_C.name).map(|g| g.max);
+    let gpu = phase.gauge(signals::GPU_TEMP_C).map(|g| g.max);
     let judged_by_status = hottest >= limit && phase.reasons_read > 0;
     (hottest >= limit - t.thermal_margin_c && !judged_by_status)
         .then_some((phase, hottest, gpu, limit))
@@ -508,8 +493,8 @@ pub fn memory_near_limit<'a>(
 /// memory has no sensor the driver shows (a GeForce's GDDR6X through NVML, which reads
 /// HBM parts only).
 pub fn memory_temperature_unread(device: &DeviceReport) -> bool {
-    let read = |key: &str| device.telemetry.iter().any(|p| p.gauges.contains_key(key));
-    read(signals::GPU_TEMP_C.name) && !read(signals::HBM_TEMP_C.name)
+    let read = |signal: Signal| device.telemetry.iter().any(|p| p.gauge(signal).is_some());
+    read(signals::GPU_TEMP_C) && !read(signals::HBM_TEMP_C)
 }
 
 /// A process that started using the GPU during the test.
@@ -940,11 +925,7 @@ pub fn configuration(
             let clock = clock.map(|(words, _)| words);
             // The limits and clocks of the phase, those that were read.
             let gauges = |of: &[Signal]| {
-                Values(
-                    of.iter()
-                        .filter_map(|s| Some((*s, p.gauges.get(s.name)?)))
-                        .collect(),
-                )
+                Values(of.iter().filter_map(|s| Some((*s, p.gauge(*s)?))).collect())
             };
             let evidence = gauges(&[
                 signals::POWER_LIMIT_ENFORCED_W,
@@ -1001,7 +982,7 @@ pub fn configuration(
         let other_settings: Vec<Values<&str>> = [signals::PERSISTENCE_MODE, signals::COMPUTE_MODE]
             .iter()
             .filter_map(|s| {
-                let v = device.setup.identity_text(s.name)?;
+                let v = device.setup.identity_text(*s)?;
                 (!["on", "default"].contains(&v)).then(|| Values(vec![(*s, v)]))
             })
             .collect();

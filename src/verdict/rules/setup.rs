@@ -63,8 +63,8 @@ fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
             "load the driver (modprobe nvidia) or reinstall it, then rerun",
         ));
     }
-    let text = |key: &str| s.identity.get(key).and_then(Reading::text);
-    let nvml_version = text(signals::DRIVER_VERSION.name);
+    let text = |key: signals::Signal| s.identity_of(key).and_then(Reading::text);
+    let nvml_version = text(signals::DRIVER_VERSION);
     let differ = s.vendor_id == NVIDIA_VENDOR_ID
         && !s.vulkan_driver_version.is_empty()
         && nvml_version.is_some_and(|n| !same_version(n, &s.vulkan_driver_version));

@@ -126,8 +126,7 @@ const COST_FREE_SHARE: f64 = 0.05;
 pub(super) fn processes(device: &DeviceReport) -> Vec<Process> {
     device
         .setup
-        .identity
-        .get(signals::OTHER_PROCESSES.name)
+        .identity_of(signals::OTHER_PROCESSES)
         .and_then(Reading::processes)
         .unwrap_or_default()
 }

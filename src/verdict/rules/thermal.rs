@@ -53,7 +53,7 @@ pub(super) fn temperatures(p: &PhaseTelemetry) -> serde_json::Value {
 
 /// Some gauges of a phase, by signal.
 pub(super) fn gauges<'a>(p: &'a PhaseTelemetry, of: &[Signal]) -> Values<Option<&'a Stat>> {
-    Values(of.iter().map(|s| (*s, p.gauges.get(s.name))).collect())
+    Values(of.iter().map(|s| (*s, p.gauge(*s))).collect())
 }
 
 /// The share of a phase's samples under thermal slowdown, hardware or software.
@@ -66,16 +66,12 @@ pub(super) fn thermal_share(p: &PhaseTelemetry) -> f64 {
 /// memory's, those that were read (`hottest 88 °C, junction 104 °C`).
 fn hottest(p: &PhaseTelemetry) -> String {
     let parts: Vec<String> = [
-        ("hottest", signals::GPU_TEMP_C.name),
-        ("junction", signals::GPU_HOTSPOT_TEMP_C.name),
-        ("memory", signals::HBM_TEMP_C.name),
+        ("hottest", signals::GPU_TEMP_C),
+        ("junction", signals::GPU_HOTSPOT_TEMP_C),
+        ("memory", signals::HBM_TEMP_C),
     ]
     .iter()
-    .filter_map(|(word, key)| {
-        p.gauges
-            .get(*key)
-            .map(|s| format!("{word} {:.0} °C", s.max))
-    })
+    .filter_map(|(word, key)| p.gauge(*key).map(|s| format!("{word} {:.0} °C", s.max)))
     .collect();
     if parts.is_empty() {
         "no temperature read".into()
