@@ -3,13 +3,14 @@
 //! report: a leak, a step over the memory limit, fragmentation, another process, a driver
 //! timeout, the card; and the application's own error when none of them explains its end.
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::app::{AppView, Failure};
 use super::model::DeviceReport;
 use super::thresholds::Thresholds;
 use crate::evidence::trace::VkError;
-use crate::finding::{Class, Confidence, Finding, FindingCode, Severity, finding};
+use crate::finding::{Class, Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::telemetry::record::{DriverReset, XidEvent};
 
 /// Bytes for people, down to KiB.
 fn bytes(b: u64) -> String {
@@ -243,19 +244,20 @@ fn leak(v: &AppView, tr: &Trend) -> Finding {
         Severity::Major,
         confidence,
         summary,
-        json!({
-            "iterations": tr.n,
-            "bytes_per_iteration": tr.slope,
-            "bytes_per_minute": tr.slope * 60_000.0 / tr.iteration_ms,
-            "fit_r2": tr.r2,
-            "baseline_first_bytes": tr.first,
-            "baseline_last_bytes": tr.last,
-            "peak_bytes": tr.peak,
-            "budget_bytes": v.budget,
-            "seconds_until_budget": left_s,
-            "leaking_size_class_bytes": class.map(|(k, _)| crate::evidence::ring::class_limit_bytes(k)),
-            "leaking_allocations": class.map(|(_, n)| n),
-            "by_time": v.by_time,
+        evidence(&Leak {
+            iterations: tr.n,
+            bytes_per_iteration: tr.slope,
+            bytes_per_minute: tr.slope * 60_000.0 / tr.iteration_ms,
+            fit_r2: tr.r2,
+            baseline_first_bytes: tr.first,
+            baseline_last_bytes: tr.last,
+            peak_bytes: tr.peak,
+            budget_bytes: v.budget,
+            seconds_until_budget: left_s,
+            leaking_size_class_bytes: class
+                .map(|(k, _)| crate::evidence::ring::class_limit_bytes(k)),
+            leaking_allocations: class.map(|(_, n)| n),
+            by_time: v.by_time,
         }),
         "free what each iteration allocates (the application's bug, not the card's), or restart it before it runs out",
     )
@@ -286,13 +288,13 @@ fn creeping_floor(v: &AppView, tr: &Trend) -> Finding {
             crate::text::count(tr.n as u64, "iteration"),
             bytes(tr.peak)
         ),
-        json!({
-            "iterations": tr.n,
-            "baseline_first_bytes": tr.first,
-            "baseline_last_bytes": tr.last,
-            "baseline_bytes_per_iteration": tr.slope,
-            "peak_bytes_per_iteration": tr.peak_slope,
-            "budget_bytes": v.budget,
+        evidence(&Creep {
+            iterations: tr.n,
+            baseline_first_bytes: tr.first,
+            baseline_last_bytes: tr.last,
+            baseline_bytes_per_iteration: tr.slope,
+            peak_bytes_per_iteration: tr.peak_slope,
+            budget_bytes: v.budget,
         }),
         "let the application's allocator release or reuse what it frees (empty its cache between steps, allocate in fewer, larger blocks); the card is fine",
     )
@@ -374,15 +376,21 @@ fn over_the_limit(v: &AppView, failure: &Failure, t: &Thresholds) -> Finding {
             Confidence::Medium
         },
         summary,
-        json!({
-            "failed_at_ms": t_ms,
-            "failure": failure_said(failure),
-            "peak_bytes": peak,
-            "budget_bytes": v.budget,
-            "card_used_bytes": card_used,
-            "baseline_bytes": baseline,
-            "free_bytes": match failure { Failure::Memory { free, .. } => *free, _ => None },
-            "request_bytes": match failure { Failure::Memory { request, .. } => *request, _ => None },
+        evidence(&OverLimit {
+            failed_at_ms: t_ms,
+            failure: failure_said(failure),
+            peak_bytes: peak,
+            budget_bytes: v.budget,
+            card_used_bytes: card_used,
+            baseline_bytes: baseline,
+            free_bytes: match failure {
+                Failure::Memory { free, .. } => *free,
+                Failure::Lost { .. } => None,
+            },
+            request_bytes: match failure {
+                Failure::Memory { request, .. } => *request,
+                Failure::Lost { .. } => None,
+            },
         }),
         "make the step smaller (batch, resolution, model or tile size), or run it on a card with more memory; the card is fine",
     )
@@ -435,14 +443,14 @@ fn fragmented(v: &AppView, failure: &Failure) -> Option<Finding> {
         Severity::Major,
         Confidence::High,
         summary,
-        json!({
-            "failed_at_ms": t_ms,
-            "request_bytes": request,
-            "free_bytes": free,
-            "result": result.map(VkError::name),
-            "live_allocations": live.map(|l| l.0),
-            "max_allocations": live.map(|l| l.1),
-            "budget_bytes": v.budget,
+        evidence(&Refused {
+            failed_at_ms: *t_ms,
+            request_bytes: *request,
+            free_bytes: *free,
+            result: result.map(VkError::name),
+            live_allocations: live.map(|l| l.0),
+            max_allocations: live.map(|l| l.1),
+            budget_bytes: v.budget,
         }),
         "suballocate: fewer, larger blocks (an allocator such as VMA or gpu-allocator), or free and reallocate in one size; the card is fine",
     ))
@@ -513,13 +521,19 @@ fn other_process(v: &AppView, failure: &Failure, t: &Thresholds) -> Option<Findi
             failure_said(failure),
             crate::text::list(&said)
         ),
-        json!({
-            "failed_at_ms": t_ms,
-            "failure": failure_said(failure),
-            "processes": grown.iter().map(|(pid, name, before, at)| json!({
-                "pid": pid, "name": name, "before_bytes": before, "at_failure_bytes": at,
-            })).collect::<Vec<_>>(),
-            "budget_bytes": v.budget,
+        evidence(&OtherProcesses {
+            failed_at_ms: t_ms,
+            failure: failure_said(failure),
+            processes: grown
+                .iter()
+                .map(|(pid, name, before, at)| Grown {
+                    pid: *pid,
+                    name: name.as_deref(),
+                    before_bytes: *before,
+                    at_failure_bytes: *at,
+                })
+                .collect(),
+            budget_bytes: v.budget,
         }),
         "give the application the GPU to itself (stop or move the other process, or schedule them apart); the card is fine",
     ))
@@ -547,7 +561,7 @@ fn driver_timeout(
     t: &Thresholds,
 ) -> Finding {
     let t_ms = lost.t_ms();
-    let xids: Vec<&crate::telemetry::record::XidEvent> = d
+    let xids: Vec<&XidEvent> = d
         .telemetry
         .iter()
         .flat_map(|p| &p.xids)
@@ -587,7 +601,7 @@ fn driver_timeout(
         summary.push_str(", the engine busy without a break before it");
     }
     // Windows' own word: it reset the display driver after a timeout (TDR) around then.
-    let resets: Vec<&crate::telemetry::record::DriverReset> = d
+    let resets: Vec<&DriverReset> = d
         .driver_resets()
         .filter(|r| r.t_ms.is_none_or(|at| (at - t_ms).abs() <= 60_000.0))
         .collect();
@@ -634,17 +648,22 @@ fn driver_timeout(
             Confidence::High
         },
         summary,
-        json!({
-            "driver_resets": resets,
-            "lost_at_ms": t_ms,
-            "failure": failure_said(lost),
-            "memory_flat": flat,
-            "memory_bytes": high,
-            "engine_stalled": stalled,
-            "xids": xids.iter().map(|x| json!({
-                "xid": x.code, "pid": x.pid, "application": x.pid.is_some_and(|p| v.pids.contains(&p)),
-                "t_ms": x.t_ms,
-            })).collect::<Vec<_>>(),
+        evidence(&Lost {
+            driver_resets: &resets,
+            lost_at_ms: t_ms,
+            failure: failure_said(lost),
+            memory_flat: flat,
+            memory_bytes: high,
+            engine_stalled: stalled,
+            xids: xids
+                .iter()
+                .map(|x| LossXid {
+                    xid: x.code,
+                    pid: x.pid,
+                    application: x.pid.is_some_and(|p| v.pids.contains(&p)),
+                    t_ms: x.t_ms,
+                })
+                .collect(),
         }),
         "split the application's long dispatches (or raise the watchdog's limit where that is yours to set), update the driver, and if it comes back run `kiln run` to clear the card",
     )
@@ -687,7 +706,7 @@ pub fn card(d: &DeviceReport, v: &AppView) -> Vec<Finding> {
         Severity::Critical,
         Confidence::High,
         summary,
-        json!({"findings": codes}),
+        evidence(&CardFindings { findings: codes }),
         "test the card: `kiln run --profile rma` on this GPU, and keep this run directory with its report for the vendor",
     )]
 }
@@ -706,7 +725,10 @@ fn unseen(v: &AppView) -> Finding {
         Severity::Major,
         Confidence::High,
         why,
-        json!({"ended_at_ms": v.end.map(|e| e.0), "processes": v.pids}),
+        evidence(&Unseen {
+            ended_at_ms: v.end.map(|e| e.0),
+            processes: &v.pids,
+        }),
         "watch it where per-process memory is reported (NVIDIA's NVML, amdgpu or Intel's DRM fdinfo, Windows 10's GPU performance counters), or start it under kiln (kiln watch -- CMD) so that kiln's layer traces its allocations",
     )
 }
@@ -720,7 +742,9 @@ pub fn watch_interrupted(at_s: f64) -> Finding {
         format!(
             "a signal interrupted the watch at {at_s:.1} s while the application ran: what was seen before it stands, the rest of the application's run was not watched"
         ),
-        json!({"at_s": (at_s * 10.0).round() / 10.0}),
+        evidence(&Interrupted {
+            at_s: (at_s * 10.0).round() / 10.0,
+        }),
         "watch the application again to its end (a scheduler's time limit must cover the application's own)",
     )
 }
@@ -740,9 +764,133 @@ fn own_exit(at_ms: f64, code: Option<i32>, signal: Option<i32>) -> Finding {
             "the application {how} {:.1} s into the watch, and nothing on the GPU explains it: its own error",
             at_ms / 1e3
         ),
-        json!({"exit_code": code, "signal": signal, "ended_at_ms": at_ms}),
+        evidence(&OwnExit {
+            exit_code: code,
+            signal,
+            ended_at_ms: at_ms,
+        }),
         "read the application's own output and logs for why it stopped",
     )
+}
+
+/// The evidence of `APP_MEMORY_LEAK`.
+#[derive(Serialize)]
+struct Leak {
+    iterations: usize,
+    bytes_per_iteration: f64,
+    bytes_per_minute: f64,
+    fit_r2: f64,
+    baseline_first_bytes: u64,
+    baseline_last_bytes: u64,
+    peak_bytes: u64,
+    budget_bytes: Option<u64>,
+    seconds_until_budget: Option<f64>,
+    leaking_size_class_bytes: Option<u64>,
+    leaking_allocations: Option<i64>,
+    by_time: bool,
+}
+
+/// The evidence of `APP_FRAGMENTATION` without a failure: the floor's creep.
+#[derive(Serialize)]
+struct Creep {
+    iterations: usize,
+    baseline_first_bytes: u64,
+    baseline_last_bytes: u64,
+    baseline_bytes_per_iteration: f64,
+    peak_bytes_per_iteration: f64,
+    budget_bytes: Option<u64>,
+}
+
+/// The evidence of `APP_OVER_MEMORY_LIMIT`.
+#[derive(Serialize)]
+struct OverLimit {
+    failed_at_ms: f64,
+    failure: String,
+    peak_bytes: u64,
+    budget_bytes: Option<u64>,
+    card_used_bytes: Option<u64>,
+    baseline_bytes: Option<u64>,
+    free_bytes: Option<u64>,
+    request_bytes: Option<u64>,
+}
+
+/// The evidence of `APP_FRAGMENTATION` at a refused allocation.
+#[derive(Serialize)]
+struct Refused {
+    failed_at_ms: f64,
+    request_bytes: Option<u64>,
+    free_bytes: Option<u64>,
+    result: Option<String>,
+    live_allocations: Option<u64>,
+    max_allocations: Option<u64>,
+    budget_bytes: Option<u64>,
+}
+
+/// The evidence of `APP_OTHER_PROCESS`.
+#[derive(Serialize)]
+struct OtherProcesses<'a> {
+    failed_at_ms: f64,
+    failure: String,
+    processes: Vec<Grown<'a>>,
+    budget_bytes: Option<u64>,
+}
+
+/// Another process whose memory grew before the failure.
+#[derive(Serialize)]
+struct Grown<'a> {
+    pid: u32,
+    name: Option<&'a str>,
+    before_bytes: u64,
+    at_failure_bytes: u64,
+}
+
+/// The evidence of `APP_DRIVER_TIMEOUT`.
+#[derive(Serialize)]
+struct Lost<'a> {
+    driver_resets: &'a [&'a DriverReset],
+    lost_at_ms: f64,
+    failure: String,
+    memory_flat: bool,
+    memory_bytes: u64,
+    engine_stalled: bool,
+    xids: Vec<LossXid>,
+}
+
+/// An Xid that goes with a lost device, and whose it was.
+#[derive(Serialize)]
+struct LossXid {
+    xid: Option<u32>,
+    pid: Option<u32>,
+    /// The application's own process.
+    application: bool,
+    t_ms: Option<f64>,
+}
+
+/// The evidence of `APP_CARD_FAULT`: the card's findings, by code.
+#[derive(Serialize)]
+struct CardFindings<'a> {
+    findings: Vec<&'a str>,
+}
+
+/// The evidence of `APP_MEMORY_UNSEEN`.
+#[derive(Serialize)]
+struct Unseen<'a> {
+    ended_at_ms: Option<f64>,
+    processes: &'a [u32],
+}
+
+/// The evidence of `RUN_INTERRUPTED` in a watch.
+#[derive(Serialize)]
+struct Interrupted {
+    at_s: f64,
+}
+
+/// The evidence of `APP_EXIT`.
+#[derive(Serialize)]
+struct OwnExit {
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    ended_at_ms: f64,
 }
 
 #[cfg(test)]
