@@ -1108,3 +1108,125 @@ pub fn product_unknown(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Find
         "set floors (vram_floor_gbps, floors) in a thresholds file from this product's healthy cards",
     ));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{computed_at, device, gauge, phase, said};
+    use crate::finding::{Class, Confidence, Severity};
+    use crate::verdict::thresholds::Thresholds;
+
+    /// A loaded compute phase of an H200 (700 W by default) under an enforced power
+    /// limit, its SM clock at `sm_mhz` of 1980 and the power cap named for `capped_share`
+    /// of the samples.
+    fn capped(enforced_w: f64, sm_mhz: f64, capped_share: f64) -> crate::verdict::DeviceReport {
+        device(vec![phase(
+            "compute",
+            serde_json::json!({
+                "gauges": {
+                    "power_limit_enforced_w": gauge(enforced_w, enforced_w, enforced_w),
+                    "power_limit_default_w": gauge(700.0, 700.0, 700.0),
+                    "clock_sm_mhz": gauge(sm_mhz, sm_mhz, sm_mhz),
+                    "clock_sm_max_mhz": gauge(1980.0, 1980.0, 1980.0),
+                    "util_gpu_pct": gauge(99.0, 100.0, 100.0),
+                },
+                "throttle_share": {"sw_power_cap": capped_share},
+            }),
+        )])
+    }
+
+    #[test]
+    fn an_administrators_power_cap_is_judged_by_what_it_held() {
+        let t = Thresholds::default();
+        // Capped at 400 W with the SM clock held at 55% of its maximum: the configuration
+        // holds the card below its product, and the driver named it.
+        let held = super::configuration_rule(&capped(400.0, 1100.0, 0.9), &t);
+        assert_eq!(
+            said(&held),
+            [("CONFIG_LIMITS_CARD", Class::Environment, Severity::Major)]
+        );
+        assert_eq!(held[0].confidence, Confidence::High);
+        assert!(
+            held[0].summary.contains("power limit"),
+            "{}",
+            held[0].summary
+        );
+        // The near miss: capped at 650 W with the clock kept at 92%: a note.
+        let kept = super::configuration_rule(&capped(650.0, 1820.0, 0.9), &t);
+        assert_eq!(
+            said(&kept),
+            [("ADMIN_POWER_CAP", Class::Info, Severity::Note)]
+        );
+        // At the card's own limit, the cap is the product's: nothing.
+        assert!(super::configuration_rule(&capped(700.0, 1100.0, 0.9), &t).is_empty());
+        // Named for fewer samples than `throttle_share`, the clock at its maximum: nothing
+        // held.
+        assert!(super::configuration_rule(&capped(400.0, 1980.0, 0.04), &t).is_empty());
+    }
+
+    #[test]
+    fn a_clock_held_low_with_no_reason_named_is_a_lock_unless_heat_held_it() {
+        let t = Thresholds::default();
+        let held_at = |gpu_temp_c: f64| {
+            let mut d = capped(700.0, 990.0, 0.0);
+            d.telemetry[0].gauges.insert(
+                "gpu_temp_c".into(),
+                serde_json::from_value(gauge(gpu_temp_c, gpu_temp_c, gpu_temp_c)).unwrap(),
+            );
+            d.setup.identity.insert(
+                "temp_slowdown_c".into(),
+                crate::telemetry::record::Reading::Number(90.0),
+            );
+            d
+        };
+        // Half its maximum, cool, and the driver names no reason: a lock it no longer
+        // names (newer drivers), less sure than a named one.
+        let locked = super::configuration_rule(&held_at(60.0), &t);
+        assert_eq!(
+            said(&locked),
+            [("CONFIG_LIMITS_CARD", Class::Environment, Severity::Major)]
+        );
+        assert_eq!(locked[0].confidence, Confidence::Medium);
+        // The near miss: the same clock with the GPU at its slowdown temperature is heat's.
+        assert!(super::configuration_rule(&held_at(90.0), &t).is_empty());
+    }
+
+    #[test]
+    fn a_memory_clock_is_held_only_while_the_memory_was_busy() {
+        let t = Thresholds::default();
+        let at = |util_mem_pct: f64| {
+            let d = device(vec![phase(
+                "vram",
+                serde_json::json!({"gauges": {
+                    "clock_mem_mhz": gauge(1593.0, 1593.0, 1593.0),
+                    "clock_mem_max_mhz": gauge(3201.0, 3201.0, 3201.0),
+                    "util_mem_pct": gauge(util_mem_pct, util_mem_pct, util_mem_pct),
+                }}),
+            )]);
+            super::settings_in(&d.telemetry[0], &d.setup, &t)
+        };
+        assert_eq!(at(95.0), [super::Setting::MemoryClock]);
+        assert!(at(10.0).is_empty(), "a memory clock lowered while idle");
+    }
+
+    #[test]
+    fn a_gpu_kiln_has_no_figures_for_is_said_once_and_only_then() {
+        let t = Thresholds::default();
+        let mut unknown = computed_at(20_000.0);
+        unknown.name = "Contoso GX 9".into();
+        assert_eq!(
+            said(&super::product_unknown_rule(&unknown, &t)),
+            [("PRODUCT_UNKNOWN", Class::Info, Severity::Note)]
+        );
+        // The near misses: a product kiln knows, and one whose every rate has a site floor.
+        assert!(super::product_unknown_rule(&computed_at(20_000.0), &t).is_empty());
+        let floored = Thresholds {
+            floors: [
+                ("compute_fp32_gops".to_owned(), 1.0),
+                ("compute_int32_gops".to_owned(), 1.0),
+            ]
+            .into(),
+            ..Thresholds::default()
+        };
+        assert!(super::product_unknown_rule(&unknown, &floored).is_empty());
+    }
+}

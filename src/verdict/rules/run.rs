@@ -130,3 +130,55 @@ pub fn run_interrupted(
         "run the test again to its end without stopping it (a scheduler's time limit must exceed the profile's duration)",
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::workload::{WorkloadOutcome, WorkloadResult, WorkloadStatus};
+
+    fn outcome(name: &str, status: WorkloadStatus) -> WorkloadOutcome {
+        WorkloadOutcome {
+            workload: name.into(),
+            status,
+            headline: String::new(),
+            summary: WorkloadResult::from_json(name, serde_json::json!({})),
+        }
+    }
+
+    #[test]
+    fn an_interrupted_run_says_what_ran_what_was_cut_and_what_never_ran() {
+        // A compute run that reported its results, then a VRAM run cut short.
+        let ran = super::super::testing::computed_at(40_000.0)
+            .workloads
+            .remove(0);
+        let done = [
+            ran,
+            outcome("vram", WorkloadStatus::Incomplete),
+            outcome("pcie", WorkloadStatus::NotRun),
+        ];
+        let f = super::run_interrupted(93.46, &["vram".to_owned()], &done);
+        assert_eq!(f.code, crate::finding::FindingCode::RunInterrupted);
+        assert_eq!(
+            f.summary,
+            "a signal interrupted the run at 93.5 s, during vram: the test did not finish"
+        );
+        assert_eq!(
+            f.evidence,
+            serde_json::json!({"at_s": 93.5, "running": ["vram"],
+                "cut_short": ["vram"], "not_run": ["pcie"]})
+        );
+        // Before any workload began, it says nothing was tested.
+        let early = super::run_interrupted(1.0, &[], &[outcome("vram", WorkloadStatus::NotRun)]);
+        assert!(
+            early.summary.ends_with("nothing was tested"),
+            "{}",
+            early.summary
+        );
+        // Between two workloads.
+        let between = super::run_interrupted(40.0, &[], &done[..1]);
+        assert!(
+            between.summary.contains("between workloads"),
+            "{}",
+            between.summary
+        );
+    }
+}
