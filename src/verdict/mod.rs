@@ -21,7 +21,9 @@ use crate::telemetry::summary::summarize;
 use crate::workload::{WorkloadOutcome, WorkloadResult, WorkloadStatus};
 
 pub use evidence::RunEvidence;
-pub use model::{DeviceFailure, DeviceReport, DeviceResult, RateSample, Report, Setup, exit_code};
+pub use model::{
+    DeviceEvidence, DeviceFailure, DeviceReport, DeviceResult, RateSample, Report, Setup, exit_code,
+};
 
 /// Why a run directory could not be judged.
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +56,7 @@ struct Interruption {
 }
 
 /// What the events say about one device.
-struct DeviceEvidence {
+struct DeviceEvents {
     info: DeviceInfo,
     outcomes: Vec<WorkloadOutcome>,
     /// Workloads that started but never ended.
@@ -162,7 +164,7 @@ fn judge(
     let plan = planned_outcomes(&manifest.settings);
     let stop_on_first_failure = manifest.settings.stop_on_first_failure;
     let mut notes: Vec<String> = overlaid.into_iter().collect();
-    let mut devices: Vec<DeviceEvidence> = Vec::new();
+    let mut devices: Vec<DeviceEvents> = Vec::new();
     let mut finished = live;
     let mut interrupted: Option<Interruption> = None;
     let mut last_ms = 0.0;
@@ -176,7 +178,7 @@ fn judge(
             (Event::Note { message }, None) => notes.push(message.clone()),
             // A device's own facts (a confirmation rerun, a stop at the first failure).
             (Event::Note { message }, Some(d)) => notes.push(format!("GPU{d}: {message}")),
-            (Event::DeviceStart { info }, _) => devices.push(DeviceEvidence {
+            (Event::DeviceStart { info }, _) => devices.push(DeviceEvents {
                 info: (**info).clone(),
                 outcomes: Vec::new(),
                 unfinished: Vec::new(),
@@ -280,7 +282,7 @@ fn judge(
     let mut reports: Vec<DeviceReport> = devices
         .into_iter()
         .map(
-            |DeviceEvidence {
+            |DeviceEvents {
                  info,
                  outcomes,
                  unfinished,

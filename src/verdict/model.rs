@@ -159,6 +159,37 @@ pub struct DeviceReport {
     found: Vec<Finding>,
 }
 
+/// What the rules read of one device: its evidence, borrowed from its report, and none of
+/// its findings, so that no rule can read another's (which finding explains which is
+/// [`super::resolve`]'s alone).
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceEvidence<'a> {
+    /// Vulkan index.
+    pub index: usize,
+    /// Device name, as Vulkan gives it.
+    pub name: &'a str,
+    /// Device kind.
+    pub kind: DeviceKind,
+    /// How the device is installed: driver versions, the vendor's identity, other tenants.
+    pub setup: &'a Setup,
+    /// Each workload's outcome.
+    pub workloads: &'a [WorkloadOutcome],
+    /// Telemetry per phase.
+    pub telemetry: &'a [PhaseTelemetry],
+    /// Failures of the device or its worker that ended its test.
+    pub failures: &'a [DeviceFailure],
+    /// The rates its workloads measured at moments of the run.
+    pub rate_samples: &'a [RateSample],
+}
+
+impl DeviceEvidence<'_> {
+    /// Windows' resets of the display driver after a timeout (TDR) during the run, every
+    /// phase's.
+    pub fn driver_resets(&self) -> impl Iterator<Item = &crate::telemetry::record::DriverReset> {
+        self.telemetry.iter().flat_map(|p| &p.driver_resets)
+    }
+}
+
 /// One rate a workload measured at a moment of the run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateSample {
@@ -224,6 +255,20 @@ impl Setup {
 }
 
 impl DeviceReport {
+    /// The device's evidence, as its rules read it.
+    pub fn evidence(&self) -> DeviceEvidence<'_> {
+        DeviceEvidence {
+            index: self.index,
+            name: &self.name,
+            kind: self.kind,
+            setup: &self.setup,
+            workloads: &self.workloads,
+            telemetry: &self.telemetry,
+            failures: &self.failures,
+            rate_samples: &self.rate_samples,
+        }
+    }
+
     /// Windows' resets of the display driver after a timeout (TDR) during the run, every
     /// phase's.
     pub fn driver_resets(&self) -> impl Iterator<Item = &crate::telemetry::record::DriverReset> {
@@ -428,7 +473,7 @@ impl DeviceReport {
 
     /// [`DeviceReport::judge`] with these rules, run in the order given.
     pub fn judge_with(&mut self, with: &[(&str, rules::Rule)], thresholds: &Thresholds) {
-        self.found = rules::judge_with(with, self, thresholds);
+        self.found = rules::judge_with(with, &self.evidence(), thresholds);
         self.settle();
     }
 
@@ -623,7 +668,7 @@ impl DeviceReport {
                     .to_owned(),
             );
         }
-        if super::rules::rates::memory_temperature_unread(self) {
+        if super::rules::rates::memory_temperature_unread(&self.evidence()) {
             let nvidia = crate::product::Vendor::from_pci_id(self.setup.vendor_id)
                 == Some(crate::product::Vendor::Nvidia);
             out.push(if nvidia {

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::finding::{Clock, Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::signals;
-use crate::verdict::DeviceReport;
+use crate::verdict::DeviceEvidence;
 use crate::verdict::thresholds::Thresholds;
 
 /// What restores the card's own clocks: the action of the overclock's finding and of every
@@ -20,7 +20,7 @@ struct Over<'a> {
 }
 
 /// The rule.
-pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     overclocked(device, &mut out);
     out
@@ -30,7 +30,7 @@ pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
 /// settings, not the card. The errors it explains (wrong compute results with the SM clock
 /// over, VRAM errors with the memory clock over) are resolved in
 /// [`crate::verdict::resolve`]; only errors at stock clocks are the card's.
-fn overclocked(device: &DeviceReport, out: &mut Vec<Finding>) {
+fn overclocked(device: &DeviceEvidence, out: &mut Vec<Finding>) {
     let over = |clock: signals::Signal, max: signals::Signal| {
         device.telemetry.iter().find_map(|p| {
             let (now, limit) = (p.gauge(clock)?, p.gauge(max)?);
@@ -87,7 +87,7 @@ mod tests {
             serde_json::json!({"gauges": {"clock_sm_mhz": gauge(1900.0, 1980.0, highest_mhz),
                                           "clock_sm_max_mhz": gauge(1980.0, 1980.0, 1980.0)}}),
         )]);
-        said(&super::judge(&d, &Thresholds::default()))
+        said(&super::judge(&d.evidence(), &Thresholds::default()))
     }
 
     #[test]

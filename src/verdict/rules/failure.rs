@@ -9,7 +9,7 @@ use crate::evidence::DeviceErrorKind;
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::record::{DriverReset, XID_FALLEN_OFF_THE_BUS};
 use crate::telemetry::summary::PhaseTelemetry;
-use crate::verdict::DeviceReport;
+use crate::verdict::DeviceEvidence;
 use crate::verdict::thresholds::Thresholds;
 use crate::workload::Kind;
 use crate::workload::psu::Psu;
@@ -40,7 +40,7 @@ struct Resets<'a> {
 }
 
 /// The rule.
-pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     let xid_codes: Vec<u32> = device.telemetry.iter().flat_map(phase_xid_codes).collect();
     device_failure(device, &xid_codes, &mut out);
@@ -48,7 +48,7 @@ pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
     out
 }
 
-fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Finding>) {
+fn device_failure(device: &DeviceEvidence, xid_codes: &[u32], out: &mut Vec<Finding>) {
     let mut errors: Vec<String> = device
         .workloads
         .iter()
@@ -140,7 +140,7 @@ fn device_failure(device: &DeviceReport, xid_codes: &[u32], out: &mut Vec<Findin
 /// supply, which sags only when the whole machine draws. It explains what the loss alone
 /// would say (a timeout, a card off the bus: [`crate::verdict::resolve`]). Nothing when `heat`
 /// did not run clean first: then the card was not shown to hold its own load.
-fn combined_load(device: &DeviceReport, out: &mut Vec<Finding>) {
+fn combined_load(device: &DeviceEvidence, out: &mut Vec<Finding>) {
     let in_psu = |w: &&crate::workload::WorkloadOutcome| w.together_with() == Some(Psu::NAME);
     let lost = device
         .workloads
@@ -313,7 +313,7 @@ mod tests {
                 message: "the worker stopped".into(),
             })
             .collect();
-        said(&super::judge(&d, &Thresholds::default()))
+        said(&super::judge(&d.evidence(), &Thresholds::default()))
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, findi
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Name, Signal, Values};
 use crate::telemetry::summary::PhaseTelemetry;
-use crate::verdict::DeviceReport;
+use crate::verdict::DeviceEvidence;
 use crate::verdict::thresholds::Thresholds;
 use crate::verdict::xid;
 
@@ -41,7 +41,7 @@ const XID_HIGH_CORRECTED_RATE: u32 = 92;
 /// shorter than a minute is judged as a whole minute, so that a burst is not yet a rate.
 /// Xid 92 beside it is the driver saying the same: then it is sure. Below the budget an Xid
 /// 92 stays the early warning its own finding says.
-fn corrected_rate(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>) {
+fn corrected_rate(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding>) {
     let worst = device
         .telemetry
         .iter()
@@ -94,9 +94,9 @@ fn corrected_rate(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>)
 
 /// The rule: what each phase's counters grew by, then the states the last counters show
 /// (a state an event of the run already gave is not given again).
-pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    for p in &device.telemetry {
+    for p in device.telemetry {
         counters(p, &mut out);
     }
     corrected_rate(device, t, &mut out);
@@ -215,7 +215,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
 /// ECC mode change waiting for a reset. They were set before the run as often as during it,
 /// and are the card's lasting condition, not history: each gives its finding once, unless
 /// an event of the run already gave it.
-fn standing(device: &DeviceReport, out: &mut Vec<Finding>) {
+fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
     let last = |signal: Signal| {
         device
             .telemetry
@@ -382,7 +382,7 @@ mod tests {
             serde_json::json!({"end_ms": minutes * 60_000.0,
                                "counter_deltas": {"ecc_corrected_volatile": count}}),
         )]);
-        said(&super::judge(&d, &Thresholds::default()))
+        said(&super::judge(&d.evidence(), &Thresholds::default()))
     }
 
     #[test]
@@ -403,7 +403,7 @@ mod tests {
             serde_json::json!({"counter_deltas": {"ecc_uncorrected_volatile": 2.0, "remap_failure": 1.0}}),
         )]);
         assert_eq!(
-            said(&super::judge(&d, &Thresholds::default())),
+            said(&super::judge(&d.evidence(), &Thresholds::default())),
             [
                 ("ECC_UNCORRECTABLE", Class::Hardware, Severity::Critical),
                 ("ROW_REMAP_FAILURE", Class::Hardware, Severity::Critical)
@@ -415,6 +415,9 @@ mod tests {
             serde_json::json!({"counter_deltas": {"remap_failure": 1.0},
                                "counters_after": {"remap_failure": 1.0}}),
         )]);
-        assert_eq!(said(&super::judge(&d, &Thresholds::default())).len(), 1);
+        assert_eq!(
+            said(&super::judge(&d.evidence(), &Thresholds::default())).len(),
+            1
+        );
     }
 }

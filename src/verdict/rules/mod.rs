@@ -1,5 +1,5 @@
 //! The rules: from one device's evidence (workload results, telemetry per phase) to
-//! findings. Each rule is a pure function of the evidence, `fn(&DeviceReport, &Thresholds)
+//! findings. Each rule is a pure function of the evidence, `fn(&DeviceEvidence, &Thresholds)
 //! -> Vec<Finding>`, and reads no other rule's findings: their order decides nothing.
 //! Which finding explains which (a cause and the symptom it produced) is decided after
 //! them, in one place: [`crate::verdict::resolve`].
@@ -24,7 +24,7 @@ pub use failure::reset_words;
 pub use peers::{peers, rates};
 pub use run::{evidence_missing, gpu_not_visible, run_interrupted};
 
-use super::DeviceReport;
+use super::DeviceEvidence;
 use super::thresholds::Thresholds;
 use super::xid::{self, XidInfo};
 use crate::finding::{Class, Finding, FindingCode, Severity, evidence};
@@ -46,7 +46,7 @@ struct Phases<'a> {
 }
 
 /// A rule: one device's evidence and the thresholds in, its findings out.
-pub type Rule = fn(&DeviceReport, &Thresholds) -> Vec<Finding>;
+pub type Rule = fn(&DeviceEvidence, &Thresholds) -> Vec<Finding>;
 
 /// Every rule of a device, by name, in the order their findings are listed (the order
 /// they run in changes nothing else: see [`judge_with`]).
@@ -68,14 +68,14 @@ pub const RULES: &[(&str, Rule)] = &[
 ];
 
 /// Every finding about one device, as the rules give them (before resolution).
-pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     judge_with(RULES, device, t)
 }
 
 /// The findings of `rules` run in the order given, listed in the order of [`RULES`]: the
 /// same findings in the same order whatever the order they ran in (the tests run every
 /// scenario with the rules shuffled).
-pub fn judge_with(rules: &[(&str, Rule)], device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+pub fn judge_with(rules: &[(&str, Rule)], device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut found: Vec<(usize, Vec<Finding>)> = rules
         .iter()
         .map(|(name, rule)| {
@@ -93,7 +93,7 @@ pub fn judge_with(rules: &[(&str, Rule)], device: &DeviceReport, t: &Thresholds)
 /// Every reported run of a workload with the phase it ran in: the n-th run of a workload
 /// ran in its n-th phase. Only what reported counts as a run (the verdict names the rest,
 /// with why).
-fn runs(device: &DeviceReport) -> Vec<(&WorkloadOutcome, Option<&PhaseTelemetry>)> {
+fn runs<'a>(device: &DeviceEvidence<'a>) -> Vec<(&'a WorkloadOutcome, Option<&'a PhaseTelemetry>)> {
     device
         .workloads
         .iter()

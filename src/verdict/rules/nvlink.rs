@@ -6,11 +6,11 @@ use serde::Serialize;
 
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::signals::{Name, NvlinkPart};
-use crate::verdict::DeviceReport;
+use crate::verdict::DeviceEvidence;
 use crate::verdict::thresholds::Thresholds;
 
 /// The rule.
-pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     nvlinks(device, &mut out);
     out
@@ -52,7 +52,7 @@ struct LinkErrors<'a> {
 /// and replays, corrected errors of one fault seen at either end, are one at 100 a second
 /// or more together and a note below. A GPU whose links are all down (MIG, no bridge) says
 /// nothing here.
-fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
+fn nvlinks(device: &DeviceEvidence, out: &mut Vec<Finding>) {
     use std::collections::BTreeMap;
     #[derive(Default)]
     struct Link {
@@ -64,7 +64,7 @@ fn nvlinks(device: &DeviceReport, out: &mut Vec<Finding>) {
     }
     let mut links: BTreeMap<u32, Link> = BTreeMap::new();
     let mut last_state: BTreeMap<u32, f64> = BTreeMap::new();
-    for p in &device.telemetry {
+    for p in device.telemetry {
         let seconds = (p.end_ms - p.start_ms) / 1e3;
         let mut crc: BTreeMap<u32, f64> = BTreeMap::new();
         for (name, value) in p.growth() {
@@ -222,7 +222,7 @@ mod tests {
             "compute",
             serde_json::json!({"counter_deltas": deltas}),
         )]);
-        said(&super::judge(&d, &Thresholds::default()))
+        said(&super::judge(&d.evidence(), &Thresholds::default()))
     }
 
     #[test]
@@ -262,7 +262,7 @@ mod tests {
                 ),
             ])
         };
-        let down_all_along = super::judge(&states(0.0, 0.0), &Thresholds::default());
+        let down_all_along = super::judge(&states(0.0, 0.0).evidence(), &Thresholds::default());
         assert_eq!(
             said(&down_all_along),
             [("NVLINK_DOWN", Class::Hardware, Severity::Minor)]
@@ -271,7 +271,7 @@ mod tests {
             down_all_along[0].evidence,
             serde_json::json!({"link": 1, "links_up": 1})
         );
-        let went_down = super::judge(&states(1.0, 0.0), &Thresholds::default());
+        let went_down = super::judge(&states(1.0, 0.0).evidence(), &Thresholds::default());
         assert_eq!(
             said(&went_down),
             [("NVLINK_DOWN", Class::Hardware, Severity::Major)]
@@ -281,6 +281,6 @@ mod tests {
             serde_json::json!({"link": 1, "phases": ["compute"]})
         );
         // The near miss: every link up.
-        assert!(super::judge(&states(1.0, 1.0), &Thresholds::default()).is_empty());
+        assert!(super::judge(&states(1.0, 1.0).evidence(), &Thresholds::default()).is_empty());
     }
 }

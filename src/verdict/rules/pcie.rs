@@ -7,7 +7,7 @@ use super::{CounterDeltas, during};
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::signals::{self, Signal, Values};
 use crate::telemetry::summary::{PhaseTelemetry, Stat};
-use crate::verdict::DeviceReport;
+use crate::verdict::DeviceEvidence;
 use crate::verdict::thresholds::{Thresholds, pcie_reached};
 use crate::workload::pcie::{LinkUnderLoad, PcieReport};
 
@@ -45,10 +45,10 @@ struct Replays<'a> {
 }
 
 /// The rule.
-pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut said = Vec::new();
-    for p in &device.telemetry {
+    for p in device.telemetry {
         link(p, &mut said, &mut out);
         replays(p, t, &mut out);
         aer(p, &mut out);
@@ -264,7 +264,7 @@ mod tests {
 
     fn judged(fields: serde_json::Value) -> Vec<(&'static str, Class, Severity)> {
         let d = device(vec![phase("vram", fields)]);
-        said(&super::judge(&d, &Thresholds::default()))
+        said(&super::judge(&d.evidence(), &Thresholds::default()))
     }
 
     fn link(width: f64, generation: f64, busy: f64) -> serde_json::Value {

@@ -4,13 +4,13 @@
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::telemetry::throttle::ThrottleReason;
-use crate::verdict::DeviceReport;
+use crate::verdict::DeviceEvidence;
 use crate::verdict::thresholds::Thresholds;
 
 /// The rule.
-pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    for p in &device.telemetry {
+    for p in device.telemetry {
         power(p, device.setup.vendor_id, t, &mut out);
     }
     for code in [FindingCode::PowerBrake, FindingCode::PowerDelivery] {
@@ -75,7 +75,7 @@ mod tests {
             "compute",
             serde_json::json!({"throttle_share": shares}),
         )]);
-        said(&super::judge(&d, &Thresholds::default()))
+        said(&super::judge(&d.evidence(), &Thresholds::default()))
     }
 
     #[test]
@@ -105,7 +105,7 @@ mod tests {
         )]);
         d.setup.vendor_id = 0x10de;
         assert_eq!(
-            said(&super::judge(&d, &Thresholds::default())),
+            said(&super::judge(&d.evidence(), &Thresholds::default())),
             [("POWER_BRAKE", Class::Info, Severity::Note)]
         );
     }

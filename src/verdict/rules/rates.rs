@@ -14,7 +14,7 @@ use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Signal, Values};
 use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry, Stat};
 use crate::telemetry::throttle::ThrottleReason;
-use crate::verdict::DeviceReport;
+use crate::verdict::DeviceEvidence;
 use crate::verdict::thresholds::Thresholds;
 use crate::workload::WorkloadOutcome;
 
@@ -469,14 +469,14 @@ pub fn held_for_heat(
 /// status was read (that status, and the thresholds a site sets for it, judge whether it
 /// slowed the card).
 pub fn memory_near_limit<'a>(
-    device: &'a DeviceReport,
+    device: &'a DeviceEvidence,
     t: &Thresholds,
 ) -> Option<(&'a PhaseTelemetry, f64, Option<f64>, f64)> {
     let limit = device
         .setup
         .identity_of(signals::TEMP_MEM_MAX_C)
         .and_then(Reading::number)
-        .or_else(|| product::lookup(&device.name).and_then(|p| p.memory_temp_limit_c))?;
+        .or_else(|| product::lookup(device.name).and_then(|p| p.memory_temp_limit_c))?;
     let (phase, hottest) = device
         .telemetry
         .iter()
@@ -492,7 +492,7 @@ pub fn memory_near_limit<'a>(
 /// Whether any phase read the GPU's temperature but none its memory's: a card whose
 /// memory has no sensor the driver shows (a GeForce's GDDR6X through NVML, which reads
 /// HBM parts only).
-pub fn memory_temperature_unread(device: &DeviceReport) -> bool {
+pub fn memory_temperature_unread(device: &DeviceEvidence) -> bool {
     let read = |signal: Signal| device.telemetry.iter().any(|p| p.gauge(signal).is_some());
     read(signals::GPU_TEMP_C) && !read(signals::HBM_TEMP_C)
 }
@@ -509,9 +509,9 @@ pub struct Arrival<'a> {
 
 /// The processes that started using the GPU during the test (not among `tenants`, those
 /// there at the start), each once, in the phase it was first seen in.
-pub fn arrivals<'a>(device: &'a DeviceReport, tenants: &[Process]) -> Vec<Arrival<'a>> {
+pub fn arrivals<'a>(device: &'a DeviceEvidence, tenants: &[Process]) -> Vec<Arrival<'a>> {
     let mut out: Vec<Arrival> = Vec::new();
-    for p in &device.telemetry {
+    for p in device.telemetry {
         for process in &p.other_processes {
             let pid = process.pid;
             if tenants.iter().any(|t| t.pid == pid) || out.iter().any(|a| a.process.pid == pid) {
@@ -546,7 +546,7 @@ pub fn median(mut values: Vec<f64>) -> Option<f64> {
 }
 
 /// The median of a rate over the samples of a phase's window before (or from) a moment.
-fn rate_between(device: &DeviceReport, name: &str, from_ms: f64, to_ms: f64) -> Option<f64> {
+fn rate_between(device: &DeviceEvidence, name: &str, from_ms: f64, to_ms: f64) -> Option<f64> {
     median(
         device
             .rate_samples
@@ -565,7 +565,7 @@ const ARRIVAL_BLUR_MS: f64 = 1000.0;
 /// What a process's arrival did to the rates of its phase, for every rate measured clearly
 /// on both sides of it: in words (`fp32 compute 50.1 TFLOP/s before it, 24.9 after
 /// (-50%)`), and the change as a share (-0.5).
-pub fn before_and_after(device: &DeviceReport, a: &Arrival) -> Vec<(String, f64)> {
+pub fn before_and_after(device: &DeviceEvidence, a: &Arrival) -> Vec<(String, f64)> {
     let mut names: Vec<&str> = device
         .rate_samples
         .iter()
@@ -663,7 +663,7 @@ fn codes(rate: Rate) -> (FindingCode, FindingCode) {
 /// goes into `held` (the configuration's finding names every rate it held); the rest give
 /// their findings here, per run, so that reruns count.
 pub fn rates_of_run(
-    device: &DeviceReport,
+    device: &DeviceEvidence,
     w: &WorkloadOutcome,
     phase: Option<&PhaseTelemetry>,
     t: &Thresholds,
@@ -675,9 +675,9 @@ pub fn rates_of_run(
     if w.together_with().is_some() || w.summary.envelope().cut_short() {
         return;
     }
-    let product = product::lookup(&device.name);
+    let product = product::lookup(device.name);
     let settings = phase
-        .map(|p| settings_in(p, &device.setup, t))
+        .map(|p| settings_in(p, device.setup, t))
         .unwrap_or_default();
     let came = arrivals(device, tenants);
     // Other processes on the GPU all phase long: those there when the test started, and
@@ -694,7 +694,7 @@ pub fn rates_of_run(
                 })
                 .count()
         });
-    let mut why = environment_explanation(phase, &device.setup, t, through);
+    let mut why = environment_explanation(phase, device.setup, t, through);
     // Another process that arrived during the phase: the rate is judged on the part of the
     // phase before it came, where there is one; without one, the process explains it.
     let arrived = phase.and_then(|p| {
@@ -874,7 +874,7 @@ pub fn rates_of_run(
 
 /// The configuration rule: every setting that held the card below its product (shown by a
 /// rate of a run, or by a clock), or that held its clocks within its floors.
-pub fn configuration_rule(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+pub fn configuration_rule(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let tenants = super::tenants::processes(device);
     let mut held = Vec::new();
     // The runs' rate findings are the results rule's; here only what the settings held.
@@ -888,7 +888,7 @@ pub fn configuration_rule(device: &DeviceReport, t: &Thresholds) -> Vec<Finding>
 }
 
 /// The product rule: a GPU kiln has no figures for.
-pub fn product_unknown_rule(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+pub fn product_unknown_rule(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     product_unknown(device, t, &mut out);
     out
@@ -900,7 +900,7 @@ pub fn product_unknown_rule(device: &DeviceReport, t: &Thresholds) -> Vec<Findin
 /// held the clocks but kept the card within its floors is a note (`ADMIN_POWER_CAP`,
 /// `CLOCKS_LOCKED`).
 pub fn configuration(
-    device: &DeviceReport,
+    device: &DeviceEvidence,
     t: &Thresholds,
     mut held: Vec<Held>,
     out: &mut Vec<Finding>,
@@ -908,8 +908,8 @@ pub fn configuration(
     // Every setting seen holding the clocks, with its phase, the clock it held there and
     // that phase's limits and clocks as evidence.
     let mut seen: Vec<(Setting, String, Option<String>, Values<&Stat>)> = Vec::new();
-    for p in &device.telemetry {
-        for setting in settings_in(p, &device.setup, t) {
+    for p in device.telemetry {
+        for setting in settings_in(p, device.setup, t) {
             let clock = clock_of(p, &setting, device.setup.vendor_id);
             // Held below `floor_share` of its maximum (the card's own maximum is its
             // product's): the setting holds the card below its product.
@@ -938,7 +938,7 @@ pub fn configuration(
             seen.push((setting, p.phase.clone(), clock, evidence));
         }
     }
-    let vendor = product::lookup(&device.name)
+    let vendor = product::lookup(device.name)
         .map(|p| p.vendor)
         .or(Vendor::from_pci_id(device.setup.vendor_id));
     // Per setting, in the order first seen: its phases and what showed it.
@@ -1082,8 +1082,8 @@ pub fn configuration(
 
 /// A GPU kiln has no product figures for: its rates were checked for stability, not for
 /// speed, said once (unless the site gave a floor for every rate it measured).
-pub fn product_unknown(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>) {
-    if !device.kind.is_gpu() || product::lookup(&device.name).is_some() {
+pub fn product_unknown(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding>) {
+    if !device.kind.is_gpu() || product::lookup(device.name).is_some() {
         return;
     }
     let measured: Vec<Rate> = device
@@ -1104,7 +1104,7 @@ pub fn product_unknown(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Find
             "kiln has no product figures for {}: its results were verified and its stability judged, but its rates were not held to a floor",
             device.name
         ),
-        evidence(&Unknown { name: &device.name }),
+        evidence(&Unknown { name: device.name }),
         "set floors (vram_floor_gbps, floors) in a thresholds file from this product's healthy cards",
     ));
 }
@@ -1139,7 +1139,7 @@ mod tests {
         let t = Thresholds::default();
         // Capped at 400 W with the SM clock held at 55% of its maximum: the configuration
         // holds the card below its product, and the driver named it.
-        let held = super::configuration_rule(&capped(400.0, 1100.0, 0.9), &t);
+        let held = super::configuration_rule(&capped(400.0, 1100.0, 0.9).evidence(), &t);
         assert_eq!(
             said(&held),
             [("CONFIG_LIMITS_CARD", Class::Environment, Severity::Major)]
@@ -1151,16 +1151,16 @@ mod tests {
             held[0].summary
         );
         // The near miss: capped at 650 W with the clock kept at 92%: a note.
-        let kept = super::configuration_rule(&capped(650.0, 1820.0, 0.9), &t);
+        let kept = super::configuration_rule(&capped(650.0, 1820.0, 0.9).evidence(), &t);
         assert_eq!(
             said(&kept),
             [("ADMIN_POWER_CAP", Class::Info, Severity::Note)]
         );
         // At the card's own limit, the cap is the product's: nothing.
-        assert!(super::configuration_rule(&capped(700.0, 1100.0, 0.9), &t).is_empty());
+        assert!(super::configuration_rule(&capped(700.0, 1100.0, 0.9).evidence(), &t).is_empty());
         // Named for fewer samples than `throttle_share`, the clock at its maximum: nothing
         // held.
-        assert!(super::configuration_rule(&capped(400.0, 1980.0, 0.04), &t).is_empty());
+        assert!(super::configuration_rule(&capped(400.0, 1980.0, 0.04).evidence(), &t).is_empty());
     }
 
     #[test]
@@ -1180,14 +1180,14 @@ mod tests {
         };
         // Half its maximum, cool, and the driver names no reason: a lock it no longer
         // names (newer drivers), less sure than a named one.
-        let locked = super::configuration_rule(&held_at(60.0), &t);
+        let locked = super::configuration_rule(&held_at(60.0).evidence(), &t);
         assert_eq!(
             said(&locked),
             [("CONFIG_LIMITS_CARD", Class::Environment, Severity::Major)]
         );
         assert_eq!(locked[0].confidence, Confidence::Medium);
         // The near miss: the same clock with the GPU at its slowdown temperature is heat's.
-        assert!(super::configuration_rule(&held_at(90.0), &t).is_empty());
+        assert!(super::configuration_rule(&held_at(90.0).evidence(), &t).is_empty());
     }
 
     #[test]
@@ -1214,11 +1214,11 @@ mod tests {
         let mut unknown = computed_at(20_000.0);
         unknown.name = "Contoso GX 9".into();
         assert_eq!(
-            said(&super::product_unknown_rule(&unknown, &t)),
+            said(&super::product_unknown_rule(&unknown.evidence(), &t)),
             [("PRODUCT_UNKNOWN", Class::Info, Severity::Note)]
         );
         // The near misses: a product kiln knows, and one whose every rate has a site floor.
-        assert!(super::product_unknown_rule(&computed_at(20_000.0), &t).is_empty());
+        assert!(super::product_unknown_rule(&computed_at(20_000.0).evidence(), &t).is_empty());
         let floored = Thresholds {
             floors: [
                 ("compute_fp32_gops".to_owned(), 1.0),
@@ -1227,6 +1227,6 @@ mod tests {
             .into(),
             ..Thresholds::default()
         };
-        assert!(super::product_unknown_rule(&unknown, &floored).is_empty());
+        assert!(super::product_unknown_rule(&unknown.evidence(), &floored).is_empty());
     }
 }

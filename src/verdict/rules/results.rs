@@ -3,7 +3,7 @@
 //! finding per workload and code, saying in how many of its runs it was found.
 
 use crate::finding::{Finding, FindingCode, evidence};
-use crate::verdict::DeviceReport;
+use crate::verdict::DeviceEvidence;
 use crate::verdict::thresholds::Thresholds;
 use crate::workload::WorkloadResult;
 
@@ -17,7 +17,7 @@ struct InRuns<'a> {
 }
 
 /// The rule: every reported run's own findings and its rates.
-pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let tenants = super::tenants::processes(device);
     let mut from_runs: Vec<(&str, Vec<Finding>)> = Vec::new();
     for (w, phase) in super::runs(device) {
@@ -88,7 +88,7 @@ mod tests {
 
     /// An H200's compute run at `fp32_gops`, judged with `t`.
     fn computed(fp32_gops: f64, t: &Thresholds) -> Vec<crate::finding::Finding> {
-        super::judge(&computed_at(fp32_gops), t)
+        super::judge(&computed_at(fp32_gops).evidence(), t)
     }
 
     #[test]

@@ -27,18 +27,18 @@ struct Unread<'a> {
 }
 use crate::telemetry::record::Reading;
 use crate::telemetry::{cause, signals};
-use crate::verdict::DeviceReport;
+use crate::verdict::DeviceEvidence;
 use crate::verdict::thresholds::Thresholds;
 
 /// The rule of the installation.
-pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     setup(device, &mut out);
     out
 }
 
 /// The rule of a device whose telemetry could not be read.
-pub fn telemetry_rule(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+pub fn telemetry_rule(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     telemetry_missing(device, &mut out);
     out
@@ -47,8 +47,8 @@ pub fn telemetry_rule(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
 /// The installation, as the driver and the vendor's source saw it at the start
 /// (REFERENCE.md §4): a driver not loaded or at odds with its libraries (software), and
 /// other processes on the GPU (the environment: they take memory and time from the test).
-fn setup(device: &DeviceReport, out: &mut Vec<Finding>) {
-    let s = &device.setup;
+fn setup(device: &DeviceEvidence, out: &mut Vec<Finding>) {
+    let s = device.setup;
     let problem = |cause: &str| s.source_problems.iter().any(|c| c == cause);
     let reinstall = "reinstall the driver or reboot into the installed one, then rerun";
     if problem(cause::DRIVER_NOT_LOADED) {
@@ -102,7 +102,7 @@ fn same_version(a: &str, b: &str) -> bool {
 /// No telemetry sample in any phase: the checks that rest on it (heat, power, clocks,
 /// ECC and remap counters, Xids) could not run, and the report must not read as if they
 /// passed.
-fn telemetry_missing(device: &DeviceReport, out: &mut Vec<Finding>) {
+fn telemetry_missing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
     if device.telemetry.is_empty() || device.telemetry.iter().any(|p| p.samples > 0) {
         return;
     }
@@ -131,7 +131,7 @@ mod tests {
         d.setup
             .identity
             .insert("driver_version".into(), Reading::Text(nvml.into()));
-        said(&super::judge(&d, &Thresholds::default()))
+        said(&super::judge(&d.evidence(), &Thresholds::default()))
     }
 
     #[test]
@@ -150,7 +150,7 @@ mod tests {
         let mut blind = phase("vram", serde_json::json!({}));
         blind.samples = 0;
         let said_blind = said(&super::telemetry_rule(
-            &device(vec![blind]),
+            &device(vec![blind]).evidence(),
             &Thresholds::default(),
         ));
         assert_eq!(
@@ -158,6 +158,6 @@ mod tests {
             [("TELEMETRY_MISSING", Class::Info, Severity::Note)]
         );
         let seen = device(vec![phase("vram", serde_json::json!({}))]);
-        assert!(super::telemetry_rule(&seen, &Thresholds::default()).is_empty());
+        assert!(super::telemetry_rule(&seen.evidence(), &Thresholds::default()).is_empty());
     }
 }

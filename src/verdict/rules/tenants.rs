@@ -8,7 +8,7 @@ use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, findi
 use crate::telemetry::process::Process;
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Values};
-use crate::verdict::DeviceReport;
+use crate::verdict::DeviceEvidence;
 use crate::verdict::thresholds::Thresholds;
 
 /// The evidence of `OTHER_TENANTS`: those there at the start (under the signal's name),
@@ -33,9 +33,9 @@ struct Came<'a> {
 }
 
 /// The rule.
-pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    let s = &device.setup;
+    let s = device.setup;
     if s.watching {
         // A watched application's neighbours are judged by its own rule.
         return out;
@@ -123,7 +123,7 @@ const COST_FREE_SHARE: f64 = 0.05;
 
 /// Other processes on the GPU when the test started (`pid:bytes[:name]`), per the vendor
 /// source.
-pub(super) fn processes(device: &DeviceReport) -> Vec<Process> {
+pub(super) fn processes(device: &DeviceEvidence) -> Vec<Process> {
     device
         .setup
         .identity_of(signals::OTHER_PROCESSES)
@@ -155,7 +155,7 @@ mod tests {
                 value: if s < 30 { before } else { after },
             })
             .collect();
-        said(&super::judge(&d, &Thresholds::default()))
+        said(&super::judge(&d.evidence(), &Thresholds::default()))
     }
 
     #[test]

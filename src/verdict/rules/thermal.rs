@@ -11,13 +11,13 @@ use crate::telemetry::signals::{self, Signal, Values};
 use crate::telemetry::summary::{PhaseTelemetry, Stat};
 use crate::telemetry::throttle::ThrottleReason;
 use crate::verdict::thresholds::Thresholds;
-use crate::verdict::{DeviceReport, Setup};
+use crate::verdict::{DeviceEvidence, Setup};
 
 /// The rule.
-pub fn judge(device: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    for p in &device.telemetry {
-        thermal(p, &device.setup, t, &mut out);
+    for p in device.telemetry {
+        thermal(p, device.setup, t, &mut out);
     }
     super::one_per_device(&mut out, FindingCode::ThermalThrottle);
     memory_hot(device, t, &mut out);
@@ -145,7 +145,7 @@ struct MemoryNearLimit<'a> {
 /// [`crate::verdict::resolve`]): a note, not a
 /// call (nothing went wrong), that the cooling leaves no margin for a hotter room or a
 /// dustier card, and context for any memory error beside it.
-fn memory_hot(device: &DeviceReport, t: &Thresholds, out: &mut Vec<Finding>) {
+fn memory_hot(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding>) {
     let Some((phase, hottest, gpu, limit)) = rates::memory_near_limit(device, t) else {
         return;
     };
@@ -194,7 +194,7 @@ mod tests {
                            "clock_sm_max_mhz": gauge(2100.0, 2100.0, 2100.0)},
             }),
         )]);
-        said(&super::judge(&d, &Thresholds::default()))
+        said(&super::judge(&d.evidence(), &Thresholds::default()))
     }
 
     #[test]
@@ -224,7 +224,7 @@ mod tests {
             )
         };
         let d = device(vec![hot("vram", 1950.0), hot("compute", 1200.0)]);
-        let found = super::judge(&d, &Thresholds::default());
+        let found = super::judge(&d.evidence(), &Thresholds::default());
         assert_eq!(
             said(&found),
             [("THERMAL_THROTTLE", Class::Environment, Severity::Major)]

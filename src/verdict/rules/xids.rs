@@ -8,7 +8,7 @@ use crate::finding::{Class, Confidence, Facts, Finding, FindingCode, Severity, e
 use crate::telemetry::record::XidChannel;
 use crate::telemetry::record::XidEvent;
 use crate::telemetry::summary::PhaseTelemetry;
-use crate::verdict::DeviceReport;
+use crate::verdict::DeviceEvidence;
 use crate::verdict::thresholds::Thresholds;
 use crate::verdict::xid::{self, XidInfo};
 
@@ -42,9 +42,9 @@ struct RaisedBy<'a> {
 }
 
 /// The rule.
-pub fn judge(device: &DeviceReport, _t: &Thresholds) -> Vec<Finding> {
+pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    for p in &device.telemetry {
+    for p in device.telemetry {
         xids(p, &device.setup.kiln_pids, &mut out);
     }
     out
@@ -216,7 +216,7 @@ mod tests {
             .collect();
         let mut d = device(vec![phase("compute", serde_json::json!({"xids": events}))]);
         d.setup.kiln_pids = vec![31337];
-        said(&super::judge(&d, &Thresholds::default()))
+        said(&super::judge(&d.evidence(), &Thresholds::default()))
     }
 
     #[test]
