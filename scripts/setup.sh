@@ -3,7 +3,7 @@
 # driver (lavapipe, so kiln runs even without a GPU) and glslc (to rebuild shaders).
 # With --test, also what the tests check kiln's outputs against: promtool,
 # node_exporter, headless Chromium and pdftotext, zsh, fish and groff (completions and
-# the man page), Python's jsonschema, a single-node Slurm (slurmctld,
+# the man page), Python's jsonschema, g++ and the Vulkan headers (a C++ test application), a single-node Slurm (slurmctld,
 # slurmd, munge) and, in a virtual environment (KILN_TEST_VENV, default
 # /opt/kiln-test-venv), kubernetes-validate and the shader tools for the matrix units
 # (glslangValidator and spirv-val, newer than Debian's), a CPU Vulkan device with
@@ -33,6 +33,9 @@ if [ "${1:-}" = "--test" ]; then
   command -v scontrol >/dev/null 2>&1 || need+=(slurm-client)
   command -v munged >/dev/null 2>&1 || need+=(munge)
   python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+  # The C++ application that tears Vulkan down at its exit, for the trace layer's test.
+  command -v g++ >/dev/null 2>&1 || need+=(g++)
+  [ -f /usr/include/vulkan/vulkan.h ] || need+=(libvulkan-dev)
   # The Khronos validation layer, with synchronization validation, over every Vulkan path.
   ls /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json >/dev/null 2>&1 \
     || need+=(vulkan-validationlayers)

@@ -17,6 +17,12 @@
 //! file that is not a ring) the layer passes every call through and records nothing: it
 //! never changes what the application sees. It starts no threads and takes no lock on the
 //! paths of submission and waiting other than a read lock of its device table.
+//!
+//! Nothing of the layer's own may reach the application: every entry point catches a
+//! panic of the layer's (which would otherwise abort the process at the C boundary), says
+//! nothing on its output, stops the tracing for the process and says so in the ring
+//! (`Stopped`); the thread-local cache is read with `try_with`, because an engine's static
+//! destructor or atexit handler calls Vulkan after the thread's locals are gone.
 
 #[path = "../../src/evidence/ring.rs"]
 #[allow(dead_code)]
@@ -135,6 +141,61 @@ fn record(kind: RecordKind) -> Record {
     r.pid = pid();
     r.t_unix_ns = now_unix_ns();
     r
+}
+
+// ---------------------------------------------------------------------------------------
+// Never the application's problem.
+
+/// Set once the layer's own code failed in this process: from then on it passes every
+/// call through and records nothing more.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
+/// Runs an entry point's body. A panic of the layer's own (a bug of kiln's) must never
+/// unwind into the application, where it would abort the process: it is caught, said in
+/// the ring ([`stop`]), and the call answers `fallback`. The records inside a body are
+/// [`traced`] on their own, so that a failure there keeps the driver's real answer.
+fn entry<T>(call: Call, fallback: T, body: impl FnOnce() -> T) -> T {
+    quiet_panics();
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|_| {
+        stop(call);
+        fallback
+    })
+}
+
+/// Runs the layer's recording of a call (never the call passed down): nothing once the
+/// tracing stopped, and a panic in it stops the tracing.
+fn traced(call: Call, work: impl FnOnce()) {
+    if STOPPED.load(Ordering::Acquire) {
+        return;
+    }
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).is_err() {
+        stop(call);
+    }
+}
+
+/// Stops the tracing for this process, said once in the ring (where one is open: a stop
+/// opens nothing).
+fn stop(call: Call) {
+    if STOPPED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    if let Some(ring) = RING.get().and_then(Option::as_ref) {
+        let mut r = record(RecordKind::Stopped);
+        r.call = call;
+        ring.push(&r);
+    }
+}
+
+/// Makes the layer's panics silent: the hook is the layer's own copy of the standard
+/// library's (a Rust application has its own), and what it would print belongs in the
+/// ring, never on the application's stderr.
+fn quiet_panics() {
+    // The unit tests' harness reports its own tests' panics through the same hook.
+    if cfg!(test) {
+        return;
+    }
+    static QUIET: std::sync::Once = std::sync::Once::new();
+    QUIET.call_once(|| std::panic::set_hook(Box::new(|_| {})));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -268,12 +329,18 @@ fn device_of<H: vk::Handle + Copy>(handle: H) -> Option<Arc<DeviceData>> {
     // SAFETY: a dispatchable handle the loader gave us.
     let k = unsafe { key(handle) };
     let generation = GENERATION.load(Ordering::Acquire);
-    let cached = LAST.with(|last| {
-        last.borrow()
-            .as_ref()
-            .filter(|(g, key, _)| *g == generation && *key == k)
-            .map(|(_, _, d)| d.clone())
-    });
+    // `try_with`: at the process's exit (an engine's static destructor, an atexit
+    // handler) the thread's locals may be gone already; the table answers then.
+    let cached = LAST
+        .try_with(|last| {
+            last.try_borrow().ok().and_then(|last| {
+                last.as_ref()
+                    .filter(|(g, key, _)| *g == generation && *key == k)
+                    .map(|(_, _, d)| d.clone())
+            })
+        })
+        .ok()
+        .flatten();
     if cached.is_some() {
         return cached;
     }
@@ -282,14 +349,18 @@ fn device_of<H: vk::Handle + Copy>(handle: H) -> Option<Arc<DeviceData>> {
         .unwrap_or_else(|e| e.into_inner())
         .get(&k)
         .cloned()?;
-    LAST.with(|last| *last.borrow_mut() = Some((generation, k, found.clone())));
+    let _ = LAST.try_with(|last| {
+        if let Ok(mut last) = last.try_borrow_mut() {
+            *last = Some((generation, k, found.clone()));
+        }
+    });
     Some(found)
 }
 
 impl DeviceData {
     /// Records a call that failed: the device's first loss (later ones counted), or an
     /// out-of-memory answer.
-    fn failed(&self, call: Call, result: vk::Result) {
+    fn failed(&self, call: Call, result: vk::Result, request_bytes: u64) {
         let Some(ring) = ring() else {
             return;
         };
@@ -310,7 +381,87 @@ impl DeviceData {
         r.call = call;
         r.device = self.uuid;
         r.result = result.as_raw();
+        if kind == RecordKind::OutOfMemory {
+            r.bytes = request_bytes;
+        }
         ring.push(&r);
+    }
+
+    /// Records what `vkAllocateMemory` answered: the allocation (kept for its free), or
+    /// the refusal with the heap's budget at that moment.
+    fn allocated(
+        &self,
+        info: &vk::MemoryAllocateInfo<'_>,
+        memory: Option<vk::DeviceMemory>,
+        result: vk::Result,
+    ) {
+        let Some(ring) = ring() else {
+            return;
+        };
+        let memory_type = info.memory_type_index as u16;
+        let heap = self
+            .type_heaps
+            .get(usize::from(memory_type))
+            .copied()
+            .unwrap_or(u16::MAX);
+        let bytes = info.allocation_size;
+        let mut r = record(if memory.is_some() {
+            RecordKind::Alloc
+        } else {
+            RecordKind::AllocFailed
+        });
+        r.call = Call::AllocateMemory;
+        r.device = self.uuid;
+        r.bytes = bytes;
+        r.heap = heap;
+        r.memory_type = memory_type;
+        r.result = result.as_raw();
+        if let Some(memory) = memory {
+            let handle = vk::Handle::as_raw(memory);
+            r.memory = handle;
+            lock(&self.allocations).insert(
+                handle,
+                Allocation {
+                    bytes,
+                    heap,
+                    memory_type,
+                },
+            );
+            ring.count(Counted::Alloc, bytes);
+            ring.push(&r);
+            return;
+        }
+        ring.count(Counted::Failed, bytes);
+        ring.push(&r);
+        if let Some((budget, usage)) = self.heap_budget(heap) {
+            let mut b = record(RecordKind::Budget);
+            b.device = self.uuid;
+            b.heap = heap;
+            b.bytes = budget;
+            b.memory = usage;
+            ring.push(&b);
+        }
+        if result == vk::Result::ERROR_DEVICE_LOST {
+            self.failed(Call::AllocateMemory, result, 0);
+        }
+    }
+
+    /// Records a `vkFreeMemory` of an allocation the layer saw made.
+    fn freed(&self, memory: vk::DeviceMemory) {
+        let Some(ring) = ring() else {
+            return;
+        };
+        let handle = vk::Handle::as_raw(memory);
+        if let Some(a) = lock(&self.allocations).remove(&handle) {
+            let mut r = record(RecordKind::Free);
+            r.device = self.uuid;
+            r.bytes = a.bytes;
+            r.heap = a.heap;
+            r.memory_type = a.memory_type;
+            r.memory = handle;
+            ring.count(Counted::Free, a.bytes);
+            ring.push(&r);
+        }
     }
 
     /// The driver's budget and this process's usage of `heap`, where it can be asked.
@@ -389,54 +540,58 @@ unsafe extern "system" fn kiln_trace_get_instance_proc_addr(
     instance: vk::Instance,
     p_name: *const c_char,
 ) -> vk::PFN_vkVoidFunction {
-    if p_name.is_null() {
-        return None;
-    }
-    // SAFETY: the caller passes a NUL-terminated name.
-    let name = unsafe { CStr::from_ptr(p_name) }.to_bytes();
-    match name {
-        b"vkGetInstanceProcAddr" => {
-            return hook!(
-                kiln_trace_get_instance_proc_addr,
-                vk::PFN_vkGetInstanceProcAddr
-            );
+    entry(Call::Setup, None, || {
+        if p_name.is_null() {
+            return None;
         }
-        b"vkGetDeviceProcAddr" => {
-            return hook!(kiln_trace_get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr);
+        // SAFETY: the caller passes a NUL-terminated name.
+        let name = unsafe { CStr::from_ptr(p_name) }.to_bytes();
+        match name {
+            b"vkGetInstanceProcAddr" => {
+                return hook!(
+                    kiln_trace_get_instance_proc_addr,
+                    vk::PFN_vkGetInstanceProcAddr
+                );
+            }
+            b"vkGetDeviceProcAddr" => {
+                return hook!(kiln_trace_get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr);
+            }
+            b"vkCreateInstance" => return hook!(create_instance, vk::PFN_vkCreateInstance),
+            b"vkDestroyInstance" => return hook!(destroy_instance, vk::PFN_vkDestroyInstance),
+            b"vkCreateDevice" => return hook!(create_device, vk::PFN_vkCreateDevice),
+            _ => {}
         }
-        b"vkCreateInstance" => return hook!(create_instance, vk::PFN_vkCreateInstance),
-        b"vkDestroyInstance" => return hook!(destroy_instance, vk::PFN_vkDestroyInstance),
-        b"vkCreateDevice" => return hook!(create_device, vk::PFN_vkCreateDevice),
-        _ => {}
-    }
-    if instance == vk::Instance::null() {
-        return None;
-    }
-    // SAFETY: instance is a dispatchable handle.
-    let data = lock(&INSTANCES).get(&unsafe { key(instance) }).cloned()?;
-    // SAFETY: the next layer's gipa, with an instance it created.
-    let next = unsafe { (data.next_gipa)(instance, p_name) };
-    next?;
-    device_hook(name).or(next)
+        if instance == vk::Instance::null() {
+            return None;
+        }
+        // SAFETY: instance is a dispatchable handle.
+        let data = lock(&INSTANCES).get(&unsafe { key(instance) }).cloned()?;
+        // SAFETY: the next layer's gipa, with an instance it created.
+        let next = unsafe { (data.next_gipa)(instance, p_name) };
+        next?;
+        device_hook(name).or(next)
+    })
 }
 
 unsafe extern "system" fn kiln_trace_get_device_proc_addr(
     device: vk::Device,
     p_name: *const c_char,
 ) -> vk::PFN_vkVoidFunction {
-    if p_name.is_null() {
-        return None;
-    }
-    // SAFETY: the caller passes a NUL-terminated name.
-    let name = unsafe { CStr::from_ptr(p_name) }.to_bytes();
-    if name == b"vkGetDeviceProcAddr" {
-        return hook!(kiln_trace_get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr);
-    }
-    let data = device_of(device)?;
-    // SAFETY: the next layer's gdpa, with a device it created.
-    let next = unsafe { (data.next_gdpa)(device, p_name) };
-    next?;
-    device_hook(name).or(next)
+    entry(Call::Setup, None, || {
+        if p_name.is_null() {
+            return None;
+        }
+        // SAFETY: the caller passes a NUL-terminated name.
+        let name = unsafe { CStr::from_ptr(p_name) }.to_bytes();
+        if name == b"vkGetDeviceProcAddr" {
+            return hook!(kiln_trace_get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr);
+        }
+        let data = device_of(device)?;
+        // SAFETY: the next layer's gdpa, with a device it created.
+        let next = unsafe { (data.next_gdpa)(device, p_name) };
+        next?;
+        device_hook(name).or(next)
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -470,127 +625,132 @@ unsafe extern "system" fn create_instance(
     p_allocator: *const vk::AllocationCallbacks<'_>,
     p_instance: *mut vk::Instance,
 ) -> vk::Result {
-    if p_create_info.is_null() {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    }
-    // SAFETY: the loader's chain holds its link info for this layer.
-    let info = unsafe {
-        link_info::<LayerInstanceLink>(
-            (*p_create_info).p_next,
-            vk::StructureType::LOADER_INSTANCE_CREATE_INFO,
-        )
-    };
-    // SAFETY: info, when not null, points into the loader's chain.
-    if info.is_null() || unsafe { (*info).link.is_null() } {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    }
-    // SAFETY: checked non-null above; advancing the link hands the next layer its own.
-    let next_gipa = unsafe {
-        let link = (*info).link;
-        (*info).link = (*link).p_next;
-        (*link).pfn_next_get_instance_proc_addr
-    };
-    let Some(create) = load!(
-        next_gipa,
-        vk::Instance::null(),
-        c"vkCreateInstance",
-        vk::PFN_vkCreateInstance
-    ) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    // SAFETY: the application's arguments, passed down.
-    let result = unsafe { create(p_create_info, p_allocator, p_instance) };
-    if result != vk::Result::SUCCESS {
-        return result;
-    }
-    // Attach to the ring now, so that kiln knows the application uses Vulkan even if it
-    // never creates a device.
-    let _ = ring();
-    // SAFETY: the call succeeded, so *p_instance is the new instance; the create info is
-    // the application's.
-    let (instance, (api, extensions)) = unsafe { (*p_instance, instance_asks(&*p_create_info)) };
-    let core11 = api >= vk::API_VERSION_1_1;
-    let properties2 = if core11 {
-        load!(
+    entry(Call::Setup, vk::Result::ERROR_INITIALIZATION_FAILED, || {
+        if p_create_info.is_null() {
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
+        }
+        // SAFETY: the loader's chain holds its link info for this layer.
+        let info = unsafe {
+            link_info::<LayerInstanceLink>(
+                (*p_create_info).p_next,
+                vk::StructureType::LOADER_INSTANCE_CREATE_INFO,
+            )
+        };
+        // SAFETY: info, when not null, points into the loader's chain.
+        if info.is_null() || unsafe { (*info).link.is_null() } {
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
+        }
+        // SAFETY: checked non-null above; advancing the link hands the next layer its own.
+        let next_gipa = unsafe {
+            let link = (*info).link;
+            (*info).link = (*link).p_next;
+            (*link).pfn_next_get_instance_proc_addr
+        };
+        let Some(create) = load!(
             next_gipa,
+            vk::Instance::null(),
+            c"vkCreateInstance",
+            vk::PFN_vkCreateInstance
+        ) else {
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
+        };
+        // SAFETY: the application's arguments, passed down.
+        let result = unsafe { create(p_create_info, p_allocator, p_instance) };
+        if result != vk::Result::SUCCESS {
+            return result;
+        }
+        // Attach to the ring now, so that kiln knows the application uses Vulkan even if it
+        // never creates a device.
+        let _ = ring();
+        // SAFETY: the call succeeded, so *p_instance is the new instance; the create info is
+        // the application's.
+        let (instance, (api, extensions)) =
+            unsafe { (*p_instance, instance_asks(&*p_create_info)) };
+        let core11 = api >= vk::API_VERSION_1_1;
+        let properties2 = if core11 {
+            load!(
+                next_gipa,
+                instance,
+                c"vkGetPhysicalDeviceProperties2",
+                vk::PFN_vkGetPhysicalDeviceProperties2
+            )
+            .map(|f| (f, true))
+        } else if extensions
+            .iter()
+            .any(|e| e.as_slice() == b"VK_KHR_get_physical_device_properties2")
+        {
+            load!(
+                next_gipa,
+                instance,
+                c"vkGetPhysicalDeviceProperties2KHR",
+                vk::PFN_vkGetPhysicalDeviceProperties2
+            )
+            .map(|f| (f, false))
+        } else {
+            None
+        };
+        let memory_properties2 = if core11 {
+            load!(
+                next_gipa,
+                instance,
+                c"vkGetPhysicalDeviceMemoryProperties2",
+                vk::PFN_vkGetPhysicalDeviceMemoryProperties2
+            )
+        } else if properties2.is_some() {
+            load!(
+                next_gipa,
+                instance,
+                c"vkGetPhysicalDeviceMemoryProperties2KHR",
+                vk::PFN_vkGetPhysicalDeviceMemoryProperties2
+            )
+        } else {
+            None
+        };
+        let data = InstanceData {
             instance,
-            c"vkGetPhysicalDeviceProperties2",
-            vk::PFN_vkGetPhysicalDeviceProperties2
-        )
-        .map(|f| (f, true))
-    } else if extensions
-        .iter()
-        .any(|e| e.as_slice() == b"VK_KHR_get_physical_device_properties2")
-    {
-        load!(
             next_gipa,
-            instance,
-            c"vkGetPhysicalDeviceProperties2KHR",
-            vk::PFN_vkGetPhysicalDeviceProperties2
-        )
-        .map(|f| (f, false))
-    } else {
-        None
-    };
-    let memory_properties2 = if core11 {
-        load!(
-            next_gipa,
-            instance,
-            c"vkGetPhysicalDeviceMemoryProperties2",
-            vk::PFN_vkGetPhysicalDeviceMemoryProperties2
-        )
-    } else if properties2.is_some() {
-        load!(
-            next_gipa,
-            instance,
-            c"vkGetPhysicalDeviceMemoryProperties2KHR",
-            vk::PFN_vkGetPhysicalDeviceMemoryProperties2
-        )
-    } else {
-        None
-    };
-    let data = InstanceData {
-        instance,
-        next_gipa,
-        destroy_instance: load!(
-            next_gipa,
-            instance,
-            c"vkDestroyInstance",
-            vk::PFN_vkDestroyInstance
-        ),
-        properties2,
-        memory_properties: load!(
-            next_gipa,
-            instance,
-            c"vkGetPhysicalDeviceMemoryProperties",
-            vk::PFN_vkGetPhysicalDeviceMemoryProperties
-        ),
-        memory_properties2,
-        enumerate_device_extensions: load!(
-            next_gipa,
-            instance,
-            c"vkEnumerateDeviceExtensionProperties",
-            vk::PFN_vkEnumerateDeviceExtensionProperties
-        ),
-    };
-    // SAFETY: instance is the dispatchable handle just created.
-    lock(&INSTANCES).insert(unsafe { key(instance) }, Arc::new(data));
-    vk::Result::SUCCESS
+            destroy_instance: load!(
+                next_gipa,
+                instance,
+                c"vkDestroyInstance",
+                vk::PFN_vkDestroyInstance
+            ),
+            properties2,
+            memory_properties: load!(
+                next_gipa,
+                instance,
+                c"vkGetPhysicalDeviceMemoryProperties",
+                vk::PFN_vkGetPhysicalDeviceMemoryProperties
+            ),
+            memory_properties2,
+            enumerate_device_extensions: load!(
+                next_gipa,
+                instance,
+                c"vkEnumerateDeviceExtensionProperties",
+                vk::PFN_vkEnumerateDeviceExtensionProperties
+            ),
+        };
+        // SAFETY: instance is the dispatchable handle just created.
+        lock(&INSTANCES).insert(unsafe { key(instance) }, Arc::new(data));
+        vk::Result::SUCCESS
+    })
 }
 
 unsafe extern "system" fn destroy_instance(
     instance: vk::Instance,
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
-    if instance == vk::Instance::null() {
-        return;
-    }
-    // SAFETY: instance is a dispatchable handle.
-    let data = lock(&INSTANCES).remove(&unsafe { key(instance) });
-    if let Some(f) = data.and_then(|d| d.destroy_instance) {
-        // SAFETY: the application's arguments, passed down.
-        unsafe { f(instance, p_allocator) };
-    }
+    entry(Call::Setup, (), || {
+        if instance == vk::Instance::null() {
+            return;
+        }
+        // SAFETY: instance is a dispatchable handle.
+        let data = lock(&INSTANCES).remove(&unsafe { key(instance) });
+        if let Some(f) = data.and_then(|d| d.destroy_instance) {
+            // SAFETY: the application's arguments, passed down.
+            unsafe { f(instance, p_allocator) };
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -687,180 +847,184 @@ unsafe extern "system" fn create_device(
     p_allocator: *const vk::AllocationCallbacks<'_>,
     p_device: *mut vk::Device,
 ) -> vk::Result {
-    let Some(instance) = instance_of(pd) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    if p_create_info.is_null() {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    }
-    // SAFETY: the loader's chain holds its link info for this layer.
-    let info = unsafe {
-        link_info::<LayerDeviceLink>(
-            (*p_create_info).p_next,
-            vk::StructureType::LOADER_DEVICE_CREATE_INFO,
-        )
-    };
-    // SAFETY: info, when not null, points into the loader's chain.
-    if info.is_null() || unsafe { (*info).link.is_null() } {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    }
-    // SAFETY: checked non-null above; advancing the link hands the next layer its own.
-    let (next_gipa, next_gdpa) = unsafe {
-        let link = (*info).link;
-        (*info).link = (*link).p_next;
-        (
-            (*link).pfn_next_get_instance_proc_addr,
-            (*link).pfn_next_get_device_proc_addr,
-        )
-    };
-    let Some(create) = load!(
-        next_gipa,
-        instance.instance,
-        c"vkCreateDevice",
-        vk::PFN_vkCreateDevice
-    ) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    // SAFETY: the application's arguments, passed down.
-    let result = unsafe { create(pd, p_create_info, p_allocator, p_device) };
-    if result != vk::Result::SUCCESS {
-        return result;
-    }
-    // SAFETY: the call succeeded, so *p_device is the new device.
-    let device = unsafe { *p_device };
-    // SAFETY: pd belongs to the instance.
-    let (uuid, type_heaps) = unsafe { describe(&instance, pd) };
-    // SAFETY: as above.
-    let budget = instance.memory_properties2.is_some() && unsafe { has_budget(&instance, pd) };
-    let fns = DeviceFns {
-        destroy_device: load!(
+    entry(Call::Setup, vk::Result::ERROR_INITIALIZATION_FAILED, || {
+        let Some(instance) = instance_of(pd) else {
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
+        };
+        if p_create_info.is_null() {
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
+        }
+        // SAFETY: the loader's chain holds its link info for this layer.
+        let info = unsafe {
+            link_info::<LayerDeviceLink>(
+                (*p_create_info).p_next,
+                vk::StructureType::LOADER_DEVICE_CREATE_INFO,
+            )
+        };
+        // SAFETY: info, when not null, points into the loader's chain.
+        if info.is_null() || unsafe { (*info).link.is_null() } {
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
+        }
+        // SAFETY: checked non-null above; advancing the link hands the next layer its own.
+        let (next_gipa, next_gdpa) = unsafe {
+            let link = (*info).link;
+            (*info).link = (*link).p_next;
+            (
+                (*link).pfn_next_get_instance_proc_addr,
+                (*link).pfn_next_get_device_proc_addr,
+            )
+        };
+        let Some(create) = load!(
+            next_gipa,
+            instance.instance,
+            c"vkCreateDevice",
+            vk::PFN_vkCreateDevice
+        ) else {
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
+        };
+        // SAFETY: the application's arguments, passed down.
+        let result = unsafe { create(pd, p_create_info, p_allocator, p_device) };
+        if result != vk::Result::SUCCESS {
+            return result;
+        }
+        // SAFETY: the call succeeded, so *p_device is the new device.
+        let device = unsafe { *p_device };
+        // SAFETY: pd belongs to the instance.
+        let (uuid, type_heaps) = unsafe { describe(&instance, pd) };
+        // SAFETY: as above.
+        let budget = instance.memory_properties2.is_some() && unsafe { has_budget(&instance, pd) };
+        let fns = DeviceFns {
+            destroy_device: load!(
+                next_gdpa,
+                device,
+                c"vkDestroyDevice",
+                vk::PFN_vkDestroyDevice
+            ),
+            allocate_memory: load!(
+                next_gdpa,
+                device,
+                c"vkAllocateMemory",
+                vk::PFN_vkAllocateMemory
+            ),
+            free_memory: load!(next_gdpa, device, c"vkFreeMemory", vk::PFN_vkFreeMemory),
+            queue_submit: load!(next_gdpa, device, c"vkQueueSubmit", vk::PFN_vkQueueSubmit),
+            queue_submit2: load!(next_gdpa, device, c"vkQueueSubmit2", vk::PFN_vkQueueSubmit2),
+            queue_submit2_khr: load!(
+                next_gdpa,
+                device,
+                c"vkQueueSubmit2KHR",
+                vk::PFN_vkQueueSubmit2
+            ),
+            queue_wait_idle: load!(
+                next_gdpa,
+                device,
+                c"vkQueueWaitIdle",
+                vk::PFN_vkQueueWaitIdle
+            ),
+            device_wait_idle: load!(
+                next_gdpa,
+                device,
+                c"vkDeviceWaitIdle",
+                vk::PFN_vkDeviceWaitIdle
+            ),
+            wait_for_fences: load!(
+                next_gdpa,
+                device,
+                c"vkWaitForFences",
+                vk::PFN_vkWaitForFences
+            ),
+            get_fence_status: load!(
+                next_gdpa,
+                device,
+                c"vkGetFenceStatus",
+                vk::PFN_vkGetFenceStatus
+            ),
+            wait_semaphores: load!(
+                next_gdpa,
+                device,
+                c"vkWaitSemaphores",
+                vk::PFN_vkWaitSemaphores
+            ),
+            wait_semaphores_khr: load!(
+                next_gdpa,
+                device,
+                c"vkWaitSemaphoresKHR",
+                vk::PFN_vkWaitSemaphores
+            ),
+            queue_present: load!(
+                next_gdpa,
+                device,
+                c"vkQueuePresentKHR",
+                vk::PFN_vkQueuePresentKHR
+            ),
+            acquire_next_image: load!(
+                next_gdpa,
+                device,
+                c"vkAcquireNextImageKHR",
+                vk::PFN_vkAcquireNextImageKHR
+            ),
+            map_memory: load!(next_gdpa, device, c"vkMapMemory", vk::PFN_vkMapMemory),
+            bind_buffer_memory: load!(
+                next_gdpa,
+                device,
+                c"vkBindBufferMemory",
+                vk::PFN_vkBindBufferMemory
+            ),
+            bind_image_memory: load!(
+                next_gdpa,
+                device,
+                c"vkBindImageMemory",
+                vk::PFN_vkBindImageMemory
+            ),
+            create_buffer: load!(next_gdpa, device, c"vkCreateBuffer", vk::PFN_vkCreateBuffer),
+            create_image: load!(next_gdpa, device, c"vkCreateImage", vk::PFN_vkCreateImage),
+            get_query_pool_results: load!(
+                next_gdpa,
+                device,
+                c"vkGetQueryPoolResults",
+                vk::PFN_vkGetQueryPoolResults
+            ),
+        };
+        let data = DeviceData {
+            instance,
+            physical: pd,
             next_gdpa,
-            device,
-            c"vkDestroyDevice",
-            vk::PFN_vkDestroyDevice
-        ),
-        allocate_memory: load!(
-            next_gdpa,
-            device,
-            c"vkAllocateMemory",
-            vk::PFN_vkAllocateMemory
-        ),
-        free_memory: load!(next_gdpa, device, c"vkFreeMemory", vk::PFN_vkFreeMemory),
-        queue_submit: load!(next_gdpa, device, c"vkQueueSubmit", vk::PFN_vkQueueSubmit),
-        queue_submit2: load!(next_gdpa, device, c"vkQueueSubmit2", vk::PFN_vkQueueSubmit2),
-        queue_submit2_khr: load!(
-            next_gdpa,
-            device,
-            c"vkQueueSubmit2KHR",
-            vk::PFN_vkQueueSubmit2
-        ),
-        queue_wait_idle: load!(
-            next_gdpa,
-            device,
-            c"vkQueueWaitIdle",
-            vk::PFN_vkQueueWaitIdle
-        ),
-        device_wait_idle: load!(
-            next_gdpa,
-            device,
-            c"vkDeviceWaitIdle",
-            vk::PFN_vkDeviceWaitIdle
-        ),
-        wait_for_fences: load!(
-            next_gdpa,
-            device,
-            c"vkWaitForFences",
-            vk::PFN_vkWaitForFences
-        ),
-        get_fence_status: load!(
-            next_gdpa,
-            device,
-            c"vkGetFenceStatus",
-            vk::PFN_vkGetFenceStatus
-        ),
-        wait_semaphores: load!(
-            next_gdpa,
-            device,
-            c"vkWaitSemaphores",
-            vk::PFN_vkWaitSemaphores
-        ),
-        wait_semaphores_khr: load!(
-            next_gdpa,
-            device,
-            c"vkWaitSemaphoresKHR",
-            vk::PFN_vkWaitSemaphores
-        ),
-        queue_present: load!(
-            next_gdpa,
-            device,
-            c"vkQueuePresentKHR",
-            vk::PFN_vkQueuePresentKHR
-        ),
-        acquire_next_image: load!(
-            next_gdpa,
-            device,
-            c"vkAcquireNextImageKHR",
-            vk::PFN_vkAcquireNextImageKHR
-        ),
-        map_memory: load!(next_gdpa, device, c"vkMapMemory", vk::PFN_vkMapMemory),
-        bind_buffer_memory: load!(
-            next_gdpa,
-            device,
-            c"vkBindBufferMemory",
-            vk::PFN_vkBindBufferMemory
-        ),
-        bind_image_memory: load!(
-            next_gdpa,
-            device,
-            c"vkBindImageMemory",
-            vk::PFN_vkBindImageMemory
-        ),
-        create_buffer: load!(next_gdpa, device, c"vkCreateBuffer", vk::PFN_vkCreateBuffer),
-        create_image: load!(next_gdpa, device, c"vkCreateImage", vk::PFN_vkCreateImage),
-        get_query_pool_results: load!(
-            next_gdpa,
-            device,
-            c"vkGetQueryPoolResults",
-            vk::PFN_vkGetQueryPoolResults
-        ),
-    };
-    let data = DeviceData {
-        instance,
-        physical: pd,
-        next_gdpa,
-        fns,
-        uuid,
-        type_heaps,
-        budget,
-        lost: AtomicBool::new(false),
-        allocations: Mutex::new(Handles::default()),
-    };
-    DEVICES
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        // SAFETY: device is the dispatchable handle just created.
-        .insert(unsafe { key(device) }, Arc::new(data));
-    GENERATION.fetch_add(1, Ordering::AcqRel);
-    vk::Result::SUCCESS
+            fns,
+            uuid,
+            type_heaps,
+            budget,
+            lost: AtomicBool::new(false),
+            allocations: Mutex::new(Handles::default()),
+        };
+        DEVICES
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            // SAFETY: device is the dispatchable handle just created.
+            .insert(unsafe { key(device) }, Arc::new(data));
+        GENERATION.fetch_add(1, Ordering::AcqRel);
+        vk::Result::SUCCESS
+    })
 }
 
 unsafe extern "system" fn destroy_device(
     device: vk::Device,
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
-    if device == vk::Device::null() {
-        return;
-    }
-    let data = DEVICES
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        // SAFETY: device is a dispatchable handle.
-        .remove(&unsafe { key(device) });
-    GENERATION.fetch_add(1, Ordering::AcqRel);
-    if let Some(f) = data.and_then(|d| d.fns.destroy_device) {
-        // SAFETY: the application's arguments, passed down.
-        unsafe { f(device, p_allocator) };
-    }
+    entry(Call::Setup, (), || {
+        if device == vk::Device::null() {
+            return;
+        }
+        let data = DEVICES
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            // SAFETY: device is a dispatchable handle.
+            .remove(&unsafe { key(device) });
+        GENERATION.fetch_add(1, Ordering::AcqRel);
+        if let Some(f) = data.and_then(|d| d.fns.destroy_device) {
+            // SAFETY: the application's arguments, passed down.
+            unsafe { f(device, p_allocator) };
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -872,69 +1036,34 @@ unsafe extern "system" fn allocate_memory(
     p_allocator: *const vk::AllocationCallbacks<'_>,
     p_memory: *mut vk::DeviceMemory,
 ) -> vk::Result {
-    let Some(data) = device_of(device) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    let Some(f) = data.fns.allocate_memory else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    // SAFETY: the application's arguments, passed down.
-    let result = unsafe { f(device, p_allocate_info, p_allocator, p_memory) };
-    let Some(ring) = ring() else {
-        return result;
-    };
-    // SAFETY: the application's allocate info (the call above would have failed on null).
-    let Some(info) = (unsafe { p_allocate_info.as_ref() }) else {
-        return result;
-    };
-    let memory_type = info.memory_type_index as u16;
-    let heap = data
-        .type_heaps
-        .get(usize::from(memory_type))
-        .copied()
-        .unwrap_or(u16::MAX);
-    let bytes = info.allocation_size;
-    let mut r = record(if result == vk::Result::SUCCESS {
-        RecordKind::Alloc
-    } else {
-        RecordKind::AllocFailed
-    });
-    r.call = Call::AllocateMemory;
-    r.device = data.uuid;
-    r.bytes = bytes;
-    r.heap = heap;
-    r.memory_type = memory_type;
-    r.result = result.as_raw();
-    if result == vk::Result::SUCCESS {
-        // SAFETY: the call succeeded, so *p_memory is the new memory.
-        let handle = vk::Handle::as_raw(unsafe { *p_memory });
-        r.memory = handle;
-        lock(&data.allocations).insert(
-            handle,
-            Allocation {
-                bytes,
-                heap,
-                memory_type,
-            },
-        );
-        ring.count(Counted::Alloc, bytes);
-        ring.push(&r);
-    } else {
-        ring.count(Counted::Failed, bytes);
-        ring.push(&r);
-        if let Some((budget, usage)) = data.heap_budget(heap) {
-            let mut b = record(RecordKind::Budget);
-            b.device = data.uuid;
-            b.heap = heap;
-            b.bytes = budget;
-            b.memory = usage;
-            ring.push(&b);
-        }
-        if result == vk::Result::ERROR_DEVICE_LOST {
-            data.failed(Call::AllocateMemory, result);
-        }
-    }
-    result
+    entry(
+        Call::AllocateMemory,
+        vk::Result::ERROR_INITIALIZATION_FAILED,
+        || {
+            let Some(data) = device_of(device) else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            let Some(f) = data.fns.allocate_memory else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            // SAFETY: the application's arguments, passed down.
+            let result = unsafe { f(device, p_allocate_info, p_allocator, p_memory) };
+            traced(Call::AllocateMemory, || {
+                // SAFETY: the application's allocate info (the call above would have
+                // failed on null), and on success the memory it wrote.
+                let (info, memory) = unsafe {
+                    (
+                        p_allocate_info.as_ref(),
+                        (result == vk::Result::SUCCESS).then(|| *p_memory),
+                    )
+                };
+                if let Some(info) = info {
+                    data.allocated(info, memory, result);
+                }
+            });
+            result
+        },
+    )
 }
 
 unsafe extern "system" fn free_memory(
@@ -942,28 +1071,18 @@ unsafe extern "system" fn free_memory(
     memory: vk::DeviceMemory,
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
-    let Some(data) = device_of(device) else {
-        return;
-    };
-    if memory != vk::DeviceMemory::null()
-        && let Some(ring) = ring()
-    {
-        let handle = vk::Handle::as_raw(memory);
-        if let Some(a) = lock(&data.allocations).remove(&handle) {
-            let mut r = record(RecordKind::Free);
-            r.device = data.uuid;
-            r.bytes = a.bytes;
-            r.heap = a.heap;
-            r.memory_type = a.memory_type;
-            r.memory = handle;
-            ring.count(Counted::Free, a.bytes);
-            ring.push(&r);
+    entry(Call::AllocateMemory, (), || {
+        let Some(data) = device_of(device) else {
+            return;
+        };
+        if memory != vk::DeviceMemory::null() {
+            traced(Call::AllocateMemory, || data.freed(memory));
         }
-    }
-    if let Some(f) = data.fns.free_memory {
-        // SAFETY: the application's arguments, passed down.
-        unsafe { f(device, memory, p_allocator) };
-    }
+        if let Some(f) = data.fns.free_memory {
+            // SAFETY: the application's arguments, passed down.
+            unsafe { f(device, memory, p_allocator) };
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -973,18 +1092,20 @@ unsafe extern "system" fn free_memory(
 macro_rules! watched {
     ($name:ident, $field:ident, $call:expr, ($h:ident: $hty:ty $(, $a:ident: $aty:ty)*)) => {
         unsafe extern "system" fn $name($h: $hty $(, $a: $aty)*) -> vk::Result {
-            let Some(data) = device_of($h) else {
-                return vk::Result::ERROR_INITIALIZATION_FAILED;
-            };
-            let Some(f) = data.fns.$field else {
-                return vk::Result::ERROR_INITIALIZATION_FAILED;
-            };
-            // SAFETY: the application's arguments, passed down.
-            let result = unsafe { f($h $(, $a)*) };
-            if result.as_raw() < 0 {
-                data.failed($call, result);
-            }
-            result
+            entry($call, vk::Result::ERROR_INITIALIZATION_FAILED, || {
+                let Some(data) = device_of($h) else {
+                    return vk::Result::ERROR_INITIALIZATION_FAILED;
+                };
+                let Some(f) = data.fns.$field else {
+                    return vk::Result::ERROR_INITIALIZATION_FAILED;
+                };
+                // SAFETY: the application's arguments, passed down.
+                let result = unsafe { f($h $(, $a)*) };
+                if result.as_raw() < 0 {
+                    traced($call, || data.failed($call, result, 0));
+                }
+                result
+            })
         }
     };
 }
@@ -1019,13 +1140,68 @@ watched!(bind_buffer_memory, bind_buffer_memory, Call::BindMemory,
     (device: vk::Device, buffer: vk::Buffer, memory: vk::DeviceMemory, offset: vk::DeviceSize));
 watched!(bind_image_memory, bind_image_memory, Call::BindMemory,
     (device: vk::Device, image: vk::Image, memory: vk::DeviceMemory, offset: vk::DeviceSize));
-watched!(create_buffer, create_buffer, Call::CreateResource,
-    (device: vk::Device, info: *const vk::BufferCreateInfo<'_>,
-     allocator: *const vk::AllocationCallbacks<'_>, buffer: *mut vk::Buffer));
-watched!(create_image, create_image, Call::CreateResource,
+watched!(create_image, create_image, Call::CreateImage,
     (device: vk::Device, info: *const vk::ImageCreateInfo<'_>,
      allocator: *const vk::AllocationCallbacks<'_>, image: *mut vk::Image));
 watched!(get_query_pool_results, get_query_pool_results,
     Call::GetQueryPoolResults,
     (device: vk::Device, pool: vk::QueryPool, first: u32, count: u32, size: usize,
      data: *mut c_void, stride: vk::DeviceSize, flags: vk::QueryResultFlags));
+
+/// `vkCreateBuffer`, watched as the others are, its refusal recorded with the size asked
+/// for (a request the driver refused is the evidence of an over-the-limit step).
+unsafe extern "system" fn create_buffer(
+    device: vk::Device,
+    p_create_info: *const vk::BufferCreateInfo<'_>,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+    p_buffer: *mut vk::Buffer,
+) -> vk::Result {
+    entry(
+        Call::CreateResource,
+        vk::Result::ERROR_INITIALIZATION_FAILED,
+        || {
+            let Some(data) = device_of(device) else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            let Some(f) = data.fns.create_buffer else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            // SAFETY: the application's arguments, passed down.
+            let result = unsafe { f(device, p_create_info, p_allocator, p_buffer) };
+            if result.as_raw() < 0 {
+                traced(Call::CreateResource, || {
+                    // SAFETY: the application's create info, or null.
+                    let bytes = unsafe { p_create_info.as_ref() }.map_or(0, |i| i.size);
+                    data.failed(Call::CreateResource, result, bytes);
+                });
+            }
+            result
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_of_the_layer_never_reaches_the_application() {
+        // The body's answer where it runs to its end; the fallback where the layer's own
+        // code panics, and the tracing stopped from then on, the panic said nowhere.
+        assert_eq!(entry(Call::Setup, 0, || 5), 5);
+        assert!(!STOPPED.load(Ordering::Acquire));
+        let mut recorded = false;
+        traced(Call::AllocateMemory, || recorded = true);
+        assert!(recorded, "traced while not stopped");
+        assert_eq!(
+            entry(Call::Setup, 7, || -> i32 { panic!("a bug of kiln's") }),
+            7
+        );
+        assert!(STOPPED.load(Ordering::Acquire));
+        let mut after = false;
+        traced(Call::AllocateMemory, || after = true);
+        assert!(!after, "nothing is recorded once the tracing stopped");
+        // The call still passes through after a stop.
+        assert_eq!(entry(Call::Setup, 0, || 3), 3);
+    }
+}

@@ -84,15 +84,20 @@ pub enum RecordKind {
     Free,
     /// A call (`call`) returned `VK_ERROR_DEVICE_LOST`.
     DeviceLost,
-    /// A call other than `vkAllocateMemory` returned an out-of-memory error (`result`).
+    /// A call other than `vkAllocateMemory` returned an out-of-memory error (`result`);
+    /// `bytes` is the size asked for where the call says it (`vkCreateBuffer`), else 0.
     OutOfMemory,
     /// The driver's memory budget of `heap` when an allocation failed: the budget in
     /// `bytes`, the process's usage in `memory`.
     Budget,
+    /// The layer stopped tracing in this process: its own code failed in `call` (a bug
+    /// of kiln's, caught before it could reach the application). Nothing after it is
+    /// recorded for the process; the application goes on unchanged.
+    Stopped,
 }
 
 impl RecordKind {
-    const ALL: [RecordKind; 10] = [
+    const ALL: [RecordKind; 11] = [
         RecordKind::Attach,
         RecordKind::Device,
         RecordKind::Heap,
@@ -103,6 +108,7 @@ impl RecordKind {
         RecordKind::DeviceLost,
         RecordKind::OutOfMemory,
         RecordKind::Budget,
+        RecordKind::Stopped,
     ];
 
     fn code(self) -> u64 {
@@ -145,14 +151,18 @@ pub enum Call {
     MapMemory,
     /// `vkBindBufferMemory`, `vkBindImageMemory` and their second versions.
     BindMemory,
-    /// `vkCreateBuffer`, `vkCreateImage`.
+    /// `vkCreateBuffer`.
     CreateResource,
     /// `vkGetQueryPoolResults`.
     GetQueryPoolResults,
+    /// `vkCreateImage`.
+    CreateImage,
+    /// `vkCreateInstance`, `vkCreateDevice` and the layer's other bookkeeping.
+    Setup,
 }
 
 impl Call {
-    const ALL: [Call; 14] = [
+    const ALL: [Call; 16] = [
         Call::None,
         Call::AllocateMemory,
         Call::QueueSubmit,
@@ -167,6 +177,8 @@ impl Call {
         Call::BindMemory,
         Call::CreateResource,
         Call::GetQueryPoolResults,
+        Call::CreateImage,
+        Call::Setup,
     ];
 
     fn code(self) -> u64 {
@@ -197,6 +209,8 @@ impl Call {
             Call::BindMemory => "vkBindBufferMemory",
             Call::CreateResource => "vkCreateBuffer",
             Call::GetQueryPoolResults => "vkGetQueryPoolResults",
+            Call::CreateImage => "vkCreateImage",
+            Call::Setup => "vkCreateInstance/vkCreateDevice",
         }
     }
 }

@@ -208,6 +208,16 @@ pub enum TraceEvent {
         call: String,
         /// The answer.
         result: VkError,
+        /// The size the call asked for, where it says one (`vkCreateBuffer`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_bytes: Option<u64>,
+    },
+    /// The layer stopped tracing a process: its own code failed (caught before it could
+    /// reach the application, which went on unchanged); nothing later of that process is
+    /// in the trace.
+    Stopped {
+        /// The call the layer was in.
+        call: String,
     },
     /// The driver's memory budget of a heap when an allocation was refused.
     Budget {
@@ -306,6 +316,10 @@ fn line_of(seq: u64, r: &Record, started_unix_ns: u64) -> TraceRecord {
             device,
             call: call_name(r.call),
             result: VkError::from_raw(r.result),
+            request_bytes: (r.bytes > 0).then_some(r.bytes),
+        },
+        RecordKind::Stopped => TraceEvent::Stopped {
+            call: call_name(r.call),
         },
         RecordKind::Budget => TraceEvent::Budget {
             device,

@@ -852,9 +852,10 @@ fn failures(
                     device,
                     call,
                     result,
+                    request_bytes,
                 } if same_device(uuid, device) => out.push(Failure::Memory {
                     t_ms: r.t_ms,
-                    request: None,
+                    request: *request_bytes,
                     result: Some(*result),
                     free: free_at(r.t_ms),
                     live: None,

@@ -811,3 +811,84 @@ fn a_damaged_trace_is_said_with_its_file_never_judged_as_no_trace() {
         codes(&report)
     );
 }
+
+/// The C++ application of `tests/apps/teardown`, built with g++ into `dir`.
+fn teardown_app(dir: &Path) -> std::path::PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/teardown/teardown.cpp");
+    let app = dir.join("teardown");
+    let out = Command::new("g++")
+        .args(["-O1", "-o"])
+        .arg(&app)
+        .arg(&source)
+        .args(["-lvulkan", "-pthread"])
+        .output()
+        .expect("g++ (scripts/setup.sh --test installs it with the Vulkan headers)");
+    assert!(out.status.success(), "g++: {}", common::stderr(&out));
+    app
+}
+
+/// kiln's layer never changes what the application does. A C++ application that tears
+/// its device down from a static object's destructor and from an atexit handler (after the
+/// runtimes' thread-local state has gone, where the layer once panicked across the C
+/// boundary and aborted the process), forks and uses Vulkan in the child, or allocates
+/// from eight threads at once: with the layer it prints the same bytes and exits with the
+/// same status as without it, and the layer traced it to its end (it was there, and it
+/// never stopped).
+#[test]
+fn the_trace_layer_never_changes_what_the_application_does() {
+    use kiln::cmd::watch::trace::Tracer;
+    let dir = tempfile::tempdir().unwrap();
+    let app = teardown_app(dir.path());
+    for (mode, status) in [("static", 5), ("atexit", 6), ("fork", 8), ("threads", 9)] {
+        let run = |extra: &Env| {
+            let mut cmd = Command::new(&app);
+            for var in ["VK_INSTANCE_LAYERS", "VK_LAYER_PATH", "VK_ADD_LAYER_PATH"] {
+                cmd.env_remove(var);
+            }
+            cmd.envs(plain()).envs(extra.iter().map(|(k, v)| (k, v)));
+            cmd.arg(mode).output().unwrap()
+        };
+        let alone = run(&Vec::new());
+        assert_eq!(
+            alone.status.code(),
+            Some(status),
+            "{mode}: {}",
+            common::stderr(&alone)
+        );
+        let traced_dir = dir.path().join(mode);
+        std::fs::create_dir(&traced_dir).unwrap();
+        let mut tracer = Tracer::start(&traced_dir, &common::trace_layer(), 0).unwrap();
+        let traced = run(&tracer.env());
+        assert_eq!(
+            traced.status.code(),
+            alone.status.code(),
+            "{mode}: {}",
+            common::stderr(&traced)
+        );
+        assert_eq!(common::stdout(&traced), common::stdout(&alone), "{mode}");
+        assert_eq!(common::stderr(&traced), common::stderr(&alone), "{mode}");
+        tracer.drain(true, 0.0);
+        drop(tracer);
+        let trace = std::fs::read_to_string(traced_dir.join("trace.jsonl")).unwrap();
+        let kinds: Vec<String> = trace
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["kind"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .collect();
+        assert!(
+            kinds.iter().any(|k| k == "alloc"),
+            "{mode}: the layer traced it: {kinds:?}"
+        );
+        assert!(
+            !kinds.iter().any(|k| k == "stopped"),
+            "{mode}: the layer never stopped"
+        );
+        // Every allocation was freed: the exit-time teardown went through the layer.
+        let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+        assert_eq!(count("alloc"), count("free"), "{mode}: {kinds:?}");
+    }
+}

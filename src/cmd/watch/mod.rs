@@ -8,7 +8,7 @@
 
 pub mod app;
 mod live;
-pub(crate) mod trace;
+pub mod trace;
 
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, channel};
