@@ -351,10 +351,30 @@ def main():
         run.end(t + 300.0, 1)
         return True
     training("watch_own_error",
-             "the job exits with 1 at step 20 with its memory flat and nothing on the card: its own error, reported and not judged",
-             ["APP_EXIT"], 0, "pass", lambda n: 38.0, ending=own_error)
+             "the job exits with 1 at step 20 with its memory flat and nothing on the card: the application's own failure (software), never healthy",
+             ["APP_EXIT"], 3, "software", lambda n: 38.0, ending=own_error)
+
+    # A pooling allocator hides a leak: it grows its blocks in steps (floors 96, 224, then
+    # 480 MiB), flat between them, never handing them back.
+    def pooled(n):
+        return (96 if n < 5 else 224 if n < 11 else 480) / 1024
+    training("watch_pooled_allocator_leak",
+             "a job's floor rises in steps as its pooling allocator grows (96, 224, then 480 MiB at steps 5 and 11), flat for the last 14 steps and never falling back: a leak the pool hides, not a healthy plateau",
+             ["APP_MEMORY_LEAK"], 3, "software", pooled, peak=lambda n: pooled(n) + 0.5, steps=25,
+             reason="leak")
+    # Near miss: a cache that grows once at start-up, then holds.
+    training("watch_cache_warms_up_once",
+             "a job's floor rises once, from 96 to 480 MiB at its second step (its caches filling), then holds for 23 steps: start-up, healthy",
+             [], 0, "pass", lambda n: (96 if n < 1 else 480) / 1024,
+             peak=lambda n: (96 if n < 1 else 480) / 1024 + 0.5, steps=25)
+    # Near miss: two growths at once, early (a cache and a workspace), then flat.
+    training("watch_two_growths_at_start_up",
+             "a job's floor grows at steps 2 and 3 (96, 224, then 480 MiB: a cache and a workspace filling) and holds for 21 steps: start-up, healthy",
+             [], 0, "pass", lambda n: (96 if n < 2 else 224 if n < 3 else 480) / 1024,
+             peak=lambda n: (96 if n < 2 else 224 if n < 3 else 480) / 1024 + 0.5, steps=25)
 
     vulkan_scenarios()
+    by_time_scenarios()
     attached_scenarios()
 
 
@@ -447,6 +467,62 @@ def vulkan_scenarios():
              "Xid 79 (the GPU fell off the bus) just before the renderer lost its device: the card (or its slot and power), test it with the rma profile",
              ["XID_FALLEN_OFF_BUS", "APP_CARD_FAULT"], 1, "fail", 20, fell_off,
              xids=[(79, "GPU has fallen off the bus.", None)], reason="fallen off the bus")
+
+
+def by_time_scenarios():
+    """Vulkan applications watched without --iteration, traced: judged by time."""
+    # A 17 s leak of 16 MiB every half second, everything freed at exit: the frees of its
+    # teardown never cancel what it held.
+    # Requests come as clients send them, at no period kiln could find.
+    rnd = random.Random(17)
+    run = Run(["./infer", "--serve"], 7373, "infer", trace=True)
+    run.traced_device(300.0)
+    held = []
+    t = 1000.0
+    while t < 18000.0:
+        held.append(run.alloc(t, 16 * MIB))
+        scratch = run.alloc(t + 100.0, rnd.choice([32, 64, 96]) * MIB)
+        run.free(t + 300.0, scratch)
+        run.sample(t + 400.0, run.live_bytes())
+        t += rnd.uniform(350.0, 650.0)
+    for i, h in enumerate(held):
+        run.free(18200.0 + i, h)
+    run.sample(18500.0, run.live_bytes())
+    run.end(18600.0, 0)
+    run.write("watch_leak_by_time_freed_at_exit",
+              "a server leaks 16 MiB every half second for 17 s without --iteration and frees it all at exit: a leak, the frees of its teardown left out",
+              ["APP_MEMORY_LEAK"], 3, "software", reason="leak")
+
+    # Near miss: the same server with its memory flat, freed at exit.
+    run = Run(["./infer", "--serve"], 7373, "infer", trace=True)
+    run.traced_device(300.0)
+    model = [run.alloc(400.0 + i, 256 * MIB) for i in range(4)]
+    t = 1000.0
+    while t < 18000.0:
+        scratch = run.alloc(t + 100.0, 64 * MIB)
+        run.free(t + 300.0, scratch)
+        run.sample(t + 400.0, run.live_bytes())
+        t += 500.0
+    for i, h in enumerate(model):
+        run.free(18200.0 + i, h)
+    run.end(18600.0, 0)
+    run.write("watch_flat_by_time_freed_at_exit",
+              "the same server holds a flat 1 GiB for 17 s and frees it at exit: healthy",
+              [], 0, "pass")
+
+    # Start-up is not a leak: a model uploaded (0 to 56 MiB in 0.6 s), then a request the
+    # card cannot hold refused in the first second.
+    run = Run(["./infer", "--model", "big.gguf"], 7373, "infer", trace=True)
+    run.traced_device(300.0)
+    for i in range(14):
+        run.alloc(400.0 + 45.0 * i, 4 * MIB)
+        run.sample(410.0 + 45.0 * i, run.live_bytes())
+    run.refused(1150.0, 160 * GIB, budget=TOTAL - GIB, usage=56 * MIB)
+    run.said(1160.0, "out_of_memory", "ggml_vulkan: Device memory allocation of size 171798691840 failed.")
+    run.end(1300.0, 1)
+    run.write("watch_start_up_upload_then_refused",
+              "a model upload climbs from 0 to 56 MiB in 0.6 s and a 160 GiB request is refused in the first second: over the limit, never a leak",
+              ["APP_OVER_MEMORY_LIMIT"], 3, "software", reason="more memory than the card has")
 
 
 def attached_scenarios():

@@ -505,8 +505,8 @@ catalogue! {
     AppMemoryUnseen = "APP_MEMORY_UNSEEN" => row(CouldNotTest,
         "none of a watched application's GPU memory could be read: no per-process figure from the driver and no allocation trace");
     /// A watched application's own error.
-    AppExit = "APP_EXIT" => row(Info,
-        "a watched application ended with an error or a signal, and nothing on the GPU explains it");
+    AppExit = "APP_EXIT" => row(Software,
+        "a watched application crashed or exited with an error, and nothing on the GPU explains it: the application's own failure");
     /// Telemetry could not be read.
     TelemetryMissing = "TELEMETRY_MISSING" => row(Info,
         "no telemetry was read: the checks that rest on it could not run");

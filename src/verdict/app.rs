@@ -39,6 +39,8 @@ pub struct AppEvents {
     pub alerts: usize,
     /// How and when it ended: (ms, exit code, signal).
     pub end: Option<(f64, Option<i32>, Option<i32>)>,
+    /// When a signal first interrupted the watch, ms.
+    pub interrupted_ms: Option<f64>,
 }
 
 impl AppEvents {
@@ -61,6 +63,9 @@ impl AppEvents {
             Event::AppSaid { failure, line } => self.said.push((t_ms, *failure, line.clone())),
             Event::Alert { .. } => self.alerts += 1,
             Event::AppEnd { exit_code, signal } => self.end = Some((t_ms, *exit_code, *signal)),
+            Event::Interrupted { .. } if self.interrupted_ms.is_none() => {
+                self.interrupted_ms = Some(t_ms);
+            }
             _ => {}
         }
     }
@@ -108,6 +113,9 @@ pub enum Diagnosis {
     DriverTimeout,
     /// The card.
     Card,
+    /// The application crashed or exited with an error, and nothing on the GPU explains
+    /// it: its own failure.
+    ApplicationFailed,
     /// Not enough was seen to judge (interrupted, no memory figures, no GPU).
     NotJudged,
 }
@@ -122,6 +130,7 @@ impl Diagnosis {
             FindingCode::AppOtherProcess => Diagnosis::OtherProcess,
             FindingCode::AppDriverTimeout => Diagnosis::DriverTimeout,
             FindingCode::AppCardFault => Diagnosis::Card,
+            FindingCode::AppExit => Diagnosis::ApplicationFailed,
             _ => return None,
         })
     }
@@ -136,6 +145,7 @@ impl Diagnosis {
             Diagnosis::OtherProcess => "other_process",
             Diagnosis::DriverTimeout => "driver_timeout",
             Diagnosis::Card => "card",
+            Diagnosis::ApplicationFailed => "application_failed",
             Diagnosis::NotJudged => "not_judged",
         }
     }
@@ -150,6 +160,7 @@ impl Diagnosis {
             Diagnosis::OtherProcess => "another process",
             Diagnosis::DriverTimeout => "a driver timeout",
             Diagnosis::Card => "the card",
+            Diagnosis::ApplicationFailed => "the application's own failure",
             Diagnosis::NotJudged => "not judged",
         }
     }
@@ -350,6 +361,9 @@ pub struct AppView {
     pub interval_ms: f64,
     /// How and when it ended.
     pub end: Option<(f64, Option<i32>, Option<i32>)>,
+    /// When a signal interrupted the watch, ms: kiln stopped the application it started
+    /// then, and an end after it is kiln's doing, not the application's.
+    pub interrupted_ms: Option<f64>,
 }
 
 /// Judges the watched application: builds its view on the device its memory lived on,
@@ -402,6 +416,7 @@ pub fn judge(
         stepwise,
         pids: pids.clone(),
         end: events.end,
+        interrupted_ms: events.interrupted_ms,
         interval_ms: settings.interval_s * 1e3,
         ..AppView::default()
     };
@@ -434,20 +449,24 @@ pub fn judge(
         view.device_used = gauge_series(telemetry, d.index, signals::MEM_USED_BYTES);
         view.failures = failures(events, trace, &d.uuid, telemetry, d.index, view.budget);
     }
+    // Without its own marks, the iterations are found in its memory: what it held up to
+    // its teardown, never the frees of its exit, which would fall in the last stretch and
+    // cancel what it held before.
+    let held = without_teardown(&view.memory, events.end.is_some());
     let (marks, from) = if !events.marks.is_empty() {
         (events.marks.clone(), IterationSource::Output)
     } else {
         // Iterations it did not mark are no unit a person can count in: rates are said
         // per minute.
         view.by_time = true;
-        match period_marks(&view.memory, view.stepwise) {
+        match period_marks(&held, view.stepwise) {
             Some(m) => (m, IterationSource::Period),
-            None => (time_marks(&view.memory), IterationSource::None),
+            None => (time_marks(&held), IterationSource::None),
         }
     };
     view.marks = marks;
     view.windows = windows(
-        &view.memory,
+        if view.by_time { &held } else { &view.memory },
         view.stepwise,
         &view.marks,
         events.end.map(|e| e.0),
@@ -909,6 +928,27 @@ fn output_line(line: &str) -> String {
     format!("`{}`", crate::text::cut(line.trim(), 120))
 }
 
+/// The series up to the application's teardown, where it ended: the falling run at its
+/// end (the frees of its exit, and the readings after them that repeat the last) left
+/// out. A series that does not fall at its end is whole.
+fn without_teardown(series: &Series, ended: bool) -> Series {
+    let mut n = series.len();
+    if !ended {
+        return series.clone();
+    }
+    while n >= 2 && series[n - 1].1 == series[n - 2].1 {
+        n -= 1;
+    }
+    let flat_from = n;
+    while n >= 2 && series[n - 1].1 < series[n - 2].1 {
+        n -= 1;
+    }
+    if n == flat_from {
+        return series.clone();
+    }
+    series[..n].to_vec()
+}
+
 /// The value of a series at `t`: the last point at or before it (a step series), else
 /// none.
 fn value_at(series: &Series, t: f64) -> Option<u64> {
@@ -1157,6 +1197,26 @@ mod tests {
         assert_eq!(period_marks(&flat, false), None);
         let ramp: Series = (0..50).map(|i| (i as f64 * 100.0, i * MIB)).collect();
         assert_eq!(period_marks(&ramp, false), None);
+    }
+
+    #[test]
+    fn the_frees_of_its_exit_are_left_out_and_a_flat_end_is_kept() {
+        let mib = 1u64 << 20;
+        // Climbing to 48 MiB, then its exit frees it all, a reading of 0 after.
+        let leaking: Series = vec![
+            (0.0, 16 * mib),
+            (1.0, 32 * mib),
+            (2.0, 48 * mib),
+            (3.0, 32 * mib),
+            (3.1, 0),
+            (4.0, 0),
+        ];
+        assert_eq!(without_teardown(&leaking, true), leaking[..3].to_vec());
+        // Still running (attached, the watch stopped first): nothing is left out.
+        assert_eq!(without_teardown(&leaking, false), leaking);
+        // A flat end, and a series that never falls, are whole.
+        let flat: Series = vec![(0.0, 8 * mib), (1.0, 8 * mib), (2.0, 8 * mib)];
+        assert_eq!(without_teardown(&flat, true), flat);
     }
 
     #[test]

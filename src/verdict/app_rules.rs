@@ -58,7 +58,7 @@ pub fn judge(v: &AppView, d: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     }
     if let Some(tr) = &trend {
         if leaking {
-            out.push(leak(v, tr));
+            out.push(leak(v, tr, t));
         } else if tr.creeps(t) && !out.iter().any(|f| f.code == FindingCode::AppFragmentation) {
             out.push(creeping_floor(v, tr));
         }
@@ -80,7 +80,9 @@ pub fn judge(v: &AppView, d: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     let judged = out.iter().any(|f| f.class != Class::Info);
     if !judged && let Some((at, code, signal)) = v.end {
         let failed = code.is_some_and(|c| c != 0) || signal.is_some();
-        if failed {
+        // kiln ends the application it started when a signal interrupts the watch.
+        let stopped_by_kiln = v.interrupted_ms.is_some_and(|i| at >= i);
+        if failed && !stopped_by_kiln {
             out.push(own_exit(at, code, signal));
         }
     }
@@ -109,6 +111,8 @@ struct Trend {
     iteration_ms: f64,
     /// The deepest fall from one baseline to the next.
     deepest_fall: f64,
+    /// The lowest floor and the highest peak of each third of the judged iterations.
+    thirds: Vec<(u64, u64)>,
 }
 
 /// A least-squares line through `ys` at x = 0, 1, 2, ...: (slope, R²).
@@ -136,12 +140,56 @@ fn fit(ys: &[f64]) -> (f64, f64) {
     (slope, r2)
 }
 
+/// The fewest iterations (or stretches of time) a leak is judged over, start-up left out:
+/// fewer is a run too short to call, said as such.
+pub const LEAK_MIN_WINDOWS: usize = 5;
+
+/// The shortest span a leak judged by time is called over, s: a model's upload in its
+/// first second climbs as steeply as any leak.
+pub const LEAK_MIN_SPAN_S: f64 = 5.0;
+
+/// The smallest rise of the floor from one third of the judged iterations to the next
+/// that counts as a step, bytes: above the jitter of a sampled floor.
+const STEP_MIN_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
+
+/// Why the memory could not be judged for a leak: too few iterations or too short a
+/// span once start-up is left out. None where it could.
+pub fn too_short(v: &AppView) -> Option<String> {
+    let judged = v.windows.len().saturating_sub(1);
+    let span_s = match (v.windows.get(1), v.windows.last()) {
+        (Some(a), Some(b)) => (b.mark_ms - a.mark_ms) / 1e3,
+        _ => 0.0,
+    };
+    // By time, the stretches are kiln's own cut of the watch: its span is what counts.
+    let enough = if v.by_time {
+        judged >= 3 && span_s >= LEAK_MIN_SPAN_S
+    } else {
+        judged >= LEAK_MIN_WINDOWS
+    };
+    if enough {
+        return None;
+    }
+    Some(if v.by_time {
+        format!(
+            "too short to judge a leak: {:.1} s of memory after start-up, {LEAK_MIN_SPAN_S:.0} s at least (pass --iteration with a pattern of its output that marks each step, or watch longer)",
+            span_s.max(0.0)
+        )
+    } else {
+        format!(
+            "too short to judge a leak: {} after the first, {LEAK_MIN_WINDOWS} at least (watch more iterations)",
+            crate::text::count(judged as u64, "iteration")
+        )
+    })
+}
+
 impl Trend {
+    /// The trend of the iterations after the first (start-up: loading a model, filling
+    /// caches), where enough of them were seen ([`too_short`]).
     fn of(v: &AppView) -> Option<Trend> {
-        let w = &v.windows;
-        if w.len() < 4 {
+        if too_short(v).is_some() {
             return None;
         }
+        let w = &v.windows[1..];
         let lows: Vec<f64> = w.iter().map(|x| x.low as f64).collect();
         let highs: Vec<f64> = w.iter().map(|x| x.high as f64).collect();
         let (slope, r2) = fit(&lows);
@@ -150,7 +198,19 @@ impl Trend {
         let (peak_slope, _) = fit(&highs);
         let iteration_ms = (w[w.len() - 1].mark_ms - w[0].mark_ms) / (w.len() - 1) as f64;
         let deepest_fall = lows.windows(2).map(|p| p[0] - p[1]).fold(0.0f64, f64::max);
+        // The floor and the peaks of each third of the judged iterations: the lowest floor
+        // and the highest peak of each, so that a sampled floor's jitter is no step.
+        let thirds: Vec<(u64, u64)> = (0..3)
+            .map(|k| {
+                let part = &w[k * w.len() / 3..(k + 1) * w.len() / 3];
+                (
+                    part.iter().map(|x| x.low).min().unwrap_or(0),
+                    part.iter().map(|x| x.high).max().unwrap_or(0),
+                )
+            })
+            .collect();
         Some(Trend {
+            thirds,
             n: w.len(),
             slope,
             r2,
@@ -174,9 +234,30 @@ impl Trend {
             && self.deepest_fall <= 2.0 * self.slope
     }
 
-    /// A leak: the whole usage moves up, peaks with the baseline.
+    /// A leak: the whole usage moves up, peaks with the baseline, whether steadily or in
+    /// steps.
     fn leaks(&self, t: &Thresholds) -> bool {
-        self.steady_climb(t) && self.peak_slope >= 0.5 * self.slope
+        (self.steady_climb(t) && self.peak_slope >= 0.5 * self.slope) || self.steps_up(t)
+    }
+
+    /// A floor that rises in steps and never falls back: the lowest floor of each third
+    /// of the judged iterations above the third's before by a step at least, together as
+    /// much as a leak must climb, the peaks rising with it. A pooling allocator's blocks
+    /// hide a leak so, flat between its steps; a cache that fills at start-up grows in
+    /// the first third alone.
+    fn steps_up(&self, t: &Thresholds) -> bool {
+        let floors = self.step_floors();
+        let rises = floors
+            .windows(2)
+            .all(|p| p[1] as f64 - p[0] as f64 >= STEP_MIN_BYTES);
+        let (first, last) = (self.thirds[0], self.thirds[2]);
+        rises && (last.0 as f64 - first.0 as f64) >= t.leak_min_bytes && last.1 > first.1
+    }
+
+    /// The lowest floor of each third of the judged iterations: (96 MiB, 224 MiB,
+    /// 480 MiB).
+    fn step_floors(&self) -> Vec<u64> {
+        self.thirds.iter().map(|t| t.0).collect()
     }
 
     /// A floor that creeps under flat peaks: memory not handed back between steps.
@@ -186,10 +267,25 @@ impl Trend {
 }
 
 /// A leak (REFERENCE.md §7): the baseline climbs a steady amount per iteration.
-fn leak(v: &AppView, tr: &Trend) -> Finding {
+fn leak(v: &AppView, tr: &Trend, t: &Thresholds) -> Finding {
     let per_minute = bytes((tr.slope * 60_000.0 / tr.iteration_ms).max(0.0) as u64);
     let over = duration(tr.n as f64 * tr.iteration_ms / 1e3);
-    let mut summary = if v.by_time {
+    let stepped = !(tr.steady_climb(t) && tr.peak_slope >= 0.5 * tr.slope);
+    let mut summary = if stepped {
+        let floors: Vec<String> = tr.step_floors().into_iter().map(bytes).collect();
+        format!(
+            "the application's lowest memory rose in steps ({}) over {} and never fell back: a leak that a pooling allocator hides between its steps",
+            crate::text::list(&floors),
+            if v.by_time {
+                over.clone()
+            } else {
+                format!(
+                    "the {} after the first",
+                    crate::text::count(tr.n as u64, "iteration")
+                )
+            }
+        )
+    } else if v.by_time {
         format!(
             "the application's lowest memory climbed {per_minute} a minute over {over} (from {} to {}, fit R² {:.2}) and never fell back: a leak",
             bytes(tr.first),
@@ -198,7 +294,7 @@ fn leak(v: &AppView, tr: &Trend) -> Finding {
         )
     } else {
         format!(
-            "the application's memory between iterations climbed {} an iteration over {} (from {} to {}, fit R² {:.2}) and never fell back: a leak",
+            "the application's memory between iterations climbed {} an iteration over the {} after the first (from {} to {}, fit R² {:.2}) and never fell back: a leak",
             bytes(tr.slope.max(0.0) as u64),
             crate::text::count(tr.n as u64, "iteration"),
             bytes(tr.first),
@@ -210,7 +306,8 @@ fn leak(v: &AppView, tr: &Trend) -> Finding {
         let rate_per_s = tr.slope / (tr.iteration_ms / 1e3);
         (b.saturating_sub(tr.peak) as f64 / rate_per_s).max(0.0)
     });
-    if let (Some(b), Some(s)) = (v.budget, left_s) {
+    // Where it failed already, what it would take to run out says nothing more.
+    if let (Some(b), Some(s), true) = (v.budget, left_s, v.failures.is_empty()) {
         summary.push_str(&format!(
             "; at this rate it uses up the {} it can have in {}",
             bytes(b),
@@ -258,6 +355,7 @@ fn leak(v: &AppView, tr: &Trend) -> Finding {
                 .map(|(k, _)| crate::evidence::ring::class_limit_bytes(k)),
             leaking_allocations: class.map(|(_, n)| n),
             by_time: v.by_time,
+            floor_steps_bytes: stepped.then(|| tr.step_floors()),
         }),
         "free what each iteration allocates (the application's bug, not the card's), or restart it before it runs out",
     )
@@ -749,19 +847,21 @@ pub fn watch_interrupted(at_s: f64) -> Finding {
     )
 }
 
-/// The application's own error: it ended badly and nothing on the GPU explains it.
+/// The application's own failure: it crashed or exited with an error and nothing on the
+/// GPU explains it. Never "healthy": the card's evidence is said as clean, and a test of
+/// the card is the step if it comes back.
 fn own_exit(at_ms: f64, code: Option<i32>, signal: Option<i32>) -> Finding {
     let how = match (code, signal) {
-        (_, Some(s)) => format!("was ended by signal {s}"),
+        (_, Some(s)) => format!("was ended by signal {s}{}", signal_name(s)),
         (Some(c), None) => format!("exited with {c}"),
         (None, None) => "ended".into(),
     };
     finding(
         FindingCode::AppExit,
-        Severity::Note,
+        Severity::Major,
         Confidence::High,
         format!(
-            "the application {how} {:.1} s into the watch, and nothing on the GPU explains it: its own error",
+            "the application {how} {:.1} s into the watch, and nothing on the GPU explains it (no failed allocation or lost device reached the driver, and the card's evidence is clean): the application's own failure",
             at_ms / 1e3
         ),
         evidence(&OwnExit {
@@ -769,8 +869,22 @@ fn own_exit(at_ms: f64, code: Option<i32>, signal: Option<i32>) -> Finding {
             signal,
             ended_at_ms: at_ms,
         }),
-        "read the application's own output and logs for why it stopped",
+        "read the application's own output and logs for why it stopped; if it comes back, `kiln run` tests the card",
     )
+}
+
+/// A signal's name in brackets (` (SIGSEGV)`), for the signals an application dies of.
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        4 => " (SIGILL)",
+        6 => " (SIGABRT)",
+        7 => " (SIGBUS)",
+        8 => " (SIGFPE)",
+        9 => " (SIGKILL, as the kernel's out-of-memory killer and schedulers send)",
+        11 => " (SIGSEGV)",
+        15 => " (SIGTERM)",
+        _ => "",
+    }
 }
 
 /// The evidence of `APP_MEMORY_LEAK`.
@@ -788,6 +902,9 @@ struct Leak {
     leaking_size_class_bytes: Option<u64>,
     leaking_allocations: Option<i64>,
     by_time: bool,
+    /// The floor at each of its steps, where it rose in steps rather than steadily.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor_steps_bytes: Option<Vec<u64>>,
 }
 
 /// The evidence of `APP_FRAGMENTATION` without a failure: the floor's creep.

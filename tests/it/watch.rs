@@ -308,8 +308,10 @@ fn a_device_lost_in_the_wait_a_watchdog_ended_is_a_driver_timeout() {
     );
 }
 
+/// A crash with nothing on the GPU to explain it is the application's own failure
+/// (software), never "healthy", and the card's evidence is said to be clean.
 #[test]
-fn an_application_that_crashes_on_its_own_is_reported_not_judged() {
+fn an_application_that_crashes_on_its_own_is_its_own_failure_never_healthy() {
     let dir = tempfile::tempdir().unwrap();
     let env = card(dir.path(), 1024, &[]);
     let (code, report, stderr) = watch(
@@ -318,12 +320,19 @@ fn an_application_that_crashes_on_its_own_is_reported_not_judged() {
         &["--iteration", "^step"],
         &["crash", "8", "100"],
     );
-    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(code, 3, "{stderr}");
     assert_eq!(report["application"]["signal"], 6);
-    assert_eq!(report["application"]["diagnosis"], "healthy");
+    assert_eq!(report["application"]["diagnosis"], "application_failed");
     let f = finding(&report, "APP_EXIT");
-    assert_eq!(f["class"], "info");
+    assert_eq!(f["class"], "software");
     assert_eq!(f["evidence"]["signal"], 6);
+    let summary = f["summary"].as_str().unwrap();
+    assert!(summary.contains("signal 6 (SIGABRT)"), "{summary}");
+    assert!(
+        summary.contains("the card's evidence is clean"),
+        "{summary}"
+    );
+    assert!(stderr.contains("the application's own failure"), "{stderr}");
 }
 
 /// Waits until the run's events hold `n` iterations.
@@ -381,11 +390,14 @@ fn an_application_killed_9_leaves_evidence_that_kiln_verdict_judges_alike() {
     kill(app_pid(&run), "-9");
     let out = child.wait_with_output().unwrap();
     let (code, report, stderr) = finished(dir.path(), &out);
-    assert_eq!(code, 0, "{stderr}");
+    // Killed from outside with nothing on the GPU to explain it: the application's
+    // failure (software), never healthy.
+    assert_eq!(code, 3, "{stderr}");
     assert_eq!(report["application"]["signal"], 9);
+    assert_eq!(report["application"]["diagnosis"], "application_failed");
     assert_eq!(finding(&report, "APP_EXIT")["evidence"]["signal"], 9);
     let again = common::verdict(&run, &[]);
-    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(again.status.code(), Some(3));
     let rebuilt: Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(codes(&rebuilt), codes(&report));
 }
