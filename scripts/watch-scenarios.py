@@ -293,6 +293,46 @@ def main():
              ["APP_OVER_MEMORY_LIMIT"], 3, "software", lambda n: 20.0, peak=lambda n: 60.0,
              ending=big_batch, reason="more memory than the card has")
 
+    # PyTorch's caching allocator holds 16 GiB reserved but unallocated and still cannot
+    # find 2 GiB in one piece: fragmentation of its cache, with its own remedy.
+    def cache_in_pieces(run, t, n):
+        if n != 18:
+            return False
+        run.sample(t + 400.0, 77.6 * GIB)
+        run.said(t + 900.0, "out_of_memory",
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.72 GiB of which 1.50 GiB is free. Including non-PyTorch memory, this process has 138.10 GiB memory in use. Of the allocated memory 121.00 GiB is allocated by PyTorch, and 16.00 GiB is reserved by PyTorch but unallocated.")
+        run.end(t + 1300.0, 1)
+        return True
+    training("watch_pytorch_cache_in_pieces",
+             "PyTorch asks for 2 GiB with 16 GiB reserved by its caching allocator but unallocated: its cache is fragmented (expandable_segments), not the card's memory too small",
+             ["APP_FRAGMENTATION"], 3, "software", lambda n: 60.0, peak=lambda n: 120.0,
+             ending=cache_in_pieces, reason="fragmentation")
+    # Near miss: the same OOM with 512 MiB cached, less than the request: over the limit.
+    def cache_small(run, t, n):
+        if n != 18:
+            return False
+        run.sample(t + 400.0, 137.6 * GIB)
+        run.said(t + 900.0, "out_of_memory",
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.72 GiB of which 1.50 GiB is free. Including non-PyTorch memory, this process has 138.10 GiB memory in use. Of the allocated memory 137.00 GiB is allocated by PyTorch, and 512.00 MiB is reserved by PyTorch but unallocated.")
+        run.end(t + 1300.0, 1)
+        return True
+    training("watch_pytorch_cache_too_small_to_help",
+             "the same PyTorch OOM with 512 MiB cached, less than the 2 GiB it asks for, the step peaking at the card's size: over the limit, not fragmentation",
+             ["APP_OVER_MEMORY_LIMIT"], 3, "software", lambda n: 60.0, peak=lambda n: 137.0,
+             ending=cache_small, reason="more memory than the card has")
+    # A request larger than the card in JAX's words: over the limit whatever the memory did.
+    def too_big_for_any_card(run, t, n):
+        if n != 6:
+            return False
+        run.said(t + 600.0, "out_of_memory",
+                 "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 171798691840 bytes.")
+        run.end(t + 900.0, 1)
+        return True
+    training("watch_jax_asks_for_more_than_the_card",
+             "JAX asks for 160 GiB at once on a 140 GiB card with its memory at 30 GiB: one request the card can never hold, over the limit",
+             ["APP_OVER_MEMORY_LIMIT"], 3, "software", lambda n: 30.0, peak=lambda n: 34.0,
+             ending=too_big_for_any_card, reason="can never hold")
+
     # A leak that ends in running out: the leak, not the limit, is the cause.
     def leak_runs_out(run, t, n):
         if 30.0 + 6.0 * n + 14 < 138.0:
@@ -349,10 +389,12 @@ def main():
         if n != 20:
             return False
         run.end(t + 300.0, 1)
+        run.said(t + 320.0, "error", "ValueError: Expected input batch_size (64) to match target batch_size (32).")
         return True
     training("watch_own_error",
              "the job exits with 1 at step 20 with its memory flat and nothing on the card: the application's own failure (software), never healthy",
-             ["APP_EXIT"], 3, "software", lambda n: 38.0, ending=own_error)
+             ["APP_EXIT"], 3, "software", lambda n: 38.0, ending=own_error,
+             reason="ValueError: Expected input batch_size")
 
     # A pooling allocator hides a leak: it grows its blocks in steps (floors 96, 224, then
     # 480 MiB), flat between them, never handing them back.
@@ -522,7 +564,7 @@ def by_time_scenarios():
     run.end(1300.0, 1)
     run.write("watch_start_up_upload_then_refused",
               "a model upload climbs from 0 to 56 MiB in 0.6 s and a 160 GiB request is refused in the first second: over the limit, never a leak",
-              ["APP_OVER_MEMORY_LIMIT"], 3, "software", reason="more memory than the card has")
+              ["APP_OVER_MEMORY_LIMIT"], 3, "software", reason="can never hold")
 
 
 def attached_scenarios():

@@ -225,6 +225,9 @@ pub enum AppFailure {
     OutOfMemory,
     /// The device was lost or removed: `VK_ERROR_DEVICE_LOST`, `device removed`, ...
     DeviceLost,
+    /// The last line of its output that said an error of another kind (`ValueError: ...`,
+    /// `Segmentation fault`): its own words on how it ended, written once at its end.
+    Error,
 }
 
 /// What kind of failure ended (part of) a device's test, as `events.jsonl` and

@@ -41,6 +41,8 @@ pub struct AppEvents {
     pub end: Option<(f64, Option<i32>, Option<i32>)>,
     /// When a signal first interrupted the watch, ms.
     pub interrupted_ms: Option<f64>,
+    /// The last line of its output that said an error of another kind.
+    pub last_error: Option<String>,
 }
 
 impl AppEvents {
@@ -60,6 +62,10 @@ impl AppEvents {
             }
             Event::AppProcesses { pids } => self.pids.extend(pids),
             Event::Iteration { .. } => self.marks.push(t_ms),
+            Event::AppSaid {
+                failure: AppFailure::Error,
+                line,
+            } => self.last_error = Some(line.clone()),
             Event::AppSaid { failure, line } => self.said.push((t_ms, *failure, line.clone())),
             Event::Alert { .. } => self.alerts += 1,
             Event::AppEnd { exit_code, signal } => self.end = Some((t_ms, *exit_code, *signal)),
@@ -293,6 +299,8 @@ pub enum Failure {
         live: Option<(u64, u64)>,
         /// What said so: a call (`vkAllocateMemory`) or a line of output.
         said: String,
+        /// The framework's own facts, where a line of its output said it.
+        words: Option<super::app_words::Said>,
     },
     /// The device was lost.
     Lost {
@@ -364,6 +372,8 @@ pub struct AppView {
     /// When a signal interrupted the watch, ms: kiln stopped the application it started
     /// then, and an end after it is kiln's doing, not the application's.
     pub interrupted_ms: Option<f64>,
+    /// The last line of its output that said an error of another kind.
+    pub last_error: Option<String>,
 }
 
 /// Judges the watched application: builds its view on the device its memory lived on,
@@ -417,6 +427,7 @@ pub fn judge(
         pids: pids.clone(),
         end: events.end,
         interrupted_ms: events.interrupted_ms,
+        last_error: events.last_error.clone(),
         interval_ms: settings.interval_s * 1e3,
         ..AppView::default()
     };
@@ -865,6 +876,7 @@ fn failures(
                         free,
                         live: max_allocations.map(|m| (live_count.max(0) as u64, m)),
                         said: "vkAllocateMemory".into(),
+                        words: None,
                     });
                 }
                 TraceEvent::OutOfMemory {
@@ -879,6 +891,7 @@ fn failures(
                     free: free_at(r.t_ms),
                     live: None,
                     said: call.clone(),
+                    words: None,
                 }),
                 TraceEvent::DeviceLost { device, call } if same_device(uuid, device) => {
                     out.push(Failure::Lost {
@@ -888,6 +901,24 @@ fn failures(
                 }
                 _ => {}
             }
+        }
+    }
+    // A refusal the trace saw, in the words the application said it in around then (its
+    // framework's sizes: what it had, what it cached).
+    for f in &mut out {
+        if let Failure::Memory {
+            t_ms,
+            words: w @ None,
+            ..
+        } = f
+        {
+            *w = events
+                .said
+                .iter()
+                .filter(|(at, kind, _)| {
+                    *kind == AppFailure::OutOfMemory && (at - *t_ms).abs() <= 2_000.0
+                })
+                .find_map(|(_, _, line)| super::app_words::read(line));
         }
     }
     // What the output said counts where the trace saw nothing of its kind (an application
@@ -903,14 +934,17 @@ fn failures(
         if seen {
             continue;
         }
+        let words = super::app_words::read(line);
+        let facts = words.as_ref().map(|w| &w.facts);
         out.push(match failure {
-            AppFailure::OutOfMemory => Failure::Memory {
+            AppFailure::OutOfMemory | AppFailure::Error => Failure::Memory {
                 t_ms: *t_ms,
-                request: None,
+                request: facts.and_then(|f| f.request_bytes),
                 result: None,
-                free: free_at(*t_ms),
+                free: facts.and_then(|f| f.free_bytes).or_else(|| free_at(*t_ms)),
                 live: None,
                 said: format!("its output: {}", output_line(line)),
+                words,
             },
             AppFailure::DeviceLost => Failure::Lost {
                 t_ms: *t_ms,

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::app::{AppView, Failure};
+use super::app_words::{Kind, Said};
 use super::model::DeviceReport;
 use super::thresholds::Thresholds;
 use crate::evidence::trace::VkError;
@@ -83,7 +84,7 @@ pub fn judge(v: &AppView, d: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
         // kiln ends the application it started when a signal interrupts the watch.
         let stopped_by_kiln = v.interrupted_ms.is_some_and(|i| at >= i);
         if failed && !stopped_by_kiln {
-            out.push(own_exit(at, code, signal));
+            out.push(own_exit(at, code, signal, v.last_error.as_deref()));
         }
     }
     out
@@ -438,7 +439,52 @@ fn over_the_limit(v: &AppView, failure: &Failure, t: &Thresholds) -> Finding {
         peak.max(card_used.unwrap_or(0)) as f64 >= t.budget_reached_share * b as f64
     });
     let short = matches!(failure, Failure::Memory { request: Some(r), free: Some(f), .. } if f < r);
-    let baseline = v.windows.iter().map(|w| w.low).min();
+    // A baseline is one where iterations were seen and something was held between them.
+    let baseline = v
+        .windows
+        .iter()
+        .map(|w| w.low)
+        .min()
+        .filter(|b| v.windows.len() >= 2 && *b >= crate::units::MIB);
+    let (request, words) = match failure {
+        Failure::Memory { request, words, .. } => (*request, words.as_ref()),
+        Failure::Lost { .. } => (None, None),
+    };
+    let card_total = words.and_then(|w| w.facts.total_bytes).or(v.budget);
+    // One request the card could never hold: said as such, whatever the memory did.
+    let refused_by_check = words
+        .filter(|w| w.kind == Kind::Refused)
+        .and_then(|w| Some((w, request?, w.facts.limit_bytes?)));
+    let above_card = request.zip(card_total).filter(|(r, total)| r > total);
+    if let Some((w, asked, limit)) = refused_by_check {
+        return over_the_limit_finding(
+            v,
+            failure,
+            format!(
+                "the application asked for {} in one buffer, above the largest the device allows ({}), and {}'s own check refused it before the driver saw it ({})",
+                bytes(asked),
+                bytes(limit),
+                w.framework.name(),
+                failure_said(failure)
+            ),
+            Confidence::High,
+            (peak, card_used, baseline),
+        );
+    }
+    if let Some((asked, total)) = above_card {
+        return over_the_limit_finding(
+            v,
+            failure,
+            format!(
+                "the application asked for {} at once ({}), more than the {} the card has: one request the card can never hold",
+                bytes(asked),
+                failure_said(failure),
+                bytes(total)
+            ),
+            Confidence::High,
+            (peak, card_used, baseline),
+        );
+    }
     let mut summary = format!(
         "the application ran out of memory ({})",
         failure_said(failure)
@@ -465,14 +511,33 @@ fn over_the_limit(v: &AppView, failure: &Failure, t: &Thresholds) -> Finding {
     } else {
         summary.push_str(": it needs more memory than the card has");
     }
-    finding(
-        FindingCode::AppOverMemoryLimit,
-        Severity::Major,
+    over_the_limit_finding(
+        v,
+        failure,
+        summary,
         if reached || short {
             Confidence::High
         } else {
             Confidence::Medium
         },
+        (peak, card_used, baseline),
+    )
+}
+
+/// `APP_OVER_MEMORY_LIMIT` with its summary and its evidence: the peak, the card's memory
+/// in use and the baseline as the failure came.
+fn over_the_limit_finding(
+    v: &AppView,
+    failure: &Failure,
+    summary: String,
+    confidence: Confidence,
+    (peak, card_used, baseline): (u64, Option<u64>, Option<u64>),
+) -> Finding {
+    let t_ms = failure.t_ms();
+    finding(
+        FindingCode::AppOverMemoryLimit,
+        Severity::Major,
+        confidence,
         summary,
         evidence(&OverLimit {
             failed_at_ms: t_ms,
@@ -503,11 +568,15 @@ fn fragmented(v: &AppView, failure: &Failure) -> Option<Finding> {
         result,
         free,
         live,
+        words,
         ..
     } = failure
     else {
         return None;
     };
+    if let Some(f) = words.as_ref().and_then(|w| cached_in_pieces(v, failure, w)) {
+        return Some(f);
+    }
     let limit_hit = matches!(
         result,
         Some(VkError::TooManyObjects | VkError::Fragmentation)
@@ -551,6 +620,40 @@ fn fragmented(v: &AppView, failure: &Failure) -> Option<Finding> {
             budget_bytes: v.budget,
         }),
         "suballocate: fewer, larger blocks (an allocator such as VMA or gpu-allocator), or free and reallocate in one size; the card is fine",
+    ))
+}
+
+/// A framework's caching allocator that held more than the request but not in one piece
+/// (PyTorch's reserved-but-unallocated memory above what it asked for): fragmentation of
+/// its cache, with the allocator's own remedy.
+fn cached_in_pieces(v: &AppView, failure: &Failure, words: &Said) -> Option<Finding> {
+    let request = words.facts.request_bytes?;
+    let cached = words.cached_bytes()?;
+    if cached < request {
+        return None;
+    }
+    Some(finding(
+        FindingCode::AppFragmentation,
+        Severity::Major,
+        Confidence::High,
+        format!(
+            "{} asked for {} and was refused ({}) while its caching allocator held {} reserved but unallocated: its cache is cut into pieces none of which is large enough (fragmentation), not a lack of memory",
+            words.framework.name(),
+            bytes(request),
+            failure_said(failure),
+            bytes(cached)
+        ),
+        evidence(&CachedInPieces {
+            failed_at_ms: failure.t_ms(),
+            framework: words.framework.name(),
+            request_bytes: request,
+            reserved_bytes: words.facts.reserved_bytes,
+            allocated_bytes: words.facts.allocated_bytes,
+            cached_bytes: cached,
+            free_bytes: words.facts.free_bytes,
+            budget_bytes: v.budget,
+        }),
+        "let the allocator join or hand back its blocks: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb:512 on older versions), or call torch.cuda.empty_cache() between phases; the card is fine",
     ))
 }
 
@@ -850,24 +953,33 @@ pub fn watch_interrupted(at_s: f64) -> Finding {
 /// The application's own failure: it crashed or exited with an error and nothing on the
 /// GPU explains it. Never "healthy": the card's evidence is said as clean, and a test of
 /// the card is the step if it comes back.
-fn own_exit(at_ms: f64, code: Option<i32>, signal: Option<i32>) -> Finding {
+fn own_exit(
+    at_ms: f64,
+    code: Option<i32>,
+    signal: Option<i32>,
+    last_error: Option<&str>,
+) -> Finding {
     let how = match (code, signal) {
         (_, Some(s)) => format!("was ended by signal {s}{}", signal_name(s)),
         (Some(c), None) => format!("exited with {c}"),
         (None, None) => "ended".into(),
     };
+    let said = last_error
+        .map(|l| format!("; its last error: `{}`", crate::text::cut(l.trim(), 160)))
+        .unwrap_or_default();
     finding(
         FindingCode::AppExit,
         Severity::Major,
         Confidence::High,
         format!(
-            "the application {how} {:.1} s into the watch, and nothing on the GPU explains it (no failed allocation or lost device reached the driver, and the card's evidence is clean): the application's own failure",
+            "the application {how} {:.1} s into the watch, and nothing on the GPU explains it (no failed allocation or lost device reached the driver, and the card's evidence is clean): the application's own failure{said}",
             at_ms / 1e3
         ),
         evidence(&OwnExit {
             exit_code: code,
             signal,
             ended_at_ms: at_ms,
+            last_error_line: last_error,
         }),
         "read the application's own output and logs for why it stopped; if it comes back, `kiln run` tests the card",
     )
@@ -943,6 +1055,19 @@ struct Refused {
     budget_bytes: Option<u64>,
 }
 
+/// The evidence of `APP_FRAGMENTATION` in a framework's cache.
+#[derive(Serialize)]
+struct CachedInPieces {
+    failed_at_ms: f64,
+    framework: &'static str,
+    request_bytes: u64,
+    reserved_bytes: Option<u64>,
+    allocated_bytes: Option<u64>,
+    cached_bytes: u64,
+    free_bytes: Option<u64>,
+    budget_bytes: Option<u64>,
+}
+
 /// The evidence of `APP_OTHER_PROCESS`.
 #[derive(Serialize)]
 struct OtherProcesses<'a> {
@@ -1004,10 +1129,12 @@ struct Interrupted {
 
 /// The evidence of `APP_EXIT`.
 #[derive(Serialize)]
-struct OwnExit {
+struct OwnExit<'a> {
     exit_code: Option<i32>,
     signal: Option<i32>,
     ended_at_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_error_line: Option<&'a str>,
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod app;
 mod app_rules;
+pub mod app_words;
 pub mod catalogue;
 pub mod evidence;
 mod model;

@@ -18,6 +18,9 @@ pub enum Heard {
     Iteration(String),
     /// A line says the application failed.
     Failure(AppFailure, String),
+    /// A line says an error of some other kind (the last is kept as the application's own
+    /// words on how it ended).
+    Error(String),
 }
 
 /// Lines that say an application ran out of GPU memory, in the words of the runtimes
@@ -25,6 +28,9 @@ pub enum Heard {
 const OUT_OF_MEMORY: &str = r"(?i)(VK_ERROR_OUT_OF_DEVICE_MEMORY|ERROR_OUT_OF_DEVICE_MEMORY|out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|hipErrorOutOfMemory|DXGI_ERROR_OUT_OF_MEMORY|E_OUTOFMEMORY)";
 /// Lines that say it lost its device.
 const DEVICE_LOST: &str = r"(?i)(VK_ERROR_DEVICE_LOST|ERROR_DEVICE_LOST|device lost|device (was |has been )?removed|DXGI_ERROR_DEVICE_(REMOVED|HUNG|RESET)|fallen off the bus|CUDA error: (an illegal memory access|unspecified launch failure)|cudaErrorLaunchFailure|hipErrorLaunchFailure)";
+
+/// Lines that say an error of any kind: the application's last is quoted when it fails.
+const ERROR: &str = r"(?i)(error|exception)\b|\b(traceback|fatal|panicked|aborted|segmentation fault|core dumped)\b";
 
 /// The most lines of each failure kept as evidence: a failing application can say the
 /// same thing thousands of times.
@@ -39,6 +45,7 @@ pub struct Listener {
     iteration: Option<Regex>,
     out_of_memory: Regex,
     device_lost: Regex,
+    error: Regex,
 }
 
 impl Listener {
@@ -49,20 +56,27 @@ impl Listener {
             // Constant patterns, checked by this module's tests.
             out_of_memory: Regex::new(OUT_OF_MEMORY).unwrap_or_else(|_| unreachable!()),
             device_lost: Regex::new(DEVICE_LOST).unwrap_or_else(|_| unreachable!()),
+            error: Regex::new(ERROR).unwrap_or_else(|_| unreachable!()),
         }
     }
 
     /// What a line says, if anything.
     pub fn hear(&self, line: &str) -> Option<Heard> {
+        use crate::verdict::app_words::{self, Kind};
         let kept = || crate::text::cut(line.trim_end(), LINE_KEPT);
-        if self.device_lost.is_match(line) {
+        // A framework's own words first (wgpu's refusal of a size says no "memory").
+        let framework = app_words::read(line).map(|s| s.kind);
+        if framework == Some(Kind::DeviceLost) || self.device_lost.is_match(line) {
             return Some(Heard::Failure(AppFailure::DeviceLost, kept()));
         }
-        if self.out_of_memory.is_match(line) {
+        if framework.is_some() || self.out_of_memory.is_match(line) {
             return Some(Heard::Failure(AppFailure::OutOfMemory, kept()));
         }
         if self.iteration.as_ref().is_some_and(|r| r.is_match(line)) {
             return Some(Heard::Iteration(kept()));
+        }
+        if self.error.is_match(line) {
+            return Some(Heard::Error(kept()));
         }
         None
     }
@@ -213,6 +227,18 @@ mod tests {
             Some(Heard::Iteration("step 12 loss 0.3".into()))
         );
         assert_eq!(l.hear("loading model"), None);
+        // A framework's refusal in its own words, and an error of another kind.
+        assert!(matches!(
+            l.hear("Buffer size 68719476736 is greater than the maximum buffer size (268435456)"),
+            Some(Heard::Failure(AppFailure::OutOfMemory, _))
+        ));
+        assert_eq!(
+            l.hear("ValueError: shapes (3,4) and (5,) not aligned"),
+            Some(Heard::Error(
+                "ValueError: shapes (3,4) and (5,) not aligned".into()
+            ))
+        );
+        assert_eq!(l.hear("no errors found in 12 steps"), None);
         assert_eq!(Listener::new(None).hear("step 1"), None);
     }
 }

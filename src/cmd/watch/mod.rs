@@ -18,8 +18,8 @@ use regex::Regex;
 
 use crate::error::AppError;
 use crate::evidence::{
-    Event, EventSink, EventWriter, EvidenceFile, Manifest, RunDir, RunSettings, WatchSettings,
-    utc_timestamp,
+    AppFailure, Event, EventSink, EventWriter, EvidenceFile, Manifest, RunDir, RunSettings,
+    WatchSettings, utc_timestamp,
 };
 use crate::platform::process;
 use crate::select::{Selection, select_for_run};
@@ -238,6 +238,7 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         iterations: 0,
         alerted: false,
         stop_asked: None,
+        last_error: None,
     };
     let mut next_tick = Instant::now();
     let ending = loop {
@@ -313,6 +314,15 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         state.listen(&heard, &mut events, Duration::from_millis(20));
     }
     state.listen(&heard, &mut events, Duration::ZERO);
+    if let Some(line) = state.last_error.take() {
+        events.emit(
+            None,
+            Event::AppSaid {
+                failure: AppFailure::Error,
+                line,
+            },
+        );
+    }
     if let Some(t) = tracer.as_mut() {
         t.drain(ending.is_some(), started.elapsed().as_secs_f64() * 1e3);
         t.finish(&mut events);
@@ -343,6 +353,8 @@ struct Watching {
     alerted: bool,
     /// When a signal asked the application to stop.
     stop_asked: Option<Instant>,
+    /// The last line of its output that said an error, written at its end.
+    last_error: Option<String>,
 }
 
 impl Watching {
@@ -364,6 +376,7 @@ impl Watching {
                 Heard::Failure(failure, line) => {
                     events.emit(None, Event::AppSaid { failure, line });
                 }
+                Heard::Error(line) => self.last_error = Some(line),
             }
         }
     }
