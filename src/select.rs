@@ -223,12 +223,21 @@ fn names_gpu(selector: &str, gpu: &InventoryGpu) -> bool {
     by_uuid || by_pci
 }
 
+/// What the devices are selected for: how a CPU device standing in is said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Job {
+    /// `kiln run`: the devices are tested.
+    Test,
+    /// `kiln watch`: an application is watched on them.
+    Watch,
+}
+
 /// Picks what `kiln run` tests, from an inventory of the machine's GPUs independent of
 /// Vulkan. With no selectors: every GPU Vulkan sees; every GPU it cannot see is not tested,
 /// with its cause (the run cannot pass); with no GPU at all, the CPU Vulkan device runs the
 /// job in a GPU's place (proving the tool, exit 4). `--device cpu` makes the CPU device the
 /// device under test. A selector that names a GPU Vulkan cannot see makes it not tested.
-pub fn select_for_run(selectors: &[String]) -> Result<Selection, AppError> {
+pub fn select_for_run(selectors: &[String], job: Job) -> Result<Selection, AppError> {
     let system = System::from_env();
     let inventory = inventory::read(&system);
     let mut notes: Vec<String> = inventory
@@ -302,10 +311,16 @@ pub fn select_for_run(selectors: &[String]) -> Result<Selection, AppError> {
     if gpus.is_empty() && missing.is_empty() {
         let cpus: Vec<DeviceInfo> = all.into_iter().filter(|d| !d.kind.is_gpu()).collect();
         let names: Vec<&str> = cpus.iter().map(|d| d.name.as_str()).collect();
-        notes.push(format!(
-            "no GPU found: the CPU Vulkan device ({}) runs the whole job to prove the tool; no GPU is tested, so the run cannot pass (exit 4); `--device cpu` makes it the device under test",
-            names.join(", ")
-        ));
+        notes.push(match job {
+            Job::Test => format!(
+                "no GPU found: the CPU Vulkan device ({}) runs the whole job to prove the tool; no GPU is tested, so the run cannot pass (exit 4); `--device cpu` makes it the device under test",
+                names.join(", ")
+            ),
+            Job::Watch => format!(
+                "no GPU found: the application runs on the CPU Vulkan device ({}); what its memory shows is judged, but no GPU is watched, so the watch cannot pass (exit 4)",
+                names.join(", ")
+            ),
+        });
         return Ok(Selection {
             devices: cpus,
             stand_in: true,

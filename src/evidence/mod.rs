@@ -6,6 +6,7 @@ mod records;
 mod rundir;
 mod writer;
 
+pub mod gpu_apis;
 pub mod host;
 pub mod ring;
 pub mod trace;

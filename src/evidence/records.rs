@@ -177,6 +177,15 @@ pub enum Event {
         /// Their process ids.
         pids: Vec<u32>,
     },
+    /// `kiln watch`: GPU libraries a process of the application loaded, first seen since
+    /// the last tick (what it loaded says which GPU API it uses, and whether through the
+    /// Vulkan loader that loads kiln's layer).
+    AppLibraries {
+        /// The process.
+        pid: u32,
+        /// The libraries' file names (`libvulkan.so.1`, `libcuda.so.1`).
+        libraries: Vec<String>,
+    },
     /// `kiln watch`: a line of the application's output matched `--iteration`.
     Iteration {
         /// Its number, from 1.

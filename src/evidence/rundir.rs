@@ -165,6 +165,11 @@ pub struct WatchSettings {
     /// The share of the budget at which `--on-alert` runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert_share: Option<f64>,
+    /// The Vulkan loader's variables the application was started with (`VK_DRIVER_FILES`,
+    /// ...): an engine that reads them may open the driver itself, past the loader and
+    /// kiln's layer.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub loader_environment: std::collections::BTreeMap<String, String>,
 }
 
 impl Manifest {

@@ -51,6 +51,16 @@ pub fn name(proc_root: &Path, pid: u32) -> Option<String> {
     os::name(proc_root, pid)
 }
 
+/// The shared libraries the process has loaded, by file name (`libvulkan.so.1`,
+/// `nvcuda.dll`): Linux's `/proc/PID/maps`, Windows' Toolhelp module list. None where they
+/// cannot be read (the process gone, no permission, another OS).
+pub fn libraries(proc_root: &Path, pid: u32) -> Option<Vec<String>> {
+    let mut names = os::libraries(proc_root, pid)?;
+    names.sort_unstable();
+    names.dedup();
+    Some(names)
+}
+
 /// Asks the process to stop (SIGTERM on Linux); false when it could not be asked.
 pub fn ask_to_stop(pid: u32) -> bool {
     os::terminate(pid)
@@ -119,6 +129,19 @@ mod os {
             .collect()
     }
 
+    pub fn libraries(proc_root: &Path, pid: u32) -> Option<Vec<String>> {
+        let maps = std::fs::read_to_string(proc_root.join(pid.to_string()).join("maps")).ok()?;
+        Some(
+            maps.lines()
+                // address perms offset dev inode path
+                .filter_map(|l| l.split_whitespace().nth(5))
+                .filter_map(|path| path.rsplit('/').next())
+                .filter(|name| name.contains(".so"))
+                .map(str::to_owned)
+                .collect(),
+        )
+    }
+
     pub fn name(proc_root: &Path, pid: u32) -> Option<String> {
         let name = std::fs::read_to_string(proc_root.join(pid.to_string()).join("comm")).ok()?;
         let name = name.trim();
@@ -161,7 +184,8 @@ mod os {
 
     use windows::Win32::Foundation::{CloseHandle, HANDLE, STILL_ACTIVE};
     use windows::Win32::System::Diagnostics::ToolHelp::{
-        CreateToolhelp32Snapshot, PROCESSENTRY32W, Process32FirstW, Process32NextW,
+        CreateToolhelp32Snapshot, MODULEENTRY32W, Module32FirstW, Module32NextW, PROCESSENTRY32W,
+        Process32FirstW, Process32NextW, TH32CS_SNAPMODULE, TH32CS_SNAPMODULE32,
         TH32CS_SNAPPROCESS,
     };
     use windows::Win32::System::JobObjects::{
@@ -223,6 +247,33 @@ mod os {
         // SAFETY: the handle opened above, closed once.
         let _ = unsafe { CloseHandle(handle) };
         read && code == STILL_ACTIVE.0 as u32
+    }
+
+    pub fn libraries(_proc_root: &Path, pid: u32) -> Option<Vec<String>> {
+        // SAFETY: a snapshot of one process's modules; the handle is closed below.
+        let snapshot =
+            unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPMODULE | TH32CS_SNAPMODULE32, pid) }
+                .ok()?;
+        let mut out = Vec::new();
+        let mut entry = MODULEENTRY32W {
+            dwSize: std::mem::size_of::<MODULEENTRY32W>() as u32,
+            ..Default::default()
+        };
+        // SAFETY: `entry` is a MODULEENTRY32W with its size set, as both calls require.
+        let mut more = unsafe { Module32FirstW(snapshot, &mut entry) }.is_ok();
+        while more {
+            let end = entry
+                .szModule
+                .iter()
+                .position(|&c| c == 0)
+                .unwrap_or(entry.szModule.len());
+            out.push(String::from_utf16_lossy(&entry.szModule[..end]));
+            // SAFETY: as above.
+            more = unsafe { Module32NextW(snapshot, &mut entry) }.is_ok();
+        }
+        // SAFETY: the snapshot's handle, closed once.
+        let _ = unsafe { CloseHandle(snapshot) };
+        Some(out)
     }
 
     pub fn parents(_proc_root: &Path) -> Vec<(u32, u32)> {
@@ -318,6 +369,10 @@ mod os {
 
     pub fn parents(_proc_root: &Path) -> Vec<(u32, u32)> {
         Vec::new()
+    }
+
+    pub fn libraries(_proc_root: &Path, _pid: u32) -> Option<Vec<String>> {
+        None
     }
 
     pub fn name(_proc_root: &Path, _pid: u32) -> Option<String> {

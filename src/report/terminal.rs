@@ -130,10 +130,10 @@ pub fn summary(report: &Report, style: Style) -> String {
         out,
         "result: {}{}{} (exit {}), evidence in {}{}",
         report.result.word(),
-        if report.no_gpu_tested {
-            ", no GPU was tested"
-        } else {
-            ""
+        match (report.no_gpu_tested, report.application.is_some()) {
+            (true, true) => ", no GPU was watched",
+            (true, false) => ", no GPU was tested",
+            (false, _) => "",
         },
         match (report.interrupted, report.incomplete) {
             (true, _) => ", interrupted: covers what ran before the signal",
@@ -163,10 +163,20 @@ pub fn summary(report: &Report, style: Style) -> String {
 fn application_lines(out: &mut String, app: &crate::verdict::app::ApplicationReport) {
     use crate::verdict::app::{IterationSource, MemorySource};
     let bytes = crate::units::format_bytes;
-    let what = if app.command.is_empty() {
-        "a running process".to_owned()
-    } else {
-        crate::text::quote(&app.command.join(" "))
+    let what = match app.command.split_first() {
+        None => "a running process".to_owned(),
+        // The program by its name (its path is in report.json), its arguments whole up to
+        // a line's worth.
+        Some((program, args)) => {
+            let name = std::path::Path::new(program)
+                .file_name()
+                .map_or(program.as_str(), |n| n.to_str().unwrap_or(program));
+            let line = std::iter::once(name)
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ");
+            format!("`{}`", crate::text::cut(&line, 160))
+        }
     };
     let pid = app.pid.map(|p| format!("pid {p}")).unwrap_or_default();
     let more = app.pids.len().saturating_sub(1);
@@ -206,9 +216,14 @@ fn application_lines(out: &mut String, app: &crate::verdict::app::ApplicationRep
             ),
             IterationSource::None => ", no iterations (judged over time)".to_owned(),
         };
+        let between = if app.iterations_from == IterationSource::None {
+            "lowest per stretch of time"
+        } else {
+            "lowest between iterations"
+        };
         let baseline = match (app.baselines.first(), app.baselines.last()) {
             (Some(a), Some(b)) => format!(
-                ", lowest between iterations {} to {}",
+                ", {between} {} to {}",
                 bytes(a[1] as u64),
                 bytes(b[1] as u64)
             ),
@@ -223,16 +238,27 @@ fn application_lines(out: &mut String, app: &crate::verdict::app::ApplicationRep
     if let Some(t) = &app.trace {
         let _ = writeln!(
             out,
-            "  trace: {}, {}, {} refused{}",
+            "  trace: {}, {}, {} refused{}{}",
             crate::text::count(t.allocations, "allocation"),
             crate::text::count(t.frees, "free"),
             t.refused,
+            if t.out_of_memory_calls > 0 {
+                format!(
+                    ", {} out of memory",
+                    crate::text::count(t.out_of_memory_calls, "other call")
+                )
+            } else {
+                String::new()
+            },
             if t.lost_records > 0 {
                 format!(", {} records lost", t.lost_records)
             } else {
                 String::new()
             }
         );
+    }
+    for u in &app.unseen {
+        let _ = writeln!(out, "  not seen: {}", u.words());
     }
     let _ = writeln!(out, "diagnosis: {}", app.diagnosis.word());
 }

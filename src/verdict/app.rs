@@ -43,6 +43,8 @@ pub struct AppEvents {
     pub interrupted_ms: Option<f64>,
     /// The last line of its output that said an error of another kind.
     pub last_error: Option<String>,
+    /// The GPU libraries its processes were seen to load: (pid, file name).
+    pub libraries: Vec<(u32, String)>,
 }
 
 impl AppEvents {
@@ -61,6 +63,9 @@ impl AppEvents {
                 self.pids.insert(*pid);
             }
             Event::AppProcesses { pids } => self.pids.extend(pids),
+            Event::AppLibraries { pid, libraries } => self
+                .libraries
+                .extend(libraries.iter().map(|l| (*pid, l.clone()))),
             Event::Iteration { .. } => self.marks.push(t_ms),
             Event::AppSaid {
                 failure: AppFailure::Error,
@@ -218,6 +223,48 @@ pub struct TraceSummary {
     pub lost_records: u64,
     /// Calls that returned `VK_ERROR_DEVICE_LOST` (each device's first and the rest).
     pub device_lost_calls: u64,
+    /// Calls other than `vkAllocateMemory` that answered out-of-memory (`vkCreateBuffer`).
+    #[serde(default)]
+    pub out_of_memory_calls: u64,
+}
+
+/// What kiln could not see of the application, each with why and what would let it see:
+/// a watch never reads as "healthy" past what it saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Unseen {
+    /// Too few iterations, or too short a span, to judge a leak.
+    TooShort {
+        /// Why, with what to do.
+        said: String,
+    },
+    /// kiln's layer stopped tracing a process (a failure of its own, caught before it
+    /// could reach the application): nothing later of it is in the trace.
+    TraceStopped {
+        /// When, ms since the watch started.
+        at_ms: f64,
+        /// The call the layer was in.
+        call: String,
+    },
+    /// The layer never loaded into the application: why, as far as its libraries and
+    /// the loader's variables tell.
+    NoTrace {
+        /// Why, with what to do.
+        said: String,
+    },
+}
+
+impl Unseen {
+    /// In words for people.
+    pub fn words(&self) -> String {
+        match self {
+            Unseen::TooShort { said } | Unseen::NoTrace { said } => said.clone(),
+            Unseen::TraceStopped { at_ms, call } => format!(
+                "kiln's trace stopped {:.1} s into the watch (its layer failed in {call}, caught before it reached the application): the application's allocations after that are not in the trace",
+                at_ms / 1e3
+            ),
+        }
+    }
 }
 
 /// The application's part of a watch's report.
@@ -255,6 +302,9 @@ pub struct ApplicationReport {
     pub baselines: Vec<[f64; 2]>,
     /// The cause found.
     pub diagnosis: Diagnosis,
+    /// What kiln could not see, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unseen: Vec<Unseen>,
     /// Memory per process over the watch: the application's first.
     pub timeline: Vec<ProcessMemory>,
     /// Allocations by size class, from the trace (classes with none left out).
@@ -374,6 +424,11 @@ pub struct AppView {
     pub interrupted_ms: Option<f64>,
     /// The last line of its output that said an error of another kind.
     pub last_error: Option<String>,
+    /// Why kiln's layer never loaded into it, where the trace was asked for.
+    pub no_trace: Option<String>,
+    /// It ended within two readings having loaded no GPU library kiln saw: it did not use
+    /// the GPU.
+    pub no_gpu_seen: bool,
 }
 
 /// Judges the watched application: builds its view on the device its memory lived on,
@@ -510,7 +565,17 @@ pub fn judge(
             refused: sum(2),
             lost_records: tr.lost_records,
             device_lost_calls: first_losses + tr.lost_device_calls,
+            out_of_memory_calls: tr
+                .records
+                .iter()
+                .filter(|r| matches!(r.event, TraceEvent::OutOfMemory { .. }))
+                .count() as u64,
         });
+    }
+    view.no_gpu_seen =
+        events.libraries.is_empty() && events.end.is_some_and(|e| e.0 < 2.0 * view.interval_ms);
+    if settings.trace && trace.is_none_or(|tr| tr.attached == 0) {
+        view.no_trace = Some(no_trace_why(events, settings, &view));
     }
     let mut device = None;
     if let Some(d) = devices.get_mut(slot) {
@@ -527,9 +592,19 @@ pub fn judge(
             }
         }
     }
-    let diagnosis = devices
+    let mut diagnosis = devices
         .get(slot)
         .map_or(Diagnosis::NotJudged, |d| diagnosis_of(d, source));
+    let unseen = unseen(trace, &view, source, diagnosis);
+    // What was not seen could hide a cause: a watch so judged is not "healthy".
+    let decisive = unseen.iter().any(|u| match u {
+        Unseen::TraceStopped { .. } => source == MemorySource::Trace,
+        Unseen::TooShort { .. } => memory_rose(&view, t),
+        Unseen::NoTrace { .. } => source == MemorySource::None,
+    });
+    if diagnosis == Diagnosis::Healthy && decisive {
+        diagnosis = Diagnosis::NotJudged;
+    }
     let mut timeline = Vec::new();
     if !view.memory.is_empty() {
         timeline.push(ProcessMemory {
@@ -575,6 +650,7 @@ pub fn judge(
             .map(|w| [w.mark_ms, w.low as f64])
             .collect(),
         diagnosis,
+        unseen,
         timeline,
         histogram,
         trace: trace_summary,
@@ -618,6 +694,112 @@ fn diagnosis_of(d: &DeviceReport, source: MemorySource) -> Diagnosis {
             Diagnosis::NotJudged
         }
         None => Diagnosis::Healthy,
+    }
+}
+
+/// Whether the application's memory rose over the watch by as much as a leak must climb
+/// (up to its teardown): where it did, a watch too short to judge a leak is not healthy.
+fn memory_rose(v: &AppView, t: &Thresholds) -> bool {
+    let held = without_teardown(&v.memory, v.end.is_some());
+    let (Some(first), Some(last)) = (held.first(), held.last()) else {
+        return false;
+    };
+    last.1 as f64 - first.1 as f64 >= t.leak_min_bytes
+}
+
+/// What kiln could not see of the application: a watch too short for a leak, a trace
+/// that stopped, and a trace that never began, with why.
+fn unseen(
+    trace: Option<&Trace>,
+    view: &AppView,
+    source: MemorySource,
+    diagnosis: Diagnosis,
+) -> Vec<Unseen> {
+    let mut out = Vec::new();
+    if source != MemorySource::None
+        && diagnosis != Diagnosis::Leak
+        && let Some(said) = app_rules::too_short(view)
+    {
+        out.push(Unseen::TooShort { said });
+    }
+    if let Some(tr) = trace {
+        out.extend(tr.records.iter().find_map(|r| match &r.event {
+            TraceEvent::Stopped { call } => Some(Unseen::TraceStopped {
+                at_ms: r.t_ms,
+                call: call.clone(),
+            }),
+            _ => None,
+        }));
+    }
+    out.extend(view.no_trace.clone().map(|said| Unseen::NoTrace { said }));
+    out
+}
+
+/// Why kiln's layer never loaded into the application, as its libraries and the
+/// loader's variables tell, with what to do.
+fn no_trace_why(events: &AppEvents, settings: &WatchSettings, view: &AppView) -> String {
+    use crate::evidence::gpu_apis::{GpuLibrary, kind_of};
+    let of = |kind: GpuLibrary| -> Vec<&str> {
+        let mut names: Vec<&str> = events
+            .libraries
+            .iter()
+            .filter(|(_, n)| kind_of(n) == Some(kind))
+            .map(|(_, n)| n.as_str())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    };
+    let (loader, drivers) = (of(GpuLibrary::VulkanLoader), of(GpuLibrary::VulkanDriver));
+    let others: Vec<(&str, Vec<&str>)> = [
+        ("CUDA", GpuLibrary::Cuda),
+        ("HIP", GpuLibrary::Hip),
+        ("OpenCL", GpuLibrary::OpenCl),
+        ("Level Zero", GpuLibrary::LevelZero),
+        ("Direct3D", GpuLibrary::Direct3D),
+    ]
+    .into_iter()
+    .map(|(name, kind)| (name, of(kind)))
+    .filter(|(_, names)| !names.is_empty())
+    .collect();
+    let variables: Vec<String> = settings
+        .loader_environment
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !drivers.is_empty() && loader.is_empty() {
+        return format!(
+            "no allocation trace: the application loaded the Vulkan driver ({}) without the Vulkan loader, where kiln's layer is loaded{}: watch it with those variables unset (the loader then finds the driver itself), or with the engine's option to go through the loader",
+            drivers.join(", "),
+            if variables.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (an engine that reads {} opens the driver itself)",
+                    crate::text::list(&variables)
+                )
+            }
+        );
+    }
+    if !loader.is_empty() {
+        return "no allocation trace: the application loaded the Vulkan loader but not kiln's layer (a loader setting such as VK_LOADER_LAYERS_DISABLE, or the application's own list of layers, kept it out)".into();
+    }
+    if !others.is_empty() {
+        let apis: Vec<String> = others
+            .iter()
+            .map(|(api, names)| format!("{api} ({})", names.join(", ")))
+            .collect();
+        return format!(
+            "no allocation trace: the application uses {}, not Vulkan; kiln's trace records Vulkan's allocations, so its memory comes from the driver's per-process figure alone",
+            crate::text::list(&apis)
+        );
+    }
+    match view.end {
+        Some((at, ..)) if view.no_gpu_seen => format!(
+            "no allocation trace: the application ended {:.1} s into the watch without loading any GPU library kiln saw: it did not use the GPU, or not long enough to be seen",
+            at / 1e3
+        ),
+        _ => "no allocation trace: the application loaded no GPU library kiln knows (Vulkan, CUDA, HIP, OpenCL, Level Zero, Direct3D), or kiln could not read which it loaded".into(),
     }
 }
 

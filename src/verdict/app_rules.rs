@@ -919,7 +919,20 @@ fn unseen(v: &AppView) -> Finding {
             "the application ended {:.1} s into the watch, before its memory could be read: nothing to judge",
             at / 1e3
         ),
-        _ => "none of the application's GPU memory could be read: nothing gave a per-process figure for it (no NVML, no DRM fdinfo, no Windows GPU counters) and there is no allocation trace (not a Vulkan application, --pid, or --no-trace)".into(),
+        _ => format!(
+            "none of the application's GPU memory could be read: nothing gave a per-process figure for it (no NVML, no DRM fdinfo, no Windows GPU counters), and {}",
+            v.no_trace.as_deref().map_or_else(
+                || "there is no allocation trace (--pid, or --no-trace)".to_owned(),
+                |why| why.replacen("no allocation trace: ", "there is no allocation trace: ", 1)
+            )
+        ),
+    };
+    let action = if v.no_gpu_seen {
+        "watch an application while it uses the GPU"
+    } else if v.no_trace.is_some() {
+        "let kiln's layer load as said above, or watch it where per-process memory is reported (NVIDIA's NVML, amdgpu or Intel's DRM fdinfo, Windows 10's GPU performance counters)"
+    } else {
+        "watch it where per-process memory is reported (NVIDIA's NVML, amdgpu or Intel's DRM fdinfo, Windows 10's GPU performance counters), or start it under kiln (kiln watch -- CMD) so that kiln's layer traces its allocations"
     };
     finding(
         FindingCode::AppMemoryUnseen,
@@ -930,7 +943,7 @@ fn unseen(v: &AppView) -> Finding {
             ended_at_ms: v.end.map(|e| e.0),
             processes: &v.pids,
         }),
-        "watch it where per-process memory is reported (NVIDIA's NVML, amdgpu or Intel's DRM fdinfo, Windows 10's GPU performance counters), or start it under kiln (kiln watch -- CMD) so that kiln's layer traces its allocations",
+        action,
     )
 }
 

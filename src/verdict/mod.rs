@@ -446,7 +446,7 @@ fn judge(
                 ));
                 continue;
             }
-            d.stand_in();
+            d.stand_in(watch.is_some());
         }
     }
     // GPUs the machine has that Vulkan could not see: named, not tested, never a pass.

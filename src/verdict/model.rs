@@ -443,7 +443,7 @@ impl DeviceReport {
 
     /// Marks this device as the CPU Vulkan device run in a GPU's place: its result becomes
     /// "could not test" (no GPU was tested), and its reason keeps what its own test found.
-    pub fn stand_in(&mut self) {
+    pub fn stand_in(&mut self, watched: bool) {
         if self.stand_in {
             return;
         }
@@ -452,16 +452,25 @@ impl DeviceReport {
             crate::gpu::DeviceKind::Translation => "Vulkan translated onto Direct3D 12 (Dozen)",
             _ => "the CPU Vulkan device",
         };
-        self.reason = format!(
-            "no GPU was tested: {} is {what}, run in a GPU's place to prove the tool (its own result: {}, {})",
-            self.name,
-            self.result.word(),
-            self.reason
-        );
+        self.reason = if watched {
+            format!(
+                "no GPU was watched: the application ran on {} ({what}), so nothing is said of a card",
+                self.name
+            )
+        } else {
+            format!(
+                "no GPU was tested: {} is {what}, run in a GPU's place to prove the tool (its own result: {}, {})",
+                self.name,
+                self.result.word(),
+                self.reason
+            )
+        };
         self.result = DeviceResult::Inconclusive;
-        self.action = Some(
-            "run kiln on a machine with a GPU to test a card; `--device cpu` makes the CPU device itself the device under test".into(),
-        );
+        self.action = Some(if watched {
+            "watch the application on a machine with a GPU to judge a card".into()
+        } else {
+            "run kiln on a machine with a GPU to test a card; `--device cpu` makes the CPU device itself the device under test".into()
+        });
     }
 
     /// Applies the verdict rules to this device's evidence. The result becomes the most

@@ -203,7 +203,12 @@ fn a_steady_application_is_healthy_on_a_card_and_not_a_pass_on_the_cpu_device() 
     );
     assert_eq!(code, 4, "{stderr}");
     assert_eq!(report["application"]["diagnosis"], "healthy");
-    assert!(stderr.contains("no GPU was tested"), "{stderr}");
+    assert!(stderr.contains("no GPU was watched"), "{stderr}");
+    // The command is said whole, its program by name, not cut at its path.
+    assert!(
+        stderr.contains("application: `kiln-test-app steady 6 100` (pid"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -824,19 +829,85 @@ fn a_damaged_trace_is_said_with_its_file_never_judged_as_no_trace() {
     );
 }
 
-/// The C++ application of `tests/apps/teardown`, built with g++ into `dir`.
-fn teardown_app(dir: &Path) -> std::path::PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/teardown/teardown.cpp");
-    let app = dir.join("teardown");
+/// A C++ application of `tests/apps/teardown` (`name.cpp`), built with g++ into `dir`
+/// with `libs`.
+fn cpp_app(dir: &Path, name: &str, libs: &[&str]) -> std::path::PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/apps/teardown")
+        .join(format!("{name}.cpp"));
+    let app = dir.join(name);
     let out = Command::new("g++")
         .args(["-O1", "-o"])
         .arg(&app)
         .arg(&source)
-        .args(["-lvulkan", "-pthread"])
+        .args(libs)
         .output()
         .expect("g++ (scripts/setup.sh --test installs it with the Vulkan headers)");
     assert!(out.status.success(), "g++: {}", common::stderr(&out));
     app
+}
+
+/// An engine that opens its Vulkan driver itself (VK_DRIVER_FILES read, the library
+/// loaded, past the loader where kiln's layer lives) is not "not a Vulkan application":
+/// the watch names the driver it loaded, the variable, and what to change, and judges
+/// nothing it did not see.
+#[test]
+fn an_engine_that_opens_its_driver_itself_is_said_with_why_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = cpp_app(dir.path(), "direct_icd", &["-ldl"]);
+    let mut cmd = common::kiln();
+    for var in ["VK_INSTANCE_LAYERS", "VK_LAYER_PATH", "VK_ADD_LAYER_PATH"] {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .envs(plain().iter().map(|(k, v)| (k, v)))
+        .env("KILN_TRACE_LAYER", common::trace_layer())
+        .args(["watch", "--interval", "0.2", "--out"])
+        .arg(dir.path().join("run"))
+        .arg("--")
+        .arg(&app)
+        .arg("2")
+        .output()
+        .unwrap();
+    let (code, report, stderr) = finished(dir.path(), &out);
+    assert_eq!(code, 4, "{stderr}");
+    let app_report = &report["application"];
+    assert_eq!(app_report["diagnosis"], "not_judged");
+    let unseen = app_report["unseen"][0]["said"].as_str().unwrap();
+    assert!(unseen.contains("without the Vulkan loader"), "{unseen}");
+    assert!(unseen.contains("libvulkan_lvp.so"), "{unseen}");
+    assert!(unseen.contains("VK_DRIVER_FILES="), "{unseen}");
+    assert!(stderr.contains("not seen: no allocation trace"), "{stderr}");
+    let f = finding(&report, "APP_MEMORY_UNSEEN");
+    assert!(
+        !f["action"].as_str().unwrap().contains("kiln watch -- CMD"),
+        "{f}"
+    );
+}
+
+/// A command that never used the GPU (`true`) is not judged, said so, and not told to be
+/// started under kiln.
+#[test]
+fn a_command_that_never_used_the_gpu_is_not_judged_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = common::kiln();
+    let out = cmd
+        .envs(plain().iter().map(|(k, v)| (k, v)))
+        .env("KILN_TRACE_LAYER", common::trace_layer())
+        .args(["watch", "--out"])
+        .arg(dir.path().join("run"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let (code, report, stderr) = finished(dir.path(), &out);
+    assert_eq!(code, 4, "{stderr}");
+    assert_eq!(report["application"]["diagnosis"], "not_judged");
+    let f = finding(&report, "APP_MEMORY_UNSEEN");
+    assert_eq!(f["action"], "watch an application while it uses the GPU");
+    assert!(stderr.contains("did not use the GPU"), "{stderr}");
+    // The CPU device stood in for a watch, said as a watch.
+    assert!(stderr.contains("no GPU was watched"), "{stderr}");
+    assert!(!stderr.contains("to prove the tool"), "{stderr}");
 }
 
 /// kiln's layer never changes what the application does. A C++ application that tears
@@ -850,7 +921,7 @@ fn teardown_app(dir: &Path) -> std::path::PathBuf {
 fn the_trace_layer_never_changes_what_the_application_does() {
     use kiln::cmd::watch::trace::Tracer;
     let dir = tempfile::tempdir().unwrap();
-    let app = teardown_app(dir.path());
+    let app = cpp_app(dir.path(), "teardown", &["-lvulkan", "-pthread"]);
     for (mode, status) in [("static", 5), ("atexit", 6), ("fork", 8), ("threads", 9)] {
         let run = |extra: &Env| {
             let mut cmd = Command::new(&app);

@@ -174,7 +174,7 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         stand_in,
         not_tested,
         mut notes,
-    } = select_for_run(&opts.devices)?;
+    } = select_for_run(&opts.devices, crate::select::Job::Test)?;
     // What the user asked of each device must fit it: refused before anything starts.
     check_sizes(&devices, &opts.plan)?;
     let slots = slots(devices, opts.test_hooks.replicate);

@@ -125,7 +125,7 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
         stand_in: _,
         not_tested,
         mut notes,
-    } = select_for_run(&opts.devices)?;
+    } = select_for_run(&opts.devices, crate::select::Job::Test)?;
     check_sizes(&devices, &opts.plan)?;
     for n in &not_tested {
         notes.push(format!(

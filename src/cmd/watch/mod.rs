@@ -108,7 +108,7 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         stand_in,
         not_tested,
         mut notes,
-    } = select_for_run(&opts.devices)?;
+    } = select_for_run(&opts.devices, crate::select::Job::Watch)?;
     let run_dir =
         RunDir::create_at(opts.out.as_deref()).map_err(|e| AppError::Usage(e.to_string()))?;
     let (command, pid) = match &opts.target {
@@ -142,6 +142,13 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
             iteration: opts.iteration.as_ref().map(|r| r.as_str().to_owned()),
             trace: layer.is_some(),
             alert_share: opts.alert_share,
+            loader_environment: LOADER_VARIABLES
+                .iter()
+                .filter_map(|k| {
+                    let v = std::env::var(k).ok().filter(|v| !v.is_empty())?;
+                    Some(((*k).to_owned(), v))
+                })
+                .collect(),
         }),
         thresholds: serde_json::to_value(&opts.thresholds).ok(),
         ..RunSettings::default()
@@ -239,6 +246,7 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         alerted: false,
         stop_asked: None,
         last_error: None,
+        libraries: Vec::new(),
     };
     let mut next_tick = Instant::now();
     let ending = loop {
@@ -341,6 +349,16 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
     crate::cmd::run::finish(&run_dir, &mut events, started, said)
 }
 
+/// The Vulkan loader's variables that decide which driver an application opens and which
+/// layers load: recorded with the watch, for why the trace may have seen nothing.
+const LOADER_VARIABLES: [&str; 5] = [
+    "VK_DRIVER_FILES",
+    "VK_ICD_FILENAMES",
+    "VK_ADD_DRIVER_FILES",
+    "VK_LOADER_DRIVERS_SELECT",
+    "VK_LOADER_LAYERS_DISABLE",
+];
+
 /// The watch's own state between ticks.
 struct Watching {
     /// The application's first process.
@@ -355,6 +373,8 @@ struct Watching {
     stop_asked: Option<Instant>,
     /// The last line of its output that said an error, written at its end.
     last_error: Option<String>,
+    /// The GPU libraries each of its processes was seen to load.
+    libraries: Vec<(u32, String)>,
 }
 
 impl Watching {
@@ -414,6 +434,28 @@ impl Watching {
         if !new.is_empty() {
             self.known.extend(&new);
             events.emit(None, Event::AppProcesses { pids: new });
+        }
+        // The GPU libraries each process loaded, as they appear.
+        for pid in self.known.clone() {
+            let Some(names) = process::libraries(proc_root, pid) else {
+                continue;
+            };
+            let fresh: Vec<String> = crate::evidence::gpu_apis::gpu_libraries(&names)
+                .into_iter()
+                .map(|(_, n)| n)
+                .filter(|n| !self.libraries.contains(&(pid, n.clone())))
+                .collect();
+            if !fresh.is_empty() {
+                self.libraries
+                    .extend(fresh.iter().map(|n| (pid, n.clone())));
+                events.emit(
+                    None,
+                    Event::AppLibraries {
+                        pid,
+                        libraries: fresh,
+                    },
+                );
+            }
         }
     }
 }

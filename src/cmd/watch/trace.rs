@@ -237,14 +237,6 @@ impl Tracer {
                 },
             );
         }
-        if self.attached == 0 {
-            events.emit(
-                None,
-                Event::Note {
-                    message: "the allocation trace is empty: the application never loaded kiln's Vulkan layer (it does not use Vulkan, or its loader refused the layer)".into(),
-                },
-            );
-        }
         if self.drained && self.failed.is_none() && self.out.check().is_ok() {
             let _ = std::fs::remove_file(&self.ring);
         }
