@@ -417,6 +417,7 @@ def main():
 
     vulkan_scenarios()
     by_time_scenarios()
+    unseen_scenarios()
     attached_scenarios()
 
 
@@ -565,6 +566,75 @@ def by_time_scenarios():
     run.write("watch_start_up_upload_then_refused",
               "a model upload climbs from 0 to 56 MiB in 0.6 s and a 160 GiB request is refused in the first second: over the limit, never a leak",
               ["APP_OVER_MEMORY_LIMIT"], 3, "software", reason="can never hold")
+
+
+def unseen_scenarios():
+    """What kiln could not see: sources that disagree, a watch too short, a trace that
+    stopped."""
+    # The trace holds 30 allocations of 16 MiB never freed while NVML's per-process figure
+    # stays flat at 8 GiB: the sources disagree, and the watch is not judged healthy.
+    run = Run(["./sim", "--steps", "30"], 8181, "sim", iteration=r"^step \d+", trace=True)
+    run.traced_device(300.0)
+    t = 1000.0
+    for n in range(30):
+        run.step(t + 2.0, n)
+        run.alloc(t + 10.0, 16 * MIB)
+        scratch = run.alloc(t + 20.0, 64 * MIB)
+        run.sample(t + 300.0, 8 * GIB)
+        run.free(t + 600.0, scratch)
+        run.sample(t + 800.0, 8 * GIB)
+        t += 1000.0
+    run.end(t + 100.0, 0)
+    run.write("watch_sources_disagree",
+              "the trace holds 30 allocations of 16 MiB never freed while NVML's per-process figure stays flat at 8 GiB: the sources disagree, said with which was believed, not judged healthy",
+              ["APP_NOT_JUDGED"], 4, "inconclusive", reason="sources disagree")
+
+    # A watch of three seconds while the memory climbs, no iterations: too short to judge.
+    run = Run(["./serve"], 8282, "serve", trace=True)
+    run.traced_device(300.0)
+    t = 400.0
+    while t < 3400.0:
+        run.alloc(t, 8 * MIB)
+        run.sample(t + 50.0, run.live_bytes())
+        t += 150.0
+    run.end(3500.0, 0)
+    run.write("watch_too_short_while_rising",
+              "a server watched for three seconds climbs from 8 to 160 MiB with no iterations: too short to call a leak or to call it healthy",
+              ["APP_NOT_JUDGED"], 4, "inconclusive", reason="too short to judge a leak")
+    # Near miss: as short, and flat.
+    run = Run(["./serve"], 8282, "serve", trace=True)
+    run.traced_device(300.0)
+    held = [run.alloc(400.0 + i, 32 * MIB) for i in range(4)]
+    t = 500.0
+    while t < 3400.0:
+        scratch = run.alloc(t, 8 * MIB)
+        run.free(t + 60.0, scratch)
+        run.sample(t + 80.0, run.live_bytes())
+        t += 150.0
+    run.end(3500.0, 0)
+    run.write("watch_short_and_flat",
+              "the same server, as short, holding a flat 128 MiB: nothing rose, healthy",
+              [], 0, "pass")
+
+    # kiln's layer stopped tracing halfway (its own failure, caught): the trace after that
+    # is not the application's memory, and the watch is not judged healthy on it.
+    run = Run(["./render", "--frames", "40"], 6161, "render", iteration=r"^frame \d+", trace=True)
+    run.traced_device(300.0)
+    t = 1000.0
+    for f in range(40):
+        run.event(t + 2.0, "iteration", n=f + 1, line=f"frame {f}")
+        if f < 20:
+            h = run.alloc(t + 5.0, 256 * MIB)
+            run.free(t + 700.0, h)
+        if f == 20:
+            run._record(t + 5.0, "stopped", call="vkAllocateMemory")
+        # A driver that lists no processes: the trace is the application's only figure.
+        run.sample(t + 300.0, None, listed=False)
+        t += 1000.0
+    run.end(t + 100.0, 0)
+    run.write("watch_trace_stopped",
+              "kiln's layer stops tracing at frame 20 (its own failure, caught before it reached the renderer): the trace after that says nothing, not judged healthy",
+              ["APP_NOT_JUDGED"], 4, "inconclusive", reason="trace stopped")
 
 
 def attached_scenarios():

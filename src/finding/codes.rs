@@ -504,6 +504,9 @@ catalogue! {
     /// Nothing of a watched application's GPU memory was seen.
     AppMemoryUnseen = "APP_MEMORY_UNSEEN" => row(CouldNotTest,
         "none of a watched application's GPU memory could be read: no per-process figure from the driver and no allocation trace");
+    /// What a watched application's memory did could not be judged.
+    AppNotJudged = "APP_NOT_JUDGED" => row(CouldNotTest,
+        "what a watched application's memory did could not be judged: the watch was too short for a leak while its memory rose, its trace stopped, or its memory sources disagree");
     /// A watched application's own error.
     AppExit = "APP_EXIT" => row(Software,
         "a watched application crashed or exited with an error, and nothing on the GPU explains it: the application's own failure");

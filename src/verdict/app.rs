@@ -252,13 +252,21 @@ pub enum Unseen {
         /// Why, with what to do.
         said: String,
     },
+    /// The driver's per-process figure and the trace tell different stories (one climbs
+    /// as a leak, the other not): which was believed, and why.
+    SourcesDisagree {
+        /// Both stories, and the one believed.
+        said: String,
+    },
 }
 
 impl Unseen {
     /// In words for people.
     pub fn words(&self) -> String {
         match self {
-            Unseen::TooShort { said } | Unseen::NoTrace { said } => said.clone(),
+            Unseen::TooShort { said }
+            | Unseen::NoTrace { said }
+            | Unseen::SourcesDisagree { said } => said.clone(),
             Unseen::TraceStopped { at_ms, call } => format!(
                 "kiln's trace stopped {:.1} s into the watch (its layer failed in {call}, caught before it reached the application): the application's allocations after that are not in the trace",
                 at_ms / 1e3
@@ -446,6 +454,8 @@ pub fn judge(
     let pids: Vec<u32> = events.pids.iter().copied().collect();
     // Each device's series of the application, from the driver and from the trace.
     let mut best: Option<(usize, Series, MemorySource, bool)> = None;
+    // Every device's series from each source, for the source not chosen.
+    let mut all: Vec<(usize, Series, MemorySource, bool)> = Vec::new();
     // The driver's lists are read once: the application's series and every other
     // process's, per device.
     let mut listed: Vec<(Series, Others)> = devices
@@ -462,6 +472,9 @@ pub fn judge(
             (traced, MemorySource::Trace, true),
         ];
         for (series, source, stepwise) in candidates {
+            if !series.is_empty() {
+                all.push((i, series.clone(), source, stepwise));
+            }
             let peak = series.iter().map(|p| p.1).max().unwrap_or(0);
             let better = match &best {
                 None => peak > 0,
@@ -595,14 +608,44 @@ pub fn judge(
     let mut diagnosis = devices
         .get(slot)
         .map_or(Diagnosis::NotJudged, |d| diagnosis_of(d, source));
-    let unseen = unseen(trace, &view, source, diagnosis);
-    // What was not seen could hide a cause: a watch so judged is not "healthy".
-    let decisive = unseen.iter().any(|u| match u {
-        Unseen::TraceStopped { .. } => source == MemorySource::Trace,
-        Unseen::TooShort { .. } => memory_rose(&view, t),
-        Unseen::NoTrace { .. } => source == MemorySource::None,
-    });
-    if diagnosis == Diagnosis::Healthy && decisive {
+    let mut unseen = unseen(trace, &view, source, diagnosis);
+    // The source not chosen, judged over the same iterations: where it tells another
+    // story, that is said, with which was believed and why.
+    if let Some((_, other, other_source, other_stepwise)) = all
+        .into_iter()
+        .find(|(i, _, s, _)| *i == slot && *s != source && source != MemorySource::None)
+    {
+        let alt = AppView {
+            windows: windows(&other, other_stepwise, &view.marks, events.end.map(|e| e.0)),
+            memory: other,
+            stepwise: other_stepwise,
+            ..view.clone()
+        };
+        let (chosen_leaks, other_leaks) =
+            (app_rules::leaking(&view, t), app_rules::leaking(&alt, t));
+        if chosen_leaks != other_leaks {
+            unseen.push(Unseen::SourcesDisagree {
+                said: disagreement(&view, source, &alt, other_source, other_leaks),
+            });
+        }
+    }
+    // What was not seen could hide a cause: a watch so judged is not "healthy", and
+    // cannot pass. (A trace that never began leaves the driver's figure, or nothing at
+    // all: APP_MEMORY_UNSEEN says that.)
+    let decisive: Vec<&Unseen> = unseen
+        .iter()
+        .filter(|u| match u {
+            Unseen::TraceStopped { .. } => source == MemorySource::Trace,
+            Unseen::TooShort { .. } => memory_rose(&view, t),
+            Unseen::NoTrace { .. } => false,
+            Unseen::SourcesDisagree { .. } => true,
+        })
+        .collect();
+    if diagnosis == Diagnosis::Healthy
+        && !decisive.is_empty()
+        && let Some(d) = devices.get_mut(slot)
+    {
+        d.add_findings(vec![app_rules::not_judged(&decisive)]);
         diagnosis = Diagnosis::NotJudged;
     }
     let mut timeline = Vec::new();
@@ -695,6 +738,57 @@ fn diagnosis_of(d: &DeviceReport, source: MemorySource) -> Diagnosis {
         }
         None => Diagnosis::Healthy,
     }
+}
+
+/// The two sources' stories in words, and which the verdict believed: the driver's
+/// figure counts everything the card holds for the process, every API's and the driver's
+/// own; the trace counts the Vulkan allocations kiln's layer saw, exactly, one by one.
+fn disagreement(
+    chosen: &AppView,
+    chosen_source: MemorySource,
+    other: &AppView,
+    other_source: MemorySource,
+    other_leaks: bool,
+) -> String {
+    let bytes = crate::units::format_bytes;
+    let story = |v: &AppView, source: MemorySource| {
+        let (first, last) = (
+            v.windows.get(1).map_or(0, |w| w.low),
+            v.windows.last().map_or(0, |w| w.low),
+        );
+        let what = match source {
+            MemorySource::Driver => "the driver's per-process figure",
+            _ => "the trace's live allocations",
+        };
+        format!(
+            "{what} went from {} to {} between iterations",
+            bytes(first),
+            bytes(last)
+        )
+    };
+    let why = match chosen_source {
+        MemorySource::Driver => {
+            "the driver's figure, which counts everything the card holds for the process (every API's memory and the driver's own): the trace's climb may be memory the driver pools or never commits"
+        }
+        _ => {
+            "the trace's, whose peak is more than twice the driver's figure: the driver did not count all of the application's memory"
+        }
+    };
+    format!(
+        "the sources disagree: {} ({}), while {} ({}); kiln judged by {why}",
+        story(other, other_source),
+        if other_leaks {
+            "a leak's climb"
+        } else {
+            "flat"
+        },
+        story(chosen, chosen_source),
+        if other_leaks {
+            "flat"
+        } else {
+            "a leak's climb"
+        },
+    )
 }
 
 /// Whether the application's memory rose over the watch by as much as a leak must climb

@@ -33,6 +33,11 @@ fn duration(s: f64) -> String {
     }
 }
 
+/// Whether the application's memory, as `v` holds it, climbs as a leak does.
+pub fn leaking(v: &AppView, t: &Thresholds) -> bool {
+    Trend::of(v).is_some_and(|tr| tr.leaks(t))
+}
+
 /// The application's findings on its device.
 pub fn judge(v: &AppView, d: &DeviceReport, t: &Thresholds) -> Vec<Finding> {
     let mut out = card(d, v);
@@ -947,6 +952,23 @@ fn unseen(v: &AppView) -> Finding {
     )
 }
 
+/// What the application's memory did could not be judged, for what was unseen: never a
+/// pass.
+pub fn not_judged(unseen: &[&super::app::Unseen]) -> Finding {
+    let said: Vec<String> = unseen.iter().map(|u| u.words()).collect();
+    finding(
+        FindingCode::AppNotJudged,
+        Severity::Major,
+        Confidence::High,
+        format!(
+            "what the application's memory did could not be judged: {}",
+            said.join("; ")
+        ),
+        evidence(&NotJudged { unseen }),
+        "watch it longer (or with --iteration marking its steps) and with its memory read from one source that sees it whole",
+    )
+}
+
 /// A signal stopped the watch: what it saw stands, the application's end was not watched.
 pub fn watch_interrupted(at_s: f64) -> Finding {
     finding(
@@ -1132,6 +1154,12 @@ struct CardFindings<'a> {
 struct Unseen<'a> {
     ended_at_ms: Option<f64>,
     processes: &'a [u32],
+}
+
+/// The evidence of `APP_NOT_JUDGED`: what was unseen.
+#[derive(Serialize)]
+struct NotJudged<'a> {
+    unseen: &'a [&'a super::app::Unseen],
 }
 
 /// The evidence of `RUN_INTERRUPTED` in a watch.
