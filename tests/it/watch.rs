@@ -975,3 +975,69 @@ fn the_trace_layer_never_changes_what_the_application_does() {
         assert_eq!(count("alloc"), count("free"), "{mode}: {kinds:?}");
     }
 }
+
+/// Python with the WebGPU engine's bindings (`wgpu` from PyPI, installed by
+/// `scripts/setup.sh --test` into the test environment).
+fn wgpu_python() -> std::path::PathBuf {
+    let venv = std::env::var_os("KILN_TEST_VENV").map_or_else(
+        || std::path::PathBuf::from("/opt/kiln-test-venv"),
+        std::path::PathBuf::from,
+    );
+    let python = venv.join("bin/python");
+    let ok = Command::new(&python)
+        .args(["-c", "import wgpu"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "{} has no wgpu: scripts/setup.sh --test installs it",
+        python.display()
+    );
+    python
+}
+
+/// A third-party engine, watched as a user would: wgpu's Python bindings running compute
+/// on lavapipe, through the loader and kiln's layer. wgpu pools its memory in blocks of its
+/// own (gpu-alloc), so the trace sees its blocks, not its buffers. The expected diagnoses,
+/// written before the first run: a job that keeps every step's 8 MiB buffer leaks; one that
+/// destroys them is healthy; one that asks for a 64 GiB buffer is over the limit, refused
+/// by wgpu's own check before the driver saw it.
+#[test]
+fn a_webgpu_engine_s_leak_steady_job_and_refused_request_are_told_apart() {
+    let python = wgpu_python();
+    let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/wgpu/job.py");
+    let cases: [(&str, &str, i32, &str); 3] = [
+        ("leak", "30", 3, "leak"),
+        ("steady", "30", 4, "healthy"),
+        ("too-big", "10", 3, "over_the_limit"),
+    ];
+    for (mode, steps, exit, diagnosis) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = common::kiln();
+        for var in ["VK_INSTANCE_LAYERS", "VK_LAYER_PATH", "VK_ADD_LAYER_PATH"] {
+            cmd.env_remove(var);
+        }
+        let out = cmd
+            .envs(plain().iter().map(|(k, v)| (k, v)))
+            .env("KILN_TRACE_LAYER", common::trace_layer())
+            .args(["watch", "--iteration", "^step", "--out"])
+            .arg(dir.path().join("run"))
+            .arg("--")
+            .arg(&python)
+            .arg(&job)
+            .args([mode, steps, "8"])
+            .output()
+            .unwrap();
+        let (code, report, stderr) = finished(dir.path(), &out);
+        let app = &report["application"];
+        assert_eq!(app["diagnosis"], diagnosis, "{mode}: {stderr}");
+        assert_eq!(code, exit, "{mode}: {stderr}");
+        assert_eq!(app["memory_source"], "trace", "{mode}");
+        if mode == "too-big" {
+            let f = finding(&report, "APP_OVER_MEMORY_LIMIT");
+            let summary = f["summary"].as_str().unwrap();
+            assert!(summary.contains("wgpu's own check refused it"), "{summary}");
+            assert!(summary.contains("64.00 GiB"), "{summary}");
+        }
+    }
+}
