@@ -73,11 +73,22 @@ impl Now {
     }
 }
 
+/// The application's lowest memory over the iterations now and before, for the live line.
+#[derive(Debug, Default)]
+struct Lows {
+    now: Option<u64>,
+    now_from: u64,
+    before: Option<u64>,
+    before_from: u64,
+}
+
 /// The live line, when stderr is a terminal.
 pub struct Live {
     bar: Option<indicatif::ProgressBar>,
-    /// The application's lowest memory in the current and the last iteration.
-    lows: std::cell::RefCell<(Option<u64>, Option<u64>, u64)>,
+    /// The application's lowest memory since the iteration count last changed, the same
+    /// before that, and the iteration counts each began at: several iterations may pass
+    /// between two readings, and the change is said per iteration all the same.
+    lows: std::cell::RefCell<Lows>,
 }
 
 impl Live {
@@ -93,7 +104,7 @@ impl Live {
         });
         Live {
             bar,
-            lows: std::cell::RefCell::new((None, None, 0)),
+            lows: std::cell::RefCell::new(Lows::default()),
         }
     }
 
@@ -110,10 +121,15 @@ impl Live {
     pub fn show(&self, now: &Now, iterations: u64, elapsed: Duration) {
         let Some(bar) = &self.bar else { return };
         let mut lows = self.lows.borrow_mut();
-        if iterations != lows.2 {
-            *lows = (Some(now.app_bytes), lows.0, iterations);
+        if iterations != lows.now_from {
+            *lows = Lows {
+                now: Some(now.app_bytes),
+                now_from: iterations,
+                before: lows.now,
+                before_from: lows.now_from,
+            };
         } else {
-            lows.0 = Some(lows.0.map_or(now.app_bytes, |l| l.min(now.app_bytes)));
+            lows.now = Some(lows.now.map_or(now.app_bytes, |l| l.min(now.app_bytes)));
         }
         let mut parts = vec![format!(
             "application {}",
@@ -126,8 +142,9 @@ impl Live {
                 crate::units::format_bytes(b)
             ));
         }
-        if let (Some(this), Some(last)) = (lows.0, lows.1) {
-            let delta = this as i128 - last as i128;
+        let passed = i128::from(lows.now_from.saturating_sub(lows.before_from).max(1));
+        if let (Some(this), Some(last)) = (lows.now, lows.before) {
+            let delta = (this as i128 - last as i128) / passed;
             parts.push(format!(
                 "baseline {}{} an iteration",
                 if delta >= 0 { "+" } else { "-" },
