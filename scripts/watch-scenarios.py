@@ -108,11 +108,14 @@ class Run:
     def said(self, t, failure, line):
         self.event(t, "app_said", failure=failure, line=line)
 
-    def sample(self, t, app_bytes, others=(), util=97.0, temp=64.0, listed=True):
-        """An NVML sample: the application's memory (its pid), the other processes'."""
+    def sample(self, t, app_bytes, others=(), util=97.0, temp=64.0, listed=True, children=()):
+        """An NVML sample: the application's memory (its pid, and its `children`, each
+        (pid, name, bytes)), the other processes'."""
         processes = []
         if app_bytes is not None and listed:
             processes.append({"pid": self.pid, "used_bytes": int(app_bytes), "name": self.name})
+        for pid, name, used in children:
+            processes.append({"pid": pid, "used_bytes": int(used), "name": name})
         for pid, name, used in others:
             processes.append({"pid": pid, "used_bytes": int(used), "name": name})
         used = sum(p["used_bytes"] for p in processes) + 512 * MIB
@@ -418,6 +421,7 @@ def main():
     vulkan_scenarios()
     by_time_scenarios()
     unseen_scenarios()
+    children_scenarios()
     attached_scenarios()
 
 
@@ -566,6 +570,27 @@ def by_time_scenarios():
     run.write("watch_start_up_upload_then_refused",
               "a model upload climbs from 0 to 56 MiB in 0.6 s and a 160 GiB request is refused in the first second: over the limit, never a leak",
               ["APP_OVER_MEMORY_LIMIT"], 3, "software", reason="can never hold")
+
+
+def children_scenarios():
+    """An application whose memory is held by its children."""
+    # A launcher that holds 512 MiB starts two workers; worker 4302 leaks 256 MiB a step,
+    # worker 4301 holds a flat 20 GiB: the leak is said with the worker that held the most.
+    run = Run(["torchrun", "--nproc", "2", "train.py"], 4300, "torchrun", iteration=r"^step \d+")
+    run.event(900.0, "app_processes", pids=[4301, 4302])
+    t = 1000.0
+    for n in range(30):
+        run.step(t + 5.0, n)
+        for k in range(3):
+            leaked = (24.0 + 0.25 * n) * GIB
+            busy = 4.0 * GIB if k == 1 else 0.0
+            run.sample(t + 1000.0 * k + 400.0, 512 * MIB,
+                       children=[(4301, "python3", 20 * GIB + busy), (4302, "python3", leaked + busy)])
+        t += 3000.0
+    run.end(t + 200.0, 0)
+    run.write("watch_leak_in_a_child_process",
+              "a launcher's second worker (pid 4302) leaks 256 MiB a step while the first holds a flat 20 GiB: a leak, said with the worker that held the most",
+              ["APP_MEMORY_LEAK"], 3, "software", reason="pid 4302 (python3) held the most")
 
 
 def unseen_scenarios():

@@ -340,6 +340,10 @@ pub type Series = Vec<(f64, u64)>;
 /// Every other process's memory on a device, by pid, with its name.
 pub type Others = BTreeMap<u32, (Option<String>, Series)>;
 
+/// The application's own processes on a device, each with its name and the most it held,
+/// the most first.
+pub type Holders = Vec<(u32, Option<String>, u64)>;
+
 /// A failure the application met.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
@@ -437,6 +441,8 @@ pub struct AppView {
     /// It ended within two readings having loaded no GPU library kiln saw: it did not use
     /// the GPU.
     pub no_gpu_seen: bool,
+    /// Its processes by the most each held (the driver's figure), the most first.
+    pub holders: Holders,
 }
 
 /// Judges the watched application: builds its view on the device its memory lived on,
@@ -458,7 +464,7 @@ pub fn judge(
     let mut all: Vec<(usize, Series, MemorySource, bool)> = Vec::new();
     // The driver's lists are read once: the application's series and every other
     // process's, per device.
-    let mut listed: Vec<(Series, Others)> = devices
+    let mut listed: Vec<(Series, Others, Holders)> = devices
         .iter()
         .map(|d| driver_series(telemetry, d.index, &events.pids))
         .collect();
@@ -523,6 +529,9 @@ pub fn judge(
     let mut trace_summary = None;
     if let Some(d) = devices.get(slot) {
         view.others = std::mem::take(&mut listed[slot].1);
+        if source == MemorySource::Driver {
+            view.holders = std::mem::take(&mut listed[slot].2);
+        }
         view.budget = budget(telemetry, d.index, trace, &d.uuid);
         view.utilisation = gauge_series(telemetry, d.index, signals::UTIL_GPU_PCT);
         view.device_used = gauge_series(telemetry, d.index, signals::MEM_USED_BYTES);
@@ -926,9 +935,10 @@ fn driver_series(
     telemetry: &[TelemetryRecord],
     device: usize,
     pids: &BTreeSet<u32>,
-) -> (Series, Others) {
+) -> (Series, Others, Holders) {
     let mut app = Vec::new();
     let mut others: Others = BTreeMap::new();
+    let mut holders: Holders = Vec::new();
     for r in telemetry.iter().filter(|r| r.device == Some(device)) {
         let TelemetryData::Sample { readings } = &r.data else {
             continue;
@@ -941,6 +951,10 @@ fn driver_series(
             let bytes = p.used_bytes.unwrap_or(0);
             if pids.contains(&p.pid) {
                 sum += bytes;
+                match holders.iter_mut().find(|h| h.0 == p.pid) {
+                    Some(h) => h.2 = h.2.max(bytes),
+                    None => holders.push((p.pid, p.name.clone(), bytes)),
+                }
             } else {
                 let entry = others
                     .entry(p.pid)
@@ -954,7 +968,8 @@ fn driver_series(
     if app.iter().all(|p| p.1 == 0) {
         app.clear();
     }
-    (app, others)
+    holders.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    (app, others, holders)
 }
 
 /// A gauge's samples on a device.

@@ -330,6 +330,7 @@ fn leak(v: &AppView, tr: &Trend, t: &Thresholds) -> Finding {
             more
         ));
     }
+    summary.push_str(&held_by(v));
     if let Some(f) = v.failures.first() {
         summary.push_str(&format!(
             "; it failed {:.1} s into the watch ({})",
@@ -402,6 +403,25 @@ fn creeping_floor(v: &AppView, tr: &Trend) -> Finding {
         }),
         "let the application's allocator release or reuse what it frees (empty its cache between steps, allocate in fewer, larger blocks); the card is fine",
     )
+}
+
+/// Which of the application's processes held its memory, where it has several with
+/// memory: `; pid 4311 (python3) held the most of its processes: 61.2 GiB`.
+fn held_by(v: &AppView) -> String {
+    let holding: Vec<&(u32, Option<String>, u64)> = v.holders.iter().filter(|h| h.2 > 0).collect();
+    match holding.as_slice() {
+        [top, _, ..] => format!(
+            "; of its {} processes holding GPU memory, pid {}{} held the most: {}",
+            holding.len(),
+            top.0,
+            top.1
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default(),
+            bytes(top.2)
+        ),
+        _ => String::new(),
+    }
 }
 
 /// How a failure was said, for a summary.
@@ -539,6 +559,7 @@ fn over_the_limit_finding(
     (peak, card_used, baseline): (u64, Option<u64>, Option<u64>),
 ) -> Finding {
     let t_ms = failure.t_ms();
+    let summary = summary + &held_by(v);
     finding(
         FindingCode::AppOverMemoryLimit,
         Severity::Major,
