@@ -257,7 +257,8 @@ fn application_lines(out: &mut String, app: &crate::verdict::app::ApplicationRep
             }
         );
     }
-    for u in &app.unseen {
+    // What decided "not judged" is said by its finding below; the rest here.
+    for u in app.unseen.iter().filter(|u| !u.decisive) {
         let _ = writeln!(out, "  not seen: {}", u.words());
     }
     let _ = writeln!(out, "diagnosis: {}", app.diagnosis.word());

@@ -228,11 +228,22 @@ pub struct TraceSummary {
     pub out_of_memory_calls: u64,
 }
 
-/// What kiln could not see of the application, each with why and what would let it see:
-/// a watch never reads as "healthy" past what it saw.
+/// What kiln could not see of the application, with why and what would let it see: a
+/// watch never reads as "healthy" past what it saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unseen {
+    /// What was unseen.
+    #[serde(flatten)]
+    pub what: UnseenKind,
+    /// It could hide a cause: the watch is not judged (`APP_NOT_JUDGED` says it).
+    #[serde(default)]
+    pub decisive: bool,
+}
+
+/// A kind of thing kiln could not see of the application.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Unseen {
+pub enum UnseenKind {
     /// Too few iterations, or too short a span, to judge a leak.
     TooShort {
         /// Why, with what to do.
@@ -263,11 +274,11 @@ pub enum Unseen {
 impl Unseen {
     /// In words for people.
     pub fn words(&self) -> String {
-        match self {
-            Unseen::TooShort { said }
-            | Unseen::NoTrace { said }
-            | Unseen::SourcesDisagree { said } => said.clone(),
-            Unseen::TraceStopped { at_ms, call } => format!(
+        match &self.what {
+            UnseenKind::TooShort { said }
+            | UnseenKind::NoTrace { said }
+            | UnseenKind::SourcesDisagree { said } => said.clone(),
+            UnseenKind::TraceStopped { at_ms, call } => format!(
                 "kiln's trace stopped {:.1} s into the watch (its layer failed in {call}, caught before it reached the application): the application's allocations after that are not in the trace",
                 at_ms / 1e3
             ),
@@ -617,7 +628,7 @@ pub fn judge(
     let mut diagnosis = devices
         .get(slot)
         .map_or(Diagnosis::NotJudged, |d| diagnosis_of(d, source));
-    let mut unseen = unseen(trace, &view, source, diagnosis);
+    let mut unseen_kinds = unseen(trace, &view, source, diagnosis);
     // The source not chosen, judged over the same iterations: where it tells another
     // story, that is said, with which was believed and why.
     if let Some((_, other, other_source, other_stepwise)) = all
@@ -633,7 +644,7 @@ pub fn judge(
         let (chosen_leaks, other_leaks) =
             (app_rules::leaking(&view, t), app_rules::leaking(&alt, t));
         if chosen_leaks != other_leaks {
-            unseen.push(Unseen::SourcesDisagree {
+            unseen_kinds.push(UnseenKind::SourcesDisagree {
                 said: disagreement(&view, source, &alt, other_source, other_leaks),
             });
         }
@@ -641,17 +652,23 @@ pub fn judge(
     // What was not seen could hide a cause: a watch so judged is not "healthy", and
     // cannot pass. (A trace that never began leaves the driver's figure, or nothing at
     // all: APP_MEMORY_UNSEEN says that.)
-    let decisive: Vec<&Unseen> = unseen
-        .iter()
-        .filter(|u| match u {
-            Unseen::TraceStopped { .. } => source == MemorySource::Trace,
-            Unseen::TooShort { .. } => memory_rose(&view, t),
-            Unseen::NoTrace { .. } => false,
-            Unseen::SourcesDisagree { .. } => true,
+    let unseen: Vec<Unseen> = unseen_kinds
+        .into_iter()
+        .map(|what| {
+            let could_hide = match &what {
+                UnseenKind::TraceStopped { .. } => source == MemorySource::Trace,
+                UnseenKind::TooShort { .. } => memory_rose(&view, t),
+                UnseenKind::NoTrace { .. } => false,
+                UnseenKind::SourcesDisagree { .. } => true,
+            };
+            Unseen {
+                what,
+                decisive: could_hide && diagnosis == Diagnosis::Healthy,
+            }
         })
         .collect();
-    if diagnosis == Diagnosis::Healthy
-        && !decisive.is_empty()
+    let decisive: Vec<&Unseen> = unseen.iter().filter(|u| u.decisive).collect();
+    if !decisive.is_empty()
         && let Some(d) = devices.get_mut(slot)
     {
         d.add_findings(vec![app_rules::not_judged(&decisive)]);
@@ -760,7 +777,7 @@ fn disagreement(
     other_leaks: bool,
 ) -> String {
     let bytes = crate::units::format_bytes;
-    let story = |v: &AppView, source: MemorySource| {
+    let story = |v: &AppView, source: MemorySource, leaks: bool| {
         let (first, last) = (
             v.windows.get(1).map_or(0, |w| w.low),
             v.windows.last().map_or(0, |w| w.low),
@@ -769,11 +786,21 @@ fn disagreement(
             MemorySource::Driver => "the driver's per-process figure",
             _ => "the trace's live allocations",
         };
-        format!(
-            "{what} went from {} to {} between iterations",
-            bytes(first),
-            bytes(last)
-        )
+        if leaks {
+            format!(
+                "{what} climbed from {} to {} between iterations, as a leak does",
+                bytes(first),
+                bytes(last)
+            )
+        } else if first == last {
+            format!("{what} stayed at {}", bytes(last))
+        } else {
+            format!(
+                "{what} went from {} to {} with no leak's climb",
+                bytes(first),
+                bytes(last)
+            )
+        }
     };
     let why = match chosen_source {
         MemorySource::Driver => {
@@ -784,19 +811,9 @@ fn disagreement(
         }
     };
     format!(
-        "the sources disagree: {} ({}), while {} ({}); kiln judged by {why}",
-        story(other, other_source),
-        if other_leaks {
-            "a leak's climb"
-        } else {
-            "flat"
-        },
-        story(chosen, chosen_source),
-        if other_leaks {
-            "flat"
-        } else {
-            "a leak's climb"
-        },
+        "the sources disagree: {}, while {}; kiln judged by {why}",
+        story(other, other_source, other_leaks),
+        story(chosen, chosen_source, !other_leaks),
     )
 }
 
@@ -817,24 +834,28 @@ fn unseen(
     view: &AppView,
     source: MemorySource,
     diagnosis: Diagnosis,
-) -> Vec<Unseen> {
+) -> Vec<UnseenKind> {
     let mut out = Vec::new();
     if source != MemorySource::None
         && diagnosis != Diagnosis::Leak
         && let Some(said) = app_rules::too_short(view)
     {
-        out.push(Unseen::TooShort { said });
+        out.push(UnseenKind::TooShort { said });
     }
     if let Some(tr) = trace {
         out.extend(tr.records.iter().find_map(|r| match &r.event {
-            TraceEvent::Stopped { call } => Some(Unseen::TraceStopped {
+            TraceEvent::Stopped { call } => Some(UnseenKind::TraceStopped {
                 at_ms: r.t_ms,
                 call: call.clone(),
             }),
             _ => None,
         }));
     }
-    out.extend(view.no_trace.clone().map(|said| Unseen::NoTrace { said }));
+    out.extend(
+        view.no_trace
+            .clone()
+            .map(|said| UnseenKind::NoTrace { said }),
+    );
     out
 }
 
@@ -1227,6 +1248,13 @@ fn failures(
         }
         let words = super::app_words::read(line);
         let facts = words.as_ref().map(|w| &w.facts);
+        // Traced, and no refusal reached the driver: its own code refused it (an engine's
+        // validation), which is said, never taken for the driver's answer.
+        let unseen_by_driver = if trace.is_some_and(|tr| tr.attached > 0) {
+            ", though no refused call reached the driver, where kiln's trace would have seen it"
+        } else {
+            ""
+        };
         out.push(match failure {
             AppFailure::OutOfMemory | AppFailure::Error => Failure::Memory {
                 t_ms: *t_ms,
@@ -1234,7 +1262,7 @@ fn failures(
                 result: None,
                 free: facts.and_then(|f| f.free_bytes).or_else(|| free_at(*t_ms)),
                 live: None,
-                said: format!("its output: {}", output_line(line)),
+                said: format!("its output: {}{unseen_by_driver}", output_line(line)),
                 words,
             },
             AppFailure::DeviceLost => Failure::Lost {

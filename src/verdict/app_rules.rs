@@ -162,7 +162,9 @@ const STEP_MIN_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
 /// span once start-up is left out. None where it could.
 pub fn too_short(v: &AppView) -> Option<String> {
     let judged = v.windows.len().saturating_sub(1);
-    let span_s = match (v.windows.get(1), v.windows.last()) {
+    // The time the judged iterations (or stretches) cover, each as long as the average
+    // one: from the first's mark to the last's is as many of them as were judged.
+    let span_s = match (v.windows.first(), v.windows.last()) {
         (Some(a), Some(b)) => (b.mark_ms - a.mark_ms) / 1e3,
         _ => 0.0,
     };
@@ -976,7 +978,18 @@ fn unseen(v: &AppView) -> Finding {
 /// What the application's memory did could not be judged, for what was unseen: never a
 /// pass.
 pub fn not_judged(unseen: &[&super::app::Unseen]) -> Finding {
+    use super::app::UnseenKind;
     let said: Vec<String> = unseen.iter().map(|u| u.words()).collect();
+    let mut actions: Vec<&str> = unseen
+        .iter()
+        .map(|u| match u.what {
+            UnseenKind::TooShort { .. } => "watch it longer, or with --iteration marking its steps",
+            UnseenKind::TraceStopped { .. } => "watch it again, and report the trace's stop (a bug of kiln's) with this run directory",
+            UnseenKind::SourcesDisagree { .. } => "watch it longer and compare the driver's own per-process figure (nvidia-smi --query-compute-apps, amdgpu's fdinfo); `--no-trace` judges by the driver's figure alone",
+            UnseenKind::NoTrace { .. } => "let kiln's layer load into it",
+        })
+        .collect();
+    actions.dedup();
     finding(
         FindingCode::AppNotJudged,
         Severity::Major,
@@ -986,7 +999,7 @@ pub fn not_judged(unseen: &[&super::app::Unseen]) -> Finding {
             said.join("; ")
         ),
         evidence(&NotJudged { unseen }),
-        "watch it longer (or with --iteration marking its steps) and with its memory read from one source that sees it whole",
+        &actions.join("; "),
     )
 }
 

@@ -11,12 +11,14 @@ use crate::common;
 use std::path::Path;
 
 /// The runs: one of each thing a reader meets.
-const RUNS: [&str; 5] = [
+const RUNS: [&str; 7] = [
     "h200_healthy",
     "vram_stuck_bit",
     "interrupted_before_pcie",
     "watch_leak_per_step",
     "watch_other_process_before_oom",
+    "watch_sources_disagree",
+    "watch_own_error",
 ];
 
 /// The run's directory, masked: it is a temporary one.
@@ -147,6 +149,16 @@ fn a_watched_leak_reads_the_same() {
 #[test]
 fn a_watched_application_squeezed_by_another_process_reads_the_same() {
     check(RUNS[4]);
+}
+
+#[test]
+fn a_watch_whose_sources_disagree_reads_the_same() {
+    check(RUNS[5]);
+}
+
+#[test]
+fn an_application_s_own_failure_reads_the_same() {
+    check(RUNS[6]);
 }
 
 /// The verdict as a buyer who double-clicked kiln.exe reads it, for each kind of result.
