@@ -200,8 +200,12 @@ fn a_steady_application_is_healthy_on_a_card_and_not_a_pass_on_the_cpu_device() 
     assert_eq!(of_8mib["allocations"], 48);
     assert_eq!(of_8mib["frees"], 48);
     assert_eq!(app["peak_bytes"], 48 * MIB);
-    // Its baselines are flat at nothing: everything a step allocates it frees.
-    for b in app["baselines"].as_array().unwrap() {
+    // Its baselines are flat at nothing: everything a step allocates it frees. The first
+    // iteration is start-up, which the verdict leaves out: under load its stretch can
+    // begin after the first step's allocations, as the line that marks it comes late.
+    let baselines = app["baselines"].as_array().unwrap();
+    assert!(baselines.len() >= 6, "{baselines:?}");
+    for b in &baselines[1..] {
         assert_eq!(b[1], 0.0, "{b}");
     }
     // The ring was drained whole and removed; the trace holds every record.
