@@ -83,10 +83,36 @@ pub fn usage_sentence(rendered: &str) -> String {
     for tip in tips {
         sentence = format!("{sentence}; {tip}");
     }
+    if let Some(hint) = hint_for(&head, usage.as_deref()) {
+        sentence = format!("{sentence}; {hint}");
+    }
     match usage {
         Some(u) => format!("{sentence} (usage: {u})"),
         None => format!("{sentence} (see `kiln --help`)"),
     }
+}
+
+/// What a newcomer most likely meant by a word clap did not take: a profile's name given
+/// as a word (`kiln run burn-in`, `kiln burn-in`), or a command to watch without the `--`
+/// before it (`kiln watch python train.py`).
+fn hint_for(head: &str, usage: Option<&str>) -> Option<String> {
+    let word = head.split('\'').nth(1)?;
+    let profile = crate::profile::BUNDLED
+        .iter()
+        .any(|(name, _)| *name == word);
+    let command = usage.unwrap_or("");
+    if profile && (head.starts_with("unrecognized subcommand") || command.starts_with("kiln run")) {
+        return Some(format!("a profile runs with `kiln run --profile {word}`"));
+    }
+    if head.starts_with("unexpected argument")
+        && command.starts_with("kiln watch")
+        && !word.starts_with('-')
+    {
+        return Some(format!(
+            "the command to watch goes after `--` (`kiln watch -- {word} ...`)"
+        ));
+    }
+    None
 }
 
 /// `--load`: the compute load's shape.
@@ -196,7 +222,7 @@ pub struct HealthArgs {
     /// with --gpus clears only those GPUs' faults. Who and when go into the state file.
     #[arg(long, value_name = "CODE|all")]
     pub clear: Option<String>,
-    /// After the first line, print the check as JSON.
+    /// Print the check as JSON on stdout, and nothing else there.
     #[arg(long)]
     pub json: bool,
     /// Also write the metrics into node_exporter's textfile directory (its
@@ -659,6 +685,25 @@ mod tests {
             usage_sentence(typo),
             "unexpected argument '--profle' found; did you mean '--profile'? (usage: kiln run --profile <NAME|FILE>)"
         );
+        let profile = "error: unexpected argument 'burn-in' found\n\nUsage: kiln run [OPTIONS]\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_sentence(profile),
+            "unexpected argument 'burn-in' found; a profile runs with `kiln run --profile burn-in` (usage: kiln run [OPTIONS])"
+        );
+        let subcommand = "error: unrecognized subcommand 'burn-in'\n\nUsage: kiln <COMMAND>\n\nFor more information, try '--help'.\n";
+        assert!(
+            usage_sentence(subcommand).contains("a profile runs with `kiln run --profile burn-in`")
+        );
+        let watched = "error: unexpected argument 'python3' found\n\nUsage: kiln watch [OPTIONS] [-- <CMD>...]\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_sentence(watched),
+            "unexpected argument 'python3' found; the command to watch goes after `--` (`kiln watch -- python3 ...`) (usage: kiln watch [OPTIONS] [-- <CMD>...])"
+        );
+        // The near misses: a word that is no profile, and a flag of watch's, get no hint.
+        let other = "error: unexpected argument 'fast' found\n\nUsage: kiln run [OPTIONS]\n\nFor more information, try '--help'.\n";
+        assert!(!usage_sentence(other).contains("profile runs"));
+        let flag = "error: unexpected argument '--fast' found\n\nUsage: kiln watch [OPTIONS] [-- <CMD>...]\n\nFor more information, try '--help'.\n";
+        assert!(!usage_sentence(flag).contains("goes after"));
         let value = "error: invalid value '7x' for '--duration <DURATION>': unknown duration unit `x`\n\nFor more information, try '--help'.\n";
         assert_eq!(
             usage_sentence(value),

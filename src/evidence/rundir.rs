@@ -221,6 +221,17 @@ impl RunDir {
     /// written) makes the check and the taking one step, so of two runs given the same
     /// directory at the same moment exactly one has it and the other writes nothing there.
     pub fn create(path: &Path) -> EvidenceResult<RunDir> {
+        // A file where the directory should be (or one of its parents): said as such, not
+        // as the system's "File exists".
+        if let Some(file) = path
+            .ancestors()
+            .find(|p| p.exists() && !p.is_dir() && !p.as_os_str().is_empty())
+        {
+            return Err(EvidenceError::RunDirTaken {
+                path: file.to_owned(),
+                reason: "a file is there, not a directory",
+            });
+        }
         std::fs::create_dir_all(path).map_err(|e| EvidenceError::io(path, e))?;
         let holds_files = std::fs::read_dir(path)
             .map_err(|e| EvidenceError::io(path, e))?
@@ -408,6 +419,30 @@ pub fn parse_utc_timestamp(text: &str) -> Option<SystemTime> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_file_where_the_run_directory_should_be_is_said_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("report.txt");
+        std::fs::write(&file, "notes").unwrap();
+        for path in [file.clone(), file.join("run")] {
+            let Err(e) = RunDir::create(&path) else {
+                panic!("{} was taken", path.display());
+            };
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "{}: a file is there, not a directory; choose a new --out",
+                    file.display()
+                )
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "notes",
+            "left as it was"
+        );
+    }
 
     #[test]
     fn of_runs_claiming_one_directory_at_once_exactly_one_has_it() {

@@ -38,6 +38,17 @@ pub fn bundle(run_dir: &Path, out: Option<&Path>) -> std::io::Result<PathBuf> {
         Some(p) => p.to_owned(),
         None => run_dir.with_file_name(format!("{name}-rma.tar")),
     };
+    // A file already there is replaced only where it is this run's bundle (written again):
+    // any other file is someone's, and kiln never overwrites it.
+    if path.exists() && !is_bundle_of(&path, &name) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!(
+                "{} already exists and is not this run's bundle: name another file with --bundle",
+                path.display()
+            ),
+        ));
+    }
     crate::fsutil::write_atomic_with(&path, |file| {
         let mut builder = tar::Builder::new(file);
         let mut sums = String::new();
@@ -53,6 +64,23 @@ pub fn bundle(run_dir: &Path, out: Option<&Path>) -> std::io::Result<PathBuf> {
         builder.into_inner().map(|_| ())
     })?;
     Ok(path)
+}
+
+/// Whether the file at `path` is a bundle of the run `name`: a tar whose first entry lies
+/// in the run's folder.
+fn is_bundle_of(path: &Path, name: &str) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut archive = tar::Archive::new(file);
+    let Ok(mut entries) = archive.entries() else {
+        return false;
+    };
+    entries
+        .next()
+        .and_then(Result::ok)
+        .and_then(|e| e.path().ok().map(|p| p.starts_with(name)))
+        .unwrap_or(false)
 }
 
 fn append(
@@ -83,5 +111,27 @@ mod tests {
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn a_bundle_replaces_its_own_run_s_bundle_and_never_another_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run-7");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::write(run.join("report.json"), "{}").unwrap();
+        // Written, then written again over itself.
+        let path = bundle(&run, None).unwrap();
+        assert_eq!(bundle(&run, None).unwrap(), path);
+        // Another file named as the bundle is left as it was.
+        let notes = dir.path().join("notes.txt");
+        std::fs::write(&notes, "mine").unwrap();
+        let e = bundle(&run, Some(&notes)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(e.to_string().contains("is not this run's bundle"), "{e}");
+        assert_eq!(std::fs::read_to_string(&notes).unwrap(), "mine");
+        // Another run's bundle is someone else's too.
+        let other = dir.path().join("run-8");
+        std::fs::create_dir(&other).unwrap();
+        assert!(bundle(&other, Some(&path)).is_err());
     }
 }

@@ -189,7 +189,14 @@ impl Thresholds {
     /// site's file refines a profile's thresholds rather than resetting the rest.
     pub fn overlay(&self, path: &std::path::Path) -> Result<Thresholds, String> {
         let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-        let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => at(&"no such thresholds file"),
+            std::io::ErrorKind::PermissionDenied => {
+                at(&"the thresholds file cannot be read (no permission)")
+            }
+            std::io::ErrorKind::IsADirectory => at(&"a directory, not a thresholds file"),
+            _ => at(&e),
+        })?;
         // A JSON object of known keys, each once: an array would fill the fields by
         // position, and a key given twice would silently keep one of its values.
         let mut own: UniqueKeys = serde_json::from_str(&text).map_err(|e| at(&e))?;
@@ -293,6 +300,23 @@ impl<'de> Deserialize<'de> for UniqueKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thresholds_file_that_is_not_there_is_one_sentence() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("site.json");
+        assert_eq!(
+            Thresholds::load(&missing).unwrap_err(),
+            format!("{}: no such thresholds file", missing.display())
+        );
+        assert_eq!(
+            Thresholds::load(dir.path()).unwrap_err(),
+            format!(
+                "{}: a directory, not a thresholds file",
+                dir.path().display()
+            )
+        );
+    }
 
     fn load(text: &str) -> Result<Thresholds, String> {
         let dir = tempfile::tempdir().unwrap();

@@ -680,8 +680,8 @@ impl Check<'_> {
         }
         if !state.open.is_empty() {
             self.notes.push(format!(
-                "{} open fault(s) stay until `kiln health --clear CODE|all` or a passing full run",
-                state.open.len()
+                "{} stay open until `kiln health --state FILE --clear CODE|all` or a passing full run",
+                crate::text::count(state.open.len() as u64, "open fault")
             ));
         }
     }
