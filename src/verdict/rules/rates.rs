@@ -745,7 +745,16 @@ pub fn rates_of_run(
             let digits = if v >= 100.0 { 0 } else { 1 };
             format!("{v:.digits$}")
         };
+        // A shortfall of more than half is said as the share reached: "100% under" of a
+        // rate at a thousandth of its reference reads as nonsense.
         let under = match (floor.reference, product) {
+            (Some(r), Some(p)) if measured < 0.5 * r => format!(
+                ", {}% of the {} {} a healthy {} reaches",
+                crate::units::significant(100.0 * measured / r),
+                figure(r),
+                rate.spec_unit(),
+                p.name
+            ),
             (Some(r), Some(p)) => format!(
                 ", {:.0}% under the {} {} a healthy {} reaches",
                 100.0 * (1.0 - measured / r),

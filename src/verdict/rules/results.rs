@@ -147,6 +147,13 @@ mod tests {
         );
         assert_eq!(slow[0].confidence, Confidence::High);
         assert_eq!(computed(40_000.0, &site)[0].confidence, Confidence::Medium);
+        // A shortfall of more than half is said as the share reached, a smaller one as how
+        // far under.
+        let tiny = computed(400.0, &site);
+        assert!(tiny[0].summary.contains("% of the"), "{}", tiny[0].summary);
+        assert!(!tiny[0].summary.contains("% under"), "{}", tiny[0].summary);
+        let short = computed(40_000.0, &site);
+        assert!(short[0].summary.contains("% under"), "{}", short[0].summary);
         // The near misses: at the floor, and above the built-in one.
         assert!(computed(45_000.0, &site).is_empty());
         assert!(computed(50_000.0, &t).is_empty());
