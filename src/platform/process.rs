@@ -203,6 +203,12 @@ mod os {
         None
     }
 
+    /// A Toolhelp entry's NUL-terminated UTF-16 name as a string.
+    fn wide(chars: &[u16]) -> String {
+        let end = chars.iter().position(|&c| c == 0).unwrap_or(chars.len());
+        String::from_utf16_lossy(&chars[..end])
+    }
+
     /// Every process: (pid, parent pid, executable name), from a Toolhelp snapshot.
     fn table() -> Vec<(u32, u32, String)> {
         // SAFETY: a snapshot of the process table; the handle is closed below.
@@ -217,15 +223,10 @@ mod os {
         // SAFETY: `entry` is a PROCESSENTRY32W with its size set, as both calls require.
         let mut more = unsafe { Process32FirstW(snapshot, &mut entry) }.is_ok();
         while more {
-            let end = entry
-                .szExeFile
-                .iter()
-                .position(|&c| c == 0)
-                .unwrap_or(entry.szExeFile.len());
             out.push((
                 entry.th32ProcessID,
                 entry.th32ParentProcessID,
-                String::from_utf16_lossy(&entry.szExeFile[..end]),
+                wide(&entry.szExeFile),
             ));
             // SAFETY: as above.
             more = unsafe { Process32NextW(snapshot, &mut entry) }.is_ok();
@@ -262,12 +263,7 @@ mod os {
         // SAFETY: `entry` is a MODULEENTRY32W with its size set, as both calls require.
         let mut more = unsafe { Module32FirstW(snapshot, &mut entry) }.is_ok();
         while more {
-            let end = entry
-                .szModule
-                .iter()
-                .position(|&c| c == 0)
-                .unwrap_or(entry.szModule.len());
-            out.push(String::from_utf16_lossy(&entry.szModule[..end]));
+            out.push(wide(&entry.szModule));
             // SAFETY: as above.
             more = unsafe { Module32NextW(snapshot, &mut entry) }.is_ok();
         }

@@ -526,7 +526,9 @@ pub fn counts_since_driver_load(name: &str) -> bool {
             RAS_UNCORRECTED_OTHER,
         ]
         .contains(s),
-        Some(Name::EccAt { total, .. }) => total.name.ends_with("_volatile"),
+        Some(Name::EccAt { total, .. }) => {
+            [ECC_CORRECTED_VOLATILE, ECC_UNCORRECTED_VOLATILE].contains(&total)
+        }
         Some(Name::Ras { .. }) => true,
         _ => false,
     }

@@ -470,9 +470,8 @@ pub fn judge(
 ) -> ApplicationReport {
     let pids: Vec<u32> = events.pids.iter().copied().collect();
     // Each device's series of the application, from the driver and from the trace.
-    let mut best: Option<(usize, Series, MemorySource, bool)> = None;
-    // Every device's series from each source, for the source not chosen.
-    let mut all: Vec<(usize, Series, MemorySource, bool)> = Vec::new();
+    // Every device's series from each source: (device slot, series, source, stepwise).
+    let mut candidates: Vec<(usize, Series, MemorySource, bool)> = Vec::new();
     // The driver's lists are read once: the application's series and every other
     // process's, per device.
     let mut listed: Vec<(Series, Others, Holders)> = devices
@@ -484,28 +483,32 @@ pub fn judge(
         let traced = trace
             .map(|tr| trace_series(tr, &d.uuid))
             .unwrap_or_default();
-        let candidates = [
-            (driver, MemorySource::Driver, false),
-            (traced, MemorySource::Trace, true),
-        ];
-        for (series, source, stepwise) in candidates {
-            if !series.is_empty() {
-                all.push((i, series.clone(), source, stepwise));
-            }
-            let peak = series.iter().map(|p| p.1).max().unwrap_or(0);
-            let better = match &best {
-                None => peak > 0,
-                Some((_, b, _, _)) => peak > b.iter().map(|p| p.1).max().unwrap_or(0) * 2,
-            };
-            if better {
-                best = Some((i, series, source, stepwise));
-            }
+        candidates.push((i, driver, MemorySource::Driver, false));
+        candidates.push((i, traced, MemorySource::Trace, true));
+    }
+    // The first series with memory, unless a later one peaks more than twice as high.
+    let peak = |s: &Series| s.iter().map(|p| p.1).max().unwrap_or(0);
+    let mut best: Option<usize> = None;
+    for (k, c) in candidates.iter().enumerate() {
+        let better = match best {
+            None => peak(&c.1) > 0,
+            Some(b) => peak(&c.1) > peak(&candidates[b].1) * 2,
+        };
+        if better {
+            best = Some(k);
         }
     }
     let (slot, memory, source, stepwise) = match best {
-        Some(b) => b,
+        Some(b) => {
+            let (i, series, source, stepwise) = candidates.swap_remove(b);
+            (i, series, source, stepwise)
+        }
         None => (0, Vec::new(), MemorySource::None, false),
     };
+    // The other source's series of the same device, where it has one: judged beside.
+    let other = candidates
+        .into_iter()
+        .find(|(i, s, ..)| *i == slot && source != MemorySource::None && !s.is_empty());
     let mut view = AppView {
         memory,
         stepwise,
@@ -551,25 +554,21 @@ pub fn judge(
     // Without its own marks, the iterations are found in its memory: what it held up to
     // its teardown, never the frees of its exit, which would fall in the last stretch and
     // cancel what it held before.
-    let held = without_teardown(&view.memory, events.end.is_some());
+    let ended = events.end.is_some();
+    let held = without_teardown(&view.memory, ended);
     let (marks, from) = if !events.marks.is_empty() {
         (events.marks.clone(), IterationSource::Output)
     } else {
         // Iterations it did not mark are no unit a person can count in: rates are said
         // per minute.
         view.by_time = true;
-        match period_marks(&held, view.stepwise) {
+        match period_marks(held, view.stepwise) {
             Some(m) => (m, IterationSource::Period),
-            None => (time_marks(&held), IterationSource::None),
+            None => (time_marks(held), IterationSource::None),
         }
     };
     view.marks = marks;
-    view.windows = windows(
-        if view.by_time { &held } else { &view.memory },
-        view.stepwise,
-        &view.marks,
-        events.end.map(|e| e.0),
-    );
+    view.windows = judged_windows(&view.memory, view.stepwise, &view, ended);
     if let (Some(tr), Some(d)) = (trace, devices.get(slot)) {
         view.classes_at_windows =
             classes_at(tr, &d.uuid, &view.windows, source == MemorySource::Trace);
@@ -631,12 +630,9 @@ pub fn judge(
     let mut unseen_kinds = unseen(trace, &view, source, diagnosis);
     // The source not chosen, judged over the same iterations: where it tells another
     // story, that is said, with which was believed and why.
-    if let Some((_, other, other_source, other_stepwise)) = all
-        .into_iter()
-        .find(|(i, _, s, _)| *i == slot && *s != source && source != MemorySource::None)
-    {
+    if let Some((_, other, other_source, other_stepwise)) = other {
         let alt = AppView {
-            windows: windows(&other, other_stepwise, &view.marks, events.end.map(|e| e.0)),
+            windows: judged_windows(&other, other_stepwise, &view, ended),
             memory: other,
             stepwise: other_stepwise,
             ..view.clone()
@@ -1256,7 +1252,7 @@ fn failures(
             ""
         };
         out.push(match failure {
-            AppFailure::OutOfMemory | AppFailure::Error => Failure::Memory {
+            AppFailure::OutOfMemory => Failure::Memory {
                 t_ms: *t_ms,
                 request: facts.and_then(|f| f.request_bytes),
                 result: None,
@@ -1269,6 +1265,8 @@ fn failures(
                 t_ms: *t_ms,
                 said: format!("its output: {}", output_line(line)),
             },
+            // Kept apart as its last error line (AppEvents::take), never a failure.
+            AppFailure::Error => continue,
         });
     }
     out.sort_by(|a, b| a.t_ms().total_cmp(&b.t_ms()));
@@ -1284,10 +1282,10 @@ fn output_line(line: &str) -> String {
 /// The series up to the application's teardown, where it ended: the falling run at its
 /// end (the frees of its exit, and the readings after them that repeat the last) left
 /// out. A series that does not fall at its end is whole.
-fn without_teardown(series: &Series, ended: bool) -> Series {
+fn without_teardown(series: &[(f64, u64)], ended: bool) -> &[(f64, u64)] {
     let mut n = series.len();
     if !ended {
-        return series.clone();
+        return series;
     }
     while n >= 2 && series[n - 1].1 == series[n - 2].1 {
         n -= 1;
@@ -1297,14 +1295,30 @@ fn without_teardown(series: &Series, ended: bool) -> Series {
         n -= 1;
     }
     if n == flat_from {
-        return series.clone();
+        return series;
     }
-    series[..n].to_vec()
+    &series[..n]
+}
+
+/// A series' iterations (its lowest and highest in each) at the view's marks: by time,
+/// up to the application's teardown, as the marks were found.
+fn judged_windows(
+    series: &[(f64, u64)],
+    stepwise: bool,
+    view: &AppView,
+    ended: bool,
+) -> Vec<Window> {
+    let series = if view.by_time {
+        without_teardown(series, ended)
+    } else {
+        series
+    };
+    windows(series, stepwise, &view.marks, view.end.map(|e| e.0))
 }
 
 /// The value of a series at `t`: the last point at or before it (a step series), else
 /// none.
-fn value_at(series: &Series, t: f64) -> Option<u64> {
+fn value_at(series: &[(f64, u64)], t: f64) -> Option<u64> {
     series.iter().take_while(|p| p.0 <= t).last().map(|p| p.1)
 }
 
@@ -1314,7 +1328,12 @@ fn value_at(series: &Series, t: f64) -> Option<u64> {
 /// output and the allocations interleave, and a centred stretch holds it either way. One
 /// the application ended in is not whole (its teardown frees everything) and is left out,
 /// as is one with no reading inside.
-fn windows(series: &Series, stepwise: bool, marks: &[f64], end_ms: Option<f64>) -> Vec<Window> {
+fn windows(
+    series: &[(f64, u64)],
+    stepwise: bool,
+    marks: &[f64],
+    end_ms: Option<f64>,
+) -> Vec<Window> {
     let last = series.last().map_or(0.0, |p| p.0);
     let end = end_ms.unwrap_or(last).max(last);
     let mut gaps: Vec<f64> = marks.windows(2).map(|w| w[1] - w[0]).collect();
@@ -1392,7 +1411,7 @@ fn classes_at(
 
 /// With no iterations to go by, even stretches of the watch (four to eight, two readings
 /// each at least), so that a climb is still judged, per minute.
-fn time_marks(series: &Series) -> Vec<f64> {
+fn time_marks(series: &[(f64, u64)]) -> Vec<f64> {
     // Two readings a stretch at least, and at most eight stretches.
     let stretches = (series.len() / 2).min(8);
     let (Some(first), Some(last)) = (series.first(), series.last()) else {
@@ -1411,7 +1430,7 @@ fn time_marks(series: &Series) -> Vec<f64> {
 /// Iterations found from the memory's own period: the series on an even grid, its
 /// changes' autocorrelation, and the shortest lag that repeats strongly. None when
 /// nothing repeats, or fewer than four periods were seen.
-pub fn period_marks(series: &Series, stepwise: bool) -> Option<Vec<f64>> {
+pub fn period_marks(series: &[(f64, u64)], stepwise: bool) -> Option<Vec<f64>> {
     if series.len() < 8 {
         return None;
     }

@@ -245,7 +245,12 @@ impl Trend {
     /// A leak: the whole usage moves up, peaks with the baseline, whether steadily or in
     /// steps.
     fn leaks(&self, t: &Thresholds) -> bool {
-        (self.steady_climb(t) && self.peak_slope >= 0.5 * self.slope) || self.steps_up(t)
+        self.climbs_as_a_whole(t) || self.steps_up(t)
+    }
+
+    /// The baseline climbs steadily and the peaks with it.
+    fn climbs_as_a_whole(&self, t: &Thresholds) -> bool {
+        self.steady_climb(t) && self.peak_slope >= 0.5 * self.slope
     }
 
     /// A floor that rises in steps and never falls back: the lowest floor of each third
@@ -278,7 +283,7 @@ impl Trend {
 fn leak(v: &AppView, tr: &Trend, t: &Thresholds) -> Finding {
     let per_minute = bytes((tr.slope * 60_000.0 / tr.iteration_ms).max(0.0) as u64);
     let over = duration(tr.n as f64 * tr.iteration_ms / 1e3);
-    let stepped = !(tr.steady_climb(t) && tr.peak_slope >= 0.5 * tr.slope);
+    let stepped = !tr.climbs_as_a_whole(t);
     let mut summary = if stepped {
         let floors: Vec<String> = tr.step_floors().into_iter().map(bytes).collect();
         format!(
