@@ -184,7 +184,7 @@ fn a_steady_application_is_healthy_on_a_card_and_not_a_pass_on_the_cpu_device() 
         dir.path(),
         &env,
         &["--iteration", "^step"],
-        &["steady", "8", "120"],
+        &["steady", "8", "250"],
     );
     assert_eq!(code, 0, "{stderr}");
     let app = &report["application"];
