@@ -29,17 +29,17 @@ plugin() {  # plugin WANT_RC MESSAGE_PATTERN -- env assignments
     fi
 }
 
-plugin 0 'OK: 1 GPU healthy*' KILN_BIN="$kiln" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/healthy_idle.jsonl"
-plugin 1 'GPU0 GPU-6c4f3a5e...: Xid 79 (fallen off the bus)*' KILN_BIN="$kiln" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/xid79.jsonl"
-plugin 1 'GPU0 GPU-6c4f3a5e...: PCIe generation 3 of 5*' KILN_BIN="$kiln" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/pcie_downtrained.jsonl"
+plugin 0 'KILN-OK-000 OK: 1 GPU healthy*' KILN_BIN="$kiln" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/healthy_idle.jsonl"
+plugin 1 'KILN-XID-079 GPU0 GPU-6c4f3a5e...: Xid 79 (fallen off the bus)*' KILN_BIN="$kiln" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/xid79.jsonl"
+plugin 1 'KILN-PCI-001 GPU0 GPU-6c4f3a5e...: PCIe generation 3 of 5*' KILN_BIN="$kiln" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/pcie_downtrained.jsonl"
 # With the node's state file, the fault stays a problem on the next check (nothing new in
 # the log) until it is cleared: the condition does not flip back by itself.
-plugin 1 'GPU0 GPU-6c4f3a5e...: Xid 79*' KILN_BIN="$kiln" KILN_STATE="$t/node-state.json" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/xid79.jsonl"
-plugin 1 'GPU0 GPU-6c4f3a5e...: Xid 79*' KILN_BIN="$kiln" KILN_STATE="$t/node-state.json" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/healthy_idle.jsonl"
+plugin 1 'KILN-XID-079 GPU0 GPU-6c4f3a5e...: Xid 79*' KILN_BIN="$kiln" KILN_STATE="$t/node-state.json" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/xid79.jsonl"
+plugin 1 'KILN-XID-079 GPU0 GPU-6c4f3a5e...: Xid 79*' KILN_BIN="$kiln" KILN_STATE="$t/node-state.json" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/healthy_idle.jsonl"
 "$kiln" health --state "$t/node-state.json" --telemetry-replay "$fixtures/healthy_idle.jsonl" --clear all >/dev/null
-plugin 0 'OK: 1 GPU healthy*' KILN_BIN="$kiln" KILN_STATE="$t/node-state.json" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/healthy_idle.jsonl"
+plugin 0 'KILN-OK-000 OK: 1 GPU healthy*' KILN_BIN="$kiln" KILN_STATE="$t/node-state.json" KILN_HEALTH_ARGS="--telemetry-replay $fixtures/healthy_idle.jsonl"
 # kiln could not check (exit 4: no NVIDIA driver on this machine): unknown, not a problem.
-plugin 3 'no GPU to check: *' KILN_BIN="$kiln"
+plugin 3 'KILN-NOT-001 no GPU to check: *' KILN_BIN="$kiln"
 # A kiln that hangs: the plugin's own timeout answers before NPD's.
 cat >"$t/hung-kiln" <<'STUB'
 #!/bin/sh
@@ -47,14 +47,14 @@ sleep 30
 STUB
 chmod +x "$t/hung-kiln"
 plugin 3 'kiln health timed out after 1s' KILN_BIN="$t/hung-kiln" KILN_TIMEOUT=1
-# A message longer than NPD keeps is cut, to one line.
+# A message longer than NPD keeps is cut, to one line, its fault code leading.
 cat >"$t/long-kiln" <<'STUB'
 #!/bin/sh
 printf 'GPU0 GPU-12345678...: %0200d [KILN-MEM-002]\nsecond line\n' 0
 exit 1
 STUB
 chmod +x "$t/long-kiln"
-plugin 1 'GPU0 GPU-12345678...: 000*' KILN_BIN="$t/long-kiln"
+plugin 1 'KILN-MEM-002 GPU0 GPU-12345678...: 000*' KILN_BIN="$t/long-kiln"
 
 # The ConfigMap carries this very script.
 if ! "$python" - "$here/kiln-npd.yaml" "$here/kiln-npd.sh" <<'PY'

@@ -279,3 +279,108 @@ fn every_contrib_script_parses() {
         }
     }
 }
+
+/// kiln-npd.sh run as node-problem-detector runs it (a bare environment), with `kiln` (a
+/// path) checking with `args`: (exit code, stdout).
+fn npd_plugin(kiln: &Path, args: &str, state: &Path) -> (i32, String) {
+    let out = Command::new("/bin/sh")
+        .arg(root().join("contrib/k8s/kiln-npd.sh"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("KILN_BIN", kiln)
+        .env("KILN_STATE", state)
+        .env("KILN_HEALTH_ARGS", args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn the_npd_plugin_leads_with_the_fault_code_so_the_cut_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let kiln = Path::new(env!("CARGO_BIN_EXE_kiln"));
+    let replay = |name: &str| {
+        format!(
+            "--telemetry-replay {}",
+            fixtures().join(format!("{name}.jsonl")).display()
+        )
+    };
+    for (name, code, start) in [
+        // Real faults whose line is longer than NPD keeps: the code was cut off before.
+        (
+            "xid79",
+            "KILN-XID-079",
+            "KILN-XID-079 GPU0 GPU-6c4f3a5e...: Xid 79 (fallen off the bus)",
+        ),
+        // `[CODE] (+N more)`: the code is not the line's last word.
+        (
+            "ecc_uncorrectable_remap_pending",
+            "KILN-MEM-002",
+            "KILN-MEM-002 GPU0 GPU-6c4f3a5e...: 2 uncorrectable ECC errors",
+        ),
+        // A line that fits leads with its code all the same.
+        (
+            "healthy_idle",
+            "KILN-OK-000",
+            "KILN-OK-000 OK: 1 GPU healthy",
+        ),
+    ] {
+        let state = dir.path().join(format!("{name}.json"));
+        let first = Command::new(kiln)
+            .args(["health", "--state"])
+            .arg(dir.path().join(format!("{name}-direct.json")))
+            .args(replay(name).split(' '))
+            .output()
+            .unwrap();
+        let first = String::from_utf8_lossy(&first.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(first.contains(&format!("[{code}]")), "{first}");
+        if code != "KILN-OK-000" {
+            assert!(first.chars().count() > 80, "a line NPD cuts: {first}");
+        }
+        let (rc, out) = npd_plugin(kiln, &replay(name), &state);
+        assert_eq!(rc, i32::from(code != "KILN-OK-000"), "{name}: {out}");
+        assert_eq!(out.lines().count(), 1, "{name}: {out}");
+        let line = out.trim_end_matches('\n');
+        assert!(line.chars().count() <= 80, "{name}: {line}");
+        assert!(line.starts_with(start), "{name}: {line}");
+        assert!(!line.contains(&format!("[{code}]")), "said once: {line}");
+    }
+    // A message of any length keeps its code; a line without one is left as it is.
+    let stub = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\nprintf '{text}\\nsecond line\\n'\nexit 1\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path
+    };
+    let long = "x".repeat(200);
+    let state = dir.path().join("stub.json");
+    let (rc, out) = npd_plugin(
+        &stub(
+            "long",
+            &format!(
+                "GPU3 GPU-12345678...: {long} (open since 2025-01-01T00:00:00Z) [KILN-MEM-002] (+2 more)"
+            ),
+        ),
+        "",
+        &state,
+    );
+    assert_eq!(rc, 1, "{out}");
+    assert_eq!(
+        out,
+        format!("KILN-MEM-002 GPU3 GPU-12345678...: {}\n", &long[..80 - 35])
+    );
+    let (rc, out) = npd_plugin(&stub("bare", "something odd [not a code]"), "", &state);
+    assert_eq!((rc, out.as_str()), (1, "something odd [not a code]\n"));
+}

@@ -207,7 +207,7 @@ fn the_last_full_run_must_be_recent_and_a_pass() {
     let (code, first, _) = check("24h");
     assert_eq!(code, 1, "{first}");
     assert!(
-        first.contains("last full run: 1 word of memory holds a bit stuck")
+        first.contains("last full run: 1 word of memory holds 2 bits stuck")
             && first.ends_with("[KILN-RUN-002]"),
         "{first}"
     );
@@ -737,5 +737,172 @@ fn a_run_whose_report_cannot_be_read_is_named_and_never_counts_as_a_pass() {
     assert!(
         all.contains("report.json could not be read") && all.contains("that run is left out"),
         "the damaged report is named: {all}"
+    );
+}
+
+/// `kiln health --json` on an emulated NVIDIA node (the fake NVML answering from the
+/// node's scenario): (exit code, the report).
+fn health_of(node: &common::Node) -> (i32, serde_json::Value) {
+    let out = node.kiln().args(["health", "--json"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    (out.status.code().unwrap_or(-1), report)
+}
+
+/// What a health report says under `key` (`notes`, `checked`).
+fn said<'a>(report: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+    report[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect()
+}
+
+const NO_HISTOGRAM: &str = "the driver lacks nvmlDeviceGetRowRemapperHistogram: the row-remapper bank histogram is not checked";
+
+#[test]
+fn a_call_the_driver_lacks_is_no_failure_and_is_said_once() {
+    use serde_json::json;
+    // A GeForce on a driver without the row-remapper histogram: every other remap field
+    // answers not supported. Nothing failed; the card has no remapping to check.
+    let geforce = common::Node::new(json!({
+        "name": "NVIDIA GeForce RTX 4090", "fans": 1, "nvlinks": 0,
+        "unsupported": ["ecc", "retired_pages", "remap", "hbm_temp", "sram"],
+        "errors": {"nvmlDeviceGetRowRemapperHistogram": "function_not_found"}
+    }));
+    let (code, report) = health_of(&geforce);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["line"], "OK: 1 GPU healthy [KILN-OK-000]");
+    assert!(
+        said(&report, "notes")
+            .contains(&"not supported by the card: ECC, row remapping, retired pages, SRAM"),
+        "{report}"
+    );
+    // A data-centre card on such a driver, twice over, and without the SRAM status too:
+    // the counters it has are checked, each missing call said once for the node.
+    let older = common::Node::of_gpus(
+        2,
+        json!({"errors": {
+            "nvmlDeviceGetRowRemapperHistogram": "function_not_found",
+            "nvmlDeviceGetSramEccErrorStatus": "function_not_found"
+        }}),
+    );
+    let (code, report) = health_of(&older);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["line"], "OK: 2 GPUs healthy [KILN-OK-000]");
+    let notes = said(&report, "notes");
+    assert_eq!(
+        notes.iter().filter(|n| **n == NO_HISTOGRAM).count(),
+        1,
+        "{notes:?}"
+    );
+    assert!(
+        notes.contains(
+            &"the driver lacks nvmlDeviceGetSramEccErrorStatus: the SRAM ECC status is not checked"
+        ),
+        "{notes:?}"
+    );
+    assert!(
+        said(&report, "checked")
+            .contains(&"ECC, row remapping, retired pages, NVLink, PCIe link, recovery action"),
+        "row remapping was read; the SRAM was not: {report}"
+    );
+    // By kind, not by call: a memory group whose every call the driver lacks is not
+    // checked and says so, and the GPU is judged on the rest.
+    let no_retirement =
+        common::Node::new(json!({"errors": {"retired_pages": "function_not_found"}}));
+    let (code, report) = health_of(&no_retirement);
+    assert_eq!(code, 0, "{report}");
+    assert!(
+        said(&report, "notes").contains(
+            &"the driver lacks the NVML calls for retired pages: retired pages is not checked"
+        ),
+        "{report}"
+    );
+    assert!(
+        !said(&report, "checked")
+            .iter()
+            .any(|c| c.contains("retired pages")),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_missing_call_hides_no_fault_and_no_real_failure() {
+    use serde_json::json;
+    // The histogram missing, and row remapping has failed: the fault, as ever.
+    let failed = common::Node::new(json!({
+        "remap_failure": 1,
+        "errors": {"nvmlDeviceGetRowRemapperHistogram": "function_not_found"}
+    }));
+    let (code, report) = health_of(&failed);
+    let line = report["line"].as_str().unwrap();
+    assert_eq!(code, 1, "{report}");
+    assert!(
+        line.contains("row remapping has failed") && line.contains("[KILN-MEM-001]"),
+        "{line}"
+    );
+    // The histogram missing, and the remap fields the card has refused: could not check,
+    // for the refusal.
+    let refused = common::Node::new(json!({
+        "refuse": ["remap"],
+        "errors": {"nvmlDeviceGetRowRemapperHistogram": "function_not_found"}
+    }));
+    let (code, report) = health_of(&refused);
+    let line = report["line"].as_str().unwrap();
+    assert_eq!(code, 4, "{report}");
+    assert!(
+        line.contains("could not read row remapping (no permission)")
+            && line.ends_with("[KILN-NOT-002]"),
+        "{line}"
+    );
+    assert!(!line.contains("function not found"), "{line}");
+}
+
+#[test]
+fn could_not_read_names_the_failure_that_matters_in_words() {
+    use serde_json::json;
+    // NVML refusing every counter (not root), on a driver without the newer calls: the
+    // missing calls come first by name, the refusal is what is said.
+    let noperm = common::Node::new(json!({
+        "refuse": ["counters"],
+        "errors": {
+            "nvmlDeviceGetRowRemapperHistogram": "function_not_found",
+            "nvmlDeviceGetSramEccErrorStatus": "function_not_found"
+        }
+    }));
+    let (code, report) = health_of(&noperm);
+    let line = report["line"].as_str().unwrap();
+    assert_eq!(code, 4, "{report}");
+    assert!(
+        line.contains(
+            "could not read ECC (no permission), row remapping (no permission), retired pages (no permission)"
+        ) && line.ends_with("[KILN-NOT-002]"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("function not found") && !line.contains("no_permission"),
+        "{line}"
+    );
+    // Groups failing for different reasons: each its own, and a group with two, both.
+    let mixed = common::Node::new(json!({
+        "refuse": ["retired_pages"],
+        "errors": {
+            "nvmlDeviceGetTotalEccErrors": "timeout",
+            "nvmlDeviceGetMemoryErrorCounter": "timeout",
+            "remap": "unknown",
+            "nvmlDeviceGetRowRemapperHistogram": "no_permission"
+        }
+    }));
+    let (code, report) = health_of(&mixed);
+    let line = report["line"].as_str().unwrap();
+    assert_eq!(code, 4, "{report}");
+    assert!(
+        line.contains(
+            "could not read ECC (timeout), row remapping (no permission, unknown), retired pages (no permission)"
+        ),
+        "{line}"
     );
 }

@@ -118,38 +118,146 @@ pub(super) const GROUPS: [Group; 8] = [
 /// read leaves the GPU unchecked.
 pub(super) const MEMORY_GROUPS: [&str; 3] = ["ECC", "row remapping", "retired pages"];
 
+/// The word a reading carries for a call the card does not support.
+const NOT_SUPPORTED: &str = "not_supported";
+
+/// The word a reading carries for a call this driver's NVML does not have (an optional
+/// call added in a later driver): nothing failed, the driver cannot be asked.
+const FUNCTION_NOT_FOUND: &str = "function_not_found";
+
 /// How a group of readings was read.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum GroupRead {
     /// At least one of its readings is a number.
     Read,
-    /// Every reading says the card does not have it.
+    /// No reading is a number and none failed: the card says it does not have them (any
+    /// other reading is a call this driver lacks).
     NotSupported,
-    /// None could be read, for this reason (`no_permission`, `gpu_lost`, ...).
-    Failed(String),
+    /// Every reading is a call this driver lacks: not read, yet nothing failed.
+    Lacking,
+    /// None could be read, and a call the card has failed: why, each reason once, the one
+    /// that matters most first (`gpu_lost`, `no_permission`, `timeout`, ...).
+    Failed(Vec<String>),
     /// No source offered it.
     Absent,
 }
 
+/// How a group of readings was read, deciding by kind: a number reads it; a call this
+/// driver lacks (`function_not_found`) counts as the card not having it, since the driver
+/// was never asked and nothing failed; any other word is a real failure, which outweighs
+/// both.
 pub(super) fn group_read(readings: Option<&Readings>, belongs: fn(Name) -> bool) -> GroupRead {
-    let mut read = GroupRead::Absent;
-    let ours = |k: &String| Name::parse(k).is_some_and(belongs);
-    for (_, r) in readings.into_iter().flatten().filter(|(k, _)| ours(k)) {
+    let (mut any, mut unsupported) = (false, false);
+    let mut failed: Vec<String> = Vec::new();
+    for (_, r) in ours(readings, belongs) {
+        any = true;
         match r {
             Reading::Number(_) => return GroupRead::Read,
-            Reading::Unavailable { unavailable } if unavailable != "not_supported" => {
-                if !matches!(read, GroupRead::Failed(_)) {
-                    read = GroupRead::Failed(unavailable.clone());
+            Reading::Unavailable { unavailable } if unavailable == FUNCTION_NOT_FOUND => {}
+            Reading::Unavailable { unavailable } if unavailable != NOT_SUPPORTED => {
+                if !failed.contains(unavailable) {
+                    failed.push(unavailable.clone());
                 }
             }
-            _ => {
-                if read == GroupRead::Absent {
-                    read = GroupRead::NotSupported;
-                }
-            }
+            _ => unsupported = true,
         }
     }
-    read
+    if !failed.is_empty() {
+        // Stable: reasons of one rank stay in the order met.
+        failed.sort_by_key(|w| failure_rank(w));
+        GroupRead::Failed(failed)
+    } else if unsupported {
+        GroupRead::NotSupported
+    } else if any {
+        GroupRead::Lacking
+    } else {
+        GroupRead::Absent
+    }
+}
+
+/// The readings of a group, by name.
+fn ours(
+    readings: Option<&Readings>,
+    belongs: fn(Name) -> bool,
+) -> impl Iterator<Item = (&String, &Reading)> {
+    readings
+        .into_iter()
+        .flatten()
+        .filter(move |(k, _)| Name::parse(k).is_some_and(belongs))
+}
+
+/// Which failure a person needs to hear of first: a lost GPU, then a refusal (which they
+/// can grant), then a timeout; an unknown error last, as it tells the least.
+fn failure_rank(word: &str) -> u8 {
+    match word {
+        "gpu_lost" => 0,
+        "no_permission" => 1,
+        "timeout" => 2,
+        "unknown" => 4,
+        _ => 3,
+    }
+}
+
+/// A reason in words, as the first line says it (`no permission`, `GPU lost`).
+pub(super) fn in_words(word: &str) -> String {
+    match word {
+        "gpu_lost" => "GPU lost".to_owned(),
+        other => other.replace('_', " "),
+    }
+}
+
+/// The readings of a group that are calls this driver lacks, by name.
+pub(super) fn lacking(readings: Option<&Readings>, belongs: fn(Name) -> bool) -> Vec<&str> {
+    ours(readings, belongs)
+        .filter(|(_, r)| {
+            matches!(r, Reading::Unavailable { unavailable } if unavailable == FUNCTION_NOT_FOUND)
+        })
+        .map(|(k, _)| k.as_str())
+        .collect()
+}
+
+/// The optional NVML calls a driver may lack (added in later drivers), by the reading
+/// kiln records in their place, with what they tell: so that a note names the call a
+/// person can look up. A call not listed is named by its reading.
+const OPTIONAL_CALLS: [(&str, &str, &str); 2] = [
+    (
+        signals::REMAP_BANKS_NONE.name,
+        "nvmlDeviceGetRowRemapperHistogram",
+        "the row-remapper bank histogram",
+    ),
+    (
+        signals::SRAM_THRESHOLD_EXCEEDED.name,
+        "nvmlDeviceGetSramEccErrorStatus",
+        "the SRAM ECC status",
+    ),
+];
+
+/// What the notes say of the readings of `group` that are calls this driver lacks: that
+/// they are not checked, each known call by its name; the others by their readings, or
+/// as the group's where the driver has none of its calls.
+pub(super) fn lacking_notes(group: &str, keys: &[&str], whole_group: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut unnamed = Vec::new();
+    for key in keys {
+        match OPTIONAL_CALLS.iter().find(|(k, _, _)| k == key) {
+            Some((_, call, what)) => {
+                notes.push(format!("the driver lacks {call}: {what} is not checked"))
+            }
+            None => unnamed.push(*key),
+        }
+    }
+    if whole_group && !unnamed.is_empty() {
+        notes.push(format!(
+            "the driver lacks the NVML calls for {group}: {group} is not checked"
+        ));
+    } else if !unnamed.is_empty() {
+        let calls = if unnamed.len() == 1 { "call" } else { "calls" };
+        notes.push(format!(
+            "the driver lacks the NVML {calls} for {} ({group}): not checked",
+            unnamed.join(", ")
+        ));
+    }
+    notes
 }
 
 /// One sample as a phase's gauge statistics (min = median = max).
@@ -246,6 +354,100 @@ pub(super) fn new_xids(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The row-remapping group's readings, each given as a number or a word.
+    fn remap(readings: &[(&str, Option<&str>)]) -> Readings {
+        readings
+            .iter()
+            .map(|(k, w)| {
+                let r = match w {
+                    None => Reading::Number(0.0),
+                    Some(w) => Reading::Unavailable {
+                        unavailable: (*w).to_owned(),
+                    },
+                };
+                ((*k).to_owned(), r)
+            })
+            .collect()
+    }
+
+    fn remap_read(readings: &[(&str, Option<&str>)]) -> GroupRead {
+        group_read(Some(&remap(readings)), GROUPS[1].holds)
+    }
+
+    #[test]
+    fn a_call_the_driver_lacks_counts_as_not_supported_never_as_a_failure() {
+        assert_eq!(GROUPS[1].name, "row remapping");
+        // A GeForce on an older driver: the fields not supported, the histogram missing.
+        let geforce = [
+            ("remap_banks_none", Some("function_not_found")),
+            ("remap_failure", Some("not_supported")),
+            ("remapped_correctable", Some("not_supported")),
+        ];
+        assert_eq!(remap_read(&geforce), GroupRead::NotSupported);
+        // A data-centre card on the same driver: read, the histogram said as missing.
+        let read = remap(&[
+            ("remap_banks_none", Some("function_not_found")),
+            ("remap_failure", None),
+        ]);
+        assert_eq!(group_read(Some(&read), GROUPS[1].holds), GroupRead::Read);
+        assert_eq!(lacking(Some(&read), GROUPS[1].holds), ["remap_banks_none"]);
+        assert_eq!(
+            lacking_notes("row remapping", &["remap_banks_none"], false),
+            [
+                "the driver lacks nvmlDeviceGetRowRemapperHistogram: the row-remapper bank histogram is not checked"
+            ]
+        );
+        // Every call missing: not read, and not failed either.
+        assert_eq!(
+            remap_read(&[("remap_banks_none", Some("function_not_found"))]),
+            GroupRead::Lacking
+        );
+        assert_eq!(remap_read(&[]), GroupRead::Absent);
+        // By kind, not by call: any other reading the driver lacks is said by its name.
+        assert_eq!(
+            lacking_notes("row remapping", &["remap_failure", "remap_pending"], false),
+            [
+                "the driver lacks the NVML calls for remap_failure, remap_pending (row remapping): not checked"
+            ]
+        );
+        assert_eq!(
+            lacking_notes("ECC", &["ecc_corrected_volatile"], true),
+            ["the driver lacks the NVML calls for ECC: ECC is not checked"]
+        );
+    }
+
+    #[test]
+    fn a_real_failure_outweighs_a_missing_call_and_each_reason_is_kept() {
+        // The missing histogram comes first by name; the refusal is what matters.
+        let refused = [
+            ("remap_banks_none", Some("function_not_found")),
+            ("remap_failure", Some("no_permission")),
+            ("remap_pending", Some("no_permission")),
+        ];
+        assert_eq!(
+            remap_read(&refused),
+            GroupRead::Failed(vec!["no_permission".into()])
+        );
+        // Not supported does not hide a failure either.
+        assert_eq!(
+            remap_read(&[
+                ("remap_failure", Some("not_supported")),
+                ("remap_pending", Some("timeout")),
+            ]),
+            GroupRead::Failed(vec!["timeout".into()])
+        );
+        // Two reasons in one group: both, the refusal before the unknown error.
+        assert_eq!(
+            remap_read(&[
+                ("remap_failure", Some("unknown")),
+                ("remap_pending", Some("no_permission")),
+            ]),
+            GroupRead::Failed(vec!["no_permission".into(), "unknown".into()])
+        );
+        assert_eq!(in_words("no_permission"), "no permission");
+        assert_eq!(in_words("gpu_lost"), "GPU lost");
+    }
 
     #[test]
     fn growth_on_a_first_check_is_the_volatile_counts_only() {

@@ -345,7 +345,9 @@ impl Check<'_> {
 
     /// Which groups of a GPU's readings could be read. Memory health the card has but
     /// that could not be read is not checked: named, each with why, and the GPU could not
-    /// be checked.
+    /// be checked. A call this driver lacks (an optional one, added in a later driver) is
+    /// no failure: the group is judged by the calls the driver has, and the missing call
+    /// is said in the notes.
     fn readable(&mut self, gpu: &Gpu, seen: &Seen, groups_seen: &mut GroupsSeen) {
         let g = gpu.index;
         let counters = seen.counters.get(&g);
@@ -360,7 +362,18 @@ impl Check<'_> {
                 } else {
                     counters
                 };
-                (group.name, checks::group_read(from, group.holds))
+                let read = checks::group_read(from, group.holds);
+                // What the card does not have needs no word on the driver's calls for it;
+                // what was read, or nothing but missing calls, does.
+                if matches!(read, GroupRead::Read | GroupRead::Lacking) {
+                    let lacking = checks::lacking(from, group.holds);
+                    self.notes.extend(checks::lacking_notes(
+                        group.name,
+                        &lacking,
+                        read == GroupRead::Lacking,
+                    ));
+                }
+                (group.name, read)
             })
             .collect();
         for (name, read) in &groups {
@@ -375,9 +388,17 @@ impl Check<'_> {
                 .iter()
                 .filter(|(name, _)| MEMORY_GROUPS.contains(name))
         };
+        // Each group with its own reasons: a refusal is said as one even where another
+        // call of the group is missing, or another group timed out.
         let failed: Vec<String> = memory()
             .filter_map(|(name, read)| match read {
-                GroupRead::Failed(why) => Some(format!("{name} ({})", why.replace('_', " "))),
+                GroupRead::Failed(why) => Some(format!(
+                    "{name} ({})",
+                    why.iter()
+                        .map(|w| checks::in_words(w))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
                 _ => None,
             })
             .collect();
@@ -385,13 +406,23 @@ impl Check<'_> {
         let message = if !failed.is_empty() {
             Some(format!("could not read {}", failed.join(", ")))
         } else if nvidia && (none || !vendor_counters) {
+            // Nothing of the GPU's memory was read: with every call of a group missing
+            // from the driver, that is why.
+            let lacking: Vec<String> = memory()
+                .filter(|(_, read)| *read == GroupRead::Lacking)
+                .map(|(name, _)| format!("{name} (function not found)"))
+                .collect();
             let unsupported = !none && memory().all(|(_, read)| *read != GroupRead::Read);
-            let why = if unsupported {
-                "NVML answers not supported for every counter and sensor".to_owned()
+            Some(if !lacking.is_empty() {
+                format!("could not read {}", lacking.join(", "))
             } else {
-                read::no_counters_why(seen, g)
-            };
-            Some(format!("no ECC, remap or retired-page counters ({why})"))
+                let why = if unsupported {
+                    "NVML answers not supported for every counter and sensor".to_owned()
+                } else {
+                    read::no_counters_why(seen, g)
+                };
+                format!("no ECC, remap or retired-page counters ({why})")
+            })
         } else if !nvidia && !vendor_counters && !readings {
             Some("nothing readable for this GPU (no vendor counters or sensors)".into())
         } else {

@@ -258,6 +258,7 @@ mod tests {
             mig_enabled: None,
             seen_by: seen_by.iter().map(|s| (*s).to_owned()).collect(),
             problem: None,
+            compute_only: false,
         }
     }
 
