@@ -3,7 +3,7 @@
 # driver (lavapipe, so kiln runs even without a GPU) and glslc (to rebuild shaders).
 # With --test, also what the tests check kiln's outputs against: promtool,
 # node_exporter, headless Chromium and pdftotext, zsh, fish and groff (completions and
-# the man page), Python's jsonschema, g++ and the Vulkan headers (a C++ test application), a single-node Slurm (slurmctld,
+# the man page), tmux, Python's jsonschema, g++ and the Vulkan headers (a C++ test application), a single-node Slurm (slurmctld,
 # slurmd, munge) and, in a virtual environment (KILN_TEST_VENV, default
 # /opt/kiln-test-venv), kubernetes-validate, wgpu (a third-party GPU engine for the watch's
 # tests) and the shader tools for the matrix units
@@ -26,6 +26,8 @@ if [ "${1:-}" = "--test" ]; then
   command -v fish >/dev/null 2>&1 || need+=(fish)
   command -v groff >/dev/null 2>&1 || need+=(groff-base)
   command -v script >/dev/null 2>&1 || need+=(util-linux)
+  # A real terminal of a set width, for the live line's test at 80 columns.
+  command -v tmux >/dev/null 2>&1 || need+=(tmux)
   # The matrix-units device's programs load a newer C library (matrix-units-driver.sh).
   command -v patchelf >/dev/null 2>&1 || need+=(patchelf)
   # A real single-node Slurm for the contrib/slurm hooks' test.

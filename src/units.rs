@@ -94,7 +94,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// Parses `90`, `500ms`, `30s`, `5m`, `2h`, `7d`, `2w` (a bare number is seconds).
+/// Parses `500ms`, `30s`, `5m`, `2h`, `7d`, `2w`. A bare number other than 0 is refused:
+/// `--duration 600` meant as ten minutes and `--max-age 7` meant as a week read alike, and
+/// taking either as seconds silently would run or judge something nobody asked for.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let (number, unit) = number_and_unit(t);
@@ -102,7 +104,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|_| format!("{} is not a duration (try 90s, 5m or 2h)", quote(text)))?;
     let seconds = match unit {
-        "" | "s" => value,
+        "" if value == 0.0 => 0.0,
+        "" => {
+            return Err(format!(
+                "{} has no unit: write it with one ({number}s, {number}m, {number}h or {number}d; units ms, s, m, h, d, w)",
+                quote(text)
+            ));
+        }
+        "s" => value,
         "ms" => value / 1e3,
         "m" | "min" => value * 60.0,
         "h" => value * 3600.0,
@@ -205,8 +214,8 @@ pub fn rate_unit(rate: &str) -> Option<(&str, &'static str, RateBase, f64)> {
         ("_gib_per_s", "GiB/s", RateBase::BytesPerSecond, GIB as f64),
         ("_gbps", "GB/s", RateBase::BytesPerSecond, 1e9),
         ("_gops", "Gop/s", RateBase::OperationsPerSecond, 1e9),
-        ("_tflops", "Top/s", RateBase::OperationsPerSecond, 1e12),
-        ("_tops", "Top/s", RateBase::OperationsPerSecond, 1e12),
+        ("_tflops", "TFLOP/s", RateBase::OperationsPerSecond, 1e12),
+        ("_tops", "TOP/s", RateBase::OperationsPerSecond, 1e12),
     ];
     UNITS.iter().find_map(|(suffix, said, base, factor)| {
         rate.strip_suffix(suffix)
@@ -288,7 +297,12 @@ mod tests {
 
     #[test]
     fn durations_parse() {
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(
+            parse_duration("90"),
+            Err("`90` has no unit: write it with one (90s, 90m, 90h or 90d; units ms, s, m, h, d, w)".into()),
+            "a bare number is refused, never taken as seconds"
+        );
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
         assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(14 * 86_400)));
         assert!(

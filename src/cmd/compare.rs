@@ -172,8 +172,15 @@ fn noise_said(noise: f64) -> String {
     }
 }
 
-/// A rate's value for people, in the unit its name ends with, scaled to the value:
-/// `compute_fp32_gops` 0.62 is `620 Mop/s`.
+/// A rate for people: a product's rate by its words (`fp32 matrix products`), as the
+/// run's own summary names it; another by its name.
+fn rate_name(rate: &str) -> String {
+    crate::product::Rate::from_name(rate).map_or_else(|| rate.to_owned(), |r| r.label().into())
+}
+
+/// A rate's value for people, in the unit its name ends with as the run's own summary
+/// says it, scaled to the value: `compute_fp32_gops` 0.62 is `620 Mop/s`,
+/// `matrix_fp32_tflops` 0.0028 is `2.80 GFLOP/s`.
 fn rate_said(rate: &str, value: f64) -> String {
     let unit = crate::units::rate_unit(rate).map_or("", |(_, said, _, _)| said);
     crate::units::scaled(value, unit).trim_end().to_owned()
@@ -385,7 +392,7 @@ pub fn summary(c: &Comparison) -> String {
             let _ = writeln!(
                 out,
                 "  slower {}: {} -> {} ({:+.0}%{})",
-                s.rate,
+                rate_name(&s.rate),
                 rate_said(&s.rate, s.before),
                 rate_said(&s.rate, s.after),
                 s.change * 100.0,
@@ -396,7 +403,7 @@ pub fn summary(c: &Comparison) -> String {
             let _ = writeln!(
                 out,
                 "  faster {}: {} -> {} ({:+.0}%{})",
-                s.rate,
+                rate_name(&s.rate),
                 rate_said(&s.rate, s.before),
                 rate_said(&s.rate, s.after),
                 s.change * 100.0,

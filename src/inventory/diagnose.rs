@@ -138,6 +138,17 @@ pub fn diagnose(
         );
     }
 
+    // No Vulkan driver drives a compute-only accelerator, whatever is installed: advice
+    // to install one would send a person after a driver that does not exist.
+    if gpu.compute_only {
+        return Cause::new(
+            "no_graphics_engine",
+            format!(
+                "Vulkan cannot use {who} because it is a compute-only accelerator (AMD Instinct, CDNA) and no Vulkan driver drives one (Mesa's RADV refuses chips without graphics): kiln cannot load it; `kiln health` still checks its RAS counters, bad pages, sensors and PCIe link, and the maker's own tools (ROCm's rocm-smi and rocm_bandwidth_test, AMD's AGFHC) load it."
+            ),
+        );
+    }
+
     let vendor_icds: Vec<&Icd> = icds.iter().filter(|i| i.vendor == vendor).collect();
 
     let override_var = ["VK_DRIVER_FILES", "VK_ICD_FILENAMES"]
@@ -345,6 +356,27 @@ mod tests {
             assert_eq!(cause.cause, word, "{driver:?}: {}", cause.message);
             assert!(cause.message.contains("0000:05:00.0"));
         }
+    }
+
+    #[test]
+    fn a_compute_only_instinct_is_said_to_have_no_vulkan_driver_whatever_is_installed() {
+        // An MI300X (a processing accelerator) and an MI210 (a display controller by class,
+        // CDNA by its id), with RADV installed: no driver will list either.
+        for (class, device) in [(0x120000, 0x74a1), (0x038000, 0x740f)] {
+            let f = Fixture::new();
+            f.pci("0000:05:00.0", class, 0x1002, device, Some("amdgpu"));
+            f.icd(
+                "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json",
+                "libvulkan_radeon.so",
+            );
+            let cause = f.diagnose(VulkanState::Started);
+            assert_eq!(cause.cause, "no_graphics_engine", "{}", cause.message);
+            assert!(cause.message.contains("kiln health"), "{}", cause.message);
+        }
+        // A Radeon (an RDNA card) with no Vulkan driver installed is told to install one.
+        let f = Fixture::new();
+        f.pci("0000:05:00.0", 0x030000, 0x1002, 0x744c, Some("amdgpu"));
+        assert_eq!(f.diagnose(VulkanState::Started).cause, "icd_missing");
     }
 
     #[test]

@@ -132,6 +132,7 @@ pub(crate) fn inventory_gpu(
         mig_enabled: None,
         seen_by: vec!["sysfs".into()],
         problem: None,
+        compute_only: false,
     }
 }
 

@@ -129,6 +129,27 @@ pub struct InventoryGpu {
     /// The problem code Windows' Device Manager shows for it (`43`), where it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<u32>,
+    /// A compute-only accelerator with no graphics (an AMD Instinct of the CDNA
+    /// generations): no Vulkan driver drives one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compute_only: bool,
+}
+
+/// AMD's compute-only accelerators (CDNA 1 to 3: Instinct MI100, MI200, MI300) by PCI
+/// device id, for those that enumerate as display controllers rather than as processing
+/// accelerators (class 0x12): no graphics engine, so no Vulkan driver drives them (Mesa's
+/// RADV refuses GFX9 chips without graphics; AMDVLK supported Radeon cards only).
+const AMD_COMPUTE_ONLY: [u32; 12] = [
+    0x738c, 0x738e, // MI100
+    0x7408, 0x740c, 0x740f, 0x7410, // MI200
+    0x74a0, 0x74a1, 0x74a2, 0x74a5, 0x74a9, 0x74b5, // MI300
+];
+
+/// Whether a PCI device of `class`, `vendor_id` and `device_id` is a compute-only
+/// accelerator that no Vulkan driver drives.
+fn is_compute_only(class: u32, vendor_id: u32, device_id: Option<u32>) -> bool {
+    vendor_id == VENDOR_AMD
+        && (class >> 16 == 0x12 || device_id.is_some_and(|d| AMD_COMPUTE_ONLY.contains(&d)))
 }
 
 /// The machine's GPUs, the display controllers set aside, and what could not be read.
@@ -227,6 +248,7 @@ fn read_pci(system: &System, names: &mut PciNames, inventory: &mut Inventory) {
             mig_enabled: None,
             seen_by: vec![crate::platform::pci::SOURCE.into()],
             problem: device.problem,
+            compute_only: is_compute_only(class, vendor_id, device_id),
         });
     }
 }
@@ -310,6 +332,7 @@ fn nvml_only(g: NvmlGpu) -> InventoryGpu {
         mig_enabled: g.mig_enabled,
         seen_by: vec!["nvml".into()],
         problem: None,
+        compute_only: false,
     }
 }
 

@@ -9,6 +9,14 @@ pub fn opened_for_kiln() -> bool {
     os::opened_for_kiln()
 }
 
+/// The columns of the terminal kiln's progress is drawn on (standard error), where it is
+/// one: a live line wider than this wraps and breaks the bar.
+pub fn columns() -> Option<usize> {
+    console::Term::stderr()
+        .size_checked()
+        .map(|(_, columns)| usize::from(columns))
+}
+
 #[cfg(not(windows))]
 mod os {
     pub fn opened_for_kiln() -> bool {

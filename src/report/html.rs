@@ -330,6 +330,14 @@ fn findings_table(out: &mut String, d: &DeviceReport) {
     for f in &d.findings {
         let rows = super::evidence_rows(&f.evidence);
         let mut evidence = String::new();
+        // A finding of a workload run several times carries its first run's evidence: its
+        // counts are that run's, where the page's tables count over every run.
+        if let Some((_, ran)) = f.facts.runs.filter(|(_, ran)| *ran > 1) {
+            let _ = write!(
+                evidence,
+                "<tr><td colspan=\"2\">The first of its {ran} runs:</td></tr>"
+            );
+        }
         for (label, value) in rows.iter().take(EVIDENCE_ROWS_SHOWN) {
             let _ = write!(
                 evidence,
@@ -472,9 +480,18 @@ fn device_section(
         table_html(out, m);
     }
     xid_table(out, d);
+    // The workloads' phases shade the charts; the spans before and between them are not
+    // phases to name, and one drawn over the whole run would hide the others.
     let phases: Vec<(String, f64, f64)> = d
         .telemetry
         .iter()
+        .filter(|p| {
+            ![
+                crate::telemetry::summary::BETWEEN_PHASES,
+                crate::telemetry::summary::PREFLIGHT,
+            ]
+            .contains(&p.phase.as_str())
+        })
         .map(|p| (p.phase.clone(), p.start_ms, p.end_ms))
         .collect();
     // A chart is drawn for what was read; what was not is said in one line, not shown
@@ -537,10 +554,16 @@ fn device_section(
     // run's charts, and one error map with every run's points on it.
     for runs in d.runs_by_workload() {
         let w = runs[0];
+        // A composite load's parts (heat's VRAM and compute) are named by their parent,
+        // so that they never read as the workloads run alone.
+        let name = match w.together_with() {
+            Some(with) => format!("{with}: its {} part", w.workload),
+            None => w.workload.clone(),
+        };
         let _ = write!(
             out,
             "<h3>{}: {}</h3>",
-            esc(&w.workload),
+            esc(&name),
             if runs.len() > 1 {
                 format!("{} runs", runs.len())
             } else {
@@ -730,7 +753,7 @@ table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ccc;padding:
 table.identity th{width:170px;background:#f4f4f4}table.rows{font:12px ui-monospace,monospace}table.rows th{font-family:system-ui,sans-serif}\
 figure{margin:10px 0}figcaption{font-weight:600}.chart{width:100%;max-width:760px;background:#fafafa;border:1px solid #ddd}\
 polyline{fill:none;stroke-width:1.5}polygon.a0{fill:#c0392b;opacity:.55}polygon.a1{fill:#2471a3;opacity:.55}polygon.a2{fill:#239b56;opacity:.55}polygon.a3{fill:#7d3c98;opacity:.55}.s0{stroke:#c0392b}.s1{stroke:#2471a3}.s2{stroke:#239b56}.s3{stroke:#7d3c98}\
-.phase{fill:#eef3fb;stroke:#c9d6ea}.phase-label,.axis{font-size:10px;fill:#555}.axis-title{font-size:10px;fill:#333;font-weight:600}\
+.phase{fill:#eef3fb;stroke:#c9d6ea}.p1{fill:#f6f1e4;stroke:#e0d5b8}.phase-label,.axis{font-size:10px;fill:#555}.axis-title{font-size:10px;fill:#333;font-weight:600}\
 .ax{stroke:#888}.tick{stroke:#888}.grid{stroke:#e3e3e3}.bar{fill:#5d8fc9}\
 .band{opacity:.85}.b0{fill:#c0392b}.b1{fill:#e67e22}.b2{fill:#7d3c98}.b3{fill:#2471a3}\
 .k0{color:#c0392b}.k1{color:#2471a3}.k2{color:#239b56}.k3{color:#7d3c98}\
@@ -739,6 +762,29 @@ table.evidence{font-size:10px;background:#f7f7f7;margin:4px 0 0}table.evidence t
 @page{size:A4 landscape;margin:10mm}\
 @media print{body{margin:0;font-size:11px}section.device{break-before:page}\
 tr,figure,.card{break-inside:avoid}table.rows{font-size:9px}.chart{max-width:100%}}";
+
+/// The profile a run ran and its budget, for page one: `burn-in, 2m of its 4h` where the
+/// run was given less (or more) time than its profile's own, `quick, 40s` where not.
+/// None for a watch, which runs no profile.
+fn profile_words(settings: &crate::evidence::RunSettings) -> Option<String> {
+    if settings.watch.is_some() {
+        return None;
+    }
+    let name = settings.profile.as_deref()?;
+    let own = crate::profile::load(name).ok().and_then(|p| p.duration);
+    let said = |d: std::time::Duration| crate::units::duration_rounded_up(d);
+    let budget = settings
+        .duration_s
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(std::time::Duration::from_secs_f64);
+    Some(match (budget, own) {
+        (Some(b), Some(o)) if b.as_secs_f64().round() != o.as_secs_f64().round() => {
+            format!("{name}, {} of its {}", said(b), said(o))
+        }
+        (Some(b), _) => format!("{name}, {}", said(b)),
+        (None, _) => format!("{name}, its passes with no time budget"),
+    })
+}
 
 /// Renders the page; `manifest` gives the host and the command line where the run
 /// directory has one.
@@ -781,6 +827,9 @@ pub fn render(
         esc(&report.tool_version),
         esc(&report.run_id)
     );
+    if let Some(profile) = manifest.and_then(|m| profile_words(&m.settings)) {
+        let _ = write!(out, "<p>Profile: {}.</p>", esc(&profile));
+    }
     // Each device's tables, merged over its runs, serve its card and its section.
     let merged: Vec<Vec<Merged>> = report.devices.iter().map(tables).collect();
     for (d, m) in report.devices.iter().zip(&merged) {

@@ -151,11 +151,13 @@ impl Frame {
 
 /// The phases of the run, shaded and named, behind a time chart.
 fn shade_phases(svg: &mut String, f: &Frame, phases: &[(String, f64, f64)]) {
-    for (name, start, end) in phases {
+    // Neighbouring phases in two shades, so that where one ends and the next begins shows.
+    for (i, (name, start, end)) in phases.iter().enumerate() {
         let (a, b) = (f.x(start / 1e3), f.x(end / 1e3));
         let _ = write!(
             svg,
-            "<rect class=\"phase\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"phase-label\">{}</text>",
+            "<rect class=\"phase p{}\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"phase-label\">{}</text>",
+            i % 2,
             (b - a).max(1.0),
             f.height - TOP - BOTTOM,
             a + 2.0,

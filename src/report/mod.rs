@@ -2,6 +2,7 @@
 //! `report.json`, the HTML report, JUnit XML, Prometheus metrics, the terminal summary
 //! and the RMA bundle. Rendering only: every result is decided by the verdict.
 
+mod evidence;
 pub mod html;
 mod html_charts;
 pub mod junit;
@@ -9,6 +10,8 @@ pub mod pdf;
 pub mod prometheus;
 pub mod rma;
 pub mod terminal;
+
+pub use evidence::{evidence_rows, unworded};
 
 use crate::verdict::{Report, RunEvidence};
 
@@ -84,119 +87,4 @@ pub fn publish_metrics(
     crate::fsutil::write_atomic(&path, text)
         .map_err(|e| format!("{}: the metrics could not be written: {e}", path.display()))?;
     Ok(path)
-}
-
-/// A finding's evidence as labelled rows for people: keys said in words, offsets and
-/// addresses in hex, counts as integers, a list's repeats said once with their count, and
-/// nested objects flattened under their key. The JSON itself stays in report.json.
-pub fn evidence_rows(evidence: &serde_json::Value) -> Vec<(String, String)> {
-    let mut rows = Vec::new();
-    flatten(None, evidence, &mut rows);
-    rows
-}
-
-fn flatten(key: Option<&str>, value: &serde_json::Value, rows: &mut Vec<(String, String)>) {
-    use serde_json::Value;
-    let label = |k: &str| {
-        let words = k.replace('_', " ");
-        let mut chars = words.chars();
-        chars
-            .next()
-            .map(|c| c.to_uppercase().chain(chars).collect::<String>())
-            .unwrap_or_default()
-    };
-    match (key, value) {
-        (_, Value::Null) => {}
-        (prefix, Value::Object(map)) => {
-            for (k, v) in map {
-                let k = match prefix {
-                    Some(p) => format!("{p} {k}"),
-                    None => k.clone(),
-                };
-                flatten(Some(&k), v, rows);
-            }
-        }
-        (Some(k), Value::Array(items)) if items.iter().all(|v| !v.is_object()) => {
-            let said: Vec<String> = items.iter().map(|v| scalar(k, v)).collect();
-            rows.push((label(k), runs_said(&said)));
-        }
-        (Some(k), Value::Array(items)) => {
-            for (i, v) in items.iter().enumerate() {
-                flatten(Some(&format!("{k} {}", i + 1)), v, rows);
-            }
-        }
-        (Some(k), v) => rows.push((label(k), scalar(k, v))),
-        (None, v) => rows.push((String::new(), scalar("", v))),
-    }
-}
-
-/// One value: an offset or address in hex, a whole number without decimals.
-fn scalar(key: &str, value: &serde_json::Value) -> String {
-    use serde_json::Value;
-    // Places and bit masks in hex, as the tables show them; a count of address faults
-    // (`address`) stays a count.
-    let located = ["offset", "offsets", "offset_bytes", "mask", "masks"]
-        .iter()
-        .any(|w| key.ends_with(w));
-    match value {
-        Value::Number(n) => match n.as_u64() {
-            Some(u) if located => format!("0x{u:x}"),
-            Some(u) => u.to_string(),
-            None => match n.as_f64() {
-                Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{f:.0}"),
-                Some(f) => crate::units::significant(f),
-                None => n.to_string(),
-            },
-        },
-        Value::String(s) => s.clone(),
-        Value::Bool(b) => if *b { "yes" } else { "no" }.into(),
-        Value::Array(items) => runs_said(&items.iter().map(|v| scalar(key, v)).collect::<Vec<_>>()),
-        other => other.to_string(),
-    }
-}
-
-/// Items listed once each, repeats counted: `0xfa0 (8 times), 0x1000`.
-fn runs_said(items: &[String]) -> String {
-    let mut said: Vec<(String, usize)> = Vec::new();
-    for item in items {
-        match said.iter_mut().find(|(s, _)| s == item) {
-            Some((_, n)) => *n += 1,
-            None => said.push((item.clone(), 1)),
-        }
-    }
-    said.into_iter()
-        .map(|(s, n)| if n > 1 { format!("{s} ({n} times)") } else { s })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-#[cfg(test)]
-mod evidence_tests {
-    use super::evidence_rows;
-
-    #[test]
-    fn evidence_reads_as_labelled_rows_in_hex_with_repeats_said_once() {
-        let rows = evidence_rows(&serde_json::json!({
-            "first_offsets": [4000, 4000, 4000, 8192],
-            "errors": 89,
-            "found_in_runs": 4,
-            "rate_gbps": 12.3456,
-            "link": {"width": 16.0},
-            "address": 2,
-            "stuck": true
-        }));
-        let said = |label: &str| {
-            rows.iter()
-                .find(|(l, _)| l == label)
-                .map(|(_, v)| v.as_str())
-                .unwrap_or("absent")
-        };
-        assert_eq!(said("First offsets"), "0xfa0 (3 times), 0x2000");
-        assert_eq!(said("Errors"), "89");
-        assert_eq!(said("Found in runs"), "4");
-        assert_eq!(said("Rate gbps"), "12.3");
-        assert_eq!(said("Link width"), "16");
-        assert_eq!(said("Stuck"), "yes");
-        assert_eq!(said("Address"), "2", "a count of address faults is a count");
-    }
 }

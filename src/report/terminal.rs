@@ -125,6 +125,9 @@ pub fn summary(report: &Report, style: Style) -> String {
                 let _ = writeln!(out, "  next: {action}");
             }
         }
+        if let Some(next) = rma_steps(d, &report.run_dir) {
+            let _ = writeln!(out, "  next: {next}");
+        }
     }
     let _ = writeln!(
         out,
@@ -264,6 +267,31 @@ fn application_lines(out: &mut String, app: &crate::verdict::app::ApplicationRep
     let _ = writeln!(out, "diagnosis: {}", app.diagnosis.word());
 }
 
+/// How a card that failed for a fault of its own gets to its maker: a fault not yet
+/// reproduced is confirmed first by the rma profile, which reruns every workload that
+/// found one; a reproduced one is bundled for the support desk as it stands.
+fn rma_steps(d: &crate::verdict::DeviceReport, run_dir: &str) -> Option<String> {
+    if d.result != crate::verdict::DeviceResult::Fail {
+        return None;
+    }
+    let lead = d
+        .leading_finding()
+        .filter(|f| f.class == crate::finding::Class::Hardware)?;
+    let reproduced = lead
+        .facts
+        .runs
+        .is_some_and(|(found, ran)| ran > 1 && found > 1);
+    Some(if reproduced {
+        format!(
+            "`kiln report --rma {run_dir}` bundles this run's evidence for the maker's support desk"
+        )
+    } else {
+        format!(
+            "confirm it with `kiln run --profile rma` (it reruns what found a fault), then `kiln report --rma RUN_DIR` on that run bundles the evidence for the maker's support desk (this run's directory: {run_dir})"
+        )
+    })
+}
+
 /// Each workload once, however many runs it had: how it ended and its first run's
 /// headline.
 fn workload_headlines(out: &mut String, d: &crate::verdict::DeviceReport) {
@@ -282,7 +310,8 @@ fn workload_headlines(out: &mut String, d: &crate::verdict::DeviceReport) {
             w.together_with()
                 .map(|with| format!(" (ran inside {with}, beside another load)"))
                 .unwrap_or_default(),
-            // The headline is the first run's; the page counts over every run.
+            // The headline is the first run's; what went wrong is also counted over every
+            // run, as the live line and the page count it.
             if runs > 1 {
                 format!(", first of {runs} runs")
             } else {
@@ -290,6 +319,25 @@ fn workload_headlines(out: &mut String, d: &crate::verdict::DeviceReport) {
             },
             w.headline
         );
+        if runs > 1 {
+            let faults: u64 = group
+                .iter()
+                .flat_map(|r| r.summary.sections())
+                .filter_map(|s| match s {
+                    Section::Table(t) if t.noun == crate::workload::fault_noun(&w.workload) => {
+                        Some(t.total)
+                    }
+                    _ => None,
+                })
+                .sum();
+            if faults > 0 {
+                let _ = writeln!(
+                    out,
+                    "    {} over the {runs} runs",
+                    crate::text::count(faults, crate::workload::fault_noun(&w.workload))
+                );
+            }
+        }
     }
 }
 

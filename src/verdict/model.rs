@@ -704,6 +704,15 @@ impl DeviceReport {
                 }
                 _ => {}
             }
+            if let crate::workload::WorkloadResult::Compute(c) = &w.summary
+                && c.pauses.is_some_and(|p| p.pauses == 0)
+            {
+                out.push(format!(
+                    "clock transitions ({}: {})",
+                    w.workload,
+                    crate::workload::cadence::PausesReport::NONE_FITTED
+                ));
+            }
         }
         out
     }

@@ -306,6 +306,9 @@ pub struct PausesReport {
 impl PausesReport {
     /// In words.
     pub fn line(&self) -> String {
+        if self.pauses == 0 {
+            return format!("no pause: {}", Self::NONE_FITTED);
+        }
         let clocks = match (self.loaded_mhz, self.idle_mhz) {
             (Some(l), Some(i)) => format!(
                 "; shader clock {l:.0} MHz under load, {i:.0} MHz at its lowest in a pause ({} of {} pauses reached idle clocks)",
@@ -318,6 +321,11 @@ impl PausesReport {
             crate::text::count(u64::from(self.pauses), "pause")
         )
     }
+}
+
+impl PausesReport {
+    /// Why a load with pauses paused never: its time ran out under load.
+    pub const NONE_FITTED: &'static str = "the load ended before its first pause was due (a shortened run), so the clocks' falls and rises were not tested";
 }
 
 /// How long the first load after a pause counts as its ramp up.
@@ -603,6 +611,28 @@ mod tests {
                 .line()
                 .contains("no shader clock was read, so the pauses were timed")
         );
+    }
+
+    /// A load whose time ran out before its first pause says that the clock transitions
+    /// were not tested, never that no clock was read.
+    #[test]
+    fn a_load_too_short_to_pause_says_its_transitions_were_not_tested() {
+        let control = control_at(1980.0);
+        let mut cycle = PauseCycle::new(
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            SharedPhase::default(),
+        );
+        let _ = phases(&mut cycle, &control, 50);
+        let report = cycle.end();
+        assert_eq!(report.pauses, 0, "{report:?}");
+        let line = report.line();
+        assert!(
+            line.starts_with("no pause: the load ended before its first pause"),
+            "{line}"
+        );
+        assert!(line.contains("were not tested"), "{line}");
+        assert!(!line.contains("no shader clock was read"), "{line}");
     }
 
     /// A sweep over a second: ten levels in order, each with its work, clock and faults.

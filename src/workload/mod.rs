@@ -311,6 +311,18 @@ impl<'de, K: FindingKind> Deserialize<'de> for WorkloadFinding<K> {
     }
 }
 
+/// What `workload` counts when something goes wrong, as its table, its summary and the
+/// live line say it: one word per fact (`wrong read`; `fault` for one that counts none).
+pub fn fault_noun(workload: &str) -> &'static str {
+    match workload {
+        "vram" | "resident" => "wrong read",
+        "compute" => "wrong result",
+        "matrix" => "failed check",
+        "pcie" => "corrupted transfer",
+        _ => "fault",
+    }
+}
+
 /// The sentences of `findings`, joined for a headline.
 pub fn join_findings<K>(findings: &[WorkloadFinding<K>]) -> String {
     findings

@@ -349,7 +349,7 @@ impl Kind for Pcie {
         if !p.corruption.is_empty() {
             out.push(Section::Table(Table {
                 title: "Corrupted transfers".into(),
-                noun: "corrupted transfer",
+                noun: crate::workload::fault_noun("pcie"),
                 place: "place",
                 columns: vec![
                     "Direction",

@@ -421,7 +421,7 @@ impl Kind for Resident {
         if !r.records.is_empty() {
             out.push(Section::Table(Table {
                 title: "Resident words that went wrong".into(),
-                noun: "wrong read",
+                noun: crate::workload::fault_noun("resident"),
                 place: "word",
                 columns: vec![
                     "offset",

@@ -670,3 +670,83 @@ fn a_double_clicked_kiln_checks_says_it_plainly_and_waits_for_enter() {
     let out = kiln().output().unwrap();
     assert_eq!(out.status.code(), Some(64));
 }
+
+#[test]
+fn at_80_columns_the_live_line_fits_and_keeps_its_fault_count() {
+    // A real terminal 80 columns wide (tmux), an emulated H200 whose NVML readings put its
+    // temperature and power on the line, and a stuck word: the line is long, and the step
+    // must give way so that the count of wrong reads stays on the bar's own line.
+    let node = crate::common::Node::new(serde_json::json!({}));
+    let session = format!("kiln-{}", std::process::id());
+    let run_dir = node.dir.path().join("run");
+    let kiln = node.kiln();
+    let env: Vec<String> = kiln
+        .get_envs()
+        .filter_map(|(k, v)| Some(format!("{}='{}'", k.to_str()?, v?.to_str()?)))
+        .collect();
+    let command = format!(
+        "env {} {} run --workloads vram --duration 6s --vram-bytes 32MiB --test-stuck-word 1000 --out {}; echo KILN-ENDED; sleep 60",
+        env.join(" "),
+        kiln.get_program().to_str().unwrap(),
+        run_dir.display()
+    );
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .args(["-L", &session])
+            .args(args)
+            .output()
+            .expect("tmux is needed: run scripts/setup.sh --test")
+    };
+    let started = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "80",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    let mut screens: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while std::time::Instant::now() < deadline {
+        let shown = tmux(&["capture-pane", "-p", "-t", &session]);
+        let screen = String::from_utf8_lossy(&shown.stdout).into_owned();
+        let ended = screen.contains("KILN-ENDED");
+        screens.push(screen);
+        if ended {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    tmux(&["kill-server"]);
+    let all = screens.join("\n----\n");
+    assert!(all.contains("KILN-ENDED"), "the run did not end:\n{all}");
+    // The bar's line, once the fault was found: the card's readings and the count on it.
+    let bars: Vec<&str> = all
+        .lines()
+        .filter(|l| l.starts_with("GPU0 [") && l.contains("wrong read"))
+        .collect();
+    assert!(!bars.is_empty(), "no bar with the count on it:\n{all}");
+    assert!(
+        bars.iter()
+            .any(|l| l.contains("°C | ") && l.contains(" W | ")),
+        "the readings stay beside the count where they fit:\n{all}"
+    );
+    for l in &bars {
+        assert!(
+            l.trim_end().ends_with("wrong read") || l.trim_end().ends_with("wrong reads"),
+            "the count ends the bar's line: `{l}`"
+        );
+    }
+    // Nothing of the line wrapped onto the next: every line that counts wrong reads is the
+    // bar, a line of the scrollback (`GPU0 vram pass`) or an indented line of the summary.
+    for l in all.lines().filter(|l| l.contains("wrong read")) {
+        assert!(
+            l.starts_with("GPU0 ") || l.starts_with(' '),
+            "a piece of a wrapped line: `{l}`\n{all}"
+        );
+    }
+}

@@ -487,6 +487,9 @@ fn a_worker_that_never_answers_a_stop_is_killed_within_the_step_timeout() {
 #[test]
 fn flags_get_the_bounds_of_the_profile_keys_they_override() {
     usage_error(&["run", "--duration", "0"], "0 is outside 1s..168h");
+    // A duration with no unit is refused with the units, never taken as seconds.
+    usage_error(&["run", "--duration", "600"], "`600` has no unit");
+    usage_error(&["health", "--max-age", "7"], "7d");
     usage_error(&["run", "--fence-timeout", "0"], "0 is outside 100ms..600s");
     usage_error(&["run", "--step-timeout", "0"], "0 is outside 1s..1h");
     // A wait for the device bounded at or past the watchdog's patience could never end in

@@ -107,7 +107,7 @@ fn the_pdf_holds_the_summary_on_page_one_and_every_wrong_word_with_no_empty_page
         "96.00.74.00.01",
         "GPU-6c4f3a5e-1b2c-4d5e-8f90-123456789abc",
         "VRAM_STUCK_BIT",
-        "1 word of memory holds a bit stuck whatever is written, at 0x000000000fa0",
+        "1 word of memory holds 2 bits stuck whatever is written, at 0x000000000fa0",
         "1 wrong read at 1 word: 0x000000000fa0",
         "Reproduced",
         "RMA the card",
@@ -284,7 +284,7 @@ fn the_page_shows_the_verdict_the_findings_and_the_charts() {
         html.matches("<polyline").count() >= 4,
         "the series are drawn"
     );
-    assert!(html.contains("class=\"phase\""), "the phase is shaded");
+    assert!(html.contains("class=\"phase p0\""), "the phase is shaded");
     assert!(html.contains("VRAM error map"));
     assert!(
         html.contains("<th>Serial number</th><td>1654923012345</td>"),
@@ -355,4 +355,72 @@ fn headless_chromium_renders_the_page_with_its_banner_and_charts() {
     );
     assert!(dom.matches("<svg").count() >= 5, "the charts render");
     screenshot(dir.path(), &page, &size, &shot);
+}
+
+#[test]
+fn a_real_run_with_one_bad_word_prints_in_at_most_six_pages() {
+    // An emulated H200 read through NVML (every chart drawn), the quick profile's
+    // workloads, and one stuck word: the RMA PDF a support desk gets for one bad cell.
+    let node = common::Node::new(serde_json::json!({}));
+    let run_dir = node.dir.path().join("run");
+    let out = node
+        .kiln()
+        .args(["run", "--profile", "quick", "--duration", "9s"])
+        .args([
+            "--vram-bytes",
+            "32MiB",
+            "--test-stuck-word",
+            "1000",
+            "--out",
+        ])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let pdf = print_pdf(node.dir.path(), &run_dir);
+    let all = pdf_text(&pdf, None);
+    let pages: Vec<&str> = all
+        .split('\u{c}')
+        .filter(|p| !p.trim().is_empty())
+        .collect();
+    let total = all.matches('\u{c}').count();
+    assert_eq!(pages.len(), total, "an empty page among {total}:\n{all}");
+    assert!(total <= 6, "{total} pages for one bad word:\n{all}");
+    // No page holds a lone line or two: a page break left nothing stranded.
+    for (i, page) in pages.iter().enumerate() {
+        let lines = page.lines().filter(|l| !l.trim().is_empty()).count();
+        assert!(lines >= 3, "page {} holds {lines} lines:\n{page}", i + 1);
+    }
+    let first = pdf_text(&pdf, Some((1, 1)));
+    for needle in [
+        "Result: FAIL (exit 1)",
+        "Profile: quick, 9s of its 40s",
+        "VRAM_STUCK_BIT",
+    ] {
+        assert!(first.contains(needle), "page 1 lacks `{needle}`:\n{first}");
+    }
+}
+
+#[test]
+fn a_composite_load_s_parts_are_named_by_it_and_the_charts_show_each_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = scenario_reports(dir.path(), "psu_card_off_the_bus_only_under_combined_load");
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    // Heat's and psu's VRAM and compute parts under their parent's name, never as the
+    // workloads run alone.
+    for heading in [
+        "<h3>heat: its vram part",
+        "<h3>heat: its compute part",
+        "<h3>psu: its vram part",
+    ] {
+        assert!(html.contains(heading), "no `{heading}`");
+    }
+    // The phases shaded are the workloads' own: the span between them, which covers the
+    // whole run, is not drawn over them.
+    assert!(
+        html.contains("class=\"phase-label\">heat<"),
+        "heat's band is labelled"
+    );
+    assert!(!html.contains(">between_phases<"), "between_phases drawn");
+    assert!(!html.contains(">preflight<"), "preflight drawn");
 }

@@ -218,6 +218,7 @@ fn the_order_of_the_rules_changes_no_report() {
     }
     let scenarios = scenario_dirs();
     let mut judged = 0;
+    let mut unworded: Vec<String> = Vec::new();
     for scenario in &scenarios {
         let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
         let run_dir = work.path().join(&name);
@@ -234,6 +235,12 @@ fn the_order_of_the_rules_changes_no_report() {
         else {
             continue;
         };
+        // Every key a rule writes into a finding's evidence has words for people.
+        for f in in_order.devices.iter().flat_map(|d| &d.findings) {
+            for key in kiln::report::unworded(&f.evidence) {
+                unworded.push(format!("{name}: {} {key}", f.code.name()));
+            }
+        }
         let in_order = serde_json::to_value(&in_order).unwrap();
         for order in &orders {
             let other = kiln::verdict::rebuild_with(&evidence, overlay, order).unwrap();
@@ -247,4 +254,9 @@ fn the_order_of_the_rules_changes_no_report() {
         judged += 1;
     }
     assert!(judged >= 150, "only {judged} scenarios were judged");
+    assert!(
+        unworded.is_empty(),
+        "evidence keys with no words for people (src/report/evidence.rs):\n{}",
+        unworded.join("\n")
+    );
 }

@@ -876,7 +876,7 @@ fn an_engine_that_opens_its_driver_itself_is_said_with_why_and_the_fix() {
     let out = watch_program(
         dir.path(),
         &plain(),
-        &["--interval", "0.2"],
+        &["--interval", "200ms"],
         app.as_os_str(),
         &["2".as_ref()],
     )

@@ -34,8 +34,9 @@ pub struct DeviceProgress {
     /// The running one, and what it does now.
     running: Option<String>,
     step: Option<String>,
-    /// Wrong words, results, elements and transfers seen so far.
-    faults: u64,
+    /// What went wrong so far, by the noun its workload counts it in (`wrong read`,
+    /// `wrong result`), in the order first seen: the words and counts the summary gives.
+    faults: Vec<(&'static str, u64)>,
     /// What the device waits for, when it waits.
     waiting: Option<&'static str>,
     /// The confirmation run under way (`confirm 2 of 4`), if one is.
@@ -79,16 +80,21 @@ impl PassTally {
         format!(
             "vram {passes}: {}: {gib:.2} GiB swept, {}{rate}",
             self.algorithms.join(", "),
-            crate::text::count(self.errors, "error")
+            crate::text::count(self.errors, crate::workload::fault_noun("vram"))
         )
     }
 }
 
-/// A note of a workload that says it found a wrong result, element or transfer.
-fn is_fault_note(message: &str) -> bool {
-    ["compute mismatch", "matrix mismatch", "pcie corruption"]
-        .iter()
-        .any(|p| message.starts_with(p))
+/// The workload whose note says it found one wrong result, element or transfer.
+fn fault_note_of(message: &str) -> Option<&'static str> {
+    [
+        ("compute mismatch", "compute"),
+        ("matrix mismatch", "matrix"),
+        ("pcie corruption", "pcie"),
+    ]
+    .iter()
+    .find(|(start, _)| message.starts_with(start))
+    .map(|(_, workload)| *workload)
 }
 
 impl DeviceProgress {
@@ -130,7 +136,7 @@ impl DeviceProgress {
             ended: 0,
             running: None,
             step: None,
-            faults: 0,
+            faults: Vec::new(),
             waiting: None,
             rerun: None,
             pass: None,
@@ -170,7 +176,7 @@ impl DeviceProgress {
                 ..
             } => {
                 self.step = Some(format!("{algorithm} p{pass} {op}"));
-                self.faults += errors;
+                self.count_faults(workload, *errors);
                 if workload == "vram" {
                     // At the start of a new pass, the passes before it are said when a
                     // line is due, or at once when they found errors.
@@ -209,8 +215,24 @@ impl DeviceProgress {
             Event::Confirm { run, runs, .. } => {
                 self.rerun = Some(format!("confirm {run} of {runs}"));
             }
-            Event::Note { message } if is_fault_note(message) => self.faults += 1,
+            Event::Note { message } => {
+                if let Some(workload) = fault_note_of(message) {
+                    self.count_faults(workload, 1);
+                }
+            }
             _ => {}
+        }
+    }
+
+    /// Counts `n` faults of `workload` under its noun.
+    fn count_faults(&mut self, workload: &str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let noun = crate::workload::fault_noun(workload);
+        match self.faults.iter_mut().find(|(w, _)| *w == noun) {
+            Some((_, count)) => *count += n,
+            None => self.faults.push((noun, n)),
         }
     }
 
@@ -229,13 +251,16 @@ impl DeviceProgress {
         };
         self.bar.set_position(position);
         let over = self.budget.is_some_and(|b| working > b);
-        self.bar.set_message(self.message(latest, over));
+        let columns = crate::platform::console::columns()
+            .map_or(LINE_MAX, |c| c.saturating_sub(1).min(LINE_MAX));
+        self.bar.set_message(self.message(latest, over, columns));
     }
 
     /// The line after the bar: the workload (which of how many, or which rerun) and its
     /// step, the card's temperature and power, and what went wrong so far, cut to fit
-    /// [`LINE_MAX`] with the bar: the step gives way first, never the card or the faults.
-    fn message(&self, latest: Option<&Readings>, over_budget: bool) -> String {
+    /// `columns` with the bar (the terminal's, at most [`LINE_MAX`]): the step gives way
+    /// first, then the card's readings, never the faults.
+    fn message(&self, latest: Option<&Readings>, over_budget: bool, columns: usize) -> String {
         let what = match (self.waiting, &self.running) {
             (Some(why), _) => why.to_owned(),
             (None, Some(w)) => format!(
@@ -265,15 +290,30 @@ impl DeviceProgress {
         if let Some(p) = number(signals::POWER_W.name) {
             kept.push(format!("{p:.0} W"));
         }
-        kept.push(if self.faults == 0 {
-            "no faults".into()
+        let faults = if self.faults.is_empty() {
+            "no faults".to_owned()
         } else {
-            crate::text::count(self.faults, "fault")
-        });
+            self.faults
+                .iter()
+                .map(|(noun, n)| crate::text::count(*n, noun))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let room = columns.saturating_sub(TEMPLATE_COLUMNS + self.label.len().saturating_sub(4));
+        // The step keeps at least a few columns; the readings go before it gets fewer.
+        const STEP_AT_LEAST: usize = 12;
+        while !kept.is_empty()
+            && kept.iter().map(|k| k.chars().count() + 3).sum::<usize>()
+                + faults.chars().count()
+                + 3
+                + STEP_AT_LEAST
+                > room
+        {
+            kept.remove(0);
+        }
+        kept.push(faults);
         let kept = kept.join(" | ");
-        let room = LINE_MAX
-            .saturating_sub(TEMPLATE_COLUMNS + self.label.len().saturating_sub(4))
-            .saturating_sub(kept.chars().count() + 3);
+        let room = room.saturating_sub(kept.chars().count() + 3);
         format!("{} | {kept}", crate::text::cut(&what, room))
     }
 
@@ -289,7 +329,7 @@ mod tests {
     use super::*;
 
     fn line(p: &DeviceProgress, latest: Option<&Readings>) -> String {
-        p.message(latest, false)
+        p.message(latest, false, LINE_MAX)
     }
 
     fn step(algorithm: &str, pass: u32, op: &str, errors: u64) -> Event {
@@ -330,7 +370,7 @@ mod tests {
         readings.insert("power_w".into(), Reading::Number(612.0));
         assert_eq!(
             line(&p, Some(&readings)),
-            "vram 1/3: own-address p0 verify | 71°C | 612 W | 2 faults"
+            "vram 1/3: own-address p0 verify | 71°C | 612 W | 2 wrong reads"
         );
         p.event(&Event::Note {
             message: "compute mismatch (redundant_run): FP32 item 7".into(),
@@ -344,7 +384,7 @@ mod tests {
         // Half the budget spent is half the bar; past the budget it never reads 100%.
         p.refresh(Duration::from_secs(30), None);
         assert_eq!(p.bar.position(), 30_000);
-        assert!(line(&p, None).ends_with("3 faults"));
+        assert!(line(&p, None).ends_with("2 wrong reads, 1 wrong result"));
         p.refresh(Duration::from_secs(75), None);
         assert!(p.bar.position() < 60_000);
     }
@@ -389,9 +429,9 @@ mod tests {
         let mut readings = Readings::new();
         readings.insert("gpu_temp_c".into(), Reading::Number(83.0));
         readings.insert("power_w".into(), Reading::Number(699.6));
-        let said = p.message(Some(&readings), true);
+        let said = p.message(Some(&readings), true, LINE_MAX);
         assert!(said.starts_with("vram confirm 2 of 4 finishing"), "{said}");
-        assert!(said.ends_with("83°C | 700 W | 483 faults"), "{said}");
+        assert!(said.ends_with("83°C | 700 W | 483 wrong reads"), "{said}");
         assert!(
             TEMPLATE_COLUMNS + said.chars().count() <= LINE_MAX,
             "{} columns: {said}",
@@ -418,7 +458,7 @@ mod tests {
         };
         assert_eq!(
             tally.line(),
-            "vram pass 1: own-address, random: 2.00 GiB swept, 0 errors, 10.0 GiB/s"
+            "vram pass 1: own-address, random: 2.00 GiB swept, 0 wrong reads, 10.0 GiB/s"
         );
         tally.passes.1 = 40;
         tally.errors = 1;
@@ -427,7 +467,7 @@ mod tests {
                 .line()
                 .starts_with("vram passes 1-40: own-address, random")
         );
-        assert!(tally.line().contains("1 error,"));
+        assert!(tally.line().contains("1 wrong read,"));
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
 #[derive(Serialize)]
 struct Slow<'a> {
     rate: &'a str,
+    /// The unit of `value` and `peer_median`: the one the rate's name ends with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unit: Option<&'static str>,
     value: f64,
     peer_median: f64,
     share_below: f64,
@@ -76,6 +79,7 @@ pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
                     let m = median(others)?;
                     (*value < (1.0 - t.peer_slow_share) * m).then(|| Slow {
                         rate: name,
+                        unit: crate::units::rate_unit(name).map(|(_, unit, _, _)| unit),
                         value: *value,
                         peer_median: m,
                         share_below: 1.0 - value / m,

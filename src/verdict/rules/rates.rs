@@ -285,16 +285,35 @@ fn clock_of(p: &PhaseTelemetry, setting: &Setting, vendor_id: u32) -> Option<(St
 }
 
 /// A rate against its floor, with where the floor comes from: the evidence of every finding
-/// of a slow rate.
+/// of a slow rate. Every figure is in `unit`, the product's (GB/s, TFLOP/s), as the
+/// finding's sentence says them: one number per fact.
 #[derive(Serialize)]
 struct AgainstFloor {
     rate: &'static str,
+    unit: &'static str,
     measured: f64,
     floor: f64,
     floor_source: String,
     floor_provenance: Provenance,
     reference: Option<f64>,
     spec: Option<f64>,
+}
+
+impl AgainstFloor {
+    /// `measured` against `floor`, both in the workload's unit.
+    fn new(rate: Rate, measured: f64, floor: &Floor) -> AgainstFloor {
+        let in_spec = |v: f64| rate.to_spec_unit(v);
+        AgainstFloor {
+            rate: rate.name(),
+            unit: rate.spec_unit(),
+            measured: in_spec(measured),
+            floor: in_spec(floor.value),
+            floor_source: floor.source.clone(),
+            floor_provenance: floor.provenance,
+            reference: floor.reference.map(in_spec),
+            spec: floor.spec.map(in_spec),
+        }
+    }
 }
 
 /// The evidence of the slow rates of one run: the phase, each rate against its floor, and
@@ -769,15 +788,7 @@ pub fn rates_of_run(
             said(rate, measured),
             figure(floor.value)
         );
-        let evidence = AgainstFloor {
-            rate: rate.name(),
-            measured,
-            floor: floor.value,
-            floor_source: floor.source.clone(),
-            floor_provenance: floor.provenance,
-            reference: floor.reference,
-            spec: floor.spec,
-        };
+        let evidence = AgainstFloor::new(rate, measured, &floor);
         let Some(confidence) = floor.confidence(measured) else {
             let share = floor
                 .spec

@@ -14,7 +14,7 @@ pub(super) fn wrong_results(c: &ComputeReport) -> Table {
     };
     Table {
         title: "Wrong results".into(),
-        noun: "wrong result",
+        noun: crate::workload::fault_noun("compute"),
         place: "item",
         columns: vec![
             "Kind",

@@ -69,7 +69,7 @@ fn wrong_elements(r: &MatrixReport) -> Table {
     let shown = |v: Option<f64>| v.map_or("?".into(), |v| v.to_string());
     Table {
         title: "Wrong matrix elements".into(),
-        noun: "failed check",
+        noun: crate::workload::fault_noun("matrix"),
         place: "element",
         columns: vec![
             "Kind",

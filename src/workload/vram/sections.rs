@@ -12,8 +12,20 @@ pub(super) fn places(offsets: &[u64]) -> String {
     }
 }
 
-/// What the VRAM test's errors and their retests prove: stuck bits, a faulty address
-/// path, marginal cells, transfer errors, or flips that did not come back.
+/// The first eight words that read wrong, each once, in the order found.
+fn first_words(v: &VramReport) -> Vec<u64> {
+    let mut words: Vec<u64> = Vec::new();
+    for r in &v.records {
+        if words.len() == 8 {
+            break;
+        }
+        if !words.contains(&r.offset_bytes) {
+            words.push(r.offset_bytes);
+        }
+    }
+    words
+}
+
 /// The evidence of `VRAM_IN_SYSTEM_MEMORY`.
 #[derive(serde::Serialize)]
 struct InSystemMemory {
@@ -33,6 +45,8 @@ struct WrongWords {
     first_offsets: Vec<u64>,
 }
 
+/// What the VRAM test's errors and their retests prove: stuck bits, a faulty address
+/// path, marginal cells, transfer errors, or flips that did not come back.
 pub(super) fn found(v: &VramReport, out: &mut Vec<Finding>) {
     if let Some(bytes) = v.sizing.placed_in_system_bytes {
         out.push(finding(
@@ -75,7 +89,7 @@ pub(super) fn found(v: &VramReport, out: &mut Vec<Finding>) {
         marginal,
         transfer,
         address,
-        first_offsets: v.records.iter().take(8).map(|r| r.offset_bytes).collect(),
+        first_offsets: first_words(v),
     });
     let stuck_offsets: Vec<u64> = v
         .retests
@@ -88,6 +102,13 @@ pub(super) fn found(v: &VramReport, out: &mut Vec<Finding>) {
         })
         .map(|r| r.offset_bytes)
         .collect();
+    // The bits the retests found stuck, over every stuck word: a word with bit 3 stuck at
+    // 0 and bit 9 at 1 holds two.
+    let stuck_bits: u32 = v
+        .retests
+        .iter()
+        .map(|r| (r.stuck_at_0_mask | r.stuck_at_1_mask).count_ones())
+        .sum();
     let rma = "RMA the card with this report; the offsets and retest results reproduce the fault";
     if stuck > 0 {
         out.push(finding(
@@ -95,11 +116,15 @@ pub(super) fn found(v: &VramReport, out: &mut Vec<Finding>) {
             Severity::Critical,
             Confidence::High,
             format!(
-                "{} a bit stuck whatever is written, {}",
+                "{} {} stuck whatever is written, {}",
                 if stuck == 1 {
                     "1 word of memory holds".to_owned()
                 } else {
                     format!("{stuck} words of memory hold")
+                },
+                match stuck_bits {
+                    0 | 1 => "a bit".to_owned(),
+                    n => format!("{n} bits"),
                 },
                 places(&stuck_offsets)
             ),
@@ -172,7 +197,7 @@ pub(super) fn wrong_words(v: &VramReport) -> Table {
     }
     Table {
         title: "Failing words".into(),
-        noun: "wrong read",
+        noun: crate::workload::fault_noun("vram"),
         place: "word",
         columns: vec![
             "Offset",
