@@ -126,6 +126,7 @@ fn main() -> ExitCode {
         // The CPU device is the device under test: the scenarios are recordings of it.
         devices: vec!["cpu".into()],
         duration: None,
+        profile_duration: None,
         plan,
         stop_on_first_failure: false,
         confirm: None,

@@ -114,6 +114,10 @@ pub struct RunSettings {
     /// The time budget per device (`--duration`); none: a fixed number of passes.
     #[serde(default)]
     pub duration_s: Option<f64>,
+    /// The profile's own time budget, where it has one: a run given another
+    /// (`--duration 2m` of a 4h burn-in) says both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_duration_s: Option<f64>,
     /// How long one wait for the device may take.
     #[serde(default)]
     pub fence_timeout_s: Option<f64>,

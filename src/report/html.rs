@@ -771,12 +771,15 @@ fn profile_words(settings: &crate::evidence::RunSettings) -> Option<String> {
         return None;
     }
     let name = settings.profile.as_deref()?;
-    let own = crate::profile::load(name).ok().and_then(|p| p.duration);
     let said = |d: std::time::Duration| crate::units::duration_rounded_up(d);
-    let budget = settings
-        .duration_s
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map(std::time::Duration::from_secs_f64);
+    let seconds = |s: Option<f64>| {
+        s.filter(|s| s.is_finite() && *s > 0.0)
+            .map(std::time::Duration::from_secs_f64)
+    };
+    let (budget, own) = (
+        seconds(settings.duration_s),
+        seconds(settings.profile_duration_s),
+    );
     Some(match (budget, own) {
         (Some(b), Some(o)) if b.as_secs_f64().round() != o.as_secs_f64().round() => {
             format!("{name}, {} of its {}", said(b), said(o))

@@ -50,6 +50,8 @@ use crate::workload::registry::PlannedWorkload;
 pub struct RunOptions {
     /// The profile the plan came from (bundled name or path), for the manifest.
     pub profile: String,
+    /// The profile's own time budget, for the manifest.
+    pub profile_duration: Option<Duration>,
     /// Device selectors (index, UUID, PCI address); empty: every GPU.
     pub devices: Vec<String>,
     /// Time budget per device, shared by the workloads by weight.
@@ -186,6 +188,7 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     let settings = RunSettings {
         profile: Some(opts.profile.clone()),
         duration_s: opts.duration.map(|d| d.as_secs_f64()),
+        profile_duration_s: opts.profile_duration.map(|d| d.as_secs_f64()),
         fence_timeout_s: Some(opts.fence_timeout.as_secs_f64()),
         step_timeout_s: Some(opts.step_timeout.as_secs_f64()),
         telemetry_interval_s: opts.telemetry_interval.map(|d| d.as_secs_f64()),

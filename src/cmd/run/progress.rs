@@ -259,7 +259,7 @@ impl DeviceProgress {
     /// The line after the bar: the workload (which of how many, or which rerun) and its
     /// step, the card's temperature and power, and what went wrong so far, cut to fit
     /// `columns` with the bar (the terminal's, at most [`LINE_MAX`]): the step gives way
-    /// first, then the card's readings, never the faults.
+    /// first, the card's readings only on a terminal too narrow for them, never the count.
     fn message(&self, latest: Option<&Readings>, over_budget: bool, columns: usize) -> String {
         let what = match (self.waiting, &self.running) {
             (Some(why), _) => why.to_owned(),
@@ -300,8 +300,9 @@ impl DeviceProgress {
                 .join(", ")
         };
         let room = columns.saturating_sub(TEMPLATE_COLUMNS + self.label.len().saturating_sub(4));
-        // The step keeps at least a few columns; the readings go before it gets fewer.
-        const STEP_AT_LEAST: usize = 12;
+        // The step gives way first; the card's readings go only where even the workload's
+        // name (`vram 1/…`) would not fit beside them and the count.
+        const STEP_AT_LEAST: usize = 8;
         while !kept.is_empty()
             && kept.iter().map(|k| k.chars().count() + 3).sum::<usize>()
                 + faults.chars().count()
@@ -445,6 +446,31 @@ mod tests {
             summary: serde_json::Value::Null,
         });
         assert_eq!(p.ended, 1);
+    }
+
+    #[test]
+    fn on_a_narrow_terminal_the_step_gives_way_then_the_readings_never_the_count() {
+        let bars =
+            indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+        let mut p = DeviceProgress::new(&bars, "GPU0".into(), "NVIDIA H200", 1, None);
+        p.event(&Event::WorkloadStart {
+            workload: "vram".into(),
+            settings: serde_json::Value::Null,
+        });
+        p.event(&step("moving-inversions", 3, "verify descending", 1234));
+        let mut readings = Readings::new();
+        readings.insert("gpu_temp_c".into(), Reading::Number(38.0));
+        readings.insert("power_w".into(), Reading::Number(92.0));
+        // 80 columns: the step is cut, the readings and the count stay whole.
+        let at_80 = p.message(Some(&readings), false, 79);
+        assert!(at_80.starts_with("vram 1/1"), "{at_80}");
+        assert!(at_80.ends_with("38°C | 92 W | 1234 wrong reads"), "{at_80}");
+        assert!(TEMPLATE_COLUMNS + at_80.chars().count() <= 79, "{at_80}");
+        // 60 columns: the readings go before the workload's name would; the count stays.
+        let at_60 = p.message(Some(&readings), false, 59);
+        assert!(at_60.ends_with(" | 1234 wrong reads"), "{at_60}");
+        assert!(!at_60.contains("°C"), "{at_60}");
+        assert!(TEMPLATE_COLUMNS + at_60.chars().count() <= 59, "{at_60}");
     }
 
     #[test]
