@@ -221,6 +221,9 @@ pub struct Product {
 pub enum Provenance {
     /// The site's own floor, from its healthy cards of the product.
     Site,
+    /// The site's baseline: the median of its healthy cards of the product, less their
+    /// spread (`kiln baseline`).
+    Baseline,
     /// A published measurement of this product.
     Measured,
     /// The spec sheet times a share that tools were measured to reach on GPUs of several
@@ -236,6 +239,9 @@ impl Provenance {
     pub fn words(self) -> &'static str {
         match self {
             Provenance::Site => "the site's own floor from its healthy cards",
+            Provenance::Baseline => {
+                "the site's baseline: the median of its healthy cards of the product, less their spread"
+            }
             Provenance::Measured => "a published measurement of the product",
             Provenance::MeasuredShare => {
                 "the spec sheet times a share measured on GPUs of several products"

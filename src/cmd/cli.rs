@@ -166,6 +166,10 @@ pub enum Command {
     /// What changed between two runs of the same cards: new findings, rates that
     /// drifted, lifetime error counters that grew (devices matched by UUID or serial).
     Compare(CompareArgs),
+    /// Floors per product and rate from a fleet's run directories (its healthy cards'
+    /// median, less their spread), written as a thresholds file; with --judge, the cards
+    /// across every node given that fall behind them (exit 2).
+    Baseline(BaselineArgs),
     /// Print the shell completion script for bash, zsh or fish (generated from these
     /// definitions): `source <(kiln completions bash)`.
     Completions(CompletionsArgs),
@@ -193,6 +197,28 @@ pub struct CompareArgs {
     #[arg(long, value_name = "PERCENT", default_value = "10", value_parser = parse_percent)]
     pub tolerance: f64,
     /// Print the comparison as JSON on stdout (the summary goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `kiln baseline`.
+#[derive(Debug, Args)]
+pub struct BaselineArgs {
+    /// Run directories, or folders holding them (a shared folder of every node's runs).
+    #[arg(required = true, value_name = "RUNS")]
+    pub runs: Vec<PathBuf>,
+    /// Write the floors here, as a thresholds file (`kiln run --thresholds FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// List the cards, across every run given, behind their product's floor (exit 2 when
+    /// any).
+    #[arg(long)]
+    pub judge: bool,
+    /// Judge the runs against the floors in this thresholds file (a baseline written
+    /// before), not against floors built from the runs themselves.
+    #[arg(long, value_name = "FILE")]
+    pub against: Option<PathBuf>,
+    /// Print the baseline as JSON on stdout (the summary goes to stderr).
     #[arg(long)]
     pub json: bool,
 }

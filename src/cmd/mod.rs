@@ -8,6 +8,7 @@
 //! parsing and checking in-process ([`parse`]) and start the binary only where the process
 //! is what they test.
 
+pub mod baseline;
 pub mod bench;
 pub mod cli;
 pub mod compare;
@@ -104,6 +105,7 @@ pub fn check(command: &Command) -> Result<(), AppError> {
         | Command::Monitor(_)
         | Command::Report(_)
         | Command::Compare(_)
+        | Command::Baseline(_)
         | Command::Completions(_)
         | Command::Man => Ok(()),
     }
@@ -121,6 +123,7 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
         Command::Report(args) => rebuild::report(args),
         Command::Health(args) => health::command(args),
         Command::Compare(args) => compare::command(args),
+        Command::Baseline(args) => baseline::command(args),
         Command::Completions(args) => {
             out(&completions::completions(&Cli::definition(), args.shell));
             Ok(exit_code::HEALTHY)

@@ -5,6 +5,7 @@
 pub mod app;
 mod app_rules;
 pub mod app_words;
+pub mod baseline;
 pub mod catalogue;
 pub mod evidence;
 mod model;

@@ -33,6 +33,10 @@ pub struct Thresholds {
     /// (`{"compute_fp32_gops": 45000}`), measured on its cards: they replace the product's
     /// reference times `floor_share`.
     pub floors: std::collections::BTreeMap<String, f64>,
+    /// Floors from the site's own healthy cards, by product (the device's name) and rate,
+    /// as `kiln baseline` writes them: taken before the product's reference and before
+    /// `floors`, and a rate below one is a sure finding.
+    pub baseline: std::collections::BTreeMap<String, crate::verdict::baseline::ProductFloors>,
     /// A device this share below the median of its peers (devices of the same model in
     /// the same run) in a rate is a finding.
     pub peer_slow_share: f64,
@@ -97,6 +101,7 @@ impl Default for Thresholds {
             floor_share: 0.75,
             vram_floor_gbps: 0.0,
             floors: std::collections::BTreeMap::new(),
+            baseline: std::collections::BTreeMap::new(),
             peer_slow_share: 0.10,
             leak_min_bytes: 16.0 * 1024.0 * 1024.0,
             leak_fit_r2: 0.8,

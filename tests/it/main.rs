@@ -16,6 +16,7 @@
 mod common;
 
 mod architecture;
+mod baseline;
 mod burn_in;
 mod cli;
 mod compare;

@@ -143,7 +143,7 @@ fn a_leaking_application_is_a_leak_with_its_rate_and_size_class_even_on_the_cpu_
         dir.path(),
         &plain(),
         &["--iteration", "^step"],
-        &["leak", "10", "150", "8"],
+        &["leak", "10", "300", "8"],
     );
     assert_eq!(code, 3, "{stderr}");
     let app = &report["application"];

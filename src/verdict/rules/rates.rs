@@ -381,17 +381,36 @@ impl Floor {
     /// How sure a rate `measured` below this floor is slow: a floor that rests on a share
     /// nobody measured on a GPU decides nothing (None: a note); below a measured or the
     /// site's floor it is a call (medium), and a sure one at two thirds of the floor or
-    /// less (half the reference at DCGM's 0.75).
+    /// less (half the reference at DCGM's 0.75), or below the site's baseline (the same
+    /// product's healthy cards, with their drivers and cooling, reach it).
     fn confidence(&self, measured: f64) -> Option<Confidence> {
         match self.provenance {
             Provenance::SpecShare => None,
+            Provenance::Baseline => Some(Confidence::High),
             _ if measured <= self.value * 2.0 / 3.0 => Some(Confidence::High),
             _ => Some(Confidence::Medium),
         }
     }
 }
 
-fn floor_of(product: Option<&Product>, rate: Rate, t: &Thresholds) -> Option<Floor> {
+/// A rate's floor on the device called `name`: the site's baseline for its product, else
+/// the site's floor for the rate, else the product's reference times `floor_share`.
+fn floor_of(name: &str, product: Option<&Product>, rate: Rate, t: &Thresholds) -> Option<Floor> {
+    let reference = product.and_then(|p| p.reference(rate));
+    let unit = rate.to_spec_unit(1.0);
+    if let Some((floors, f)) = t
+        .baseline
+        .get(name)
+        .and_then(|b| b.rates.get(rate.name()).map(|f| (b, f)))
+    {
+        return Some(Floor {
+            value: f.floor,
+            source: floors.source.clone(),
+            provenance: Provenance::Baseline,
+            reference: reference.as_ref().map(|r| r.value / unit),
+            spec: reference.map(|r| r.spec / unit),
+        });
+    }
     let site = match rate {
         Rate::Vram if t.vram_floor_gbps > 0.0 => Some((
             t.vram_floor_gbps / rate.to_spec_unit(1.0),
@@ -402,8 +421,6 @@ fn floor_of(product: Option<&Product>, rate: Rate, t: &Thresholds) -> Option<Flo
             .get(rate.name())
             .map(|v| (*v, format!("the site's floor (floors.{})", rate.name()))),
     };
-    let reference = product.and_then(|p| p.reference(rate));
-    let unit = rate.to_spec_unit(1.0);
     match (site, reference) {
         (Some((value, source)), reference) => Some(Floor {
             value,
@@ -731,7 +748,7 @@ pub fn rates_of_run(
         let Some(rate) = Rate::from_name(name) else {
             continue;
         };
-        let Some(floor) = floor_of(product, rate, t) else {
+        let Some(floor) = floor_of(device.name, product, rate, t) else {
             continue;
         };
         if measured.is_nan() || measured <= 0.0 || measured >= floor.value {
@@ -1113,7 +1130,11 @@ pub fn product_unknown(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Fi
         .flat_map(|w| w.summary.rates())
         .filter_map(|(name, _)| Rate::from_name(name))
         .collect();
-    if measured.is_empty() || measured.iter().all(|r| floor_of(None, *r, t).is_some()) {
+    if measured.is_empty()
+        || measured
+            .iter()
+            .all(|r| floor_of(device.name, None, *r, t).is_some())
+    {
         return;
     }
     out.push(finding(

@@ -1,0 +1,290 @@
+//! `kiln baseline`: floors per product and rate from the run directories of a fleet's
+//! healthy cards ([`crate::verdict::baseline`]), written as a thresholds file, and the cards
+//! across every node given that fall behind them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::AppError;
+use crate::finding::{Class, FindingCode, Severity};
+use crate::verdict::baseline::{self, Behind, Built, Measured, ProductFloors};
+use crate::verdict::exit_code;
+use crate::verdict::thresholds::Thresholds;
+
+/// Where run directories may lie below a folder given: a node's folder of runs in a
+/// shared directory (`runs/node07/2026-12-01T10-00-00`), at most this deep.
+const SEARCH_DEPTH: usize = 3;
+
+/// What `kiln baseline` found, as `--json` prints it.
+#[derive(Debug, Serialize)]
+pub struct BaselineReport {
+    /// The run directories read.
+    pub runs: usize,
+    /// Every device read, with its rates.
+    pub devices: Vec<Measured>,
+    /// The floors, what had too few cards, and the devices not used.
+    pub built: Built,
+    /// With `--judge`: the devices behind their product's floor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub behind: Option<Vec<Behind>>,
+    /// Run directories that could not be read, each with why.
+    pub unreadable: Vec<String>,
+    /// The exit code.
+    pub exit_code: i32,
+}
+
+/// The thresholds file a baseline writes: what `--thresholds` reads.
+#[derive(Serialize)]
+struct FloorsFile<'a> {
+    baseline: &'a BTreeMap<String, ProductFloors>,
+}
+
+/// The run directories at or below `path`: `path` itself when it holds a manifest, else
+/// those in the folders below it.
+fn run_dirs(path: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    if path.join("manifest.json").is_file() {
+        out.push(path.to_owned());
+        return;
+    }
+    if depth == 0 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return;
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for d in dirs {
+        run_dirs(&d, depth - 1, out);
+    }
+}
+
+/// The findings that do not keep a card out of a baseline: its rates against the product's
+/// figures and its peers, which the baseline judges again, and notes.
+fn keeps_it_healthy(code: FindingCode, class: Class, severity: Severity) -> bool {
+    matches!(class, Class::Info)
+        || severity >= Severity::Minor
+        || matches!(
+            code,
+            FindingCode::VramBandwidthLow
+                | FindingCode::ComputeRateLow
+                | FindingCode::RateBelowSpecShare
+                | FindingCode::PeerSlower
+        )
+}
+
+/// The median of a device's runs of a rate.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// Every GPU of the run at `dir`, as a baseline reads it.
+fn measured(dir: &Path) -> Result<Vec<Measured>, String> {
+    let evidence = crate::verdict::RunEvidence::read(dir).map_err(|e| e.to_string())?;
+    let report =
+        crate::verdict::judge_evidence(&evidence, None, false).map_err(|e| e.to_string())?;
+    let node = evidence.manifest.host.clone();
+    Ok(report
+        .devices
+        .iter()
+        .filter(|d| d.kind.is_gpu() && !d.stand_in)
+        .map(|d| {
+            let mut runs: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            for w in &d.workloads {
+                // Rates beside another load, or of a run cut short, are not the card's.
+                if !w.reported() || w.together_with().is_some() || w.summary.envelope().cut_short()
+                {
+                    continue;
+                }
+                for (name, value) in w.summary.rates() {
+                    runs.entry(name.to_owned()).or_default().push(value);
+                }
+            }
+            let against: Vec<&str> = d
+                .findings
+                .iter()
+                .filter(|f| !keeps_it_healthy(f.code, f.class, f.severity))
+                .map(|f| f.code.name())
+                .collect();
+            Measured {
+                node: node.clone(),
+                run: dir.display().to_string(),
+                index: d.index,
+                uuid: d.uuid.clone(),
+                product: d.name.clone(),
+                driver: d
+                    .setup
+                    .identity_text(crate::telemetry::signals::DRIVER_VERSION)
+                    .map_or_else(|| d.driver.clone(), str::to_owned),
+                unhealthy: (!against.is_empty()).then(|| against.join(", ")),
+                rates: runs.into_iter().map(|(k, v)| (k, median(v))).collect(),
+            }
+        })
+        .collect())
+}
+
+/// A rate's value for people, in its unit (`3.82 TiB/s`).
+fn said(rate: &str, value: f64) -> String {
+    let unit = crate::units::rate_unit(rate).map_or("", |(_, u, _, _)| u);
+    crate::units::scaled(value, unit).trim_end().to_owned()
+}
+
+/// A rate's name for people: a product rate's words, else its name.
+fn rate_words(rate: &str) -> String {
+    crate::product::Rate::from_name(rate).map_or_else(|| rate.to_owned(), |r| r.label().into())
+}
+
+fn behind_line(b: &Behind) -> String {
+    format!(
+        "{} GPU{} {}: {} {}, {:.0}% below the fleet's median {} (floor {})",
+        b.node,
+        b.index,
+        b.uuid,
+        rate_words(&b.rate),
+        said(&b.rate, b.value),
+        100.0 * b.share_below_median,
+        said(&b.rate, b.median),
+        said(&b.rate, b.floor)
+    )
+}
+
+/// The summary for people.
+pub fn summary(r: &BaselineReport, out: Option<&Path>) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} read: {}",
+        crate::text::count(r.runs as u64, "run"),
+        crate::text::count(r.devices.len() as u64, "GPU")
+    );
+    for line in &r.unreadable {
+        let _ = writeln!(s, "not read: {line}");
+    }
+    for (product, p) in &r.built.products {
+        let _ = writeln!(
+            s,
+            "{product}: {} (drivers {})",
+            p.source,
+            p.drivers.join(", ")
+        );
+        for (rate, f) in &p.rates {
+            let _ = writeln!(
+                s,
+                "  {} floor {}: median {} of {} cards, spread {}",
+                rate_words(rate),
+                said(rate, f.floor),
+                said(rate, f.median),
+                f.cards,
+                said(rate, f.sigma)
+            );
+        }
+        for b in &p.left_out {
+            let _ = writeln!(s, "  left out: {}", behind_line(b));
+        }
+    }
+    for line in &r.built.too_few {
+        let _ = writeln!(s, "no floor: {line}");
+    }
+    for line in &r.built.not_used {
+        let _ = writeln!(s, "not used (not healthy): {line}");
+    }
+    if let Some(behind) = &r.behind {
+        if behind.is_empty() {
+            let _ = writeln!(s, "behind the fleet: none");
+        }
+        for b in behind {
+            let _ = writeln!(s, "behind the fleet: {}", behind_line(b));
+        }
+    }
+    if let Some(path) = out {
+        let _ = writeln!(
+            s,
+            "floors written to {} (use it with --thresholds)",
+            path.display()
+        );
+    }
+    s
+}
+
+/// `kiln baseline`.
+pub fn command(args: crate::cmd::cli::BaselineArgs) -> Result<i32, AppError> {
+    let mut dirs = Vec::new();
+    for path in &args.runs {
+        if !path.is_dir() {
+            return Err(AppError::Usage(format!(
+                "{} is not a directory of runs",
+                path.display()
+            )));
+        }
+        let before = dirs.len();
+        run_dirs(path, SEARCH_DEPTH, &mut dirs);
+        if dirs.len() == before {
+            return Err(AppError::Usage(format!(
+                "{} holds no run directory (none with a manifest.json at most {SEARCH_DEPTH} folders down)",
+                path.display()
+            )));
+        }
+    }
+    let against: Option<Thresholds> = match &args.against {
+        Some(_) => Some(crate::cmd::edge::thresholds(&args.against)?),
+        None => None,
+    };
+    let mut devices = Vec::new();
+    let mut unreadable = Vec::new();
+    for dir in &dirs {
+        match measured(dir) {
+            Ok(found) => devices.extend(found),
+            Err(why) => unreadable.push(format!("{}: {why}", dir.display())),
+        }
+    }
+    let date = crate::evidence::utc_timestamp(std::time::SystemTime::now());
+    let built = baseline::build(&devices, date.get(..10).unwrap_or(&date));
+    let floors = match &against {
+        Some(t) => &t.baseline,
+        None => &built.products,
+    };
+    let behind = (args.judge || against.is_some()).then(|| baseline::behind(&devices, floors));
+    if let Some(path) = &args.out {
+        let text = serde_json::to_vec_pretty(&FloorsFile {
+            baseline: &built.products,
+        })
+        .map_err(|e| AppError::Usage(format!("the floors could not be written: {e}")))?;
+        crate::fsutil::write_atomic(path, &text).map_err(|e| {
+            AppError::Usage(format!(
+                "{}: the floors could not be written: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    let exit = if devices.is_empty() {
+        exit_code::INCONCLUSIVE
+    } else if behind.as_ref().is_some_and(|b| !b.is_empty()) {
+        exit_code::ENVIRONMENT
+    } else {
+        exit_code::HEALTHY
+    };
+    let report = BaselineReport {
+        runs: dirs.len(),
+        devices,
+        built,
+        behind,
+        unreadable,
+        exit_code: exit,
+    };
+    let text = summary(&report, args.out.as_deref());
+    crate::cmd::edge::print_result(args.json, &report, &text);
+    Ok(exit)
+}

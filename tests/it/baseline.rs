@@ -1,0 +1,208 @@
+//! `kiln baseline` over a fleet's run directories of its own making: several products,
+//! one slow card, one card on another driver, one with a fault of its own and one held
+//! back by heat. The floors, the cards left out and the cards behind the fleet are those a
+//! GPU person would name.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{self, expect_json, kiln, read_json};
+
+/// `scenario` laid out as node `node`'s run in the fleet folder `fleet`, its VRAM streaming
+/// scaled by `vram`, and its driver version replaced by `driver` where given.
+fn node_run(fleet: &Path, node: &str, scenario: &str, vram: f64, driver: Option<&str>) -> PathBuf {
+    let dir = fleet.join(node).join("run");
+    common::lay_out_scenario(scenario, &dir);
+    let mut manifest = read_json(&dir.join("manifest.json"));
+    manifest["host"] = node.into();
+    std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+    let events = dir.join("events.jsonl");
+    let scaled: String = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            if record["kind"] == "workload_end" && record["workload"] == "vram" {
+                for part in ["write", "verify"] {
+                    let rate = &mut record["summary"]["throughput"][part]["gib_per_s"];
+                    if let Some(v) = rate.as_f64() {
+                        *rate = (v * vram).into();
+                    }
+                }
+            }
+            record.to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(&events, scaled).unwrap();
+    // Another driver, installed whole: NVML's version and Vulkan's alike.
+    if let Some(driver) = driver {
+        for file in ["telemetry.jsonl", "events.jsonl", "manifest.json"] {
+            let path = dir.join(file);
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, text.replace("550.54.15", driver)).unwrap();
+        }
+    }
+    dir
+}
+
+fn baseline(args: &[&str]) -> std::process::Output {
+    kiln().arg("baseline").args(args).output().unwrap()
+}
+
+#[test]
+fn a_fleet_gives_floors_per_product_leaves_out_the_slow_card_and_names_it() {
+    let work = tempfile::tempdir().unwrap();
+    let fleet = work.path().join("fleet");
+    // Six healthy H200s within a few percent, one of them on a newer driver.
+    for (i, scale) in [1.0, 0.98, 1.01, 0.97, 1.02, 0.99].iter().enumerate() {
+        let driver = (i == 5).then_some("560.35.03");
+        node_run(&fleet, &format!("h200-{i}"), "h200_healthy", *scale, driver);
+    }
+    // One 30% slow with nothing in its own run to say why, one with an uncorrectable ECC
+    // error, one held back by heat: only the first is a card the fleet's floor should
+    // catch; the other two are kept out of the floors by their own findings.
+    let slow = node_run(&fleet, "h200-slow", "h200_healthy", 0.70, None);
+    node_run(
+        &fleet,
+        "h200-dbe",
+        "double_bit_error_between_phases",
+        1.0,
+        None,
+    );
+    node_run(&fleet, "h200-hot", "h200_slow_while_throttled", 1.0, None);
+    // Four MI300Xs: a product of their own, never held to the H200s' floor.
+    for i in 0..4 {
+        node_run(&fleet, &format!("mi300x-{i}"), "amd_healthy", 1.0, None);
+    }
+    let floors = work.path().join("floors.json");
+    let out = baseline(&[
+        fleet.to_str().unwrap(),
+        "--judge",
+        "--json",
+        "--out",
+        floors.to_str().unwrap(),
+    ]);
+    let r = expect_json(&out, 2);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(r["runs"], 13, "{said}");
+    assert!(said.starts_with("13 runs read: 13 GPUs"), "{said}");
+    let products = &r["built"]["products"];
+    let h200 = products
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(name, _)| name.contains("H200"))
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| panic!("no H200 floors: {said}"));
+    // The six healthy cards and the slow one are candidates; the slow one is left out of
+    // the VRAM floor it fails, the faulty and the throttled are not used at all.
+    let vram = &h200["rates"]["vram_gib_per_s"];
+    assert_eq!(vram["cards"], 6, "{said}");
+    let median = vram["median"].as_f64().unwrap();
+    let floor = vram["floor"].as_f64().unwrap();
+    assert!((floor - 0.9 * median).abs() < 1e-6 * median, "{vram}");
+    assert!(
+        h200["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("site baseline, "),
+        "{h200}"
+    );
+    let drivers: Vec<&str> = h200["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert!(
+        drivers.iter().any(|d| d.contains("560.35.03")),
+        "{drivers:?}"
+    );
+    assert_eq!(drivers.len(), 2, "{drivers:?}");
+    let left_out: Vec<&str> = h200["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(left_out, ["h200-slow"], "{said}");
+    let not_used = r["built"]["not_used"].to_string();
+    assert!(
+        not_used.contains("h200-dbe") && not_used.contains("ECC_UNCORRECTABLE"),
+        "{not_used}"
+    );
+    assert!(
+        not_used.contains("h200-hot") && not_used.contains("THROTTLE"),
+        "{not_used}"
+    );
+    assert!(products.as_object().unwrap().len() >= 2, "{said}");
+    // Behind the fleet: the slow card, by node and rate; the throttled card's slow VRAM
+    // shows too (its own run says why); no healthy card and no MI300X.
+    let behind: Vec<(&str, &str)> = r["behind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["node"].as_str().unwrap(), b["rate"].as_str().unwrap()))
+        .collect();
+    assert!(
+        behind.contains(&("h200-slow", "vram_gib_per_s")),
+        "{behind:?}"
+    );
+    assert!(
+        behind
+            .iter()
+            .all(|(n, _)| ["h200-slow", "h200-hot"].contains(n)),
+        "{behind:?}"
+    );
+    assert!(said.contains("behind the fleet: h200-slow GPU0"), "{said}");
+    assert!(said.contains("30% below the fleet's median"), "{said}");
+
+    // The floors are a thresholds file: the slow card's own run, judged against them, is
+    // a sure finding resting on the fleet; a healthy card's is a pass (the near miss).
+    let with_floors = [std::ffi::OsStr::new("--thresholds"), floors.as_os_str()];
+    let judged = common::verdict(&slow, &with_floors);
+    let report = expect_json(&judged, 1);
+    let finding = report["devices"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "VRAM_BANDWIDTH_LOW")
+        .unwrap_or_else(|| panic!("{report}"))
+        .clone();
+    assert_eq!(finding["confidence"], "high", "{finding}");
+    assert_eq!(
+        finding["evidence"]["rates"][0]["floor_provenance"],
+        "baseline"
+    );
+    assert!(
+        finding["evidence"]["rates"][0]["floor_source"]
+            .as_str()
+            .unwrap()
+            .starts_with("site baseline"),
+        "{finding}"
+    );
+    let healthy = common::verdict(&fleet.join("h200-3/run"), &with_floors);
+    expect_json(&healthy, 0);
+}
+
+#[test]
+fn too_few_cards_give_no_floor_and_a_folder_without_runs_is_one_sentence() {
+    let work = tempfile::tempdir().unwrap();
+    let fleet = work.path().join("fleet");
+    for i in 0..3 {
+        node_run(&fleet, &format!("n{i}"), "h200_healthy", 1.0, None);
+    }
+    let out = baseline(&[fleet.to_str().unwrap(), "--judge"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("vram_gib_per_s: 3 of the 4 healthy cards a floor needs"),
+        "{said}"
+    );
+    assert!(said.contains("behind the fleet: none"), "{said}");
+    let empty = work.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    common::usage_error_of_binary(
+        &["baseline", empty.to_str().unwrap()],
+        "holds no run directory",
+    );
+}
