@@ -79,17 +79,6 @@ fn keeps_it_healthy(code: FindingCode, class: Class, severity: Severity) -> bool
         )
 }
 
-/// The median of a device's runs of a rate.
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 /// Every GPU of the run at `dir`, as a baseline reads it.
 fn measured(dir: &Path) -> Result<Vec<Measured>, String> {
     let evidence = crate::verdict::RunEvidence::read(dir).map_err(|e| e.to_string())?;
@@ -129,7 +118,10 @@ fn measured(dir: &Path) -> Result<Vec<Measured>, String> {
                     .identity_text(crate::telemetry::signals::DRIVER_VERSION)
                     .map_or_else(|| d.driver.clone(), str::to_owned),
                 unhealthy: (!against.is_empty()).then(|| against.join(", ")),
-                rates: runs.into_iter().map(|(k, v)| (k, median(v))).collect(),
+                rates: runs
+                    .into_iter()
+                    .map(|(k, mut v)| (k, baseline::median(&mut v)))
+                    .collect(),
             }
         })
         .collect())

@@ -122,7 +122,7 @@ pub struct Built {
 }
 
 /// The median of `values` (not empty).
-fn median(values: &mut [f64]) -> f64 {
+pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     if n % 2 == 1 {

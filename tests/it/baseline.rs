@@ -15,24 +15,7 @@ fn node_run(fleet: &Path, node: &str, scenario: &str, vram: f64, driver: Option<
     let mut manifest = read_json(&dir.join("manifest.json"));
     manifest["host"] = node.into();
     std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
-    let events = dir.join("events.jsonl");
-    let scaled: String = std::fs::read_to_string(&events)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
-            if record["kind"] == "workload_end" && record["workload"] == "vram" {
-                for part in ["write", "verify"] {
-                    let rate = &mut record["summary"]["throughput"][part]["gib_per_s"];
-                    if let Some(v) = rate.as_f64() {
-                        *rate = (v * vram).into();
-                    }
-                }
-            }
-            record.to_string() + "\n"
-        })
-        .collect();
-    std::fs::write(&events, scaled).unwrap();
+    common::scale_vram_rate(&dir, vram);
     // Another driver, installed whole: NVML's version and Vulkan's alike.
     if let Some(driver) = driver {
         for file in ["telemetry.jsonl", "events.jsonl", "manifest.json"] {
@@ -191,6 +174,10 @@ fn too_few_cards_give_no_floor_and_a_folder_without_runs_is_one_sentence() {
     for i in 0..3 {
         node_run(&fleet, &format!("n{i}"), "h200_healthy", 1.0, None);
     }
+    // A run directory whose manifest is corrupt is named with why, never a silent gap.
+    let broken = fleet.join("broken").join("run");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("manifest.json"), "{").unwrap();
     let out = baseline(&[fleet.to_str().unwrap(), "--judge"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let said = String::from_utf8_lossy(&out.stdout);
@@ -199,6 +186,13 @@ fn too_few_cards_give_no_floor_and_a_folder_without_runs_is_one_sentence() {
         "{said}"
     );
     assert!(said.contains("behind the fleet: none"), "{said}");
+    assert!(
+        said.contains("not read: ") && said.contains("broken"),
+        "{said}"
+    );
+    // Nothing readable at all: could not judge (exit 4).
+    let only_broken = baseline(&[fleet.join("broken").to_str().unwrap()]);
+    assert_eq!(only_broken.status.code(), Some(4), "{only_broken:?}");
     let empty = work.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     common::usage_error_of_binary(

@@ -685,7 +685,7 @@ fn at_80_columns_the_live_line_fits_and_keeps_its_fault_count() {
         .filter_map(|(k, v)| Some(format!("{}='{}'", k.to_str()?, v?.to_str()?)))
         .collect();
     let command = format!(
-        "env {} {} run --workloads vram --duration 6s --vram-bytes 32MiB --test-stuck-word 1000 --out {}; echo KILN-ENDED; sleep 60",
+        "env {} {} run --workloads vram --duration 4s --vram-bytes 32MiB --test-stuck-word 1000 --out {}; echo KILN-ENDED; sleep 60",
         env.join(" "),
         kiln.get_program().to_str().unwrap(),
         run_dir.display()

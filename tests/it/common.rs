@@ -923,3 +923,26 @@ impl Node {
         cmd
     }
 }
+
+/// Scales the VRAM workload's streaming rates (write and verify) in the run at `run_dir`
+/// by `factor`: the same card, as a slower or faster one would have measured.
+pub fn scale_vram_rate(run_dir: &std::path::Path, factor: f64) {
+    let events = run_dir.join("events.jsonl");
+    let scaled: String = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            if record["kind"] == "workload_end" && record["workload"] == "vram" {
+                for part in ["write", "verify"] {
+                    let rate = &mut record["summary"]["throughput"][part]["gib_per_s"];
+                    if let Some(v) = rate.as_f64() {
+                        *rate = (v * factor).into();
+                    }
+                }
+            }
+            record.to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(&events, scaled).unwrap();
+}

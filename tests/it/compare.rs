@@ -95,22 +95,7 @@ fn a_rate_that_drifted_without_a_fault_is_a_drift_of_its_own_exit_code() {
     // The same card streaming its memory 15% slower, still well above its floor: no
     // finding, only a drift.
     let b = scenario("h200_healthy", &work.path().join("later"));
-    let events = b.join("events.jsonl");
-    let slower: String = std::fs::read_to_string(&events)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
-            if record["kind"] == "workload_end" && record["workload"] == "vram" {
-                for part in ["write", "verify"] {
-                    let rate = &mut record["summary"]["throughput"][part]["gib_per_s"];
-                    *rate = (rate.as_f64().unwrap() * 0.85).into();
-                }
-            }
-            record.to_string() + "\n"
-        })
-        .collect();
-    std::fs::write(&events, slower).unwrap();
+    common::scale_vram_rate(&b, 0.85);
     let out = compare(&a, &b, &[]);
     let c = expect_json(&out, 5);
     let d = &c["devices"][0];

@@ -365,7 +365,7 @@ fn a_real_run_with_one_bad_word_prints_in_at_most_six_pages() {
     let run_dir = node.dir.path().join("run");
     let out = node
         .kiln()
-        .args(["run", "--profile", "quick", "--duration", "9s"])
+        .args(["run", "--profile", "quick", "--duration", "6s"])
         .args([
             "--vram-bytes",
             "32MiB",
@@ -394,7 +394,7 @@ fn a_real_run_with_one_bad_word_prints_in_at_most_six_pages() {
     let first = pdf_text(&pdf, Some((1, 1)));
     for needle in [
         "Result: FAIL (exit 1)",
-        "Profile: quick, 9s of its 40s",
+        "Profile: quick, 6s of its 40s",
         "VRAM_STUCK_BIT",
     ] {
         assert!(first.contains(needle), "page 1 lacks `{needle}`:\n{first}");
