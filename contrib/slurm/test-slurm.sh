@@ -152,4 +152,42 @@ hook kiln-epilog.sh xid79_beside_a_healthy_gpu SLURM_JOB_GPUS=0 >/dev/null
 wait_state 'drain*'
 case "$(reason)" in "kiln: GPU0"*"[KILN-XID-079]"*) ;; *) fail "epilog reason: $(reason)" ;; esac
 echo "ok: the epilog drained for the job's GPU only"
+scontrol update nodename="$node" state=resume
+wait_state 'idle*'
+
+# 6. The fleet flow: an array job runs kiln on the "nodes" (here four tasks on the one
+#    node, each its own run) into a shared folder; a job that depends on every task builds
+#    the floors from them and judges the cards; a later run uses the floors. The caller's
+#    environment (a GPU for kiln to test, KILN_TEST_RUN_ARGS) reaches the jobs through
+#    sbatch's --export=ALL.
+if [ -n "${KILN_TEST_RUN_ARGS:-}" ]; then
+    shared="$t/fleet"
+    cd "$t"
+    ids=$(KILN_BIN="$kiln" KILN_RUN_ARGS="$KILN_TEST_RUN_ARGS" KILN_FLOORS="$t/no-floors.json" \
+        bash "$here/kiln-fleet.sh" 4 "$shared")
+    array=$(echo "$ids" | sed -n 's/^fleet array job \([0-9]*\), baseline job \([0-9]*\)$/\1/p')
+    after=$(echo "$ids" | sed -n 's/^fleet array job \([0-9]*\), baseline job \([0-9]*\)$/\2/p')
+    [ -n "$array" ] && [ -n "$after" ] || fail "kiln-fleet.sh said: $ids"
+    for _ in $(seq 1800); do
+        [ -z "$(squeue -h -j "$array,$after" 2>/dev/null)" ] && break
+        sleep 0.1
+    done
+    [ -z "$(squeue -h -j "$array,$after" 2>/dev/null)" ] || fail "the fleet jobs did not end: $(squeue)"
+    runs=$(find "$shared/$array" -name manifest.json | wc -l)
+    [ "$runs" -eq 4 ] || fail "the array wrote $runs runs, not 4: $(cat "$t"/kiln-fleet-*.out)"
+    floors="$shared/floors-$array.json"
+    [ -s "$floors" ] || fail "no floors: $(cat "$t/kiln-fleet-baseline-$after.out")"
+    grep -q '"cards": 4' "$floors" || fail "the floors do not rest on the 4 cards: $(cat "$floors")"
+    grep -q "site baseline, 4 " "$t/kiln-fleet-baseline-$after.out" \
+        || fail "baseline job said: $(cat "$t/kiln-fleet-baseline-$after.out")"
+    echo "ok: the fleet array ran 4 runs and the job after it built the floors on 4 cards"
+    # A later run where the floors are rolled out is judged against them.
+    KILN_BIN="$kiln" KILN_RUN_ARGS="$KILN_TEST_RUN_ARGS" KILN_FLOORS="$floors" \
+        KILN_FLEET_RUNS="$t/later" sbatch --wait --export=ALL -o "$t/later.out" \
+        "$here/kiln-fleet.sbatch" >/dev/null || true
+    manifest=$(find "$t/later" -name manifest.json | head -n 1)
+    [ -n "$manifest" ] && grep -q '"baseline"' "$manifest" \
+        || fail "the later run was not judged against the floors: $(cat "$t/later.out")"
+    echo "ok: a later run is judged against the fleet's floors"
+fi
 echo "PASS"

@@ -94,6 +94,8 @@ pub struct RateFloor {
 pub struct Behind {
     /// The node.
     pub node: String,
+    /// The run directory.
+    pub run: String,
     /// Its index in its run.
     pub index: usize,
     /// Its UUID.
@@ -169,8 +171,8 @@ pub fn build(devices: &[Measured], date: &str) -> Built {
             .collect();
         let mut rates = BTreeMap::new();
         let mut left_out = Vec::new();
-        // The cards used, by node, index and UUID (a UUID alone could repeat in copies).
-        let mut used: BTreeSet<(&str, usize, &str)> = BTreeSet::new();
+        // The cards used, by run and index: one card per device of each run.
+        let mut used: BTreeSet<(&str, usize)> = BTreeSet::new();
         for rate in names {
             let measured: Vec<(&Measured, f64)> = healthy
                 .iter()
@@ -202,6 +204,7 @@ pub fn build(devices: &[Measured], date: &str) -> Built {
             for (d, v) in behind {
                 left_out.push(Behind {
                     node: d.node.clone(),
+                    run: d.run.clone(),
                     index: d.index,
                     uuid: d.uuid.clone(),
                     rate: rate.to_owned(),
@@ -211,10 +214,7 @@ pub fn build(devices: &[Measured], date: &str) -> Built {
                     share_below_median: 1.0 - v / m,
                 });
             }
-            used.extend(
-                kept.iter()
-                    .map(|(d, _)| (d.node.as_str(), d.index, d.uuid.as_str())),
-            );
+            used.extend(kept.iter().map(|(d, _)| (d.run.as_str(), d.index)));
             rates.insert(
                 rate.to_owned(),
                 RateFloor {
@@ -257,6 +257,7 @@ pub fn behind(devices: &[Measured], floors: &BTreeMap<String, ProductFloors>) ->
             if *value < f.floor {
                 out.push(Behind {
                     node: d.node.clone(),
+                    run: d.run.clone(),
                     index: d.index,
                     uuid: d.uuid.clone(),
                     rate: rate.clone(),

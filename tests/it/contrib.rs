@@ -80,16 +80,30 @@ fn slurm_hooks_drain_and_resume_a_real_node() {
     for t in ["munged", "slurmctld", "slurmd", "scontrol", "sinfo"] {
         tool(t);
     }
+    // The fleet flow's jobs test an emulated discrete card (lavapipe dressed as an NVIDIA
+    // GPU), briefly: the flow is under test here, the statistic in tests/it/baseline.rs.
+    let dir = tempfile::tempdir().unwrap();
     let out = run(Command::new("bash")
         .arg(root().join("contrib/slurm/test-slurm.sh"))
         .arg(env!("CARGO_BIN_EXE_kiln"))
-        .arg(fixtures()));
+        .arg(fixtures())
+        .envs(crate::common::emulated_env(
+            "nvidia",
+            "none",
+            &dir.path().join("layer.log"),
+        ))
+        .env(
+            "KILN_TEST_RUN_ARGS",
+            "--workloads compute --duration 2s --telemetry-interval 0",
+        ));
     for step in [
         "ok: a failing check drained the node: kiln: GPU0",
         "ok: the next check kept it drained: kiln: GPU0",
         "ok: after --clear a passing check resumed it",
         "ok: the administrator's drain was left alone",
         "ok: the epilog drained for the job's GPU only",
+        "ok: the fleet array ran 4 runs and the job after it built the floors on 4 cards",
+        "ok: a later run is judged against the fleet's floors",
         "PASS",
     ] {
         assert!(out.contains(step), "missing `{step}`:\n{out}");
