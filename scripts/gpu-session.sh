@@ -24,6 +24,10 @@ step 30 list kiln list --json
 step 30 health kiln health --json --state "$out/health-state.json"
 step 150 quick kiln run --profile quick --json --out "$out/run"
 step 30 health-after kiln health --json --state "$out/health-state.json" --runs "$out" --max-age 1h
+# One planted stuck word on the real card: the RMA page and bundle of one bad word (its
+# page count, its evidence in words), and the next step a hardware FAIL is given.
+step 60 bad kiln run --profile quick --duration 25s --test-stuck-word 1000 --out "$out/bad"
+step 30 rma kiln report --rma "$out/bad"
 step 60 bench-vram kiln bench vram --bytes 8GiB --json
 step 40 bench-compute kiln bench compute --duration 10s --json
 # The matrix path: fp16 and int8 on the tensor cores (VK_KHR_cooperative_matrix, in the
