@@ -216,7 +216,7 @@ pub struct Product {
 
 /// Where a reference (and a floor resting on it) comes from, from the surest down: what
 /// it may decide follows from it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Provenance {
     /// The site's own floor, from its healthy cards of the product.

@@ -46,7 +46,7 @@ const WORDS: &[(&str, &str)] = &[
     ("measured", "Measured"),
     ("floor", "Floor"),
     ("floor_source", "Floor from"),
-    ("floor_provenance", "Floor measured on"),
+    ("floor_provenance", "Floor rests on"),
     ("reference", "Healthy card's rate"),
     ("spec", "Spec sheet (as kiln's kernel issues it)"),
     ("explained_by", "Explained by"),
@@ -55,7 +55,7 @@ const WORDS: &[(&str, &str)] = &[
     ("share_below", "Below the peers' median"),
     ("value", "Value"),
     ("slow", "Slower than its peers"),
-    ("gops_per_wall_s", "Rate (Gop/s)"),
+    ("gops_per_wall_s", "Rate"),
     // PCIe.
     ("peak_h2d_gbps", "Best host-to-device rate"),
     ("peak_d2h_gbps", "Best device-to-host rate"),
@@ -278,7 +278,11 @@ fn unit_of(key: &str, named: Option<&'static str>) -> Unit {
         }
         "bytes_per_minute" => return Unit::BytesPer("a minute"),
         "seconds_until_budget" => return Unit::Seconds,
+        "gops_per_wall_s" => return Unit::Named("Gop/s"),
         _ => {}
+    }
+    if key.starts_with("share_") {
+        return Unit::Share;
     }
     if let Some((_, unit)) = SUFFIXES.iter().find(|(s, _)| key.ends_with(s)) {
         return *unit;
@@ -366,7 +370,7 @@ fn capitalised(words: &str) -> String {
 /// statistic as one row, nested objects under their parent's words, nothing empty.
 pub fn evidence_rows(evidence: &Value) -> Vec<(String, String)> {
     let mut rows = Vec::new();
-    flatten(&[], None, evidence, None, &mut rows);
+    flatten(&[], None, evidence, Outer::default(), &mut rows);
     rows
 }
 
@@ -435,11 +439,29 @@ fn label(path: &[String], key: &str) -> String {
     parts.join(" · ")
 }
 
+/// The unit an object gives its members: a unit named in it (`"unit": "GB/s"`), or its own
+/// key's (the members of `throttle_share` are shares).
+#[derive(Clone, Copy, Default)]
+struct Outer {
+    named: Option<&'static str>,
+    unit: Option<Unit>,
+}
+
+impl Outer {
+    /// The unit of member `key`: its own, else the one its object gives.
+    fn unit_of(self, key: &str) -> Unit {
+        match (unit_of(key, self.named), self.unit) {
+            (Unit::None, Some(unit)) => unit,
+            (unit, _) => unit,
+        }
+    }
+}
+
 fn flatten(
     path: &[String],
     key: Option<&str>,
     value: &Value,
-    named_unit: Option<&'static str>,
+    outer: Outer,
     rows: &mut Vec<(String, String)>,
 ) {
     match (key, value) {
@@ -452,17 +474,24 @@ fn flatten(
             if let Some(k) = prefix {
                 inner.push(words_of(k).0);
             }
-            let unit = map.get("unit").and_then(Value::as_str).and_then(known_unit);
+            let named = map.get("unit").and_then(Value::as_str).and_then(known_unit);
+            let inner_outer = Outer {
+                named: named.or(outer.named),
+                unit: prefix
+                    .map(|k| unit_of(k, None))
+                    .filter(|u| *u != Unit::None)
+                    .or(outer.unit),
+            };
             for (k, v) in map {
-                if k == "unit" && unit.is_some() {
+                if k == "unit" && named.is_some() {
                     continue;
                 }
-                flatten(&inner, Some(k), v, unit.or(named_unit), rows);
+                flatten(&inner, Some(k), v, inner_outer, rows);
             }
         }
         (Some(_), Value::Array(items)) if items.is_empty() => {}
         (Some(k), Value::Array(items)) if items.iter().all(|v| !v.is_object()) => {
-            let unit = unit_of(k, named_unit);
+            let unit = outer.unit_of(k);
             let said: Vec<String> = items.iter().map(|v| scalar(k, v, unit)).collect();
             rows.push((label(path, k), runs_said(&said)));
         }
@@ -470,12 +499,12 @@ fn flatten(
             for (i, v) in items.iter().enumerate() {
                 let mut inner = path.to_vec();
                 inner.push(item_title(k, i, v));
-                flatten(&inner, None, v, named_unit, rows);
+                flatten(&inner, None, v, outer, rows);
             }
         }
         (Some(_), Value::String(s)) if s.is_empty() => {}
         (Some(k), v) => {
-            let unit = unit_of(k, named_unit);
+            let unit = outer.unit_of(k);
             rows.push((label(path, k), scalar(k, v, unit)));
         }
         (None, v) => rows.push((label(path, ""), scalar("", v, Unit::None))),
@@ -539,6 +568,10 @@ fn scalar(key: &str, value: &Value, unit: Unit) -> String {
             };
             number(f, n.as_u64(), unit)
         }
+        Value::String(_) if key == "floor_provenance" => {
+            serde_json::from_value::<crate::product::Provenance>(value.clone())
+                .map_or_else(|_| value.to_string(), |p| p.words().to_owned())
+        }
         Value::String(s) if key == "rate" => {
             crate::product::Rate::from_name(s).map_or_else(|| s.clone(), |r| r.label().to_owned())
         }
@@ -572,6 +605,7 @@ fn number(f: f64, whole: Option<u64>, unit: Unit) -> String {
         Unit::Percent => format!("{}%", plain(f)),
         Unit::PerMinute => format!("{} a minute", plain(f)),
         Unit::PerSecond => format!("{} a second", plain(f)),
+        // In the unit named, unscaled: the finding's sentence says it so.
         Unit::Named(u) => format!("{} {u}", plain(f)),
         Unit::None => plain(f),
     }
@@ -579,7 +613,13 @@ fn number(f: f64, whole: Option<u64>, unit: Unit) -> String {
 
 /// A number of bytes in the unit that suits it (`768 MiB`), a negative one with its sign.
 fn bytes(f: f64) -> String {
-    let size = crate::units::format_bytes(f.abs().round() as u64);
+    let n = f.abs().round() as u64;
+    let size = match n {
+        1 => "1 byte".to_owned(),
+        0..1024 => format!("{n} bytes"),
+        1024..1_048_576 => format!("{} KiB", crate::units::significant(n as f64 / 1024.0)),
+        _ => crate::units::format_bytes(n),
+    };
     if f < 0.0 { format!("-{size}") } else { size }
 }
 
@@ -642,6 +682,42 @@ mod tests {
             "median 83 °C (80 °C to 86 °C, 35 samples)"
         );
         assert_eq!(said(&rows, "Host-to-device share of the link"), "41.2%");
+    }
+
+    #[test]
+    fn members_take_their_object_s_unit_and_small_sizes_are_bytes() {
+        let rows = evidence_rows(&serde_json::json!({
+            "throttle_share": {"sw_thermal_slowdown": 1.0, "hw_slowdown": 0.25},
+            "levels": [{"duty": 0.1, "gops_per_wall_s": 18.5}],
+            "corruption": [{"differing_bytes": 1, "bytes": 1048576}],
+            "before_bytes": 0,
+            "share_below": 0.2,
+            "rates": [{"rate": "vram_gib_per_s", "unit": "GB/s", "floor": 3225.0,
+                       "floor_provenance": "measured_share"}],
+        }));
+        assert_eq!(
+            said(
+                &rows,
+                "Share of samples throttled · Software thermal slowdown"
+            ),
+            "100%"
+        );
+        assert_eq!(
+            said(&rows, "Share of samples throttled · Hardware slowdown"),
+            "25%"
+        );
+        assert_eq!(said(&rows, "Load levels 1 · Rate"), "18.5 Gop/s");
+        assert_eq!(
+            said(&rows, "Corrupted transfer 1 · Bytes that differ"),
+            "1 byte"
+        );
+        assert_eq!(said(&rows, "Corrupted transfer 1 · Size"), "1 MiB");
+        assert_eq!(said(&rows, "Held before"), "0 bytes");
+        assert_eq!(said(&rows, "Below the peers' median"), "20%");
+        assert_eq!(
+            said(&rows, "VRAM streaming · Floor rests on"),
+            "the spec sheet times a share measured on GPUs of several products"
+        );
     }
 
     #[test]
