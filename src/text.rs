@@ -85,6 +85,15 @@ pub fn list<S: AsRef<str>>(items: &[S]) -> String {
     }
 }
 
+/// `text` with its first letter upper case (`Wrong reads`).
+pub fn upper_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -19,13 +19,30 @@ pub fn to_gib(bytes: u64) -> f64 {
     bytes as f64 / GIB as f64
 }
 
-/// Human size: `1.50 GiB`, `256 MiB`.
+/// Human size: `1.50 GiB`, `256 MiB`, and below a MiB `64 KiB`, `12 bytes`, `1 byte`
+/// (never `0 MiB` for a size that is not nothing).
 pub fn format_bytes(bytes: u64) -> String {
-    if bytes >= GIB {
-        format!("{:.2} GiB", to_gib(bytes))
-    } else {
-        format!("{} MiB", bytes / MIB)
+    match bytes {
+        GIB.. => format!("{:.2} GiB", to_gib(bytes)),
+        MIB.. => format!("{} MiB", bytes / MIB),
+        KIB.. => format!("{} KiB", significant(bytes as f64 / KIB as f64)),
+        1 => "1 byte".into(),
+        _ => format!("{bytes} bytes"),
     }
+}
+
+/// A rate's name for people: a product rate's words (`fp32 matrix products`), as a run's
+/// summary names it; another by its name (`pcie_h2d_gbps`).
+pub fn rate_words(rate: &str) -> String {
+    crate::product::Rate::from_name(rate).map_or_else(|| rate.to_owned(), |r| r.label().into())
+}
+
+/// A rate's value for people, in the unit its name ends with as a run's summary says it,
+/// scaled to the value: `compute_fp32_gops` 0.62 is `620 Mop/s`, `matrix_fp32_tflops`
+/// 0.0028 is `2.80 GFLOP/s`.
+pub fn rate_said(rate: &str, value: f64) -> String {
+    let unit = rate_unit(rate).map_or("", |(_, said, _, _)| said);
+    scaled(value, unit).trim_end().to_owned()
 }
 
 /// An exact size in the largest binary unit that divides it: `4KiB`, `16GiB`, `1000B`.
@@ -320,6 +337,11 @@ mod tests {
     fn sizes_format_for_people() {
         assert_eq!(format_bytes(3 << 29), "1.50 GiB");
         assert_eq!(format_bytes(256 * MIB), "256 MiB");
+        // Below a MiB a size is never said as 0 MiB.
+        assert_eq!(format_bytes(64 * KIB), "64 KiB");
+        assert_eq!(format_bytes(12), "12 bytes");
+        assert_eq!(format_bytes(1), "1 byte");
+        assert_eq!(format_bytes(0), "0 bytes");
         assert_eq!(format_exact(4 * KIB), "4KiB");
         assert_eq!(format_exact(16 << 40), "16TiB");
         assert_eq!(format_exact(1000), "1000B");

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::error::AppError;
 use crate::finding::{Class, FindingCode, Severity};
+use crate::units::{rate_said as said, rate_words};
 use crate::verdict::baseline::{self, Behind, Built, Measured, ProductFloors};
 use crate::verdict::exit_code;
 use crate::verdict::thresholds::Thresholds;
@@ -120,22 +121,11 @@ fn measured(dir: &Path) -> Result<Vec<Measured>, String> {
                 unhealthy: (!against.is_empty()).then(|| against.join(", ")),
                 rates: runs
                     .into_iter()
-                    .map(|(k, mut v)| (k, baseline::median(&mut v)))
+                    .filter_map(|(k, v)| Some((k, crate::verdict::rules::rates::median(v)?)))
                     .collect(),
             }
         })
         .collect())
-}
-
-/// A rate's value for people, in its unit (`3.82 TiB/s`).
-fn said(rate: &str, value: f64) -> String {
-    let unit = crate::units::rate_unit(rate).map_or("", |(_, u, _, _)| u);
-    crate::units::scaled(value, unit).trim_end().to_owned()
-}
-
-/// A rate's name for people: a product rate's words, else its name.
-fn rate_words(rate: &str) -> String {
-    crate::product::Rate::from_name(rate).map_or_else(|| rate.to_owned(), |r| r.label().into())
 }
 
 fn behind_line(b: &Behind) -> String {

@@ -172,20 +172,6 @@ fn noise_said(noise: f64) -> String {
     }
 }
 
-/// A rate for people: a product's rate by its words (`fp32 matrix products`), as the
-/// run's own summary names it; another by its name.
-fn rate_name(rate: &str) -> String {
-    crate::product::Rate::from_name(rate).map_or_else(|| rate.to_owned(), |r| r.label().into())
-}
-
-/// A rate's value for people, in the unit its name ends with as the run's own summary
-/// says it, scaled to the value: `compute_fp32_gops` 0.62 is `620 Mop/s`,
-/// `matrix_fp32_tflops` 0.0028 is `2.80 GFLOP/s`.
-fn rate_said(rate: &str, value: f64) -> String {
-    let unit = crate::units::rate_unit(rate).map_or("", |(_, said, _, _)| said);
-    crate::units::scaled(value, unit).trim_end().to_owned()
-}
-
 /// Compares two run directories.
 pub fn compare(before: &Path, after: &Path, tolerance: f64) -> Result<Comparison, VerdictError> {
     let (ea, eb) = (RunEvidence::read(before)?, RunEvidence::read(after)?);
@@ -392,9 +378,9 @@ pub fn summary(c: &Comparison) -> String {
             let _ = writeln!(
                 out,
                 "  slower {}: {} -> {} ({:+.0}%{})",
-                rate_name(&s.rate),
-                rate_said(&s.rate, s.before),
-                rate_said(&s.rate, s.after),
+                crate::units::rate_words(&s.rate),
+                crate::units::rate_said(&s.rate, s.before),
+                crate::units::rate_said(&s.rate, s.after),
                 s.change * 100.0,
                 noise_said(s.noise)
             );
@@ -403,9 +389,9 @@ pub fn summary(c: &Comparison) -> String {
             let _ = writeln!(
                 out,
                 "  faster {}: {} -> {} ({:+.0}%{})",
-                rate_name(&s.rate),
-                rate_said(&s.rate, s.before),
-                rate_said(&s.rate, s.after),
+                crate::units::rate_words(&s.rate),
+                crate::units::rate_said(&s.rate, s.before),
+                crate::units::rate_said(&s.rate, s.after),
                 s.change * 100.0,
                 noise_said(s.noise)
             );

@@ -311,10 +311,7 @@ fn words_of(key: &str) -> (String, bool) {
     // A plain word is itself, before any signal of that name (a process's `name` is not
     // the card's marketing name).
     if is_plain(key) {
-        return (capitalised(key), true);
-    }
-    if let Some(signals::Name::Fixed(signal)) = signals::Name::parse(key) {
-        return (signal_words(signal.about), true);
+        return (crate::text::upper_first(key), true);
     }
     if let Some(name) = signals::Name::parse(key) {
         return (family_words(name), true);
@@ -323,7 +320,7 @@ fn words_of(key: &str) -> (String, bool) {
         .iter()
         .find_map(|(s, _)| key.strip_suffix(s))
         .unwrap_or(key);
-    (capitalised(&bare.replace('_', " ")), false)
+    (crate::text::upper_first(&bare.replace('_', " ")), false)
 }
 
 /// A signal's words from its line in the catalogue: the line up to its first clause
@@ -333,7 +330,7 @@ fn signal_words(about: &str) -> String {
         .find(['(', ':', ';', '.'])
         .map_or(about, |at| &about[..at]);
     let cut = cut.trim().trim_end_matches(',');
-    capitalised(cut.strip_prefix("The ").unwrap_or(cut))
+    crate::text::upper_first(cut.strip_prefix("The ").unwrap_or(cut))
 }
 
 /// A family member's words: `Fan 0`, `RAS gfx uncorrectable`.
@@ -355,14 +352,6 @@ fn family_words(name: signals::Name) -> String {
         signals::Name::Hwmon(rest) => format!("Sensor {}", rest.replace('_', " ")),
         signals::Name::Nvlink { link, part } => format!("NVLink {link} {}", part.name()),
     }
-}
-
-fn capitalised(words: &str) -> String {
-    let mut chars = words.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect::<String>())
-        .unwrap_or_default()
 }
 
 /// A finding's evidence as labelled rows for people: keys in words, numbers in their
@@ -613,13 +602,7 @@ fn number(f: f64, whole: Option<u64>, unit: Unit) -> String {
 
 /// A number of bytes in the unit that suits it (`768 MiB`), a negative one with its sign.
 fn bytes(f: f64) -> String {
-    let n = f.abs().round() as u64;
-    let size = match n {
-        1 => "1 byte".to_owned(),
-        0..1024 => format!("{n} bytes"),
-        1024..1_048_576 => format!("{} KiB", crate::units::significant(n as f64 / 1024.0)),
-        _ => crate::units::format_bytes(n),
-    };
+    let size = crate::units::format_bytes(f.abs().round() as u64);
     if f < 0.0 { format!("-{size}") } else { size }
 }
 

@@ -142,7 +142,7 @@ fn table_html(out: &mut String, m: &Merged) {
     for c in &t.columns {
         let _ = write!(out, "<th>{}</th>", esc(c));
     }
-    let _ = write!(out, "<th>{}s</th>", esc(&upper_first(t.noun)));
+    let _ = write!(out, "<th>{}s</th>", esc(&crate::text::upper_first(t.noun)));
     if m.runs > 1 {
         out.push_str("<th>Found in runs</th>");
     }
@@ -159,14 +159,6 @@ fn table_html(out: &mut String, m: &Merged) {
         out.push_str("</tr>");
     }
     out.push_str("</table>");
-}
-
-fn upper_first(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
 }
 
 /// The identity fields a support desk asks for, labelled for people: the vendor's where

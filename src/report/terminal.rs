@@ -319,23 +319,30 @@ fn workload_headlines(out: &mut String, d: &crate::verdict::DeviceReport) {
             },
             w.headline
         );
+        // Counted over every run as the page's tables count it: every table a workload
+        // gives is of what went wrong, in its own noun.
         if runs > 1 {
-            let faults: u64 = group
+            let mut faults: Vec<(&str, u64)> = Vec::new();
+            for t in group
                 .iter()
                 .flat_map(|r| r.summary.sections())
                 .filter_map(|s| match s {
-                    Section::Table(t) if t.noun == crate::workload::fault_noun(&w.workload) => {
-                        Some(t.total)
-                    }
+                    Section::Table(t) => Some(t),
                     _ => None,
                 })
-                .sum();
-            if faults > 0 {
-                let _ = writeln!(
-                    out,
-                    "    {} over the {runs} runs",
-                    crate::text::count(faults, crate::workload::fault_noun(&w.workload))
-                );
+            {
+                match faults.iter_mut().find(|(noun, _)| *noun == t.noun) {
+                    Some((_, n)) => *n += t.total,
+                    None => faults.push((t.noun, t.total)),
+                }
+            }
+            let said: Vec<String> = faults
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(noun, n)| crate::text::count(*n, noun))
+                .collect();
+            if !said.is_empty() {
+                let _ = writeln!(out, "    {} over the {runs} runs", said.join(", "));
             }
         }
     }

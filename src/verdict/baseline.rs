@@ -123,23 +123,11 @@ pub struct Built {
     pub not_used: Vec<String>,
 }
 
-/// The median of `values` (not empty).
-pub fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
-/// The median, the robust standard deviation and the floor of `values`.
+/// The median, the robust standard deviation and the floor of `values` (not empty).
 fn floor_of(values: &[f64]) -> (f64, f64, f64) {
-    let mut v = values.to_vec();
-    let m = median(&mut v);
-    let mut deviations: Vec<f64> = values.iter().map(|x| (x - m).abs()).collect();
-    let sigma = MAD_TO_SIGMA * median(&mut deviations);
+    let median = |v: Vec<f64>| crate::verdict::rules::rates::median(v).unwrap_or(0.0);
+    let m = median(values.to_vec());
+    let sigma = MAD_TO_SIGMA * median(values.iter().map(|x| (x - m).abs()).collect());
     let below = (SIGMAS * sigma).max(TOLERANCE_SHARE * m);
     (m, sigma, m - below)
 }
