@@ -2,8 +2,8 @@
 //! code that says so.
 
 use crate::evidence::EvidenceError;
+use crate::exit_code;
 use crate::gpu::GpuError;
-use crate::verdict::exit_code;
 use crate::workload::WorkloadError;
 
 /// Why a command could not produce a result.

@@ -16,6 +16,7 @@
 pub mod cmd;
 pub mod error;
 pub mod evidence;
+pub mod exit_code;
 /// Below the workloads and the verdict, so that either can say what it found without
 /// importing the other.
 pub mod finding;
@@ -32,9 +33,11 @@ pub mod power;
 pub mod product;
 pub mod profile;
 pub mod report;
+pub mod rundir;
 pub mod select;
 pub mod telemetry;
 pub mod text;
+pub mod thresholds;
 pub mod units;
 pub mod verdict;
 pub mod workload;

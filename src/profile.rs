@@ -11,8 +11,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::limits::{Bounds, bounds};
+use crate::thresholds::Thresholds;
 use crate::units::parse_duration;
-use crate::verdict::thresholds::Thresholds;
 use crate::workload::registry::{PlannedWorkload, WorkloadConfig, WorkloadName};
 use crate::workload::{SettingError, SettingsTable};
 

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::AppError;
+use crate::exit_code;
 use crate::finding::{Class, FindingCode, Severity};
+use crate::thresholds::Thresholds;
 use crate::units::{rate_said as said, rate_words};
 use crate::verdict::baseline::{self, Behind, Built, Measured, ProductFloors};
-use crate::verdict::exit_code;
-use crate::verdict::thresholds::Thresholds;
 
 /// Where run directories may lie below a folder given: a node's folder of runs in a
 /// shared directory (`runs/node07/2026-12-01T10-00-00`), at most this deep.
@@ -82,7 +82,7 @@ fn keeps_it_healthy(code: FindingCode, class: Class, severity: Severity) -> bool
 
 /// Every GPU of the run at `dir`, as a baseline reads it.
 fn measured(dir: &Path) -> Result<Vec<Measured>, String> {
-    let evidence = crate::verdict::RunEvidence::read(dir).map_err(|e| e.to_string())?;
+    let evidence = crate::rundir::RunEvidence::read(dir).map_err(|e| e.to_string())?;
     let report =
         crate::verdict::judge_evidence(&evidence, None, false).map_err(|e| e.to_string())?;
     let node = evidence.manifest.host.clone();

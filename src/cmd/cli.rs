@@ -26,7 +26,7 @@ impl Cli {
         use clap::CommandFactory;
         use std::fmt::Write as _;
         let mut codes = String::from("Exit codes:\n");
-        for (code, meaning) in crate::verdict::exit_code::MEANINGS {
+        for (code, meaning) in crate::exit_code::MEANINGS {
             let _ = writeln!(codes, "  {code:>2}  {meaning}");
         }
         Self::command().after_help(codes.trim_end().to_owned())
@@ -330,7 +330,7 @@ pub struct WatchArgs {
     /// Say every note and measurement in the summary.
     #[arg(short, long)]
     pub verbose: bool,
-    /// Verdict thresholds to override (JSON; see src/verdict/thresholds.rs).
+    /// Verdict thresholds to override (JSON; see src/thresholds.rs).
     #[arg(long, value_name = "FILE")]
     pub thresholds: Option<PathBuf>,
     /// The application and its arguments, after `--`.
@@ -485,7 +485,7 @@ pub struct RunArgs {
     /// profile's).
     #[arg(long, value_name = "DURATION", value_parser = telemetry_interval)]
     pub telemetry_interval: Option<Duration>,
-    /// Verdict thresholds to override (JSON; see src/verdict/thresholds.rs).
+    /// Verdict thresholds to override (JSON; see src/thresholds.rs).
     #[arg(long, value_name = "FILE")]
     pub thresholds: Option<PathBuf>,
     /// Run directory (default: ./kiln-runs/<time>-<host>).
@@ -740,7 +740,7 @@ mod tests {
     #[test]
     fn help_ends_with_every_exit_code() {
         let help = Cli::definition().render_help().to_string();
-        for (code, meaning) in crate::verdict::exit_code::MEANINGS {
+        for (code, meaning) in crate::exit_code::MEANINGS {
             assert!(help.contains(&format!("{code:>2}  {meaning}")), "{help}");
         }
     }

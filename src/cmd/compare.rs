@@ -10,10 +10,12 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::evidence::RunSettings;
+use crate::exit_code;
 use crate::finding::{Class, FindingCode};
+use crate::rundir::RunEvidence;
 use crate::telemetry::signals;
 use crate::verdict::rules::rates;
-use crate::verdict::{DeviceReport, Report, RunEvidence, VerdictError, exit_code, judge_evidence};
+use crate::verdict::{DeviceReport, Report, VerdictError, judge_evidence};
 
 /// Counters that only grow over a card's life (they survive reboots): growth between two
 /// runs is wear.

@@ -418,7 +418,7 @@ pub fn man_page(cli: &Command) -> String {
         }
     }
     out.push_str(".SH EXIT STATUS\n");
-    for (code, meaning) in crate::verdict::exit_code::MEANINGS {
+    for (code, meaning) in crate::exit_code::MEANINGS {
         let _ = write!(out, ".TP\n\\fB{code}\\fR\n{}\n", roff(meaning));
     }
     out.push_str(&format!(

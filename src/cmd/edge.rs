@@ -87,9 +87,9 @@ pub fn print_result<T: serde::Serialize>(json: bool, value: &T, summary: &str) {
 /// The thresholds a `--thresholds FILE` gives, or the defaults.
 pub fn thresholds(
     path: &Option<std::path::PathBuf>,
-) -> Result<crate::verdict::thresholds::Thresholds, AppError> {
+) -> Result<crate::thresholds::Thresholds, AppError> {
     match path {
-        Some(p) => crate::verdict::thresholds::Thresholds::load(p).map_err(AppError::Usage),
+        Some(p) => crate::thresholds::Thresholds::load(p).map_err(AppError::Usage),
         None => Ok(Default::default()),
     }
 }

@@ -168,8 +168,8 @@ fn matrix_units_line(d: &crate::gpu::DeviceInfo) -> String {
 /// `kiln list`.
 pub fn command(args: crate::cmd::cli::ListArgs) -> Result<i32, crate::error::AppError> {
     use crate::cmd::edge::{err, out};
+    use crate::exit_code;
     use crate::inventory::{System, VulkanState};
-    use crate::verdict::exit_code;
     let system = System::from_env();
     let inventory = crate::inventory::read(&system);
     let (devices, missing) = match crate::gpu::Vulkan::new().and_then(|v| v.devices()) {

@@ -24,7 +24,7 @@ pub mod selftest;
 pub mod watch;
 
 use crate::error::AppError;
-use crate::verdict::exit_code;
+use crate::exit_code;
 use cli::{Cli, Command};
 use edge::{err, error_line, out, sentence_of};
 

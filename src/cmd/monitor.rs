@@ -160,7 +160,7 @@ pub fn monitor(opts: &MonitorOptions) -> Result<i32, AppError> {
         std::thread::sleep(Duration::from_millis(50));
     }
     sidecar.stop();
-    Ok(crate::verdict::exit_code::HEALTHY)
+    Ok(crate::exit_code::HEALTHY)
 }
 
 /// `kiln monitor`.

@@ -6,7 +6,8 @@ use std::path::Path;
 use super::cli::{ReportArgs, VerdictArgs};
 use super::edge::{err, out, print_report, publish_run_metrics, textfile_dir_usable, thresholds};
 use crate::error::AppError;
-use crate::verdict::{Report, exit_code};
+use crate::exit_code;
+use crate::verdict::Report;
 
 /// `kiln verdict`.
 pub fn verdict(args: VerdictArgs) -> Result<i32, AppError> {
@@ -67,10 +68,11 @@ pub fn rebuilt(
 fn judged_again(
     run_dir: &Path,
     overlay: Option<&Path>,
-) -> Result<(crate::verdict::RunEvidence, Report), AppError> {
-    let usage = |e: crate::verdict::VerdictError| AppError::Usage(e.to_string());
-    let evidence = crate::verdict::RunEvidence::read(run_dir).map_err(usage)?;
-    let report = crate::verdict::judge_evidence(&evidence, overlay, false).map_err(usage)?;
+) -> Result<(crate::rundir::RunEvidence, Report), AppError> {
+    let usage = |e: &dyn std::fmt::Display| AppError::Usage(e.to_string());
+    let evidence = crate::rundir::RunEvidence::read(run_dir).map_err(|e| usage(&e))?;
+    let report =
+        crate::verdict::judge_evidence(&evidence, overlay, false).map_err(|e| usage(&e))?;
     Ok((evidence, report))
 }
 

@@ -504,8 +504,8 @@ pub fn command(args: crate::cmd::cli::SelftestArgs) -> Result<i32, AppError> {
     let text = summary(&report);
     crate::cmd::edge::print_result(args.json, &report, &text);
     Ok(if report.passed {
-        crate::verdict::exit_code::HEALTHY
+        crate::exit_code::HEALTHY
     } else {
-        crate::verdict::exit_code::SOFTWARE
+        crate::exit_code::SOFTWARE
     })
 }

@@ -143,11 +143,10 @@ pub struct RunSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<WatchSettings>,
     /// The verdict's thresholds the run was judged by (its profile's, with any
-    /// `--thresholds` file laid over them), as written: a verdict or report rebuilt later
-    /// judges by them, never by defaults. Kept as written so that the evidence does not
-    /// depend on the verdict's types; absent in older manifests (kiln's defaults then).
+    /// `--thresholds` file laid over them): a verdict or report rebuilt later judges by
+    /// them, never by defaults; absent in older manifests (kiln's defaults then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thresholds: Option<serde_json::Value>,
+    pub thresholds: Option<crate::thresholds::Thresholds>,
 }
 
 /// What `kiln watch` was asked to watch, and how.

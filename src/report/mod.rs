@@ -13,7 +13,8 @@ pub mod terminal;
 
 pub use evidence::{evidence_rows, unworded};
 
-use crate::verdict::{Report, RunEvidence};
+use crate::rundir::RunEvidence;
+use crate::verdict::Report;
 
 /// Writes every report file into the run directory the evidence was read from:
 /// `report.json`, `report.html`, `junit.xml` and `kiln.prom` (for node_exporter's

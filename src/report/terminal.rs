@@ -23,7 +23,7 @@ pub struct Style {
 /// kiln.exe): what it means for their card, what to do, and where the report is. `code` is
 /// the run's exit code (a baseline's comparison may have changed the report's own).
 pub fn in_plain_words(report: &Report, code: i32) -> String {
-    use crate::verdict::exit_code;
+    use crate::exit_code;
     let gpus: Vec<&str> = report.devices.iter().map(|d| d.name.as_str()).collect();
     // The device whose result decided the exit code, and what it rests on.
     let decided = report

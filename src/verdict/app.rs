@@ -10,13 +10,13 @@ use serde::{Deserialize, Serialize};
 
 use super::app_rules;
 use super::model::DeviceReport;
-use super::thresholds::Thresholds;
 use crate::evidence::trace::{Trace, TraceEvent, VkError, same_device};
 use crate::evidence::{AppFailure, Event, WatchSettings};
 use crate::finding::{Class, FindingCode};
 use crate::telemetry::reading::Reading;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::signals::{self, Signal};
+use crate::thresholds::Thresholds;
 
 /// What a watch's events say of the application, gathered in order.
 #[derive(Debug, Clone, Default)]

@@ -8,10 +8,10 @@ use serde::Serialize;
 use super::app::{AppView, Failure};
 use super::app_words::{Kind, Said};
 use super::model::DeviceReport;
-use super::thresholds::Thresholds;
 use crate::evidence::trace::VkError;
 use crate::finding::{Class, Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::record::{DriverReset, XidEvent};
+use crate::thresholds::Thresholds;
 
 /// Bytes for people, down to KiB.
 fn bytes(b: u64) -> String {

@@ -17,7 +17,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+pub use crate::thresholds::{Behind, ProductFloors, RateFloor};
 
 /// The fewest healthy cards of a product a floor rests on: with fewer, one odd card
 /// would be a quarter of the evidence, and the floor is said to be missing, not guessed.
@@ -55,61 +57,6 @@ pub struct Measured {
     pub unhealthy: Option<String>,
     /// Each rate it measured, in the workload's unit: the median of its runs.
     pub rates: BTreeMap<String, f64>,
-}
-
-/// The floors of one product, as a thresholds file carries them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProductFloors {
-    /// Where they come from, in words: `site baseline, 64 NVIDIA H200 cards, 2026-12-01`.
-    pub source: String,
-    /// The healthy cards the floors rest on.
-    pub cards: usize,
-    /// The driver versions those cards ran.
-    pub drivers: Vec<String>,
-    /// Per rate (its name, as `floors` names it), the floor and what it rests on.
-    pub rates: BTreeMap<String, RateFloor>,
-    /// The cards left out of a rate's floor for falling far behind it.
-    #[serde(default)]
-    pub left_out: Vec<Behind>,
-}
-
-/// One rate's floor, in the workload's unit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RateFloor {
-    /// Below this is slow.
-    pub floor: f64,
-    /// The healthy cards' median.
-    pub median: f64,
-    /// Their robust standard deviation (1.4826 MAD).
-    pub sigma: f64,
-    /// The cards it rests on.
-    pub cards: usize,
-}
-
-/// A card behind its product's floor in one rate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Behind {
-    /// The node.
-    pub node: String,
-    /// The run directory.
-    pub run: String,
-    /// Its index in its run.
-    pub index: usize,
-    /// Its UUID.
-    pub uuid: String,
-    /// The rate.
-    pub rate: String,
-    /// What it reached.
-    pub value: f64,
-    /// The floor it is below.
-    pub floor: f64,
-    /// Its product's median.
-    pub median: f64,
-    /// How far below the median, as a share of it.
-    pub share_below_median: f64,
 }
 
 /// What a baseline found: the floors per product, and what it could not give a floor.

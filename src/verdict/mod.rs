@@ -7,43 +7,32 @@ mod app_rules;
 pub mod app_words;
 pub mod baseline;
 pub mod catalogue;
-pub mod evidence;
 mod model;
 pub mod resolve;
 pub mod rules;
-pub mod thresholds;
+
 pub mod xid;
 
 use std::path::Path;
 
-use crate::evidence::{Event, EvidenceError, EvidenceFile, utc_timestamp};
+use crate::evidence::{Event, EvidenceFile, utc_timestamp};
 use crate::gpu::DeviceInfo;
+use crate::rundir::RunEvidence;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::summary::summarize;
+use crate::thresholds;
 use crate::workload::{WorkloadOutcome, WorkloadResult, WorkloadStatus};
 
-pub use evidence::RunEvidence;
 pub use model::{
-    DeviceEvidence, DeviceFailure, DeviceReport, DeviceResult, RateSample, Report, Setup, exit_code,
+    DeviceEvidence, DeviceFailure, DeviceReport, DeviceResult, RateSample, Report, Setup,
 };
 
 /// Why a run directory could not be judged.
 #[derive(Debug, thiserror::Error)]
 pub enum VerdictError {
-    /// The path does not exist.
-    #[error("{0} does not exist: not a kiln run directory")]
-    NoSuchDir(String),
-    /// The path is a file, not a run directory.
-    #[error(
-        "{0} is a file, not a kiln run directory (give the directory that holds its manifest.json)"
-    )]
-    NotADir(String),
-    /// The directory is not a kiln run directory.
-    #[error("{0} is not a kiln run directory (no manifest.json)")]
-    NotARunDir(String),
-    /// A file is unreadable or not what kiln wrote.
+    /// The directory could not be read as a run directory.
     #[error(transparent)]
-    Evidence(#[from] EvidenceError),
+    RunDir(#[from] crate::rundir::RunDirError),
     /// The thresholds the run recorded, or a file given to judge it by, cannot be used.
     #[error("{0}")]
     Thresholds(String),
@@ -93,33 +82,16 @@ pub fn run_thresholds(
     settings: &crate::evidence::RunSettings,
     overlay: Option<&Path>,
 ) -> Result<(thresholds::Thresholds, Option<String>), VerdictError> {
-    let own = match &settings.thresholds {
-        Some(value) => serde_json::from_value::<thresholds::Thresholds>(value.clone())
-            .map_err(|e| e.to_string())
-            .and_then(|t| t.validate().map(|()| t))
-            .map_err(|e| {
-                VerdictError::Thresholds(format!(
-                    "manifest.json: the thresholds the run recorded are not what kiln wrote ({e})"
-                ))
-            })?,
-        None => thresholds::Thresholds::default(),
-    };
+    let own = settings.thresholds.clone().unwrap_or_default();
+    own.validate().map_err(|e| {
+        VerdictError::Thresholds(format!(
+            "manifest.json: the thresholds the run recorded are not what kiln wrote ({e})"
+        ))
+    })?;
     let Some(path) = overlay else {
         return Ok((own, None));
     };
-    let laid = own.overlay(path).map_err(VerdictError::Thresholds)?;
-    // Every field the file changed, by its name in the file.
-    let (a, b) = (
-        serde_json::to_value(&own).unwrap_or_default(),
-        serde_json::to_value(&laid).unwrap_or_default(),
-    );
-    let changed: Vec<&str> = b
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(name, value)| a.get(name.as_str()) != Some(*value))
-        .map(|(name, _)| name.as_str())
-        .collect();
+    let (laid, changed) = own.overlay(path).map_err(VerdictError::Thresholds)?;
     let note = (!changed.is_empty()).then(|| {
         format!(
             "judged with the thresholds of {} laid over the run's own ({} changed): not the verdict the run itself gave",
@@ -134,7 +106,11 @@ pub fn run_thresholds(
 /// `live` is for the run itself, which judges its evidence before it writes the `run_end`
 /// record; a rebuild without that record is of a run that never finished.
 pub fn judge_dir(dir: &Path, overlay: Option<&Path>, live: bool) -> Result<Report, VerdictError> {
-    judge_evidence(&RunEvidence::read(dir)?, overlay, live)
+    judge_evidence(
+        &RunEvidence::read(dir).map_err(VerdictError::RunDir)?,
+        overlay,
+        live,
+    )
 }
 
 /// Judges a run directory already read (see [`judge_dir`]).
@@ -156,6 +132,7 @@ fn judge(
     let RunEvidence {
         dir,
         manifest,
+        plan: _,
         missing,
         log,
         telemetry,
@@ -163,7 +140,7 @@ fn judge(
     } = evidence;
     let (thresholds, overlaid) = run_thresholds(&manifest.settings, overlay)?;
     let thresholds = &thresholds;
-    let plan = planned_outcomes(&manifest.settings);
+    let plan = planned_outcomes(evidence);
     let stop_on_first_failure = manifest.settings.stop_on_first_failure;
     let mut notes: Vec<String> = overlaid.into_iter().collect();
     let mut devices: Vec<DeviceEvents> = Vec::new();
@@ -487,13 +464,11 @@ fn judge(
 /// (`heat` runs `vram` and `compute` together).
 type PlannedOutcome = (String, Option<String>);
 
-/// The outcomes the run's plan asks of every device, from the manifest's settings (the
-/// plan, or in older manifests the list of workload names); None when the manifest does
-/// not say, so that nothing is judged missing on a guess.
-fn planned_outcomes(settings: &crate::evidence::RunSettings) -> Option<Vec<PlannedOutcome>> {
-    if let Some(plan) = &settings.plan {
-        let plan: Vec<crate::workload::registry::PlannedWorkload> =
-            serde_json::from_value(plan.clone()).ok()?;
+/// The outcomes the run's plan asks of every device (the plan, or in older manifests the
+/// list of workload names); None when the manifest does not say, so that nothing is
+/// judged missing on a guess.
+fn planned_outcomes(evidence: &RunEvidence) -> Option<Vec<PlannedOutcome>> {
+    if let Some(plan) = &evidence.plan {
         let mut out = Vec::new();
         for p in plan {
             // A load of several parts at once (`heat`) reports each part, marked as run
@@ -510,7 +485,10 @@ fn planned_outcomes(settings: &crate::evidence::RunSettings) -> Option<Vec<Plann
         }
         return Some(out);
     }
-    let names = settings.workloads.as_ref()?;
+    if evidence.manifest.settings.plan.is_some() {
+        return None;
+    }
+    let names = evidence.manifest.settings.workloads.as_ref()?;
     Some(names.iter().map(|n| (n.clone(), None)).collect())
 }
 

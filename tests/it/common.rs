@@ -98,11 +98,7 @@ pub fn verdict(run_dir: &std::path::Path, extra: &[&std::ffi::OsStr]) -> std::pr
         Ok(_) => unreachable!("`kiln verdict` parses to the verdict"),
         Err(Refusal::Shown(e)) => panic!("`kiln verdict {extra:?}` shows clap's text: {e}"),
         Err(Refusal::Usage(sentence)) => {
-            return output(
-                kiln::verdict::exit_code::USAGE,
-                "",
-                &edge::error_line(&sentence),
-            );
+            return output(kiln::exit_code::USAGE, "", &edge::error_line(&sentence));
         }
     };
     return match rebuild::judged(&args) {
@@ -453,7 +449,7 @@ pub fn usage_error(args: &[&str], needle: &str) {
     use kiln::cmd::{Refusal, edge};
     let argv = std::iter::once("kiln").chain(args.iter().copied());
     let (code, sentence) = match kiln::cmd::parse(argv) {
-        Err(Refusal::Usage(sentence)) => (kiln::verdict::exit_code::USAGE, sentence),
+        Err(Refusal::Usage(sentence)) => (kiln::exit_code::USAGE, sentence),
         Err(Refusal::Shown(e)) => panic!("{args:?}: shown, not refused: {e}"),
         Ok(command) => match kiln::cmd::check(&command) {
             Err(e) => (e.exit_code(), edge::sentence_of(&e)),

@@ -227,7 +227,7 @@ fn the_order_of_the_rules_changes_no_report() {
         let thresholds = scenario.join("thresholds.json");
         let overlay = thresholds.is_file().then_some(thresholds.as_path());
         // Read once, judged in every order (only the judging is under test).
-        let Ok(evidence) = kiln::verdict::RunEvidence::read(&run_dir) else {
+        let Ok(evidence) = kiln::rundir::RunEvidence::read(&run_dir) else {
             continue;
         };
         let Ok(in_order) =

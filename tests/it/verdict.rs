@@ -437,10 +437,8 @@ fn a_run_is_rebuilt_by_its_own_thresholds() {
     lay_out_scenario(name, &run_dir);
     let site: serde_json::Value = read_json(&scenarios().join(name).join("thresholds.json"));
     let own = serde_json::to_value(
-        kiln::verdict::thresholds::Thresholds::load(
-            &scenarios().join(name).join("thresholds.json"),
-        )
-        .unwrap(),
+        kiln::thresholds::Thresholds::load(&scenarios().join(name).join("thresholds.json"))
+            .unwrap(),
     )
     .unwrap();
     assert_eq!(own["pcie_low_share"], site["pcie_low_share"]);

@@ -6,7 +6,7 @@ use crate::common;
 use kiln::finding::{Class, Confidence};
 use kiln::gpu::{DeviceInfo, DeviceKind, DeviceLimits};
 use kiln::telemetry::summary::summarize;
-use kiln::verdict::thresholds::Thresholds;
+use kiln::thresholds::Thresholds;
 use kiln::verdict::{DeviceReport, DeviceResult};
 
 fn info() -> DeviceInfo {

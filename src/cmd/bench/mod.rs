@@ -736,7 +736,7 @@ pub fn pcie_summary(r: &PcieBenchReport) -> String {
 /// `kiln bench`.
 pub fn command(args: crate::cmd::cli::BenchArgs) -> Result<i32, AppError> {
     use crate::cmd::edge::print_result;
-    use crate::verdict::exit_code;
+    use crate::exit_code;
     check_flags(&args)?;
     if args.what == "matrix" {
         let (device, report, notes) = bench_matrix(&ComputeBenchOptions {

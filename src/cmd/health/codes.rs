@@ -2,8 +2,8 @@
 //! catalogue says which), and the check's own (the GPU count, the last full run, what
 //! could not be checked).
 
+use crate::exit_code;
 use crate::finding::{Class, Finding, FindingCode, HealthCode, HealthFault, HealthKind};
-use crate::verdict::exit_code;
 
 /// Every GPU healthy.
 pub(super) const HEALTHY: HealthCode = HealthCode::new(HealthKind::Ok, 0);

@@ -31,12 +31,13 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::utc_timestamp;
+use crate::exit_code;
 use crate::finding::{Finding, HealthCode, Severity};
 use crate::inventory::System;
 use crate::telemetry::cause;
 use crate::telemetry::record::Readings;
-use crate::verdict::thresholds::Thresholds;
-use crate::verdict::{DeviceReport, DeviceResult, Setup, exit_code};
+use crate::thresholds::Thresholds;
+use crate::verdict::{DeviceReport, DeviceResult, Setup};
 use checks::{GROUPS, GroupRead, MEMORY_GROUPS};
 use read::{Gpu, Seen};
 use state::{GpuState, NODE, OpenFault, State};

@@ -259,7 +259,7 @@ pub(super) fn clear_by_passing_runs(state: &mut State, runs: &[runs::Run], now: 
     // address; and the node's key for a run that passed as a whole.
     let mut passes: Vec<(&str, String, &str)> = Vec::new();
     for run in runs {
-        if run.report.exit_code == crate::verdict::exit_code::HEALTHY {
+        if run.report.exit_code == crate::exit_code::HEALTHY {
             passes.push((&run.started_utc, NODE.into(), &run.id));
         }
         for key in run.passed_gpus() {

@@ -34,15 +34,15 @@ use crate::evidence::{
     Event, EventSink, EventWriter, EvidenceError, EvidenceFile, JsonlWriter, Manifest, RunDir,
     RunSettings, utc_timestamp,
 };
+use crate::exit_code;
 use crate::gpu::DeviceInfo;
 use crate::select::{Selection, select_for_run};
 use crate::telemetry;
 use crate::telemetry::record::{Boundary, Readings, TelemetryData};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::telemetry::summary::PREFLIGHT;
+use crate::thresholds::Thresholds;
 use crate::verdict::Report;
-use crate::verdict::exit_code;
-use crate::verdict::thresholds::Thresholds;
 use crate::workload::registry::PlannedWorkload;
 
 /// Everything `kiln run` was asked to do.
@@ -196,7 +196,7 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         plan: serde_json::to_value(&opts.plan).ok(),
         workloads: None,
         watch: None,
-        thresholds: serde_json::to_value(&opts.thresholds).ok(),
+        thresholds: Some(opts.thresholds.clone()),
     };
     // Nothing to watch when no device can be tested.
     let telemetry_interval = opts.telemetry_interval.filter(|_| !infos.is_empty());
@@ -273,7 +273,7 @@ pub(crate) fn finish(
     notes_said: usize,
 ) -> Result<Report, AppError> {
     // The run is judged by the thresholds its manifest recorded, as any rebuild of it is.
-    let evidence = crate::verdict::RunEvidence::read(run_dir.path())
+    let evidence = crate::rundir::RunEvidence::read(run_dir.path())
         .map_err(|e| AppError::Start(format!("the run's evidence could not be read back: {e}")))?;
     let mut report = crate::verdict::judge_evidence(&evidence, None, true)
         .map_err(|e| AppError::Start(format!("the run's evidence could not be judged: {e}")))?;

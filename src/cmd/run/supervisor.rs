@@ -12,9 +12,9 @@ use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage, readings_line};
 use super::{Latest, RunOptions, signals_received};
 use crate::error::AppError;
 use crate::evidence::{DeviceErrorKind, Event, EventSink, EventWriter};
+use crate::exit_code;
 use crate::gpu::DeviceInfo;
 use crate::telemetry::sidecar::Sidecar;
-use crate::verdict::exit_code;
 
 /// A device's worker, as the parent sees it.
 struct WorkerHandle {

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage, parse_readings};
 use crate::evidence::{DeviceErrorKind, Event, EventRecord, EventSink};
+use crate::exit_code;
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
 use crate::power::PowerFeed;
 use crate::telemetry::record::Boundary;
-use crate::verdict::exit_code;
 use crate::workload::registry::{PlannedWorkload, WorkloadConfig};
 use crate::workload::{RunControl, Workload, WorkloadError, WorkloadOutcome, WorkloadStatus};
 

@@ -24,8 +24,8 @@ use crate::evidence::{
 use crate::platform::process;
 use crate::select::{Selection, select_for_run};
 use crate::telemetry::record::Boundary;
+use crate::thresholds::Thresholds;
 use crate::verdict::Report;
-use crate::verdict::thresholds::Thresholds;
 use app::{Heard, Launch, Listener};
 
 /// What to watch.
@@ -150,7 +150,7 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
                 })
                 .collect(),
         }),
-        thresholds: serde_json::to_value(&opts.thresholds).ok(),
+        thresholds: Some(opts.thresholds.clone()),
         ..RunSettings::default()
     };
     let telemetry_on = !devices.is_empty();
@@ -501,7 +501,7 @@ pub fn command(args: crate::cmd::cli::WatchArgs) -> Result<i32, AppError> {
 /// it by.
 pub fn check(
     args: &crate::cmd::cli::WatchArgs,
-) -> Result<(Target, crate::verdict::thresholds::Thresholds), AppError> {
+) -> Result<(Target, crate::thresholds::Thresholds), AppError> {
     Ok((
         target(args)?,
         crate::cmd::edge::thresholds(&args.thresholds)?,

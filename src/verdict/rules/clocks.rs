@@ -4,8 +4,8 @@ use serde::Serialize;
 
 use crate::finding::{Clock, Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::signals;
+use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
-use crate::verdict::thresholds::Thresholds;
 
 /// What restores the card's own clocks: the action of the overclock's finding and of every
 /// error it explains.
@@ -79,7 +79,7 @@ fn overclocked(device: &DeviceEvidence, out: &mut Vec<Finding>) {
 mod tests {
     use super::super::testing::{device, gauge, phase, said};
     use crate::finding::{Class, Severity};
-    use crate::verdict::thresholds::Thresholds;
+    use crate::thresholds::Thresholds;
 
     fn at(highest_mhz: f64) -> Vec<(&'static str, Class, Severity)> {
         let d = device(vec![phase(

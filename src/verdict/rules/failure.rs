@@ -9,8 +9,8 @@ use crate::evidence::DeviceErrorKind;
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::record::{DriverReset, XID_FALLEN_OFF_THE_BUS};
 use crate::telemetry::summary::PhaseTelemetry;
+use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
-use crate::verdict::thresholds::Thresholds;
 use crate::workload::Kind;
 use crate::workload::psu::Psu;
 use crate::workload::{WorkloadResult, WorkloadStatus};
@@ -291,8 +291,8 @@ mod tests {
     use super::super::testing::{device, phase, said};
     use crate::evidence::DeviceErrorKind;
     use crate::finding::{Class, Severity};
+    use crate::thresholds::Thresholds;
     use crate::verdict::DeviceFailure;
-    use crate::verdict::thresholds::Thresholds;
 
     fn failed(
         error: Option<DeviceErrorKind>,

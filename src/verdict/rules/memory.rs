@@ -9,8 +9,8 @@ use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, findi
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Name, Signal, Values};
 use crate::telemetry::summary::PhaseTelemetry;
+use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
-use crate::verdict::thresholds::Thresholds;
 use crate::verdict::xid;
 
 /// The evidence of `ECC_CORRECTED_RATE_HIGH`.
@@ -374,7 +374,7 @@ fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
 mod tests {
     use super::super::testing::{device, phase, said};
     use crate::finding::{Class, Severity};
-    use crate::verdict::thresholds::Thresholds;
+    use crate::thresholds::Thresholds;
 
     fn corrected(count: f64, minutes: f64) -> Vec<(&'static str, Class, Severity)> {
         let d = device(vec![phase(

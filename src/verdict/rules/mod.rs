@@ -25,11 +25,11 @@ pub use peers::{peers, rates};
 pub use run::{evidence_missing, gpu_not_visible, run_interrupted};
 
 use super::DeviceEvidence;
-use super::thresholds::Thresholds;
 use super::xid::{self, XidInfo};
 use crate::finding::{Class, Finding, FindingCode, Severity, evidence};
 use crate::telemetry::record::XidEvent;
 use crate::telemetry::summary::{BETWEEN_PHASES, PhaseTelemetry};
+use crate::thresholds::Thresholds;
 use crate::workload::WorkloadOutcome;
 
 /// The evidence of a finding that rests on what a phase's counters grew by: every counter's

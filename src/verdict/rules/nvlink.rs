@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::signals::{Name, NvlinkPart};
+use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
-use crate::verdict::thresholds::Thresholds;
 
 /// The rule.
 pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
@@ -215,7 +215,7 @@ fn nvlinks(device: &DeviceEvidence, out: &mut Vec<Finding>) {
 mod tests {
     use super::super::testing::{device, phase, said};
     use crate::finding::{Class, Severity};
-    use crate::verdict::thresholds::Thresholds;
+    use crate::thresholds::Thresholds;
 
     fn judged(deltas: serde_json::Value) -> Vec<(&'static str, Class, Severity)> {
         let d = device(vec![phase(

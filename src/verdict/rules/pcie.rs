@@ -7,8 +7,8 @@ use super::{CounterDeltas, during};
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::telemetry::signals::{self, Signal, Values};
 use crate::telemetry::summary::{PhaseTelemetry, Stat};
+use crate::thresholds::{Thresholds, pcie_reached};
 use crate::verdict::DeviceEvidence;
-use crate::verdict::thresholds::{Thresholds, pcie_reached};
 use crate::workload::pcie::{LinkUnderLoad, PcieReport};
 
 /// The evidence of `PCIE_BANDWIDTH_LOW`: the link, the peaks, and the shares they are held
@@ -260,7 +260,7 @@ fn replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
 mod tests {
     use super::super::testing::{device, gauge, phase, said};
     use crate::finding::{Class, Severity};
-    use crate::verdict::thresholds::Thresholds;
+    use crate::thresholds::Thresholds;
 
     fn judged(fields: serde_json::Value) -> Vec<(&'static str, Class, Severity)> {
         let d = device(vec![phase("vram", fields)]);

@@ -4,8 +4,8 @@ use serde::Serialize;
 
 use super::rates::median;
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::thresholds::Thresholds;
 use crate::verdict::DeviceReport;
-use crate::verdict::thresholds::Thresholds;
 
 /// The rates a device can be compared with its peers on: VRAM streaming (GiB/s), fp32
 /// compute (G ops/s) and PCIe each way (GB/s), from workloads that ran to their end.
@@ -120,7 +120,7 @@ pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
 mod tests {
     use super::super::testing::{computed_at, said};
     use crate::finding::{Class, Severity};
-    use crate::verdict::thresholds::Thresholds;
+    use crate::thresholds::Thresholds;
 
     #[test]
     fn a_device_behind_its_peers_of_one_model_is_named() {

@@ -4,8 +4,8 @@
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::telemetry::throttle::ThrottleReason;
+use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
-use crate::verdict::thresholds::Thresholds;
 
 /// The rule.
 pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
@@ -68,7 +68,7 @@ fn power(p: &PhaseTelemetry, vendor_id: u32, t: &Thresholds, out: &mut Vec<Findi
 mod tests {
     use super::super::testing::{device, phase, said};
     use crate::finding::{Class, Severity};
-    use crate::verdict::thresholds::Thresholds;
+    use crate::thresholds::Thresholds;
 
     fn throttled(shares: serde_json::Value) -> Vec<(&'static str, Class, Severity)> {
         let d = device(vec![phase(

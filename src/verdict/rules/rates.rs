@@ -14,8 +14,8 @@ use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Signal, Values};
 use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry, Stat};
 use crate::telemetry::throttle::ThrottleReason;
+use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
-use crate::verdict::thresholds::Thresholds;
 use crate::workload::WorkloadOutcome;
 
 /// The code of a configuration holding the card below its product.
@@ -1154,7 +1154,7 @@ pub fn product_unknown(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Fi
 mod tests {
     use super::super::testing::{computed_at, device, gauge, phase, said};
     use crate::finding::{Class, Confidence, Severity};
-    use crate::verdict::thresholds::Thresholds;
+    use crate::thresholds::Thresholds;
 
     /// A loaded compute phase of an H200 (700 W by default) under an enforced power
     /// limit, its SM clock at `sm_mhz` of 1980 and the power cap named for `capped_share`

@@ -3,8 +3,8 @@
 //! finding per workload and code, saying in how many of its runs it was found.
 
 use crate::finding::{Finding, FindingCode, evidence};
+use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
-use crate::verdict::thresholds::Thresholds;
 use crate::workload::WorkloadResult;
 
 /// A finding's evidence with how many of its workload's runs found it.
@@ -84,7 +84,7 @@ fn merge_runs(runs: Vec<(&str, Vec<Finding>)>) -> Vec<Finding> {
 mod tests {
     use super::super::testing::{computed_at, said};
     use crate::finding::{Class, Confidence, Severity};
-    use crate::verdict::thresholds::Thresholds;
+    use crate::thresholds::Thresholds;
 
     /// An H200's compute run at `fp32_gops`, judged with `t`.
     fn computed(fp32_gops: f64, t: &Thresholds) -> Vec<crate::finding::Finding> {

@@ -27,8 +27,8 @@ struct Unread<'a> {
 }
 use crate::telemetry::record::Reading;
 use crate::telemetry::{cause, signals};
+use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
-use crate::verdict::thresholds::Thresholds;
 
 /// The rule of the installation.
 pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
@@ -123,7 +123,7 @@ mod tests {
     use super::super::testing::{device, phase, said};
     use crate::finding::{Class, Severity};
     use crate::telemetry::record::Reading;
-    use crate::verdict::thresholds::Thresholds;
+    use crate::thresholds::Thresholds;
 
     fn versions(vulkan: &str, nvml: &str) -> Vec<(&'static str, Class, Severity)> {
         let mut d = device(vec![phase("vram", serde_json::json!({}))]);

@@ -8,8 +8,8 @@ use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, findi
 use crate::telemetry::process::Process;
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Values};
+use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
-use crate::verdict::thresholds::Thresholds;
 
 /// The evidence of `OTHER_TENANTS`: those there at the start (under the signal's name),
 /// those that came, and the share of a rate within a workload's own noise.
@@ -135,8 +135,8 @@ pub(super) fn processes(device: &DeviceEvidence) -> Vec<Process> {
 mod tests {
     use super::super::testing::{device, phase, said};
     use crate::finding::{Class, Severity};
+    use crate::thresholds::Thresholds;
     use crate::verdict::RateSample;
-    use crate::verdict::thresholds::Thresholds;
 
     /// A process that came 30 s into a minute of compute, with kiln's fp32 rate a second
     /// at `before` until then and `after` from then.

@@ -10,7 +10,7 @@ use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, findi
 use crate::telemetry::signals::{self, Signal, Values};
 use crate::telemetry::summary::{PhaseTelemetry, Stat};
 use crate::telemetry::throttle::ThrottleReason;
-use crate::verdict::thresholds::Thresholds;
+use crate::thresholds::Thresholds;
 use crate::verdict::{DeviceEvidence, Setup};
 
 /// The rule.
@@ -182,7 +182,7 @@ fn memory_hot(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding>) {
 mod tests {
     use super::super::testing::{device, gauge, phase, said};
     use crate::finding::{Class, Severity};
-    use crate::verdict::thresholds::Thresholds;
+    use crate::thresholds::Thresholds;
 
     fn at_clock(lowest_mhz: f64) -> Vec<(&'static str, Class, Severity)> {
         let d = device(vec![phase(

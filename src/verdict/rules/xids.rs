@@ -8,8 +8,8 @@ use crate::finding::{Class, Confidence, Facts, Finding, FindingCode, Severity, e
 use crate::telemetry::record::XidChannel;
 use crate::telemetry::record::XidEvent;
 use crate::telemetry::summary::PhaseTelemetry;
+use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
-use crate::verdict::thresholds::Thresholds;
 use crate::verdict::xid::{self, XidInfo};
 
 /// The evidence of an Xid finding: its codes and counts, the first Xids themselves, how
@@ -202,7 +202,7 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
 mod tests {
     use super::super::testing::{device, phase, said};
     use crate::finding::{Class, Severity};
-    use crate::verdict::thresholds::Thresholds;
+    use crate::thresholds::Thresholds;
 
     /// A phase with these Xids (code, pid), kiln's own worker being pid 31337.
     fn judged(xids: &[(u32, u32)]) -> Vec<(&'static str, Class, Severity)> {

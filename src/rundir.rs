@@ -1,16 +1,38 @@
-//! A run directory read once: its manifest, events, telemetry and the watched
-//! application's trace, each file checked as it is read. The verdict, the reports and `kiln
-//! compare` all take what this read; none of them reads a file of the run again, so a
-//! damaged file is the one named error everywhere, never an empty default in one place and
-//! a stop in another.
+//! A run directory read once: its manifest (its plan typed here, one floor above the
+//! evidence, which sits below the workloads it records), events, telemetry and the watched
+//! application's trace, each file checked as it is read. The verdict, the reports, `kiln
+//! compare` and `kiln baseline` all take what this read; none of them reads a file of the
+//! run again, so a damaged file is the one named error everywhere, never an empty default
+//! in one place and a stop in another.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::VerdictError;
 use crate::evidence::trace::Trace;
-use crate::evidence::{EventLog, EvidenceFile, Manifest, read_events, read_jsonl, read_manifest};
+use crate::evidence::{
+    EventLog, EvidenceError, EvidenceFile, Manifest, read_events, read_jsonl, read_manifest,
+};
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
+use crate::workload::registry::PlannedWorkload;
+
+/// Why a run directory could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    /// The path does not exist.
+    #[error("{0} does not exist: not a kiln run directory")]
+    NoSuchDir(String),
+    /// The path is a file, not a run directory.
+    #[error(
+        "{0} is a file, not a kiln run directory (give the directory that holds its manifest.json)"
+    )]
+    NotADir(String),
+    /// The directory is not a kiln run directory.
+    #[error("{0} is not a kiln run directory (no manifest.json)")]
+    NotARunDir(String),
+    /// A file is unreadable or not what kiln wrote.
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+}
 
 /// Everything a run directory holds as evidence.
 #[derive(Debug)]
@@ -19,6 +41,10 @@ pub struct RunEvidence {
     pub dir: PathBuf,
     /// `manifest.json`.
     pub manifest: Manifest,
+    /// The workloads the run planned for every device, typed from the manifest's plan;
+    /// None where the manifest does not say, or says it in a form this kiln cannot read
+    /// (a newer kiln's workload), so that nothing is judged missing on a guess.
+    pub plan: Option<Vec<PlannedWorkload>>,
     /// The evidence files the run wrote that are not in its directory.
     pub missing: Vec<EvidenceFile>,
     /// `events.jsonl`.
@@ -32,16 +58,16 @@ pub struct RunEvidence {
 impl RunEvidence {
     /// Reads the run directory `dir`. A torn last line (a crash while writing) is tolerated;
     /// a damaged line before it is a corrupt file, said with its line, never skipped.
-    pub fn read(dir: &Path) -> Result<RunEvidence, VerdictError> {
+    pub fn read(dir: &Path) -> Result<RunEvidence, RunDirError> {
         let manifest_path = dir.join("manifest.json");
         if !manifest_path.is_file() {
             let shown = dir.display().to_string();
             return Err(if !dir.exists() {
-                VerdictError::NoSuchDir(shown)
+                RunDirError::NoSuchDir(shown)
             } else if !dir.is_dir() {
-                VerdictError::NotADir(shown)
+                RunDirError::NotADir(shown)
             } else {
-                VerdictError::NotARunDir(shown)
+                RunDirError::NotARunDir(shown)
             });
         }
         let manifest = read_manifest(&manifest_path)?;
@@ -64,9 +90,15 @@ impl RunEvidence {
         } else {
             None
         };
+        let plan = manifest
+            .settings
+            .plan
+            .clone()
+            .and_then(|p| serde_json::from_value(p).ok());
         Ok(RunEvidence {
             dir: dir.to_owned(),
             manifest,
+            plan,
             missing,
             log,
             telemetry,

@@ -1,57 +1,177 @@
-//! Every threshold the rules use, in one table, each with where it comes from.
+//! Every threshold the rules use, in one table, each with its default and where it comes
+//! from, and the site's own floors (`kiln baseline`'s file). Pure data, below the run
+//! directory and the verdict: a run records the thresholds it was judged by in its manifest
+//! (typed), every rebuild judges by them, and a `--thresholds` file is laid over them field
+//! by field.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// The thresholds of the verdict rules.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Thresholds {
+/// Declares the thresholds once: each field with its type, its default and where that
+/// default comes from. It makes [`Thresholds`], its `Default`, the file's [`Overrides`]
+/// (every field optional) and [`SOURCES`], so that no field can have one without the
+/// others.
+macro_rules! thresholds {
+    ($(
+        $(#[doc = $doc:literal])*
+        $(#[alias = $alias:literal])?
+        $name:ident: $ty:ty = $default:expr, $source:literal;
+    )*) => {
+        /// The thresholds of the verdict rules.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct Thresholds {
+            $(
+                $(#[doc = $doc])*
+                $(#[serde(alias = $alias)])?
+                pub $name: $ty,
+            )*
+        }
+
+        impl Default for Thresholds {
+            fn default() -> Self {
+                Thresholds { $($name: $default,)* }
+            }
+        }
+
+        /// A thresholds file: any subset of the fields, each laid over the thresholds it
+        /// refines.
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        struct Overrides {
+            $(
+                $(#[serde(alias = $alias)])?
+                $name: Option<$ty>,
+            )*
+        }
+
+        impl Overrides {
+            /// `base` with these fields laid over it, and the names of the fields whose
+            /// value that changed, in the order of their names.
+            fn lay_over(self, base: &Thresholds) -> (Thresholds, Vec<&'static str>) {
+                let mut out = base.clone();
+                let mut changed = Vec::new();
+                $(
+                    if let Some(value) = self.$name {
+                        if out.$name != value {
+                            changed.push(stringify!($name));
+                        }
+                        out.$name = value;
+                    }
+                )*
+                changed.sort_unstable();
+                (out, changed)
+            }
+        }
+
+        /// Every threshold by its name in a file, with where its default comes from.
+        pub const SOURCES: &[(&str, &str)] = &[$((stringify!($name), $source),)*];
+    };
+}
+
+thresholds! {
     /// Share of a phase's samples under a throttle reason above which it is a finding.
-    pub throttle_share: f64,
+    throttle_share: f64 = 0.05, "kiln default: 5% of a phase's samples";
     /// HW slowdown within this many °C of the slowdown threshold points at cooling;
-    /// further below, at power delivery (REFERENCE.md §4).
-    pub thermal_margin_c: f64,
+    /// further below, at power delivery.
+    thermal_margin_c: f64 = 5.0, "REFERENCE.md §4: HW slowdown near the slowdown threshold means cooling";
     /// A PCIe rate below this share of what healthy cards reach on the link in use, per
     /// generation and direction ([`PCIE_REACHED`]), is low (DCGM's 0.75 of what the product
     /// measures).
-    pub pcie_low_share: f64,
+    pcie_low_share: f64 = 0.75, "DCGM: 0.75 of what healthy cards measure, per generation and direction (REFERENCE.md §5)";
     /// Corrected ECC errors per minute of a loaded phase from which the memory is degrading
     /// under load (a healthy card corrects none, or a handful a day).
-    pub ecc_corrected_per_minute: f64,
+    ecc_corrected_per_minute: f64 = 1000.0, "kiln default: a memory correcting a thousand errors a minute under load is degrading (Xid 92 is the driver's own word for a high rate); a healthy card corrects none or a handful a day";
     /// PCIe replays per minute per GT/s per lane allowed: ceil(1e-12 x GT/s x 60 x lanes)
-    /// per minute (REFERENCE.md §4).
-    pub replays_per_gts_lane_minute: f64,
+    /// per minute.
+    replays_per_gts_lane_minute: f64 = 60e-12 * 1e9, "REFERENCE.md §4: replays above ceil(1e-12 x GT/s x 60 x lanes) per minute";
     /// A rate below this share of the product's reference is low, one rule for every rate
     /// (DCGM sets its floors at 0.75 of what the product measures), and so is a clock a
     /// setting holds below this share of its maximum. `vram_floor_share` in older files.
-    #[serde(alias = "vram_floor_share")]
-    pub floor_share: f64,
+    #[alias = "vram_floor_share"]
+    floor_share: f64 = 0.75, "REFERENCE.md §5: DCGM sets its floors at 0.75 of what a product measures; one share for every rate and for a clock a setting holds";
     /// A site's own VRAM floor in GB/s, measured on its cards; 0 uses the product's
     /// reference ([`crate::product`]) times `floor_share`.
-    pub vram_floor_gbps: f64,
+    vram_floor_gbps: f64 = 0.0, "the site's own floor from its cards (0: the product's reference x floor_share)";
     /// A site's own floors for other rates, by the rate's name and in its unit
     /// (`{"compute_fp32_gops": 45000}`), measured on its cards: they replace the product's
     /// reference times `floor_share`.
-    pub floors: std::collections::BTreeMap<String, f64>,
+    floors: BTreeMap<String, f64> = BTreeMap::new(), "the site's own floors from its cards (none: the product's reference x floor_share)";
     /// Floors from the site's own healthy cards, by product (the device's name) and rate,
     /// as `kiln baseline` writes them: taken before the product's reference and before
     /// `floors`, and a rate below one is a sure finding.
-    pub baseline: std::collections::BTreeMap<String, crate::verdict::baseline::ProductFloors>,
+    baseline: BTreeMap<String, ProductFloors> = BTreeMap::new(), "kiln baseline: floors from the site's own healthy cards";
     /// A device this share below the median of its peers (devices of the same model in
     /// the same run) in a rate is a finding.
-    pub peer_slow_share: f64,
+    peer_slow_share: f64 = 0.10, "kiln default: 10% below the median of the same model's devices in the run";
     /// A watched application's baseline (its lowest memory between iterations) that
     /// climbs at least this much in all is a leak when the climb is steady.
-    pub leak_min_bytes: f64,
+    leak_min_bytes: f64 = 16.0 * 1024.0 * 1024.0, "kiln default: 16 MiB of climb in all, so that allocator noise is never a leak (REFERENCE.md §7)";
     /// How well a straight line must fit the baselines (R²) for a leak.
-    pub leak_fit_r2: f64,
+    leak_fit_r2: f64 = 0.8, "kiln default: a steady climb (REFERENCE.md §7: a steady amount per iteration)";
     /// A peak at this share of the budget has reached it.
-    pub budget_reached_share: f64,
+    budget_reached_share: f64 = 0.9, "kiln default: a peak within 10% of the budget reached it (drivers keep a reserve)";
     /// Another process growing by this share of the budget in the window before an
     /// application's failure took the memory it needed.
-    pub other_process_share: f64,
+    other_process_share: f64 = 0.05, "kiln default: another process taking 5% of the budget before a failure (REFERENCE.md §7)";
     /// How far before an application's failure another process's growth counts, seconds.
-    pub other_process_window_s: f64,
+    other_process_window_s: f64 = 60.0, "kiln default: growth in the minute before a failure";
+}
+
+/// The floors of one product, as a thresholds file carries them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProductFloors {
+    /// Where they come from, in words: `site baseline, 64 NVIDIA H200 cards, 2026-12-01`.
+    pub source: String,
+    /// The healthy cards the floors rest on.
+    pub cards: usize,
+    /// The driver versions those cards ran.
+    pub drivers: Vec<String>,
+    /// Per rate (its name, as `floors` names it), the floor and what it rests on.
+    pub rates: BTreeMap<String, RateFloor>,
+    /// The cards left out of a rate's floor for falling far behind it.
+    #[serde(default)]
+    pub left_out: Vec<Behind>,
+}
+
+/// One rate's floor, in the workload's unit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateFloor {
+    /// Below this is slow.
+    pub floor: f64,
+    /// The healthy cards' median.
+    pub median: f64,
+    /// Their robust standard deviation (1.4826 MAD).
+    pub sigma: f64,
+    /// The cards it rests on.
+    pub cards: usize,
+}
+
+/// A card behind its product's floor in one rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Behind {
+    /// The node.
+    pub node: String,
+    /// The run directory.
+    pub run: String,
+    /// Its index in its run.
+    pub index: usize,
+    /// Its UUID.
+    pub uuid: String,
+    /// The rate.
+    pub rate: String,
+    /// What it reached.
+    pub value: f64,
+    /// The floor it is below.
+    pub floor: f64,
+    /// Its product's median.
+    pub median: f64,
+    /// How far below the median, as a share of it.
+    pub share_below_median: f64,
 }
 
 /// What healthy cards reach on a PCIe link of each generation, per direction, as a share of
@@ -90,109 +210,20 @@ pub fn pcie_reached(generation: u32) -> (f64, f64, &'static str) {
     (row.1, row.2, row.3)
 }
 
-impl Default for Thresholds {
-    fn default() -> Self {
-        Thresholds {
-            throttle_share: 0.05,
-            thermal_margin_c: 5.0,
-            pcie_low_share: 0.75,
-            replays_per_gts_lane_minute: 60e-12 * 1e9,
-            ecc_corrected_per_minute: 1000.0,
-            floor_share: 0.75,
-            vram_floor_gbps: 0.0,
-            floors: std::collections::BTreeMap::new(),
-            baseline: std::collections::BTreeMap::new(),
-            peer_slow_share: 0.10,
-            leak_min_bytes: 16.0 * 1024.0 * 1024.0,
-            leak_fit_r2: 0.8,
-            budget_reached_share: 0.9,
-            other_process_share: 0.05,
-            other_process_window_s: 60.0,
-        }
-    }
-}
-
-/// The table for people: name, value, source.
-pub fn table(t: &Thresholds) -> Vec<(&'static str, f64, &'static str)> {
-    vec![
-        (
-            "leak_min_bytes",
-            t.leak_min_bytes,
-            "kiln default: 16 MiB of climb in all, so that allocator noise is never a leak (REFERENCE.md §7)",
-        ),
-        (
-            "leak_fit_r2",
-            t.leak_fit_r2,
-            "kiln default: a steady climb (REFERENCE.md §7: a steady amount per iteration)",
-        ),
-        (
-            "budget_reached_share",
-            t.budget_reached_share,
-            "kiln default: a peak within 10% of the budget reached it (drivers keep a reserve)",
-        ),
-        (
-            "other_process_share",
-            t.other_process_share,
-            "kiln default: another process taking 5% of the budget before a failure (REFERENCE.md §7)",
-        ),
-        (
-            "other_process_window_s",
-            t.other_process_window_s,
-            "kiln default: growth in the minute before a failure",
-        ),
-        (
-            "throttle_share",
-            t.throttle_share,
-            "kiln default: 5% of a phase's samples",
-        ),
-        (
-            "thermal_margin_c",
-            t.thermal_margin_c,
-            "REFERENCE.md §4: HW slowdown near the slowdown threshold means cooling",
-        ),
-        (
-            "pcie_low_share",
-            t.pcie_low_share,
-            "DCGM: 0.75 of what healthy cards measure, per generation and direction (REFERENCE.md §5)",
-        ),
-        (
-            "replays_per_gts_lane_minute",
-            t.replays_per_gts_lane_minute,
-            "REFERENCE.md §4: replays above ceil(1e-12 x GT/s x 60 x lanes) per minute",
-        ),
-        (
-            "ecc_corrected_per_minute",
-            t.ecc_corrected_per_minute,
-            "kiln default: a memory correcting a thousand errors a minute under load is degrading (Xid 92 is the driver's own word for a high rate); a healthy card corrects none or a handful a day",
-        ),
-        (
-            "floor_share",
-            t.floor_share,
-            "REFERENCE.md §5: DCGM sets its floors at 0.75 of what a product measures; one share for every rate and for a clock a setting holds",
-        ),
-        (
-            "vram_floor_gbps",
-            t.vram_floor_gbps,
-            "the site's own floor from its cards (0: the product's reference x floor_share)",
-        ),
-        (
-            "peer_slow_share",
-            t.peer_slow_share,
-            "kiln default: 10% below the median of the same model's devices in the run",
-        ),
-    ]
-}
-
 impl Thresholds {
     /// Loads overrides from a JSON file (any subset of the fields) over the defaults;
     /// validates every value.
     pub fn load(path: &std::path::Path) -> Result<Thresholds, String> {
-        Thresholds::default().overlay(path)
+        Thresholds::default().overlay(path).map(|(t, _)| t)
     }
 
     /// These thresholds with a JSON file's fields (any subset) laid over them, so that a
-    /// site's file refines a profile's thresholds rather than resetting the rest.
-    pub fn overlay(&self, path: &std::path::Path) -> Result<Thresholds, String> {
+    /// site's file refines a profile's thresholds rather than resetting the rest; with the
+    /// names of the fields the file changed.
+    pub fn overlay(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<(Thresholds, Vec<&'static str>), String> {
         let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
         let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => at(&"no such thresholds file"),
@@ -204,28 +235,17 @@ impl Thresholds {
         })?;
         // A JSON object of known keys, each once: an array would fill the fields by
         // position, and a key given twice would silently keep one of its values.
-        let mut own: UniqueKeys = serde_json::from_str(&text).map_err(|e| at(&e))?;
-        // An older file's name for a field is read as the field's.
-        if let Some(v) = own.0.remove("vram_floor_share") {
-            if own.0.contains_key("floor_share") {
-                return Err(at(
-                    &"`vram_floor_share` and `floor_share` are one setting: give one",
-                ));
-            }
-            own.0.insert("floor_share".into(), v);
+        let own: UniqueKeys = serde_json::from_str(&text).map_err(|e| at(&e))?;
+        if own.0.contains_key("vram_floor_share") && own.0.contains_key("floor_share") {
+            return Err(at(
+                &"`vram_floor_share` and `floor_share` are one setting: give one",
+            ));
         }
-        let own = serde_json::Value::Object(own.0);
-        // Unknown fields and wrong types are refused by parsing the file alone first.
-        serde_json::from_value::<Thresholds>(own.clone()).map_err(|e| at(&e))?;
-        let mut merged = serde_json::to_value(self).map_err(|e| at(&e))?;
-        if let (Some(base), Some(over)) = (merged.as_object_mut(), own.as_object()) {
-            for (k, v) in over {
-                base.insert(k.clone(), v.clone());
-            }
-        }
-        let t: Thresholds = serde_json::from_value(merged).map_err(|e| at(&e))?;
+        let overrides: Overrides =
+            serde_json::from_value(serde_json::Value::Object(own.0)).map_err(|e| at(&e))?;
+        let (t, changed) = overrides.lay_over(self);
         t.validate().map_err(|e| at(&e))?;
-        Ok(t)
+        Ok((t, changed))
     }
 
     /// Checks that every value is possible; the error names the field.
@@ -366,7 +386,8 @@ mod tests {
             throttle_share: 0.2,
             ..Thresholds::default()
         };
-        let t = profile.overlay(&path).unwrap();
+        let (t, changed) = profile.overlay(&path).unwrap();
+        assert_eq!(changed, ["pcie_low_share"]);
         assert_eq!(
             (t.throttle_share, t.pcie_low_share),
             (0.2, 0.5),
