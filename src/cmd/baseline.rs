@@ -84,7 +84,7 @@ fn keeps_it_healthy(code: FindingCode, class: Class, severity: Severity) -> bool
 fn measured(dir: &Path) -> Result<Vec<Measured>, String> {
     let evidence = crate::rundir::RunEvidence::read(dir).map_err(|e| e.to_string())?;
     let report =
-        crate::verdict::judge_evidence(&evidence, None, false).map_err(|e| e.to_string())?;
+        crate::verdict::judge_evidence(&evidence, None, None).map_err(|e| e.to_string())?;
     let node = evidence.manifest.host.clone();
     Ok(report
         .devices

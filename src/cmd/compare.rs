@@ -179,8 +179,8 @@ pub fn compare(before: &Path, after: &Path, tolerance: f64) -> Result<Comparison
     let (ea, eb) = (RunEvidence::read(before)?, RunEvidence::read(after)?);
     // Each run by its own thresholds: the verdict it gave, not one judged anew.
     let (a, b) = (
-        judge_evidence(&ea, None, false)?,
-        judge_evidence(&eb, None, false)?,
+        judge_evidence(&ea, None, None)?,
+        judge_evidence(&eb, None, None)?,
     );
     let mut c = compare_reports(&a, &b, &ea.last_counters(), &eb.last_counters(), tolerance);
     c.warnings = differences(&ea.manifest.settings, &eb.manifest.settings);
@@ -260,7 +260,7 @@ pub fn compare_reports(
             .copied()
             .collect();
         gone_findings.dedup();
-        let (ra, rb) = (rates(da), rates(db));
+        let (ra, rb) = (rates(&da.workloads), rates(&db.workloads));
         let mut slower = Vec::new();
         let mut faster = Vec::new();
         for (name, after) in &rb {

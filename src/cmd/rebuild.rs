@@ -71,8 +71,7 @@ fn judged_again(
 ) -> Result<(crate::rundir::RunEvidence, Report), AppError> {
     let usage = |e: &dyn std::fmt::Display| AppError::Usage(e.to_string());
     let evidence = crate::rundir::RunEvidence::read(run_dir).map_err(|e| usage(&e))?;
-    let report =
-        crate::verdict::judge_evidence(&evidence, overlay, false).map_err(|e| usage(&e))?;
+    let report = crate::verdict::judge_evidence(&evidence, overlay, None).map_err(|e| usage(&e))?;
     Ok((evidence, report))
 }
 

@@ -22,6 +22,8 @@ pub struct CodeInfo {
     pub health: HealthFault,
     /// Said once for the node in `kiln health`, not once per GPU: the driver installation.
     pub node_wide: bool,
+    /// About a watched application (`kiln watch`): its memory, its failures, its cause.
+    pub application: bool,
     /// What it means, in one line.
     pub meaning: &'static str,
 }
@@ -180,6 +182,7 @@ const fn row(class: Class, meaning: &'static str) -> CodeInfo {
         overclocked: None,
         health: HealthFault::NotJudged,
         node_wide: false,
+        application: false,
         meaning,
     }
 }
@@ -216,6 +219,14 @@ impl CodeInfo {
     const fn node(self) -> CodeInfo {
         CodeInfo {
             node_wide: true,
+            ..self
+        }
+    }
+
+    /// About a watched application.
+    const fn app(self) -> CodeInfo {
+        CodeInfo {
+            application: true,
             ..self
         }
     }
@@ -485,31 +496,31 @@ catalogue! {
         "more than 10% slower than the same model's other devices in the run (environment where its own findings explain it)");
     /// A watched application's memory climbs every iteration.
     AppMemoryLeak = "APP_MEMORY_LEAK" => row(Software,
-        "a watched application's lowest memory between iterations climbs a steady amount each time: a leak");
+        "a watched application's lowest memory between iterations climbs a steady amount each time: a leak").app();
     /// A watched application needed more memory than the card has.
     AppOverMemoryLimit = "APP_OVER_MEMORY_LIMIT" => row(Software,
-        "a watched application failed for memory at a peak that reached the budget, its baseline flat: a step needs more than the card has");
+        "a watched application failed for memory at a peak that reached the budget, its baseline flat: a step needs more than the card has").app();
     /// A watched application's allocation refused with memory free.
     AppFragmentation = "APP_FRAGMENTATION" => row(Software,
-        "a watched application's allocation was refused while more than it asked for was free, or its floor creeps under flat peaks: fragmentation or an allocation limit");
+        "a watched application's allocation was refused while more than it asked for was free, or its floor creeps under flat peaks: fragmentation or an allocation limit").app();
     /// Another process took the memory a watched application needed.
     AppOtherProcess = "APP_OTHER_PROCESS" => row(Environment,
-        "another process took GPU memory in the minute before a watched application failed");
+        "another process took GPU memory in the minute before a watched application failed").app();
     /// A watched application lost its device with its memory flat.
     AppDriverTimeout = "APP_DRIVER_TIMEOUT" => row(Software,
-        "a watched application lost its device with its memory flat and no hardware evidence: a driver timeout or a fault of its own work");
+        "a watched application lost its device with its memory flat and no hardware evidence: a driver timeout or a fault of its own work").app();
     /// Hardware evidence while an application was watched.
     AppCardFault = "APP_CARD_FAULT" => row(Hardware,
-        "hardware evidence (an Xid of the card, ECC, remaps, the card off the bus) while an application was watched: test the card");
+        "hardware evidence (an Xid of the card, ECC, remaps, the card off the bus) while an application was watched: test the card").app();
     /// Nothing of a watched application's GPU memory was seen.
     AppMemoryUnseen = "APP_MEMORY_UNSEEN" => row(CouldNotTest,
-        "none of a watched application's GPU memory could be read: no per-process figure from the driver and no allocation trace");
+        "none of a watched application's GPU memory could be read: no per-process figure from the driver and no allocation trace").app();
     /// What a watched application's memory did could not be judged.
     AppNotJudged = "APP_NOT_JUDGED" => row(CouldNotTest,
-        "what a watched application's memory did could not be judged: the watch was too short for a leak while its memory rose, its trace stopped, or its memory sources disagree");
+        "what a watched application's memory did could not be judged: the watch was too short for a leak while its memory rose, its trace stopped, or its memory sources disagree").app();
     /// A watched application's own error.
     AppExit = "APP_EXIT" => row(Software,
-        "a watched application crashed or exited with an error, and nothing on the GPU explains it: the application's own failure");
+        "a watched application crashed or exited with an error, and nothing on the GPU explains it: the application's own failure").app();
     /// Telemetry could not be read.
     TelemetryMissing = "TELEMETRY_MISSING" => row(Info,
         "no telemetry was read: the checks that rest on it could not run");

@@ -146,6 +146,8 @@ pub struct Facts {
     pub clocks_over: Vec<Clock>,
     /// The most serious Xid behind an Xid finding.
     pub worst_xid: Option<u32>,
+    /// It says why a watched application lost its device.
+    pub of_a_loss: bool,
 }
 
 /// A finding's evidence from the typed struct its rule fills, as report.json carries it

@@ -373,7 +373,7 @@ struct ErrorMap {
 /// A watch's application: what it was, how it ended and what was found, its memory per
 /// process over time (stacked) with its iterations and failures marked, and its
 /// allocations by size.
-fn application_section(out: &mut String, app: &crate::verdict::app::ApplicationReport) {
+fn application_section(out: &mut String, app: &crate::verdict::watch::ApplicationReport) {
     use super::html_charts::{bars_chart, stacked_chart};
     let what = if app.command.is_empty() {
         format!("pid {}", app.pid.unwrap_or(0))

@@ -216,8 +216,21 @@ mod tests {
 
     #[test]
     fn failures_and_skips_are_marked_and_text_is_escaped() {
-        let mut report =
-            crate::verdict::Report::new("r".into(), "d".into(), "t".into(), 1.0, vec![], vec![]);
+        let mut report = crate::verdict::Report::new(
+            crate::verdict::RunOutline {
+                run_id: "r".into(),
+                run_dir: "d".into(),
+                started_utc: "t".into(),
+                wall_s: 1.0,
+                ..Default::default()
+            },
+            vec![],
+        );
+        // A device's report before any finding, as renderers see it.
+        let unjudged = |evidence: crate::verdict::DeviceEvidence| {
+            let settled = crate::verdict::settle::settle(&evidence, &[]);
+            crate::verdict::DeviceReport::judged(evidence, Vec::new(), settled, false)
+        };
         let info = crate::gpu::DeviceInfo {
             name: "GPU <\"&'>".into(),
             ..serde_json::from_value(serde_json::json!({
@@ -237,14 +250,14 @@ mod tests {
             headline: "a < b & c".into(),
             summary: crate::workload::WorkloadResult::from_json(name, serde_json::Value::Null),
         };
-        let mut failed = crate::verdict::DeviceReport::new(
+        let mut failed = unjudged(crate::verdict::DeviceEvidence::tested(
             &info,
             vec![
                 outcome("vram", WorkloadStatus::Failed),
                 outcome("pcie", WorkloadStatus::NotRun),
             ],
             None,
-        );
+        ));
         // Rendering, not judging: the device's result as a verdict would have set it.
         failed.result = DeviceResult::Fail;
         failed.reason = "vram: a < b & c".into();
@@ -318,11 +331,13 @@ mod tests {
         );
         // A device that never reported (hung before its first workload) is an error,
         // not an empty suite that reads as green.
-        report.devices.push(crate::verdict::DeviceReport::new(
-            &info,
-            vec![],
-            Some("no progress for 4 s: the watchdog abandoned the device".into()),
-        ));
+        report
+            .devices
+            .push(unjudged(crate::verdict::DeviceEvidence::tested(
+                &info,
+                vec![],
+                Some("no progress for 4 s: the watchdog abandoned the device".into()),
+            )));
         let text = render(&report).unwrap();
         let doc = roxmltree::Document::parse(&text).expect("well-formed XML");
         let hung = outcome_of(&doc, 1, "verdict");
@@ -334,7 +349,9 @@ mod tests {
             ),
             (
                 "error",
-                Some("no progress for 4 s: the watchdog abandoned the device"),
+                Some(
+                    "no progress for 4 s: the watchdog abandoned the device; next: rerun; if the same result comes back, keep this run directory and report.json for a closer look"
+                ),
                 Some("inconclusive")
             ),
             "{text}"

@@ -163,8 +163,8 @@ pub fn summary(report: &Report, style: Style) -> String {
 
 /// A watch's application: what it was and how it ended, its memory, its trace, and the
 /// cause found.
-fn application_lines(out: &mut String, app: &crate::verdict::app::ApplicationReport) {
-    use crate::verdict::app::{IterationSource, MemorySource};
+fn application_lines(out: &mut String, app: &crate::verdict::watch::ApplicationReport) {
+    use crate::verdict::watch::{IterationSource, MemorySource};
     let bytes = crate::units::format_bytes;
     let what = match app.command.split_first() {
         None => "a running process".to_owned(),

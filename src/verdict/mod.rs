@@ -1,31 +1,35 @@
 //! The verdict as a pure function of the run directory: `kiln verdict RUN_DIR` rebuilds
 //! the report from the manifest, the events and the telemetry alone, also for a run that
 //! never finished (a crash, a hang, a kill), which it marks incomplete.
+//!
+//! It reads top to bottom ([`judge`]): the events folded once into each device's evidence
+//! ([`fold`]); every rule of the card ([`rules`]) and of a watched application ([`watch`])
+//! run over that evidence; which finding explains which resolved once per device
+//! ([`resolve`]); the result settled from what is left ([`settle`]); and the report built
+//! once ([`model`]), never patched after.
 
-pub mod app;
-mod app_rules;
-pub mod app_words;
 pub mod baseline;
 pub mod catalogue;
+pub mod evidence;
+pub mod fold;
 mod model;
 pub mod resolve;
 pub mod rules;
-
+pub mod settle;
+pub mod watch;
 pub mod xid;
 
 use std::path::Path;
 
-use crate::evidence::{Event, EvidenceFile, utc_timestamp};
-use crate::gpu::DeviceInfo;
+use crate::evidence::utc_timestamp;
+use crate::finding::Finding;
 use crate::rundir::RunEvidence;
-use crate::telemetry::record::{TelemetryData, TelemetryRecord};
-use crate::telemetry::summary::summarize;
-use crate::thresholds;
-use crate::workload::{WorkloadOutcome, WorkloadResult, WorkloadStatus};
+use crate::thresholds::{self, Thresholds};
 
-pub use model::{
-    DeviceEvidence, DeviceFailure, DeviceReport, DeviceResult, RateSample, Report, Setup,
-};
+pub use evidence::{DeviceEvidence, DeviceFailure, RateSample, Role, Setup};
+pub use fold::{Interruption, RunFacts, RunFold};
+pub use model::{DeviceReport, Report, RunOutline};
+pub use settle::DeviceResult;
 
 /// Why a run directory could not be judged.
 #[derive(Debug, thiserror::Error)]
@@ -38,30 +42,24 @@ pub enum VerdictError {
     Thresholds(String),
 }
 
-/// When a signal stopped the run, and what each device was running then.
-struct Interruption {
-    /// Seconds since the run started.
-    at_s: f64,
-    /// The workloads each device (by index) had started and not ended.
-    running: std::collections::BTreeMap<usize, Vec<String>>,
-}
-
-/// What the events say about one device.
-struct DeviceEvents {
-    info: DeviceInfo,
-    outcomes: Vec<WorkloadOutcome>,
-    /// Workloads that started but never ended.
-    unfinished: Vec<String>,
-    /// The device failures recorded, in order.
-    errors: Vec<DeviceFailure>,
-    /// Its rates at moments of the run.
-    rates: Vec<RateSample>,
+/// What the run itself knows at its end that its directory does not hold yet: it judges
+/// its evidence before it writes the `run_end` record.
+#[derive(Debug, Clone, Default)]
+pub struct LiveEnd {
+    /// Wall seconds, as the run measured them.
+    pub wall_s: f64,
+    /// UTC end.
+    pub finished_utc: String,
+    /// Facts the run learnt at its end (evidence it could not write).
+    pub notes: Vec<String>,
+    /// How many of the first notes were said at the terminal as the run started.
+    pub notes_said: usize,
 }
 
 /// Rebuilds the report of the run in `dir`, judged by the run's own thresholds, or by
 /// them with the file `overlay` laid over them (said in the report's notes).
 pub fn rebuild(dir: &Path, overlay: Option<&Path>) -> Result<Report, VerdictError> {
-    judge_dir(dir, overlay, false)
+    judge_dir(dir, overlay, None)
 }
 
 /// A run read before, judged again as [`rebuild`] does, with these device rules run in the
@@ -71,7 +69,7 @@ pub fn rebuild_with(
     overlay: Option<&Path>,
     with: &[(&str, rules::Rule)],
 ) -> Result<Report, VerdictError> {
-    judge(evidence, overlay, false, with)
+    judge(evidence, overlay, None, with)
 }
 
 /// The thresholds a run is judged by: those its manifest recorded (kiln's defaults for a
@@ -105,7 +103,11 @@ pub fn run_thresholds(
 /// Judges the run in `dir` by its own thresholds (see [`run_thresholds`] for `overlay`).
 /// `live` is for the run itself, which judges its evidence before it writes the `run_end`
 /// record; a rebuild without that record is of a run that never finished.
-pub fn judge_dir(dir: &Path, overlay: Option<&Path>, live: bool) -> Result<Report, VerdictError> {
+pub fn judge_dir(
+    dir: &Path,
+    overlay: Option<&Path>,
+    live: Option<LiveEnd>,
+) -> Result<Report, VerdictError> {
     judge_evidence(
         &RunEvidence::read(dir).map_err(VerdictError::RunDir)?,
         overlay,
@@ -117,440 +119,192 @@ pub fn judge_dir(dir: &Path, overlay: Option<&Path>, live: bool) -> Result<Repor
 pub fn judge_evidence(
     evidence: &RunEvidence,
     overlay: Option<&Path>,
-    live: bool,
+    live: Option<LiveEnd>,
 ) -> Result<Report, VerdictError> {
     judge(evidence, overlay, live, rules::RULES)
 }
 
-/// [`judge_evidence`] with these device rules.
+/// One device judged alone, as a run judges each of its devices (every rule, then the
+/// resolution, then its result): `kiln health`'s check of a card it observed.
+pub fn judge_device(evidence: DeviceEvidence, t: &Thresholds) -> DeviceReport {
+    let found = rules::judge(&evidence, t);
+    let findings = resolve::resolve(found, &resolve::Context::default());
+    let settled = settle::settle(&evidence, &findings);
+    DeviceReport::judged(evidence, findings, settled, false)
+}
+
+/// [`judge_evidence`] with these device rules: the whole verdict, top to bottom.
 fn judge(
     evidence: &RunEvidence,
     overlay: Option<&Path>,
-    live: bool,
+    live: Option<LiveEnd>,
     with: &[(&str, rules::Rule)],
 ) -> Result<Report, VerdictError> {
-    let RunEvidence {
-        dir,
-        manifest,
-        plan: _,
-        missing,
-        log,
-        telemetry,
-        trace,
-    } = evidence;
+    let manifest = &evidence.manifest;
     let (thresholds, overlaid) = run_thresholds(&manifest.settings, overlay)?;
-    let thresholds = &thresholds;
-    let plan = planned_outcomes(evidence);
-    let stop_on_first_failure = manifest.settings.stop_on_first_failure;
-    let mut notes: Vec<String> = overlaid.into_iter().collect();
-    let mut devices: Vec<DeviceEvents> = Vec::new();
-    let mut finished = live;
-    let mut interrupted: Option<Interruption> = None;
-    let mut last_ms = 0.0;
-    let mut workers: Vec<(usize, u32)> = Vec::new();
-    let watch = manifest.settings.watch.clone();
-    let mut app_events = app::AppEvents::default();
-    for r in &log.records {
-        last_ms = r.t_ms;
-        app_events.take(r.t_ms, &r.event);
-        match (&r.event, r.device) {
-            (Event::Note { message }, None) => notes.push(message.clone()),
-            // A device's own facts (a confirmation rerun, a stop at the first failure).
-            (Event::Note { message }, Some(d)) => notes.push(format!("GPU{d}: {message}")),
-            (Event::DeviceStart { info }, _) => devices.push(DeviceEvents {
-                info: (**info).clone(),
-                outcomes: Vec::new(),
-                unfinished: Vec::new(),
-                errors: Vec::new(),
-                rates: Vec::new(),
-            }),
-            (Event::Rates { rates, .. }, Some(d)) => {
-                if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
-                    entry
-                        .rates
-                        .extend(rates.iter().map(|(name, value)| RateSample {
-                            t_ms: r.t_ms,
-                            name: name.clone(),
-                            value: *value,
-                        }));
-                }
-            }
-            // The VRAM test's rate at each step that streamed the whole memory.
-            (
-                Event::Step {
-                    workload,
-                    op,
-                    bytes,
-                    gpu_ns,
-                    completed: true,
-                    ..
-                },
-                Some(d),
-            ) if workload == crate::product::Rate::Vram.workload()
-                && ["write", "verify"].contains(&op.as_str())
-                && *gpu_ns > 0 =>
-            {
-                if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
-                    entry.rates.push(RateSample {
-                        t_ms: r.t_ms,
-                        name: crate::product::Rate::Vram.name().to_owned(),
-                        value: crate::units::to_gib(*bytes) / (*gpu_ns as f64 * 1e-9),
-                    });
-                }
-            }
-            (Event::WorkloadStart { workload, .. }, Some(d)) => {
-                if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
-                    entry.unfinished.push(workload.clone());
-                }
-            }
-            (
-                Event::WorkloadEnd {
-                    workload,
-                    status,
-                    headline,
-                    summary,
-                },
-                Some(d),
-            ) => {
-                if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
-                    entry.unfinished.retain(|w| w != workload);
-                    entry.outcomes.push(WorkloadOutcome {
-                        workload: workload.clone(),
-                        status: *status,
-                        headline: if headline.is_empty() {
-                            format!("{workload} {}", status.word())
-                        } else {
-                            headline.clone()
-                        },
-                        summary: WorkloadResult::from_json(workload, summary.clone()),
-                    });
-                }
-            }
-            (Event::DeviceError { error, message }, Some(d)) => {
-                if let Some(entry) = devices.iter_mut().find(|e| e.info.index == d) {
-                    entry.errors.push(DeviceFailure {
-                        error: error.clone(),
-                        message: message.clone(),
-                    });
-                }
-            }
-            (Event::Interrupted { message }, _) => {
-                if interrupted.is_none() {
-                    interrupted = Some(Interruption {
-                        at_s: r.t_ms / 1e3,
-                        running: devices
-                            .iter()
-                            .map(|d| (d.info.index, d.unfinished.clone()))
-                            .collect(),
-                    });
-                }
-                notes.push(message.clone());
-            }
-            (Event::RunEnd { .. }, _) => finished = true,
-            (Event::Worker { pid }, Some(d)) => workers.push((d, *pid)),
-            _ => {}
-        }
+    let t = &thresholds;
+    let mut fold = RunFold::new(live.is_some(), overlaid.into_iter().collect());
+    for r in &evidence.log.records {
+        fold.apply(r.t_ms, r.device, &r.event);
     }
-    let incomplete = !finished || log.truncated_tail;
-    if incomplete {
-        notes.push(
-            "the run did not finish (no run_end record): this verdict rests on the evidence written before it stopped"
-                .into(),
-        );
-    }
-    let mut reports: Vec<DeviceReport> = devices
-        .into_iter()
-        .map(
-            |DeviceEvents {
-                 info,
-                 outcomes,
-                 unfinished,
-                 errors,
-                 rates,
-             }| {
-                let error = errors.first().map(|e| e.message.clone());
-                let never_ran = plan
-                    .as_ref()
-                    .map(|p| not_run(p, &outcomes, &unfinished))
-                    .unwrap_or_default();
-                let failure = if unfinished.is_empty() && never_ran.is_empty() {
-                    error
-                } else {
-                    let mut cut = Vec::new();
-                    if !unfinished.is_empty() {
-                        cut.push(format!("before {} finished", unfinished.join(", ")));
-                    }
-                    if !never_ran.is_empty() {
-                        cut.push(format!("before {} ran", never_ran.join(", ")));
-                    }
-                    Some(format!(
-                        "the device's test was cut short: it ended {}{}",
-                        cut.join(" and "),
-                        error.map(|e| format!(" ({e})")).unwrap_or_default()
-                    ))
-                };
-                // Every planned workload has an outcome: those cut short and those that
-                // never started say so, each with why (JUnit's skipped cases, the
-                // metrics' -1, the report's list).
-                let stopped_at_failure = stop_on_first_failure
-                    && outcomes.iter().any(|o| o.status == WorkloadStatus::Failed);
-                let why = match errors.first() {
-                    Some(e) => format!(": {}", e.message),
-                    None if stopped_at_failure => {
-                        ": the profile stops a device at its first failure".into()
-                    }
-                    None => ": the run stopped before it could".into(),
-                };
-                let mut outcomes = outcomes;
-                for (list, status, said) in [
-                    (
-                        &unfinished,
-                        WorkloadStatus::Incomplete,
-                        "started but did not finish",
-                    ),
-                    (&never_ran, WorkloadStatus::NotRun, "did not run"),
-                ] {
-                    outcomes.extend(list.iter().map(|w| WorkloadOutcome {
-                        workload: w.clone(),
-                        status,
-                        headline: format!("{said}{why}"),
-                        summary: WorkloadResult::from_json(w, serde_json::Value::Null),
-                    }));
-                }
-                let mut report = if watch.is_some() {
-                    DeviceReport::watched(&info)
-                } else {
-                    DeviceReport::new(&info, outcomes, failure)
-                };
-                report.failures = errors;
-                report.rate_samples = rates;
-                report
-            },
-        )
-        .collect();
-    // Devices the manifest selected but the events never started: not tested.
-    let never_started = if missing.contains(&EvidenceFile::Events) {
-        "not judged: the run's events are missing"
-    } else if interrupted.is_some() {
-        "not tested: a signal interrupted the run before this device's test started"
-    } else {
-        "never started before the run stopped"
-    };
-    for info in &manifest.devices {
-        if !reports.iter().any(|d| d.index == info.index) {
-            reports.push(DeviceReport::new(
-                info,
-                Vec::new(),
-                Some(never_started.into()),
-            ));
-        }
-    }
-    attach_telemetry(telemetry, &mut reports, &mut notes);
-    // A device whose Xids neither NVML's events nor the kernel log can show: said, never a
-    // quiet "no Xid".
-    for d in &reports {
-        let problem = |p: &dyn Fn(&str) -> bool| d.setup.source_problems.iter().any(|c| p(c));
-        if problem(&|c| c.starts_with(crate::telemetry::cause::EVENTS_REFUSED))
-            && problem(&|c| c == crate::telemetry::cause::KERNEL_LOG_UNREADABLE)
-        {
-            notes.push(format!(
-                "GPU{}: no Xid is watched (NVML would not watch its events and the kernel log is not readable): an Xid during the run would go unseen",
-                d.index
-            ));
-        }
-    }
-    // Every worker of the run is kiln's own: an Xid any of them raised is kiln's. In a
-    // watch, the application's processes are the ones the evidence is about.
-    let own: Vec<u32> = if watch.is_some() {
-        app_events.pids.iter().copied().collect()
-    } else {
-        workers.iter().map(|(_, pid)| *pid).collect()
-    };
-    for d in &mut reports {
-        d.setup.kiln_pids = own.clone();
-    }
-    // Workers start together, so their records interleave: report in device order.
-    reports.sort_by_key(|d| d.index);
-    for d in &mut reports {
-        d.judge_with(with, thresholds);
-    }
-    let from_peers = rules::peers(&reports, thresholds);
-    for (d, more) in reports.iter_mut().zip(from_peers) {
-        d.add_findings(more);
-    }
-    // What holds for the run as a whole holds for every device it tested: evidence lost,
-    // and a stop before the plan's end, each keep a device from passing.
-    for d in &mut reports {
-        let mut more: Vec<_> = missing
-            .iter()
-            .map(|f| rules::evidence_missing(*f))
-            .collect();
-        if let Some(i) = &interrupted {
-            let running = i.running.get(&d.index).map_or(&[][..], Vec::as_slice);
-            more.push(if watch.is_some() {
-                app_rules::watch_interrupted(i.at_s)
-            } else {
-                rules::run_interrupted(i.at_s, running, &d.workloads)
-            });
-        }
-        if !more.is_empty() {
-            d.add_findings(more);
-        }
-    }
-    let application = watch.as_ref().map(|settings| {
-        app::judge(
-            &app_events,
+    let RunFacts {
+        devices,
+        mut notes,
+        incomplete,
+        interrupted,
+        app,
+        last_ms,
+    } = fold.finish(evidence);
+    let watch = manifest.settings.watch.as_ref().map(|settings| {
+        watch::Watch::read(
+            &app,
             settings,
-            telemetry,
-            trace.as_ref(),
-            &mut reports,
-            thresholds,
+            &evidence.telemetry,
+            evidence.trace.as_ref(),
+            &devices,
+            t,
             &mut notes,
         )
     });
-    if manifest.stand_in {
-        for d in &mut reports {
-            // What a watched application's memory showed stands on any device; that no
-            // GPU was watched is said beside it.
-            if watch.is_some()
-                && !matches!(
-                    d.result,
-                    model::DeviceResult::Pass | model::DeviceResult::Inconclusive
-                )
-            {
-                notes.push(format!(
-                    "no GPU was watched: {} is the CPU Vulkan device; what its memory showed of the application stands, nothing is said of a card",
-                    d.name
-                ));
-                continue;
-            }
-            d.stand_in(watch.is_some());
-        }
+    let found = findings(
+        &devices,
+        evidence,
+        interrupted.as_ref(),
+        watch.as_ref(),
+        t,
+        with,
+    );
+    let context = watch
+        .as_ref()
+        .map(watch::Watch::context)
+        .unwrap_or_default();
+    let mut reports = Vec::new();
+    // The result each device's own findings gave, before a stand-in's.
+    let mut own_results = Vec::new();
+    for (d, found) in devices.into_iter().zip(found) {
+        let findings = resolve::resolve(found, &context);
+        let settled = settle::settle(&d, &findings);
+        own_results.push(settled.result);
+        let stand_in = manifest.stand_in && stands_in(&d, &settled, watch.is_some(), &mut notes);
+        let settled = if stand_in {
+            settle::stood_in(settled, &d, watch.is_some())
+        } else {
+            settled
+        };
+        reports.push(DeviceReport::judged(d, findings, settled, stand_in));
     }
+    let application = match (watch, &manifest.settings.watch) {
+        (Some(w), Some(settings)) => {
+            let device = w
+                .slot()
+                .and_then(|s| Some((reports.get(s)?, *own_results.get(s)?)))
+                .map(|(d, result)| (d.index, &d.findings[..], result));
+            Some(w.report(&app, settings, device))
+        }
+        _ => None,
+    };
     // GPUs the machine has that Vulkan could not see: named, not tested, never a pass.
     let first_free = reports.iter().map(|d| d.index + 1).max().unwrap_or(0);
     for (i, missing) in manifest.not_tested.iter().enumerate() {
-        reports.push(DeviceReport::not_tested(first_free + i, missing));
+        let finding = rules::gpu_not_visible(&missing.gpu, &missing.cause);
+        reports.push(DeviceReport::not_tested(first_free + i, missing, finding));
     }
-    let run_id = dir
+    let live = live.unwrap_or_default();
+    notes.extend(live.notes);
+    let run_id = evidence
+        .dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut report = Report::new(
-        run_id,
-        dir.display().to_string(),
-        manifest.started_utc.clone(),
-        last_ms / 1e3,
-        notes,
-        reports,
-    );
-    report.incomplete = incomplete;
-    report.interrupted = interrupted.is_some();
-    report.application = application;
-    report.no_gpu_tested =
-        manifest.stand_in || (manifest.devices.is_empty() && !manifest.not_tested.is_empty());
     // The run's own finish: its start and its last record (the end of the run), so that a
     // report rebuilt later keeps the times of the run it reports.
-    report.finished_utc = crate::evidence::parse_utc_timestamp(&report.started_utc)
-        .map(|t| t + std::time::Duration::from_secs_f64(last_ms.max(0.0) / 1e3))
-        .map_or_else(
-            || utc_timestamp(std::time::SystemTime::now()),
-            utc_timestamp,
-        );
-    Ok(report)
+    let finished_utc = if live.finished_utc.is_empty() {
+        crate::evidence::parse_utc_timestamp(&manifest.started_utc)
+            .map(|t| t + std::time::Duration::from_secs_f64(last_ms.max(0.0) / 1e3))
+            .map_or_else(
+                || utc_timestamp(std::time::SystemTime::now()),
+                utc_timestamp,
+            )
+    } else {
+        live.finished_utc
+    };
+    let outline = RunOutline {
+        run_id,
+        run_dir: evidence.dir.display().to_string(),
+        started_utc: manifest.started_utc.clone(),
+        finished_utc,
+        wall_s: if live.wall_s > 0.0 {
+            live.wall_s
+        } else {
+            last_ms / 1e3
+        },
+        notes,
+        notes_said: live.notes_said,
+        incomplete,
+        interrupted: interrupted.is_some(),
+        no_gpu_tested: manifest.stand_in
+            || (manifest.devices.is_empty() && !manifest.not_tested.is_empty()),
+        application,
+    };
+    Ok(Report::new(outline, reports))
 }
 
-/// One workload outcome the plan asks for: its name and the load it runs inside of
-/// (`heat` runs `vram` and `compute` together).
-type PlannedOutcome = (String, Option<String>);
-
-/// The outcomes the run's plan asks of every device (the plan, or in older manifests the
-/// list of workload names); None when the manifest does not say, so that nothing is
-/// judged missing on a guess.
-fn planned_outcomes(evidence: &RunEvidence) -> Option<Vec<PlannedOutcome>> {
-    if let Some(plan) = &evidence.plan {
-        let mut out = Vec::new();
-        for p in plan {
-            // A load of several parts at once (`heat`) reports each part, marked as run
-            // inside it.
-            let name = p.config.name().as_str();
-            match p.config.parts().as_slice() {
-                [_] => out.push((name.to_owned(), None)),
-                parts => out.extend(
-                    parts
-                        .iter()
-                        .map(|part| ((*part).to_owned(), Some(name.to_owned()))),
-                ),
+/// Every device's findings as the rules give them, before resolution: its own rules', its
+/// comparison with its peers, what holds for the run as a whole (evidence lost, a stop
+/// before the plan's end) and, in a watch, the application's rules'.
+fn findings(
+    devices: &[DeviceEvidence],
+    evidence: &RunEvidence,
+    interrupted: Option<&Interruption>,
+    watch: Option<&watch::Watch>,
+    t: &Thresholds,
+    with: &[(&str, rules::Rule)],
+) -> Vec<Vec<Finding>> {
+    let from_peers = rules::peers(devices, t);
+    devices
+        .iter()
+        .zip(from_peers)
+        .enumerate()
+        .map(|(slot, (d, peers))| {
+            let mut found = rules::judge_with(with, d, t);
+            found.extend(peers);
+            found.extend(evidence.missing.iter().map(|f| rules::evidence_missing(*f)));
+            if let Some(i) = interrupted {
+                let running = i.running.get(&d.index).map_or(&[][..], Vec::as_slice);
+                found.push(if watch.is_some() {
+                    watch::rules::watch_interrupted(i.at_s)
+                } else {
+                    rules::run_interrupted(i.at_s, running, &d.workloads)
+                });
             }
-        }
-        return Some(out);
-    }
-    if evidence.manifest.settings.plan.is_some() {
-        return None;
-    }
-    let names = evidence.manifest.settings.workloads.as_ref()?;
-    Some(names.iter().map(|n| (n.clone(), None)).collect())
+            if let Some(w) = watch {
+                found.extend(w.findings(slot, d, t));
+            }
+            found
+        })
+        .collect()
 }
 
-/// The planned workloads that never started on a device (those that started and never
-/// ended are `unfinished`). Reruns to confirm a finding add outcomes, never remove them.
-fn not_run(
-    plan: &[PlannedOutcome],
-    outcomes: &[WorkloadOutcome],
-    unfinished: &[String],
-) -> Vec<String> {
-    let mut left: Vec<PlannedOutcome> = plan.to_vec();
-    for o in outcomes {
-        let key = (o.workload.clone(), o.together_with().map(str::to_owned));
-        if let Some(i) = left.iter().position(|p| *p == key) {
-            left.remove(i);
-        }
-    }
-    let mut missing: Vec<String> = Vec::new();
-    for (name, with) in left {
-        let label = with.unwrap_or_else(|| name.clone());
-        if !unfinished.contains(&name) && !missing.contains(&label) {
-            missing.push(label);
-        }
-    }
-    missing
-}
-
-/// Lays the telemetry onto the devices' reports: each phase's summary, the vendor's
-/// identity, and why a source could not be read (said once in the run's notes, and kept as
-/// a cause on every device it concerns). The live run and `kiln verdict` both use it, so a
-/// rebuilt verdict sees exactly what the live one saw.
-pub fn attach_telemetry(
-    records: &[TelemetryRecord],
-    reports: &mut [DeviceReport],
+/// Whether the CPU Vulkan device, run in a GPU's place, stands in: its result is then
+/// "could not test". What a watched application's memory showed stands on any device, so
+/// a watch's finding of weight is kept, and that no GPU was watched is said beside it.
+fn stands_in(
+    d: &DeviceEvidence,
+    settled: &settle::Settled,
+    watching: bool,
     notes: &mut Vec<String>,
-) {
-    for r in records {
-        let concerns = |d: &DeviceReport| r.device.is_none_or(|i| i == d.index);
-        match &r.data {
-            TelemetryData::Unavailable { message, cause, .. } => {
-                if !notes.contains(message) {
-                    notes.push(message.clone());
-                }
-                if let Some(cause) = cause {
-                    for d in reports.iter_mut().filter(|d| concerns(d)) {
-                        if !d.setup.source_problems.contains(cause) {
-                            d.setup.source_problems.push(cause.clone());
-                        }
-                    }
-                }
-            }
-            TelemetryData::Identity { fields } => {
-                for d in reports.iter_mut().filter(|d| concerns(d)) {
-                    d.setup.identity.extend(fields.clone());
-                }
-            }
-            _ => {}
-        }
+) -> bool {
+    if watching
+        && !matches!(
+            settled.result,
+            DeviceResult::Pass | DeviceResult::Inconclusive
+        )
+    {
+        notes.push(format!(
+            "no GPU was watched: {} is the CPU Vulkan device; what its memory showed of the application stands, nothing is said of a card",
+            d.name
+        ));
+        return false;
     }
-    for phase in summarize(records) {
-        if let Some(d) = reports.iter_mut().find(|d| d.index == phase.device) {
-            d.telemetry.push(phase);
-        }
-    }
+    true
 }

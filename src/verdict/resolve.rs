@@ -1,9 +1,11 @@
-//! Which finding explains which, decided in one place. The rules ([`super::rules`]) each
-//! read the evidence alone and say what they see; this table then says, of the findings of
-//! one device, which is the cause of which: a cause the evidence shows (the power supply,
-//! heat, an overclock, the environment) explains the symptom it produced, and a hardware
-//! fault explains its consequences. The rows apply in the table's order, each to the whole
-//! set of findings, so that the result never depends on the order the rules ran in.
+//! Which finding explains which, decided in one place, for the card and a watched
+//! application alike. The rules ([`super::rules`], [`super::watch`]) each read the evidence
+//! alone and say what they see; this table then says, of the findings of one device, which
+//! is the cause of which: a cause the evidence shows (the power supply, heat, an overclock,
+//! the environment) explains the symptom it produced, a hardware fault explains its
+//! consequences, and in a watch the card's own fault is the application's cause, which
+//! explains its failure. The rows apply in the table's order, each to the whole set of
+//! findings, so that the result never depends on the order the rules ran in.
 //!
 //! A slow rate's own explanation (heat, power, a setting, another process in the phase it
 //! was measured in) is read by the rate rule from the same evidence those causes' rules
@@ -24,6 +26,12 @@ pub enum Cause {
     DecisiveHardware,
     /// Any finding of the environment's (heat, power, the slot, a setting, a tenant).
     Environment,
+    /// A finding that says what a watched application's trouble was (its cause, or that
+    /// its memory was not seen), but not that it could not be judged.
+    Application,
+    /// A "could not test" finding of weight (evidence missing, an interrupted run, a
+    /// watch that saw none of the application's memory).
+    CouldNotTest,
 }
 
 /// Which findings are a row's symptom.
@@ -34,6 +42,11 @@ pub enum Symptom {
     /// A hardware finding of wrong results that an overclock of this clock explains
     /// ([`crate::finding::CodeInfo::overclocked`]).
     ErrorsAt(Clock),
+    /// A watched application's finding of why it lost its device.
+    OfTheLoss,
+    /// A watched application's trouble, whatever it was: what a cause of the card's is
+    /// said for, as the application's cause.
+    TheApplication,
 }
 
 /// What a cause does to its symptom.
@@ -51,6 +64,15 @@ pub enum Relation {
         severity: Option<Severity>,
         /// Added to its summary.
         said: &'static str,
+        /// Its action.
+        action: &'static str,
+    },
+    /// In a watch, the causes are the application's cause: said as one finding of `code`
+    /// (critical, high confidence), with every cause's summary and how the application
+    /// failed, and `action`.
+    IsTheCause {
+        /// The finding's code.
+        code: FindingCode,
         /// Its action.
         action: &'static str,
     },
@@ -131,6 +153,15 @@ pub const TABLE: &[Row] = &[
     },
     Row {
         cause: Cause::DecisiveHardware,
+        relation: Relation::IsTheCause {
+            code: FindingCode::AppCardFault,
+            action: "test the card: `kiln run --profile rma` on this GPU, and keep this run directory with its report for the vendor",
+        },
+        symptom: Symptom::TheApplication,
+        why: "in a watch, the card's own hardware fault of weight is the application's cause, whatever else its memory did",
+    },
+    Row {
+        cause: Cause::DecisiveHardware,
         relation: Relation::Explains {
             class: Class::Info,
             severity: Some(Severity::Note),
@@ -151,7 +182,52 @@ pub const TABLE: &[Row] = &[
         symptom: Symptom::Code(FindingCode::PeerSlower),
         why: "a device slower than its peers where its own heat, power, slot or settings hold it back is not shown slow by itself",
     },
+    Row {
+        cause: Cause::Code(FindingCode::AppCardFault),
+        relation: Relation::Absorbs,
+        symptom: Symptom::OfTheLoss,
+        why: "a device lost beside the card's own fault is the card's doing, not a timeout's or a neighbour's",
+    },
+    Row {
+        cause: Cause::Code(FindingCode::AppMemoryUnseen),
+        relation: Relation::Absorbs,
+        symptom: Symptom::OfTheLoss,
+        why: "a loss is called a timeout or a neighbour's doing by what the memory did, which was not seen",
+    },
+    Row {
+        cause: Cause::Application,
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::AppExit),
+        why: "an application that ended in an error is its own failure only where nothing on the GPU explains it",
+    },
+    Row {
+        cause: Cause::Application,
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::AppNotJudged),
+        why: "what went unseen of the application's memory hides no cause once one is found",
+    },
+    Row {
+        cause: Cause::CouldNotTest,
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::AppNotJudged),
+        why: "a watch that could not be judged whole (interrupted, evidence lost, no memory seen) says so already",
+    },
 ];
+
+/// What resolution knows beyond the findings: in a watch, how the application failed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Context {
+    /// A watch (`kiln watch`), not a test.
+    pub watch: Option<Watched>,
+}
+
+/// What a watch adds to resolution.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Watched {
+    /// How the application first failed, in words (`12.3 s into the watch (...)`), where
+    /// it did.
+    pub failed: Option<String>,
+}
 
 impl Cause {
     /// Whether `f` is this cause.
@@ -167,6 +243,8 @@ impl Cause {
                     && f.confidence <= Confidence::Medium
             }
             Cause::Environment => f.class == Class::Environment,
+            Cause::Application => f.code.info().application && f.code != FindingCode::AppNotJudged,
+            Cause::CouldNotTest => f.class == Class::CouldNotTest && f.severity <= Severity::Major,
         }
     }
 }
@@ -179,28 +257,34 @@ impl Symptom {
             Symptom::ErrorsAt(clock) => {
                 f.class == Class::Hardware && f.code.info().overclocked == Some(clock)
             }
+            Symptom::OfTheLoss => f.facts.of_a_loss,
+            Symptom::TheApplication => f.code.info().application,
         }
     }
 }
 
 /// The findings of one device with the table applied: what a cause absorbs is gone, what it
 /// explains says so. A finding is never its own cause.
-pub fn resolve(mut findings: Vec<Finding>) -> Vec<Finding> {
+pub fn resolve(mut findings: Vec<Finding>, context: &Context) -> Vec<Finding> {
     for row in TABLE {
-        let causes: Vec<FindingCode> = findings
+        let causes: Vec<&Finding> = findings
             .iter()
             .filter(|f| row.cause.is(f) && !row.symptom.is(f))
-            .map(|f| f.code)
-            .fold(Vec::new(), |mut all, c| {
-                if !all.contains(&c) {
-                    all.push(c);
-                }
-                all
-            });
+            .collect();
         if causes.is_empty() {
             continue;
         }
-        let named = causes
+        let codes: Vec<FindingCode> =
+            causes
+                .iter()
+                .map(|f| f.code)
+                .fold(Vec::new(), |mut all, c| {
+                    if !all.contains(&c) {
+                        all.push(c);
+                    }
+                    all
+                });
+        let named = codes
             .iter()
             .map(|c| c.name())
             .collect::<Vec<_>>()
@@ -222,9 +306,51 @@ pub fn resolve(mut findings: Vec<Finding>) -> Vec<Finding> {
                     f.action = action.replace("{cause}", &named);
                 }
             }
+            Relation::IsTheCause { code, action } => {
+                let Some(watched) = &context.watch else {
+                    continue;
+                };
+                let said = the_cause(code, &causes, watched, action);
+                // Listed first among the application's findings.
+                let at = findings
+                    .iter()
+                    .position(|f| row.symptom.is(f))
+                    .unwrap_or(findings.len());
+                findings.insert(at, said);
+            }
         }
     }
     findings
+}
+
+/// The finding that says `causes` are a watched application's cause.
+fn the_cause(code: FindingCode, causes: &[&Finding], watched: &Watched, action: &str) -> Finding {
+    let codes: Vec<&str> = causes.iter().map(|f| f.code.name()).collect();
+    let mut summary = format!(
+        "the card: {}",
+        causes
+            .iter()
+            .map(|f| f.summary.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if let Some(failed) = &watched.failed {
+        summary.push_str(&format!("; the application failed {failed}"));
+    }
+    crate::finding::finding(
+        code,
+        Severity::Critical,
+        Confidence::High,
+        summary,
+        crate::finding::evidence(&CardFindings { findings: codes }),
+        action,
+    )
+}
+
+/// The evidence of a cause said for the application: the causes' findings, by code.
+#[derive(serde::Serialize)]
+struct CardFindings<'a> {
+    findings: Vec<&'a str>,
 }
 
 #[cfg(test)]
@@ -248,6 +374,11 @@ mod tests {
         found(code, severity, serde_json::json!({}))
     }
 
+    /// The findings of a device that was tested, not watched, resolved.
+    fn resolve_alone(findings: Vec<Finding>) -> Vec<Finding> {
+        resolve(findings, &Context::default())
+    }
+
     fn codes(f: &[Finding]) -> Vec<(&str, Class)> {
         f.iter().map(|f| (f.code.name(), f.class)).collect()
     }
@@ -258,11 +389,11 @@ mod tests {
         let lost = bare(FindingCode::DeviceLostTimeout, Severity::Major);
         let psu = bare(FindingCode::PsuCombinedLoad, Severity::Critical);
         assert_eq!(
-            codes(&resolve(vec![lost.clone(), psu.clone()])),
+            codes(&resolve_alone(vec![lost.clone(), psu.clone()])),
             [("PSU_COMBINED_LOAD", Class::Environment)]
         );
         assert_eq!(
-            codes(&resolve(vec![lost.clone()])),
+            codes(&resolve_alone(vec![lost.clone()])),
             [("DEVICE_LOST_TIMEOUT", Class::Software)]
         );
 
@@ -275,7 +406,7 @@ mod tests {
             serde_json::json!({"sm": null, "memory": ["vram", 12000.0, 10501.0]}),
         );
         memory_over.facts.clocks_over = vec![Clock::Memory];
-        let resolved = resolve(vec![vram.clone(), compute.clone(), memory_over]);
+        let resolved = resolve_alone(vec![vram.clone(), compute.clone(), memory_over]);
         assert_eq!(
             codes(&resolved),
             [
@@ -297,22 +428,22 @@ mod tests {
         // A hardware fault of weight makes an application's Xid its consequence; a minor
         // one does not.
         let app_xid = bare(FindingCode::XidApplication, Severity::Major);
-        let resolved = resolve(vec![app_xid.clone(), compute.clone()]);
+        let resolved = resolve_alone(vec![app_xid.clone(), compute.clone()]);
         assert_eq!(resolved[0].class, Class::Info);
         assert_eq!(resolved[0].severity, Severity::Note);
         assert!(resolved[0].summary.contains("(COMPUTE_MISMATCH)"));
         let minor = bare(FindingCode::VramTransientError, Severity::Minor);
-        let resolved = resolve(vec![app_xid.clone(), minor]);
+        let resolved = resolve_alone(vec![app_xid.clone(), minor]);
         assert_eq!(resolved[0].class, Class::Software);
 
         // The environment explains a device slower than its peers; a note does not.
         let peer = bare(FindingCode::PeerSlower, Severity::Major);
         let heat = bare(FindingCode::ThermalThrottle, Severity::Major);
-        let resolved = resolve(vec![peer.clone(), heat]);
+        let resolved = resolve_alone(vec![peer.clone(), heat]);
         assert_eq!(resolved[0].class, Class::Environment);
         assert!(resolved[0].summary.contains("(THERMAL_THROTTLE)"));
         let slot = bare(FindingCode::PcieSlotLimits, Severity::Note);
-        assert_eq!(resolve(vec![peer, slot])[0].class, Class::Hardware);
+        assert_eq!(resolve_alone(vec![peer, slot])[0].class, Class::Hardware);
     }
 
     #[test]
@@ -321,8 +452,8 @@ mod tests {
         let psu = bare(FindingCode::PsuCombinedLoad, Severity::Critical);
         let hot = bare(FindingCode::MemoryHot, Severity::Note);
         let heat = bare(FindingCode::ThermalThrottle, Severity::Major);
-        let a = resolve(vec![lost.clone(), psu.clone(), hot.clone(), heat.clone()]);
-        let b = resolve(vec![heat, hot, psu, lost]);
+        let a = resolve_alone(vec![lost.clone(), psu.clone(), hot.clone(), heat.clone()]);
+        let b = resolve_alone(vec![heat, hot, psu, lost]);
         let mut a = codes(&a);
         let mut b = codes(&b);
         a.sort();

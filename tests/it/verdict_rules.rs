@@ -7,7 +7,7 @@ use kiln::finding::{Class, Confidence};
 use kiln::gpu::{DeviceInfo, DeviceKind, DeviceLimits};
 use kiln::telemetry::summary::summarize;
 use kiln::thresholds::Thresholds;
-use kiln::verdict::{DeviceReport, DeviceResult};
+use kiln::verdict::{DeviceEvidence, DeviceReport, DeviceResult, judge_device};
 
 fn info() -> DeviceInfo {
     DeviceInfo {
@@ -65,7 +65,7 @@ fn judged_with(
         headline: "no errors".into(),
         summary: kiln::workload::WorkloadResult::from_json("vram", serde_json::json!({})),
     };
-    let mut d = DeviceReport::new(&info(), vec![outcome], None);
+    let mut d = DeviceEvidence::tested(&info(), vec![outcome], None);
     // Who the card is, as its telemetry source said: its rated limits among it.
     for r in records {
         if let kiln::telemetry::record::TelemetryData::Identity { fields } = r.data {
@@ -73,8 +73,7 @@ fn judged_with(
         }
     }
     d.telemetry = phases;
-    d.judge(&Thresholds::default());
-    d
+    judge_device(d, &Thresholds::default())
 }
 
 fn codes(d: &DeviceReport) -> Vec<&str> {
@@ -151,9 +150,10 @@ fn an_xid_13_storm_is_software_not_hardware() {
 
 /// Judges the device that ran `outcome` (the real driver) on that outcome.
 fn judge_outcome(ran_on: &DeviceInfo, outcome: kiln::workload::WorkloadOutcome) -> DeviceReport {
-    let mut d = DeviceReport::new(ran_on, vec![outcome], None);
-    d.judge(&Thresholds::default());
-    d
+    judge_device(
+        DeviceEvidence::tested(ran_on, vec![outcome], None),
+        &Thresholds::default(),
+    )
 }
 
 fn lavapipe() -> (std::sync::Arc<kiln::gpu::Vulkan>, kiln::gpu::DeviceContext) {
@@ -294,7 +294,7 @@ fn history_before_the_run_is_not_evidence_against_the_card() {
             },
         },
     );
-    let mut d = DeviceReport::new(&info(), vec![], None);
+    let mut d = DeviceEvidence::tested(&info(), vec![], None);
     d.telemetry = summarize(&records);
     assert!(
         d.telemetry[0].xids.is_empty(),
@@ -304,13 +304,13 @@ fn history_before_the_run_is_not_evidence_against_the_card() {
         d.telemetry[0].counter_deltas["ecc_uncorrected_aggregate"],
         0.0
     );
-    d.judge(&Thresholds::default());
+    let d = judge_device(d, &Thresholds::default());
     assert!(d.findings.is_empty(), "{:?}", codes(&d));
 }
 
 #[test]
 fn a_device_without_telemetry_says_what_could_not_be_checked() {
-    let mut d = DeviceReport::new(&info(), vec![], None);
+    let mut d = DeviceEvidence::tested(&info(), vec![], None);
     d.telemetry = vec![kiln::telemetry::summary::PhaseTelemetry {
         device: 0,
         phase: "vram".into(),
@@ -328,7 +328,7 @@ fn a_device_without_telemetry_says_what_could_not_be_checked() {
         other_processes: vec![],
         processes_first_ms: Default::default(),
     }];
-    d.judge(&Thresholds::default());
+    let d = judge_device(d, &Thresholds::default());
     assert_eq!(codes(&d), vec!["TELEMETRY_MISSING"]);
     assert_eq!(d.findings[0].class, Class::Info);
     assert_ne!(

@@ -37,7 +37,7 @@ use crate::inventory::System;
 use crate::telemetry::cause;
 use crate::telemetry::record::Readings;
 use crate::thresholds::Thresholds;
-use crate::verdict::{DeviceReport, DeviceResult, Setup};
+use crate::verdict::{DeviceEvidence, DeviceResult, Setup};
 use checks::{GROUPS, GroupRead, MEMORY_GROUPS};
 use read::{Gpu, Seen};
 use state::{GpuState, NODE, OpenFault, State};
@@ -480,7 +480,7 @@ impl Check<'_> {
             kiln_pids: Vec::new(),
             watching: false,
         };
-        let mut device = DeviceReport::observed(
+        let observed = DeviceEvidence::observed(
             g,
             &gpu.name,
             gpu.uuid.as_deref().unwrap_or(""),
@@ -489,7 +489,7 @@ impl Check<'_> {
             phase,
         );
         // The run's own judging: every rule, then the resolution.
-        device.judge(&Thresholds::default());
+        let device = crate::verdict::judge_device(observed, &Thresholds::default());
         let mut node_findings = Vec::new();
         for f in device.findings {
             if f.code.info().node_wide {
@@ -570,7 +570,7 @@ impl Check<'_> {
         let position = state.gpus.get(NODE).map_or(0, |n| n.xid_kernel_us);
         let (xids, newest) = checks::new_xids(&seen.xids, None, position);
         if !xids.is_empty() {
-            let mut node = DeviceReport::observed(
+            let observed = DeviceEvidence::observed(
                 usize::MAX,
                 "node",
                 "",
@@ -578,7 +578,7 @@ impl Check<'_> {
                 Setup::default(),
                 checks::health_phase(usize::MAX, xids),
             );
-            node.judge(&Thresholds::default());
+            let node = crate::verdict::judge_device(observed, &Thresholds::default());
             for f in &node.findings {
                 self.place(f, None, NODE);
             }

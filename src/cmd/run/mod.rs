@@ -275,16 +275,20 @@ pub(crate) fn finish(
     // The run is judged by the thresholds its manifest recorded, as any rebuild of it is.
     let evidence = crate::rundir::RunEvidence::read(run_dir.path())
         .map_err(|e| AppError::Start(format!("the run's evidence could not be read back: {e}")))?;
-    let mut report = crate::verdict::judge_evidence(&evidence, None, true)
+    // What the run knows at its end that its directory does not hold yet.
+    let live = crate::verdict::LiveEnd {
+        wall_s: started.elapsed().as_secs_f64(),
+        finished_utc: utc_timestamp(SystemTime::now()),
+        notes: events
+            .check()
+            .err()
+            .map(|e| format!("some evidence could not be written: {e}"))
+            .into_iter()
+            .collect(),
+        notes_said,
+    };
+    let report = crate::verdict::judge_evidence(&evidence, None, Some(live))
         .map_err(|e| AppError::Start(format!("the run's evidence could not be judged: {e}")))?;
-    report.wall_s = started.elapsed().as_secs_f64();
-    report.notes_said = notes_said;
-    report.finished_utc = utc_timestamp(SystemTime::now());
-    if let Err(e) = events.check() {
-        report
-            .notes
-            .push(format!("some evidence could not be written: {e}"));
-    }
     events.emit(
         None,
         Event::RunEnd {

@@ -62,7 +62,7 @@ impl Listener {
 
     /// What a line says, if anything.
     pub fn hear(&self, line: &str) -> Option<Heard> {
-        use crate::verdict::app_words::{self, Kind};
+        use crate::verdict::watch::words::{self as app_words, Kind};
         let kept = || crate::text::cut(line.trim_end(), LINE_KEPT);
         // A framework's own words first (wgpu's refusal of a size says no "memory").
         let framework = app_words::read(line).map(|s| s.kind);

@@ -87,7 +87,7 @@ mod tests {
             serde_json::json!({"gauges": {"clock_sm_mhz": gauge(1900.0, 1980.0, highest_mhz),
                                           "clock_sm_max_mhz": gauge(1980.0, 1980.0, 1980.0)}}),
         )]);
-        said(&super::judge(&d.evidence(), &Thresholds::default()))
+        said(&super::judge(&d, &Thresholds::default()))
     }
 
     #[test]

@@ -313,7 +313,7 @@ mod tests {
                 message: "the worker stopped".into(),
             })
             .collect();
-        said(&super::judge(&d.evidence(), &Thresholds::default()))
+        said(&super::judge(&d, &Thresholds::default()))
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn corrected_rate(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding
 /// (a state an event of the run already gave is not given again).
 pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    for p in device.telemetry {
+    for p in &device.telemetry {
         counters(p, &mut out);
     }
     corrected_rate(device, t, &mut out);
@@ -382,7 +382,7 @@ mod tests {
             serde_json::json!({"end_ms": minutes * 60_000.0,
                                "counter_deltas": {"ecc_corrected_volatile": count}}),
         )]);
-        said(&super::judge(&d.evidence(), &Thresholds::default()))
+        said(&super::judge(&d, &Thresholds::default()))
     }
 
     #[test]
@@ -403,7 +403,7 @@ mod tests {
             serde_json::json!({"counter_deltas": {"ecc_uncorrected_volatile": 2.0, "remap_failure": 1.0}}),
         )]);
         assert_eq!(
-            said(&super::judge(&d.evidence(), &Thresholds::default())),
+            said(&super::judge(&d, &Thresholds::default())),
             [
                 ("ECC_UNCORRECTABLE", Class::Hardware, Severity::Critical),
                 ("ROW_REMAP_FAILURE", Class::Hardware, Severity::Critical)
@@ -415,9 +415,6 @@ mod tests {
             serde_json::json!({"counter_deltas": {"remap_failure": 1.0},
                                "counters_after": {"remap_failure": 1.0}}),
         )]);
-        assert_eq!(
-            said(&super::judge(&d.evidence(), &Thresholds::default())).len(),
-            1
-        );
+        assert_eq!(said(&super::judge(&d, &Thresholds::default())).len(), 1);
     }
 }

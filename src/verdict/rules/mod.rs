@@ -93,7 +93,7 @@ pub fn judge_with(rules: &[(&str, Rule)], device: &DeviceEvidence, t: &Threshold
 /// Every reported run of a workload with the phase it ran in: the n-th run of a workload
 /// ran in its n-th phase. Only what reported counts as a run (the verdict names the rest,
 /// with why).
-fn runs<'a>(device: &DeviceEvidence<'a>) -> Vec<(&'a WorkloadOutcome, Option<&'a PhaseTelemetry>)> {
+fn runs(device: &DeviceEvidence) -> Vec<(&WorkloadOutcome, Option<&PhaseTelemetry>)> {
     device
         .workloads
         .iter()
@@ -245,7 +245,7 @@ fn xid_kinds(codes: &[u32]) -> (bool, bool) {
 pub(super) mod testing {
     use crate::finding::{Class, Finding, Severity};
     use crate::telemetry::summary::PhaseTelemetry;
-    use crate::verdict::{DeviceReport, Setup};
+    use crate::verdict::{DeviceEvidence, Setup};
 
     /// A phase of a minute and 300 samples (every one with a throttle status), with
     /// `fields` laid over it as the report writes them.
@@ -267,20 +267,20 @@ pub(super) mod testing {
     }
 
     /// An NVIDIA H200 observed over these phases.
-    pub fn device(phases: Vec<PhaseTelemetry>) -> DeviceReport {
+    pub fn device(phases: Vec<PhaseTelemetry>) -> DeviceEvidence {
         let setup = Setup {
             vendor_id: 0x10de,
             ..Setup::default()
         };
         let mut d =
-            DeviceReport::observed(0, "NVIDIA H200", "uuid", None, setup, phases[0].clone());
+            DeviceEvidence::observed(0, "NVIDIA H200", "uuid", None, setup, phases[0].clone());
         d.telemetry = phases;
         d
     }
 
     /// An NVIDIA H200 that ran compute at `fp32_gops` (10^9 a second) and int32 at 30000,
     /// its phase's telemetry quiet.
-    pub fn computed_at(fp32_gops: f64) -> DeviceReport {
+    pub fn computed_at(fp32_gops: f64) -> DeviceEvidence {
         use crate::workload::{WorkloadOutcome, WorkloadResult, WorkloadStatus};
         let kind = |name: &str, gops: f64| {
             serde_json::json!({"best_gops": gops, "cpu_checked": 32, "cpu_mismatches": 0,

@@ -64,7 +64,7 @@ fn nvlinks(device: &DeviceEvidence, out: &mut Vec<Finding>) {
     }
     let mut links: BTreeMap<u32, Link> = BTreeMap::new();
     let mut last_state: BTreeMap<u32, f64> = BTreeMap::new();
-    for p in device.telemetry {
+    for p in &device.telemetry {
         let seconds = (p.end_ms - p.start_ms) / 1e3;
         let mut crc: BTreeMap<u32, f64> = BTreeMap::new();
         for (name, value) in p.growth() {
@@ -222,7 +222,7 @@ mod tests {
             "compute",
             serde_json::json!({"counter_deltas": deltas}),
         )]);
-        said(&super::judge(&d.evidence(), &Thresholds::default()))
+        said(&super::judge(&d, &Thresholds::default()))
     }
 
     #[test]
@@ -262,7 +262,7 @@ mod tests {
                 ),
             ])
         };
-        let down_all_along = super::judge(&states(0.0, 0.0).evidence(), &Thresholds::default());
+        let down_all_along = super::judge(&states(0.0, 0.0), &Thresholds::default());
         assert_eq!(
             said(&down_all_along),
             [("NVLINK_DOWN", Class::Hardware, Severity::Minor)]
@@ -271,7 +271,7 @@ mod tests {
             down_all_along[0].evidence,
             serde_json::json!({"link": 1, "links_up": 1})
         );
-        let went_down = super::judge(&states(1.0, 0.0).evidence(), &Thresholds::default());
+        let went_down = super::judge(&states(1.0, 0.0), &Thresholds::default());
         assert_eq!(
             said(&went_down),
             [("NVLINK_DOWN", Class::Hardware, Severity::Major)]
@@ -281,6 +281,6 @@ mod tests {
             serde_json::json!({"link": 1, "phases": ["compute"]})
         );
         // The near miss: every link up.
-        assert!(super::judge(&states(1.0, 1.0).evidence(), &Thresholds::default()).is_empty());
+        assert!(super::judge(&states(1.0, 1.0), &Thresholds::default()).is_empty());
     }
 }

@@ -48,7 +48,7 @@ struct Replays<'a> {
 pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut said = Vec::new();
-    for p in device.telemetry {
+    for p in &device.telemetry {
         link(p, &mut said, &mut out);
         replays(p, t, &mut out);
         aer(p, &mut out);
@@ -264,7 +264,7 @@ mod tests {
 
     fn judged(fields: serde_json::Value) -> Vec<(&'static str, Class, Severity)> {
         let d = device(vec![phase("vram", fields)]);
-        said(&super::judge(&d.evidence(), &Thresholds::default()))
+        said(&super::judge(&d, &Thresholds::default()))
     }
 
     fn link(width: f64, generation: f64, busy: f64) -> serde_json::Value {

@@ -5,11 +5,11 @@ use serde::Serialize;
 use super::rates::median;
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 use crate::thresholds::Thresholds;
-use crate::verdict::DeviceReport;
+use crate::verdict::evidence::DeviceEvidence;
 
 /// The rates a device can be compared with its peers on: VRAM streaming (GiB/s), fp32
 /// compute (G ops/s) and PCIe each way (GB/s), from workloads that ran to their end.
-pub fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
+pub fn rates(workloads: &[crate::workload::WorkloadOutcome]) -> Vec<(&'static str, f64)> {
     let mut out = Vec::new();
     let finished = |w: &&crate::workload::WorkloadOutcome| {
         matches!(
@@ -17,7 +17,7 @@ pub fn rates(device: &DeviceReport) -> Vec<(&'static str, f64)> {
             crate::workload::WorkloadStatus::Passed | crate::workload::WorkloadStatus::Failed
         ) && w.together_with().is_none()
     };
-    for w in device.workloads.iter().filter(finished) {
+    for w in workloads.iter().filter(finished) {
         out.extend(w.summary.rates());
     }
     out.retain(|(_, v)| v.is_finite() && *v > 0.0);
@@ -48,13 +48,13 @@ struct Behind<'a> {
 /// card, unless its own environment findings (heat, power, the slot) explain it
 /// ([`crate::verdict::resolve`]).
 /// CPU devices share the host's cores, so they are never compared.
-pub fn peers(devices: &[DeviceReport], t: &Thresholds) -> Vec<Vec<Finding>> {
+pub fn peers(devices: &[DeviceEvidence], t: &Thresholds) -> Vec<Vec<Finding>> {
     // PCIe rates depend on where a GPU sits (its socket, its switch), not only on the
     // card: they are judged against the link's theory instead.
     let all: Vec<Vec<(&str, f64)>> = devices
         .iter()
         .map(|d| {
-            let mut r = rates(d);
+            let mut r = rates(&d.workloads);
             r.retain(|(name, _)| !name.starts_with("pcie_"));
             r
         })

@@ -10,7 +10,7 @@ use crate::verdict::DeviceEvidence;
 /// The rule.
 pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    for p in device.telemetry {
+    for p in &device.telemetry {
         power(p, device.setup.vendor_id, t, &mut out);
     }
     for code in [FindingCode::PowerBrake, FindingCode::PowerDelivery] {
@@ -75,7 +75,7 @@ mod tests {
             "compute",
             serde_json::json!({"throttle_share": shares}),
         )]);
-        said(&super::judge(&d.evidence(), &Thresholds::default()))
+        said(&super::judge(&d, &Thresholds::default()))
     }
 
     #[test]
@@ -105,7 +105,7 @@ mod tests {
         )]);
         d.setup.vendor_id = 0x10de;
         assert_eq!(
-            said(&super::judge(&d.evidence(), &Thresholds::default())),
+            said(&super::judge(&d, &Thresholds::default())),
             [("POWER_BRAKE", Class::Info, Severity::Note)]
         );
     }

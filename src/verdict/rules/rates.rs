@@ -512,7 +512,7 @@ pub fn memory_near_limit<'a>(
         .setup
         .identity_of(signals::TEMP_MEM_MAX_C)
         .and_then(Reading::number)
-        .or_else(|| product::lookup(device.name).and_then(|p| p.memory_temp_limit_c))?;
+        .or_else(|| product::lookup(&device.name).and_then(|p| p.memory_temp_limit_c))?;
     let (phase, hottest) = device
         .telemetry
         .iter()
@@ -528,8 +528,8 @@ pub fn memory_near_limit<'a>(
 /// Whether any phase read the GPU's temperature but none its memory's: a card whose
 /// memory has no sensor the driver shows (a GeForce's GDDR6X through NVML, which reads
 /// HBM parts only).
-pub fn memory_temperature_unread(device: &DeviceEvidence) -> bool {
-    let read = |signal: Signal| device.telemetry.iter().any(|p| p.gauge(signal).is_some());
+pub fn memory_temperature_unread(telemetry: &[PhaseTelemetry]) -> bool {
+    let read = |signal: Signal| telemetry.iter().any(|p| p.gauge(signal).is_some());
     read(signals::GPU_TEMP_C) && !read(signals::HBM_TEMP_C)
 }
 
@@ -547,7 +547,7 @@ pub struct Arrival<'a> {
 /// there at the start), each once, in the phase it was first seen in.
 pub fn arrivals<'a>(device: &'a DeviceEvidence, tenants: &[Process]) -> Vec<Arrival<'a>> {
     let mut out: Vec<Arrival> = Vec::new();
-    for p in device.telemetry {
+    for p in &device.telemetry {
         for process in &p.other_processes {
             let pid = process.pid;
             if tenants.iter().any(|t| t.pid == pid) || out.iter().any(|a| a.process.pid == pid) {
@@ -711,9 +711,9 @@ pub fn rates_of_run(
     if w.together_with().is_some() || w.summary.envelope().cut_short() {
         return;
     }
-    let product = product::lookup(device.name);
+    let product = product::lookup(&device.name);
     let settings = phase
-        .map(|p| settings_in(p, device.setup, t))
+        .map(|p| settings_in(p, &device.setup, t))
         .unwrap_or_default();
     let came = arrivals(device, tenants);
     // Other processes on the GPU all phase long: those there when the test started, and
@@ -730,7 +730,7 @@ pub fn rates_of_run(
                 })
                 .count()
         });
-    let mut why = environment_explanation(phase, device.setup, t, through);
+    let mut why = environment_explanation(phase, &device.setup, t, through);
     // Another process that arrived during the phase: the rate is judged on the part of the
     // phase before it came, where there is one; without one, the process explains it.
     let arrived = phase.and_then(|p| {
@@ -748,7 +748,7 @@ pub fn rates_of_run(
         let Some(rate) = Rate::from_name(name) else {
             continue;
         };
-        let Some(floor) = floor_of(device.name, product, rate, t) else {
+        let Some(floor) = floor_of(&device.name, product, rate, t) else {
             continue;
         };
         if measured.is_nan() || measured <= 0.0 || measured >= floor.value {
@@ -945,8 +945,8 @@ pub fn configuration(
     // Every setting seen holding the clocks, with its phase, the clock it held there and
     // that phase's limits and clocks as evidence.
     let mut seen: Vec<(Setting, String, Option<String>, Values<&Stat>)> = Vec::new();
-    for p in device.telemetry {
-        for setting in settings_in(p, device.setup, t) {
+    for p in &device.telemetry {
+        for setting in settings_in(p, &device.setup, t) {
             let clock = clock_of(p, &setting, device.setup.vendor_id);
             // Held below `floor_share` of its maximum (the card's own maximum is its
             // product's): the setting holds the card below its product.
@@ -975,7 +975,7 @@ pub fn configuration(
             seen.push((setting, p.phase.clone(), clock, evidence));
         }
     }
-    let vendor = product::lookup(device.name)
+    let vendor = product::lookup(&device.name)
         .map(|p| p.vendor)
         .or(Vendor::from_pci_id(device.setup.vendor_id));
     // Per setting, in the order first seen: its phases and what showed it.
@@ -1120,7 +1120,7 @@ pub fn configuration(
 /// A GPU kiln has no product figures for: its rates were checked for stability, not for
 /// speed, said once (unless the site gave a floor for every rate it measured).
 pub fn product_unknown(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding>) {
-    if !device.kind.is_gpu() || product::lookup(device.name).is_some() {
+    if !device.kind.is_gpu() || product::lookup(&device.name).is_some() {
         return;
     }
     let measured: Vec<Rate> = device
@@ -1133,7 +1133,7 @@ pub fn product_unknown(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Fi
     if measured.is_empty()
         || measured
             .iter()
-            .all(|r| floor_of(device.name, None, *r, t).is_some())
+            .all(|r| floor_of(&device.name, None, *r, t).is_some())
     {
         return;
     }
@@ -1145,7 +1145,7 @@ pub fn product_unknown(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Fi
             "kiln has no product figures for {}: its results were verified and its stability judged, but its rates were not held to a floor",
             device.name
         ),
-        evidence(&Unknown { name: device.name }),
+        evidence(&Unknown { name: &device.name }),
         "set floors (vram_floor_gbps, floors) in a thresholds file from this product's healthy cards",
     ));
 }
@@ -1159,7 +1159,7 @@ mod tests {
     /// A loaded compute phase of an H200 (700 W by default) under an enforced power
     /// limit, its SM clock at `sm_mhz` of 1980 and the power cap named for `capped_share`
     /// of the samples.
-    fn capped(enforced_w: f64, sm_mhz: f64, capped_share: f64) -> crate::verdict::DeviceReport {
+    fn capped(enforced_w: f64, sm_mhz: f64, capped_share: f64) -> crate::verdict::DeviceEvidence {
         device(vec![phase(
             "compute",
             serde_json::json!({
@@ -1180,7 +1180,7 @@ mod tests {
         let t = Thresholds::default();
         // Capped at 400 W with the SM clock held at 55% of its maximum: the configuration
         // holds the card below its product, and the driver named it.
-        let held = super::configuration_rule(&capped(400.0, 1100.0, 0.9).evidence(), &t);
+        let held = super::configuration_rule(&capped(400.0, 1100.0, 0.9), &t);
         assert_eq!(
             said(&held),
             [("CONFIG_LIMITS_CARD", Class::Environment, Severity::Major)]
@@ -1192,16 +1192,16 @@ mod tests {
             held[0].summary
         );
         // The near miss: capped at 650 W with the clock kept at 92%: a note.
-        let kept = super::configuration_rule(&capped(650.0, 1820.0, 0.9).evidence(), &t);
+        let kept = super::configuration_rule(&capped(650.0, 1820.0, 0.9), &t);
         assert_eq!(
             said(&kept),
             [("ADMIN_POWER_CAP", Class::Info, Severity::Note)]
         );
         // At the card's own limit, the cap is the product's: nothing.
-        assert!(super::configuration_rule(&capped(700.0, 1100.0, 0.9).evidence(), &t).is_empty());
+        assert!(super::configuration_rule(&capped(700.0, 1100.0, 0.9), &t).is_empty());
         // Named for fewer samples than `throttle_share`, the clock at its maximum: nothing
         // held.
-        assert!(super::configuration_rule(&capped(400.0, 1980.0, 0.04).evidence(), &t).is_empty());
+        assert!(super::configuration_rule(&capped(400.0, 1980.0, 0.04), &t).is_empty());
     }
 
     #[test]
@@ -1221,14 +1221,14 @@ mod tests {
         };
         // Half its maximum, cool, and the driver names no reason: a lock it no longer
         // names (newer drivers), less sure than a named one.
-        let locked = super::configuration_rule(&held_at(60.0).evidence(), &t);
+        let locked = super::configuration_rule(&held_at(60.0), &t);
         assert_eq!(
             said(&locked),
             [("CONFIG_LIMITS_CARD", Class::Environment, Severity::Major)]
         );
         assert_eq!(locked[0].confidence, Confidence::Medium);
         // The near miss: the same clock with the GPU at its slowdown temperature is heat's.
-        assert!(super::configuration_rule(&held_at(90.0).evidence(), &t).is_empty());
+        assert!(super::configuration_rule(&held_at(90.0), &t).is_empty());
     }
 
     #[test]
@@ -1255,11 +1255,11 @@ mod tests {
         let mut unknown = computed_at(20_000.0);
         unknown.name = "Contoso GX 9".into();
         assert_eq!(
-            said(&super::product_unknown_rule(&unknown.evidence(), &t)),
+            said(&super::product_unknown_rule(&unknown, &t)),
             [("PRODUCT_UNKNOWN", Class::Info, Severity::Note)]
         );
         // The near misses: a product kiln knows, and one whose every rate has a site floor.
-        assert!(super::product_unknown_rule(&computed_at(20_000.0).evidence(), &t).is_empty());
+        assert!(super::product_unknown_rule(&computed_at(20_000.0), &t).is_empty());
         let floored = Thresholds {
             floors: [
                 ("compute_fp32_gops".to_owned(), 1.0),
@@ -1268,6 +1268,6 @@ mod tests {
             .into(),
             ..Thresholds::default()
         };
-        assert!(super::product_unknown_rule(&unknown.evidence(), &floored).is_empty());
+        assert!(super::product_unknown_rule(&unknown, &floored).is_empty());
     }
 }

@@ -88,7 +88,7 @@ mod tests {
 
     /// An H200's compute run at `fp32_gops`, judged with `t`.
     fn computed(fp32_gops: f64, t: &Thresholds) -> Vec<crate::finding::Finding> {
-        super::judge(&computed_at(fp32_gops).evidence(), t)
+        super::judge(&computed_at(fp32_gops), t)
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub fn telemetry_rule(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> 
 /// (REFERENCE.md §4): a driver not loaded or at odds with its libraries (software), and
 /// other processes on the GPU (the environment: they take memory and time from the test).
 fn setup(device: &DeviceEvidence, out: &mut Vec<Finding>) {
-    let s = device.setup;
+    let s = &device.setup;
     let problem = |cause: &str| s.source_problems.iter().any(|c| c == cause);
     let reinstall = "reinstall the driver or reboot into the installed one, then rerun";
     if problem(cause::DRIVER_NOT_LOADED) {
@@ -131,7 +131,7 @@ mod tests {
         d.setup
             .identity
             .insert("driver_version".into(), Reading::Text(nvml.into()));
-        said(&super::judge(&d.evidence(), &Thresholds::default()))
+        said(&super::judge(&d, &Thresholds::default()))
     }
 
     #[test]
@@ -150,7 +150,7 @@ mod tests {
         let mut blind = phase("vram", serde_json::json!({}));
         blind.samples = 0;
         let said_blind = said(&super::telemetry_rule(
-            &device(vec![blind]).evidence(),
+            &device(vec![blind]),
             &Thresholds::default(),
         ));
         assert_eq!(
@@ -158,6 +158,6 @@ mod tests {
             [("TELEMETRY_MISSING", Class::Info, Severity::Note)]
         );
         let seen = device(vec![phase("vram", serde_json::json!({}))]);
-        assert!(super::telemetry_rule(&seen.evidence(), &Thresholds::default()).is_empty());
+        assert!(super::telemetry_rule(&seen, &Thresholds::default()).is_empty());
     }
 }

@@ -35,7 +35,7 @@ struct Came<'a> {
 /// The rule.
 pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    let s = device.setup;
+    let s = &device.setup;
     if s.watching {
         // A watched application's neighbours are judged by its own rule.
         return out;
@@ -155,7 +155,7 @@ mod tests {
                 value: if s < 30 { before } else { after },
             })
             .collect();
-        said(&super::judge(&d.evidence(), &Thresholds::default()))
+        said(&super::judge(&d, &Thresholds::default()))
     }
 
     #[test]

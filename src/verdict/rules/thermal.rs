@@ -16,8 +16,8 @@ use crate::verdict::{DeviceEvidence, Setup};
 /// The rule.
 pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    for p in device.telemetry {
-        thermal(p, device.setup, t, &mut out);
+    for p in &device.telemetry {
+        thermal(p, &device.setup, t, &mut out);
     }
     super::one_per_device(&mut out, FindingCode::ThermalThrottle);
     memory_hot(device, t, &mut out);
@@ -194,7 +194,7 @@ mod tests {
                            "clock_sm_max_mhz": gauge(2100.0, 2100.0, 2100.0)},
             }),
         )]);
-        said(&super::judge(&d.evidence(), &Thresholds::default()))
+        said(&super::judge(&d, &Thresholds::default()))
     }
 
     #[test]
@@ -224,7 +224,7 @@ mod tests {
             )
         };
         let d = device(vec![hot("vram", 1950.0), hot("compute", 1200.0)]);
-        let found = super::judge(&d.evidence(), &Thresholds::default());
+        let found = super::judge(&d, &Thresholds::default());
         assert_eq!(
             said(&found),
             [("THERMAL_THROTTLE", Class::Environment, Severity::Major)]

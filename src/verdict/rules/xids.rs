@@ -44,7 +44,7 @@ struct RaisedBy<'a> {
 /// The rule.
 pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    for p in device.telemetry {
+    for p in &device.telemetry {
         xids(p, &device.setup.kiln_pids, &mut out);
     }
     out
@@ -216,7 +216,7 @@ mod tests {
             .collect();
         let mut d = device(vec![phase("compute", serde_json::json!({"xids": events}))]);
         d.setup.kiln_pids = vec![31337];
-        said(&super::judge(&d.evidence(), &Thresholds::default()))
+        said(&super::judge(&d, &Thresholds::default()))
     }
 
     #[test]

@@ -1,0 +1,377 @@
+//! The baselines' line: how the application's lowest memory between iterations moves, and
+//! the rules that read it: a leak (steady, or in a pooling allocator's steps) and a floor
+//! that creeps under flat peaks.
+
+use serde::Serialize;
+
+use super::{bytes, duration, failure_said, held_by};
+use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::thresholds::Thresholds;
+use crate::verdict::watch::view::AppView;
+
+/// Whether the application's memory, as `v` holds it, climbs as a leak does.
+pub fn leaking(v: &AppView, t: &Thresholds) -> bool {
+    Trend::of(v).is_some_and(|tr| tr.leaks(t))
+}
+
+/// The baselines' line: how the lowest memory of each iteration moves, and the peaks.
+#[derive(Debug, Clone)]
+pub(super) struct Trend {
+    /// Iterations judged.
+    n: usize,
+    /// Bytes per iteration the baseline climbs (the fit's slope).
+    slope: f64,
+    /// How well the line fits (R²).
+    r2: f64,
+    /// The slope of the later half alone.
+    later_slope: f64,
+    /// The peaks' slope.
+    peak_slope: f64,
+    /// The first and last baselines.
+    first: u64,
+    last: u64,
+    /// The highest peak.
+    peak: u64,
+    /// Milliseconds an iteration lasts, on average.
+    iteration_ms: f64,
+    /// The deepest fall from one baseline to the next.
+    deepest_fall: f64,
+    /// The lowest floor and the highest peak of each third of the judged iterations.
+    thirds: Vec<(u64, u64)>,
+}
+
+/// A least-squares line through `ys` at x = 0, 1, 2, ...: (slope, R²).
+fn fit(ys: &[f64]) -> (f64, f64) {
+    let n = ys.len() as f64;
+    if ys.len() < 2 {
+        return (0.0, 0.0);
+    }
+    let mx = (n - 1.0) / 2.0;
+    let my = ys.iter().sum::<f64>() / n;
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (i, y) in ys.iter().enumerate() {
+        let dx = i as f64 - mx;
+        let dy = y - my;
+        sxy += dx * dy;
+        sxx += dx * dx;
+        syy += dy * dy;
+    }
+    let slope = sxy / sxx;
+    let r2 = if syy > 0.0 {
+        (sxy * sxy) / (sxx * syy)
+    } else {
+        0.0
+    };
+    (slope, r2)
+}
+
+/// The fewest iterations (or stretches of time) a leak is judged over, start-up left out:
+/// fewer is a run too short to call, said as such.
+pub const LEAK_MIN_WINDOWS: usize = 5;
+
+/// The shortest span a leak judged by time is called over, s: a model's upload in its
+/// first second climbs as steeply as any leak.
+pub const LEAK_MIN_SPAN_S: f64 = 5.0;
+
+/// The smallest rise of the floor from one third of the judged iterations to the next
+/// that counts as a step, bytes: above the jitter of a sampled floor.
+const STEP_MIN_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
+
+/// Why the memory could not be judged for a leak: too few iterations or too short a
+/// span once start-up is left out. None where it could.
+pub fn too_short(v: &AppView) -> Option<String> {
+    let judged = v.windows.len().saturating_sub(1);
+    // The time the judged iterations (or stretches) cover, each as long as the average
+    // one: from the first's mark to the last's is as many of them as were judged.
+    let span_s = match (v.windows.first(), v.windows.last()) {
+        (Some(a), Some(b)) => (b.mark_ms - a.mark_ms) / 1e3,
+        _ => 0.0,
+    };
+    // By time, the stretches are kiln's own cut of the watch: its span is what counts.
+    let enough = if v.by_time {
+        judged >= 3 && span_s >= LEAK_MIN_SPAN_S
+    } else {
+        judged >= LEAK_MIN_WINDOWS
+    };
+    if enough {
+        return None;
+    }
+    Some(if v.by_time {
+        format!(
+            "too short to judge a leak: {:.1} s of memory after start-up, {LEAK_MIN_SPAN_S:.0} s at least (pass --iteration with a pattern of its output that marks each step, or watch longer)",
+            span_s.max(0.0)
+        )
+    } else {
+        format!(
+            "too short to judge a leak: {} after the first, {LEAK_MIN_WINDOWS} at least (watch more iterations)",
+            crate::text::count(judged as u64, "iteration")
+        )
+    })
+}
+
+impl Trend {
+    /// The trend of the iterations after the first (start-up: loading a model, filling
+    /// caches), where enough of them were seen ([`too_short`]).
+    pub(super) fn of(v: &AppView) -> Option<Trend> {
+        if too_short(v).is_some() {
+            return None;
+        }
+        let w = &v.windows[1..];
+        let lows: Vec<f64> = w.iter().map(|x| x.low as f64).collect();
+        let highs: Vec<f64> = w.iter().map(|x| x.high as f64).collect();
+        let (slope, r2) = fit(&lows);
+        let later = &lows[lows.len() / 2..];
+        let (later_slope, _) = fit(later);
+        let (peak_slope, _) = fit(&highs);
+        let iteration_ms = (w[w.len() - 1].mark_ms - w[0].mark_ms) / (w.len() - 1) as f64;
+        let deepest_fall = lows.windows(2).map(|p| p[0] - p[1]).fold(0.0f64, f64::max);
+        // The floor and the peaks of each third of the judged iterations: the lowest floor
+        // and the highest peak of each, so that a sampled floor's jitter is no step.
+        let thirds: Vec<(u64, u64)> = (0..3)
+            .map(|k| {
+                let part = &w[k * w.len() / 3..(k + 1) * w.len() / 3];
+                (
+                    part.iter().map(|x| x.low).min().unwrap_or(0),
+                    part.iter().map(|x| x.high).max().unwrap_or(0),
+                )
+            })
+            .collect();
+        Some(Trend {
+            thirds,
+            n: w.len(),
+            slope,
+            r2,
+            later_slope,
+            peak_slope,
+            first: w[0].low,
+            last: w[w.len() - 1].low,
+            peak: w.iter().map(|x| x.high).max().unwrap_or(0),
+            iteration_ms,
+            deepest_fall,
+        })
+    }
+
+    /// The baseline climbs steadily, enough to matter, still at the end, never falling
+    /// back by more than two steps' worth.
+    fn steady_climb(&self, t: &Thresholds) -> bool {
+        self.slope > 0.0
+            && (self.last as f64 - self.first as f64) >= t.leak_min_bytes
+            && self.r2 >= t.leak_fit_r2
+            && self.later_slope >= 0.5 * self.slope
+            && self.deepest_fall <= 2.0 * self.slope
+    }
+
+    /// A leak: the whole usage moves up, peaks with the baseline, whether steadily or in
+    /// steps.
+    pub(super) fn leaks(&self, t: &Thresholds) -> bool {
+        self.climbs_as_a_whole(t) || self.steps_up(t)
+    }
+
+    /// The baseline climbs steadily and the peaks with it.
+    fn climbs_as_a_whole(&self, t: &Thresholds) -> bool {
+        self.steady_climb(t) && self.peak_slope >= 0.5 * self.slope
+    }
+
+    /// A floor that rises in steps and never falls back: the lowest floor of each third
+    /// of the judged iterations above the third's before by a step at least, together as
+    /// much as a leak must climb, the peaks rising with it. A pooling allocator's blocks
+    /// hide a leak so, flat between its steps; a cache that fills at start-up grows in
+    /// the first third alone.
+    fn steps_up(&self, t: &Thresholds) -> bool {
+        let floors = self.step_floors();
+        let rises = floors
+            .windows(2)
+            .all(|p| p[1] as f64 - p[0] as f64 >= STEP_MIN_BYTES);
+        let (first, last) = (self.thirds[0], self.thirds[2]);
+        rises && (last.0 as f64 - first.0 as f64) >= t.leak_min_bytes && last.1 > first.1
+    }
+
+    /// The lowest floor of each third of the judged iterations: (96 MiB, 224 MiB,
+    /// 480 MiB).
+    fn step_floors(&self) -> Vec<u64> {
+        self.thirds.iter().map(|t| t.0).collect()
+    }
+
+    /// A floor that creeps under flat peaks: memory not handed back between steps.
+    pub(super) fn creeps(&self, t: &Thresholds) -> bool {
+        self.steady_climb(t) && self.peak_slope < 0.25 * self.slope
+    }
+}
+
+/// A leak (REFERENCE.md §7): the baseline climbs a steady amount per iteration.
+pub(super) fn leak(v: &AppView, tr: &Trend, t: &Thresholds) -> Finding {
+    let per_minute = bytes((tr.slope * 60_000.0 / tr.iteration_ms).max(0.0) as u64);
+    let over = duration(tr.n as f64 * tr.iteration_ms / 1e3);
+    let stepped = !tr.climbs_as_a_whole(t);
+    let mut summary = if stepped {
+        let floors: Vec<String> = tr.step_floors().into_iter().map(bytes).collect();
+        format!(
+            "the application's lowest memory rose in steps ({}) over {} and never fell back: a leak that a pooling allocator hides between its steps",
+            crate::text::list(&floors),
+            if v.by_time {
+                over.clone()
+            } else {
+                format!(
+                    "the {} after the first",
+                    crate::text::count(tr.n as u64, "iteration")
+                )
+            }
+        )
+    } else if v.by_time {
+        format!(
+            "the application's lowest memory climbed {per_minute} a minute over {over} (from {} to {}, fit R² {:.2}) and never fell back: a leak",
+            bytes(tr.first),
+            bytes(tr.last),
+            tr.r2
+        )
+    } else {
+        format!(
+            "the application's memory between iterations climbed {} an iteration over the {} after the first (from {} to {}, fit R² {:.2}) and never fell back: a leak",
+            bytes(tr.slope.max(0.0) as u64),
+            crate::text::count(tr.n as u64, "iteration"),
+            bytes(tr.first),
+            bytes(tr.last),
+            tr.r2
+        )
+    };
+    let left_s = v.budget.map(|b| {
+        let rate_per_s = tr.slope / (tr.iteration_ms / 1e3);
+        (b.saturating_sub(tr.peak) as f64 / rate_per_s).max(0.0)
+    });
+    // Where it failed already, what it would take to run out says nothing more.
+    if let (Some(b), Some(s), true) = (v.budget, left_s, v.failures.is_empty()) {
+        summary.push_str(&format!(
+            "; at this rate it uses up the {} it can have in {}",
+            bytes(b),
+            duration(s)
+        ));
+    }
+    let class = leaking_class(v);
+    if let Some((k, more)) = class {
+        let limit = crate::evidence::ring::class_limit_bytes(k);
+        summary.push_str(&format!(
+            "; allocations of {} to {} are made and not freed ({} more live at the last iteration than at the first)",
+            bytes(limit / 2),
+            bytes(limit),
+            more
+        ));
+    }
+    summary.push_str(&held_by(v));
+    if let Some(f) = v.failures.first() {
+        summary.push_str(&format!(
+            "; it failed {:.1} s into the watch ({})",
+            f.t_ms() / 1e3,
+            failure_said(f)
+        ));
+    }
+    let confidence = if tr.r2 >= 0.95 && tr.n >= 6 {
+        Confidence::High
+    } else {
+        Confidence::Medium
+    };
+    finding(
+        FindingCode::AppMemoryLeak,
+        Severity::Major,
+        confidence,
+        summary,
+        evidence(&Leak {
+            iterations: tr.n,
+            bytes_per_iteration: tr.slope,
+            bytes_per_minute: tr.slope * 60_000.0 / tr.iteration_ms,
+            fit_r2: tr.r2,
+            baseline_first_bytes: tr.first,
+            baseline_last_bytes: tr.last,
+            peak_bytes: tr.peak,
+            budget_bytes: v.budget,
+            seconds_until_budget: left_s,
+            leaking_size_class_bytes: class
+                .map(|(k, _)| crate::evidence::ring::class_limit_bytes(k)),
+            leaking_allocations: class.map(|(_, n)| n),
+            by_time: v.by_time,
+            floor_steps_bytes: stepped.then(|| tr.step_floors()),
+        }),
+        "free what each iteration allocates (the application's bug, not the card's), or restart it before it runs out",
+    )
+}
+
+/// The size class whose live allocations grew most (in bytes) from the first iteration's
+/// lowest point to the last's, with how many more were live.
+fn leaking_class(v: &AppView) -> Option<(usize, i64)> {
+    let (first, last) = (v.classes_at_windows.first()?, v.classes_at_windows.last()?);
+    last.iter()
+        .map(|(k, n)| (*k, n - first.get(k).copied().unwrap_or(0)))
+        .filter(|(_, more)| *more > 0)
+        .max_by_key(|(k, more)| {
+            *more as i128 * i128::from(crate::evidence::ring::class_limit_bytes(*k))
+        })
+}
+
+/// Fragmentation without a failure: the floor creeps while the peaks stay flat.
+pub(super) fn creeping_floor(v: &AppView, tr: &Trend) -> Finding {
+    finding(
+        FindingCode::AppFragmentation,
+        Severity::Minor,
+        Confidence::Medium,
+        format!(
+            "the application's lowest memory between iterations crept from {} to {} over {} while its peaks stayed near {}: memory it no longer uses is not handed back (fragmentation)",
+            bytes(tr.first),
+            bytes(tr.last),
+            crate::text::count(tr.n as u64, "iteration"),
+            bytes(tr.peak)
+        ),
+        evidence(&Creep {
+            iterations: tr.n,
+            baseline_first_bytes: tr.first,
+            baseline_last_bytes: tr.last,
+            baseline_bytes_per_iteration: tr.slope,
+            peak_bytes_per_iteration: tr.peak_slope,
+            budget_bytes: v.budget,
+        }),
+        "let the application's allocator release or reuse what it frees (empty its cache between steps, allocate in fewer, larger blocks); the card is fine",
+    )
+}
+
+/// The evidence of `APP_MEMORY_LEAK`.
+#[derive(Serialize)]
+struct Leak {
+    iterations: usize,
+    bytes_per_iteration: f64,
+    bytes_per_minute: f64,
+    fit_r2: f64,
+    baseline_first_bytes: u64,
+    baseline_last_bytes: u64,
+    peak_bytes: u64,
+    budget_bytes: Option<u64>,
+    seconds_until_budget: Option<f64>,
+    leaking_size_class_bytes: Option<u64>,
+    leaking_allocations: Option<i64>,
+    by_time: bool,
+    /// The floor at each of its steps, where it rose in steps rather than steadily.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor_steps_bytes: Option<Vec<u64>>,
+}
+
+/// The evidence of `APP_FRAGMENTATION` without a failure: the floor's creep.
+#[derive(Serialize)]
+struct Creep {
+    iterations: usize,
+    baseline_first_bytes: u64,
+    baseline_last_bytes: u64,
+    baseline_bytes_per_iteration: f64,
+    peak_bytes_per_iteration: f64,
+    budget_bytes: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_fits_a_steady_climb_and_not_noise() {
+        let (slope, r2) = fit(&[10.0, 12.0, 14.0, 16.0, 18.0]);
+        assert!((slope - 2.0).abs() < 1e-9 && (r2 - 1.0).abs() < 1e-9);
+        let (_, r2) = fit(&[10.0, 14.0, 9.0, 15.0, 10.0, 14.0]);
+        assert!(r2 < 0.3, "{r2}");
+        assert_eq!(fit(&[5.0]), (0.0, 0.0));
+    }
+}
