@@ -3,7 +3,7 @@
 //! layer above reads a signal through its entry here, never through a string of its own;
 //! the names are the on-disk format, so an entry's name never changes.
 //!
-//! Vendors other than NVIDIA give what they can under NVML's names (`sysfs.rs`), so that
+//! Vendors other than NVIDIA give what they can under NVML's names (`sysfs/`), so that
 //! the verdict judges every vendor by the same rules.
 
 /// Some signals' values, each under its signal's name: how a finding's evidence gives the
