@@ -10,6 +10,7 @@ pub mod pcie;
 pub mod psu;
 pub mod registry;
 pub mod resident;
+pub mod rounds;
 pub mod settings;
 pub mod show;
 pub mod vram;
