@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section, Table, TableRow};
 use super::{
-    Envelope, FindingKind, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError,
-    WorkloadFinding, WorkloadOutcome, WorkloadStatus, join_findings, record_device_error,
+    Envelope, FindingKind, Kind, KindTest, PlanDetail, Report, RunControl, Workload, WorkloadError,
+    WorkloadFinding, WorkloadStatus, join_findings, record_device_error,
 };
 use crate::evidence::{DeviceEvents, Event, EventSink};
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
@@ -451,21 +451,6 @@ pub struct PcieTest {
     pub config: PcieConfig,
 }
 
-impl Workload for PcieTest {
-    fn name(&self) -> &'static str {
-        "pcie"
-    }
-
-    fn run(
-        &mut self,
-        ctx: &mut DeviceContext,
-        control: &RunControl,
-        events: &mut dyn EventSink,
-    ) -> Result<WorkloadOutcome, WorkloadError> {
-        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
-    }
-}
-
 struct Staging {
     up: GpuBuffer,
     down: GpuBuffer,
@@ -487,9 +472,11 @@ pub fn checksum(bytes: &[u8]) -> (u32, u32) {
     kiln_hostmath::word_checksum(bytes)
 }
 
-impl PcieTest {
+impl KindTest for PcieTest {
+    type Kind = Pcie;
+
     /// Runs the probe and returns its typed report.
-    pub fn run_report(
+    fn run_report(
         &mut self,
         ctx: &mut DeviceContext,
         control: &RunControl,

@@ -8,6 +8,7 @@ use kiln::gpu::{DeviceInfo, DeviceKind, DeviceLimits};
 use kiln::telemetry::summary::summarize;
 use kiln::verdict::thresholds::Thresholds;
 use kiln::verdict::{DeviceReport, DeviceResult};
+use kiln::workload::KindTest;
 
 fn info() -> DeviceInfo {
     DeviceInfo {

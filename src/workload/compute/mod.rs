@@ -33,7 +33,7 @@ use super::rounds::{Cadence, Ran, Rounds, Worked};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Section, Table, TableRow};
 use super::{
-    Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
+    Envelope, Kind, KindTest, PlanDetail, Report, RunControl, Workload, WorkloadError,
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{DeviceEvents, Event, EventSink};
@@ -346,19 +346,4 @@ impl Kind for Compute {
 pub struct ComputeTest {
     /// Its settings.
     pub config: ComputeConfig,
-}
-
-impl Workload for ComputeTest {
-    fn name(&self) -> &'static str {
-        "compute"
-    }
-
-    fn run(
-        &mut self,
-        ctx: &mut DeviceContext,
-        control: &RunControl,
-        events: &mut dyn EventSink,
-    ) -> Result<WorkloadOutcome, WorkloadError> {
-        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
-    }
 }

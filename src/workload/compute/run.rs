@@ -167,9 +167,11 @@ pub fn roofline(
     Ok(best)
 }
 
-impl ComputeTest {
+impl KindTest for ComputeTest {
+    type Kind = Compute;
+
     /// Runs the test and returns its typed report.
-    pub fn run_report(
+    fn run_report(
         &mut self,
         ctx: &mut DeviceContext,
         control: &RunControl,

@@ -37,7 +37,7 @@ use super::rounds::{Cadence, Ran, Rounds, Worked};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section, Table, TableRow};
 use super::{
-    Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
+    Envelope, Kind, KindTest, PlanDetail, Report, RunControl, Workload, WorkloadError,
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{DeviceEvents, Event, EventSink};

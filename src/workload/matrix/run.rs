@@ -13,21 +13,6 @@ pub struct MatrixTest {
     pub config: MatrixConfig,
 }
 
-impl Workload for MatrixTest {
-    fn name(&self) -> &'static str {
-        Matrix::NAME
-    }
-
-    fn run(
-        &mut self,
-        ctx: &mut DeviceContext,
-        control: &RunControl,
-        events: &mut dyn EventSink,
-    ) -> Result<WorkloadOutcome, WorkloadError> {
-        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
-    }
-}
-
 /// Which kinds multiply on the matrix units and in what shape, and why the others do
 /// not.
 fn units_note(chosen: &[(Kernel, Option<String>)]) -> String {
@@ -138,9 +123,11 @@ pub(super) struct Record {
     pub(super) workgroup: u32,
 }
 
-impl MatrixTest {
+impl KindTest for MatrixTest {
+    type Kind = Matrix;
+
     /// Runs the test and returns its typed report.
-    pub fn run_report(
+    fn run_report(
         &mut self,
         ctx: &mut DeviceContext,
         control: &RunControl,
