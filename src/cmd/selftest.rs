@@ -13,11 +13,11 @@ use crate::error::AppError;
 use crate::evidence::MemorySink;
 use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
 use crate::select::select_devices;
-use crate::workload::RunControl;
 use crate::workload::vram::algorithm::{Algorithm, Step};
 use crate::workload::vram::classify::{ErrorShape, RetestClass};
 use crate::workload::vram::engine::PlantedFault;
 use crate::workload::vram::{VramConfig, VramReport, VramTest};
+use crate::workload::{KindTest, RunControl};
 
 /// What `kiln selftest` was asked to do.
 #[derive(Debug, Clone)]

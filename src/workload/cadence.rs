@@ -15,6 +15,50 @@ use super::RunControl;
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::telemetry::signals;
 
+/// How the load is applied over time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "shape")]
+pub enum LoadShape {
+    /// Full load throughout.
+    Steady,
+    /// Full load for `on_ms`, idle for `off_ms`, repeated: power-delivery transients.
+    Pulsed {
+        /// Loaded time per period.
+        on_ms: u64,
+        /// Idle time per period.
+        off_ms: u64,
+    },
+    /// Load levels 10%, 20% ... 100% of each period, each for a tenth of the budget.
+    Sweep,
+    /// Full load for `hold_ms`, then a pause until the card falls to idle clocks (at
+    /// least `pause_ms`), repeated: results checked as the clocks fall, at idle and as
+    /// they rise again.
+    Pauses {
+        /// Loaded time between pauses.
+        hold_ms: u64,
+        /// The least pause.
+        pause_ms: u64,
+    },
+}
+
+impl LoadShape {
+    /// The shape in a few words (`pulsed (100 ms on / 100 ms off)`).
+    pub fn name(&self) -> String {
+        match self {
+            LoadShape::Steady => "steady".to_owned(),
+            LoadShape::Pulsed { on_ms, off_ms } => {
+                format!("pulsed ({on_ms} ms on / {off_ms} ms off)")
+            }
+            LoadShape::Sweep => "swept 10%..100%".to_owned(),
+            LoadShape::Pauses { hold_ms, pause_ms } => format!(
+                "paused ({} loaded, then at least {} idle)",
+                crate::units::duration_rounded_up(Duration::from_millis(*hold_ms)),
+                crate::units::duration_rounded_up(Duration::from_millis(*pause_ms))
+            ),
+        }
+    }
+}
+
 /// Where a load stands between full load and idle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

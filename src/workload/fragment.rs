@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::settings::{SettingError, SettingsTable};
 use super::{
-    Envelope, FindingKind, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError,
-    WorkloadFinding, WorkloadOutcome, WorkloadStatus, join_findings, record_device_error,
+    Envelope, FindingKind, Kind, KindTest, PlanDetail, Report, RunControl, Workload, WorkloadError,
+    WorkloadFinding, WorkloadStatus, join_findings, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
@@ -280,21 +280,6 @@ pub struct FragmentTest {
     pub config: FragmentConfig,
 }
 
-impl Workload for FragmentTest {
-    fn name(&self) -> &'static str {
-        "fragment"
-    }
-
-    fn run(
-        &mut self,
-        ctx: &mut DeviceContext,
-        control: &RunControl,
-        events: &mut dyn EventSink,
-    ) -> Result<WorkloadOutcome, WorkloadError> {
-        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
-    }
-}
-
 fn residual(ctx: &DeviceContext, round: u32, raw_alive: usize) -> Residual {
     Residual {
         round,
@@ -349,9 +334,11 @@ impl Samples {
     }
 }
 
-impl FragmentTest {
+impl KindTest for FragmentTest {
+    type Kind = Fragment;
+
     /// Runs the torture and returns its typed report.
-    pub fn run_report(
+    fn run_report(
         &mut self,
         ctx: &mut DeviceContext,
         control: &RunControl,

@@ -10,6 +10,7 @@ pub mod pcie;
 pub mod psu;
 pub mod registry;
 pub mod resident;
+pub mod rounds;
 pub mod settings;
 pub mod show;
 pub mod vram;
@@ -492,6 +493,39 @@ pub trait Workload {
     /// load); none for most.
     fn beside(&mut self) -> Vec<WorkloadOutcome> {
         Vec::new()
+    }
+}
+
+/// A workload that tests one [`Kind`] and gives its typed report: every one but `psu`'s
+/// combined load. It writes only how it runs; its [`Workload`] follows (its name is the
+/// kind's, its outcome the report's).
+pub trait KindTest {
+    /// The kind it tests: its name, and the report it gives.
+    type Kind: Kind;
+
+    /// Runs on an open device within `control`'s budget, sending evidence to `events`
+    /// as it goes, and returns its typed report. A device failure mid-run is part of the
+    /// report, not an error.
+    fn run_report(
+        &mut self,
+        ctx: &mut DeviceContext,
+        control: &RunControl,
+        events: &mut dyn EventSink,
+    ) -> Result<<Self::Kind as Kind>::Result, WorkloadError>;
+}
+
+impl<T: KindTest> Workload for T {
+    fn name(&self) -> &'static str {
+        T::Kind::NAME
+    }
+
+    fn run(
+        &mut self,
+        ctx: &mut DeviceContext,
+        control: &RunControl,
+        events: &mut dyn EventSink,
+    ) -> Result<WorkloadOutcome, WorkloadError> {
+        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
     }
 }
 

@@ -22,7 +22,7 @@ use super::vram::layout::RawRecord;
 use super::vram::pattern::Pattern;
 use super::vram::{VramConfig, plan_size};
 use super::{
-    Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
+    Envelope, Kind, KindTest, PlanDetail, Report, RunControl, Workload, WorkloadError,
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
@@ -531,24 +531,11 @@ pub struct ResidentTest {
     pub config: ResidentConfig,
 }
 
-impl Workload for ResidentTest {
-    fn name(&self) -> &'static str {
-        Resident::NAME
-    }
+impl KindTest for ResidentTest {
+    type Kind = Resident;
 
-    fn run(
-        &mut self,
-        ctx: &mut DeviceContext,
-        control: &RunControl,
-        events: &mut dyn EventSink,
-    ) -> Result<WorkloadOutcome, WorkloadError> {
-        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
-    }
-}
-
-impl ResidentTest {
     /// Runs the region's test and returns its typed report.
-    pub fn run_report(
+    fn run_report(
         &mut self,
         ctx: &mut DeviceContext,
         control: &RunControl,

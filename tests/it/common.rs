@@ -13,10 +13,10 @@ use kiln::telemetry::record::TelemetryRecord;
 use kiln::telemetry::replay::ReplaySource;
 use kiln::telemetry::sidecar;
 use kiln::telemetry::summary::{PhaseTelemetry, summarize};
-use kiln::workload::RunControl;
 use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::{AccessLayout, PlantedFault};
 use kiln::workload::vram::{VramConfig, VramReport, VramTest};
+use kiln::workload::{KindTest, RunControl};
 
 pub const MIB: u64 = 1 << 20;
 

@@ -7,7 +7,7 @@ use crate::common::*;
 use kiln::evidence::MemorySink;
 use kiln::gpu::DeviceContext;
 use kiln::workload::compute::{ComputeConfig, ComputeKind, ComputeReport, ComputeTest, LoadShape};
-use kiln::workload::{Report, RunControl, WorkloadStatus};
+use kiln::workload::{KindTest, Report, RunControl, WorkloadStatus};
 
 /// One compute run at a time in this binary: the load-shape test measures work done per
 /// wall second at each duty level, which a sibling test's run on the same two cores would

@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use kiln::evidence::{Event, MemorySink};
 use kiln::gpu::DeviceContext;
-use kiln::workload::RunControl;
 use kiln::workload::compute::{ComputeConfig, ComputeKind, ComputeTest};
 use kiln::workload::pcie::{PcieConfig, PcieTest};
 use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::AccessLayout;
 use kiln::workload::vram::{VramReport, VramTest};
+use kiln::workload::{KindTest, RunControl};
 
 /// What every word holds after each write.
 const PLANTED: u32 = 0xDEAD_BEEF;

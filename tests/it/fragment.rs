@@ -7,7 +7,7 @@ use crate::common::*;
 use kiln::evidence::MemorySink;
 use kiln::gpu::DeviceContext;
 use kiln::workload::fragment::{FragmentConfig, FragmentReport, FragmentTest};
-use kiln::workload::{Report, RunControl, WorkloadStatus};
+use kiln::workload::{KindTest, Report, RunControl, WorkloadStatus};
 
 /// One torture at a time: a driver's memory usage (`VK_EXT_memory_budget`) is the
 /// process's, which the other tests of this binary would change while one is judged.

@@ -9,7 +9,7 @@ use kiln::gpu::{DeviceContext, GpuError, Vulkan};
 use kiln::workload::vram::algorithm::Algorithm;
 use kiln::workload::vram::engine::AccessLayout;
 use kiln::workload::vram::{VramConfig, VramTest};
-use kiln::workload::{Report, RunControl, Workload, WorkloadStatus};
+use kiln::workload::{KindTest, Report, RunControl, Workload, WorkloadStatus};
 
 #[test]
 fn a_missing_loader_names_the_package_to_install() {

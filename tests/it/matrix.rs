@@ -17,7 +17,7 @@ use kiln::workload::matrix::{
     Matrix, MatrixConfig, MatrixKind, MatrixPath, MatrixReport, MatrixTest, PlantedFault,
     reference_element,
 };
-use kiln::workload::{Kind, Report, RunControl, WorkloadError, WorkloadStatus};
+use kiln::workload::{Kind, KindTest, Report, RunControl, WorkloadError, WorkloadStatus};
 
 /// A 256-square product: 16 tiles, one recomputed per round; 33.5 M operations.
 const EDGE: u32 = 256;

@@ -5,7 +5,7 @@ use crate::common::*;
 use kiln::evidence::MemorySink;
 use kiln::gpu::DeviceContext;
 use kiln::workload::pcie::{PcieConfig, PcieReport, PcieTest};
-use kiln::workload::{Report, RunControl, WorkloadStatus};
+use kiln::workload::{KindTest, Report, RunControl, WorkloadStatus};
 
 fn run(config: PcieConfig) -> PcieReport {
     let (vulkan, info) = device();

@@ -8,6 +8,7 @@ use kiln::gpu::{DeviceInfo, DeviceKind, DeviceLimits};
 use kiln::telemetry::summary::summarize;
 use kiln::thresholds::Thresholds;
 use kiln::verdict::{DeviceEvidence, DeviceReport, DeviceResult, judge_device};
+use kiln::workload::KindTest;
 
 fn info() -> DeviceInfo {
     DeviceInfo {

@@ -16,6 +16,7 @@ use crate::gpu::{DeviceContext, DeviceInfo, Vulkan};
 use crate::select::select_devices;
 use crate::telemetry::sidecar::{RealClock, Sidecar};
 use crate::units::{format_bytes, to_gib};
+use crate::workload::KindTest;
 use crate::workload::vram::engine::{AccessLayout, Engine, EngineConfig};
 use crate::workload::vram::pattern::Pattern;
 

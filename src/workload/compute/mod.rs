@@ -26,13 +26,14 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use super::cadence::InjectWhen;
-use super::cadence::{DutySweep, LoadPhase, LoadPoint, PauseCycle, PausesReport};
+pub use super::cadence::{InjectWhen, LoadShape};
+use super::cadence::{LoadPhase, LoadPoint, PausesReport};
 use super::hash;
+use super::rounds::{Cadence, Ran, Rounds, Worked};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Section, Table, TableRow};
 use super::{
-    Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
+    Envelope, Kind, KindTest, PlanDetail, Report, RunControl, Workload, WorkloadError,
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{DeviceEvents, Event, EventSink};
@@ -42,7 +43,7 @@ use crate::gpu::{
     embedded_shader,
 };
 use crate::limits::bounds;
-use crate::power::{LOAD_PERIOD, Pacer, PowerController, PowerTargetReport};
+use crate::power::{PowerController, PowerTargetReport};
 
 /// Independent multiply-add chains, one result per work item.
 const FMA: ShaderCode = embedded_shader!("compute_fma");
@@ -111,50 +112,6 @@ impl ComputeKind {
         match self {
             ComputeKind::Fp16 => FMA16,
             _ => FMA,
-        }
-    }
-}
-
-/// How the load is applied over time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "shape")]
-pub enum LoadShape {
-    /// Full load throughout.
-    Steady,
-    /// Full load for `on_ms`, idle for `off_ms`, repeated: power-delivery transients.
-    Pulsed {
-        /// Loaded time per period.
-        on_ms: u64,
-        /// Idle time per period.
-        off_ms: u64,
-    },
-    /// Load levels 10%, 20% ... 100% of each period, each for a tenth of the budget.
-    Sweep,
-    /// Full load for `hold_ms`, then a pause until the card falls to idle clocks (at
-    /// least `pause_ms`), repeated: results checked as the clocks fall, at idle and as
-    /// they rise again.
-    Pauses {
-        /// Loaded time between pauses.
-        hold_ms: u64,
-        /// The least pause.
-        pause_ms: u64,
-    },
-}
-
-impl LoadShape {
-    /// The shape in a few words (`pulsed (100 ms on / 100 ms off)`).
-    pub fn name(&self) -> String {
-        match self {
-            LoadShape::Steady => "steady".to_owned(),
-            LoadShape::Pulsed { on_ms, off_ms } => {
-                format!("pulsed ({on_ms} ms on / {off_ms} ms off)")
-            }
-            LoadShape::Sweep => "swept 10%..100%".to_owned(),
-            LoadShape::Pauses { hold_ms, pause_ms } => format!(
-                "paused ({} loaded, then at least {} idle)",
-                crate::units::duration_rounded_up(Duration::from_millis(*hold_ms)),
-                crate::units::duration_rounded_up(Duration::from_millis(*pause_ms))
-            ),
         }
     }
 }
@@ -389,19 +346,4 @@ impl Kind for Compute {
 pub struct ComputeTest {
     /// Its settings.
     pub config: ComputeConfig,
-}
-
-impl Workload for ComputeTest {
-    fn name(&self) -> &'static str {
-        "compute"
-    }
-
-    fn run(
-        &mut self,
-        ctx: &mut DeviceContext,
-        control: &RunControl,
-        events: &mut dyn EventSink,
-    ) -> Result<WorkloadOutcome, WorkloadError> {
-        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
-    }
 }

@@ -167,9 +167,11 @@ pub fn roofline(
     Ok(best)
 }
 
-impl ComputeTest {
+impl KindTest for ComputeTest {
+    type Kind = Compute;
+
     /// Runs the test and returns its typed report.
-    pub fn run_report(
+    fn run_report(
         &mut self,
         ctx: &mut DeviceContext,
         control: &RunControl,
@@ -326,143 +328,117 @@ pub(super) fn drive(
     }
     report.iterations = iterations.first().copied().unwrap_or(0);
     report.chains = report.kinds.first().map_or(gpu.chains, |k| k.chains);
-    let started = Instant::now();
-    let budget = control
-        .deadline
-        .map(|d| d.saturating_duration_since(started));
-    let mut round = 0u32;
-    let mut hold = cfg.power_target.map(PowerController::new);
-    let mut pacer = Pacer::new(match cfg.shape {
-        LoadShape::Pulsed { on_ms, off_ms } if hold.is_none() => {
-            Duration::from_millis(on_ms + off_ms)
-        }
-        _ => LOAD_PERIOD,
-    });
-    let mut sweep = (cfg.shape == LoadShape::Sweep).then(|| DutySweep::new(budget));
-    let mut pauses = match cfg.shape {
-        LoadShape::Pauses { hold_ms, pause_ms } => Some(PauseCycle::new(
-            Duration::from_millis(hold_ms),
-            Duration::from_millis(pause_ms),
-            control.phase.clone(),
-        )),
-        _ => None,
+    let cadence = Cadence {
+        shape: cfg.shape,
+        power_target: cfg.power_target,
+        rounds: cfg.rounds,
+        kinds: report.kinds.len(),
     };
-    // A pulsed load's first round after each rest is its edge: the ramp up.
-    let mut rested = false;
-    let mut checking: Option<CpuCheckRunning> = None;
-    let shares_cpu = !gpu.ctx.info().kind.is_gpu();
-    // CPU-check samples per round, per kind (see `finish_cpu_check`).
-    let mut samples = vec![cfg.cpu_samples; report.kinds.len()];
-    let mut stretch = crate::workload::RateStretch::starting(&totals(report));
-    let result = loop {
-        if cfg.rounds.is_some_and(|n| round >= n) {
-            break Ok(());
-        }
-        if control.stop_requested() {
-            report.run.stopped_early = Some(crate::workload::STOPPED_ON_REQUEST.into());
-            break Ok(());
-        }
-        // Every kind gets at least one verified round, even past the budget (the hard
-        // deadline still holds): a run that never checked int32 has not checked it.
-        if cfg.rounds.is_none() && control.out_of_time() && round as usize >= report.kinds.len() {
-            break Ok(());
-        }
-        if control.stopped() {
-            report.run.stopped_early = Some("stopped at the hard deadline".into());
-            break Ok(());
-        }
-        // The share of each period spent under load: the power target's, or the shape's;
-        // a load with pauses says itself when to work.
-        let mut phase = LoadPhase::Load;
-        let duty = match (&mut hold, cfg.shape) {
-            (Some(hold), _) => hold.duty(started.elapsed(), control.power.as_ref()),
-            (None, LoadShape::Steady) => 1.0,
-            (None, LoadShape::Pulsed { on_ms, off_ms }) => {
-                on_ms as f64 / (on_ms + off_ms).max(1) as f64
-            }
-            (None, LoadShape::Sweep) => sweep.as_mut().map_or(1.0, |s| s.duty(control)),
-            (None, LoadShape::Pauses { .. }) => {
-                match pauses.as_mut().and_then(|p| p.next(control)) {
-                    Some(p) => {
-                        phase = p;
-                        1.0
-                    }
-                    None => {
-                        control.still_alive();
-                        std::thread::sleep(Duration::from_millis(50));
-                        continue;
-                    }
-                }
-            }
-        };
-        let rest = pacer.rest(duty);
-        if !rest.is_zero() {
-            rested = true;
-            std::thread::sleep(rest);
-            continue;
-        }
-        if matches!(cfg.shape, LoadShape::Pulsed { .. }) && std::mem::take(&mut rested) {
-            phase = LoadPhase::RampUp;
-        }
-        let at = LoadPoint {
-            duty,
-            clock_mhz: super::super::cadence::clock_now(control),
-            phase,
-        };
-        let inject = cfg.inject_when.is_none_or(|w| w.applies(&at));
-        let k = round as usize % report.kinds.len();
-        let t = Instant::now();
-        let faults_before = report.faults();
-        let (ops, check) = match one_round(
-            gpu,
-            cfg,
-            (iterations[k], samples[k]),
+    let rounds = ComputeRounds {
+        shares_cpu: !gpu.ctx.info().kind.is_gpu(),
+        samples: vec![cfg.cpu_samples; report.kinds.len()],
+        gpu,
+        cfg,
+        report,
+        device,
+        iterations,
+        done: None,
+        checking: None,
+    };
+    crate::workload::rounds::drive(rounds, &cadence, control, events, device)
+}
+
+/// The compute test's rounds in the shared loop: both passes compared on the device, and
+/// the CPU check of a sample run beside the next round.
+struct ComputeRounds<'a, 'c> {
+    gpu: &'a mut Gpu<'c>,
+    cfg: &'a ComputeConfig,
+    report: &'a mut ComputeReport,
+    device: Option<usize>,
+    /// Blocks per chain, per kind (calibrated).
+    iterations: Vec<u32>,
+    /// CPU-check samples per round, per kind (see `finish_cpu_check`).
+    samples: Vec<u32>,
+    /// The device computes on the host's CPU (a CPU Vulkan device).
+    shares_cpu: bool,
+    /// The CPU check of the round just run, to start beside the next.
+    done: Option<CpuCheck>,
+    /// The CPU check running beside this round.
+    checking: Option<CpuCheckRunning>,
+}
+
+impl Rounds for ComputeRounds<'_, '_> {
+    const NAME: &'static str = Compute::NAME;
+    const RATE_SCALE: f64 = 1e-9;
+
+    fn totals(&self) -> Vec<(&'static str, u64, f64)> {
+        totals(self.report)
+    }
+
+    fn round(
+        &mut self,
+        round: u32,
+        k: usize,
+        at: LoadPoint,
+        events: &mut dyn EventSink,
+    ) -> GpuResult<Worked> {
+        let inject = self.cfg.inject_when.is_none_or(|w| w.applies(&at));
+        let faults_before = self.report.faults();
+        let (ops, check) = one_round(
+            self.gpu,
+            self.cfg,
+            (self.iterations[k], self.samples[k]),
             (round, at, inject),
-            &mut DeviceEvents::new(events, device),
-            report,
+            &mut DeviceEvents::new(events, self.device),
+            self.report,
             k,
-        ) {
-            Ok(r) => r,
-            Err(e) => break Err(e),
-        };
-        pacer.worked(t.elapsed());
-        if let Some(s) = &mut sweep {
-            s.worked(ops, report.faults() - faults_before);
-        }
-        round += 1;
-        stretch.emit_if_due(Compute::NAME, &totals(report), 1e-9, events, device);
+        )?;
+        self.done = Some(check);
+        Ok(Worked {
+            ops,
+            faults: self.report.faults() - faults_before,
+        })
+    }
+
+    fn between(
+        mut self,
+        _took: Duration,
+        _hold: Option<&mut PowerController>,
+        events: &mut dyn EventSink,
+    ) -> GpuResult<Self> {
         // The CPU checks the last round while the device runs this one.
-        if let Some(previous) = checking.take() {
+        if let Some(previous) = self.checking.take() {
             let k = previous.k;
-            samples[k] = finish_cpu_check(
+            self.samples[k] = finish_cpu_check(
                 previous,
-                shares_cpu,
-                cfg,
-                &mut DeviceEvents::new(events, device),
-                report,
+                self.shares_cpu,
+                self.cfg,
+                &mut DeviceEvents::new(events, self.device),
+                self.report,
             );
         }
-        checking = Some(check.spawn());
-    };
-    if let Some(previous) = checking.take() {
-        finish_cpu_check(
-            previous,
-            shares_cpu,
-            cfg,
-            &mut DeviceEvents::new(events, device),
-            report,
-        );
+        self.checking = self.done.take().map(CpuCheck::spawn);
+        Ok(self)
     }
-    if let Some(hold) = &hold {
-        report.power = Some(hold.report(started.elapsed()));
+
+    fn finish(&mut self, events: &mut dyn EventSink) {
+        if let Some(previous) = self.checking.take() {
+            finish_cpu_check(
+                previous,
+                self.shares_cpu,
+                self.cfg,
+                &mut DeviceEvents::new(events, self.device),
+                self.report,
+            );
+        }
     }
-    if let Some(s) = sweep {
-        report.levels = s.finish();
+
+    fn ran(&mut self, ran: Ran) {
+        self.report.run.stopped_early = ran.stopped_early;
+        self.report.power = ran.power;
+        self.report.levels = ran.levels;
+        self.report.pauses = ran.pauses;
     }
-    if let Some(p) = &pauses {
-        report.pauses = Some(p.end());
-    }
-    result
 }
 
 /// One pass over every work item of `kind`, `iterations` blocks per chain; returns GPU

@@ -96,13 +96,18 @@ pub(super) fn readback_words(record_capacity: u32) -> usize {
     RECORDS_AT + record_capacity as usize * RECORD_WORDS + LOCATE_MAX
 }
 
-impl<'c> Gpu<'c> {
-    pub(super) fn open(
-        ctx: &'c mut DeviceContext,
-        edge: u32,
-        record_capacity: u32,
-    ) -> GpuResult<Gpu<'c>> {
-        let layout = Layout::new(edge, record_capacity);
+/// The buffers of one layout, bound, before they are tied to their context: made with
+/// the context lent, so that a caller whose attempt fails still holds it.
+struct Buffers {
+    ab: GpuBuffer,
+    c: GpuBuffer,
+    aux: GpuBuffer,
+    readback: GpuBuffer,
+    set: Binding,
+}
+
+impl Buffers {
+    fn open(ctx: &mut DeviceContext, layout: &Layout, record_capacity: u32) -> GpuResult<Buffers> {
         let mut ab = ctx.buffer(
             BufferKind::Device,
             u64::from(layout.ab_words) * 4,
@@ -124,17 +129,63 @@ impl<'c> Gpu<'c> {
             "kiln matrix results readback",
         )?;
         let set = ctx.bind([&mut ab, &mut c, &mut aux])?;
-        Ok(Gpu {
-            ctx,
-            layout,
-            _ab: ab,
+        Ok(Buffers {
+            ab,
             c,
             aux,
             readback,
             set,
+        })
+    }
+}
+
+impl<'c> Gpu<'c> {
+    pub(super) fn open(
+        ctx: &'c mut DeviceContext,
+        edge: u32,
+        record_capacity: u32,
+    ) -> GpuResult<Gpu<'c>> {
+        let layout = Layout::new(edge, record_capacity);
+        let buffers = Buffers::open(ctx, &layout, record_capacity)?;
+        Ok(Gpu::of(ctx, layout, buffers))
+    }
+
+    /// These buffers freed, then those of `edge` on the same context (the old ones go
+    /// first: both sizes at once may not fit); the context back where the new ones cannot
+    /// be had.
+    pub(super) fn reopen(
+        self,
+        edge: u32,
+        record_capacity: u32,
+    ) -> Result<Gpu<'c>, &'c mut DeviceContext> {
+        let Gpu {
+            ctx,
+            _ab: ab,
+            c,
+            aux,
+            readback,
+            ..
+        } = self;
+        drop((ab, c, aux, readback));
+        let layout = Layout::new(edge, record_capacity);
+        match Buffers::open(ctx, &layout, record_capacity) {
+            Ok(buffers) => Ok(Gpu::of(ctx, layout, buffers)),
+            Err(_) => Err(ctx),
+        }
+    }
+
+    fn of(ctx: &'c mut DeviceContext, layout: Layout, b: Buffers) -> Gpu<'c> {
+        Gpu {
+            ctx,
+            layout,
+            _ab: b.ab,
+            c: b.c,
+            aux: b.aux,
+            readback: b.readback,
+            set: b.set,
             pieces: 1,
             sums_of: None,
-        })
+        }
     }
 
     /// Groups for a grid-stride dispatch over `items`.

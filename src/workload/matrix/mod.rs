@@ -32,12 +32,13 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::cadence::{DutySweep, InjectWhen, LevelResult, LoadPhase, LoadPoint};
+use super::cadence::{InjectWhen, LevelResult, LoadPhase, LoadPoint, LoadShape};
+use super::rounds::{Cadence, Ran, Rounds, Worked};
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, Section, Table, TableRow};
 use super::{
-    Envelope, Kind, PlanDetail, Report, RunControl, STOPPED_ON_REQUEST, Workload, WorkloadError,
-    WorkloadOutcome, WorkloadStatus, record_device_error,
+    Envelope, Kind, KindTest, PlanDetail, Report, RunControl, Workload, WorkloadError,
+    WorkloadStatus, record_device_error,
 };
 use crate::evidence::{DeviceEvents, Event, EventSink};
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
@@ -46,7 +47,7 @@ use crate::gpu::{
     MatrixUnitShape, ShaderCode, embedded_shader,
 };
 use crate::limits::Bounds;
-use crate::power::{LOAD_PERIOD, Pacer, PowerController, PowerTargetReport};
+use crate::power::{PowerController, PowerTargetReport};
 
 mod bench;
 mod gpu;
@@ -295,6 +296,16 @@ pub enum MatrixShape {
     /// Duty levels 10%, 20% ... 100%, each for a tenth of the budget, the clock each
     /// reached recorded: cards boost highest, and some fail, at partial load.
     Sweep,
+}
+
+impl MatrixShape {
+    /// The shape as the shared loop takes it.
+    fn load_shape(self) -> LoadShape {
+        match self {
+            MatrixShape::Steady => LoadShape::Steady,
+            MatrixShape::Sweep => LoadShape::Sweep,
+        }
+    }
 }
 
 /// Where a matrix test's products run (`path` in a profile).

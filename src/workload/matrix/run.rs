@@ -13,21 +13,6 @@ pub struct MatrixTest {
     pub config: MatrixConfig,
 }
 
-impl Workload for MatrixTest {
-    fn name(&self) -> &'static str {
-        Matrix::NAME
-    }
-
-    fn run(
-        &mut self,
-        ctx: &mut DeviceContext,
-        control: &RunControl,
-        events: &mut dyn EventSink,
-    ) -> Result<WorkloadOutcome, WorkloadError> {
-        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
-    }
-}
-
 /// Which kinds multiply on the matrix units and in what shape, and why the others do
 /// not.
 fn units_note(chosen: &[(Kernel, Option<String>)]) -> String {
@@ -138,9 +123,11 @@ pub(super) struct Record {
     pub(super) workgroup: u32,
 }
 
-impl MatrixTest {
+impl KindTest for MatrixTest {
+    type Kind = Matrix;
+
     /// Runs the test and returns its typed report.
-    pub fn run_report(
+    fn run_report(
         &mut self,
         ctx: &mut DeviceContext,
         control: &RunControl,
@@ -313,126 +300,132 @@ fn drive(
     let largest = max_edge(ctx.info());
     let mut gpu = Gpu::open(ctx, edge, cfg.record_capacity)?;
     gpu.pieces = pieces;
-    let mut edge = edge;
-    let mut round = 0u32;
-    let started = Instant::now();
-    let mut hold = cfg.power_target.map(PowerController::new);
-    let mut pacer = Pacer::new(LOAD_PERIOD);
-    let budget = control
-        .deadline
-        .map(|d| d.saturating_duration_since(started));
-    let mut sweep = (cfg.shape == MatrixShape::Sweep).then(|| DutySweep::new(budget));
-    // Each kind's totals for its `Rates` events: its products' operations and GPU seconds.
-    let totals = |report: &MatrixReport| -> Vec<(&'static str, u64, f64)> {
-        report
+    let cadence = Cadence {
+        shape: cfg.shape.load_shape(),
+        power_target: cfg.power_target,
+        rounds: cfg.rounds,
+        kinds: report.kinds.len(),
+    };
+    let rounds = MatrixRounds {
+        gpu,
+        cfg,
+        kernels,
+        plant,
+        report,
+        device,
+        edge,
+        largest,
+    };
+    crate::workload::rounds::drive(rounds, &cadence, control, events, device)
+}
+
+/// The matrix test's rounds in the shared loop: the kinds in turn on buffers of one edge,
+/// grown between rounds where a power target needs it.
+struct MatrixRounds<'a, 'c> {
+    gpu: Gpu<'c>,
+    cfg: &'a MatrixConfig,
+    kernels: &'a [Kernel],
+    /// The planted fault, where it lies inside the product.
+    plant: Option<PlantedFault>,
+    report: &'a mut MatrixReport,
+    device: Option<usize>,
+    /// The products' edge now.
+    edge: u32,
+    /// The largest edge the device's memory and limits allow.
+    largest: u32,
+}
+
+impl Rounds for MatrixRounds<'_, '_> {
+    const NAME: &'static str = Matrix::NAME;
+    const RATE_SCALE: f64 = 1e-12;
+
+    /// Each kind's totals for its `Rates` events: its products' operations and GPU seconds.
+    fn totals(&self) -> Vec<(&'static str, u64, f64)> {
+        self.report
             .kinds
             .iter()
             .map(|k| (k.kind.rate_name(k.shape.is_some()), k.timed_ops, k.gemm_s))
             .collect()
-    };
-    let mut stretch = crate::workload::RateStretch::starting(&totals(report));
-    let result = loop {
-        if cfg.rounds.is_some_and(|n| round >= n) {
-            break Ok(());
+    }
+
+    fn round(
+        &mut self,
+        round: u32,
+        k: usize,
+        at: LoadPoint,
+        events: &mut dyn EventSink,
+    ) -> GpuResult<Worked> {
+        let (records_before, faults_before) = (self.report.records.len(), self.report.faults());
+        let timed_ops =
+            |report: &MatrixReport| -> u64 { report.kinds.iter().map(|k| k.timed_ops).sum() };
+        let ops_before = timed_ops(self.report);
+        one_round(
+            &mut self.gpu,
+            self.cfg,
+            &self.kernels[k],
+            self.plant
+                .filter(|_| self.cfg.plant_when.is_none_or(|w| w.applies(&at))),
+            (round, k),
+            &mut DeviceEvents::new(events, self.device),
+            self.report,
+        )?;
+        for r in &mut self.report.records[records_before..] {
+            r.at = Some(at);
         }
-        if control.stop_requested() {
-            report.run.stopped_early = Some(STOPPED_ON_REQUEST.into());
-            break Ok(());
-        }
-        // Every kind gets one verified round, even past the budget (the hard deadline
-        // still holds).
-        if cfg.rounds.is_none() && control.out_of_time() && round as usize >= report.kinds.len() {
-            break Ok(());
-        }
-        if control.stopped() {
-            report.run.stopped_early = Some("stopped at the hard deadline".into());
-            break Ok(());
-        }
-        let duty = match (&mut hold, &mut sweep) {
-            (Some(hold), _) => Some(hold.duty(started.elapsed(), control.power.as_ref())),
-            (None, Some(sweep)) => Some(sweep.duty(control)),
-            (None, None) => None,
-        };
-        if let Some(duty) = duty {
-            let rest = pacer.rest(duty);
-            if !rest.is_zero() {
-                std::thread::sleep(rest);
-                continue;
-            }
-        }
-        let point = LoadPoint {
-            duty: duty.unwrap_or(1.0),
-            clock_mhz: crate::workload::cadence::clock_now(control),
-            phase: LoadPhase::Load,
-        };
-        let k = round as usize % report.kinds.len();
-        let t = Instant::now();
-        let at = (round, k);
-        let (records_before, faults_before) = (report.records.len(), report.faults());
-        let ops_before: u64 = report.kinds.iter().map(|k| k.timed_ops).sum();
-        if let Err(e) = one_round(
-            &mut gpu,
-            cfg,
-            &kernels[k],
-            plant.filter(|_| cfg.plant_when.is_none_or(|w| w.applies(&point))),
-            at,
-            &mut DeviceEvents::new(events, device),
-            report,
-        ) {
-            break Err(e);
-        }
-        for r in &mut report.records[records_before..] {
-            r.at = Some(point);
-        }
-        if let Some(s) = &mut sweep {
-            let ops: u64 = report.kinds.iter().map(|k| k.timed_ops).sum();
-            s.worked(ops - ops_before, report.faults() - faults_before);
-        }
-        let took = t.elapsed();
-        pacer.worked(took);
-        round += 1;
-        stretch.emit_if_due(Matrix::NAME, &totals(report), 1e-12, events, device);
-        if let Some(hold) = &mut hold
+        Ok(Worked {
+            ops: timed_ops(self.report) - ops_before,
+            faults: self.report.faults() - faults_before,
+        })
+    }
+
+    fn between(
+        mut self,
+        took: Duration,
+        hold: Option<&mut PowerController>,
+        events: &mut dyn EventSink,
+    ) -> GpuResult<Self> {
+        if let Some(hold) = hold
             && hold.starved()
-            && edge * 2 <= largest
+            && self.edge * 2 <= self.largest
             && took * 8 <= GROW_ROUND_MAX
         {
+            let edge = self.edge;
+            let pieces = self.gpu.pieces;
             // The old buffers go first: both sizes at once may not fit.
-            let pieces = gpu.pieces;
-            drop(gpu);
-            match Gpu::open(ctx, edge * 2, cfg.record_capacity) {
+            match self.gpu.reopen(edge * 2, self.cfg.record_capacity) {
                 Ok(bigger) => {
-                    gpu = bigger;
-                    report.grown_from.get_or_insert(edge);
-                    edge *= 2;
+                    self.gpu = bigger;
+                    self.report.grown_from.get_or_insert(edge);
+                    self.edge = edge * 2;
                     // Eight times the work per product, the same work per dispatch.
-                    gpu.pieces = pieces.saturating_mul(8);
-                    report.size = edge;
-                    report.dispatches_per_product = gpu.pieces;
+                    self.gpu.pieces = pieces.saturating_mul(8);
+                    self.report.size = self.edge;
+                    self.report.dispatches_per_product = self.gpu.pieces;
                     hold.load_changed();
                     events.emit(
-                        device,
+                        self.device,
                         Event::Note {
                             message: format!(
-                                "matrix: the power target is out of reach at full duty: products grown to {edge}-square"
+                                "matrix: the power target is out of reach at full duty: products grown to {}-square",
+                                self.edge
                             ),
                         },
                     );
                 }
-                Err(_) => {
-                    gpu = Gpu::open(ctx, edge, cfg.record_capacity)?;
-                    gpu.pieces = pieces;
+                Err(ctx) => {
+                    self.gpu = Gpu::open(ctx, edge, self.cfg.record_capacity)?;
+                    self.gpu.pieces = pieces;
                 }
             }
         }
-    };
-    if let Some(hold) = &hold {
-        report.power = Some(hold.report(started.elapsed()));
+        Ok(self)
     }
-    if let Some(sweep) = sweep {
-        report.levels = sweep.finish();
+
+    fn ran(&mut self, ran: Ran) {
+        self.report.run.stopped_early = ran.stopped_early;
+        self.report.power = ran.power;
+        self.report.levels = ran.levels;
     }
-    result
 }
 
 /// One round of kind `k`: inputs, product, recomputation, checks, and the location of

@@ -35,7 +35,7 @@ use self::pattern::Pattern;
 use super::settings::{SettingError, SettingsTable};
 use super::show::{Bar, Metric, MetricFamily, OffsetPoint, Section, Table, TableRow};
 use super::{
-    Envelope, Kind, PlanDetail, Report, RunControl, Workload, WorkloadError, WorkloadOutcome,
+    Envelope, Kind, KindTest, PlanDetail, Report, RunControl, Workload, WorkloadError,
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{DeviceEvents, Event, EventSink};
@@ -133,21 +133,6 @@ pub struct WordRef {
 pub struct VramTest {
     /// Its settings.
     pub config: VramConfig,
-}
-
-impl Workload for VramTest {
-    fn name(&self) -> &'static str {
-        "vram"
-    }
-
-    fn run(
-        &mut self,
-        ctx: &mut DeviceContext,
-        control: &RunControl,
-        events: &mut dyn EventSink,
-    ) -> Result<WorkloadOutcome, WorkloadError> {
-        Ok(self.run_report(ctx, control, events)?.outcome(self.name()))
-    }
 }
 
 /// The `vram` workload.

@@ -119,9 +119,11 @@ pub(super) struct Tally {
     verified_once: bool,
 }
 
-impl VramTest {
+impl KindTest for VramTest {
+    type Kind = Vram;
+
     /// Runs the test and returns its typed report.
-    pub fn run_report(
+    fn run_report(
         &mut self,
         ctx: &mut DeviceContext,
         control: &RunControl,
