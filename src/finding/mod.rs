@@ -8,8 +8,14 @@
 //! decides anything.
 
 mod codes;
+pub mod evidence;
 
 pub use codes::{Clock, CodeInfo, FindingCode, HealthCode, HealthFault, HealthKind};
+pub use evidence::{
+    Bytes, BytesPerIteration, BytesPerMinute, Celsius, Evidence, Figure, GBps, Hex, InUnit, Mhz,
+    Micros, Millijoules, Millis, PerMinute, PerSecond, Percent, RateName, Row, Rows, Said, Seconds,
+    Share, Titled, Unit, Watts, Words,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -125,8 +131,8 @@ pub struct Finding {
     pub confidence: Confidence,
     /// One sentence.
     pub summary: String,
-    /// The numbers and records it rests on.
-    pub evidence: serde_json::Value,
+    /// The numbers and records it rests on, each in its unit and words.
+    pub evidence: Evidence,
     /// What to do.
     pub action: String,
     /// What other parts of kiln read of it (the resolution, the reports, the node check),
@@ -148,14 +154,16 @@ pub struct Facts {
     pub worst_xid: Option<u32>,
     /// It says why a watched application lost its device.
     pub of_a_loss: bool,
+    /// The phase it was found in, where one.
+    pub phase: Option<String>,
+    /// The workload whose own result proved it, where one did: its JUnit case holds it.
+    pub workload: Option<String>,
 }
 
-/// A finding's evidence from the typed struct its rule fills, as report.json carries it
-/// (a struct of plain fields always serializes; a failure would be said in the evidence
-/// itself, never lose the finding).
-pub fn evidence(of: &impl Serialize) -> serde_json::Value {
-    serde_json::to_value(of)
-        .unwrap_or_else(|e| serde_json::json!({"evidence_not_serialized": e.to_string()}))
+/// A finding's evidence from the record its rule fills (declared with
+/// [`evidence!`](crate::evidence)): as report.json carries it and as people read it.
+pub fn evidence<T: Serialize + Said + ?Sized>(of: &T) -> Evidence {
+    Evidence::of(of)
 }
 
 /// A finding, from its parts, of its code's class (a rule that finds the evidence says
@@ -165,7 +173,7 @@ pub fn finding(
     severity: Severity,
     confidence: Confidence,
     summary: String,
-    evidence: serde_json::Value,
+    evidence: Evidence,
     action: &str,
 ) -> Finding {
     Finding {

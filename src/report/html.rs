@@ -320,7 +320,7 @@ fn findings_table(out: &mut String, d: &DeviceReport) {
     }
     out.push_str("<h3>Findings</h3><table class=\"findings\"><tr><th>Code</th><th>Class</th><th>Severity</th><th>Confidence</th><th>What</th><th>Action</th></tr>");
     for f in &d.findings {
-        let rows = super::evidence_rows(&f.evidence);
+        let rows = f.evidence.rows();
         let mut evidence = String::new();
         // A finding of a workload run several times carries its first run's evidence: its
         // counts are that run's, where the page's tables count over every run.

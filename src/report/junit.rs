@@ -7,7 +7,7 @@ use quick_junit::{
     NonSuccessKind, Report as JunitReport, TestCase, TestCaseStatus, TestSuite, XmlString,
 };
 
-use crate::finding::{Class, Finding, FindingCode};
+use crate::finding::{Class, Finding};
 use crate::verdict::{DeviceReport, DeviceResult, Report};
 use crate::workload::WorkloadStatus;
 
@@ -40,21 +40,22 @@ fn cases(d: &DeviceReport) -> Vec<(String, f64, Case)> {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let mut counted: Vec<FindingCode> = Vec::new();
+    // The findings a failed workload's case holds, by their place in the device's list.
+    let mut counted: Vec<usize> = Vec::new();
     let mut out: Vec<(String, f64, Case)> = d
         .workloads
         .iter()
         .map(|w| {
             let case = match w.status {
                 WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => {
-                    let codes: Vec<FindingCode> =
-                        w.summary.judge().into_iter().map(|f| f.code).collect();
-                    let own: Vec<&Finding> = d
+                    // The findings its own result proved, as the verdict marked them.
+                    let (places, own): (Vec<usize>, Vec<&Finding>) = d
                         .findings
                         .iter()
-                        .filter(|f| codes.contains(&f.code))
-                        .collect();
-                    counted.extend(own.iter().map(|f| f.code));
+                        .enumerate()
+                        .filter(|(_, f)| f.facts.workload.as_deref() == Some(w.workload.as_str()))
+                        .unzip();
+                    counted.extend(places);
                     Case::Failed {
                         message: w.headline.clone(),
                         kind: w.status.name().into(),
@@ -83,7 +84,9 @@ fn cases(d: &DeviceReport) -> Vec<(String, f64, Case)> {
     let left: Vec<&Finding> = d
         .findings
         .iter()
-        .filter(|f| f.class != Class::Info && !counted.contains(&f.code))
+        .enumerate()
+        .filter(|(i, f)| f.class != Class::Info && !counted.contains(i))
+        .map(|(_, f)| f)
         .collect();
     let verdict = match d.result {
         DeviceResult::Pass => Case::Passed(d.reason.clone()),
@@ -192,6 +195,7 @@ fn seconds(s: f64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finding::FindingCode;
     use crate::workload::WorkloadOutcome;
 
     #[test]
@@ -304,7 +308,7 @@ mod tests {
             crate::finding::Severity::Major,
             crate::finding::Confidence::High,
             "held at 72% of its clocks by heat".into(),
-            serde_json::Value::Null,
+            crate::finding::Evidence::default(),
             "cool it",
         ));
         let text = render(&report).unwrap();

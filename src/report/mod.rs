@@ -2,7 +2,6 @@
 //! `report.json`, the HTML report, JUnit XML, Prometheus metrics, the terminal summary
 //! and the RMA bundle. Rendering only: every result is decided by the verdict.
 
-mod evidence;
 pub mod html;
 mod html_charts;
 pub mod junit;
@@ -10,8 +9,6 @@ pub mod pdf;
 pub mod prometheus;
 pub mod rma;
 pub mod terminal;
-
-pub use evidence::{evidence_rows, unworded};
 
 use crate::rundir::RunEvidence;
 use crate::verdict::Report;

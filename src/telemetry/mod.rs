@@ -15,6 +15,7 @@ pub mod process;
 pub mod reading;
 pub mod record;
 pub mod replay;
+pub mod said;
 pub mod sidecar;
 pub mod signals;
 pub mod summary;

@@ -224,7 +224,7 @@ catalogue! {
     TEMP_GPU_MAX_C = Identity("temp_gpu_max_c", Celsius, "The GPU's highest rated temperature.");
     TEMP_MEM_MAX_C = Identity("temp_mem_max_c", Celsius, "The memory's highest rated temperature (amdgpu: the mem sensor's critical limit).");
     TEMP_HOTSPOT_MAX_C = Identity("temp_hotspot_max_c", Celsius, "The junction (hotspot) temperature the driver protects the die at (amdgpu: the junction sensor's critical limit).");
-    OTHER_PROCESSES = Identity("other_processes", Processes, "Other processes on the GPU at the start, each `{pid, used_bytes, name}` (the bytes left out where the driver did not say them, the name where the system would not give it; telemetry of schema kiln.telemetry/1 gave `pid:bytes:name` joined by commas).");
+    OTHER_PROCESSES = Identity("other_processes", Processes, "Other processes on the GPU at the start (each `{pid, used_bytes, name}`, the bytes left out where the driver did not say them, the name where the system would not give it; telemetry of schema kiln.telemetry/1 gave `pid:bytes:name` joined by commas).");
     OTHER_PROCESSES_NOW = Gauge("other_processes_now", Processes, "Other processes on the GPU during the run, as `other_processes` (NVML: read every second, off the tick; amdgpu, xe and i915: DRM fdinfo, at most once a second).");
         MATCHED_BY = Identity("matched_by", Text, "How the source matched the device: `uuid` or `pci`.");
     // Events.

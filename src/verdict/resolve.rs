@@ -347,10 +347,11 @@ fn the_cause(code: FindingCode, causes: &[&Finding], watched: &Watched, action: 
     )
 }
 
-/// The evidence of a cause said for the application: the causes' findings, by code.
-#[derive(serde::Serialize)]
-struct CardFindings<'a> {
-    findings: Vec<&'a str>,
+crate::evidence! {
+    /// The evidence of a cause said for the application: the causes' findings, by code.
+    struct CardFindings<'a> {
+        findings: Vec<&'a str> => "Findings",
+    }
 }
 
 #[cfg(test)]
@@ -358,20 +359,20 @@ mod tests {
     use super::*;
     use crate::finding::finding;
 
-    fn found(code: FindingCode, severity: Severity, evidence: serde_json::Value) -> Finding {
+    fn found(code: FindingCode, severity: Severity) -> Finding {
         finding(
             code,
             severity,
             Confidence::High,
             code.name().to_owned(),
-            evidence,
+            crate::finding::Evidence::default(),
             "its own action",
         )
     }
 
     /// A finding of `code` with nothing in its evidence.
     fn bare(code: FindingCode, severity: Severity) -> Finding {
-        found(code, severity, serde_json::json!({}))
+        found(code, severity)
     }
 
     /// The findings of a device that was tested, not watched, resolved.
@@ -400,11 +401,7 @@ mod tests {
         // An overclock of the memory clock explains VRAM errors, not compute errors.
         let vram = bare(FindingCode::VramStuckBit, Severity::Critical);
         let compute = bare(FindingCode::ComputeMismatch, Severity::Critical);
-        let mut memory_over = found(
-            FindingCode::ClocksAboveMaximum,
-            Severity::Major,
-            serde_json::json!({"sm": null, "memory": ["vram", 12000.0, 10501.0]}),
-        );
+        let mut memory_over = found(FindingCode::ClocksAboveMaximum, Severity::Major);
         memory_over.facts.clocks_over = vec![Clock::Memory];
         let resolved = resolve_alone(vec![vram.clone(), compute.clone(), memory_over]);
         assert_eq!(

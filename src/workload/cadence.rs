@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::RunControl;
+use crate::finding::Unit;
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::telemetry::signals;
 
@@ -503,7 +504,7 @@ pub fn partial_load_only(
     levels: &[LevelResult],
     points: &[Option<LoadPoint>],
     faults: u64,
-    evidence: serde_json::Value,
+    evidence: crate::finding::Evidence,
 ) -> Option<Finding> {
     let points: Vec<LoadPoint> = points.iter().copied().collect::<Option<_>>()?;
     if points.is_empty() {
@@ -551,6 +552,28 @@ pub fn partial_load_only(
 
 /// What to do about wrong results found only at some points of the load.
 pub const MARGINAL: &str = "a marginal part: take the GPU out of service and RMA it with this report (first make sure nothing overclocks it)";
+
+crate::said_by_name!(LoadPhase);
+
+crate::said_record!(LoadPoint {
+    duty => "Duty" in Unit::Share,
+    clock_mhz => "Shader clock" in Unit::Megahertz,
+    phase => "Load phase",
+});
+
+crate::said_record!(LevelResult {
+    duty => "Duty" in Unit::Share,
+    gops_per_wall_s => "Rate" in Unit::Named("Gop/s"),
+    clock_mhz => "Shader clock" in Unit::Megahertz,
+    faults => "Faults",
+});
+
+crate::said_record!(PausesReport {
+    pauses => "Pauses",
+    idle_reached => "Idle reached",
+    loaded_mhz => "Shader clock under load" in Unit::Megahertz,
+    idle_mhz => "Shader clock at idle" in Unit::Megahertz,
+});
 
 #[cfg(test)]
 mod tests {
@@ -757,7 +780,7 @@ mod tests {
         assert!(partial_load_only(&levels, &[], faults, json()).is_none());
     }
 
-    fn json() -> serde_json::Value {
-        serde_json::Value::Null
+    fn json() -> crate::finding::Evidence {
+        crate::finding::Evidence::default()
     }
 }

@@ -244,14 +244,18 @@ impl FindingKind for FragmentFindingKind {
 /// One finding of the torture.
 pub type FragmentFinding = WorkloadFinding<FragmentFindingKind>;
 
-/// Requests refused with memory free, and memory not given back: the allocator or the
-/// driver, not the card.
-/// The evidence of the allocator's findings: the requests refused while more was free,
-/// and the last rounds' residual memory.
-#[derive(Serialize)]
-struct Refusals<'a> {
-    refusals: &'a [Refusal],
-    residuals: Vec<&'a Residual>,
+crate::evidence! {
+    /// Requests refused with memory free, and memory not given back: the allocator or the
+    /// driver, not the card.
+    /// The evidence of the allocator's findings: the requests refused while more was free,
+    /// and the last rounds' residual memory.
+    struct Refusals<'a> {
+        /// driver, not the card.
+        /// The evidence of the allocator's findings: the requests refused while more was free,
+        /// and the last rounds' residual memory.
+        refusals: &'a [Refusal] => "Refusal",
+        residuals: Vec<&'a Residual> => "Left after the round",
+    }
 }
 
 fn found(f: &FragmentReport, out: &mut Vec<Finding>) {
@@ -685,6 +689,20 @@ fn judge_leak(report: &mut FragmentReport) {
 fn shown_bytes(bytes: Option<u64>) -> String {
     bytes.map_or_else(|| "unknown".into(), crate::units::format_bytes)
 }
+
+crate::said_record!(Refusal {
+    round => "Round",
+    request_bytes => "Request" in crate::finding::Unit::Bytes,
+    free_bytes => "Free" in crate::finding::Unit::Bytes,
+    largest_free_span_bytes => "Largest free span" in crate::finding::Unit::Bytes,
+});
+
+crate::said_record!(Residual {
+    round => "Round",
+    allocator_bytes => "Held by the allocator" in crate::finding::Unit::Bytes,
+    raw_allocations => "Raw allocations",
+    usage_bytes => "Usage" in crate::finding::Unit::Bytes,
+});
 
 #[cfg(test)]
 mod tests {

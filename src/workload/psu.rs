@@ -149,14 +149,16 @@ impl Report for PsuReport {
 /// The `psu` workload.
 pub struct Psu;
 
-/// The evidence of `HOST_COMPUTE_ERRORS`: the CPU's wrong results under the combined
-/// load, and the host's power.
-#[derive(Serialize)]
-struct HostWrong<'a> {
-    cpu_wrong: u64,
-    cpu_checks: u64,
-    records: &'a [CpuMismatch],
-    host_power: Option<&'a Watts>,
+crate::evidence! {
+    /// The evidence of `HOST_COMPUTE_ERRORS`: the CPU's wrong results under the combined
+    /// load, and the host's power.
+    struct HostWrong<'a> {
+        /// load, and the host's power.
+        cpu_wrong: u64 => "Wrong CPU results",
+        cpu_checks: u64 => "CPU checks",
+        records: &'a [CpuMismatch] => "Record",
+        host_power: Option<&'a Watts> => "Host power",
+    }
 }
 
 impl Kind for Psu {
@@ -459,6 +461,19 @@ fn watts(samples: &[f64]) -> Option<Watts> {
         max_w: samples.iter().copied().fold(f64::MIN, f64::max),
     })
 }
+
+crate::said_record!(Watts {
+    mean_w => "Mean" in crate::finding::Unit::Watts,
+    max_w => "Highest" in crate::finding::Unit::Watts,
+});
+
+crate::said_record!(CpuMismatch {
+    thread => "Thread",
+    input => "Input",
+    expected => "Expected" in crate::finding::Unit::Hex,
+    actual => "Read" in crate::finding::Unit::Hex,
+    at_s => "At" in crate::finding::Unit::Seconds,
+});
 
 #[cfg(test)]
 mod tests {

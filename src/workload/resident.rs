@@ -26,6 +26,7 @@ use super::{
     WorkloadStatus, record_device_error,
 };
 use crate::evidence::{Event, EventSink};
+use crate::finding::Bytes;
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::gpu::{DeviceContext, DeviceInfo};
 use crate::limits::bounds;
@@ -502,7 +503,7 @@ fn found(r: &ResidentReport) -> Vec<Finding> {
         Confidence::High,
         summary,
         crate::finding::evidence(&Decayed {
-            bytes: r.bytes,
+            bytes: Bytes(r.bytes),
             errors_total: r.errors_total,
             decayed: decayed.len(),
             records: all.iter().take(16).copied().collect(),
@@ -514,15 +515,16 @@ fn found(r: &ResidentReport) -> Vec<Finding> {
     out
 }
 
-/// The evidence of `VRAM_DECAY`.
-#[derive(Serialize)]
-struct Decayed<'a> {
-    bytes: u64,
-    errors_total: u64,
-    decayed: usize,
-    records: Vec<&'a ResidentError>,
-    checks: usize,
-    hottest: &'a Temperatures,
+crate::evidence! {
+    /// The evidence of `VRAM_DECAY`.
+    struct Decayed<'a> {
+        bytes: Bytes<u64> => "Size",
+        errors_total: u64 => "Wrong reads",
+        decayed: usize => "Words that lost their value",
+        records: Vec<&'a ResidentError> => "Record",
+        checks: usize => "Checks",
+        hottest: &'a Temperatures => "Hottest",
+    }
 }
 
 /// The resident region as a workload.
@@ -708,6 +710,25 @@ fn hold(
         }
     }
 }
+
+crate::said_by_name!(Held);
+
+crate::said_record!(Temperatures {
+    gpu_c => "GPU" in crate::finding::Unit::Celsius,
+    memory_c => "Memory" in crate::finding::Unit::Celsius,
+});
+
+crate::said_record!(ResidentError {
+    offset_bytes => "Offset" in crate::finding::Unit::Hex,
+    expected => "Expected" in crate::finding::Unit::Hex,
+    actual => "Read" in crate::finding::Unit::Hex,
+    held => "Held",
+    after_write_s => "After the write" in crate::finding::Unit::Seconds,
+    clean_checks_before => "Clean checks before",
+    seen => "Seen",
+    temperatures => "Temperatures",
+    phase => "Load phase",
+});
 
 #[cfg(test)]
 mod tests {

@@ -107,7 +107,7 @@ mod tests {
                 Severity::Major,
                 Confidence::High,
                 String::new(),
-                serde_json::json!({"worst_code": 79}),
+                crate::finding::Evidence::default(),
                 "",
             );
             f.facts.worst_xid = Some(79);

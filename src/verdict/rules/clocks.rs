@@ -1,8 +1,6 @@
 //! Clocks above the card's rated maximum.
 
-use serde::Serialize;
-
-use crate::finding::{Clock, Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::finding::{Clock, Confidence, Finding, FindingCode, Mhz, Severity, evidence, finding};
 use crate::telemetry::signals;
 use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
@@ -11,12 +9,13 @@ use crate::verdict::DeviceEvidence;
 /// error it explains.
 pub const RESTORE_STOCK_CLOCKS: &str = "restore default clocks (no overclock, default application clocks) and rerun: only errors at stock clocks are the card's";
 
-/// The evidence of `CLOCKS_ABOVE_MAXIMUM`: per clock, the phase, the highest reading and
-/// the maximum, MHz, where it was over.
-#[derive(Serialize)]
-struct Over<'a> {
-    sm: Option<&'a (String, f64, f64)>,
-    memory: Option<&'a (String, f64, f64)>,
+crate::evidence! {
+    /// The evidence of `CLOCKS_ABOVE_MAXIMUM`: per clock, the phase, the highest reading
+    /// and the maximum, where it was over.
+    struct Over<'a> {
+        sm: Option<&'a (String, Mhz, Mhz)> => "SM clock",
+        memory: Option<&'a (String, Mhz, Mhz)> => "Memory clock",
+    }
 }
 
 /// The rule.
@@ -35,7 +34,7 @@ fn overclocked(device: &DeviceEvidence, out: &mut Vec<Finding>) {
         device.telemetry.iter().find_map(|p| {
             let (now, limit) = (p.gauge(clock)?, p.gauge(max)?);
             (limit.min > 0.0 && now.max > limit.min * 1.02)
-                .then(|| (p.phase.clone(), now.max, limit.min))
+                .then(|| (p.phase.clone(), Mhz(now.max), Mhz(limit.min)))
         })
     };
     let sm = over(signals::CLOCK_SM_MHZ, signals::CLOCK_SM_MAX_MHZ);
@@ -44,12 +43,12 @@ fn overclocked(device: &DeviceEvidence, out: &mut Vec<Finding>) {
         return;
     }
     let mut parts = Vec::new();
-    if let Some((phase, now, max)) = &sm {
+    if let Some((phase, Mhz(now), Mhz(max))) = &sm {
         parts.push(format!(
             "SM clock {now:.0} MHz over its {max:.0} MHz maximum in the {phase} phase"
         ));
     }
-    if let Some((phase, now, max)) = &mem {
+    if let Some((phase, Mhz(now), Mhz(max))) = &mem {
         parts.push(format!(
             "memory clock {now:.0} MHz over its {max:.0} MHz maximum in the {phase} phase"
         ));

@@ -2,8 +2,6 @@
 //! judged by what came with it; and the power supply, where the card failed only under the
 //! CPU's and the GPU's load together.
 
-use serde::Serialize;
-
 use super::{phase_xid_codes, xid_kinds};
 use crate::evidence::DeviceErrorKind;
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
@@ -15,28 +13,31 @@ use crate::workload::Kind;
 use crate::workload::psu::Psu;
 use crate::workload::{WorkloadResult, WorkloadStatus};
 
-/// The evidence of a failure mid-test: what the workloads and the worker said, the Xids of
-/// the device's telemetry, and the OS's driver resets.
-#[derive(Serialize)]
-struct Failed<'a> {
-    errors: &'a [String],
-    xids: &'a [u32],
-    driver_resets: &'a [&'a DriverReset],
+crate::evidence! {
+    /// The evidence of a failure mid-test: what the workloads and the worker said, the
+    /// Xids of the device's telemetry, and the OS's driver resets.
+    struct Failed<'a> {
+        errors: &'a [String] => "What failed",
+        xids: &'a [u32] => "Xids",
+        driver_resets: &'a [&'a DriverReset] => "Driver resets",
+    }
 }
 
-/// The evidence of `PSU_COMBINED_LOAD`.
-#[derive(Serialize)]
-struct CombinedLoad<'a> {
-    lost: Option<&'a str>,
-    xid_79: bool,
-    resets: usize,
-    figures: &'a str,
+crate::evidence! {
+    /// The evidence of `PSU_COMBINED_LOAD`.
+    struct CombinedLoad<'a> {
+        lost: Option<&'a str> => "Lost",
+        xid_79: bool => "Xid 79 (fallen off the bus)",
+        resets: usize => "Resets",
+        figures: &'a str => "Figures",
+    }
 }
 
-/// The evidence of `DRIVER_TIMEOUT_RESET`.
-#[derive(Serialize)]
-struct Resets<'a> {
-    driver_resets: &'a [&'a DriverReset],
+crate::evidence! {
+    /// The evidence of `DRIVER_TIMEOUT_RESET`.
+    struct Resets<'a> {
+        driver_resets: &'a [&'a DriverReset] => "Driver resets",
+    }
 }
 
 /// The rule.

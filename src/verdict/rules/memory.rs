@@ -2,10 +2,8 @@
 //! row remapping (failed, pending, banks running out of spares), RAS errors in the GPU's
 //! blocks, on-chip SRAM past its threshold, a recovery action or ECC mode change pending.
 
-use serde::Serialize;
-
 use super::{CounterDeltas, during};
-use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::finding::{Confidence, Finding, FindingCode, PerMinute, Severity, evidence, finding};
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Name, Signal, Values};
 use crate::telemetry::summary::PhaseTelemetry;
@@ -13,24 +11,26 @@ use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
 use crate::verdict::xid;
 
-/// The evidence of `ECC_CORRECTED_RATE_HIGH`.
-#[derive(Serialize)]
-struct CorrectedRate<'a> {
-    phase: &'a str,
-    /// The corrected errors in the phase, under the counter's name.
-    #[serde(flatten)]
-    corrected: Values<f64>,
-    per_minute: f64,
-    budget_per_minute: f64,
-    xid_92: bool,
+crate::evidence! {
+    /// The evidence of `ECC_CORRECTED_RATE_HIGH`.
+    struct CorrectedRate<'a> {
+        phase: &'a str => "Phase",
+        /// The corrected errors in the phase, under the counter's name.
+        #[serde(flatten)]
+        corrected: Values<f64> => flat,
+        per_minute: PerMinute => "A minute",
+        budget_per_minute: PerMinute => "Allowed a minute",
+        xid_92: bool => "Xid 92 (high single-bit ECC rate)",
+    }
 }
 
-/// Readings with the rule that judges them.
-#[derive(Serialize)]
-struct Sourced {
-    #[serde(flatten)]
-    readings: Values<Option<f64>>,
-    source: &'static str,
+crate::evidence! {
+    /// Readings with the rule that judges them.
+    struct Sourced {
+        #[serde(flatten)]
+        readings: Values<Option<f64>> => flat,
+        source: &'static str => "Source",
+    }
 }
 
 /// Xid 92: the driver's own word for a high rate of corrected (single-bit) ECC errors.
@@ -84,8 +84,8 @@ fn corrected_rate(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding
         evidence(&CorrectedRate {
             phase: &p.phase,
             corrected: Values(vec![(signals::ECC_CORRECTED_VOLATILE, corrected)]),
-            per_minute,
-            budget_per_minute: t.ecc_corrected_per_minute,
+            per_minute: PerMinute(per_minute),
+            budget_per_minute: PerMinute(t.ecc_corrected_per_minute),
             xid_92,
         }),
         "RMA candidate: run the rma profile to find the failing rows, and send this report with it",
@@ -101,6 +101,7 @@ pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     }
     corrected_rate(device, t, &mut out);
     standing(device, &mut out);
+    spares_and_modes(device, &mut out);
     out
 }
 
@@ -123,7 +124,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
                 during(p)
             ),
             evidence(&CounterDeltas {
-                counter_deltas: &p.counter_deltas,
+                counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),
             "RMA candidate: reset the GPU to apply pending retirements, retest, and send this report",
         ));
@@ -140,7 +141,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Confidence::High,
             format!("{ecc} uncorrectable ECC errors {}", during(p)),
             evidence(&CounterDeltas {
-                counter_deltas: &p.counter_deltas,
+                counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),
             "RMA candidate: reset the GPU, retest, and send this report",
         ));
@@ -152,7 +153,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Confidence::High,
             format!("row remapping failed {}", during(p)),
             evidence(&CounterDeltas {
-                counter_deltas: &p.counter_deltas,
+                counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),
             "RMA the card",
         ));
@@ -163,7 +164,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Confidence::High,
             format!("a row remap became pending {}", during(p)),
             evidence(&CounterDeltas {
-                counter_deltas: &p.counter_deltas,
+                counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),
             "reset the GPU to apply the remap, then retest",
         ));
@@ -191,7 +192,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
                 ras.join(", ")
             ),
             evidence(&CounterDeltas {
-                counter_deltas: &p.counter_deltas,
+                counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),
             "RMA candidate: reset the GPU, retest, and send this report",
         ));
@@ -203,7 +204,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Confidence::High,
             format!("bad pages could not be retired {}", during(p)),
             evidence(&CounterDeltas {
-                counter_deltas: &p.counter_deltas,
+                counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),
             "RMA the card",
         ));
@@ -216,20 +217,8 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
 /// and are the card's lasting condition, not history: each gives its finding once, unless
 /// an event of the run already gave it.
 fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
-    let last = |signal: Signal| {
-        device
-            .telemetry
-            .iter()
-            .filter_map(|p| Some((p.end_ms, p.after(signal)?)))
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, value)| value)
-    };
-    // The last value of each of some signals: the evidence of a standing state.
-    let last_of = |of: &[Signal]| -> Values<Option<f64>> {
-        Values(of.iter().map(|s| (*s, last(*s))).collect())
-    };
-    let already = |out: &Vec<Finding>, code: FindingCode| out.iter().any(|f| f.code == code);
-    let lasting = "(a lasting state of the card, whether set before or during the run)";
+    let last = |signal: Signal| last(device, signal);
+    let last_of = |of: &[Signal]| last_of(device, of);
     if last(signals::REMAP_FAILURE).is_some_and(|v| v > 0.0)
         && !already(out, FindingCode::RowRemapFailure)
     {
@@ -237,7 +226,7 @@ fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
             FindingCode::RowRemapFailure,
             Severity::Critical,
             Confidence::High,
-            format!("row remapping has failed: no spare rows are left {lasting}"),
+            format!("row remapping has failed: no spare rows are left {LASTING}"),
             evidence(&last_of(&[
                 signals::REMAP_FAILURE,
                 signals::REMAPPED_UNCORRECTABLE,
@@ -251,7 +240,7 @@ fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
             FindingCode::RowRemapPending,
             Severity::Major,
             Confidence::High,
-            format!("a row remap is pending {lasting}"),
+            format!("a row remap is pending {LASTING}"),
             evidence(&last_of(&[
                 signals::REMAP_PENDING,
                 signals::REMAPPED_UNCORRECTABLE,
@@ -267,7 +256,7 @@ fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
             Severity::Major,
             Confidence::High,
             format!(
-                "a page retirement is pending ({} pages retired for double-bit errors) {lasting}",
+                "a page retirement is pending ({} pages retired for double-bit errors) {LASTING}",
                 last(signals::RETIRED_PAGES_DBE).unwrap_or(0.0)
             ),
             evidence(&last_of(&[
@@ -287,6 +276,14 @@ fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
             &format!("{action}, then retest; the kernel log's Xids say why"),
         ));
     }
+}
+
+/// The memory's spares and modes as the last counters show them: banks running low on
+/// spare rows (the warning before a remap failure), the on-chip SRAM past its threshold,
+/// and an ECC mode change that waits for a reset.
+fn spares_and_modes(device: &DeviceEvidence, out: &mut Vec<Finding>) {
+    let last = |signal: Signal| last(device, signal);
+    let last_of = |of: &[Signal]| last_of(device, of);
     // How close the memory is to a remap failure, by bank (NVIDIA's RMA criterion is a
     // bank that needs one more uncorrectable row than it has spares).
     let (low, none) = (
@@ -317,7 +314,7 @@ fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
             FindingCode::RowRemapBanksLow,
             severity,
             Confidence::High,
-            format!("{said} {lasting}"),
+            format!("{said} {LASTING}"),
             evidence(&Values(vec![
                 (signals::REMAP_BANKS_MAX, last(signals::REMAP_BANKS_MAX)),
                 (signals::REMAP_BANKS_HIGH, last(signals::REMAP_BANKS_HIGH)),
@@ -335,7 +332,7 @@ fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
             Severity::Critical,
             Confidence::High,
             format!(
-                "the driver flags the GPU's on-chip SRAM past its threshold of uncorrectable errors ({} parity, {} SEC-DED) {lasting}",
+                "the driver flags the GPU's on-chip SRAM past its threshold of uncorrectable errors ({} parity, {} SEC-DED) {LASTING}",
                 last(signals::SRAM_UNCORRECTED_PARITY).unwrap_or(0.0),
                 last(signals::SRAM_UNCORRECTED_SECDED).unwrap_or(0.0)
             ),
@@ -369,6 +366,29 @@ fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
         ));
     }
 }
+
+/// The last value of `signal` the device's counters read.
+fn last(device: &DeviceEvidence, signal: Signal) -> Option<f64> {
+    device
+        .telemetry
+        .iter()
+        .filter_map(|p| Some((p.end_ms, p.after(signal)?)))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, value)| value)
+}
+
+/// The last value of each of some signals: the evidence of a standing state.
+fn last_of(device: &DeviceEvidence, of: &[Signal]) -> Values<Option<f64>> {
+    Values(of.iter().map(|s| (*s, last(device, *s))).collect())
+}
+
+/// Whether `out` holds a finding of `code` already (an event of the run gave it).
+fn already(out: &[Finding], code: FindingCode) -> bool {
+    out.iter().any(|f| f.code == code)
+}
+
+/// Said of every standing state: it holds whenever it was set.
+const LASTING: &str = "(a lasting state of the card, whether set before or during the run)";
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,7 @@
 //! them, in one place: [`crate::verdict::resolve`].
 
 mod clocks;
+pub mod configuration;
 mod failure;
 mod memory;
 mod nvlink;
@@ -14,6 +15,7 @@ mod power;
 pub mod rates;
 mod results;
 mod run;
+pub mod settings;
 mod setup;
 mod tenants;
 mod thermal;
@@ -26,23 +28,26 @@ pub use run::{evidence_missing, gpu_not_visible, run_interrupted};
 
 use super::DeviceEvidence;
 use super::xid::{self, XidInfo};
-use crate::finding::{Class, Finding, FindingCode, Severity, evidence};
+use crate::finding::{Class, Evidence, Finding, FindingCode, Severity, evidence};
 use crate::telemetry::record::XidEvent;
+use crate::telemetry::said::ByName;
 use crate::telemetry::summary::{BETWEEN_PHASES, PhaseTelemetry};
 use crate::thresholds::Thresholds;
 use crate::workload::WorkloadOutcome;
 
-/// The evidence of a finding that rests on what a phase's counters grew by: every counter's
-/// growth.
-#[derive(serde::Serialize)]
-struct CounterDeltas<'a> {
-    counter_deltas: &'a std::collections::BTreeMap<String, f64>,
+crate::evidence! {
+    /// The evidence of a finding that rests on what a phase's counters grew by: every
+    /// counter's growth.
+    struct CounterDeltas<'a> {
+        counter_deltas: ByName<'a, f64> => "Growth during the phase",
+    }
 }
 
-/// The evidence of a condition found in several phases: each phase's.
-#[derive(serde::Serialize)]
-struct Phases<'a> {
-    phases: Vec<&'a serde_json::Value>,
+crate::evidence! {
+    /// The evidence of a condition found in several phases: each phase's.
+    struct Phases<'a> {
+        phases: Vec<&'a Evidence> => "Phases",
+    }
 }
 
 /// A rule: one device's evidence and the thresholds in, its findings out.
@@ -61,7 +66,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("failure", failure::judge),
     ("setup", setup::judge),
     ("tenants", tenants::judge),
-    ("configuration", rates::configuration_rule),
+    ("configuration", configuration::configuration_rule),
     ("product", rates::product_unknown_rule),
     ("clocks", clocks::judge),
     ("telemetry", setup::telemetry_rule),
@@ -140,7 +145,7 @@ fn weigh_by_clock(f: &mut Finding, p: &PhaseTelemetry, vendor_id: u32, why: &str
     f.severity = Severity::Note;
     f.summary.push_str(&format!(
         ", with the {} at {now:.0} of {max:.0} MHz at its lowest ({:.0}%): {why} at no measurable cost",
-        rates::shader_clock(vendor_id),
+        settings::shader_clock(vendor_id),
         100.0 * now / max
     ));
     f.action = action.to_owned();
@@ -169,7 +174,7 @@ fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
         .iter()
         .enumerate()
         .filter(|(i, _)| *i != lead)
-        .filter_map(|(_, f)| f.evidence.get("phase").and_then(|p| p.as_str()))
+        .filter_map(|(_, f)| f.facts.phase.as_deref())
         .collect();
     merged.summary = format!(
         "{}; the same in the {} {}",

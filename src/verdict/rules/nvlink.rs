@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::finding::{
+    Confidence, Finding, FindingCode, PerSecond, Rows, Said, Severity, Unit, evidence, finding,
+};
 use crate::telemetry::signals::{Name, NvlinkPart};
 use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
@@ -22,27 +22,49 @@ pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
 /// link's CRC errors and replays are counted together against it.
 const NVLINK_CORRECTED_PER_S: f64 = 100.0;
 
-/// The evidence of `NVLINK_DOWN`: the link, and the phases it went down in or how many of
-/// the GPU's links are up beside it.
-#[derive(Serialize)]
-struct LinkDown<'a> {
-    link: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    links_up: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    phases: Option<&'a [String]>,
+crate::evidence! {
+    /// The evidence of `NVLINK_DOWN`: the link, and the phases it went down in or how many
+    /// of the GPU's links are up beside it.
+    struct LinkDown<'a> {
+        link: u32 => "Link",
+        #[serde(skip_serializing_if = "Option::is_none")]
+        links_up: Option<usize> => "Links up",
+        #[serde(skip_serializing_if = "Option::is_none")]
+        phases: Option<&'a [String]> => "Phases",
+    }
 }
 
-/// The evidence of `NVLINK_ERRORS`.
-#[derive(Serialize)]
-struct LinkErrors<'a> {
-    link: u32,
-    /// Each kind of error (`replay`, `recovery`, `crc_flit`, `crc_data`) and its count.
-    counts: &'a BTreeMap<&'static str, f64>,
-    corrected_per_s: f64,
-    budget_per_s: f64,
-    phases: &'a [String],
-    source: &'static str,
+/// A link's error counts by the counter (`replay`, `crc_flit`), said by what each counts.
+struct PartCounts<'a>(&'a BTreeMap<&'static str, f64>);
+
+impl serde::Serialize for PartCounts<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl Said for PartCounts<'_> {
+    fn say(&self, words: &str, unit: Unit, rows: &mut Rows) {
+        rows.within(words, |rows| {
+            for (name, count) in self.0 {
+                let part = NvlinkPart::COUNTERS.into_iter().find(|p| p.name() == *name);
+                count.say(part.map_or(*name, NvlinkPart::words), unit, rows);
+            }
+        });
+    }
+}
+
+crate::evidence! {
+    /// The evidence of `NVLINK_ERRORS`.
+    struct LinkErrors<'a> {
+        link: u32 => "Link",
+        /// Each kind of error (`replay`, `recovery`, `crc_flit`, `crc_data`) and its count.
+        counts: PartCounts<'a> => "Counts",
+        corrected_per_s: PerSecond => "Corrected a second",
+        budget_per_s: PerSecond => "Allowed a second",
+        phases: &'a [String] => "Phases",
+        source: &'static str => "Source",
+    }
 }
 
 /// Every NVLink of the device over the run, one finding per bad link: one that went down
@@ -53,15 +75,64 @@ struct LinkErrors<'a> {
 /// or more together and a note below. A GPU whose links are all down (MIG, no bridge) says
 /// nothing here.
 fn nvlinks(device: &DeviceEvidence, out: &mut Vec<Finding>) {
-    use std::collections::BTreeMap;
-    #[derive(Default)]
-    struct Link {
-        went_down: Vec<String>,
-        counts: BTreeMap<&'static str, f64>,
-        /// The link's corrected errors (CRC and replays) per second, at most over the phases.
-        crc_per_s: f64,
-        phases: Vec<String>,
+    let (links, last_state) = read_links(device);
+    let up = last_state.values().filter(|v| **v > 0.0).count();
+    for (l, state) in &last_state {
+        if *state <= 0.0 && up > 0 && links.get(l).is_none_or(|k| k.went_down.is_empty()) {
+            out.push(finding(
+                FindingCode::NvlinkDown,
+                Severity::Minor,
+                Confidence::Medium,
+                format!("NVLink {l} is down while {up} of the GPU's links are up"),
+                evidence(&LinkDown {
+                    link: *l,
+                    links_up: Some(up),
+                    phases: None,
+                }),
+                "on a board whose links should all be up (SXM, a full set of bridges): reseat the card or bridge and check the NVLink topology (nvidia-smi nvlink -s)",
+            ));
+        }
     }
+    for (l, link) in links {
+        if !link.went_down.is_empty() {
+            out.push(finding(
+                FindingCode::NvlinkDown,
+                Severity::Major,
+                Confidence::High,
+                format!(
+                    "NVLink {l} went down during the {} {}",
+                    crate::text::list(&link.went_down),
+                    if link.went_down.len() == 1 { "phase" } else { "phases" }
+                ),
+                evidence(&LinkDown {
+                    link: l,
+                    links_up: None,
+                    phases: Some(&link.went_down),
+                }),
+                "check the NVLink bridge or baseboard, reseat, and reset the GPU; RMA if it follows the card",
+            ));
+        }
+        if !link.counts.is_empty() {
+            out.push(link_errors(l, &link));
+        }
+    }
+}
+
+/// What a link did over the run.
+#[derive(Default)]
+struct Link {
+    /// The phases it went down in.
+    went_down: Vec<String>,
+    /// Its error counters' growth, by the counter.
+    counts: BTreeMap<&'static str, f64>,
+    /// Its corrected errors (CRC and replays) per second, at most over the phases.
+    crc_per_s: f64,
+    /// The phases its errors grew in.
+    phases: Vec<String>,
+}
+
+/// Every link's doings over the run, and each link's last state (up or down).
+fn read_links(device: &DeviceEvidence) -> (BTreeMap<u32, Link>, BTreeMap<u32, f64>) {
     let mut links: BTreeMap<u32, Link> = BTreeMap::new();
     let mut last_state: BTreeMap<u32, f64> = BTreeMap::new();
     for p in &device.telemetry {
@@ -104,111 +175,77 @@ fn nvlinks(device: &DeviceEvidence, out: &mut Vec<Finding>) {
             }
         }
     }
-    let up = last_state.values().filter(|v| **v > 0.0).count();
-    for (l, state) in &last_state {
-        if *state <= 0.0 && up > 0 && links.get(l).is_none_or(|k| k.went_down.is_empty()) {
-            out.push(finding(
-                FindingCode::NvlinkDown,
-                Severity::Minor,
-                Confidence::Medium,
-                format!("NVLink {l} is down while {up} of the GPU's links are up"),
-                evidence(&LinkDown {
-                    link: *l,
-                    links_up: Some(up),
-                    phases: None,
-                }),
-                "on a board whose links should all be up (SXM, a full set of bridges): reseat the card or bridge and check the NVLink topology (nvidia-smi nvlink -s)",
-            ));
-        }
-    }
-    for (l, link) in links {
-        if !link.went_down.is_empty() {
-            out.push(finding(
-                FindingCode::NvlinkDown,
-                Severity::Major,
-                Confidence::High,
-                format!(
-                    "NVLink {l} went down during the {} {}",
-                    crate::text::list(&link.went_down),
-                    if link.went_down.len() == 1 { "phase" } else { "phases" }
+    (links, last_state)
+}
+
+/// `NVLINK_ERRORS`: a link's error counts, a failure where it recovered (retrained) or its
+/// corrected errors came at a rate that costs it, a note where they did not.
+fn link_errors(l: u32, link: &Link) -> Finding {
+    let count = |k: &str| link.counts.get(k).copied().unwrap_or(0.0);
+    // A recovery (the link retrained) is a failure; corrected errors (CRC, and the
+    // replays that corrected them) are one only at a rate that costs the link.
+    let recovered = count("recovery") > 0.0;
+    let over_budget = link.crc_per_s >= NVLINK_CORRECTED_PER_S;
+    let listed: Vec<String> = link
+        .counts
+        .iter()
+        .map(|(k, n)| {
+            let (one, many) = match *k {
+                "replay" => ("replay", "replays"),
+                "recovery" => ("recovery", "recoveries"),
+                "crc_flit" => (
+                    "CRC error in a flow-control digit",
+                    "CRC errors in flow-control digits",
                 ),
-                evidence(&LinkDown {
-                    link: l,
-                    links_up: None,
-                    phases: Some(&link.went_down),
-                }),
-                "check the NVLink bridge or baseboard, reseat, and reset the GPU; RMA if it follows the card",
-            ));
-        }
-        if link.counts.is_empty() {
-            continue;
-        }
-        let count = |k: &str| link.counts.get(k).copied().unwrap_or(0.0);
-        // A recovery (the link retrained) is a failure; corrected errors (CRC, and the
-        // replays that corrected them) are one only at a rate that costs the link.
-        let recovered = count("recovery") > 0.0;
-        let over_budget = link.crc_per_s >= NVLINK_CORRECTED_PER_S;
-        let listed: Vec<String> = link
-            .counts
-            .iter()
-            .map(|(k, n)| {
-                let (one, many) = match *k {
-                    "replay" => ("replay", "replays"),
-                    "recovery" => ("recovery", "recoveries"),
-                    "crc_flit" => (
-                        "CRC error in a flow-control digit",
-                        "CRC errors in flow-control digits",
-                    ),
-                    _ => ("CRC error in data", "CRC errors in data"),
-                };
-                format!("{n:.0} {}", if *n == 1.0 { one } else { many })
-            })
-            .collect();
-        let rate = if link.crc_per_s > 0.0 {
-            format!(
-                " (corrected errors at {:.1} a second at most, against a budget of {NVLINK_CORRECTED_PER_S:.0})",
-                link.crc_per_s
-            )
+                _ => ("CRC error in data", "CRC errors in data"),
+            };
+            format!("{n:.0} {}", if *n == 1.0 { one } else { many })
+        })
+        .collect();
+    let rate = if link.crc_per_s > 0.0 {
+        format!(
+            " (corrected errors at {:.1} a second at most, against a budget of {NVLINK_CORRECTED_PER_S:.0})",
+            link.crc_per_s
+        )
+    } else {
+        String::new()
+    };
+    let mut f = finding(
+        FindingCode::NvlinkErrors,
+        if recovered || over_budget {
+            Severity::Major
         } else {
-            String::new()
-        };
-        let mut f = finding(
-            FindingCode::NvlinkErrors,
-            if recovered || over_budget {
-                Severity::Major
-            } else {
-                Severity::Note
-            },
-            if recovered {
-                Confidence::High
-            } else {
-                Confidence::Medium
-            },
-            format!(
-                "NVLink {l}: {} {}{rate}",
-                listed.join(", "),
-                super::during_phases(&link.phases),
-            ),
-            evidence(&LinkErrors {
-                link: l,
-                counts: &link.counts,
-                corrected_per_s: link.crc_per_s,
-                budget_per_s: NVLINK_CORRECTED_PER_S,
-                phases: &link.phases,
-                source: "REFERENCE.md §5: CRC errors and replays are corrected errors, judged together by rate (DCGM: they matter at 100 a second); a recovery or a link down is a failure",
-            }),
-            "check the NVLink bridge or baseboard and reseat; rerun, and RMA if the errors follow the card",
-        );
-        if !(recovered || over_budget) {
-            // Corrected at a rate that costs the link nothing measurable: said, not held
-            // against the card (nor against its peer, whose end saw the same flits).
-            f.class = crate::finding::Class::Info;
-            f.summary
-                .push_str(": corrected, far under the rate at which they cost the link");
-            f.action = "nothing now; if the rate grows across runs, check the NVLink bridge or baseboard and reseat".into();
-        }
-        out.push(f);
+            Severity::Note
+        },
+        if recovered {
+            Confidence::High
+        } else {
+            Confidence::Medium
+        },
+        format!(
+            "NVLink {l}: {} {}{rate}",
+            listed.join(", "),
+            super::during_phases(&link.phases),
+        ),
+        evidence(&LinkErrors {
+            link: l,
+            counts: PartCounts(&link.counts),
+            corrected_per_s: PerSecond(link.crc_per_s),
+            budget_per_s: PerSecond(NVLINK_CORRECTED_PER_S),
+            phases: &link.phases,
+            source: "REFERENCE.md §5: CRC errors and replays are corrected errors, judged together by rate (DCGM: they matter at 100 a second); a recovery or a link down is a failure",
+        }),
+        "check the NVLink bridge or baseboard and reseat; rerun, and RMA if the errors follow the card",
+    );
+    if !(recovered || over_budget) {
+        // Corrected at a rate that costs the link nothing measurable: said, not held
+        // against the card (nor against its peer, whose end saw the same flits).
+        f.class = crate::finding::Class::Info;
+        f.summary
+            .push_str(": corrected, far under the rate at which they cost the link");
+        f.action = "nothing now; if the rate grows across runs, check the NVLink bridge or baseboard and reseat".into();
     }
+    f
 }
 
 #[cfg(test)]
@@ -268,8 +305,8 @@ mod tests {
             [("NVLINK_DOWN", Class::Hardware, Severity::Minor)]
         );
         assert_eq!(
-            down_all_along[0].evidence,
-            serde_json::json!({"link": 1, "links_up": 1})
+            down_all_along[0].evidence.json(),
+            &serde_json::json!({"link": 1, "links_up": 1})
         );
         let went_down = super::judge(&states(1.0, 0.0), &Thresholds::default());
         assert_eq!(
@@ -277,8 +314,8 @@ mod tests {
             [("NVLINK_DOWN", Class::Hardware, Severity::Major)]
         );
         assert_eq!(
-            went_down[0].evidence,
-            serde_json::json!({"link": 1, "phases": ["compute"]})
+            went_down[0].evidence.json(),
+            &serde_json::json!({"link": 1, "phases": ["compute"]})
         );
         // The near miss: every link up.
         assert!(super::judge(&states(1.0, 1.0), &Thresholds::default()).is_empty());

@@ -1,47 +1,76 @@
 //! The PCIe link: its width and generation against what card and slot allow, replays
 //! against a bit error rate, AER errors, and the probe's rates against the link.
 
-use serde::Serialize;
-
 use super::{CounterDeltas, during};
-use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::finding::{
+    Confidence, Finding, FindingCode, GBps, PerMinute, Rows, Said, Severity, Share, Unit, Words,
+    evidence, finding,
+};
 use crate::telemetry::signals::{self, Signal, Values};
 use crate::telemetry::summary::{PhaseTelemetry, Stat};
 use crate::thresholds::{Thresholds, pcie_reached};
 use crate::verdict::DeviceEvidence;
 use crate::workload::pcie::{LinkUnderLoad, PcieReport};
 
-/// The evidence of `PCIE_BANDWIDTH_LOW`: the link, the peaks, and the shares they are held
-/// to.
-#[derive(Serialize)]
-struct Bandwidth<'a> {
-    link: Option<&'a LinkUnderLoad>,
-    peak_h2d_gbps: f64,
-    peak_d2h_gbps: f64,
-    pcie_low_share: f64,
-    reached_h2d_share: f64,
-    reached_d2h_share: f64,
-    source: &'static str,
+crate::evidence! {
+    /// The evidence of `PCIE_BANDWIDTH_LOW`: the link, the peaks, and the shares they are
+    /// held to.
+    struct Bandwidth<'a> {
+        link: Option<&'a LinkUnderLoad> => "Link",
+        peak_h2d_gbps: GBps => "Best host-to-device rate",
+        peak_d2h_gbps: GBps => "Best device-to-host rate",
+        pcie_low_share: Share => "Low below this share of what healthy cards reach",
+        reached_h2d_share: Share => "Host-to-device share of the link",
+        reached_d2h_share: Share => "Device-to-host share of the link",
+        source: &'static str => "Source",
+    }
 }
 
-/// The evidence of the link's findings: which of its sides (`generation`, `width`), and the
-/// phase's readings of it, its card's maximum and its slot's.
-#[derive(Serialize)]
-struct Link<'a> {
-    what: &'static str,
-    phase: &'a str,
-    #[serde(flatten)]
-    readings: Values<Option<&'a Stat>>,
+impl Said for LinkUnderLoad {
+    fn say(&self, words: &str, unit: Unit, rows: &mut Rows) {
+        rows.within(words, |rows| {
+            Words::Said("Generation").say(&self.generation, unit, rows);
+            Words::Said("Highest generation").say(&self.generation_max, unit, rows);
+            Words::Said("Lanes").say(&self.width, unit, rows);
+            Words::Said("Most lanes").say(&self.width_max, unit, rows);
+            Words::Said("Link's theoretical rate").say(
+                &self.theoretical_gbps.map(GBps),
+                unit,
+                rows,
+            );
+            let card_max = self.card_max.map(|(generation, width)| {
+                [generation, width]
+                    .into_iter()
+                    .map(|v| v.map_or_else(|| "unknown".to_owned(), |v| v.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(" x")
+            });
+            Words::Said("The card's own maximum (generation x lanes)").say(&card_max, unit, rows);
+            Words::Said("Samples").say(&self.samples, unit, rows);
+        });
+    }
 }
 
-/// The evidence of `PCIE_REPLAYS_HIGH`: the replays and the link they are judged on.
-#[derive(Serialize)]
-struct Replays<'a> {
-    phase: &'a str,
-    minutes: f64,
-    allowed_per_minute: f64,
-    #[serde(flatten)]
-    readings: Values<Option<f64>>,
+crate::evidence! {
+    /// The evidence of the link's findings: which of its sides (`generation`, `width`),
+    /// and the phase's readings of it, its card's maximum and its slot's.
+    struct Link<'a> {
+        what: &'static str => "What",
+        phase: &'a str => "Phase",
+        #[serde(flatten)]
+        readings: Values<Option<&'a Stat>> => flat,
+    }
+}
+
+crate::evidence! {
+    /// The evidence of `PCIE_REPLAYS_HIGH`: the replays and the link they are judged on.
+    struct Replays<'a> {
+        phase: &'a str => "Phase",
+        minutes: f64 => "Minutes",
+        allowed_per_minute: PerMinute => "Allowed a minute",
+        #[serde(flatten)]
+        readings: Values<Option<f64>> => flat,
+    }
 }
 
 /// The rule.
@@ -65,7 +94,7 @@ fn aer(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             Confidence::High,
             format!("PCIe AER errors {}", during(p)),
             evidence(&CounterDeltas {
-                counter_deltas: &p.counter_deltas,
+                counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),
             "reseat the card, try another slot or riser",
         ));
@@ -111,11 +140,11 @@ pub(super) fn bandwidth(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) 
             ),
             evidence(&Bandwidth {
                 link: p.link.as_ref(),
-                peak_h2d_gbps: p.peak_h2d_gbps,
-                peak_d2h_gbps: p.peak_d2h_gbps,
-                pcie_low_share: t.pcie_low_share,
-                reached_h2d_share: h2d,
-                reached_d2h_share: d2h,
+                peak_h2d_gbps: GBps(p.peak_h2d_gbps),
+                peak_d2h_gbps: GBps(p.peak_d2h_gbps),
+                pcie_low_share: Share(t.pcie_low_share),
+                reached_h2d_share: Share(h2d),
+                reached_d2h_share: Share(d2h),
                 source,
             }),
             "check the slot, riser, BIOS link settings and IOMMU; rerun the pcie workload alone",
@@ -244,7 +273,7 @@ fn replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
             evidence(&Replays {
                 phase: &p.phase,
                 minutes,
-                allowed_per_minute,
+                allowed_per_minute: PerMinute(allowed_per_minute),
                 readings: Values(vec![
                     (signals::PCIE_REPLAYS, Some(replays)),
                     (signals::PCIE_GEN, generation),

@@ -1,9 +1,10 @@
 //! Devices of one model in one run, each against its peers.
 
-use serde::Serialize;
-
 use super::rates::median;
-use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::finding::{
+    Confidence, Finding, FindingCode, InUnit, RateName, Severity, Share, Titled, Unit, evidence,
+    finding,
+};
 use crate::thresholds::Thresholds;
 use crate::verdict::evidence::DeviceEvidence;
 
@@ -24,23 +25,25 @@ pub fn rates(workloads: &[crate::workload::WorkloadOutcome]) -> Vec<(&'static st
     out
 }
 
-/// A rate of a device behind the median of its peers.
-#[derive(Serialize)]
-struct Slow<'a> {
-    rate: &'a str,
-    /// The unit of `value` and `peer_median`: the one the rate's name ends with.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    unit: Option<&'static str>,
-    value: f64,
-    peer_median: f64,
-    share_below: f64,
+crate::evidence! {
+    /// A rate of a device behind the median of its peers.
+    struct Slow<'a> {
+        rate: RateName<'a> => "Rate",
+        /// The unit of `value` and `peer_median`: the one the rate's name ends with.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        unit: Option<&'static str> => hidden,
+        value: InUnit<f64> => "Value",
+        peer_median: InUnit<f64> => "Peers' median",
+        share_below: Share => "Below the peers' median",
+    }
 }
 
-/// The evidence of `PEER_SLOWER`: its rates behind, and its peers by index.
-#[derive(Serialize)]
-struct Behind<'a> {
-    slow: &'a [Slow<'a>],
-    peers: Vec<usize>,
+crate::evidence! {
+    /// The evidence of `PEER_SLOWER`: its rates behind, and its peers by index.
+    struct Behind<'a> {
+        slow: &'a [Titled<Slow<'a>>] => "Slower than its peers",
+        peers: Vec<usize> => "Peers",
+    }
 }
 
 /// Devices of the same model in one run, each against the median of the others: one
@@ -69,7 +72,7 @@ pub fn peers(devices: &[DeviceEvidence], t: &Thresholds) -> Vec<Vec<Finding>> {
             let peers: Vec<usize> = (0..devices.len())
                 .filter(|&j| j != i && devices[j].name == d.name && devices[j].kind.is_gpu())
                 .collect();
-            let slow: Vec<Slow> = all[i]
+            let slow: Vec<Titled<Slow>> = all[i]
                 .iter()
                 .filter_map(|(name, value)| {
                     let others: Vec<f64> = peers
@@ -77,12 +80,17 @@ pub fn peers(devices: &[DeviceEvidence], t: &Thresholds) -> Vec<Vec<Finding>> {
                         .filter_map(|&j| all[j].iter().find(|(n, _)| n == name).map(|(_, v)| *v))
                         .collect();
                     let m = median(others)?;
-                    (*value < (1.0 - t.peer_slow_share) * m).then(|| Slow {
-                        rate: name,
-                        unit: crate::units::rate_unit(name).map(|(_, unit, _, _)| unit),
-                        value: *value,
-                        peer_median: m,
-                        share_below: 1.0 - value / m,
+                    let unit = crate::units::rate_unit(name).map(|(_, unit, _, _)| unit);
+                    let in_unit = |v: f64| InUnit(v, unit.map_or(Unit::None, Unit::Named));
+                    (*value < (1.0 - t.peer_slow_share) * m).then(|| Titled {
+                        title: crate::units::rate_words(name),
+                        record: Slow {
+                            rate: RateName(name),
+                            unit,
+                            value: in_unit(*value),
+                            peer_median: in_unit(m),
+                            share_below: Share(1.0 - value / m),
+                        },
                     })
                 })
                 .collect();
@@ -91,7 +99,10 @@ pub fn peers(devices: &[DeviceEvidence], t: &Thresholds) -> Vec<Vec<Finding>> {
             }
             let what = slow
                 .iter()
-                .map(|s| format!("{} {:.0}% below", s.rate, 100.0 * s.share_below))
+                .map(|s| {
+                    let s = &s.record;
+                    format!("{} {:.0}% below", s.rate.0, 100.0 * s.share_below.0)
+                })
                 .collect::<Vec<_>>()
                 .join(", ");
             // Whether its own environment explains it is resolved with its other findings

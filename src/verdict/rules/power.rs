@@ -23,6 +23,7 @@ pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
 fn power(p: &PhaseTelemetry, vendor_id: u32, t: &Thresholds, out: &mut Vec<Finding>) {
     let check = "check the PSU and the power cables to the card";
     let weigh = |mut f: Finding| {
+        f.facts.phase = Some(p.phase.clone());
         super::weigh_by_clock(
             &mut f,
             p,

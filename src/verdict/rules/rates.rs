@@ -5,306 +5,46 @@
 //! clocks, the environment's where heat, power or other tenants did, and the card's only
 //! where nothing explains it.
 
-use serde::Serialize;
-
-use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
-use crate::product::{self, Product, Provenance, Rate, Vendor};
+use crate::finding::{
+    Confidence, Figure, Finding, FindingCode, RateName, Severity, evidence, finding,
+};
+use crate::product::{self, Product, Provenance, Rate};
 use crate::telemetry::process::Process;
 use crate::telemetry::record::Reading;
-use crate::telemetry::signals::{self, Signal, Values};
-use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry, Stat};
-use crate::telemetry::throttle::ThrottleReason;
+use crate::telemetry::signals::{self, Signal};
+use crate::telemetry::summary::PhaseTelemetry;
 use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
 use crate::workload::WorkloadOutcome;
 
-/// The code of a configuration holding the card below its product.
-pub const CONFIG_LIMITS_CARD: FindingCode = FindingCode::ConfigLimitsCard;
+use super::settings::{HEAT_AND_POWER, Held, OWN_LIMITS, held_for_heat, loaded, settings_in};
 
-/// A setting that can hold a card below what its product does, with what it held.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Setting {
-    /// An enforced power limit below the card's default, holding the clocks (the software
-    /// power cap): an administrator's cap.
-    PowerCap {
-        /// The limit in force, W.
-        enforced_w: f64,
-        /// The card's default limit, W.
-        default_w: f64,
-    },
-    /// Locked or application clocks holding the shader clock (the applications clocks
-    /// setting reason: `nvidia-smi -lgc` or `-ac`), with the application clock target and
-    /// its default where NVML gave them.
-    LockedClocks {
-        /// The application clock target and its default, MHz, where the target is below it.
-        target: Option<(f64, f64)>,
-        /// Whether the driver named the reason; a lock seen only in the clock is inferred.
-        named: bool,
-    },
-    /// The memory clock held below its maximum under load with nothing thermal or
-    /// power-related holding it: locked memory clocks.
-    MemoryClock,
-    /// A sync-boost group holding the card to the slowest of its group.
-    SyncBoost,
-    /// The display clock setting holding the clocks.
-    DisplayClock,
-}
-
-impl Setting {
-    /// Its name in evidence (`power_cap`).
-    pub fn key(&self) -> &'static str {
-        match self {
-            Setting::PowerCap { .. } => "power_cap",
-            Setting::LockedClocks { .. } => "locked_clocks",
-            Setting::MemoryClock => "memory_clock",
-            Setting::SyncBoost => "sync_boost",
-            Setting::DisplayClock => "display_clock",
-        }
+crate::evidence! {
+    /// A rate against its floor, with where the floor comes from: the evidence of every
+    /// finding of a slow rate. Every figure is in `unit`, the product's (GB/s, TFLOP/s), as
+    /// the finding's sentence says them: one number per fact.
+    struct AgainstFloor {
+        rate: RateName<'static> => hidden,
+        unit: &'static str => hidden,
+        measured: Figure => "Measured",
+        floor: Figure => "Floor",
+        floor_source: String => "Floor from",
+        floor_provenance: Provenance => "Floor rests on",
+        reference: Option<Figure> => "Healthy card's rate",
+        spec: Option<Figure> => "Spec sheet (as kiln's kernel issues it)",
     }
-
-    /// What it is, in words.
-    pub fn words(&self) -> String {
-        match self {
-            Setting::PowerCap {
-                enforced_w,
-                default_w,
-            } => format!(
-                "an administrator's power limit of {enforced_w:.0} W (the card's default {default_w:.0} W)"
-            ),
-            Setting::LockedClocks {
-                target: Some((target, default)),
-                ..
-            } => {
-                format!("application clocks set to {target:.0} MHz (the default {default:.0} MHz)")
-            }
-            Setting::LockedClocks { target: None, .. } => "locked or application clocks".into(),
-            Setting::MemoryClock => "a locked memory clock".into(),
-            Setting::SyncBoost => "a sync-boost group".into(),
-            Setting::DisplayClock => "the display clock setting".into(),
-        }
-    }
-
-    /// How to restore the product's own setting, on this vendor's card.
-    pub fn restore(&self, vendor: Option<Vendor>) -> String {
-        match (self, vendor) {
-            (
-                Setting::PowerCap {
-                    default_w: d,
-                    enforced_w: _,
-                },
-                Some(Vendor::Amd),
-            ) => {
-                format!(
-                    "restore the default power cap of {d:.0} W (rocm-smi --resetpoweroverdrive)"
-                )
-            }
-            (Setting::PowerCap { default_w: d, .. }, Some(Vendor::Intel)) => {
-                format!("restore the default power limit of {d:.0} W (hwmon power1_max)")
-            }
-            (Setting::PowerCap { default_w: d, .. }, _) => {
-                format!("restore the default power limit (nvidia-smi -pl {d:.0})")
-            }
-            (Setting::LockedClocks { .. }, _) => {
-                "reset locked and application clocks (nvidia-smi -rgc; nvidia-smi -rac)".into()
-            }
-            (Setting::MemoryClock, _) => "reset the locked memory clock (nvidia-smi -rmc)".into(),
-            (Setting::SyncBoost, _) => {
-                "take the GPU out of its sync-boost group (dcgmi config --set -s 0)".into()
-            }
-            (Setting::DisplayClock, _) => {
-                "turn off what holds the display clock (a display on a compute card)".into()
-            }
-        }
-    }
-}
-
-/// A setting seen holding a card below its product in one phase, and what showed it.
-#[derive(Debug, Clone)]
-pub struct Held {
-    /// The setting.
-    pub setting: Setting,
-    /// The phase it held the card in.
-    pub phase: String,
-    /// What showed it: a rate under its floor, or a clock under its share of its maximum.
-    pub shown_by: String,
-}
-
-/// Whether a phase ran a load: busy (where utilisation is read) and not the idle evidence
-/// around the workloads.
-fn loaded(p: &PhaseTelemetry) -> bool {
-    ![PREFLIGHT, BETWEEN_PHASES, "health"].contains(&p.phase.as_str())
-        && p.gauge(signals::UTIL_GPU_PCT)
-            .is_none_or(|u| u.median >= 50.0)
-}
-
-/// Throttle reasons of heat and power delivery: the environment's, not a setting's.
-const HEAT_AND_POWER: [ThrottleReason; 4] = [
-    ThrottleReason::HwSlowdown,
-    ThrottleReason::HwThermalSlowdown,
-    ThrottleReason::SwThermalSlowdown,
-    ThrottleReason::HwPowerBrakeSlowdown,
-];
-
-/// Limits the card holds itself to by design (its own power limit, its board's limits, its
-/// reliability policy): they explain a rate below a reference, and set nothing to restore.
-const OWN_LIMITS: [ThrottleReason; 3] = [
-    ThrottleReason::SwPowerCap,
-    ThrottleReason::BoardLimit,
-    ThrottleReason::ReliabilityPolicy,
-];
-
-/// A clock's median and its maximum in a phase, where both were read.
-pub(super) fn clock(p: &PhaseTelemetry, now: Signal, max: Signal) -> Option<(f64, f64)> {
-    let (now, max) = (p.gauge(now)?, p.gauge(max)?);
-    (max.min > 0.0).then_some((now.median, max.min))
-}
-
-/// Whether a phase's throttle status named a reason (other than idle) for more than
-/// `throttle_share` of its samples.
-fn named_reason(p: &PhaseTelemetry, t: &Thresholds) -> bool {
-    ThrottleReason::ALL
-        .iter()
-        .filter(|r| **r != ThrottleReason::GpuIdle)
-        .any(|r| p.throttle_share_of(*r) > t.throttle_share)
-}
-
-/// The settings holding the clocks in a loaded phase: each by the reason NVML gives for it
-/// (the software power cap only with the limit below its default: a card at its own limit
-/// runs as its product does), an SM clock below `floor_share` of its maximum with no reason
-/// given at all (a lock a newer driver does not name), and a memory clock below 90% of its
-/// maximum while the memory was busy, with no reason of heat or power for it.
-pub fn settings_in(
-    p: &PhaseTelemetry,
-    setup: &crate::verdict::Setup,
-    t: &Thresholds,
-) -> Vec<Setting> {
-    if !loaded(p) {
-        return Vec::new();
-    }
-    let holds = |r: ThrottleReason| p.throttle_share_of(r) > t.throttle_share;
-    let mut out = Vec::new();
-    if holds(ThrottleReason::SwPowerCap)
-        && let (Some(e), Some(d)) = (
-            p.gauge(signals::POWER_LIMIT_ENFORCED_W),
-            p.gauge(signals::POWER_LIMIT_DEFAULT_W),
-        )
-        && e.max < d.min
-    {
-        out.push(Setting::PowerCap {
-            enforced_w: e.max,
-            default_w: d.min,
-        });
-    }
-    // The application clock target, where NVML gave one below its default.
-    let target = clock(
-        p,
-        signals::CLOCK_SM_APP_MHZ,
-        signals::CLOCK_SM_APP_DEFAULT_MHZ,
-    )
-    .filter(|(target, default)| target < default);
-    for (reason, setting) in [
-        (
-            ThrottleReason::ApplicationsClocksSetting,
-            Setting::LockedClocks {
-                target,
-                named: true,
-            },
-        ),
-        (ThrottleReason::SyncBoost, Setting::SyncBoost),
-        (ThrottleReason::DisplayClockSetting, Setting::DisplayClock),
-    ] {
-        if holds(reason) {
-            out.push(setting);
-        }
-    }
-    let heat_or_power = HEAT_AND_POWER.iter().any(|r| holds(*r));
-    // Newer drivers no longer raise the applications-clocks reason (NVML 13 marks it
-    // unused): an SM clock held far below its maximum under load while the driver names no
-    // reason at all is a lock all the same, unless a sensor sat at its limit the while
-    // (then heat held it: [`held_for_heat`]).
-    if !named_reason(p, t)
-        && p.reasons_read > 0
-        && held_for_heat(p, setup, t).is_none()
-        && let Some((sm, max)) = clock(p, signals::CLOCK_SM_MHZ, signals::CLOCK_SM_MAX_MHZ)
-        && sm < t.floor_share * max
-    {
-        out.push(Setting::LockedClocks {
-            target,
-            named: false,
-        });
-    }
-    // A memory clock power management lowered because the memory had little to do is not
-    // a lock: only one held while the memory was busy is.
-    let memory_busy = match p.gauge(signals::UTIL_MEM_PCT) {
-        Some(u) => u.median >= 50.0,
-        None => p.phase == crate::product::Rate::Vram.workload(),
-    };
-    if !heat_or_power
-        && memory_busy
-        && let Some((now, max)) = clock(p, signals::CLOCK_MEM_MHZ, signals::CLOCK_MEM_MAX_MHZ)
-        && now < 0.9 * max
-    {
-        out.push(Setting::MemoryClock);
-    }
-    out
-}
-
-/// The shader clock as the vendor's people call it: NVIDIA's SM clock, AMD's graphics
-/// clock (sclk), Intel's GT clock.
-pub fn shader_clock(vendor_id: u32) -> &'static str {
-    match Vendor::from_pci_id(vendor_id) {
-        Some(Vendor::Amd) => "graphics clock",
-        Some(Vendor::Intel) => "GT clock",
-        _ => "SM clock",
-    }
-}
-
-/// The clock a setting holds, in words, with its share of its maximum: `the SM clock at
-/// 1275 of 1980 MHz (64%)`.
-fn clock_of(p: &PhaseTelemetry, setting: &Setting, vendor_id: u32) -> Option<(String, f64)> {
-    let (name, now, max) = match setting {
-        Setting::MemoryClock => (
-            "memory clock",
-            signals::CLOCK_MEM_MHZ,
-            signals::CLOCK_MEM_MAX_MHZ,
-        ),
-        _ => (
-            shader_clock(vendor_id),
-            signals::CLOCK_SM_MHZ,
-            signals::CLOCK_SM_MAX_MHZ,
-        ),
-    };
-    let (now, max) = clock(p, now, max)?;
-    Some((
-        format!(
-            "the {name} at {now:.0} of {max:.0} MHz ({:.0}%)",
-            100.0 * now / max
-        ),
-        now / max,
-    ))
-}
-
-/// A rate against its floor, with where the floor comes from: the evidence of every finding
-/// of a slow rate. Every figure is in `unit`, the product's (GB/s, TFLOP/s), as the
-/// finding's sentence says them: one number per fact.
-#[derive(Serialize)]
-struct AgainstFloor {
-    rate: &'static str,
-    unit: &'static str,
-    measured: f64,
-    floor: f64,
-    floor_source: String,
-    floor_provenance: Provenance,
-    reference: Option<f64>,
-    spec: Option<f64>,
+    title(r) = crate::units::rate_words(r.rate.0);
 }
 
 impl AgainstFloor {
     /// `measured` against `floor`, both in the workload's unit.
     fn new(rate: Rate, measured: f64, floor: &Floor) -> AgainstFloor {
-        let in_spec = |v: f64| rate.to_spec_unit(v);
+        let in_spec = |v: f64| Figure {
+            value: rate.to_spec_unit(v),
+            unit: rate.spec_unit(),
+        };
         AgainstFloor {
-            rate: rate.name(),
+            rate: RateName(rate.name()),
             unit: rate.spec_unit(),
             measured: in_spec(measured),
             floor: in_spec(floor.value),
@@ -316,53 +56,21 @@ impl AgainstFloor {
     }
 }
 
-/// The evidence of the slow rates of one run: the phase, each rate against its floor, and
-/// what in the environment explains them.
-#[derive(Serialize)]
-struct BelowFloors<'a> {
-    phase: &'a str,
-    rates: &'a [AgainstFloor],
-    explained_by: &'a [String],
+crate::evidence! {
+    /// The evidence of the slow rates of one run: the phase, each rate against its floor,
+    /// and what in the environment explains them.
+    struct BelowFloors<'a> {
+        phase: &'a str => "Phase",
+        explained_by: &'a [String] => "Explained by",
+        rates: &'a [AgainstFloor] => "Rates",
+    }
 }
 
-/// The evidence of `CONFIG_LIMITS_CARD`: each setting, what it held, how to restore it, and
-/// the card's other settings that are not as its product ships them.
-#[derive(Serialize)]
-struct Configuration<'a> {
-    other_settings: Vec<Values<&'a str>>,
-    settings: Vec<SettingHeld<'a>>,
-}
-
-/// A setting and what it held.
-#[derive(Serialize)]
-struct SettingHeld<'a> {
-    setting: &'static str,
-    words: String,
-    held: Vec<HeldIn<'a>>,
-    restore: String,
-}
-
-/// What a setting held, and in which phase.
-#[derive(Serialize)]
-struct HeldIn<'a> {
-    phase: &'a str,
-    shown_by: &'a str,
-}
-
-/// The evidence of a setting that held the clocks within the product's floors: its phases,
-/// and the last one's limits and clocks.
-#[derive(Serialize)]
-struct HeldWithin<'a> {
-    setting: &'static str,
-    phases: &'a [&'a str],
-    #[serde(flatten)]
-    readings: &'a Values<&'a Stat>,
-}
-
-/// The evidence of `PRODUCT_UNKNOWN`.
-#[derive(Serialize)]
-struct Unknown<'a> {
-    name: &'a str,
+crate::evidence! {
+    /// The evidence of `PRODUCT_UNKNOWN`.
+    struct Unknown<'a> {
+        name: &'a str => "Name",
+    }
 }
 
 /// A rate's floor on this device: the site's own, else the product's reference times
@@ -458,44 +166,6 @@ fn in_unit(rate: Rate, value: f64, reference: f64) -> (f64, String) {
         }
         _ => (rate.to_spec_unit(value), unit.to_owned()),
     }
-}
-
-/// A card that held itself back for heat where no throttle status could be read (an amdgpu
-/// whose `gpu_metrics` kiln cannot decode, a card with no such file): a sensor within
-/// `thermal_margin_c` of the limit its driver protects it at, under load, with the SM clock
-/// below 90% of its maximum. In words (`the junction at 108 °C, its limit 110 °C, with the SM
-/// clock at 1550 of 2100 MHz`).
-pub fn held_for_heat(
-    p: &PhaseTelemetry,
-    setup: &crate::verdict::Setup,
-    t: &Thresholds,
-) -> Option<String> {
-    // A throttle status that names a reason decides by itself; one read that names none
-    // says nothing against heat (an amdgpu's gpu_metrics may flag no thermal residency
-    // while its junction sits at its limit and its clock stays down).
-    if named_reason(p, t) || p.samples == 0 || !loaded(p) {
-        return None;
-    }
-    let (sm, max) = clock(p, signals::CLOCK_SM_MHZ, signals::CLOCK_SM_MAX_MHZ)?;
-    if sm >= 0.9 * max {
-        return None;
-    }
-    [
-        ("junction", signals::GPU_HOTSPOT_TEMP_C, signals::TEMP_HOTSPOT_MAX_C),
-        ("memory", signals::HBM_TEMP_C, signals::TEMP_MEM_MAX_C),
-        ("GPU", signals::GPU_TEMP_C, signals::TEMP_SLOWDOWN_C),
-    ]
-    .iter()
-    .find_map(|(word, now, limit)| {
-        let hottest = p.gauge(*now)?.max;
-        let limit = setup.identity_of(*limit).and_then(Reading::number)?;
-        (hottest >= limit - t.thermal_margin_c).then(|| {
-            format!(
-                "the {word} at {hottest:.0} °C, its limit {limit:.0} °C, with the {} at {sm:.0} of {max:.0} MHz",
-                shader_clock(setup.vendor_id)
-            )
-        })
-    })
 }
 
 /// The memory at its hottest under load where it came within `thermal_margin_c` of its
@@ -715,31 +385,7 @@ pub fn rates_of_run(
     let settings = phase
         .map(|p| settings_in(p, &device.setup, t))
         .unwrap_or_default();
-    let came = arrivals(device, tenants);
-    // Other processes on the GPU all phase long: those there when the test started, and
-    // those that came before this phase and were still there in it (between the phases,
-    // or in an earlier one).
-    let through = tenants.len()
-        + phase.map_or(0, |p| {
-            p.other_processes
-                .iter()
-                .filter(|o| !tenants.iter().any(|t| t.pid == o.pid))
-                .filter(|o| {
-                    came.iter()
-                        .any(|a| a.process.pid == o.pid && !std::ptr::eq(a.phase, p))
-                })
-                .count()
-        });
-    let mut why = environment_explanation(phase, &device.setup, t, through);
-    // Another process that arrived during the phase: the rate is judged on the part of the
-    // phase before it came, where there is one; without one, the process explains it.
-    let arrived = phase.and_then(|p| {
-        came.iter()
-            .filter(|a| std::ptr::eq(a.phase, p))
-            .map(|a| a.first_ms)
-            .min_by(f64::total_cmp)
-            .map(|at| (p, at))
-    });
+    let (mut why, arrived) = what_else_held(device, phase, t, tenants);
     // The slow rates of the run by the code they give: each code once, naming every rate.
     let mut slow: Vec<(FindingCode, Vec<String>, Vec<AgainstFloor>, Confidence)> = Vec::new();
     // Rates under a floor that rests on a share nobody measured on a GPU: said, never a call.
@@ -776,34 +422,11 @@ pub fn rates_of_run(
             },
             None => measured,
         };
-        let figure = |v: f64| {
-            let v = rate.to_spec_unit(v);
-            let digits = if v >= 100.0 { 0 } else { 1 };
-            format!("{v:.digits$}")
-        };
-        // A shortfall of more than half is said as the share reached: "100% under" of a
-        // rate at a thousandth of its reference reads as nonsense.
-        let under = match (floor.reference, product) {
-            (Some(r), Some(p)) if measured < 0.5 * r => format!(
-                ", {}% of the {} {} a healthy {} reaches",
-                crate::units::significant(100.0 * measured / r),
-                figure(r),
-                rate.spec_unit(),
-                p.name
-            ),
-            (Some(r), Some(p)) => format!(
-                ", {:.0}% under the {} {} a healthy {} reaches",
-                100.0 * (1.0 - measured / r),
-                figure(r),
-                rate.spec_unit(),
-                p.name
-            ),
-            _ => String::new(),
-        };
+        let under = shortfall(rate, measured, &floor, product);
         let shown = format!(
             "{}{alone_until}{under} (floor {})",
             said(rate, measured),
-            figure(floor.value)
+            figure(rate, floor.value)
         );
         let evidence = AgainstFloor::new(rate, measured, &floor);
         let Some(confidence) = floor.confidence(measured) else {
@@ -813,7 +436,7 @@ pub fn rates_of_run(
                     format!(
                         ", {:.0}% of the spec sheet's {} {}",
                         100.0 * measured / spec,
-                        figure(spec),
+                        figure(rate, spec),
                         rate.spec_unit()
                     )
                 })
@@ -822,7 +445,7 @@ pub fn rates_of_run(
                 format!(
                     "{}{alone_until}{share} (floor {})",
                     said(rate, measured),
-                    figure(floor.value)
+                    figure(rate, floor.value)
                 ),
                 evidence,
             ));
@@ -850,9 +473,21 @@ pub fn rates_of_run(
             None => slow.push((code, vec![shown], vec![evidence], confidence)),
         }
     }
+    say_slow(w, &why, noted, slow, out);
+}
+
+/// The findings of a run's slow rates: those under a floor nobody measured, a note; the
+/// rest by the code they give, a call where nothing explains them.
+fn say_slow(
+    w: &WorkloadOutcome,
+    why: &[String],
+    noted: Vec<(String, AgainstFloor)>,
+    slow: Vec<(FindingCode, Vec<String>, Vec<AgainstFloor>, Confidence)>,
+    out: &mut Vec<Finding>,
+) {
     if !noted.is_empty() {
         let (lines, rates): (Vec<String>, Vec<AgainstFloor>) = noted.into_iter().unzip();
-        let names: Vec<&str> = rates.iter().map(|r| r.rate).collect();
+        let names: Vec<&str> = rates.iter().map(|r| r.rate.0).collect();
         out.push(finding(
             FindingCode::RateBelowSpecShare,
             Severity::Note,
@@ -869,7 +504,7 @@ pub fn rates_of_run(
             evidence(&BelowFloors {
                 phase: &w.workload,
                 rates: &rates,
-                explained_by: &why,
+                explained_by: why,
             }),
             &format!(
                 "set floors from the site's healthy cards of this product ({} in a --thresholds file) to hold these rates to a measured floor",
@@ -885,7 +520,7 @@ pub fn rates_of_run(
         let evidence = evidence(&BelowFloors {
             phase: &w.workload,
             rates: &rates,
-            explained_by: &why,
+            explained_by: why,
         });
         out.push(if why.is_empty() {
             finding(
@@ -909,19 +544,71 @@ pub fn rates_of_run(
     }
 }
 
-/// The configuration rule: every setting that held the card below its product (shown by a
-/// rate of a run, or by a clock), or that held its clocks within its floors.
-pub fn configuration_rule(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
-    let tenants = super::tenants::processes(device);
-    let mut held = Vec::new();
-    // The runs' rate findings are the results rule's; here only what the settings held.
-    let mut theirs = Vec::new();
-    for (w, phase) in super::runs(device) {
-        rates_of_run(device, w, phase, t, &tenants, &mut held, &mut theirs);
+/// What else held the card back in a run's phase: its environment's explanation (heat,
+/// power, other processes there all phase long), and another process that arrived during
+/// the phase, with when (its rate is judged on the part before it came).
+fn what_else_held<'a>(
+    device: &'a DeviceEvidence,
+    phase: Option<&'a PhaseTelemetry>,
+    t: &Thresholds,
+    tenants: &[Process],
+) -> (Vec<String>, Option<(&'a PhaseTelemetry, f64)>) {
+    let came = arrivals(device, tenants);
+    // Other processes on the GPU all phase long: those there when the test started, and
+    // those that came before this phase and were still there in it (between the phases,
+    // or in an earlier one).
+    let through = tenants.len()
+        + phase.map_or(0, |p| {
+            p.other_processes
+                .iter()
+                .filter(|o| !tenants.iter().any(|t| t.pid == o.pid))
+                .filter(|o| {
+                    came.iter()
+                        .any(|a| a.process.pid == o.pid && !std::ptr::eq(a.phase, p))
+                })
+                .count()
+        });
+    let why = environment_explanation(phase, &device.setup, t, through);
+    // Another process that arrived during the phase: the rate is judged on the part of the
+    // phase before it came, where there is one; without one, the process explains it.
+    let arrived = phase.and_then(|p| {
+        came.iter()
+            .filter(|a| std::ptr::eq(a.phase, p))
+            .map(|a| a.first_ms)
+            .min_by(f64::total_cmp)
+            .map(|at| (p, at))
+    });
+    (why, arrived)
+}
+
+/// A figure of `rate` in its product's unit, to a tenth below 100.
+fn figure(rate: Rate, v: f64) -> String {
+    let v = rate.to_spec_unit(v);
+    let digits = if v >= 100.0 { 0 } else { 1 };
+    format!("{v:.digits$}")
+}
+
+/// How far `measured` falls short of what a healthy card of the product reaches, in words:
+/// a shortfall of more than half as the share reached ("100% under" of a rate at a
+/// thousandth of its reference reads as nonsense).
+fn shortfall(rate: Rate, measured: f64, floor: &Floor, product: Option<&Product>) -> String {
+    match (floor.reference, product) {
+        (Some(r), Some(p)) if measured < 0.5 * r => format!(
+            ", {}% of the {} {} a healthy {} reaches",
+            crate::units::significant(100.0 * measured / r),
+            figure(rate, r),
+            rate.spec_unit(),
+            p.name
+        ),
+        (Some(r), Some(p)) => format!(
+            ", {:.0}% under the {} {} a healthy {} reaches",
+            100.0 * (1.0 - measured / r),
+            figure(rate, r),
+            rate.spec_unit(),
+            p.name
+        ),
+        _ => String::new(),
     }
-    let mut out = Vec::new();
-    configuration(device, t, held, &mut out);
-    out
 }
 
 /// The product rule: a GPU kiln has no figures for.
@@ -929,192 +616,6 @@ pub fn product_unknown_rule(device: &DeviceEvidence, t: &Thresholds) -> Vec<Find
     let mut out = Vec::new();
     product_unknown(device, t, &mut out);
     out
-}
-
-/// The configuration of the card against its product, once per device: one
-/// `CONFIG_LIMITS_CARD` (environment, major) naming every setting that held the card below
-/// its product, whichever rate or clock showed it, and how to restore each; a setting that
-/// held the clocks but kept the card within its floors is a note (`ADMIN_POWER_CAP`,
-/// `CLOCKS_LOCKED`).
-pub fn configuration(
-    device: &DeviceEvidence,
-    t: &Thresholds,
-    mut held: Vec<Held>,
-    out: &mut Vec<Finding>,
-) {
-    // Every setting seen holding the clocks, with its phase, the clock it held there and
-    // that phase's limits and clocks as evidence.
-    let mut seen: Vec<(Setting, String, Option<String>, Values<&Stat>)> = Vec::new();
-    for p in &device.telemetry {
-        for setting in settings_in(p, &device.setup, t) {
-            let clock = clock_of(p, &setting, device.setup.vendor_id);
-            // Held below `floor_share` of its maximum (the card's own maximum is its
-            // product's): the setting holds the card below its product.
-            if let Some((words, share)) = &clock
-                && *share < t.floor_share
-            {
-                held.push(Held {
-                    setting: setting.clone(),
-                    phase: p.phase.clone(),
-                    shown_by: words.clone(),
-                });
-            }
-            let clock = clock.map(|(words, _)| words);
-            // The limits and clocks of the phase, those that were read.
-            let gauges = |of: &[Signal]| {
-                Values(of.iter().filter_map(|s| Some((*s, p.gauge(*s)?))).collect())
-            };
-            let evidence = gauges(&[
-                signals::POWER_LIMIT_ENFORCED_W,
-                signals::POWER_LIMIT_DEFAULT_W,
-                signals::CLOCK_SM_MHZ,
-                signals::CLOCK_SM_MAX_MHZ,
-                signals::CLOCK_MEM_MHZ,
-                signals::CLOCK_MEM_MAX_MHZ,
-            ]);
-            seen.push((setting, p.phase.clone(), clock, evidence));
-        }
-    }
-    let vendor = product::lookup(&device.name)
-        .map(|p| p.vendor)
-        .or(Vendor::from_pci_id(device.setup.vendor_id));
-    // Per setting, in the order first seen: its phases and what showed it.
-    let mut by_setting: Vec<(Setting, Vec<&Held>)> = Vec::new();
-    for h in &held {
-        match by_setting
-            .iter_mut()
-            .find(|(s, _)| s.key() == h.setting.key())
-        {
-            Some((_, list)) => list.push(h),
-            None => by_setting.push((h.setting.clone(), vec![h])),
-        }
-    }
-    if !by_setting.is_empty() {
-        let parts: Vec<String> = by_setting
-            .iter()
-            .map(|(s, list)| {
-                // Each thing shown once, with every phase it was shown in.
-                let mut shown: Vec<(&str, Vec<&str>)> = Vec::new();
-                for h in list {
-                    match shown.iter_mut().find(|(by, _)| *by == h.shown_by) {
-                        Some((_, phases)) if !phases.contains(&h.phase.as_str()) => {
-                            phases.push(&h.phase)
-                        }
-                        Some(_) => {}
-                        None => shown.push((&h.shown_by, vec![&h.phase])),
-                    }
-                }
-                let shown: Vec<String> = shown
-                    .iter()
-                    .map(|(by, phases)| {
-                        let noun = if phases.len() == 1 { "phase" } else { "phases" };
-                        format!("{by} in the {} {noun}", crate::text::list(phases))
-                    })
-                    .collect();
-                format!("{} held {}", s.words(), shown.join("; "))
-            })
-            .collect();
-        let restore: Vec<String> = by_setting.iter().map(|(s, _)| s.restore(vendor)).collect();
-        // What else is set as the product does not ship it, for whoever restores.
-        let other_settings: Vec<Values<&str>> = [signals::PERSISTENCE_MODE, signals::COMPUTE_MODE]
-            .iter()
-            .filter_map(|s| {
-                let v = device.setup.identity_text(*s)?;
-                (!["on", "default"].contains(&v)).then(|| Values(vec![(*s, v)]))
-            })
-            .collect();
-        // A lock seen only in the clock (no reason named) is less sure than one the driver
-        // named.
-        let inferred = by_setting
-            .iter()
-            .all(|(s, _)| matches!(s, Setting::LockedClocks { named: false, .. }));
-        out.push(finding(
-            CONFIG_LIMITS_CARD,
-            Severity::Major,
-            if inferred {
-                Confidence::Medium
-            } else {
-                Confidence::High
-            },
-            format!(
-                "a configuration holds the card below its product: {}",
-                parts.join("; ")
-            ),
-            evidence(&Configuration {
-                other_settings,
-                settings: by_setting
-                    .iter()
-                    .map(|(s, list)| SettingHeld {
-                        setting: s.key(),
-                        words: s.words(),
-                        held: list
-                            .iter()
-                            .map(|h| HeldIn {
-                                phase: &h.phase,
-                                shown_by: &h.shown_by,
-                            })
-                            .collect(),
-                        restore: s.restore(vendor),
-                    })
-                    .collect(),
-            }),
-            &format!(
-                "{}, then rerun: the card is not shown slow by itself",
-                restore.join("; ")
-            ),
-        ));
-    }
-    // Settings that held the clocks without holding the card below its product: noted.
-    let holding = |key: &str| by_setting.iter().any(|(s, _)| s.key() == key);
-    for key in ["power_cap", "locked_clocks"] {
-        let phases: Vec<&str> = seen
-            .iter()
-            .filter(|(s, ..)| s.key() == key)
-            .map(|(_, p, ..)| p.as_str())
-            .fold(Vec::new(), |mut all, p| {
-                if !all.contains(&p) {
-                    all.push(p);
-                }
-                all
-            });
-        let Some((setting, _, clock, gauges)) = seen.iter().find(|(s, ..)| s.key() == key) else {
-            continue;
-        };
-        let held = clock.as_deref().unwrap_or("the clocks");
-        if holding(key) {
-            continue;
-        }
-        let noun = if phases.len() == 1 { "phase" } else { "phases" };
-        let during = format!("in the {} {noun}", crate::text::list(&phases));
-        let (code, summary) = match setting {
-            Setting::PowerCap { .. } => (
-                FindingCode::AdminPowerCap,
-                format!(
-                    "{} capped {held} {during}, and the card stayed within its product's floors",
-                    setting.words()
-                ),
-            ),
-            _ => (
-                FindingCode::ClocksLocked,
-                format!(
-                    "{} held {held} {during}, and the card stayed within its product's floors",
-                    setting.words()
-                ),
-            ),
-        };
-        out.push(finding(
-            code,
-            Severity::Note,
-            Confidence::High,
-            summary,
-            evidence(&HeldWithin {
-                setting: setting.key(),
-                phases: &phases,
-                readings: gauges,
-            }),
-            &format!("{} if it is not intended", setting.restore(vendor)),
-        ));
-    }
 }
 
 /// A GPU kiln has no product figures for: its rates were checked for stability, not for
@@ -1152,102 +653,9 @@ pub fn product_unknown(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Fi
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{computed_at, device, gauge, phase, said};
-    use crate::finding::{Class, Confidence, Severity};
+    use super::super::testing::{computed_at, said};
+    use crate::finding::{Class, Severity};
     use crate::thresholds::Thresholds;
-
-    /// A loaded compute phase of an H200 (700 W by default) under an enforced power
-    /// limit, its SM clock at `sm_mhz` of 1980 and the power cap named for `capped_share`
-    /// of the samples.
-    fn capped(enforced_w: f64, sm_mhz: f64, capped_share: f64) -> crate::verdict::DeviceEvidence {
-        device(vec![phase(
-            "compute",
-            serde_json::json!({
-                "gauges": {
-                    "power_limit_enforced_w": gauge(enforced_w, enforced_w, enforced_w),
-                    "power_limit_default_w": gauge(700.0, 700.0, 700.0),
-                    "clock_sm_mhz": gauge(sm_mhz, sm_mhz, sm_mhz),
-                    "clock_sm_max_mhz": gauge(1980.0, 1980.0, 1980.0),
-                    "util_gpu_pct": gauge(99.0, 100.0, 100.0),
-                },
-                "throttle_share": {"sw_power_cap": capped_share},
-            }),
-        )])
-    }
-
-    #[test]
-    fn an_administrators_power_cap_is_judged_by_what_it_held() {
-        let t = Thresholds::default();
-        // Capped at 400 W with the SM clock held at 55% of its maximum: the configuration
-        // holds the card below its product, and the driver named it.
-        let held = super::configuration_rule(&capped(400.0, 1100.0, 0.9), &t);
-        assert_eq!(
-            said(&held),
-            [("CONFIG_LIMITS_CARD", Class::Environment, Severity::Major)]
-        );
-        assert_eq!(held[0].confidence, Confidence::High);
-        assert!(
-            held[0].summary.contains("power limit"),
-            "{}",
-            held[0].summary
-        );
-        // The near miss: capped at 650 W with the clock kept at 92%: a note.
-        let kept = super::configuration_rule(&capped(650.0, 1820.0, 0.9), &t);
-        assert_eq!(
-            said(&kept),
-            [("ADMIN_POWER_CAP", Class::Info, Severity::Note)]
-        );
-        // At the card's own limit, the cap is the product's: nothing.
-        assert!(super::configuration_rule(&capped(700.0, 1100.0, 0.9), &t).is_empty());
-        // Named for fewer samples than `throttle_share`, the clock at its maximum: nothing
-        // held.
-        assert!(super::configuration_rule(&capped(400.0, 1980.0, 0.04), &t).is_empty());
-    }
-
-    #[test]
-    fn a_clock_held_low_with_no_reason_named_is_a_lock_unless_heat_held_it() {
-        let t = Thresholds::default();
-        let held_at = |gpu_temp_c: f64| {
-            let mut d = capped(700.0, 990.0, 0.0);
-            d.telemetry[0].gauges.insert(
-                "gpu_temp_c".into(),
-                serde_json::from_value(gauge(gpu_temp_c, gpu_temp_c, gpu_temp_c)).unwrap(),
-            );
-            d.setup.identity.insert(
-                "temp_slowdown_c".into(),
-                crate::telemetry::record::Reading::Number(90.0),
-            );
-            d
-        };
-        // Half its maximum, cool, and the driver names no reason: a lock it no longer
-        // names (newer drivers), less sure than a named one.
-        let locked = super::configuration_rule(&held_at(60.0), &t);
-        assert_eq!(
-            said(&locked),
-            [("CONFIG_LIMITS_CARD", Class::Environment, Severity::Major)]
-        );
-        assert_eq!(locked[0].confidence, Confidence::Medium);
-        // The near miss: the same clock with the GPU at its slowdown temperature is heat's.
-        assert!(super::configuration_rule(&held_at(90.0), &t).is_empty());
-    }
-
-    #[test]
-    fn a_memory_clock_is_held_only_while_the_memory_was_busy() {
-        let t = Thresholds::default();
-        let at = |util_mem_pct: f64| {
-            let d = device(vec![phase(
-                "vram",
-                serde_json::json!({"gauges": {
-                    "clock_mem_mhz": gauge(1593.0, 1593.0, 1593.0),
-                    "clock_mem_max_mhz": gauge(3201.0, 3201.0, 3201.0),
-                    "util_mem_pct": gauge(util_mem_pct, util_mem_pct, util_mem_pct),
-                }}),
-            )]);
-            super::settings_in(&d.telemetry[0], &d.setup, &t)
-        };
-        assert_eq!(at(95.0), [super::Setting::MemoryClock]);
-        assert!(at(10.0).is_empty(), "a memory clock lowered while idle");
-    }
 
     #[test]
     fn a_gpu_kiln_has_no_figures_for_is_said_once_and_only_then() {

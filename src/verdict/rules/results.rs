@@ -2,18 +2,19 @@
 //! rates against the product's floors, and the PCIe probe's rates against its link; one
 //! finding per workload and code, saying in how many of its runs it was found.
 
-use crate::finding::{Finding, FindingCode, evidence};
+use crate::finding::{Evidence, Finding, FindingCode, evidence};
 use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
 use crate::workload::WorkloadResult;
 
-/// A finding's evidence with how many of its workload's runs found it.
-#[derive(serde::Serialize)]
-struct InRuns<'a> {
-    #[serde(flatten)]
-    evidence: &'a serde_json::Value,
-    found_in_runs: usize,
-    runs: usize,
+crate::evidence! {
+    /// A finding's evidence with how many of its workload's runs found it.
+    struct InRuns<'a> {
+        #[serde(flatten)]
+        evidence: &'a Evidence => flat,
+        found_in_runs: usize => "Runs that found it",
+        runs: usize => "Runs of the workload",
+    }
 }
 
 /// The rule: every reported run's own findings and its rates.
@@ -21,9 +22,12 @@ pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let tenants = super::tenants::processes(device);
     let mut from_runs: Vec<(&str, Vec<Finding>)> = Vec::new();
     for (w, phase) in super::runs(device) {
-        // What the result proves by itself, then how its rates compare with what healthy
-        // cards reach.
+        // What the result proves by itself (its case in JUnit holds it), then how its rates
+        // compare with what healthy cards reach.
         let mut out = w.summary.judge();
+        for f in &mut out {
+            f.facts.workload = Some(w.workload.clone());
+        }
         let mut held = Vec::new();
         super::rates::rates_of_run(device, w, phase, t, &tenants, &mut held, &mut out);
         if let WorkloadResult::Pcie(p) = &w.summary {
@@ -67,7 +71,7 @@ fn merge_runs(runs: Vec<(&str, Vec<Finding>)>) -> Vec<Finding> {
                     "{} (found in {found} of {ran} runs of {workload})",
                     f.summary
                 );
-                if f.evidence.is_object() {
+                if f.evidence.json().is_object() {
                     f.evidence = evidence(&InRuns {
                         evidence: &f.evidence,
                         found_in_runs: found,
@@ -91,6 +95,13 @@ mod tests {
         super::judge(&computed_at(fp32_gops), t)
     }
 
+    crate::evidence! {
+        /// Where a word failed.
+        struct Offset {
+            offset: crate::finding::Hex<u64> => "Offset",
+        }
+    }
+
     #[test]
     fn a_workload_rerun_to_confirm_gives_one_finding_saying_in_how_many_runs() {
         let stuck = |offset: u64| {
@@ -99,7 +110,9 @@ mod tests {
                 Severity::Critical,
                 Confidence::High,
                 "bit 3 stuck".into(),
-                serde_json::json!({"offset": offset}),
+                crate::finding::evidence(&Offset {
+                    offset: crate::finding::Hex(offset),
+                }),
                 "RMA the card",
             )
         };
@@ -111,8 +124,16 @@ mod tests {
         assert_eq!(merged.len(), 1);
         assert_eq!(merged[0].facts.runs, Some((2, 3)));
         assert_eq!(
-            merged[0].evidence,
-            serde_json::json!({"offset": 4096, "found_in_runs": 2, "runs": 3})
+            merged[0].evidence.json(),
+            &serde_json::json!({"offset": 4096, "found_in_runs": 2, "runs": 3})
+        );
+        assert_eq!(
+            merged[0].evidence.rows(),
+            [
+                ("Offset".to_owned(), "0x1000".to_owned()),
+                ("Runs that found it".to_owned(), "2".to_owned()),
+                ("Runs of the workload".to_owned(), "3".to_owned())
+            ]
         );
         assert!(
             merged[0]
@@ -122,7 +143,10 @@ mod tests {
         // The near miss: one run says nothing of runs.
         let once = super::merge_runs(vec![("vram", vec![stuck(4096)])]);
         assert_eq!(once[0].facts.runs, None);
-        assert_eq!(once[0].evidence, serde_json::json!({"offset": 4096}));
+        assert_eq!(
+            once[0].evidence.json(),
+            &serde_json::json!({"offset": 4096})
+        );
     }
 
     #[test]

@@ -1,38 +1,39 @@
 //! Findings about the run as a whole rather than one device's evidence: a GPU Vulkan cannot
 //! see, evidence lost from the run directory, a run a signal stopped.
 
-use serde::Serialize;
+use crate::finding::{Confidence, Finding, FindingCode, Seconds, Severity, evidence, finding};
 
-use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
-
-/// The evidence of `GPU_NOT_VISIBLE`: the GPU as the machine knows it, and the cause.
-#[derive(Serialize)]
-struct NotVisible<'a> {
-    cause: &'a str,
-    pci_address: Option<&'a str>,
-    /// `0x10de`.
-    vendor_id: String,
-    device_id: Option<String>,
-    uuid: Option<&'a str>,
-    kernel_driver: Option<&'a str>,
-    mig_enabled: Option<bool>,
-    seen_by: &'a [String],
+crate::evidence! {
+    /// The evidence of `GPU_NOT_VISIBLE`: the GPU as the machine knows it, and the cause.
+    struct NotVisible<'a> {
+        cause: &'a str => "Cause",
+        pci_address: Option<&'a str> => "PCI address",
+        /// `0x10de`.
+        vendor_id: String => "Vendor id",
+        device_id: Option<String> => "Device id",
+        uuid: Option<&'a str> => "UUID",
+        kernel_driver: Option<&'a str> => "Kernel driver",
+        mig_enabled: Option<bool> => "MIG on",
+        seen_by: &'a [String] => "Seen by",
+    }
 }
 
-/// The evidence of `EVIDENCE_MISSING`.
-#[derive(Serialize)]
-struct Missing {
-    file: &'static str,
+crate::evidence! {
+    /// The evidence of `EVIDENCE_MISSING`.
+    struct Missing {
+        file: &'static str => "File",
+    }
 }
 
-/// The evidence of `RUN_INTERRUPTED`: when, what was running, and what it left.
-#[derive(Serialize)]
-struct Interrupted<'a> {
-    /// Seconds into the run, to a tenth.
-    at_s: f64,
-    running: &'a [String],
-    cut_short: Vec<&'a str>,
-    not_run: Vec<&'a str>,
+crate::evidence! {
+    /// The evidence of `RUN_INTERRUPTED`: when, what was running, and what it left.
+    struct Interrupted<'a> {
+        /// Seconds into the run, to a tenth.
+        at_s: Seconds => "At",
+        running: &'a [String] => "Running",
+        cut_short: Vec<&'a str> => "Cut short",
+        not_run: Vec<&'a str> => "Not run",
+    }
 }
 
 /// The finding of a GPU the machine has (NVML, sysfs) that Vulkan cannot see: not tested,
@@ -122,7 +123,7 @@ pub fn run_interrupted(
         Confidence::High,
         summary,
         evidence(&Interrupted {
-            at_s: (at_s * 10.0).round() / 10.0,
+            at_s: Seconds((at_s * 10.0).round() / 10.0),
             running,
             cut_short: named(WorkloadStatus::Incomplete),
             not_run: named(WorkloadStatus::NotRun),
@@ -162,9 +163,17 @@ mod tests {
             "a signal interrupted the run at 93.5 s, during vram: the test did not finish"
         );
         assert_eq!(
-            f.evidence,
-            serde_json::json!({"at_s": 93.5, "running": ["vram"],
+            f.evidence.json(),
+            &serde_json::json!({"at_s": 93.5, "running": ["vram"],
                 "cut_short": ["vram"], "not_run": ["pcie"]})
+        );
+        // People read it in words and units.
+        assert!(
+            f.evidence
+                .rows()
+                .contains(&("At".to_owned(), "93.5 s".to_owned())),
+            "{:?}",
+            f.evidence.rows()
         );
         // Before any workload began, it says nothing was tested.
         let early = super::run_interrupted(1.0, &[], &[outcome("vram", WorkloadStatus::NotRun)]);

@@ -2,29 +2,31 @@
 //! (REFERENCE.md §4): a driver not loaded or at odds with its libraries (software); and a
 //! device whose telemetry could not be read at all.
 
-use serde::Serialize;
-
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
 
-/// The evidence of a driver not loaded: why each telemetry source could not be read.
-#[derive(Serialize)]
-struct Problems<'a> {
-    source_problems: &'a [String],
+crate::evidence! {
+    /// The evidence of a driver not loaded: why each telemetry source could not be read.
+    struct Problems<'a> {
+        source_problems: &'a [String] => "Source problems",
+    }
 }
 
-/// The evidence of `DRIVER_VERSION_MISMATCH`.
-#[derive(Serialize)]
-struct Versions<'a> {
-    vulkan_driver_version: &'a str,
-    nvml_driver_version: Option<&'a str>,
-    source_problems: &'a [String],
+crate::evidence! {
+    /// The evidence of `DRIVER_VERSION_MISMATCH`.
+    struct Versions<'a> {
+        vulkan_driver_version: &'a str => "Driver version (Vulkan)",
+        nvml_driver_version: Option<&'a str> => "Driver version (NVML)",
+        source_problems: &'a [String] => "Source problems",
+    }
 }
 
-/// The evidence of `TELEMETRY_MISSING`: the phases that read no sample.
-#[derive(Serialize)]
-struct Unread<'a> {
-    phases: Vec<&'a str>,
+crate::evidence! {
+    /// The evidence of `TELEMETRY_MISSING`: the phases that read no sample.
+    struct Unread<'a> {
+        phases: Vec<&'a str> => "Phases",
+    }
 }
+
 use crate::telemetry::record::Reading;
 use crate::telemetry::{cause, signals};
 use crate::thresholds::Thresholds;

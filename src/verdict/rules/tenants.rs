@@ -1,35 +1,37 @@
 //! Other processes on the GPU: there when the test started, or arriving during it, each
 //! with what its coming did to the rates.
 
-use serde::Serialize;
-
 use super::rates;
-use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::finding::{
+    Confidence, Finding, FindingCode, Millis, Severity, Share, evidence, finding,
+};
 use crate::telemetry::process::Process;
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Values};
 use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
 
-/// The evidence of `OTHER_TENANTS`: those there at the start (under the signal's name),
-/// those that came, and the share of a rate within a workload's own noise.
-#[derive(Serialize)]
-struct Tenants<'a> {
-    #[serde(flatten)]
-    at_start: Values<&'a [Process]>,
-    arrived: Vec<Came<'a>>,
-    cost_free_share: f64,
+crate::evidence! {
+    /// The evidence of `OTHER_TENANTS`: those there at the start (under the signal's
+    /// name), those that came, and the share of a rate within a workload's own noise.
+    struct Tenants<'a> {
+        #[serde(flatten)]
+        at_start: Values<&'a [Process]> => flat,
+        arrived: Vec<Came<'a>> => "Arrived during the run",
+        cost_free_share: Share => "A rate within this share of its own is the workload's own noise",
+    }
 }
 
-/// A process that came during the test: when, in which phase, and what the rates measured
-/// on both sides of its coming, in words and as a change.
-#[derive(Serialize)]
-struct Came<'a> {
-    process: &'a Process,
-    phase: &'a str,
-    first_seen_ms: f64,
-    rates: Vec<&'a str>,
-    rate_changes: Vec<f64>,
+crate::evidence! {
+    /// A process that came during the test: when, in which phase, and what the rates
+    /// measured on both sides of its coming, in words and as a change.
+    struct Came<'a> {
+        process: &'a Process => "Process",
+        phase: &'a str => "Phase",
+        first_seen_ms: Millis => "First seen",
+        rates: Vec<&'a str> => "Rates",
+        rate_changes: Vec<Share> => "Rate changes",
+    }
 }
 
 /// The rule.
@@ -87,12 +89,12 @@ pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
                 .map(|(a, changes)| Came {
                     process: &a.process,
                     phase: &a.phase.phase,
-                    first_seen_ms: a.first_ms,
+                    first_seen_ms: Millis(a.first_ms),
                     rates: changes.iter().map(|(words, _)| words.as_str()).collect(),
-                    rate_changes: changes.iter().map(|(_, share)| *share).collect(),
+                    rate_changes: changes.iter().map(|(_, share)| Share(*share)).collect(),
                 })
                 .collect(),
-            cost_free_share: COST_FREE_SHARE,
+            cost_free_share: Share(COST_FREE_SHARE),
         }),
         "rerun when the GPU is idle (drain the node, or --wait-idle)",
     );

@@ -1,12 +1,11 @@
 //! Heat: thermal slowdown, read from the throttle status or from a sensor at its limit,
 //! one finding per device naming every phase; and memory near its rated temperature.
 
-use std::collections::BTreeMap;
-
-use serde::Serialize;
-
 use super::rates;
-use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::finding::{
+    Celsius, Confidence, Evidence, Finding, FindingCode, Severity, evidence, finding,
+};
+use crate::telemetry::said::Throttled;
 use crate::telemetry::signals::{self, Signal, Values};
 use crate::telemetry::summary::{PhaseTelemetry, Stat};
 use crate::telemetry::throttle::ThrottleReason;
@@ -24,22 +23,23 @@ pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     out
 }
 
-/// What a phase's sensors said while something held the card back: the evidence of the
-/// thermal and power findings.
-#[derive(Serialize)]
-pub(super) struct Temperatures<'a> {
-    phase: &'a str,
-    throttle_share: &'a BTreeMap<String, f64>,
-    /// The GPU's, the junction's and the memory's temperatures over the phase.
-    #[serde(flatten)]
-    sensors: Values<Option<&'a Stat>>,
+crate::evidence! {
+    /// What a phase's sensors said while something held the card back: the evidence of
+    /// the thermal and power findings.
+    pub(super) struct Temperatures<'a> {
+        phase: &'a str => "Phase",
+        throttle_share: Throttled<'a> => "Share of samples throttled",
+        /// The GPU's, the junction's and the memory's temperatures over the phase.
+        #[serde(flatten)]
+        sensors: Values<Option<&'a Stat>> => flat,
+    }
 }
 
 /// The sensors of `p` as [`Temperatures`].
-pub(super) fn temperatures(p: &PhaseTelemetry) -> serde_json::Value {
+pub(super) fn temperatures(p: &PhaseTelemetry) -> Evidence {
     evidence(&Temperatures {
         phase: &p.phase,
-        throttle_share: &p.throttle_share,
+        throttle_share: Throttled(&p.throttle_share),
         sensors: gauges(
             p,
             &[
@@ -102,6 +102,7 @@ fn thermal(p: &PhaseTelemetry, setup: &Setup, t: &Thresholds, out: &mut Vec<Find
             evidence.clone(),
             cooling,
         );
+        f.facts.phase = Some(p.phase.clone());
         // What it cost: the clock it left. A clock held near its maximum cost nothing a
         // rate can show (GPU Boost trims a few bins at its target temperature by design).
         super::weigh_by_clock(
@@ -112,10 +113,10 @@ fn thermal(p: &PhaseTelemetry, setup: &Setup, t: &Thresholds, out: &mut Vec<Find
             "nothing now: the card runs at its own temperature target; better cooling would buy its last few clock bins",
         );
         out.push(f);
-    } else if let Some(hot) = rates::held_for_heat(p, setup, t) {
+    } else if let Some(hot) = super::settings::held_for_heat(p, setup, t) {
         // No throttle status could be read, but a sensor sat at its limit under load while
         // the clock stayed down: the card held itself back for heat.
-        out.push(finding(
+        let mut f = finding(
             FindingCode::ThermalThrottle,
             Severity::Major,
             Confidence::Medium,
@@ -125,19 +126,22 @@ fn thermal(p: &PhaseTelemetry, setup: &Setup, t: &Thresholds, out: &mut Vec<Find
             ),
             evidence.clone(),
             cooling,
-        ));
+        );
+        f.facts.phase = Some(p.phase.clone());
+        out.push(f);
     }
 }
 
-/// The evidence of `MEMORY_HOT`.
-#[derive(Serialize)]
-struct MemoryNearLimit<'a> {
-    phase: &'a str,
-    /// The memory's and the GPU's temperatures over the phase.
-    #[serde(flatten)]
-    sensors: Values<Option<&'a Stat>>,
-    limit_c: f64,
-    thermal_margin_c: f64,
+crate::evidence! {
+    /// The evidence of `MEMORY_HOT`.
+    struct MemoryNearLimit<'a> {
+        phase: &'a str => "Phase",
+        /// The memory's and the GPU's temperatures over the phase.
+        #[serde(flatten)]
+        sensors: Values<Option<&'a Stat>> => flat,
+        limit_c: Celsius => "Limit",
+        thermal_margin_c: Celsius => "Margin kept below the limit",
+    }
 }
 
 /// Memory within a few degrees of its rated temperature under load, where the card did
@@ -171,8 +175,8 @@ fn memory_hot(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding>) {
         evidence(&MemoryNearLimit {
             phase: &phase.phase,
             sensors: gauges(phase, &[signals::HBM_TEMP_C, signals::GPU_TEMP_C]),
-            limit_c: limit,
-            thermal_margin_c: t.thermal_margin_c,
+            limit_c: Celsius(limit),
+            thermal_margin_c: Celsius(t.thermal_margin_c),
         }),
         "improve the cooling over the card's memory (airflow, fan curve, the chassis' inlet temperature; on a consumer card its memory pads) before a hotter day takes it over its limit, where it slows itself and makes errors",
     ));

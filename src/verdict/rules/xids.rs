@@ -1,8 +1,6 @@
 //! Xids, judged from the one catalogue ([`crate::verdict::xid`]), by whose process raised
 //! them.
 
-use serde::Serialize;
-
 use super::during;
 use crate::finding::{Class, Confidence, Facts, Finding, FindingCode, Severity, evidence};
 use crate::telemetry::record::XidChannel;
@@ -12,33 +10,37 @@ use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
 use crate::verdict::xid::{self, XidInfo};
 
-/// The evidence of an Xid finding: its codes and counts, the first Xids themselves, how
-/// they reached kiln and whose processes raised them.
-#[derive(Serialize)]
-struct Xids<'a> {
-    phase: &'a str,
-    worst_code: u32,
-    codes: Vec<Counted>,
-    /// The first 16.
-    xids: Vec<&'a XidEvent>,
-    seen_by: Vec<XidChannel>,
-    raised_by: Vec<RaisedBy<'a>>,
-    source: &'static str,
+crate::evidence! {
+    /// The evidence of an Xid finding: its codes and counts, the first Xids themselves,
+    /// how they reached kiln and whose processes raised them.
+    struct Xids<'a> {
+        phase: &'a str => "Phase",
+        worst_code: u32 => "Worst code",
+        codes: Vec<Counted> => "Codes",
+        seen_by: Vec<XidChannel> => "Seen by",
+        raised_by: Vec<RaisedBy<'a>> => "Raised by",
+        source: &'static str => "Source",
+        /// The first 16: last, as the longest.
+        xids: Vec<&'a XidEvent> => "Xids",
+    }
 }
 
-/// One Xid code and how many times it came.
-#[derive(Serialize)]
-struct Counted {
-    code: u32,
-    count: usize,
+crate::evidence! {
+    /// One Xid code and how many times it came.
+    struct Counted {
+        code: u32 => "Code",
+        count: usize => "Count",
+    }
 }
 
-/// A process that raised an Xid, and whether it is one of kiln's own.
-#[derive(Serialize, PartialEq)]
-struct RaisedBy<'a> {
-    pid: u32,
-    process: Option<&'a str>,
-    kiln: bool,
+crate::evidence! {
+    /// A process that raised an Xid, and whether it is one of kiln's own.
+    #[derive(PartialEq)]
+    struct RaisedBy<'a> {
+        pid: u32 => "PID",
+        process: Option<&'a str> => "Process",
+        kiln: bool => "kiln's own",
+    }
 }
 
 /// The rule.

@@ -195,6 +195,17 @@ pub enum UnseenKind {
     },
 }
 
+impl crate::finding::Said for Unseen {
+    /// What was unseen, in words, and whether it decides the verdict.
+    fn say(&self, words: &str, unit: crate::finding::Unit, rows: &mut crate::finding::Rows) {
+        use crate::finding::Words;
+        rows.within(words, |rows| {
+            Words::Said("Said").say(&self.words(), unit, rows);
+            Words::Said("Decides the verdict").say(&self.decisive, unit, rows);
+        });
+    }
+}
+
 impl Unseen {
     /// In words for people.
     pub fn words(&self) -> String {

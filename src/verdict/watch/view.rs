@@ -276,6 +276,94 @@ pub fn budget(
         .max()
 }
 
+/// The failures the trace saw the application meet on a device: refused allocations,
+/// out-of-memory answers and the device's loss, each with the memory free for it then.
+fn traced_failures(
+    tr: &Trace,
+    uuid: &str,
+    free_at: &dyn Fn(f64) -> Option<u64>,
+    budget: Option<u64>,
+) -> Vec<Failure> {
+    let mut out = Vec::new();
+    let mut live_bytes: i128 = 0;
+    let mut live_count: i64 = 0;
+    let max_allocations = tr.records.iter().find_map(|r| match &r.event {
+        TraceEvent::Device {
+            device,
+            max_allocations,
+            ..
+        } if same_device(uuid, device) && *max_allocations > 0 => Some(*max_allocations),
+        _ => None,
+    });
+    for (i, r) in tr.records.iter().enumerate() {
+        match &r.event {
+            TraceEvent::Alloc { device, bytes, .. } if same_device(uuid, device) => {
+                live_bytes += i128::from(*bytes);
+                live_count += 1;
+            }
+            TraceEvent::Free { device, bytes, .. } if same_device(uuid, device) => {
+                live_bytes -= i128::from(*bytes);
+                live_count -= 1;
+            }
+            TraceEvent::AllocFailed {
+                device,
+                bytes,
+                heap,
+                result,
+                ..
+            } if same_device(uuid, device) && result.is_memory() => {
+                // The driver's budget, asked at the refusal, says best what was free.
+                let asked = tr.records[i + 1..]
+                    .iter()
+                    .take(2)
+                    .find_map(|b| match &b.event {
+                        TraceEvent::Budget {
+                            heap: h,
+                            budget_bytes,
+                            usage_bytes,
+                            ..
+                        } if h == heap => Some(budget_bytes.saturating_sub(*usage_bytes)),
+                        _ => None,
+                    });
+                let free = asked
+                    .or_else(|| free_at(r.t_ms))
+                    .or_else(|| budget.map(|b| b.saturating_sub(live_bytes.max(0) as u64)));
+                out.push(Failure::Memory {
+                    t_ms: r.t_ms,
+                    request: Some(*bytes),
+                    result: Some(*result),
+                    free,
+                    live: max_allocations.map(|m| (live_count.max(0) as u64, m)),
+                    said: "vkAllocateMemory".into(),
+                    words: None,
+                });
+            }
+            TraceEvent::OutOfMemory {
+                device,
+                call,
+                result,
+                request_bytes,
+            } if same_device(uuid, device) => out.push(Failure::Memory {
+                t_ms: r.t_ms,
+                request: *request_bytes,
+                result: Some(*result),
+                free: free_at(r.t_ms),
+                live: None,
+                said: call.clone(),
+                words: None,
+            }),
+            TraceEvent::DeviceLost { device, call } if same_device(uuid, device) => {
+                out.push(Failure::Lost {
+                    t_ms: r.t_ms,
+                    said: call.clone(),
+                })
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The failures the application met on a device: refused allocations and out-of-memory
 /// answers and the device's loss from the trace, and what its output said.
 pub fn failures(
@@ -286,7 +374,7 @@ pub fn failures(
     device: usize,
     budget: Option<u64>,
 ) -> Vec<Failure> {
-    let mut out = Vec::new();
+    let mut out: Vec<Failure> = Vec::new();
     let free_gauge = gauge_series(telemetry, device, signals::MEM_FREE_BYTES);
     let free_at = |t: f64| {
         free_gauge
@@ -296,82 +384,7 @@ pub fn failures(
             .map(|p| p.1)
     };
     if let Some(tr) = trace {
-        let mut live_bytes: i128 = 0;
-        let mut live_count: i64 = 0;
-        let max_allocations = tr.records.iter().find_map(|r| match &r.event {
-            TraceEvent::Device {
-                device,
-                max_allocations,
-                ..
-            } if same_device(uuid, device) && *max_allocations > 0 => Some(*max_allocations),
-            _ => None,
-        });
-        for (i, r) in tr.records.iter().enumerate() {
-            match &r.event {
-                TraceEvent::Alloc { device, bytes, .. } if same_device(uuid, device) => {
-                    live_bytes += i128::from(*bytes);
-                    live_count += 1;
-                }
-                TraceEvent::Free { device, bytes, .. } if same_device(uuid, device) => {
-                    live_bytes -= i128::from(*bytes);
-                    live_count -= 1;
-                }
-                TraceEvent::AllocFailed {
-                    device,
-                    bytes,
-                    heap,
-                    result,
-                    ..
-                } if same_device(uuid, device) && result.is_memory() => {
-                    // The driver's budget, asked at the refusal, says best what was free.
-                    let asked = tr.records[i + 1..]
-                        .iter()
-                        .take(2)
-                        .find_map(|b| match &b.event {
-                            TraceEvent::Budget {
-                                heap: h,
-                                budget_bytes,
-                                usage_bytes,
-                                ..
-                            } if h == heap => Some(budget_bytes.saturating_sub(*usage_bytes)),
-                            _ => None,
-                        });
-                    let free = asked
-                        .or_else(|| free_at(r.t_ms))
-                        .or_else(|| budget.map(|b| b.saturating_sub(live_bytes.max(0) as u64)));
-                    out.push(Failure::Memory {
-                        t_ms: r.t_ms,
-                        request: Some(*bytes),
-                        result: Some(*result),
-                        free,
-                        live: max_allocations.map(|m| (live_count.max(0) as u64, m)),
-                        said: "vkAllocateMemory".into(),
-                        words: None,
-                    });
-                }
-                TraceEvent::OutOfMemory {
-                    device,
-                    call,
-                    result,
-                    request_bytes,
-                } if same_device(uuid, device) => out.push(Failure::Memory {
-                    t_ms: r.t_ms,
-                    request: *request_bytes,
-                    result: Some(*result),
-                    free: free_at(r.t_ms),
-                    live: None,
-                    said: call.clone(),
-                    words: None,
-                }),
-                TraceEvent::DeviceLost { device, call } if same_device(uuid, device) => {
-                    out.push(Failure::Lost {
-                        t_ms: r.t_ms,
-                        said: call.clone(),
-                    })
-                }
-                _ => {}
-            }
-        }
+        out = traced_failures(tr, uuid, &free_at, budget);
     }
     // A refusal the trace saw, in the words the application said it in around then (its
     // framework's sizes: what it had, what it cached).

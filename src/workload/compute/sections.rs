@@ -90,27 +90,31 @@ pub(super) fn found(c: &ComputeReport, out: &mut Vec<Finding>) {
     }
 }
 
-/// The evidence of wrong compute results: how many, and the first records.
-#[derive(serde::Serialize)]
-struct Wrong<'a> {
-    mismatches: u64,
-    records: Vec<&'a Mismatch>,
+crate::evidence! {
+    /// The evidence of wrong compute results: how many, and the first records.
+    struct Wrong<'a> {
+        mismatches: u64 => "Mismatches",
+        records: Vec<&'a Mismatch> => "Record",
+    }
 }
 
-/// The evidence of wrong compute results judged by where in the load they came: with the
-/// load's levels and pauses.
-#[derive(serde::Serialize)]
-struct WrongInTheLoad<'a> {
-    mismatches: u64,
-    levels: &'a [LevelResult],
-    pauses: &'a Option<PausesReport>,
-    records: Vec<&'a Mismatch>,
+crate::evidence! {
+    /// The evidence of wrong compute results judged by where in the load they came: with the
+    /// load's levels and pauses.
+    struct WrongInTheLoad<'a> {
+        /// load's levels and pauses.
+        mismatches: u64 => "Mismatches",
+        levels: &'a [LevelResult] => "Load levels",
+        pauses: &'a Option<PausesReport> => "Pauses",
+        records: Vec<&'a Mismatch> => "Record",
+    }
 }
 
-/// The evidence of `COMPUTE_NONFINITE`.
-#[derive(serde::Serialize)]
-struct NonFinite {
-    nonfinite: u64,
+crate::evidence! {
+    /// The evidence of `COMPUTE_NONFINITE`.
+    struct NonFinite {
+        nonfinite: u64 => "Not-a-number or infinite results",
+    }
 }
 
 /// The finding of wrong results that came only at some points of the load: only below
@@ -162,3 +166,18 @@ fn where_in_the_load(c: &ComputeReport, mismatches: u64) -> Option<Finding> {
         cadence::MARGINAL,
     ))
 }
+
+crate::said_by_name!(ComputeKind);
+
+crate::said_record!(Mismatch {
+    kind => "Kind",
+    round => "Round",
+    item => "Item",
+    first_invocation => "First invocation",
+    second_invocation => "Second invocation",
+    second_workgroup => "Second workgroup",
+    expected => "Expected" in crate::finding::Unit::Hex,
+    actual => "Read" in crate::finding::Unit::Hex,
+    check => "Check",
+    at => "At",
+});

@@ -365,32 +365,36 @@ const METRICS: &[MetricFamily] = &[
     },
 ];
 
-/// The evidence of wrong matrix products judged by where in the load they came.
-#[derive(Serialize)]
-struct FailedInTheLoad<'a> {
-    failed_checks: u64,
-    levels: &'a [LevelResult],
-    records: Vec<&'a MatrixMismatch>,
+crate::evidence! {
+    /// The evidence of wrong matrix products judged by where in the load they came.
+    struct FailedInTheLoad<'a> {
+        failed_checks: u64 => "Failed checks",
+        levels: &'a [LevelResult] => "Load levels",
+        records: Vec<&'a MatrixMismatch> => "Record",
+    }
 }
 
-/// The evidence of `MATRIX_MISMATCH`: the failed checks, per kind of product, and the
-/// first wrong elements.
-#[derive(Serialize)]
-struct Failed<'a> {
-    failed_checks: u64,
-    nonfinite: u64,
-    per_kind: Vec<KindFailed>,
-    records: Vec<&'a MatrixMismatch>,
+crate::evidence! {
+    /// The evidence of `MATRIX_MISMATCH`: the failed checks, per kind of product, and the
+    /// first wrong elements.
+    struct Failed<'a> {
+        /// first wrong elements.
+        failed_checks: u64 => "Failed checks",
+        nonfinite: u64 => "Not-a-number or infinite results",
+        per_kind: Vec<KindFailed> => "By kind",
+        records: Vec<&'a MatrixMismatch> => "Record",
+    }
 }
 
-/// One kind of product's failed checks.
-#[derive(Serialize)]
-struct KindFailed {
-    kind: MatrixKind,
-    checksum_mismatches: u64,
-    invalid_values: u64,
-    redundant_mismatches: u64,
-    located: u64,
+crate::evidence! {
+    /// One kind of product's failed checks.
+    struct KindFailed {
+        kind: MatrixKind => "Kind",
+        checksum_mismatches: u64 => "Checksum mismatches",
+        invalid_values: u64 => "Invalid values",
+        redundant_mismatches: u64 => "Redundant-computation mismatches",
+        located: u64 => "Located",
+    }
 }
 
 impl Kind for Matrix {
@@ -609,6 +613,24 @@ impl Kind for Matrix {
         sections::sections(r)
     }
 }
+
+crate::said_by_name!(MatrixKind);
+
+crate::said_record!(MatrixMismatch {
+    kind => "Kind",
+    round => "Round",
+    check => "Check",
+    tile => "Tile",
+    row => "Row",
+    col => "Column",
+    expected => "Expected",
+    actual => "Read",
+    at => "At",
+    actual_bits => "Read (bits)" in crate::finding::Unit::Hex,
+    workgroup => "Workgroup",
+    second_workgroup => "Second workgroup",
+    rows_cols_wrong => "Rows and columns wrong",
+});
 
 #[cfg(test)]
 mod tests {

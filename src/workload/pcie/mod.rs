@@ -29,6 +29,7 @@ use super::{
     WorkloadFinding, WorkloadStatus, join_findings, record_device_error,
 };
 use crate::evidence::{DeviceEvents, Event, EventSink};
+use crate::finding::GBps;
 use crate::finding::{Confidence, Finding, FindingCode, Severity, finding};
 use crate::gpu::DeviceInfo;
 use crate::gpu::{
@@ -203,8 +204,8 @@ fn found(p: &PcieReport, out: &mut Vec<Finding>) {
     }
     let evidence = crate::finding::evidence(&Degraded {
         link: p.link.as_ref(),
-        peak_h2d_gbps: p.peak_h2d_gbps,
-        peak_d2h_gbps: p.peak_d2h_gbps,
+        peak_h2d_gbps: GBps(p.peak_h2d_gbps),
+        peak_d2h_gbps: GBps(p.peak_d2h_gbps),
         staging_in_host_memory: p.staging_in_host_memory,
     });
     let reseat = "check the slot, riser and BIOS link settings; reseat the card";
@@ -224,19 +225,21 @@ fn found(p: &PcieReport, out: &mut Vec<Finding>) {
     }
 }
 
-/// The evidence of `PCIE_CORRUPTION`: every transfer that arrived changed.
-#[derive(Serialize)]
-struct Corrupted<'a> {
-    corruption: &'a [Corruption],
+crate::evidence! {
+    /// The evidence of `PCIE_CORRUPTION`: every transfer that arrived changed.
+    struct Corrupted<'a> {
+        corruption: &'a [Corruption] => "Corrupted transfer",
+    }
 }
 
-/// The evidence of the probe's link findings: the link under load and the peaks.
-#[derive(Serialize)]
-struct Degraded<'a> {
-    link: Option<&'a LinkUnderLoad>,
-    peak_h2d_gbps: f64,
-    peak_d2h_gbps: f64,
-    staging_in_host_memory: bool,
+crate::evidence! {
+    /// The evidence of the probe's link findings: the link under load and the peaks.
+    struct Degraded<'a> {
+        link: Option<&'a LinkUnderLoad> => "Link",
+        peak_h2d_gbps: GBps => "Best host-to-device rate",
+        peak_d2h_gbps: GBps => "Best device-to-host rate",
+        staging_in_host_memory: bool => "Staging in host memory",
+    }
 }
 
 /// The probe as a workload.
@@ -244,3 +247,12 @@ pub struct PcieTest {
     /// Its settings.
     pub config: PcieConfig,
 }
+
+crate::said_record!(Corruption {
+    direction => "Direction",
+    bytes => "Size" in crate::finding::Unit::Bytes,
+    offset => "Offset" in crate::finding::Unit::Hex,
+    differing_bytes => "Bytes that differ" in crate::finding::Unit::Bytes,
+    expected => "Expected" in crate::finding::Unit::Hex,
+    actual => "Read" in crate::finding::Unit::Hex,
+});

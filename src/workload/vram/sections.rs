@@ -2,6 +2,7 @@
 //! the findings its result proves.
 
 use super::*;
+use crate::finding::{Bytes, Hex};
 
 /// Where: `at 0x000000000fa0`, or the first of several and how many more.
 pub(super) fn places(offsets: &[u64]) -> String {
@@ -26,23 +27,26 @@ fn first_words(v: &VramReport) -> Vec<u64> {
     words
 }
 
-/// The evidence of `VRAM_IN_SYSTEM_MEMORY`.
-#[derive(serde::Serialize)]
-struct InSystemMemory {
-    placed_in_system_bytes: u64,
-    allocated_bytes: u64,
+crate::evidence! {
+    /// The evidence of `VRAM_IN_SYSTEM_MEMORY`.
+    struct InSystemMemory {
+        placed_in_system_bytes: Bytes<u64> => "Placed in system RAM",
+        allocated_bytes: Bytes<u64> => "Allocated",
+    }
 }
 
-/// The evidence of the VRAM test's error findings: the wrong reads, the words of each
-/// retest class, and the first offsets.
-#[derive(serde::Serialize)]
-struct WrongWords {
-    errors: u64,
-    stuck: usize,
-    marginal: usize,
-    transfer: usize,
-    address: usize,
-    first_offsets: Vec<u64>,
+crate::evidence! {
+    /// The evidence of the VRAM test's error findings: the wrong reads, the words of each
+    /// retest class, and the first offsets.
+    struct WrongWords {
+        /// retest class, and the first offsets.
+        errors: u64 => "Wrong reads",
+        stuck: usize => "Words with stuck bits",
+        marginal: usize => "Words that fail only sometimes",
+        transfer: usize => "Reads wrong while the cell held the right value",
+        address: usize => "Reads that returned another address's data",
+        first_offsets: Vec<Hex<u64>> => "First offsets",
+    }
 }
 
 /// What the VRAM test's errors and their retests prove: stuck bits, a faulty address
@@ -59,8 +63,8 @@ pub(super) fn found(v: &VramReport, out: &mut Vec<Finding>) {
                 format_bytes(v.sizing.allocated_bytes)
             ),
             crate::finding::evidence(&InSystemMemory {
-                placed_in_system_bytes: bytes,
-                allocated_bytes: v.sizing.allocated_bytes,
+                placed_in_system_bytes: Bytes(bytes),
+                allocated_bytes: Bytes(v.sizing.allocated_bytes),
             }),
             "close other programs that use the GPU (games, browsers, video) and rerun, or test less with --vram-percent",
         ));
@@ -89,7 +93,7 @@ pub(super) fn found(v: &VramReport, out: &mut Vec<Finding>) {
         marginal,
         transfer,
         address,
-        first_offsets: first_words(v),
+        first_offsets: first_words(v).iter().map(|v| Hex(*v)).collect(),
     });
     let stuck_offsets: Vec<u64> = v
         .retests

@@ -3,11 +3,11 @@
 //! device lost (a driver timeout or a fault of its own work, with the Xids and resets that
 //! go with it).
 
-use serde::Serialize;
-
 use super::{bytes, failure_said, held_by};
 use crate::evidence::trace::VkError;
-use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::finding::{
+    Bytes, Confidence, Finding, FindingCode, Millis, Severity, evidence, finding,
+};
 use crate::telemetry::record::{DriverReset, XidEvent};
 use crate::thresholds::Thresholds;
 use crate::verdict::evidence::DeviceEvidence;
@@ -138,20 +138,22 @@ fn over_the_limit_finding(
         confidence,
         summary,
         evidence(&OverLimit {
-            failed_at_ms: t_ms,
+            failed_at_ms: Millis(t_ms),
             failure: failure_said(failure),
-            peak_bytes: peak,
-            budget_bytes: v.budget,
-            card_used_bytes: card_used,
-            baseline_bytes: baseline,
-            free_bytes: match failure {
+            peak_bytes: Bytes(peak),
+            budget_bytes: v.budget.map(Bytes),
+            card_used_bytes: card_used.map(Bytes),
+            baseline_bytes: baseline.map(Bytes),
+            free_bytes: (match failure {
                 Failure::Memory { free, .. } => *free,
                 Failure::Lost { .. } => None,
-            },
-            request_bytes: match failure {
+            })
+            .map(Bytes),
+            request_bytes: (match failure {
                 Failure::Memory { request, .. } => *request,
                 Failure::Lost { .. } => None,
-            },
+            })
+            .map(Bytes),
         }),
         "make the step smaller (batch, resolution, model or tile size), or run it on a card with more memory; the card is fine",
     )
@@ -209,13 +211,13 @@ pub(super) fn fragmented(v: &AppView, failure: &Failure) -> Option<Finding> {
         Confidence::High,
         summary,
         evidence(&Refused {
-            failed_at_ms: *t_ms,
-            request_bytes: *request,
-            free_bytes: *free,
+            failed_at_ms: Millis(*t_ms),
+            request_bytes: (*request).map(Bytes),
+            free_bytes: (*free).map(Bytes),
             result: result.map(VkError::name),
             live_allocations: live.map(|l| l.0),
             max_allocations: live.map(|l| l.1),
-            budget_bytes: v.budget,
+            budget_bytes: v.budget.map(Bytes),
         }),
         "suballocate: fewer, larger blocks (an allocator such as VMA or gpu-allocator), or free and reallocate in one size; the card is fine",
     ))
@@ -242,14 +244,14 @@ fn cached_in_pieces(v: &AppView, failure: &Failure, words: &Said) -> Option<Find
             bytes(cached)
         ),
         evidence(&CachedInPieces {
-            failed_at_ms: failure.t_ms(),
+            failed_at_ms: Millis(failure.t_ms()),
             framework: words.framework.name(),
-            request_bytes: request,
-            reserved_bytes: words.facts.reserved_bytes,
-            allocated_bytes: words.facts.allocated_bytes,
-            cached_bytes: cached,
-            free_bytes: words.facts.free_bytes,
-            budget_bytes: v.budget,
+            request_bytes: Bytes(request),
+            reserved_bytes: words.facts.reserved_bytes.map(Bytes),
+            allocated_bytes: words.facts.allocated_bytes.map(Bytes),
+            cached_bytes: Bytes(cached),
+            free_bytes: words.facts.free_bytes.map(Bytes),
+            budget_bytes: v.budget.map(Bytes),
         }),
         "let the allocator join or hand back its blocks: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb:512 on older versions), or call torch.cuda.empty_cache() between phases; the card is fine",
     ))
@@ -321,18 +323,18 @@ pub(super) fn other_process(v: &AppView, failure: &Failure, t: &Thresholds) -> O
             crate::text::list(&said)
         ),
         evidence(&OtherProcesses {
-            failed_at_ms: t_ms,
+            failed_at_ms: Millis(t_ms),
             failure: failure_said(failure),
             processes: grown
                 .iter()
                 .map(|(pid, name, before, at)| Grown {
                     pid: *pid,
                     name: name.as_deref(),
-                    before_bytes: *before,
-                    at_failure_bytes: *at,
+                    before_bytes: Bytes(*before),
+                    at_failure_bytes: Bytes(*at),
                 })
                 .collect(),
-            budget_bytes: v.budget,
+            budget_bytes: v.budget.map(Bytes),
         }),
         "give the application the GPU to itself (stop or move the other process, or schedule them apart); the card is fine",
     ))
@@ -449,10 +451,10 @@ pub(super) fn driver_timeout(
         summary,
         evidence(&Lost {
             driver_resets: &resets,
-            lost_at_ms: t_ms,
+            lost_at_ms: Millis(t_ms),
             failure: failure_said(lost),
             memory_flat: flat,
-            memory_bytes: high,
+            memory_bytes: Bytes(high),
             engine_stalled: stalled,
             xids: xids
                 .iter()
@@ -460,7 +462,7 @@ pub(super) fn driver_timeout(
                     xid: x.code,
                     pid: x.pid,
                     application: x.pid.is_some_and(|p| v.pids.contains(&p)),
-                    t_ms: x.t_ms,
+                    t_ms: x.t_ms.map(Millis),
                 })
                 .collect(),
         }),
@@ -468,80 +470,87 @@ pub(super) fn driver_timeout(
     )
 }
 
-/// The evidence of `APP_OVER_MEMORY_LIMIT`.
-#[derive(Serialize)]
-struct OverLimit {
-    failed_at_ms: f64,
-    failure: String,
-    peak_bytes: u64,
-    budget_bytes: Option<u64>,
-    card_used_bytes: Option<u64>,
-    baseline_bytes: Option<u64>,
-    free_bytes: Option<u64>,
-    request_bytes: Option<u64>,
+crate::evidence! {
+    /// The evidence of `APP_OVER_MEMORY_LIMIT`.
+    struct OverLimit {
+        failed_at_ms: Millis => "Failed at",
+        failure: String => "Failure",
+        peak_bytes: Bytes<u64> => "Peak",
+        budget_bytes: Option<Bytes<u64>> => "Budget",
+        card_used_bytes: Option<Bytes<u64>> => "Card's memory in use",
+        baseline_bytes: Option<Bytes<u64>> => "Baseline",
+        free_bytes: Option<Bytes<u64>> => "Free",
+        request_bytes: Option<Bytes<u64>> => "Request",
+    }
 }
 
-/// The evidence of `APP_FRAGMENTATION` at a refused allocation.
-#[derive(Serialize)]
-struct Refused {
-    failed_at_ms: f64,
-    request_bytes: Option<u64>,
-    free_bytes: Option<u64>,
-    result: Option<String>,
-    live_allocations: Option<u64>,
-    max_allocations: Option<u64>,
-    budget_bytes: Option<u64>,
+crate::evidence! {
+    /// The evidence of `APP_FRAGMENTATION` at a refused allocation.
+    struct Refused {
+        failed_at_ms: Millis => "Failed at",
+        request_bytes: Option<Bytes<u64>> => "Request",
+        free_bytes: Option<Bytes<u64>> => "Free",
+        result: Option<String> => "Result",
+        live_allocations: Option<u64> => "Live allocations",
+        max_allocations: Option<u64> => "Most allocations",
+        budget_bytes: Option<Bytes<u64>> => "Budget",
+    }
 }
 
-/// The evidence of `APP_FRAGMENTATION` in a framework's cache.
-#[derive(Serialize)]
-struct CachedInPieces {
-    failed_at_ms: f64,
-    framework: &'static str,
-    request_bytes: u64,
-    reserved_bytes: Option<u64>,
-    allocated_bytes: Option<u64>,
-    cached_bytes: u64,
-    free_bytes: Option<u64>,
-    budget_bytes: Option<u64>,
+crate::evidence! {
+    /// The evidence of `APP_FRAGMENTATION` in a framework's cache.
+    struct CachedInPieces {
+        failed_at_ms: Millis => "Failed at",
+        framework: &'static str => "Framework",
+        request_bytes: Bytes<u64> => "Request",
+        reserved_bytes: Option<Bytes<u64>> => "Reserved by the framework",
+        allocated_bytes: Option<Bytes<u64>> => "Allocated",
+        cached_bytes: Bytes<u64> => "Cached by the framework",
+        free_bytes: Option<Bytes<u64>> => "Free",
+        budget_bytes: Option<Bytes<u64>> => "Budget",
+    }
 }
 
-/// The evidence of `APP_OTHER_PROCESS`.
-#[derive(Serialize)]
-struct OtherProcesses<'a> {
-    failed_at_ms: f64,
-    failure: String,
-    processes: Vec<Grown<'a>>,
-    budget_bytes: Option<u64>,
+crate::evidence! {
+    /// The evidence of `APP_OTHER_PROCESS`.
+    struct OtherProcesses<'a> {
+        failed_at_ms: Millis => "Failed at",
+        failure: String => "Failure",
+        processes: Vec<Grown<'a>> => "Processes",
+        budget_bytes: Option<Bytes<u64>> => "Budget",
+    }
 }
 
-/// Another process whose memory grew before the failure.
-#[derive(Serialize)]
-struct Grown<'a> {
-    pid: u32,
-    name: Option<&'a str>,
-    before_bytes: u64,
-    at_failure_bytes: u64,
+crate::evidence! {
+    /// Another process whose memory grew before the failure.
+    struct Grown<'a> {
+        pid: u32 => "PID",
+        name: Option<&'a str> => "Name",
+        before_bytes: Bytes<u64> => "Held before",
+        at_failure_bytes: Bytes<u64> => "Held at the failure",
+    }
 }
 
-/// The evidence of `APP_DRIVER_TIMEOUT`.
-#[derive(Serialize)]
-struct Lost<'a> {
-    driver_resets: &'a [&'a DriverReset],
-    lost_at_ms: f64,
-    failure: String,
-    memory_flat: bool,
-    memory_bytes: u64,
-    engine_stalled: bool,
-    xids: Vec<LossXid>,
+crate::evidence! {
+    /// The evidence of `APP_DRIVER_TIMEOUT`.
+    struct Lost<'a> {
+        driver_resets: &'a [&'a DriverReset] => "Driver resets",
+        lost_at_ms: Millis => "Lost at",
+        failure: String => "Failure",
+        memory_flat: bool => "Memory flat before it",
+        memory_bytes: Bytes<u64> => "Memory held",
+        engine_stalled: bool => "Engine stalled",
+        xids: Vec<LossXid> => "Xids",
+    }
 }
 
-/// An Xid that goes with a lost device, and whose it was.
-#[derive(Serialize)]
-struct LossXid {
-    xid: Option<u32>,
-    pid: Option<u32>,
-    /// The application's own process.
-    application: bool,
-    t_ms: Option<f64>,
+crate::evidence! {
+    /// An Xid that goes with a lost device, and whose it was.
+    struct LossXid {
+        xid: Option<u32> => "Xid",
+        pid: Option<u32> => "PID",
+        /// The application's own process.
+        application: bool => "The application's",
+        t_ms: Option<Millis> => "Time into the run",
+    }
 }

@@ -10,14 +10,14 @@ mod trend;
 
 pub use trend::{LEAK_MIN_SPAN_S, LEAK_MIN_WINDOWS, leaking, too_short};
 
-use serde::Serialize;
-
 use failure::{driver_timeout, fragmented, other_process, over_the_limit};
 use trend::Trend;
 
 use super::report::{Unseen, UnseenKind};
 use super::view::{AppView, Failure};
-use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::finding::{
+    Confidence, Finding, FindingCode, Millis, Seconds, Severity, evidence, finding,
+};
 use crate::thresholds::Thresholds;
 use crate::verdict::evidence::DeviceEvidence;
 
@@ -224,7 +224,7 @@ fn unseen(v: &AppView) -> Finding {
         Confidence::High,
         why,
         evidence(&MemoryUnseen {
-            ended_at_ms: v.end.map(|e| e.0),
+            ended_at_ms: (v.end.map(|e| e.0)).map(Millis),
             processes: &v.pids,
         }),
         action,
@@ -268,7 +268,7 @@ pub fn watch_interrupted(at_s: f64) -> Finding {
             "a signal interrupted the watch at {at_s:.1} s while the application ran: what was seen before it stands, the rest of the application's run was not watched"
         ),
         evidence(&Interrupted {
-            at_s: (at_s * 10.0).round() / 10.0,
+            at_s: Seconds((at_s * 10.0).round() / 10.0),
         }),
         "watch the application again to its end (a scheduler's time limit must cover the application's own)",
     )
@@ -302,7 +302,7 @@ fn own_exit(
         evidence(&OwnExit {
             exit_code: code,
             signal,
-            ended_at_ms: at_ms,
+            ended_at_ms: Millis(at_ms),
             last_error_line: last_error,
         }),
         "read the application's own output and logs for why it stopped; if it comes back, `kiln run` tests the card",
@@ -323,33 +323,37 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-/// The evidence of `APP_MEMORY_UNSEEN`.
-#[derive(Serialize)]
-struct MemoryUnseen<'a> {
-    ended_at_ms: Option<f64>,
-    processes: &'a [u32],
+crate::evidence! {
+    /// The evidence of `APP_MEMORY_UNSEEN`.
+    struct MemoryUnseen<'a> {
+        ended_at_ms: Option<Millis> => "Ended at",
+        processes: &'a [u32] => "Processes",
+    }
 }
 
-/// The evidence of `APP_NOT_JUDGED`: what was unseen.
-#[derive(Serialize)]
-struct NotJudged<'a> {
-    unseen: &'a [&'a Unseen],
+crate::evidence! {
+    /// The evidence of `APP_NOT_JUDGED`: what was unseen.
+    struct NotJudged<'a> {
+        unseen: &'a [&'a Unseen] => "Not seen",
+    }
 }
 
-/// The evidence of `RUN_INTERRUPTED` in a watch.
-#[derive(Serialize)]
-struct Interrupted {
-    at_s: f64,
+crate::evidence! {
+    /// The evidence of `RUN_INTERRUPTED` in a watch.
+    struct Interrupted {
+        at_s: Seconds => "At",
+    }
 }
 
-/// The evidence of `APP_EXIT`.
-#[derive(Serialize)]
-struct OwnExit<'a> {
-    exit_code: Option<i32>,
-    signal: Option<i32>,
-    ended_at_ms: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_error_line: Option<&'a str>,
+crate::evidence! {
+    /// The evidence of `APP_EXIT`.
+    struct OwnExit<'a> {
+        exit_code: Option<i32> => "Exit code",
+        signal: Option<i32> => "Signal",
+        ended_at_ms: Millis => "Ended at",
+        #[serde(skip_serializing_if = "Option::is_none")]
+        last_error_line: Option<&'a str> => "Last error line",
+    }
 }
 
 #[cfg(test)]

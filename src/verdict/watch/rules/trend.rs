@@ -2,10 +2,11 @@
 //! the rules that read it: a leak (steady, or in a pooling allocator's steps) and a floor
 //! that creeps under flat peaks.
 
-use serde::Serialize;
-
 use super::{bytes, duration, failure_said, held_by};
-use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
+use crate::finding::{
+    Bytes, BytesPerIteration, BytesPerMinute, Confidence, Finding, FindingCode, Seconds, Severity,
+    evidence, finding,
+};
 use crate::thresholds::Thresholds;
 use crate::verdict::watch::view::AppView;
 
@@ -276,19 +277,21 @@ pub(super) fn leak(v: &AppView, tr: &Trend, t: &Thresholds) -> Finding {
         summary,
         evidence(&Leak {
             iterations: tr.n,
-            bytes_per_iteration: tr.slope,
-            bytes_per_minute: tr.slope * 60_000.0 / tr.iteration_ms,
+            bytes_per_iteration: BytesPerIteration(tr.slope),
+            bytes_per_minute: BytesPerMinute(tr.slope * 60_000.0 / tr.iteration_ms),
             fit_r2: tr.r2,
-            baseline_first_bytes: tr.first,
-            baseline_last_bytes: tr.last,
-            peak_bytes: tr.peak,
-            budget_bytes: v.budget,
-            seconds_until_budget: left_s,
-            leaking_size_class_bytes: class
-                .map(|(k, _)| crate::evidence::ring::class_limit_bytes(k)),
+            baseline_first_bytes: Bytes(tr.first),
+            baseline_last_bytes: Bytes(tr.last),
+            peak_bytes: Bytes(tr.peak),
+            budget_bytes: v.budget.map(Bytes),
+            seconds_until_budget: left_s.map(Seconds),
+            leaking_size_class_bytes: (class
+                .map(|(k, _)| crate::evidence::ring::class_limit_bytes(k)))
+            .map(Bytes),
             leaking_allocations: class.map(|(_, n)| n),
             by_time: v.by_time,
-            floor_steps_bytes: stepped.then(|| tr.step_floors()),
+            floor_steps_bytes: (stepped.then(|| tr.step_floors()))
+                .map(|steps| steps.into_iter().map(Bytes).collect()),
         }),
         "free what each iteration allocates (the application's bug, not the card's), or restart it before it runs out",
     )
@@ -321,45 +324,47 @@ pub(super) fn creeping_floor(v: &AppView, tr: &Trend) -> Finding {
         ),
         evidence(&Creep {
             iterations: tr.n,
-            baseline_first_bytes: tr.first,
-            baseline_last_bytes: tr.last,
-            baseline_bytes_per_iteration: tr.slope,
-            peak_bytes_per_iteration: tr.peak_slope,
-            budget_bytes: v.budget,
+            baseline_first_bytes: Bytes(tr.first),
+            baseline_last_bytes: Bytes(tr.last),
+            baseline_bytes_per_iteration: BytesPerIteration(tr.slope),
+            peak_bytes_per_iteration: BytesPerIteration(tr.peak_slope),
+            budget_bytes: v.budget.map(Bytes),
         }),
         "let the application's allocator release or reuse what it frees (empty its cache between steps, allocate in fewer, larger blocks); the card is fine",
     )
 }
 
-/// The evidence of `APP_MEMORY_LEAK`.
-#[derive(Serialize)]
-struct Leak {
-    iterations: usize,
-    bytes_per_iteration: f64,
-    bytes_per_minute: f64,
-    fit_r2: f64,
-    baseline_first_bytes: u64,
-    baseline_last_bytes: u64,
-    peak_bytes: u64,
-    budget_bytes: Option<u64>,
-    seconds_until_budget: Option<f64>,
-    leaking_size_class_bytes: Option<u64>,
-    leaking_allocations: Option<i64>,
-    by_time: bool,
-    /// The floor at each of its steps, where it rose in steps rather than steadily.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    floor_steps_bytes: Option<Vec<u64>>,
+crate::evidence! {
+    /// The evidence of `APP_MEMORY_LEAK`.
+    struct Leak {
+        iterations: usize => "Iterations",
+        bytes_per_iteration: BytesPerIteration => "Growth",
+        bytes_per_minute: BytesPerMinute => "Growth",
+        fit_r2: f64 => "Fit (R²)",
+        baseline_first_bytes: Bytes<u64> => "First baseline",
+        baseline_last_bytes: Bytes<u64> => "Last baseline",
+        peak_bytes: Bytes<u64> => "Peak",
+        budget_bytes: Option<Bytes<u64>> => "Budget",
+        seconds_until_budget: Option<Seconds> => "Until the budget is reached",
+        leaking_size_class_bytes: Option<Bytes<u64>> => "Leaking size",
+        leaking_allocations: Option<i64> => "Leaking allocations",
+        by_time: bool => "Judged by time",
+        /// The floor at each of its steps, where it rose in steps rather than steadily.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        floor_steps_bytes: Option<Vec<Bytes<u64>>> => "Baseline steps",
+    }
 }
 
-/// The evidence of `APP_FRAGMENTATION` without a failure: the floor's creep.
-#[derive(Serialize)]
-struct Creep {
-    iterations: usize,
-    baseline_first_bytes: u64,
-    baseline_last_bytes: u64,
-    baseline_bytes_per_iteration: f64,
-    peak_bytes_per_iteration: f64,
-    budget_bytes: Option<u64>,
+crate::evidence! {
+    /// The evidence of `APP_FRAGMENTATION` without a failure: the floor's creep.
+    struct Creep {
+        iterations: usize => "Iterations",
+        baseline_first_bytes: Bytes<u64> => "First baseline",
+        baseline_last_bytes: Bytes<u64> => "Last baseline",
+        baseline_bytes_per_iteration: BytesPerIteration => "Baseline growth",
+        peak_bytes_per_iteration: BytesPerIteration => "Peak growth",
+        budget_bytes: Option<Bytes<u64>> => "Budget",
+    }
 }
 
 #[cfg(test)]

@@ -1,143 +1,11 @@
-//! The one Xid catalogue: what each NVIDIA Xid code means, whose problem it is, how much it
-//! matters, the finding it gives and what to do. The verdict, `kiln health` and the HTML
-//! report all answer from this table, so a code can never be hardware in one and unknown
-//! in another.
+//! The rows of the Xid catalogue, one per code NVIDIA documents, each with the words, the
+//! weight, the finding and the first action its source gives.
 
-use crate::finding::{Class, Confidence, FindingCode, Severity};
-
-/// Where the rows come from.
-const REF: &str = "shared/REFERENCE.md §2";
-const NV: &str = "NVIDIA Xid catalog for Ampere and newer (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html)";
-const NV_OLD: &str =
-    "NVIDIA Xid error listing r555 (docs.nvidia.com/deploy/xid-errors), for GPUs before Ampere";
-
-/// What NVIDIA's Xid catalog says to do first about a code (its "Resolution Bucket
-/// (Immediate Action)"), for every code kiln knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resolution {
-    /// Restart the application (`RESTART_APP`).
-    RestartApp,
-    /// Reset the GPU (`RESET_GPU`).
-    ResetGpu,
-    /// Reboot the node (`RESTART_BM`).
-    RebootNode,
-    /// Check the mechanicals: seating, cables, power, cooling (`CHECK_MECHANICALS`).
-    CheckMechanicals,
-    /// Contact the vendor's support (`CONTACT_SUPPORT`).
-    ContactSupport,
-    /// Update the driver or firmware (`UPDATE_SWFW`).
-    UpdateSoftware,
-    /// Nothing at once (`IGNORE`): the code informs, or follows another.
-    Ignore,
-    /// Look at the Xid before it and follow that one (`WORKFLOW_XID_45`).
-    FollowEarlierXid,
-    /// Reset the GPU, then look at its row remapping (`WORKFLOW_XID_48`).
-    MemoryWorkflow,
-    /// Check the NVLink connection (bridge, baseboard, cables), reset, and decode the
-    /// error's fields where NVIDIA's catalog gives a table for them (`WORKFLOW_NVLINK_ERR`,
-    /// `WORKFLOW_NVLINK5_ERR`).
-    NvlinkWorkflow,
-    /// Do what the driver's recovery action says (`XID_154`).
-    RecoveryAction,
-    /// Restart the virtual machine the GPU is passed to (`RESTART_VM`).
-    RestartVm,
-    /// Check the unified-memory driver and its use (`CHECK_UVM`).
-    CheckUvm,
-}
-
-impl Resolution {
-    /// In words, as an instruction.
-    pub fn words(self) -> &'static str {
-        match self {
-            Resolution::RestartApp => "restart the application",
-            Resolution::ResetGpu => "reset the GPU",
-            Resolution::RebootNode => "reboot the node",
-            Resolution::CheckMechanicals => {
-                "check the mechanicals (seating, power cables, cooling)"
-            }
-            Resolution::ContactSupport => "contact the vendor's support",
-            Resolution::UpdateSoftware => "update the driver and firmware",
-            Resolution::Ignore => "no immediate action",
-            Resolution::FollowEarlierXid => "follow the Xid before it",
-            Resolution::MemoryWorkflow => "reset the GPU, then check its row remapping",
-            Resolution::NvlinkWorkflow => {
-                "check the NVLink connection, reset the GPU, and decode the error's fields"
-            }
-            Resolution::RecoveryAction => "do what the driver's recovery action asks",
-            Resolution::RestartVm => "restart the virtual machine",
-            Resolution::CheckUvm => "check the unified-memory driver (nvidia-uvm) and its use",
-        }
-    }
-
-    /// Whether it takes a GPU reset or more (a reboot): a code that comes back after that
-    /// has not been cured by it.
-    pub fn needs_reset(self) -> bool {
-        matches!(
-            self,
-            Resolution::ResetGpu
-                | Resolution::RebootNode
-                | Resolution::MemoryWorkflow
-                | Resolution::RestartVm
-        )
-    }
-}
-
-/// One Xid code.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct XidInfo {
-    /// The Xid number.
-    pub code: u32,
-    /// What it means, in a few words.
-    pub meaning: &'static str,
-    /// How much it matters.
-    pub severity: Severity,
-    /// How sure the code alone makes the class (a fall off the bus may be the platform's).
-    pub confidence: Confidence,
-    /// The finding it gives, whose class is the Xid's.
-    pub finding: FindingCode,
-    /// What to do, in kiln's words.
-    pub action: &'static str,
-    /// What NVIDIA's catalog says to do first.
-    pub resolution: Resolution,
-    /// Where the row comes from.
-    pub source: &'static str,
-}
-
-impl XidInfo {
-    /// Whose problem it usually is: its finding's class.
-    pub const fn class(&self) -> Class {
-        self.finding.class()
-    }
-}
-
-const APP: &str = "the card is likely fine: look at the workload or the driver; hardware only if it recurs on unrelated work";
-const MEMORY_RMA: &str = "RMA candidate: drain, reset the GPU, retest, and send this report";
-const FIRMWARE: &str = "update the driver; hardware only if it persists across drivers";
-const NVLINK: &str = "check the NVLink bridge or baseboard and reseat; RMA if it follows the card";
-const GPU_FAULT: &str = "reset the GPU and retest; RMA if it recurs after resets";
-const ENGINE: &str = "an engine the application used (copy, video, JPEG, optical flow) faulted on its work: restart it; hardware only if it recurs on unrelated work";
-const INFORMS: &str = "nothing to do: the driver informs";
-
-/// A row of the catalogue: the code, what it means, its judgement (severity, confidence,
-/// finding, kiln's action) and NVIDIA's first action. Its class is its finding's.
-const fn row(
-    code: u32,
-    meaning: &'static str,
-    (severity, confidence): (Severity, Confidence),
-    (finding, action): (FindingCode, &'static str),
-    (resolution, source): (Resolution, &'static str),
-) -> XidInfo {
-    XidInfo {
-        code,
-        meaning,
-        severity,
-        confidence,
-        finding,
-        action,
-        resolution,
-        source,
-    }
-}
+use super::{
+    APP, ENGINE, FIRMWARE, GPU_FAULT, INFORMS, MEMORY_RMA, NV, NV_OLD, NVLINK, Resolution, XidInfo,
+    row,
+};
+use crate::finding::{Confidence, FindingCode, Severity};
 
 use Confidence::{High, Medium};
 use Resolution as R;
@@ -145,8 +13,8 @@ use Severity::{Critical, Major, Minor, Note};
 
 /// Every Xid kiln judges, in code order: every code NVIDIA's catalog for Ampere and newer
 /// uses (those it marks unused left out, but for 57 and 58 of older cards). Classes follow
-/// REFERENCE.md §2 and the causes NVIDIA's listing names; the resolution is NVIDIA's
-/// catalog's first action.
+/// the cause columns of NVIDIA's Xid error listing (NV_OLD) and the causes its catalog
+/// names; the resolution is the catalog's first action (NV).
 pub const CATALOGUE: &[XidInfo] = &[
     row(
         8,
@@ -170,7 +38,7 @@ pub const CATALOGUE: &[XidInfo] = &[
         "graphics engine exception",
         (Major, Medium),
         (FindingCode::XidApplication, APP),
-        (R::RestartApp, REF),
+        (R::RestartApp, NV),
     ),
     row(
         25,
@@ -187,7 +55,7 @@ pub const CATALOGUE: &[XidInfo] = &[
         "GPU memory page fault (MMU fault)",
         (Major, Medium),
         (FindingCode::XidApplication, APP),
-        (R::RestartApp, REF),
+        (R::RestartApp, NV),
     ),
     row(
         32,
@@ -197,7 +65,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidDriver,
             "the driver, or DMA/PCIe corruption: check PCIe replays and AER, then the driver",
         ),
-        (R::RestartApp, REF),
+        (R::RestartApp, NV),
     ),
     row(
         37,
@@ -211,7 +79,7 @@ pub const CATALOGUE: &[XidInfo] = &[
         "driver firmware error",
         (Major, Medium),
         (FindingCode::XidFirmware, FIRMWARE),
-        (R::Ignore, REF),
+        (R::Ignore, NV),
     ),
     row(
         39,
@@ -242,7 +110,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidApplication,
             "usually a process that was stopped or killed: look at the Xid before it and at who ran",
         ),
-        (R::Ignore, REF),
+        (R::Ignore, NV),
     ),
     row(
         44,
@@ -259,7 +127,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidApplication,
             "usually the tail of another Xid or a killed process: look at the Xid before it",
         ),
-        (R::FollowEarlierXid, REF),
+        (R::FollowEarlierXid, NV),
     ),
     row(
         46,
@@ -276,7 +144,7 @@ pub const CATALOGUE: &[XidInfo] = &[
         "double-bit ECC error",
         (Critical, High),
         (FindingCode::XidMemoryHardware, MEMORY_RMA),
-        (R::MemoryWorkflow, REF),
+        (R::MemoryWorkflow, NV),
     ),
     row(
         54,
@@ -286,7 +154,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::AuxPowerMissing,
             "connect the card's power cables",
         ),
-        (R::CheckMechanicals, REF),
+        (R::CheckMechanicals, NV),
     ),
     row(
         57,
@@ -320,7 +188,7 @@ pub const CATALOGUE: &[XidInfo] = &[
         "internal micro-controller warning",
         (Minor, Medium),
         (FindingCode::XidFirmware, FIRMWARE),
-        (R::ContactSupport, REF),
+        (R::ContactSupport, NV_OLD),
     ),
     row(
         62,
@@ -330,7 +198,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidFirmware,
             "reset the GPU and update the driver; RMA if it recurs",
         ),
-        (R::ResetGpu, REF),
+        (R::ResetGpu, NV),
     ),
     row(
         63,
@@ -340,7 +208,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidRowRemap,
             "handled degradation: reset the GPU to apply the remap, then retest; RMA only if remaps fail (Xid 64) or keep growing",
         ),
-        (R::Ignore, REF),
+        (R::Ignore, NV),
     ),
     row(
         64,
@@ -350,7 +218,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidMemoryHardware,
             "RMA the card: its memory can no longer heal itself",
         ),
-        (R::ResetGpu, REF),
+        (R::ResetGpu, NV),
     ),
     row(
         66,
@@ -378,7 +246,7 @@ pub const CATALOGUE: &[XidInfo] = &[
         "graphics engine class error",
         (Major, Medium),
         (FindingCode::XidApplication, APP),
-        (R::RestartApp, REF),
+        (R::RestartApp, NV),
     ),
     row(
         70,
@@ -406,7 +274,7 @@ pub const CATALOGUE: &[XidInfo] = &[
         "NVLink error",
         (Major, Medium),
         (FindingCode::XidNvlink, NVLINK),
-        (R::NvlinkWorkflow, REF),
+        (R::NvlinkWorkflow, NV),
     ),
     row(
         75,
@@ -447,7 +315,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidFallenOffBus,
             "check slot, riser, PSU and temperature; RMA if it follows the card",
         ),
-        (R::RebootNode, REF),
+        (R::RebootNode, NV),
     ),
     row(
         80,
@@ -516,7 +384,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidEccRate,
             "an early warning: watch the corrected ECC count, rerun with the rma profile",
         ),
-        (R::Ignore, REF),
+        (R::Ignore, NV),
     ),
     row(
         93,
@@ -536,14 +404,14 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidMemoryHardware,
             "the GPU contained an uncorrectable error: reset, retest, and RMA if they recur",
         ),
-        (R::RestartApp, REF),
+        (R::RestartApp, NV),
     ),
     row(
         95,
         "uncontained ECC error",
         (Critical, High),
         (FindingCode::XidMemoryHardware, MEMORY_RMA),
-        (R::ResetGpu, REF),
+        (R::ResetGpu, NV),
     ),
     row(
         96,
@@ -637,7 +505,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidTimeout,
             "a long non-preemptible dispatch (the Linux face of a Vulkan device-lost hang): the driver or the workload, not the card",
         ),
-        (R::ResetGpu, REF),
+        (R::ResetGpu, NV),
     ),
     row(
         110,
@@ -651,14 +519,14 @@ pub const CATALOGUE: &[XidInfo] = &[
         "GSP RPC timeout",
         (Major, Medium),
         (FindingCode::XidFirmware, FIRMWARE),
-        (R::ResetGpu, REF),
+        (R::ResetGpu, NV),
     ),
     row(
         120,
         "GSP error",
         (Major, Medium),
         (FindingCode::XidFirmware, FIRMWARE),
-        (R::ResetGpu, REF),
+        (R::ResetGpu, NV),
     ),
     row(
         121,
@@ -766,7 +634,7 @@ pub const CATALOGUE: &[XidInfo] = &[
         "unrecovered ECC error",
         (Critical, High),
         (FindingCode::XidMemoryHardware, MEMORY_RMA),
-        (R::ResetGpu, REF),
+        (R::ResetGpu, NV),
     ),
     row(
         141,
@@ -870,7 +738,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidRecoveryAction,
             "do what the driver asks, then retest; the Xid before it says why",
         ),
-        (R::RecoveryAction, REF),
+        (R::RecoveryAction, NV),
     ),
     row(
         155,
@@ -1032,108 +900,3 @@ pub const CATALOGUE: &[XidInfo] = &[
         (R::MemoryWorkflow, NV),
     ),
 ];
-
-/// The row of `code`, if kiln knows it.
-pub fn lookup(code: u32) -> Option<&'static XidInfo> {
-    CATALOGUE.iter().find(|x| x.code == code)
-}
-
-/// The Xid code of a kernel-log event: its number, or 79 for the "fallen off the bus"
-/// line older drivers print without one.
-pub fn code_of(code: Option<u32>, message: &str) -> Option<u32> {
-    crate::telemetry::record::xid_code(code, message)
-}
-
-/// What Xid 154 asks for, read from its text (`... changed from 0x0 (None) to 0x1 (Reset
-/// Required)`), in words a person acts on.
-pub fn recovery_action(message: &str) -> Option<&'static str> {
-    let text = message.to_ascii_lowercase();
-    let asked = text.rsplit(" to ").next().unwrap_or(&text);
-    [
-        ("drain and reset", "drain the node, then reset the GPU"),
-        ("drain p2p", "drain peer-to-peer work from the GPU"),
-        ("reboot", "reboot the node"),
-        ("reset", "reset the GPU"),
-        ("none", "nothing more: the driver cleared the action"),
-    ]
-    .into_iter()
-    .find(|(needle, _)| asked.contains(needle))
-    .map(|(_, words)| words)
-}
-
-/// What NVML's GPU recovery action field (`NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`) asks for:
-/// None for 0 (no action) or an unknown value.
-pub fn recovery_action_of(value: f64) -> Option<&'static str> {
-    match value as u32 {
-        1 => Some("reset the GPU"),
-        2 => Some("reboot the node"),
-        3 => Some("drain peer-to-peer work from the GPU"),
-        4 => Some("drain the node, then reset the GPU"),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::finding::HealthFault;
-
-    #[test]
-    fn the_catalogue_is_in_code_order_each_code_once_with_a_source() {
-        for pair in CATALOGUE.windows(2) {
-            assert!(
-                pair[0].code < pair[1].code,
-                "{} then {}",
-                pair[0].code,
-                pair[1].code
-            );
-        }
-        for x in CATALOGUE {
-            assert!(!x.meaning.is_empty() && !x.action.is_empty() && !x.source.is_empty());
-            assert_eq!(x.finding.info().health, HealthFault::Xid, "{}", x.code);
-        }
-    }
-
-    #[test]
-    fn a_reset_or_more_is_what_escalation_counts() {
-        assert!(lookup(79).unwrap().resolution.needs_reset(), "a reboot");
-        assert!(lookup(48).unwrap().resolution.needs_reset());
-        assert!(
-            !lookup(13).unwrap().resolution.needs_reset(),
-            "a restart of the app"
-        );
-        assert!(!lookup(45).unwrap().resolution.needs_reset());
-        for x in CATALOGUE {
-            assert!(!x.resolution.words().is_empty());
-        }
-    }
-
-    #[test]
-    fn every_code_of_the_reference_is_known() {
-        // REFERENCE.md §2, every code in its table.
-        for code in [
-            13, 31, 43, 45, 69, 32, 38, 119, 120, 48, 94, 95, 140, 54, 61, 62, 63, 64, 74, 79, 92,
-            109, 154,
-        ] {
-            assert!(lookup(code).is_some(), "Xid {code} is not in the catalogue");
-        }
-        assert!(lookup(1).is_none());
-    }
-
-    #[test]
-    fn xid_154_says_what_to_do() {
-        let text = "GPU recovery action changed from 0x0 (None) to 0x1 (Reset Required)";
-        assert_eq!(recovery_action(text), Some("reset the GPU"));
-        assert_eq!(
-            recovery_action("GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)"),
-            Some("drain the node, then reset the GPU")
-        );
-        assert_eq!(
-            recovery_action("... to 0x2 (Node Reboot Required)"),
-            Some("reboot the node")
-        );
-        assert_eq!(recovery_action("something else"), None);
-        assert_eq!(recovery_action_of(1.0), Some("reset the GPU"));
-        assert_eq!(recovery_action_of(0.0), None);
-    }
-}
