@@ -14,14 +14,14 @@ pub mod vram;
 
 use std::path::{Path, PathBuf};
 
-pub use reader::{EventLog, read_events, read_jsonl, read_manifest};
+pub use reader::{EventLog, read_events, read_jsonl};
 pub use records::{
     AppFailure, DeviceErrorKind, EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA,
     WorkloadStatus,
 };
 pub use rundir::{
     EvidenceFile, Manifest, NotTested, RunDir, RunSettings, WatchSettings, default_run_dir,
-    hostname, parse_utc_timestamp, utc_timestamp,
+    hostname, parse_utc_timestamp, read_manifest, utc_timestamp,
 };
 pub use writer::{
     DeviceEvents, EventSink, EventWriter, JsonlWriter, MemorySink, write_json_atomic,

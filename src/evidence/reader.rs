@@ -2,8 +2,7 @@
 
 use std::path::Path;
 
-use super::records::{EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA};
-use super::rundir::Manifest;
+use super::records::{EVENTS_SCHEMA, Event, EventRecord};
 use super::{EvidenceError, EvidenceResult};
 
 /// The events of a run, as far as they were written.
@@ -32,7 +31,7 @@ fn version_of(schema: &str, known: &str) -> Option<u64> {
 /// Checks a file's declared schema: the known one and its earlier versions pass (every
 /// earlier version is read, an older run directory judged as it was), a newer version is
 /// refused with a sentence saying so, anything else is not a kiln file.
-fn check_schema(path: &Path, schema: &str, known: &'static str) -> EvidenceResult<()> {
+pub(super) fn check_schema(path: &Path, schema: &str, known: &'static str) -> EvidenceResult<()> {
     let (found, ours) = (version_of(schema, known), version_of(known, known));
     match (found, ours) {
         (Some(found), Some(ours)) if found >= 1 && found <= ours => Ok(()),
@@ -47,23 +46,6 @@ fn check_schema(path: &Path, schema: &str, known: &'static str) -> EvidenceResul
             message: format!("schema {} is not {known}", crate::text::quote(schema)),
         })),
     }
-}
-
-/// Reads `manifest.json`, refusing a manifest of a newer kiln with a sentence that says so
-/// (before its fields are read, since a newer schema may have changed them).
-pub fn read_manifest(path: &Path) -> EvidenceResult<Manifest> {
-    let bytes = std::fs::read(path).map_err(|e| EvidenceError::io(path, e))?;
-    let corrupt = |e: serde_json::Error| {
-        EvidenceError::File(crate::fsutil::FileError::Corrupt {
-            path: path.to_owned(),
-            line: e.line(),
-            message: e.to_string(),
-        })
-    };
-    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(corrupt)?;
-    let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
-    check_schema(path, schema, MANIFEST_SCHEMA)?;
-    serde_json::from_value(value).map_err(corrupt)
 }
 
 /// Reads `events.jsonl`. A partial last line is tolerated and reported; a malformed
@@ -200,7 +182,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("manifest.json");
         std::fs::write(&path, r#"{"schema": "kiln.manifest/3", "renamed": true}"#).unwrap();
-        let err = read_manifest(&path).unwrap_err().to_string();
+        let err = super::super::read_manifest(&path).unwrap_err().to_string();
         assert!(err.contains("newer kiln (kiln.manifest/3)"), "{err}");
         assert!(err.contains("reads kiln.manifest/2"), "{err}");
     }

@@ -5,6 +5,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::reader::check_schema;
 use super::records::MANIFEST_SCHEMA;
 use super::writer::{EventWriter, write_json_atomic};
 use super::{EvidenceError, EvidenceResult};
@@ -416,6 +417,23 @@ pub fn parse_utc_timestamp(text: &str) -> Option<SystemTime> {
     u64::try_from(secs)
         .ok()
         .map(|s| UNIX_EPOCH + std::time::Duration::from_secs(s))
+}
+
+/// Reads `manifest.json`, refusing a manifest of a newer kiln with a sentence that says so
+/// (before its fields are read, since a newer schema may have changed them).
+pub fn read_manifest(path: &Path) -> EvidenceResult<Manifest> {
+    let bytes = std::fs::read(path).map_err(|e| EvidenceError::io(path, e))?;
+    let corrupt = |e: serde_json::Error| {
+        EvidenceError::File(crate::fsutil::FileError::Corrupt {
+            path: path.to_owned(),
+            line: e.line(),
+            message: e.to_string(),
+        })
+    };
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+    check_schema(path, schema, MANIFEST_SCHEMA)?;
+    serde_json::from_value(value).map_err(corrupt)
 }
 
 #[cfg(test)]

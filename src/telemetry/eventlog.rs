@@ -3,8 +3,8 @@
 //! the Xid in their text, and the PCIe errors WHEA logs. Pure text in, records out, so it
 //! is tested on any OS from recorded events (`tests/fixtures/eventlog/`).
 
-use super::kmsg::parse_xid;
 use super::record::{XidChannel, XidEvent};
+use super::xid_line::parse_xid;
 
 /// One event of the log, as far as kiln reads it.
 #[derive(Debug, Clone, PartialEq)]

@@ -21,6 +21,7 @@ pub mod signals;
 pub mod summary;
 pub mod sysfs;
 pub mod throttle;
+pub mod xid_line;
 
 use self::record::{Readings, TelemetryData};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use ash::vk;
 use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 
-use super::pipeline::{BINDINGS, PUSH_CONSTANT_BYTES, TEXEL_BINDING};
+use super::{BINDINGS, PUSH_CONSTANT_BYTES, TEXEL_BINDING};
 use crate::gpu::error::{GpuError, GpuResult};
 use crate::gpu::info::DeviceInfo;
 use crate::gpu::instance::Vulkan;

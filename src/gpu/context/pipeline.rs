@@ -5,16 +5,9 @@ use ash::vk;
 
 use super::device::DeviceContext;
 use super::memory::GpuBuffer;
+use super::{BINDINGS, TEXEL_BINDING};
 use crate::gpu::error::{GpuError, GpuResult};
 use crate::gpu::shaders::ShaderCode;
-
-/// Bytes of push constants every kiln pipeline may use (the Vulkan minimum).
-pub const PUSH_CONSTANT_BYTES: u32 = 128;
-/// Storage-buffer bindings in every kiln descriptor set.
-pub const BINDINGS: usize = 3;
-/// Binding at which the first buffer is also visible as a uniform texel buffer of
-/// `R32G32B32A32_UINT` texels (loads through it vectorise on some CPU drivers).
-pub const TEXEL_BINDING: u32 = 3;
 
 /// A compiled compute pipeline.
 #[derive(Debug, Clone, Copy)]

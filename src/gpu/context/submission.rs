@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 
 use ash::vk;
 
+use super::PUSH_CONSTANT_BYTES;
 use super::device::DeviceContext;
 use super::memory::GpuBuffer;
-use super::pipeline::{Binding, PUSH_CONSTANT_BYTES, Pipeline};
+use super::pipeline::{Binding, Pipeline};
 use crate::gpu::error::{GpuError, GpuResult};
 
 /// Time a submission took.
