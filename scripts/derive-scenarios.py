@@ -767,7 +767,7 @@ def product_cases():
                                   counters_at=rtx_counters))
 
     # VRAM streaming against a share of the spec sheet that streaming tools were measured to
-    # reach on GPUs (REFERENCE.md §5): a measured reference, so a shortfall is a call.
+    # reach on GPUs (DCGM's diag-skus.yaml; the memtest_vulkan Readme): a measured reference, so a shortfall is a call.
     rtx4080 = dict(name="NVIDIA GeForce RTX 4080", device_id=0x2704)
     rtx4080_identity = h200_identity(name="NVIDIA GeForce RTX 4080", serial="[N/A]",
                                      board_part_number="[N/A]", ecc_enabled="false",

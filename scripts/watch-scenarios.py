@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the `kiln watch` scenarios of the corpus (tests/scenarios/watch_*): applications
-watched on an H200 as they really fail (REFERENCE.md section 7), each a whole run directory
+watched on an H200 as they really fail (kiln's fingerprint rules, src/verdict/watch/rules/), each a whole run directory
 in the formats kiln writes: the manifest, the events (the application's start, its
 iterations, what its output said, its end), the telemetry (NVML samples with the
 per-process lists, counters, Xids) and, for Vulkan applications, the allocation trace.

@@ -111,7 +111,7 @@ impl Rate {
         match self {
             Rate::Vram => (
                 0.75,
-                "streaming tools reach 75-90% of the spec sheet's bandwidth (REFERENCE.md §5: H100 SXM 2.5 of 3.35 TB/s, the least of the four products measured)",
+                "streaming tools reach 76-81% of the spec sheet's bandwidth (DCGM's diag-skus.yaml: H100 2.54 of 3.35 TB/s, A100 80 GB 1.56 of 2.04; the memtest_vulkan Readme: RTX 3090 742-757 of 936 GB/s)",
                 Provenance::MeasuredShare,
             ),
             Rate::ComputeFp32 | Rate::ComputeInt32 => (
@@ -340,10 +340,9 @@ const NV_GA102: &str = "NVIDIA Ampere GA102 GPU architecture whitepaper v2, appe
 const NV_V100: &str = "NVIDIA Tesla V100 datasheet (437317-Volta-V100-DS-NV-US) and A100 whitepaper, table 1 (V100 column); limits from nvidia-smi -q (driver 410-418)";
 const AMD_MI300: &str = "AMD ROCm documentation, MI300 microarchitecture (rocm.docs.amd.com, conceptual/gpu-arch/mi300) and rocm-smi (750 W)";
 const AMD_CDNA2: &str = "AMD Instinct MI250 / MI250X / MI210 spec tables (amd.com, as printed by AnandTech 17326) and ROCm documentation, MI250 microarchitecture";
-const MEASURED_H200: &str = "REFERENCE.md §5: H200 device-to-device copy about 4.3 TB/s";
-const MEASURED_H100: &str = "REFERENCE.md §5: H100 SXM about 2.5 TB/s";
-const MEASURED_A100: &str = "REFERENCE.md §5: A100 80 GB about 1564 GB/s";
-const MEASURED_3090: &str = "REFERENCE.md §5: RTX 3090 memtest_vulkan 742-757 GB/s";
+const MEASURED_H100: &str = "DCGM's diag-skus.yaml (github.com/NVIDIA/DCGM): H100 80 GB HBM3 about 2.54 TB/s with dcgmproftester 1005; p2pBandwidthLatencyTest's local copy 2.47-2.51 TB/s (NVIDIA/nccl #1264)";
+const MEASURED_A100: &str = "DCGM's diag-skus.yaml (github.com/NVIDIA/DCGM): A100-SXM4-80GB about 1564 GB/s with dcgmproftester 1005";
+const MEASURED_3090: &str = "the memtest_vulkan Readme (github.com/GpuZelenograd/memtest_vulkan): an RTX 3090 at 742-757 GB/s written and read";
 
 /// A product row with nothing but its name filled, for the table below to complete.
 const BLANK: Product = Product {
@@ -409,7 +408,6 @@ pub const PRODUCTS: &[Product] = &[
         matrix_int8_tops: Some(1979.0),
         pcie: (5, 16),
         power_w: 700.0,
-        measured: &[(Rate::Vram, 4300.0, MEASURED_H200)],
         source: NV_H200,
         ..BLANK
     },
@@ -790,13 +788,20 @@ mod tests {
 
     #[test]
     fn a_reference_is_the_measurement_where_published_else_the_attainable_share() {
+        // A published measurement of the product (DCGM's for an H100 SXM).
+        let h100 = lookup("NVIDIA H100 80GB HBM3").unwrap();
+        let vram = h100.reference(Rate::Vram).unwrap();
+        assert_eq!((vram.value, vram.spec), (2500.0, 3350.0));
+        assert_eq!(vram.provenance, Provenance::Measured);
+        assert!(vram.source.contains("diag-skus"), "{}", vram.source);
+        // None published for an H200: its sheet times the share streaming tools reach.
         let h200 = lookup("NVIDIA H200").unwrap();
         let vram = h200.reference(Rate::Vram).unwrap();
-        assert_eq!((vram.value, vram.spec), (4300.0, 4800.0));
+        assert_eq!((vram.value, vram.spec), (4800.0 * 0.75, 4800.0));
+        assert_eq!(vram.provenance, Provenance::MeasuredShare);
         let fp32 = h200.reference(Rate::ComputeFp32).unwrap();
         assert_eq!(fp32.value, 67.0 * Rate::ComputeFp32.attainable().0);
         assert!(fp32.source.contains("spec sheet 67"), "{}", fp32.source);
-        assert_eq!(vram.provenance, Provenance::Measured);
         assert_eq!(fp32.provenance, Provenance::SpecShare);
         let l40s = lookup("NVIDIA L40S")
             .unwrap()

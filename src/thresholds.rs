@@ -75,22 +75,22 @@ thresholds! {
     throttle_share: f64 = 0.05, "kiln default: 5% of a phase's samples";
     /// HW slowdown within this many °C of the slowdown threshold points at cooling;
     /// further below, at power delivery.
-    thermal_margin_c: f64 = 5.0, "REFERENCE.md §4: HW slowdown near the slowdown threshold means cooling";
+    thermal_margin_c: f64 = 5.0, "NVML's clocks-event reasons: HW slowdown is heat or a power brake; kiln tells them apart by the slowdown threshold";
     /// A PCIe rate below this share of what healthy cards reach on the link in use, per
     /// generation and direction ([`PCIE_REACHED`]), is low (DCGM's 0.75 of what the product
     /// measures).
-    pcie_low_share: f64 = 0.75, "DCGM: 0.75 of what healthy cards measure, per generation and direction (REFERENCE.md §5)";
+    pcie_low_share: f64 = 0.75, "DCGM's 0.75-of-measured convention (diag-skus.yaml), applied by kiln per PCIe generation and direction";
     /// Corrected ECC errors per minute of a loaded phase from which the memory is degrading
     /// under load (a healthy card corrects none, or a handful a day).
     ecc_corrected_per_minute: f64 = 1000.0, "kiln default: a memory correcting a thousand errors a minute under load is degrading (Xid 92 is the driver's own word for a high rate); a healthy card corrects none or a handful a day";
     /// PCIe replays per minute per GT/s per lane allowed: ceil(1e-12 x GT/s x 60 x lanes)
     /// per minute.
-    replays_per_gts_lane_minute: f64 = 60e-12 * 1e9, "REFERENCE.md §4: replays above ceil(1e-12 x GT/s x 60 x lanes) per minute";
+    replays_per_gts_lane_minute: f64 = 60e-12 * 1e9, "the PCIe base specification's bit error rate of 1e-12: replays above ceil(1e-12 x GT/s x 60 x lanes) a minute (kiln's budget)";
     /// A rate below this share of the product's reference is low, one rule for every rate
     /// (DCGM sets its floors at 0.75 of what the product measures), and so is a clock a
     /// setting holds below this share of its maximum. `vram_floor_share` in older files.
     #[alias = "vram_floor_share"]
-    floor_share: f64 = 0.75, "REFERENCE.md §5: DCGM sets its floors at 0.75 of what a product measures; one share for every rate and for a clock a setting holds";
+    floor_share: f64 = 0.75, "DCGM's diag-skus.yaml: floors at 0.75 of what a product measures; kiln uses one share for every rate and for a clock a setting holds";
     /// A site's own VRAM floor in GB/s, measured on its cards; 0 uses the product's
     /// reference ([`crate::product`]) times `floor_share`.
     vram_floor_gbps: f64 = 0.0, "the site's own floor from its cards (0: the product's reference x floor_share)";
@@ -107,14 +107,14 @@ thresholds! {
     peer_slow_share: f64 = 0.10, "kiln default: 10% below the median of the same model's devices in the run";
     /// A watched application's baseline (its lowest memory between iterations) that
     /// climbs at least this much in all is a leak when the climb is steady.
-    leak_min_bytes: f64 = 16.0 * 1024.0 * 1024.0, "kiln default: 16 MiB of climb in all, so that allocator noise is never a leak (REFERENCE.md §7)";
+    leak_min_bytes: f64 = 16.0 * 1024.0 * 1024.0, "kiln default: 16 MiB of climb in all, so that allocator noise is never a leak";
     /// How well a straight line must fit the baselines (R²) for a leak.
-    leak_fit_r2: f64 = 0.8, "kiln default: a steady climb (REFERENCE.md §7: a steady amount per iteration)";
+    leak_fit_r2: f64 = 0.8, "kiln default: a steady climb, about the same amount every iteration";
     /// A peak at this share of the budget has reached it.
     budget_reached_share: f64 = 0.9, "kiln default: a peak within 10% of the budget reached it (drivers keep a reserve)";
     /// Another process growing by this share of the budget in the window before an
     /// application's failure took the memory it needed.
-    other_process_share: f64 = 0.05, "kiln default: another process taking 5% of the budget before a failure (REFERENCE.md §7)";
+    other_process_share: f64 = 0.05, "kiln default: another process taking 5% of the budget before a failure";
     /// How far before an application's failure another process's growth counts, seconds.
     other_process_window_s: f64 = 60.0, "kiln default: growth in the minute before a failure";
 }
@@ -175,7 +175,7 @@ pub struct Behind {
 }
 
 /// What healthy cards reach on a PCIe link of each generation, per direction, as a share of
-/// the link's theory (REFERENCE.md §5): generation, host-to-device, device-to-host, source.
+/// the link's theory (public measurements, each named): generation, host-to-device, device-to-host, source.
 /// An H100's host-to-device copies reach only about 56% of Gen5 x16: one share for both
 /// directions would call every healthy Hopper slow.
 pub const PCIE_REACHED: &[(u32, f64, f64, &str)] = &[
@@ -183,19 +183,19 @@ pub const PCIE_REACHED: &[(u32, f64, f64, &str)] = &[
         3,
         0.76,
         0.76,
-        "REFERENCE.md §5: Gen3 x16 about 12-13 of 15.75 GB/s",
+        "Microway, PCIe Gen3 x16 typical 12.1 GB/s; P100 bandwidthTest 12.2 and 12.9 GB/s (gearshifft #82) of 15.75",
     ),
     (
         4,
         0.76,
         0.83,
-        "REFERENCE.md §5: RTX 4090 H2D 24-26 and D2H 26-27, A100 H2D 25 of 31.5 GB/s",
+        "nvbandwidth #15: RTX 4090 H2D 24-26 and D2H 26-27 GB/s; #42: A100 H2D 25 of 31.5 GB/s",
     ),
     (
         5,
         0.56,
         0.84,
-        "REFERENCE.md §5: H100 H2D 35 and D2H 53 of 63 GB/s",
+        "nvbandwidth #24: H100 H2D 35 and D2H 53 of 63 GB/s (SM copies)",
     ),
 ];
 

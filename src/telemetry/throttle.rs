@@ -6,8 +6,8 @@
 use super::reading::{Reading, Readings};
 use super::signals::{THROTTLE_REASONS, THROTTLE_REASONS_MASK};
 
-/// A reason the clocks are held below their maximum (REFERENCE.md §1, and NVML's newest
-/// header's clocks-event reasons).
+/// A reason the clocks are held below their maximum (NVML API Reference,
+/// "NvmlClocksEventReasons", and its newest header's clocks-event reasons).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ThrottleReason {
     /// Nothing to do: clocks at rest.

@@ -44,7 +44,7 @@ pub(super) struct XidHistory {
 }
 
 /// Resets after which an Xid that needs one is the hardware's: it came back twice after
-/// the cure its own catalogue row prescribes (gpud's policy, REFERENCE.md §6).
+/// the cure its own catalogue row prescribes (after gpud's Xid reboot threshold of 2, leptonai/gpud's `xid/threshold.go`).
 pub(super) const RESETS_BEFORE_INSPECTION: u32 = 2;
 
 /// How long an Xid's history is kept after it last came.

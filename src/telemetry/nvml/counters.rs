@@ -12,7 +12,8 @@ use super::{NvmlSource, ffi, fields, num};
 use crate::telemetry::record::{Reading, Readings};
 use crate::telemetry::signals;
 
-/// Field ids without a wrapper method (REFERENCE.md §1).
+/// Field ids without a wrapper method (NVML API Reference, "Field Value Enums":
+/// `NVML_FI_DEV_MEMORY_TEMP` 82, `NVML_FI_DEV_REMAPPED_*` 142-145).
 const FIELD_REMAPPED_COR: u32 = 142;
 const FIELD_REMAPPED_UNC: u32 = 143;
 const FIELD_REMAP_PENDING: u32 = 144;

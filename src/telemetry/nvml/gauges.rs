@@ -16,7 +16,8 @@ use crate::telemetry::process::Process;
 use crate::telemetry::record::{Reading, Readings};
 use crate::telemetry::{signals, throttle};
 
-/// Field ids without a wrapper method (REFERENCE.md §1).
+/// Field ids without a wrapper method (NVML API Reference, "Field Value Enums":
+/// `NVML_FI_DEV_MEMORY_TEMP` 82, `NVML_FI_DEV_REMAPPED_*` 142-145).
 const FIELD_MEMORY_TEMP: u32 = 82;
 
 /// The most NVML calls a tick makes for one GPU, its handle included (the test suite holds

@@ -18,7 +18,8 @@ pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
 
 /// Corrected errors per second on an NVLink from which they matter (DCGM's health watch:
 /// "CRC errors only matter at rates of 100+ per second"). A CRC error at one end and the
-/// replay of the same flit at the other are one fault seen twice (REFERENCE.md §5), so a
+/// replay of the same flit at the other are one fault seen twice (NVML counts the CRC errors a link
+/// received and the replays it sent), so a
 /// link's CRC errors and replays are counted together against it.
 const NVLINK_CORRECTED_PER_S: f64 = 100.0;
 
@@ -233,7 +234,7 @@ fn link_errors(l: u32, link: &Link) -> Finding {
             corrected_per_s: PerSecond(link.crc_per_s),
             budget_per_s: PerSecond(NVLINK_CORRECTED_PER_S),
             phases: &link.phases,
-            source: "REFERENCE.md §5: CRC errors and replays are corrected errors, judged together by rate (DCGM: they matter at 100 a second); a recovery or a link down is a failure",
+            source: "DCGM's health watch: NVLink CRC errors matter at 100 a second (DcgmGPUHardwareLimits.h); kiln counts the replays that correct them with them, by rate; a recovery or a link down is a failure",
         }),
         "check the NVLink bridge or baseboard and reseat; rerun, and RMA if the errors follow the card",
     );

@@ -104,7 +104,7 @@ fn aer(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
 /// PCIe rates against what healthy cards reach on the link the transfers ran on.
 pub(super) fn bandwidth(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) {
     // Rates against the link the transfers actually ran on, per direction, against what
-    // healthy cards reach on it (REFERENCE.md §5); a probe cut short measured too little,
+    // healthy cards reach on it ([`PCIE_REACHED`]'s public measurements); a probe cut short measured too little,
     // and transfers that never left the device (no staging memory outside VRAM) measured
     // no bus at all.
     let Some((theory, generation)) = p
@@ -154,7 +154,8 @@ pub(super) fn bandwidth(p: &PcieReport, t: &Thresholds, out: &mut Vec<Finding>) 
 
 /// A link below its maximum: its width at any time (a GPU keeps its lanes at idle, so
 /// fewer is a slot, riser or contact), its generation only while the GPU is busy (links
-/// drop their generation at idle by design; REFERENCE.md §4). Where sysfs gives the slot's
+/// drop their generation at idle by design: nvidia-smi's "may be reduced when the GPU is not
+/// in use"). Where sysfs gives the slot's
 /// own maxima, the two are kept apart: a link at the slot's maximum but below the card's is
 /// the slot limiting the card (`PCIE_SLOT_LIMITS`, a note), one below both is degraded. Once
 /// per device and kind, from the first phase that shows it (`said` keeps what was given).

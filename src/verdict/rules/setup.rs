@@ -1,5 +1,6 @@
 //! The installation, as the driver and the vendor's source saw it at the start
-//! (REFERENCE.md §4): a driver not loaded or at odds with its libraries (software); and a
+//! (NVML's return codes `NVML_ERROR_DRIVER_NOT_LOADED` and `NVML_ERROR_LIB_RM_VERSION_MISMATCH`;
+//! DCGM Diagnostics, "Deployment and Software Issues"): a driver not loaded or at odds with its libraries (software); and a
 //! device whose telemetry could not be read at all.
 
 use crate::finding::{Confidence, Finding, FindingCode, Severity, evidence, finding};
@@ -47,7 +48,8 @@ pub fn telemetry_rule(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> 
 }
 
 /// The installation, as the driver and the vendor's source saw it at the start
-/// (REFERENCE.md §4): a driver not loaded or at odds with its libraries (software), and
+/// (NVML's return codes `NVML_ERROR_DRIVER_NOT_LOADED` and
+/// `NVML_ERROR_LIB_RM_VERSION_MISMATCH`; DCGM Diagnostics, "Deployment and Software Issues"): a driver not loaded or at odds with its libraries (software), and
 /// other processes on the GPU (the environment: they take memory and time from the test).
 fn setup(device: &DeviceEvidence, out: &mut Vec<Finding>) {
     let s = &device.setup;

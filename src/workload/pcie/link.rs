@@ -56,7 +56,8 @@ pub fn sample_during<T>(
 }
 
 /// The upstream port's maximum link (generation, width): the bridge the card hangs from,
-/// whose `max_link_speed` is what the slot can do (REFERENCE.md, PCIe).
+/// whose `max_link_speed` (its Link Capabilities, as Linux's sysfs gives them) is what the
+/// slot can do.
 pub(super) fn upstream_max(device_dir: &std::path::Path) -> (Option<u32>, Option<u32>) {
     let Some(bridge) = std::fs::canonicalize(device_dir)
         .ok()
@@ -112,7 +113,8 @@ pub fn link_under_load(
     }
 }
 
-/// Records a link below its maximum under load (REFERENCE.md §4). Rates against the
+/// Records a link below its maximum under load (DCGM's PCIe plugin flags downtraining; links
+/// drop their generation at idle by design). Rates against the
 /// link's theory are the verdict's to judge, with the site's thresholds.
 pub(super) fn judge_link(report: &mut PcieReport) {
     let Some(link) = &report.link else {

@@ -14,7 +14,8 @@ use crate::verdict::evidence::DeviceEvidence;
 use crate::verdict::watch::view::{AppView, Failure};
 use crate::verdict::watch::words::{Kind, Said};
 
-/// Over the limit (REFERENCE.md §7): a peak reaches the budget and the application fails
+/// Over the limit (the step's own need; PyTorch's "CUDA semantics" says what its message
+/// counts): a peak reaches the budget and the application fails
 /// for memory while its baseline is flat.
 pub(super) fn over_the_limit(v: &AppView, failure: &Failure, t: &Thresholds) -> Finding {
     let t_ms = failure.t_ms();
@@ -159,7 +160,8 @@ fn over_the_limit_finding(
     )
 }
 
-/// Fragmentation or an allocation limit (REFERENCE.md §7): an allocation refused while
+/// Fragmentation or an allocation limit (PyTorch's "CUDA semantics" on
+/// `expandable_segments`; Vulkan's `maxMemoryAllocationCount` for `vkAllocateMemory`): an allocation refused while
 /// more than it asked for was free, or refused for the count of allocations.
 pub(super) fn fragmented(v: &AppView, failure: &Failure) -> Option<Finding> {
     let Failure::Memory {
@@ -257,7 +259,7 @@ fn cached_in_pieces(v: &AppView, failure: &Failure, words: &Said) -> Option<Find
     ))
 }
 
-/// Another process (REFERENCE.md §7): another process's memory rose in the window before
+/// Another process (the driver's per-process figures, NVML's running processes): another process's memory rose in the window before
 /// the failure by a share of the budget.
 pub(super) fn other_process(v: &AppView, failure: &Failure, t: &Thresholds) -> Option<Finding> {
     let t_ms = failure.t_ms();
@@ -340,7 +342,7 @@ pub(super) fn other_process(v: &AppView, failure: &Failure, t: &Thresholds) -> O
     ))
 }
 
-/// An Xid that goes with a lost device (REFERENCE.md §2, §7), by the catalogue: an
+/// An Xid that goes with a lost device (NVIDIA's Xid catalog), by the catalogue: an
 /// application's fault (an engine exception, an MMU fault, a channel stopped) or a
 /// timeout; Some(true) for a timeout.
 fn loss_xid(code: Option<u32>, message: &str) -> Option<bool> {
@@ -352,7 +354,8 @@ fn loss_xid(code: Option<u32>, message: &str) -> Option<bool> {
     }
 }
 
-/// A driver timeout (REFERENCE.md §7): the device lost with the memory flat, with the
+/// A driver timeout (Xid 8 and 109 in NVIDIA's Xid catalog; Windows' TDR, whose `TdrDelay` is
+/// 2 s by default, Microsoft Learn): the device lost with the memory flat, with the
 /// Xids that go with it and whose they were.
 pub(super) fn driver_timeout(
     v: &AppView,

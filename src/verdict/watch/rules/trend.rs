@@ -199,7 +199,8 @@ impl Trend {
     }
 }
 
-/// A leak (REFERENCE.md §7): the baseline climbs a steady amount per iteration.
+/// A leak (what PyTorch's FAQ calls accumulating history across the training loop): the
+/// baseline climbs a steady amount per iteration.
 pub(super) fn leak(v: &AppView, tr: &Trend, t: &Thresholds) -> Finding {
     let per_minute = bytes((tr.slope * 60_000.0 / tr.iteration_ms).max(0.0) as u64);
     let over = duration(tr.n as f64 * tr.iteration_ms / 1e3);
