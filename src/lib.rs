@@ -2,11 +2,14 @@
 //! verified workloads, keep the evidence, and say whether the card is healthy.
 //!
 //! Data flows one way: `gpu`, `inventory` and `select` (discovery) -> `workload` and
-//! `telemetry` (run by `cmd::run`) -> `evidence` (the run directory) -> `verdict` (findings, the
-//! result model, the exit code) -> `report` (report.json, summary, HTML, JUnit, metrics); the commands over all
-//! of it in `cmd`.
-//! No module imports one above it (`tests/architecture.rs`); ARCHITECTURE.md says where
-//! each concern lives.
+//! `telemetry` (run by `cmd::run`) -> `evidence` (what a run writes as it happens) ->
+//! `rundir` (the run directory read whole) -> `verdict` (the events folded into each
+//! device's evidence, the rules, one resolution, the result, the report built once) ->
+//! `report` (report.json, summary, HTML, JUnit, metrics); the commands over all of it in
+//! `cmd`. Pure data sits below it all: `exit_code`, `thresholds`, `finding`, `product`.
+//! No module imports one above it, nor two modules each other at any depth
+//! (`tests/it/architecture.rs`); ARCHITECTURE.md says where each concern lives, and how to
+//! add a workload, a finding code, a rule, a report field, a signal and a source.
 
 #![warn(missing_docs)]
 // Unsafe code lives in `gpu` alone (the Vulkan calls), each block with its SAFETY note.
