@@ -73,9 +73,11 @@ struct Case {
     phase: &'static str,
     /// The run's workloads and their sizes.
     args: &'static [&'static str],
-    /// The event text that opens the phase.
-    opens: &'static str,
-    /// How long after it opens the signal goes.
+    /// The event texts that open the phase, each of which the run must have written before
+    /// the signal goes: the condition the case means, not a time.
+    opens: &'static [&'static str],
+    /// How long after it opens the signal goes, where no event marks the moment meant (a
+    /// round of the allocator torture, of PCIe's sustained traffic).
     after: Duration,
     delivery: Delivery,
     /// The workloads the signal must leave stopped early: incomplete, or not run where it
@@ -92,7 +94,9 @@ fn interrupt(case: &Case) {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     let mut child = start(&run_dir, case.args);
-    wait_for_event_text(&run_dir, case.opens);
+    for text in case.opens {
+        wait_for_event_text(&run_dir, text);
+    }
     std::thread::sleep(case.after);
     case.delivery.send(&child);
     let (code, took) = common::wait_with_limit(&mut child, Duration::from_secs(40));
@@ -174,7 +178,7 @@ fn a_signal_in_any_phase_of_the_vram_test_leaves_it_stopped_early() {
     interrupt(&Case {
         phase: "a vram sweep",
         args: VRAM_SWEEPS,
-        opens: "\"kind\":\"step\"",
+        opens: &["\"kind\":\"step\""],
         after: Duration::ZERO,
         delivery: Delivery::CtrlC,
         cut: &["vram"],
@@ -189,7 +193,7 @@ fn a_signal_in_any_phase_of_the_vram_test_leaves_it_stopped_early() {
     interrupt(&Case {
         phase: "a vram sweep after memory was verified once",
         args: VRAM_SWEEPS,
-        opens: "\"op\":\"verify\"",
+        opens: &["\"op\":\"verify\""],
         after: Duration::ZERO,
         delivery: Delivery::TermToKiln,
         cut: &["vram"],
@@ -216,8 +220,9 @@ fn a_signal_in_any_phase_of_the_vram_test_leaves_it_stopped_early() {
             "--retention-delay",
             "50s",
         ],
-        opens: "\"op\":\"write\"",
-        after: Duration::from_millis(500),
+        // The write's step written: the idle follows at once.
+        opens: &["\"op\":\"write\""],
+        after: Duration::ZERO,
         delivery: Delivery::TermToKiln,
         cut: &["vram"],
         landed: |_, log| {
@@ -232,14 +237,15 @@ fn a_signal_in_any_phase_of_the_vram_test_leaves_it_stopped_early() {
 
 #[test]
 fn a_signal_during_compute_or_matrix_rounds_leaves_them_stopped_early() {
+    // A stretch of rounds measured (its rates) means rounds ran.
     for (name, opens) in [
         (
             "compute",
-            "\"kind\":\"workload_start\",\"workload\":\"compute\"",
+            &["\"kind\":\"workload_start\",\"workload\":\"compute\"", "\"kind\":\"rates\""],
         ),
         (
             "matrix",
-            "\"kind\":\"workload_start\",\"workload\":\"matrix\"",
+            &["\"kind\":\"workload_start\",\"workload\":\"matrix\"", "\"kind\":\"rates\""],
         ),
     ] {
         let args: &'static [&'static str] = if name == "compute" {
@@ -251,7 +257,7 @@ fn a_signal_during_compute_or_matrix_rounds_leaves_them_stopped_early() {
             phase: name,
             args,
             opens,
-            after: Duration::from_millis(1500),
+            after: Duration::ZERO,
             delivery: if name == "compute" {
                 Delivery::TermToKiln
             } else {
@@ -282,7 +288,7 @@ fn a_signal_in_the_pcie_sweep_or_its_sustained_phase_leaves_it_stopped_early() {
     interrupt(&Case {
         phase: "the PCIe size sweep",
         args: &["--workloads", "pcie", "--pcie-max-bytes", "256MiB"],
-        opens: "\"kind\":\"workload_start\",\"workload\":\"pcie\"",
+        opens: &["\"kind\":\"workload_start\",\"workload\":\"pcie\""],
         after: Duration::ZERO,
         delivery: Delivery::CtrlC,
         cut: &["pcie"],
@@ -297,7 +303,7 @@ fn a_signal_in_the_pcie_sweep_or_its_sustained_phase_leaves_it_stopped_early() {
     interrupt(&Case {
         phase: "PCIe's sustained traffic",
         args: &["--workloads", "pcie", "--pcie-max-bytes", "1MiB"],
-        opens: "\"kind\":\"workload_start\",\"workload\":\"pcie\"",
+        opens: &["\"kind\":\"workload_start\",\"workload\":\"pcie\""],
         after: Duration::from_secs(3),
         delivery: Delivery::TermToKiln,
         cut: &["pcie"],
@@ -315,7 +321,7 @@ fn a_signal_during_the_allocator_torture_or_heat_leaves_them_stopped_early() {
     interrupt(&Case {
         phase: "the allocator torture",
         args: &["--workloads", "fragment"],
-        opens: "\"kind\":\"workload_start\",\"workload\":\"fragment\"",
+        opens: &["\"kind\":\"workload_start\",\"workload\":\"fragment\""],
         after: Duration::from_millis(1500),
         delivery: Delivery::CtrlC,
         cut: &["fragment"],
@@ -327,8 +333,15 @@ fn a_signal_during_the_allocator_torture_or_heat_leaves_them_stopped_early() {
     interrupt(&Case {
         phase: "heat (vram and compute at once)",
         args: &["--workloads", "heat", "--vram-bytes", "64MiB"],
-        opens: "\"kind\":\"workload_start\",\"workload\":\"compute\"",
-        after: Duration::from_millis(1500),
+        // Both parts at work: the compute part's rounds measured, the VRAM part's sweeps
+        // begun.
+        opens: &[
+            "\"kind\":\"workload_start\",\"workload\":\"compute\"",
+            "\"kind\":\"workload_start\",\"workload\":\"vram\"",
+            "\"kind\":\"step\",\"workload\":\"vram\"",
+            "\"kind\":\"rates\"",
+        ],
+        after: Duration::ZERO,
         delivery: Delivery::TermToKiln,
         cut: &["vram", "compute"],
         landed: |report, _| {
@@ -361,7 +374,7 @@ fn a_signal_between_workloads_or_in_the_preflight_never_passes() {
             "--pcie-max-bytes",
             "1MiB",
         ],
-        opens: "\"kind\":\"workload_end\",\"workload\":\"vram\"",
+        opens: &["\"kind\":\"workload_end\",\"workload\":\"vram\""],
         after: Duration::ZERO,
         delivery: Delivery::TermToKiln,
         cut: &[],
@@ -381,7 +394,7 @@ fn a_signal_between_workloads_or_in_the_preflight_never_passes() {
     interrupt(&Case {
         phase: "the preflight",
         args: &["--workloads", "compute"],
-        opens: "\"kind\":\"header\"",
+        opens: &["\"kind\":\"header\""],
         after: Duration::ZERO,
         delivery: Delivery::CtrlC,
         cut: &[],
