@@ -39,6 +39,10 @@ struct Expected {
     /// Words the device's reason must hold: the finding that decided it.
     #[serde(default)]
     reason: Option<String>,
+    /// A watch's diagnosis of its application (`leak`, `healthy`), where the scenario holds
+    /// one to it.
+    #[serde(default)]
+    diagnosis: Option<String>,
 }
 
 fn corpus() -> PathBuf {
@@ -123,6 +127,18 @@ fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
                 expected.about
             )),
         );
+    }
+    if let Some(diagnosis) = &expected.diagnosis {
+        let said = report["application"]["diagnosis"].as_str().unwrap_or("none");
+        if said != diagnosis {
+            return (
+                code,
+                Some(format!(
+                    "{name} ({}): the application's diagnosis should be `{diagnosis}`, got `{said}`",
+                    expected.about
+                )),
+            );
+        }
     }
     if got == want {
         (code, None)
