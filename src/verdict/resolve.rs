@@ -32,6 +32,8 @@ pub enum Cause {
     /// A "could not test" finding of weight (evidence missing, an interrupted run, a
     /// watch that saw none of the application's memory).
     CouldNotTest,
+    /// A watched application's finding of why it lost its device.
+    TheLoss,
 }
 
 /// Which findings are a row's symptom.
@@ -44,6 +46,8 @@ pub enum Symptom {
     ErrorsAt(Clock),
     /// A watched application's finding of why it lost its device.
     OfTheLoss,
+    /// A finding of any of these codes.
+    AnyOf(&'static [FindingCode]),
     /// A watched application's trouble, whatever it was: what a cause of the card's is
     /// said for, as the application's cause.
     TheApplication,
@@ -195,6 +199,21 @@ pub const TABLE: &[Row] = &[
         why: "a loss is called a timeout or a neighbour's doing by what the memory did, which was not seen",
     },
     Row {
+        cause: Cause::TheLoss,
+        relation: Relation::Explains {
+            class: Class::Info,
+            severity: Some(Severity::Note),
+            said: ": the same loss of the application's device, weighed once ({cause})",
+            action: "follow {cause}",
+        },
+        symptom: Symptom::AnyOf(&[
+            FindingCode::XidApplication,
+            FindingCode::XidTimeout,
+            FindingCode::DriverTimeoutReset,
+        ]),
+        why: "the Xid or the OS's reset that came with a watched application's lost device is that loss, which its own finding weighs and says once, with one thing to do",
+    },
+    Row {
         cause: Cause::Application,
         relation: Relation::Absorbs,
         symptom: Symptom::Code(FindingCode::AppExit),
@@ -245,6 +264,7 @@ impl Cause {
             Cause::Environment => f.class == Class::Environment,
             Cause::Application => f.code.info().application && f.code != FindingCode::AppNotJudged,
             Cause::CouldNotTest => f.class == Class::CouldNotTest && f.severity <= Severity::Major,
+            Cause::TheLoss => f.facts.of_a_loss,
         }
     }
 }
@@ -258,6 +278,7 @@ impl Symptom {
                 f.class == Class::Hardware && f.code.info().overclocked == Some(clock)
             }
             Symptom::OfTheLoss => f.facts.of_a_loss,
+            Symptom::AnyOf(codes) => codes.contains(&f.code),
             Symptom::TheApplication => f.code.info().application,
         }
     }
@@ -456,5 +477,97 @@ mod tests {
         a.sort();
         b.sort();
         assert_eq!(a, b);
+    }
+
+    /// The findings of a watched device, resolved.
+    fn resolve_watched(findings: Vec<Finding>, failed: Option<&str>) -> Vec<Finding> {
+        resolve(
+            findings,
+            &Context {
+                watch: Some(Watched {
+                    failed: failed.map(str::to_owned),
+                }),
+            },
+        )
+    }
+
+    #[test]
+    fn in_a_watch_the_card_s_fault_is_the_application_s_cause_and_explains_its_failure() {
+        let off_bus = bare(FindingCode::XidFallenOffBus, Severity::Critical);
+        let mut lost = bare(FindingCode::AppDriverTimeout, Severity::Major);
+        lost.facts.of_a_loss = true;
+        let exit = bare(FindingCode::AppExit, Severity::Major);
+        let resolved = resolve_watched(
+            vec![off_bus.clone(), lost.clone(), exit.clone()],
+            Some("21.1 s into the watch (vkQueueSubmit: the device was lost)"),
+        );
+        assert_eq!(
+            codes(&resolved),
+            [
+                ("XID_FALLEN_OFF_BUS", Class::Hardware),
+                ("APP_CARD_FAULT", Class::Hardware)
+            ],
+            "the card's fault absorbs the loss and the error it caused"
+        );
+        assert_eq!(
+            resolved[1].summary,
+            "the card: XID_FALLEN_OFF_BUS; the application failed 21.1 s into the watch (vkQueueSubmit: the device was lost)"
+        );
+        assert_eq!(
+            resolved[1].evidence.json()["findings"][0],
+            "XID_FALLEN_OFF_BUS"
+        );
+        // The near misses: a test, not a watch, says no application's cause; a minor
+        // hardware finding is no cause of weight.
+        assert_eq!(
+            codes(&resolve_alone(vec![off_bus.clone()])),
+            [("XID_FALLEN_OFF_BUS", Class::Hardware)]
+        );
+        let minor = bare(FindingCode::VramTransientError, Severity::Minor);
+        let resolved = resolve_watched(vec![minor, lost.clone()], None);
+        assert!(
+            resolved.iter().all(|f| f.code != FindingCode::AppCardFault),
+            "{:?}",
+            codes(&resolved)
+        );
+        assert!(
+            resolved
+                .iter()
+                .any(|f| f.code == FindingCode::AppDriverTimeout)
+        );
+    }
+
+    #[test]
+    fn a_watched_loss_is_said_once_and_what_was_unseen_yields_to_a_cause() {
+        // The Xid that came with the loss is that loss: a note pointing at the one
+        // finding that weighs it, with one thing to do.
+        let xid = bare(FindingCode::XidApplication, Severity::Major);
+        let mut lost = bare(FindingCode::AppDriverTimeout, Severity::Major);
+        lost.facts.of_a_loss = true;
+        let resolved = resolve_watched(vec![xid.clone(), lost], None);
+        assert_eq!(
+            (resolved[0].class, resolved[0].severity),
+            (Class::Info, Severity::Note)
+        );
+        assert_eq!(resolved[0].action, "follow APP_DRIVER_TIMEOUT");
+        // The near miss: an Xid with no loss of the application's stands.
+        let alone = resolve_watched(vec![xid], None);
+        assert_eq!(alone[0].class, Class::Software);
+        // A cause found hides nothing: what went unseen yields to it; alone, it stands.
+        let unseen = bare(FindingCode::AppNotJudged, Severity::Major);
+        let leak = bare(FindingCode::AppMemoryLeak, Severity::Major);
+        assert_eq!(
+            codes(&resolve_watched(vec![leak, unseen.clone()], None)),
+            [("APP_MEMORY_LEAK", Class::Software)]
+        );
+        let interrupted = bare(FindingCode::RunInterrupted, Severity::Major);
+        assert_eq!(
+            codes(&resolve_watched(vec![interrupted, unseen.clone()], None)),
+            [("RUN_INTERRUPTED", Class::CouldNotTest)]
+        );
+        assert_eq!(
+            codes(&resolve_watched(vec![unseen], None)),
+            [("APP_NOT_JUDGED", Class::CouldNotTest)]
+        );
     }
 }

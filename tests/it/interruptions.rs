@@ -241,11 +241,17 @@ fn a_signal_during_compute_or_matrix_rounds_leaves_them_stopped_early() {
     for (name, opens) in [
         (
             "compute",
-            &["\"kind\":\"workload_start\",\"workload\":\"compute\"", "\"kind\":\"rates\""],
+            &[
+                "\"kind\":\"workload_start\",\"workload\":\"compute\"",
+                "\"kind\":\"rates\"",
+            ],
         ),
         (
             "matrix",
-            &["\"kind\":\"workload_start\",\"workload\":\"matrix\"", "\"kind\":\"rates\""],
+            &[
+                "\"kind\":\"workload_start\",\"workload\":\"matrix\"",
+                "\"kind\":\"rates\"",
+            ],
         ),
     ] {
         let args: &'static [&'static str] = if name == "compute" {

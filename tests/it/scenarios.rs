@@ -129,7 +129,9 @@ fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
         );
     }
     if let Some(diagnosis) = &expected.diagnosis {
-        let said = report["application"]["diagnosis"].as_str().unwrap_or("none");
+        let said = report["application"]["diagnosis"]
+            .as_str()
+            .unwrap_or("none");
         if said != diagnosis {
             return (
                 code,

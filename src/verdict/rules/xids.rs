@@ -47,7 +47,7 @@ crate::evidence! {
 pub fn judge(device: &DeviceEvidence, _t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     for p in &device.telemetry {
-        xids(p, &device.setup.kiln_pids, &mut out);
+        xids(p, &device.setup, &mut out);
     }
     out
 }
@@ -59,7 +59,9 @@ const XID_OTHER_PROCESS: FindingCode = FindingCode::XidOtherProcess;
 /// The Xids of a phase, judged from the one catalogue ([`super::xid`]): one finding per
 /// finding code, naming every code and count behind it, at the most serious row's class
 /// and severity. Xid 154's recovery action, read from its text, is the action.
-fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
+fn xids(p: &PhaseTelemetry, setup: &crate::verdict::Setup, out: &mut Vec<Finding>) {
+    // The run's own processes: kiln's workers, or in a watch the watched application's.
+    let kiln_pids = &setup.kiln_pids;
     let mut groups: Vec<(
         FindingCode,
         Vec<(&XidInfo, &crate::telemetry::record::XidEvent)>,
@@ -164,7 +166,12 @@ fn xids(p: &PhaseTelemetry, kiln_pids: &[u32], out: &mut Vec<Finding>) {
             (class, severity, confidence) = (Class::Info, Severity::Note, Confidence::High);
             action = "nothing against this card: the other process's owner should look at it (a tenant on the GPU during the test is its own finding)".into();
         } else if worst.finding == FindingCode::XidApplication && !pids(true).is_empty() {
-            phase = format!("in kiln's own worker ({}) {phase}", pids(true).join(", "));
+            let whose = if setup.watching {
+                "the watched application's process"
+            } else {
+                "kiln's own worker"
+            };
+            phase = format!("in {whose} ({}) {phase}", pids(true).join(", "));
         }
         // Every way the faults reached kiln, each fault counted once however many there were.
         let mut seen_by: Vec<XidChannel> = members.iter().flat_map(|(_, e)| e.channels()).collect();
