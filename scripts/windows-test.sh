@@ -35,7 +35,9 @@ for tool in x86_64-w64-mingw32-gcc wine Xvfb; do
 done
 out="target/windows/$target/debug"
 $build_only || echo "== kiln.exe (cross-built for $target) under Wine on lavapipe"
-CARGO_TARGET_DIR=target/windows cargo build --target "$target" -p kiln
+# No debug info in kiln.exe (a panic still names its file and line): the build runs beside
+# the tests on CI's two cores, and debug info is a fifth of its time.
+CARGO_TARGET_DIR=target/windows CARGO_PROFILE_DEV_DEBUG=false cargo build --target "$target" -p kiln
 x86_64-w64-mingw32-gcc -shared -O2 -o "$out/bcryptprimitives.dll" tests/wine/bcryptprimitives.c -ladvapi32
 export WINEPREFIX="$PWD/target/wine-prefix" WINEDEBUG=-all
 # A display of our own for Wine's Vulkan.
