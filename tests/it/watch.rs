@@ -811,7 +811,7 @@ fn a_damaged_trace_is_said_with_its_file_never_judged_as_no_trace() {
         dir.path(),
         &plain(),
         &["--iteration", "^step"],
-        &["leak", "10", "80", "8"],
+        &["leak", "10", "250", "8"],
     );
     assert_eq!(code, 3, "{stderr}");
     let run = dir.path().join("run");
