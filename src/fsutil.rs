@@ -1,5 +1,6 @@
 //! File-system helpers below every layer that reads or writes files: the one atomic
-//! write, and the one JSON-lines reader.
+//! write, the one reader of a file a user or a run names (a regular file, never a FIFO or
+//! a device), and the one JSON-lines reader.
 
 use std::fs::File;
 use std::io::Write;
@@ -25,6 +26,16 @@ pub enum FileError {
         /// What is wrong.
         message: String,
     },
+    /// Where a file is expected, something else is: a FIFO, a device, a socket or a
+    /// directory. Never opened: a FIFO's open waits for a writer that may never come, and a
+    /// device such as `/dev/zero` never ends.
+    #[error("{}: {what}, not a file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What is there, in words (`a FIFO`).
+        what: &'static str,
+    },
     /// A complete line is not a record of the expected type.
     #[error("{}, line {line}: {message}", path.display())]
     Corrupt {
@@ -37,15 +48,52 @@ pub enum FileError {
     },
 }
 
+/// Checks that `path` names a regular file (through any symlinks), without opening it:
+/// a FIFO, a device, a socket or a directory is [`FileError::NotAFile`], a missing file or
+/// a symlink loop [`FileError::Io`] with what the system said.
+pub fn check_regular(path: &Path) -> Result<(), FileError> {
+    let meta = std::fs::metadata(path).map_err(|e| FileError::Io {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    if meta.is_file() {
+        return Ok(());
+    }
+    let what = if meta.is_dir() {
+        "a directory"
+    } else {
+        crate::platform::files::special_kind(&meta.file_type())
+    };
+    Err(FileError::NotAFile {
+        path: path.to_owned(),
+        what,
+    })
+}
+
+/// Reads the regular file `path` whole ([`check_regular`] first), so that a path a user
+/// or a run directory gives can never block kiln or feed it without end.
+pub fn read_regular(path: &Path) -> Result<Vec<u8>, FileError> {
+    check_regular(path)?;
+    std::fs::read(path).map_err(|e| FileError::Io {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// As [`read_regular`], as text: bytes that are not UTF-8 are said so.
+pub fn read_regular_text(path: &Path) -> Result<String, FileError> {
+    String::from_utf8(read_regular(path)?).map_err(|_| FileError::NotKilns {
+        path: path.to_owned(),
+        message: "not text (it is not UTF-8)".into(),
+    })
+}
+
 /// Reads a JSON-lines file of `T`: every complete line must parse; a partial last line
 /// (a writer killed mid-record) is skipped and reported as the second value.
 pub fn read_jsonl<T: serde::de::DeserializeOwned>(
     path: &Path,
 ) -> Result<(Vec<T>, bool), FileError> {
-    let bytes = std::fs::read(path).map_err(|e| FileError::Io {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })?;
+    let bytes = read_regular(path)?;
     let truncated_tail = !bytes.is_empty() && !bytes.ends_with(b"\n");
     let complete = match bytes.iter().rposition(|&b| b == b'\n') {
         Some(end) => &bytes[..end],
@@ -127,6 +175,47 @@ mod tests {
         assert!(matches!(err, FileError::Corrupt { line: 2, .. }), "{err}");
         let missing = read_jsonl::<u32>(&dir.path().join("none.jsonl")).unwrap_err();
         assert!(matches!(missing, FileError::Io { .. }), "{missing}");
+    }
+
+    #[test]
+    fn only_a_regular_file_is_read_and_anything_else_is_named_unopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.toml");
+        std::fs::write(&file, "x = 1").unwrap();
+        assert_eq!(read_regular_text(&file).unwrap(), "x = 1");
+        let err = read_regular(dir.path()).unwrap_err();
+        assert!(
+            err.to_string().ends_with(": a directory, not a file"),
+            "{err}"
+        );
+        let missing = read_regular(&dir.path().join("none")).unwrap_err();
+        assert!(matches!(missing, FileError::Io { .. }), "{missing}");
+        #[cfg(unix)]
+        {
+            // A FIFO would block the open until a writer came: refused before it.
+            let fifo = dir.path().join("p.fifo");
+            let made = std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap();
+            assert!(made.success());
+            let err = read_regular(&fifo).unwrap_err();
+            assert!(err.to_string().ends_with(": a FIFO, not a file"), "{err}");
+            let zero = dir.path().join("zero");
+            std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+            let err = read_jsonl::<u32>(&zero).unwrap_err();
+            assert!(err.to_string().ends_with(": a device, not a file"), "{err}");
+            let looped = dir.path().join("loop");
+            std::os::unix::fs::symlink(&looped, &looped).unwrap();
+            let err = read_regular(&looped).unwrap_err();
+            assert!(err.to_string().contains("symbolic links"), "{err}");
+        }
+        std::fs::write(&file, [0xff, 0xfe]).unwrap();
+        let err = read_regular_text(&file).unwrap_err();
+        assert!(
+            err.to_string().ends_with("not text (it is not UTF-8)"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -415,12 +415,23 @@ pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
             },
         });
     }
-    let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|e| ProfileError {
-        file: name_or_path.to_owned(),
-        line: None,
-        key: None,
-        message: format!("cannot be read ({e})"),
-    })?;
+    // A regular file only: a FIFO given as a profile would block the open, signals and
+    // all, until a writer came.
+    let text =
+        crate::fsutil::read_regular_text(Path::new(name_or_path)).map_err(|e| ProfileError {
+            file: name_or_path.to_owned(),
+            line: None,
+            key: None,
+            message: match e {
+                crate::fsutil::FileError::NotAFile { what, .. } => {
+                    format!("is {what}, not a profile file")
+                }
+                crate::fsutil::FileError::Io { message, .. } => {
+                    format!("cannot be read ({message})")
+                }
+                other => format!("cannot be read ({other})"),
+            },
+        })?;
     parse(name_or_path, &text)
 }
 

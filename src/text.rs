@@ -6,11 +6,38 @@ pub fn quote(text: &str) -> String {
     const SHOWN: usize = 48;
     let count = text.chars().count();
     if count <= SHOWN {
-        format!("`{text}`")
+        format!("`{}`", printable(text))
     } else {
         let head: String = text.chars().take(SHOWN).collect();
-        format!("`{head}...` ({count} characters)")
+        format!("`{}...` ({count} characters)", printable(&head))
     }
+}
+
+/// `text` with every character that could act rather than show escaped: control
+/// characters (`\n` as `\\n`, an escape as `\\u{1b}`), the line and paragraph separators,
+/// and the bidirectional overrides that reorder what a terminal shows. A name read from
+/// evidence (a host, a GPU, a process, a serial, a message) goes through it before it is
+/// printed, so that it can never start a line of its own that a script would take for
+/// kiln's, nor drive the terminal.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if acts(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A count and its noun, the plural right: `1 round`, `2 rounds`, `3 mismatches`.

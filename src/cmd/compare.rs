@@ -107,11 +107,16 @@ pub struct Comparison {
     pub missing: Vec<String>,
     /// Devices of the later run the earlier did not have.
     pub added: Vec<String>,
+    /// The runs that did not go to their end (one still running, killed, or stopped by a
+    /// signal), each said with its directory: what they lack cannot be compared, so the
+    /// comparison is inconclusive, never "nothing worse".
+    pub unfinished: Vec<String>,
     /// How the two runs were asked for differently (profile, time budget, workloads and
     /// their settings): their rates are then not measured the same way.
     pub warnings: Vec<String>,
     /// 0 nothing worse; 1 new hardware findings or grown error counters; 2 new
-    /// environment findings; 3 new software findings; 4 a device is missing; 5 only a
+    /// environment findings; 3 new software findings; 4 a device is missing or a run
+    /// unfinished; 5 only a
     /// drift: a rate slower beyond the tolerance and the runs' own noise.
     pub exit_code: i32,
 }
@@ -334,8 +339,14 @@ pub fn compare_reports(
         }
         codes.into_iter().min()
     };
+    let unfinished: Vec<String> = [("earlier", a), ("later", b)]
+        .into_iter()
+        .filter_map(|(which, r)| {
+            unfinished(r).map(|why| format!("the {which} run, {}, {why}", r.run_dir))
+        })
+        .collect();
     let mut exit = devices.iter().filter_map(worse).min();
-    if !missing.is_empty() {
+    if !missing.is_empty() || !unfinished.is_empty() {
         exit = Some(exit.map_or(exit_code::INCONCLUSIVE, |e| e.min(exit_code::INCONCLUSIVE)));
     }
     Comparison {
@@ -345,8 +356,22 @@ pub fn compare_reports(
         devices,
         missing,
         added,
+        unfinished,
         warnings: Vec::new(),
         exit_code: exit.unwrap_or(exit_code::HEALTHY),
+    }
+}
+
+/// Why the run of report `r` did not go to its end, in words; None where it did.
+fn unfinished(r: &Report) -> Option<&'static str> {
+    if r.interrupted {
+        Some("was stopped by a signal: what it did not run cannot be compared")
+    } else if r.incomplete {
+        Some(
+            "did not finish (it is still running, or it was killed): its evidence stops part way, so what it lacks cannot be compared",
+        )
+    } else {
+        None
     }
 }
 
@@ -402,8 +427,19 @@ pub fn summary(c: &Comparison) -> String {
             let _ = writeln!(out, "  grew {}: {} -> {}", g.counter, g.before, g.after);
         }
         if d.new_findings.is_empty() && d.slower.is_empty() && d.counters_grown.is_empty() {
-            let _ = writeln!(out, "  nothing worse");
+            let _ = writeln!(
+                out,
+                "  {}",
+                if c.unfinished.is_empty() {
+                    "nothing worse"
+                } else {
+                    "nothing worse in what both runs hold (a run is unfinished)"
+                }
+            );
         }
+    }
+    for u in &c.unfinished {
+        let _ = writeln!(out, "unfinished: {u}");
     }
     for m in &c.missing {
         let _ = writeln!(out, "missing: {m} is not in the later run");
@@ -418,6 +454,10 @@ pub fn summary(c: &Comparison) -> String {
         match c.exit_code {
             exit_code::DRIFT => ": a drift, not a fault (no new finding, no error counter grew)",
             exit_code::HEALTHY => ": nothing worse",
+            exit_code::INCONCLUSIVE if !c.unfinished.is_empty() =>
+                ": inconclusive, a run is unfinished",
+            exit_code::INCONCLUSIVE if !c.missing.is_empty() =>
+                ": inconclusive, a device is missing",
             _ => "",
         }
     );

@@ -6,7 +6,7 @@ use super::records::{EVENTS_SCHEMA, Event, EventRecord};
 use super::{EvidenceError, EvidenceResult};
 
 /// The events of a run, as far as they were written.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct EventLog {
     /// Every complete, well-formed record.
     pub records: Vec<EventRecord>,

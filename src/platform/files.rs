@@ -11,6 +11,11 @@ pub fn replace(from: &Path, to: &Path) -> std::io::Result<()> {
     os::replace(from, to)
 }
 
+/// What a path that is neither a regular file nor a directory is, in words (`a FIFO`).
+pub fn special_kind(kind: &std::fs::FileType) -> &'static str {
+    os::special_kind(kind)
+}
+
 /// Makes a directory's entries durable (best effort: some file systems cannot).
 pub fn sync_dir(dir: Option<&Path>) {
     os::sync_dir(dir)
@@ -18,7 +23,20 @@ pub fn sync_dir(dir: Option<&Path>) {
 
 #[cfg(not(windows))]
 mod os {
+    use std::os::unix::fs::FileTypeExt;
     use std::path::Path;
+
+    pub fn special_kind(kind: &std::fs::FileType) -> &'static str {
+        if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "a special file"
+        }
+    }
 
     pub fn replace(from: &Path, to: &Path) -> std::io::Result<()> {
         std::fs::rename(from, to)
@@ -39,6 +57,11 @@ mod os {
 mod os {
     use std::path::Path;
     use std::time::{Duration, Instant};
+
+    /// A named pipe or a device: Windows' metadata tells no more.
+    pub fn special_kind(_kind: &std::fs::FileType) -> &'static str {
+        "a special file"
+    }
 
     use windows::Win32::Foundation::{
         ERROR_ACCESS_DENIED, ERROR_LOCK_VIOLATION, ERROR_SHARING_VIOLATION,

@@ -228,7 +228,7 @@ impl RunFold {
             })
             .collect();
         // Devices the manifest selected but the events never started: not tested.
-        let never_started = if run.missing.contains(&EvidenceFile::Events) {
+        let never_started = if run.lost(EvidenceFile::Events) {
             "not judged: the run's events are missing"
         } else if interrupted.is_some() {
             "not tested: a signal interrupted the run before this device's test started"

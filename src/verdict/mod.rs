@@ -268,7 +268,7 @@ fn findings(
         .map(|(slot, (d, peers))| {
             let mut found = rules::judge_with(with, d, t);
             found.extend(peers);
-            found.extend(evidence.missing.iter().map(|f| rules::evidence_missing(*f)));
+            found.extend(evidence.missing.iter().map(rules::evidence_missing));
             if let Some(i) = interrupted {
                 let running = i.running.get(&d.index).map_or(&[][..], Vec::as_slice);
                 found.push(if watch.is_some() {

@@ -756,6 +756,7 @@ fn evidence_the_run_wrote_that_is_missing_is_named_never_a_clean_pass() {
 
     // The telemetry deleted: not a pass with its checks quietly gone.
     let telemetry = std::fs::read(run_dir.join("telemetry.jsonl")).unwrap();
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
     std::fs::remove_file(run_dir.join("telemetry.jsonl")).unwrap();
     let report = expect_json(&verdict(&run_dir, &[]), 4);
     let device = &report["devices"][0];
@@ -793,7 +794,97 @@ fn evidence_the_run_wrote_that_is_missing_is_named_never_a_clean_pass() {
         .map(|f| f["evidence"]["file"].as_str().unwrap())
         .collect();
     assert_eq!(files, ["events.jsonl", "telemetry.jsonl"]);
-    std::fs::write(run_dir.join("telemetry.jsonl"), telemetry).unwrap();
+    std::fs::write(run_dir.join("telemetry.jsonl"), &telemetry).unwrap();
+
+    // What stands in a file's place is no evidence either: each said as what it is, never
+    // opened (a FIFO would hold the verdict for ever, /dev/zero feed it without end).
+    let fifo = |path: &Path| {
+        let _ = std::fs::remove_file(path);
+        assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+    };
+    let device_link = |path: &Path| {
+        let _ = std::fs::remove_file(path);
+        std::os::unix::fs::symlink("/dev/zero", path).unwrap();
+    };
+    let looped = |path: &Path| {
+        let _ = std::fs::remove_file(path);
+        std::os::unix::fs::symlink(path, path).unwrap();
+    };
+    let emptied = |path: &Path| std::fs::write(path, "").unwrap();
+    type StandIn<'a> = (&'a str, &'a dyn Fn(&Path), &'a str);
+    let stand_ins: [StandIn; 4] = [
+        ("a FIFO", &fifo, "is a FIFO"),
+        ("/dev/zero", &device_link, "is a device"),
+        ("a symlink loop", &looped, "symbolic links"),
+        ("emptied", &emptied, "is empty"),
+    ];
+    for file in ["telemetry.jsonl", "events.jsonl"] {
+        for (name, make, said) in &stand_ins {
+            // Written anew, never through what stood there (a FIFO would hold the write).
+            for (f, text) in [
+                ("events.jsonl", events.as_bytes()),
+                ("telemetry.jsonl", &telemetry),
+            ] {
+                let _ = std::fs::remove_file(run_dir.join(f));
+                std::fs::write(run_dir.join(f), text).unwrap();
+            }
+            make(&run_dir.join(file));
+            let mut child = common::kiln()
+                .args(["verdict", "--json"])
+                .arg(&run_dir)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let (code, _) = common::wait_with_limit(&mut child, Duration::from_secs(60));
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut text).unwrap();
+            assert_eq!(code, Some(4), "{file} as {name}: {text}");
+            let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let lost = findings_of(&report, "EVIDENCE_MISSING");
+            assert_eq!(lost.len(), 1, "{file} as {name}: {report}");
+            assert_eq!(lost[0]["evidence"]["file"], file);
+            let summary = lost[0]["summary"].as_str().unwrap();
+            assert!(
+                summary.starts_with(file) && summary.contains(said),
+                "{file} as {name}: {summary}"
+            );
+        }
+    }
+    std::fs::remove_file(run_dir.join("events.jsonl")).unwrap();
+    std::fs::write(run_dir.join("events.jsonl"), &events).unwrap();
+    expect_json(&verdict(&run_dir, &[]), 0);
+
+    // A run that did not finish (still running, or killed) compared with a whole one is
+    // inconclusive, never "nothing worse".
+    let lines: Vec<&str> = events.lines().collect();
+    let cut = tempfile::tempdir().unwrap();
+    for f in ["manifest.json", "telemetry.jsonl"] {
+        std::fs::copy(run_dir.join(f), cut.path().join(f)).unwrap();
+    }
+    std::fs::write(
+        cut.path().join("events.jsonl"),
+        lines[..lines.len() / 2].join("\n") + "\n",
+    )
+    .unwrap();
+    let out = common::kiln()
+        .arg("compare")
+        .arg(&run_dir)
+        .arg(cut.path())
+        .output()
+        .unwrap();
+    let said = common::stdout(&out);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(said.contains("unfinished: the later run"), "{said}");
+    assert!(said.contains("inconclusive, a run is unfinished"), "{said}");
+    assert!(!said.contains(": nothing worse"), "{said}");
+    let out = common::kiln()
+        .arg("compare")
+        .arg(&run_dir)
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::stdout(&out));
 
     // A run without telemetry writes none and lists none: nothing is missing.
     let dir = tempfile::tempdir().unwrap();

@@ -114,16 +114,62 @@ fn a_fault_stays_open_until_it_is_cleared_and_is_not_counted_twice() {
     assert!(cleared["cleared_utc"].as_str().unwrap().ends_with('Z'));
     let (code, _, _) = health(&args);
     assert_eq!(code, 0, "the Xid was reported once: its position is kept");
-    // A damaged state file is said and replaced, never a crash.
+    // A damaged state file is kept aside, never overwritten, and its loss is an open
+    // fault that keeps the node failing until a person clears it.
     std::fs::write(state, "{ half a state").unwrap();
     let (code, _, all) = health(&args);
     assert_eq!(code, 1, "afresh, the Xid counts again");
     assert!(
-        all.contains("unreadable") && all.contains("starting afresh"),
+        all.contains("was damaged") && all.contains("kept as state.json.damaged-"),
         "{all}"
+    );
+    let aside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("state.json.damaged-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(
+        std::fs::read_to_string(&aside[0]).unwrap(),
+        "{ half a state"
+    );
+    let (code, _, all) = health(&args);
+    assert_eq!(code, 1, "{all}");
+    let lost = all.lines().find(|l| l.contains("[KILN-NOT-004]"));
+    assert!(
+        lost.is_some_and(|l| l.contains("open since") && l.contains("state.json.damaged-")),
+        "the lost state stays open beside the Xid: {all}"
+    );
+    let (code, _, all) = health(&[&args[..], &["--clear", "KILN-XID-079"]].concat());
+    assert_eq!(
+        code, 4,
+        "the lost state alone, until a person clears it too: {all}"
     );
     let (code, _, _) = health(&[&args[..], &["--clear", "all"]].concat());
     assert_eq!(code, 0, "and the state is whole again");
+    // A state path that is no file is refused before anything is read or written; a FIFO
+    // would otherwise hold the check until it was killed.
+    let fifo = dir.path().join("state.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut child = kiln()
+        .args(["health", "--telemetry-replay", &recording, "--state"])
+        .arg(&fifo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, _) = common::wait_with_limit(&mut child, Duration::from_secs(30));
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
+    assert_eq!(code, Some(64), "{said}");
+    assert!(said.trim().ends_with("a FIFO, not a state file"), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
     // Clearing needs the state file it clears in, and a code or `all`.
     let out = kiln()
         .args(["health", "--telemetry-replay", &recording, "--clear", "all"])

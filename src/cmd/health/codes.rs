@@ -23,6 +23,9 @@ pub(super) const NO_GPU: HealthCode = HealthCode::new(HealthKind::Not, 1);
 pub(super) const NOT_READ: HealthCode = HealthCode::new(HealthKind::Not, 2);
 /// `--gpus` given, but no GPU's NVML index could be read.
 pub(super) const NO_INDEX: HealthCode = HealthCode::new(HealthKind::Not, 3);
+/// The state file was damaged: the open faults it held may be lost, so the node fails until
+/// a person has looked at them and clears this.
+pub(super) const STATE_DAMAGED: HealthCode = HealthCode::new(HealthKind::Not, 4);
 /// The NVIDIA kernel driver is not loaded: the catalogue's code for its finding.
 pub(super) const DRIVER_NOT_LOADED: HealthCode = fixed(FindingCode::DriverNotLoaded);
 /// NVML and the kernel driver differ in version.
@@ -75,6 +78,7 @@ mod tests {
             NO_GPU,
             NOT_READ,
             NO_INDEX,
+            STATE_DAMAGED,
             DRIVER_NOT_LOADED,
             DRIVER_MISMATCH,
         ]
@@ -93,6 +97,7 @@ mod tests {
                 "KILN-NOT-001",
                 "KILN-NOT-002",
                 "KILN-NOT-003",
+                "KILN-NOT-004",
                 "KILN-DRV-001",
                 "KILN-DRV-002",
             ]

@@ -214,7 +214,7 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
     let gpus = check.scope(read::gpus(opened.gpus, &seen))?;
     let keys: Vec<String> = gpus.all.values().map(Gpu::key).collect();
     let (mut state, rebooted) =
-        state::load(opts.state.as_deref(), &keys, &system, &mut check.notes);
+        state::load(opts.state.as_deref(), &keys, &system, &mut check.notes)?;
     if let Some(code) = &opts.clear {
         state::clear(&mut state, code, opts, &gpus.scope_keys())?;
     }
@@ -685,6 +685,7 @@ impl Check<'_> {
                     key,
                     fault,
                     since_utc: now_utc.to_owned(),
+                    by_hand: false,
                 });
             }
         }

@@ -37,9 +37,12 @@ impl Run {
 /// run directory at all), an error naming the file where its report cannot be read.
 fn read_run(dir: &Path) -> Result<Option<Run>, String> {
     let path = dir.join("report.json");
-    let Ok(bytes) = std::fs::read(&path) else {
+    if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
-    };
+    }
+    // A regular file only: a FIFO in its place would hold the check for ever.
+    let bytes =
+        crate::fsutil::read_regular(&path).map_err(|e| format!("{e}: that run is left out"))?;
     let report: Report = serde_json::from_slice(&bytes).map_err(|e| {
         format!(
             "{} could not be read ({e}): that run is left out",

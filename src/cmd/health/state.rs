@@ -119,6 +119,10 @@ pub(super) struct OpenFault {
     pub(super) fault: Fault,
     /// When it was first seen (UTC).
     pub(super) since_utc: String,
+    /// Only a person clears it (`--clear`), never a passing run: a damaged state file's
+    /// lost faults are not cured by a test that passed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) by_hand: bool,
 }
 
 /// A cleared fault, for the record.
@@ -276,7 +280,7 @@ pub(super) fn clear_by_passing_runs(state: &mut State, runs: &[runs::Run], now: 
     };
     let (gone, kept): (Vec<OpenFault>, Vec<OpenFault>) = std::mem::take(&mut state.open)
         .into_iter()
-        .partition(|o| passed_after(o).is_some());
+        .partition(|o| !o.by_hand && passed_after(o).is_some());
     state.open = kept;
     for o in gone {
         let run = passed_after(&o).unwrap_or_default();
@@ -286,24 +290,51 @@ pub(super) fn clear_by_passing_runs(state: &mut State, runs: &[runs::Run], now: 
 
 /// The state in `path` (none: a fresh one), with an earlier kiln's layout moved to per-GPU
 /// state and, after a reboot, every kernel-log position from the start of the new boot's
-/// log. Returns it and whether the node rebooted since; an unreadable file is said in
-/// `notes` and started afresh.
+/// log. Returns it and whether the node rebooted since. A path that is not a regular file
+/// (a FIFO, a device) or cannot be read is refused: opening a FIFO would wait without end,
+/// and a state that cannot be read must not be written over. A damaged file is kept
+/// beside ([`set_aside`]) and its loss is an open fault only a person clears.
 pub(super) fn load(
     path: Option<&Path>,
     keys: &[String],
     system: &System,
     notes: &mut Vec<String>,
-) -> (State, bool) {
+) -> Result<(State, bool), HealthError> {
     let mut state = State::default();
     if let Some(path) = path
-        && let Ok(bytes) = std::fs::read(path)
+        && std::fs::symlink_metadata(path).is_ok()
     {
+        let bytes = crate::fsutil::read_regular(path).map_err(|e| {
+            HealthError(match e {
+                crate::fsutil::FileError::NotAFile { what, .. } => {
+                    format!("--state {}: {what}, not a state file", path.display())
+                }
+                other => format!("--state {other}: left as it is"),
+            })
+        })?;
         match serde_json::from_slice::<State>(&bytes) {
             Ok(s) => state = s,
-            Err(e) => notes.push(format!(
-                "state file {} unreadable ({e}): starting afresh",
-                path.display()
-            )),
+            Err(e) => {
+                let now = utc_timestamp(SystemTime::now());
+                let kept = set_aside(path, &now).map_err(|moved| {
+                    HealthError(format!(
+                        "the state file {} is damaged ({e}) and could not be kept aside ({moved}): it is left as it is; move it away by hand",
+                        path.display()
+                    ))
+                })?;
+                let fault = damaged_fault(&bytes, &kept);
+                notes.push(format!(
+                    "state file {} was damaged ({e}): kept as {}, and a fresh one started",
+                    path.display(),
+                    kept.display()
+                ));
+                state.open.push(OpenFault {
+                    key: NODE.into(),
+                    fault,
+                    since_utc: now,
+                    by_hand: true,
+                });
+            }
         }
     }
     state.migrate(keys);
@@ -316,7 +347,96 @@ pub(super) fn load(
         notes.push("a new boot since the last check: its kernel log read from the start".into());
     }
     state.boot_id = boot.or(state.boot_id.take());
-    (state, rebooted)
+    Ok((state, rebooted))
+}
+
+/// Moves a damaged state file aside, to `<name>.damaged-<UTC time>` beside it (never over
+/// another), and returns where it went.
+fn set_aside(path: &Path, now_utc: &str) -> std::io::Result<std::path::PathBuf> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let stamp: String = now_utc
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let mut kept = path.with_file_name(format!("{name}.damaged-{stamp}"));
+    let mut n = 1;
+    while std::fs::symlink_metadata(&kept).is_ok() {
+        n += 1;
+        kept = path.with_file_name(format!("{name}.damaged-{stamp}-{n}"));
+    }
+    std::fs::rename(path, &kept)?;
+    Ok(kept)
+}
+
+/// The open faults a damaged state file held, as far as its text can be read: each fault's
+/// code, its GPU's UUID where given, and the exit code it asked for. Read from the text,
+/// not the JSON, so that a file cut short still gives the faults before the cut.
+fn faults_held(bytes: &[u8]) -> Vec<(String, Option<String>, Option<i32>)> {
+    let text = String::from_utf8_lossy(bytes);
+    // The open faults come before the cleared ones, which name codes too.
+    let open = match text.find("\"open\"") {
+        Some(start) => {
+            let rest = &text[start..];
+            &rest[..rest.find("\"cleared\"").unwrap_or(rest.len())]
+        }
+        None => return Vec::new(),
+    };
+    let fault = regex::Regex::new(
+        r#"(?:"uuid"\s*:\s*"([^"]{1,80})"\s*,\s*)?"code"\s*:\s*"(KILN-[A-Z]{2,3}-[0-9]{3})"(?:\s*,\s*"exit_code"\s*:\s*([0-9]))?"#,
+    );
+    let Ok(fault) = fault else {
+        return Vec::new();
+    };
+    fault
+        .captures_iter(open)
+        .map(|c| {
+            (
+                c[2].to_owned(),
+                c.get(1).map(|u| u.as_str().to_owned()),
+                c.get(3).and_then(|x| x.as_str().parse().ok()),
+            )
+        })
+        .collect()
+}
+
+/// The fault a damaged state file leaves: what it held, as far as it can be read, and
+/// where it was kept. It asks for the most serious exit code among the faults it held (a
+/// lost hardware fault still fails the node as hardware), else "could not check".
+fn damaged_fault(bytes: &[u8], kept: &Path) -> Fault {
+    /// The most faults named in the message: the rest are counted.
+    const NAMED: usize = 4;
+    let held = faults_held(bytes);
+    let exit = held
+        .iter()
+        .filter_map(|(_, _, e)| *e)
+        .filter(|e| (1..=crate::exit_code::INCONCLUSIVE).contains(e))
+        .min()
+        .unwrap_or(crate::exit_code::INCONCLUSIVE);
+    let mut named: Vec<String> = held
+        .iter()
+        .take(NAMED)
+        .map(|(code, uuid, _)| match uuid {
+            Some(u) => format!("{code} ({})", crate::text::printable(u)),
+            None => code.clone(),
+        })
+        .collect();
+    if held.len() > NAMED {
+        named.push(format!("{} more", held.len() - NAMED));
+    }
+    let what = if held.is_empty() {
+        "no open fault could be read from it".to_owned()
+    } else {
+        format!("it held {}", named.join(", "))
+    };
+    Fault::node(
+        super::codes::STATE_DAMAGED,
+        exit,
+        format!(
+            "state file damaged, kept as {}: {what}; look, then --clear {}",
+            kept.file_name().unwrap_or_default().to_string_lossy(),
+            super::codes::STATE_DAMAGED
+        ),
+    )
 }
 
 /// Writes the state to `path`, keeping the latest clearings; a failure is said in `notes`
@@ -331,6 +451,164 @@ pub(super) fn save(state: &mut State, path: &Path, notes: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn no_machine(root: &Path) -> System {
+        System {
+            root: root.to_owned(),
+            env: BTreeMap::new(),
+            nvml: false,
+        }
+    }
+
+    /// A state holding two open faults, written as kiln writes it.
+    fn with_faults() -> Vec<u8> {
+        let fault = |code: &str, exit_code: i32, uuid: Option<&str>| OpenFault {
+            key: uuid.unwrap_or(NODE).to_owned(),
+            fault: Fault {
+                gpu: uuid.map(|_| 0),
+                uuid: uuid.map(str::to_owned),
+                code: HealthCode::parse(code).unwrap(),
+                exit_code,
+                message: "what it was".into(),
+                open_since: None,
+            },
+            since_utc: "2026-12-01T10:00:00Z".into(),
+            by_hand: false,
+        };
+        let state = State {
+            open: vec![
+                fault("KILN-RUN-002", 4, None),
+                fault("KILN-XID-079", 1, Some("GPU-4b494c4e-0001")),
+            ],
+            cleared: vec![Cleared {
+                key: NODE.into(),
+                code: HealthCode::parse("KILN-PCI-002").unwrap(),
+                message: "cleared long ago".into(),
+                since_utc: "2026-11-01T10:00:00Z".into(),
+                cleared_utc: "2026-11-02T10:00:00Z".into(),
+                by: "--clear by ops".into(),
+            }],
+            ..State::default()
+        };
+        serde_json::to_vec_pretty(&state).unwrap()
+    }
+
+    #[test]
+    fn a_damaged_state_is_kept_aside_and_its_faults_keep_the_node_failing_until_cleared_by_hand() {
+        let dir = tempfile::tempdir().unwrap();
+        let system = no_machine(dir.path());
+        let path = dir.path().join("health-state.json");
+        let whole = with_faults();
+        // Cut short mid-record, as a full disk or a crash leaves it.
+        std::fs::write(&path, &whole[..whole.len() * 3 / 4]).unwrap();
+        let mut notes = Vec::new();
+        let (mut state, _) = load(Some(&path), &[], &system, &mut notes).unwrap();
+        let kept: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("health-state.json.damaged-"))
+            .collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert!(
+            !path.exists(),
+            "moved, not copied: the fresh state takes its place"
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join(&kept[0])).unwrap(),
+            &whole[..whole.len() * 3 / 4],
+            "kept byte for byte"
+        );
+        assert!(notes.iter().any(|n| n.contains(&kept[0])), "{notes:?}");
+        assert_eq!(state.open.len(), 1);
+        let o = &state.open[0];
+        assert!(o.by_hand);
+        assert_eq!(o.fault.code, crate::cmd::health::codes::STATE_DAMAGED);
+        // The hardware fault it held still fails the node as hardware; the cleared one is
+        // not named as held.
+        assert_eq!(o.fault.exit_code, crate::exit_code::HARDWARE);
+        assert!(
+            o.fault.message.contains("KILN-RUN-002"),
+            "{}",
+            o.fault.message
+        );
+        assert!(
+            o.fault.message.contains("KILN-XID-079 (GPU-4b494c4e-0001)"),
+            "{}",
+            o.fault.message
+        );
+        assert!(
+            !o.fault.message.contains("KILN-PCI-002"),
+            "{}",
+            o.fault.message
+        );
+        // A passing run does not clear it; a person does.
+        let report = serde_json::json!({
+            "schema": "kiln.report/1", "tool_version": "0", "run_id": "r", "run_dir": "r",
+            "host": "h", "started_utc": "2099-01-01T00:00:00Z", "finished_utc": "",
+            "wall_s": 1.0, "result": "pass", "exit_code": 0, "notes": [], "devices": []
+        });
+        let run = runs::Run {
+            id: "r".into(),
+            started_utc: "2099-01-01T00:00:00Z".into(),
+            age: Duration::ZERO,
+            report: serde_json::from_value(report).unwrap(),
+        };
+        clear_by_passing_runs(&mut state, &[run], "2099-01-02T00:00:00Z");
+        assert_eq!(state.open.len(), 1, "a pass is no cure for lost faults");
+        // A second damaged file the same second is kept beside the first, never over it.
+        std::fs::write(&path, b"{").unwrap();
+        let (again, _) = load(Some(&path), &[], &system, &mut notes).unwrap();
+        assert_eq!(
+            again.open[0].fault.exit_code,
+            crate::exit_code::INCONCLUSIVE
+        );
+        assert!(
+            again.open[0]
+                .fault
+                .message
+                .contains("no open fault could be read"),
+            "{}",
+            again.open[0].fault.message
+        );
+        let kept_now = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .contains(".damaged-")
+            })
+            .count();
+        assert_eq!(kept_now, 2);
+    }
+
+    #[test]
+    fn a_whole_state_loads_as_it_was_and_a_path_that_is_no_file_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let system = no_machine(dir.path());
+        let path = dir.path().join("state.json");
+        std::fs::write(&path, with_faults()).unwrap();
+        let mut notes = Vec::new();
+        let (state, _) = load(Some(&path), &[], &system, &mut notes).unwrap();
+        assert_eq!(state.open.len(), 2);
+        assert!(state.open.iter().all(|o| !o.by_hand));
+        assert!(notes.is_empty(), "{notes:?}");
+        let (fresh, _) = load(
+            Some(&dir.path().join("none.json")),
+            &[],
+            &system,
+            &mut notes,
+        )
+        .unwrap();
+        assert!(fresh.open.is_empty());
+        let err = load(Some(dir.path()), &[], &system, &mut notes).unwrap_err();
+        assert!(
+            err.to_string().ends_with("a directory, not a state file"),
+            "{err}"
+        );
+        assert!(dir.path().is_dir());
+    }
 
     #[test]
     fn an_xid_a_reset_should_cure_is_the_hardware_s_after_two_resets() {

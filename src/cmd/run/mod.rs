@@ -107,19 +107,45 @@ pub fn signals_received() -> usize {
     SIGNALS.load(Ordering::SeqCst)
 }
 
+/// How long kiln may take to end after a second signal (the run's own answer: its workers
+/// killed, the interrupted verdict and its reports written) before it ends at once: a
+/// wait that never looks at the signals (a driver that does not answer, a file system that
+/// hangs) must not make kiln deaf to them.
+const SECOND_SIGNAL_PATIENCE: Duration = Duration::from_secs(10);
+
 /// Counts SIGINT, SIGTERM and SIGHUP from now on, instead of dying of them: installed first
 /// thing in a run (by `kiln run` before it reads its profile, and by [`run`] for any other
 /// caller), so that a signal at any moment (choosing the devices, the preflight) ends in an
-/// interrupted verdict and its reports. Installing it again changes nothing.
+/// interrupted verdict and its reports. Every wait is bounded all the same: after a second
+/// signal kiln ends within [`SECOND_SIGNAL_PATIENCE`] whatever it is waiting on, and at a
+/// third at once. Installing it again changes nothing.
 pub fn catch_signals() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
         // One handler per process; one that cannot be installed leaves the default
-        // action, which ends the run with no report, as before any run.
+        // action, which ends the run with no report, as before any run. The handler runs
+        // on a thread of its own, so it can end the process while the main thread waits.
         let _ = ctrlc::set_handler(|| {
-            SIGNALS.fetch_add(1, Ordering::SeqCst);
+            let n = SIGNALS.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == 2 {
+                std::thread::spawn(|| {
+                    std::thread::sleep(SECOND_SIGNAL_PATIENCE);
+                    end_now(&format!(
+                        "a second signal went unanswered for {} s: ended at once (`kiln verdict` rebuilds the report from the run directory, if one was made)",
+                        SECOND_SIGNAL_PATIENCE.as_secs()
+                    ));
+                });
+            } else if n >= 3 {
+                end_now("a third signal: ended at once (`kiln verdict` rebuilds the report from the run directory, if one was made)");
+            }
         });
     });
+}
+
+/// Ends kiln now, saying why, as an interrupted run ends (inconclusive).
+fn end_now(why: &str) {
+    eprintln!("kiln: {why}");
+    std::process::exit(crate::exit_code::INCONCLUSIVE);
 }
 
 /// What the run records when a signal came before any workload started.

@@ -22,6 +22,8 @@ crate::evidence! {
     /// The evidence of `EVIDENCE_MISSING`.
     struct Missing {
         file: &'static str => "File",
+        /// What is in its place.
+        found: String => "Found",
     }
 }
 
@@ -68,20 +70,24 @@ pub fn gpu_not_visible(
     )
 }
 
-/// The finding of an evidence file the run wrote that is not in its directory: what
-/// rests on it could not be judged, so the device cannot pass on what is left.
-pub fn evidence_missing(file: crate::evidence::EvidenceFile) -> Finding {
+/// The finding of an evidence file the run wrote that holds no evidence now (gone,
+/// something else in its place, unreadable, emptied): what rests on it could not be
+/// judged, so the device cannot pass on what is left.
+pub fn evidence_missing(lost: &crate::rundir::LostEvidence) -> Finding {
+    let file = lost.file;
     finding(
         FindingCode::EvidenceMissing,
         Severity::Major,
         Confidence::High,
         format!(
-            "{} is missing from the run directory, though the run wrote it: {}",
+            "{} {}, though the run wrote it: {}",
             file.file_name(),
+            lost.said(),
             file.judges()
         ),
         evidence(&Missing {
             file: file.file_name(),
+            found: lost.found(),
         }),
         "judge the run directory as the run left it (copy every file, keep none out), or run the test again",
     )
