@@ -422,7 +422,7 @@ pub fn parse_utc_timestamp(text: &str) -> Option<SystemTime> {
 /// Reads `manifest.json`, refusing a manifest of a newer kiln with a sentence that says so
 /// (before its fields are read, since a newer schema may have changed them).
 pub fn read_manifest(path: &Path) -> EvidenceResult<Manifest> {
-    let bytes = std::fs::read(path).map_err(|e| EvidenceError::io(path, e))?;
+    let bytes = crate::fsutil::read_regular(path)?;
     let corrupt = |e: serde_json::Error| {
         EvidenceError::File(crate::fsutil::FileError::Corrupt {
             path: path.to_owned(),

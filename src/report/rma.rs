@@ -54,7 +54,9 @@ pub fn bundle(run_dir: &Path, out: Option<&Path>) -> std::io::Result<PathBuf> {
         let mut sums = String::new();
         for file in FILES {
             let source = run_dir.join(file);
-            let Ok(bytes) = std::fs::read(&source) else {
+            // What is not a regular file is no evidence (the verdict said it missing),
+            // and a FIFO would hold the bundle for ever.
+            let Ok(bytes) = crate::fsutil::read_regular(&source) else {
                 continue;
             };
             sums.push_str(&format!("{}  {file}\n", sha256_hex(&bytes)));
@@ -69,6 +71,9 @@ pub fn bundle(run_dir: &Path, out: Option<&Path>) -> std::io::Result<PathBuf> {
 /// Whether the file at `path` is a bundle of the run `name`: a tar whose first entry lies
 /// in the run's folder.
 fn is_bundle_of(path: &Path, name: &str) -> bool {
+    if crate::fsutil::check_regular(path).is_err() {
+        return false;
+    }
     let Ok(file) = std::fs::File::open(path) else {
         return false;
     };
