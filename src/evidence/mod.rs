@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 pub use reader::{EventLog, read_events, read_jsonl};
 pub use records::{
-    AppFailure, DeviceErrorKind, EVENTS_SCHEMA, Event, EventRecord, MANIFEST_SCHEMA, REPORT_SCHEMA,
-    WorkloadStatus,
+    AppFailure, DeviceErrorKind, EVENTS_SCHEMA, Event, EventRecord, Killed, MANIFEST_SCHEMA,
+    REPORT_SCHEMA, WorkloadStatus,
 };
 pub use rundir::{
     EvidenceFile, Manifest, NotTested, RunDir, RunSettings, WatchSettings, default_run_dir,

@@ -216,6 +216,9 @@ pub enum Event {
         exit_code: Option<i32>,
         /// The signal that ended it, when one did.
         signal: Option<i32>,
+        /// Processes of it that did not stop when kiln asked them to, and that kiln killed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        killed: Option<Killed>,
     },
     /// The run ended.
     RunEnd {
@@ -224,6 +227,21 @@ pub enum Event {
         /// The overall result in one word.
         result: String,
     },
+}
+
+/// Processes of an application `kiln watch` started that were asked to stop (SIGTERM, when
+/// a signal interrupted the watch) and had not stopped when kiln's grace ran out, or when a
+/// second signal came first: kiln killed them (SIGKILL; `TerminateProcess` on Windows).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Killed {
+    /// How long the request to stop had gone unheeded when kiln killed them, ms.
+    pub unheeded_ms: f64,
+    /// A second signal ended the wait before the grace ran out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_second_signal: bool,
+    /// The processes killed: the application's first among them when it had not stopped,
+    /// else only what it left running.
+    pub pids: Vec<u32>,
 }
 
 /// What a line of a watched application's output says went wrong.

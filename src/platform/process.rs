@@ -1,9 +1,10 @@
 //! Processes of the machine as kiln needs them: whether one is alive, its children, its
-//! name, how it ended, asking it to stop, finding a program, and tying kiln's workers to
-//! kiln so that none outlives it. Linux reads `/proc` (under a root that tests point at a
-//! fixture tree) and signals with `kill(2)`; Windows takes a Toolhelp snapshot of the
-//! process table, ends a process with `TerminateProcess` (it has no signal to ask with),
-//! and puts workers in a Job object that ends them when kiln ends.
+//! name, how it ended, asking it to stop and killing it, finding a program, and tying
+//! kiln's workers to kiln so that none outlives it. Linux reads `/proc` (under a root that
+//! tests point at a fixture tree) and signals with `kill(2)`; Windows takes a Toolhelp
+//! snapshot of the process table, ends a process with `TerminateProcess` (it has no signal
+//! to ask with, so asking and killing are one), and puts workers in a Job object that ends
+//! them when kiln ends.
 
 use std::path::Path;
 
@@ -64,6 +65,12 @@ pub fn libraries(proc_root: &Path, pid: u32) -> Option<Vec<String>> {
 /// Asks the process to stop (SIGTERM on Linux); false when it could not be asked.
 pub fn ask_to_stop(pid: u32) -> bool {
     os::terminate(pid)
+}
+
+/// Kills the process, which cannot refuse (SIGKILL on Linux, `TerminateProcess` on
+/// Windows); false when it could not be killed (gone already, or not kiln's to kill).
+pub fn kill(pid: u32) -> bool {
+    os::kill(pid)
 }
 
 /// Ties a worker kiln started to kiln: where the OS would let it outlive a kiln that died
@@ -149,6 +156,16 @@ mod os {
     }
 
     pub fn terminate(pid: u32) -> bool {
+        signal(pid, libc::SIGTERM)
+    }
+
+    pub fn kill(pid: u32) -> bool {
+        signal(pid, libc::SIGKILL)
+    }
+
+    /// Sends `signal` to the one process `pid`: never to a group (a pid of 0, or one that
+    /// reads as negative), which kill(2) would take it for.
+    fn signal(pid: u32, signal: libc::c_int) -> bool {
         let Ok(pid) = libc::pid_t::try_from(pid) else {
             return false;
         };
@@ -156,7 +173,7 @@ mod os {
             return false;
         }
         // SAFETY: kill(2) with a positive pid and a valid signal number touches no memory.
-        unsafe { libc::kill(pid, libc::SIGTERM) == 0 }
+        unsafe { libc::kill(pid, signal) == 0 }
     }
 
     pub fn bind_to_kiln(_child: &std::process::Child) -> bool {
@@ -299,6 +316,10 @@ mod os {
         ended
     }
 
+    pub fn kill(pid: u32) -> bool {
+        terminate(pid)
+    }
+
     /// The Job object kiln's workers run in: it ends them all when its last handle, kiln's,
     /// closes, which is when kiln ends however it ends. Made once; None if refused.
     fn job() -> Option<HANDLE> {
@@ -379,6 +400,10 @@ mod os {
         false
     }
 
+    pub fn kill(_pid: u32) -> bool {
+        false
+    }
+
     pub fn bind_to_kiln(_child: &std::process::Child) -> bool {
         true
     }
@@ -448,5 +473,36 @@ mod tests {
                 signal: Some(15)
             }
         );
+    }
+
+    /// Waits (boundedly) until the process `pid` runs `comm`: a shell that set its traps
+    /// has reached its `exec`.
+    #[cfg(target_os = "linux")]
+    fn wait_for_name(pid: u32, comm: &str) {
+        let started = std::time::Instant::now();
+        while name(&proc_root(), pid).as_deref() != Some(comm) {
+            assert!(started.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_that_ignores_the_request_to_stop_is_killed_and_a_group_never_is() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "trap '' TERM; exec sleep 30"])
+            .spawn()
+            .unwrap();
+        wait_for_name(child.id(), "sleep");
+        assert!(ask_to_stop(child.id()));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(child.try_wait().unwrap(), None, "SIGTERM is ignored");
+        assert!(kill(child.id()));
+        let ended = ending(child.wait().unwrap());
+        assert_eq!(ended.signal, Some(9));
+        // No pid that kill(2) would read as a process group, or as every process.
+        assert!(!kill(0));
+        assert!(!kill(u32::MAX));
+        assert!(!ask_to_stop(0));
     }
 }

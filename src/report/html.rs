@@ -394,6 +394,9 @@ fn application_section(out: &mut String, app: &crate::verdict::watch::Applicatio
             (Some(at), None, None) => format!("It ended after {:.1} s.", at / 1e3),
         })
     );
+    if let Some(killed) = app.killed_words() {
+        let _ = write!(out, "<p>{}.</p>", esc(&crate::text::upper_first(&killed)));
+    }
     let layers: Vec<(String, Vec<(f64, f64)>)> = app
         .timeline
         .iter()

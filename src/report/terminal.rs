@@ -198,6 +198,9 @@ fn application_lines(out: &mut String, app: &crate::verdict::watch::ApplicationR
         ),
     };
     let _ = writeln!(out, "application: {what} ({pid}{children}), {ended}");
+    if let Some(killed) = app.killed_words() {
+        let _ = writeln!(out, "  stopped: {killed}");
+    }
     let source = match app.memory_source {
         MemorySource::Driver => "the driver's per-process figure",
         MemorySource::Trace => "its allocations, traced",

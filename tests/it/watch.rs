@@ -2,7 +2,8 @@
 //! under the watch, with kiln's own Vulkan layer tracing it, plain or behind the
 //! emulated-discrete layer (a card whose memory runs out, whose allocation count is
 //! limited, whose device is lost); the NVML per-process path on the fake NVML; `--pid`;
-//! the application and kiln itself killed; and the flags' errors.
+//! the application and kiln itself killed; an application that ignores kiln's request to
+//! stop, killed, and an attached one left running; and the flags' errors.
 
 use crate::common;
 
@@ -801,6 +802,186 @@ fn a_signal_ends_the_application_kiln_started_and_the_watch_says_it_was_interrup
             .unwrap()
             .contains("interrupted the watch"),
         "{f}"
+    );
+}
+
+/// True while the process `pid` runs: there, and not a zombie (a killed process whose
+/// parent is gone waits for the machine's init to reap it, which a container's may never).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        !state.is_some_and(|s| s.starts_with('Z') || s.starts_with('X'))
+    })
+}
+
+/// Waits (boundedly) until the run's events hold `kind`.
+fn wait_for_event(run: &Path, kind: &str) {
+    let started = Instant::now();
+    let tag = format!("\"kind\":\"{kind}\"");
+    while !std::fs::read_to_string(run.join("events.jsonl")).is_ok_and(|t| t.contains(&tag)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no {kind} event"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `kiln watch` in the background of the test application run by a shell that ignores
+/// SIGTERM (`trap '' TERM`, which the application it becomes and the `sleep` it leaves
+/// beside it inherit), once 3 iterations ran: kiln, the application's pid, the sleep's.
+fn watching_a_stubborn_application(dir: &Path) -> (std::process::Child, u32, u32) {
+    let pid_file = dir.join("sleep.pid");
+    let script = "trap '' TERM; sleep 60 & echo $! > \"$1\"; exec \"$2\" steady 300 100";
+    let app = common::test_app();
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "-c".as_ref(),
+        script.as_ref(),
+        "sh".as_ref(),
+        pid_file.as_os_str(),
+        app.as_os_str(),
+    ];
+    let child = watch_program(
+        dir,
+        &plain(),
+        &["--iteration", "^step"],
+        "sh".as_ref(),
+        &args,
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let run = dir.join("run");
+    wait_for_iterations(&run, 3, Duration::from_secs(30));
+    let sleep: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let app = app_pid(&run);
+    assert!(running(app) && running(sleep));
+    (child, app, sleep)
+}
+
+/// An application kiln started that ignores the request to stop is killed, with the
+/// process it started, once kiln's grace has run out (never before), and the summary and
+/// the report say so: it ended by signal 9 after SIGTERM went unheeded for the grace.
+#[test]
+fn an_application_that_ignores_the_request_to_stop_is_killed_with_its_children_after_the_grace() {
+    use kiln::cmd::watch::stop::STOP_GRACE;
+    let dir = tempfile::tempdir().unwrap();
+    let (child, app, sleep) = watching_a_stubborn_application(dir.path());
+    let asked = Instant::now();
+    kill(child.id(), "-TERM");
+    let out = child.wait_with_output().unwrap();
+    let took = asked.elapsed();
+    assert!(
+        took >= STOP_GRACE && took < STOP_GRACE + Duration::from_secs(10),
+        "{took:?}"
+    );
+    assert!(!running(app), "the application was left running");
+    assert!(!running(sleep), "its child was left running");
+    let (code, report, stderr) = finished(dir.path(), &out);
+    assert_eq!(code, 4, "{stderr}");
+    assert_eq!(report["interrupted"], true);
+    let application = &report["application"];
+    assert_eq!(application["signal"], 9);
+    let killed = &application["killed"];
+    let unheeded_ms = killed["unheeded_ms"].as_f64().unwrap();
+    assert!(unheeded_ms >= STOP_GRACE.as_secs_f64() * 1e3, "{killed}");
+    assert_eq!(killed.get("at_second_signal"), None, "{killed}");
+    let pids: Vec<u64> = killed["pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    assert_eq!(pids, [u64::from(app), u64::from(sleep)]);
+    // Killed by kiln at an interrupt: not the application's own failure.
+    assert!(!codes(&report).contains(&"APP_EXIT".to_owned()));
+    assert!(
+        stderr.contains("ended by signal 9")
+            && stderr.contains("stopped: it ignored kiln's request to stop (SIGTERM) for 5.")
+            && stderr
+                .contains("kiln's grace, and kiln killed it and 1 other process of it (SIGKILL)"),
+        "{stderr}"
+    );
+    // The evidence holds it: a rebuilt verdict says the same.
+    let run = dir.path().join("run");
+    common::validate_report(&run.join("report.json"));
+    let again = common::verdict(&run, &[]);
+    let rebuilt: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(rebuilt["application"]["killed"], *killed);
+}
+
+/// A second signal does not wait for the grace: what kiln started is killed at once.
+#[test]
+fn a_second_signal_kills_an_application_that_ignores_the_request_to_stop_at_once() {
+    use kiln::cmd::watch::stop::STOP_GRACE;
+    let dir = tempfile::tempdir().unwrap();
+    let (child, app, sleep) = watching_a_stubborn_application(dir.path());
+    let asked = Instant::now();
+    kill(child.id(), "-TERM");
+    wait_for_event(&dir.path().join("run"), "interrupted");
+    kill(child.id(), "-INT");
+    let out = child.wait_with_output().unwrap();
+    assert!(asked.elapsed() < STOP_GRACE, "{:?}", asked.elapsed());
+    assert!(!running(app) && !running(sleep));
+    let (code, report, stderr) = finished(dir.path(), &out);
+    assert_eq!(code, 4, "{stderr}");
+    assert_eq!(report["application"]["signal"], 9);
+    let killed = &report["application"]["killed"];
+    assert_eq!(killed["at_second_signal"], true, "{killed}");
+    assert_eq!(killed["pids"].as_array().unwrap().len(), 2, "{killed}");
+    assert!(stderr.contains("until a second signal"), "{stderr}");
+}
+
+/// The near miss: a process the watch attached to with `--pid`, which would ignore SIGTERM,
+/// is never kiln's to stop: a signal ends the watch at once and leaves it running.
+#[test]
+fn a_signal_ends_a_watch_by_pid_and_leaves_the_process_running_even_one_that_ignores_sigterm() {
+    use kiln::cmd::watch::stop::STOP_GRACE;
+    let dir = tempfile::tempdir().unwrap();
+    let mut stubborn = Command::new("sh")
+        .args(["-c", "trap '' TERM; exec sleep 60"])
+        .spawn()
+        .unwrap();
+    let pid = stubborn.id();
+    // Its trap is set once the shell has become `sleep`.
+    let started = Instant::now();
+    while std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default() != "sleep\n" {
+        assert!(started.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let kiln = common::kiln()
+        .envs(plain().iter().map(|(k, v)| (k, v)))
+        .args(["watch", "--interval", "100ms", "--out"])
+        .arg(dir.path().join("run"))
+        .args(["--pid", &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_event(&dir.path().join("run"), "app_start");
+    let asked = Instant::now();
+    kill(kiln.id(), "-TERM");
+    let out = kiln.wait_with_output().unwrap();
+    assert!(asked.elapsed() < STOP_GRACE, "{:?}", asked.elapsed());
+    let alive = running(pid);
+    stubborn.kill().unwrap();
+    stubborn.wait().unwrap();
+    assert!(alive, "kiln ended a process it only watched");
+    let (code, report, stderr) = finished(dir.path(), &out);
+    assert_eq!(code, 4, "{stderr}");
+    assert_eq!(report["interrupted"], true);
+    let application = &report["application"];
+    assert_eq!(application["attached"], true);
+    assert_eq!(application["ended_ms"], Value::Null);
+    assert_eq!(application.get("killed"), None, "{application}");
+    assert!(
+        stderr.contains("still running when the watch stopped"),
+        "{stderr}"
     );
 }
 

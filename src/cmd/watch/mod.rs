@@ -4,10 +4,11 @@
 //! environment, record its processes, iterations, failures and allocations as they
 //! happen, and when it ends judge the run directory ([`crate::verdict`]) and write the
 //! reports. [`watch`] reads top to bottom in that order; the application's side is in
-//! [`app`], the allocation trace's in [`trace`].
+//! [`app`], the allocation trace's in [`trace`], and ending it at an interrupt in [`stop`].
 
 pub mod app;
 mod live;
+pub mod stop;
 pub mod trace;
 
 use std::path::PathBuf;
@@ -68,9 +69,6 @@ pub const WATCH_PHASE: &str = "watch";
 /// How long the watch waits for the application's output to drain after it ended (a
 /// child it left behind may hold the pipe open).
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
-
-/// How long the watch waits for an application it asked to stop (after a signal).
-const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Watches the application until it ends, writes the run directory and returns the
 /// verdict.
@@ -244,17 +242,31 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         known: vec![root],
         iterations: 0,
         alerted: false,
-        stop_asked: None,
+        killed: None,
         last_error: None,
         libraries: Vec::new(),
     };
     let mut next_tick = Instant::now();
+    // Only an application kiln started is ever asked to stop, or killed.
+    let mut stopping: Option<stop::Stop> = None;
     let ending = loop {
         state.listen(&heard, &mut events, Duration::from_millis(50));
-        if let Some(end) = state.ended(&mut child, &proc_root) {
-            break Some(end);
+        let end = state.ended(&mut child, &proc_root);
+        match (stopping.as_mut(), child.as_mut()) {
+            (Some(s), Some(c)) => {
+                // Asked to stop: the watch ends when nothing of it runs any more.
+                if s.follow(&proc_root, root, end.is_some()) {
+                    break end;
+                }
+                if s.due() {
+                    state.killed = s.kill(&proc_root, c, end.is_some());
+                    break end.or_else(|| stop::reaped(c));
+                }
+            }
+            _ if end.is_some() => break end,
+            _ => {}
         }
-        if crate::cmd::run::signals_received() > 0 && state.stop_asked.is_none() {
+        if crate::cmd::run::signals_received() > 0 && stopping.is_none() {
             events.emit(
                 None,
                 Event::Interrupted {
@@ -263,18 +275,11 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
                             .into(),
                 },
             );
-            state.stop_asked = Some(Instant::now());
             if child.is_some() {
-                process::ask_to_stop(root);
+                stopping = Some(stop::Stop::ask(&proc_root, root));
             } else {
                 break None;
             }
-        }
-        let gave_up = state
-            .stop_asked
-            .is_some_and(|at| at.elapsed() > STOP_GRACE || crate::cmd::run::signals_received() > 1);
-        if gave_up {
-            break None;
         }
         if let Some(t) = tracer.as_mut() {
             t.drain_if_behind(started.elapsed().as_secs_f64() * 1e3);
@@ -307,14 +312,22 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
             }
         }
     };
-    if let Some(end) = ending {
-        events.emit(
+    match (ending, state.killed.take()) {
+        (Some(end), killed) => events.emit(
             None,
             Event::AppEnd {
                 exit_code: end.code,
                 signal: end.signal,
+                killed,
             },
-        );
+        ),
+        (None, Some(killed)) => events.emit(
+            None,
+            Event::Note {
+                message: stop::not_reaped(&killed),
+            },
+        ),
+        (None, None) => {}
     }
     // What the application said last is the evidence of how it ended.
     let waited = Instant::now();
@@ -369,8 +382,8 @@ struct Watching {
     iterations: u64,
     /// `--alert` has fired.
     alerted: bool,
-    /// When a signal asked the application to stop.
-    stop_asked: Option<Instant>,
+    /// The processes of the application kiln killed when they did not stop as asked.
+    killed: Option<crate::evidence::Killed>,
     /// The last line of its output that said an error, written at its end.
     last_error: Option<String>,
     /// The GPU libraries each of its processes was seen to load.

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::evidence::{AppFailure, Event};
+use crate::evidence::{AppFailure, Event, Killed};
 
 /// What a watch's events say of the application, gathered in order.
 #[derive(Debug, Clone, Default)]
@@ -25,6 +25,8 @@ pub struct AppEvents {
     pub alerts: usize,
     /// How and when it ended: (ms, exit code, signal).
     pub end: Option<(f64, Option<i32>, Option<i32>)>,
+    /// Its processes kiln killed when they did not stop as asked.
+    pub killed: Option<Killed>,
     /// When a signal first interrupted the watch, ms.
     pub interrupted_ms: Option<f64>,
     /// The last line of its output that said an error of another kind.
@@ -59,7 +61,14 @@ impl AppEvents {
             } => self.last_error = Some(line.clone()),
             Event::AppSaid { failure, line } => self.said.push((t_ms, *failure, line.clone())),
             Event::Alert { .. } => self.alerts += 1,
-            Event::AppEnd { exit_code, signal } => self.end = Some((t_ms, *exit_code, *signal)),
+            Event::AppEnd {
+                exit_code,
+                signal,
+                killed,
+            } => {
+                self.end = Some((t_ms, *exit_code, *signal));
+                self.killed.clone_from(killed);
+            }
             Event::Interrupted { .. } if self.interrupted_ms.is_none() => {
                 self.interrupted_ms = Some(t_ms);
             }

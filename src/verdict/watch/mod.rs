@@ -232,6 +232,7 @@ impl Watch {
             exit_code: events.end.and_then(|e| e.1),
             signal: events.end.and_then(|e| e.2),
             ended_ms: events.end.map(|e| e.0),
+            killed: events.killed.clone(),
             device: device.map(|d| d.0),
             memory_source: source,
             peak_bytes: view.memory.iter().map(|p| p.1).max().unwrap_or(0),

@@ -240,6 +240,10 @@ pub struct ApplicationReport {
     pub signal: Option<i32>,
     /// When it ended, ms since the watch started; None when the watch stopped first.
     pub ended_ms: Option<f64>,
+    /// Its processes that ignored kiln's request to stop (at an interrupt) until kiln killed
+    /// them: the application itself is among them when its `signal` is kiln's kill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub killed: Option<crate::evidence::Killed>,
     /// The device its memory lived on (its index), where one was seen.
     pub device: Option<usize>,
     /// Where its memory figures came from.
@@ -269,6 +273,38 @@ pub struct ApplicationReport {
     pub alerts: usize,
     /// Moments worth marking on its timeline: its failures, as they were said.
     pub moments: Vec<Moment>,
+}
+
+impl ApplicationReport {
+    /// How kiln ended the processes that ignored its request to stop, in words (lower case,
+    /// no full stop): `it ignored kiln's request to stop (SIGTERM) for 5.0 s, kiln's grace,
+    /// and kiln killed it (SIGKILL)`. None when kiln killed none.
+    pub fn killed_words(&self) -> Option<String> {
+        let k = self.killed.as_ref()?;
+        let unheeded = if k.at_second_signal {
+            format!("for {:.1} s, until a second signal", k.unheeded_ms / 1e3)
+        } else {
+            format!("for {:.1} s, kiln's grace", k.unheeded_ms / 1e3)
+        };
+        let itself = self.pid.is_some_and(|p| k.pids.contains(&p));
+        let others = (k.pids.len() - usize::from(itself)) as u64;
+        Some(if itself {
+            let with = if others > 0 {
+                format!(" and {}", crate::text::count(others, "other process of it"))
+            } else {
+                String::new()
+            };
+            format!(
+                "it ignored kiln's request to stop (SIGTERM) {unheeded}, and kiln killed it{with} (SIGKILL)"
+            )
+        } else {
+            format!(
+                "it stopped when asked, but {} of it ignored kiln's request to stop (SIGTERM) {unheeded}, and kiln killed {} (SIGKILL)",
+                crate::text::count(others, "process"),
+                if others == 1 { "it" } else { "them" }
+            )
+        })
+    }
 }
 
 /// A moment of the watch worth marking.
