@@ -19,11 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-pub use crate::thresholds::{Behind, ProductFloors, RateFloor};
-
-/// The fewest healthy cards of a product a floor rests on: with fewer, one odd card
-/// would be a quarter of the evidence, and the floor is said to be missing, not guessed.
-pub const MIN_CARDS: usize = 4;
+pub use crate::thresholds::{Behind, MIN_CARDS, ProductFloors, RateFloor};
 
 /// The least distance of a floor below its median, as a share of the median: gpu-fryer
 /// fails a GPU more than 10% behind the best in its box, and a healthy card's own rates
@@ -64,7 +60,8 @@ pub struct Measured {
 pub struct Built {
     /// The floors, by product.
     pub products: BTreeMap<String, ProductFloors>,
-    /// Products or rates with too few healthy cards, in words.
+    /// Products or rates with too few healthy cards, or cards too far apart to draw a
+    /// floor under, in words.
     pub too_few: Vec<String>,
     /// Devices not used, each with why.
     pub not_used: Vec<String>,
@@ -136,6 +133,17 @@ pub fn build(devices: &[Measured], date: &str) -> Built {
                 continue;
             }
             let (m, sigma, floor) = floor_of(&values);
+            // Cards three robust deviations apart from their median reaching 0 (links of
+            // several PCIe generations, say) have no floor in common: none is drawn, rather
+            // than one no rate can fall below, which no thresholds file would take.
+            if floor <= 0.0 {
+                built.too_few.push(format!(
+                    "{product} {rate}: the cards are too far apart for a floor (median {}, spread {})",
+                    crate::text::number(m),
+                    crate::text::number(sigma)
+                ));
+                continue;
+            }
             for (d, v) in behind {
                 left_out.push(Behind {
                     node: d.node.clone(),
@@ -313,5 +321,41 @@ mod tests {
         assert_eq!(built.products.len(), 2);
         // An H100's rate is no outlier against the H200s' floor.
         assert!(behind(&cards, &built.products).is_empty());
+    }
+
+    #[test]
+    fn cards_too_far_apart_give_no_floor_rather_than_one_below_zero() {
+        // PCIe links of three generations: a median of 25 GB/s and a spread wider than a
+        // third of it.
+        let cards: Vec<Measured> = [3.0, 6.0, 25.0, 25.0, 50.0, 50.0]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| card(&format!("n{i}"), "NVIDIA H100", &[("pcie_h2d_gbps", *v)]))
+            .collect();
+        let built = build(&cards, "2026-12-01");
+        assert!(built.products.is_empty(), "{built:?}");
+        assert_eq!(built.too_few.len(), 1, "{built:?}");
+        assert!(
+            built.too_few[0].contains("too far apart for a floor"),
+            "{:?}",
+            built.too_few
+        );
+    }
+
+    #[test]
+    fn what_a_baseline_writes_a_thresholds_file_reads() {
+        let cards: Vec<Measured> = (0..5)
+            .map(|i| {
+                card(
+                    &format!("n{i}"),
+                    "NVIDIA H200",
+                    &[("vram_gib_per_s", 4000.0 + f64::from(i))],
+                )
+            })
+            .collect();
+        let built = build(&cards, "2026-12-01");
+        built.products["NVIDIA H200"]
+            .validate()
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }
