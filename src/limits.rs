@@ -67,6 +67,31 @@ impl Bounds<u64> {
     }
 }
 
+/// The allowed range of a number that is neither a count nor a size (a share, a percentage,
+/// a margin in °C), closed at both ends, with the words a refusal says it in (`a share
+/// between 0 and 1`). NaN and the infinities are outside every such range.
+#[derive(Debug, Clone, Copy)]
+pub struct NumberBounds {
+    /// Smallest allowed value.
+    pub min: f64,
+    /// Largest allowed value.
+    pub max: f64,
+    /// The range in words, after "is not".
+    pub words: &'static str,
+}
+
+impl NumberBounds {
+    /// `v` when within the range, else why not: `1e-300 is not a percentage between 0 and
+    /// 100 (0.1 at least)`.
+    pub fn check(&self, v: f64) -> Result<f64, String> {
+        if (self.min..=self.max).contains(&v) {
+            Ok(v)
+        } else {
+            Err(format!("{} is not {}", crate::text::number(v), self.words))
+        }
+    }
+}
+
 /// The allowed range of a size in bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct SizeBounds {
@@ -93,7 +118,7 @@ impl SizeBounds {
 
 /// The ranges of every setting, shared by profiles and flags.
 pub mod bounds {
-    use super::{Bounds, SizeBounds};
+    use super::{Bounds, NumberBounds, SizeBounds};
     use crate::units::{GIB, KIB, MIB, TIB};
     use std::time::Duration;
 
@@ -135,6 +160,20 @@ pub mod bounds {
     pub const PAUSE: Bounds<Duration> = Bounds {
         min: Duration::from_millis(100),
         max: Duration::from_secs(3600),
+    };
+    /// `percent` of a VRAM workload, `--vram-percent`: a tenth of a percent at least, so
+    /// that a share too small to hold one buffer (`1e-300`) is refused as the number it
+    /// is, not found later as a device with nothing free.
+    pub const VRAM_PERCENT: NumberBounds = NumberBounds {
+        min: 0.1,
+        max: 100.0,
+        words: "a percentage between 0 and 100 (0.1 at least)",
+    };
+    /// `share` of the resident region: the percentage of the memory tested it holds.
+    pub const RESIDENT_SHARE: NumberBounds = NumberBounds {
+        min: 1.0,
+        max: 50.0,
+        words: "a percentage from 1 to 50 of the memory tested",
     };
     /// `threads` of the combined load's CPU part.
     pub const CPU_THREADS: Bounds<u64> = Bounds { min: 1, max: 4096 };

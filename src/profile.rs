@@ -11,7 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::limits::{Bounds, bounds};
-use crate::thresholds::Thresholds;
+use crate::thresholds::{Invalid, Overrides, Thresholds};
 use crate::units::parse_duration;
 use crate::workload::registry::{PlannedWorkload, WorkloadConfig, WorkloadName};
 use crate::workload::{SettingError, SettingsTable};
@@ -63,6 +63,10 @@ pub struct Profile {
     pub workloads: Vec<PlannedWorkload>,
 }
 
+/// The longest a refusal's own words may run: a list of every known key belongs in the
+/// docs, not in an error line.
+const LONGEST_MESSAGE: usize = 300;
+
 /// Why a profile could not be used: one sentence naming the file, line and key.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{}", self.sentence())]
@@ -83,10 +87,13 @@ impl ProfileError {
         if let Some(line) = self.line {
             s.push_str(&format!(":{line}"));
         }
-        if let Some(key) = &self.key {
+        // A message that names its key already is not given it twice.
+        if let Some(key) = &self.key
+            && !self.message.contains(&format!("`{key}`"))
+        {
             s.push_str(&format!(": `{key}`"));
         }
-        format!("{s}: {}", self.message)
+        format!("{s}: {}", crate::text::cut(&self.message, LONGEST_MESSAGE))
     }
 }
 
@@ -102,7 +109,7 @@ struct RawProfile {
     step_timeout: Option<Spanned<String>>,
     #[serde(default)]
     wait_idle: bool,
-    thresholds: Option<Spanned<Thresholds>>,
+    thresholds: Option<Spanned<Overrides>>,
     confirm: Option<Spanned<RawConfirm>>,
     #[serde(default)]
     workload: Vec<Spanned<RawWorkload>>,
@@ -238,6 +245,39 @@ impl Reader<'_> {
             .map_err(|e| self.at(value, key, e))
     }
 
+    /// A threshold of the `[thresholds]` table (at `table_at`) that cannot be, at the line
+    /// of its key.
+    fn invalid_threshold(&self, table_at: usize, e: Invalid) -> ProfileError {
+        let path: Vec<String> = std::iter::once("thresholds".to_owned())
+            .chain(e.path.iter().cloned())
+            .collect();
+        let at = self.key_offset(&path).unwrap_or(table_at);
+        self.error(Some(at), &crate::thresholds::dotted(&path), e.message)
+    }
+
+    /// Where the deepest of `path`'s keys that the text has is written: a value's own key
+    /// where it is there, else the nearest table above it.
+    fn key_offset(&self, path: &[String]) -> Option<usize> {
+        use toml::de::{DeTable, DeValue};
+        let doc = DeTable::parse(self.text).ok()?;
+        let mut table: &DeTable = doc.get_ref();
+        let mut found = None;
+        for key in path {
+            let Some((k, v)) = table
+                .iter()
+                .find(|(k, _)| k.get_ref().as_ref() == key.as_str())
+            else {
+                break;
+            };
+            found = Some(k.span().start);
+            match v.get_ref() {
+                DeValue::Table(inner) => table = inner,
+                _ => break,
+            }
+        }
+        found
+    }
+
     fn count(
         &self,
         value: &Spanned<i64>,
@@ -279,20 +319,13 @@ pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
         .map(|d| r.duration(d, "step_timeout", &bounds::STEP_TIMEOUT))
         .transpose()?
         .unwrap_or(Duration::from_secs(120));
-    let thresholds = match &raw.thresholds {
+    let thresholds = match raw.thresholds {
         Some(t) => {
-            if let Err(e) = t.get_ref().validate() {
-                // The message starts with the field's name: point at its line.
-                let field = e.split_whitespace().next().unwrap_or_default();
-                let start = t.span().start;
-                let offset = r
-                    .text
-                    .get(start..)
-                    .and_then(|rest| rest.find(field))
-                    .map_or(start, |i| start + i);
-                return Err(r.error(Some(offset), &format!("thresholds.{field}"), e));
-            }
-            t.get_ref().clone()
+            let table_at = t.span().start;
+            let (laid, _) = t.into_inner().lay_over(&Thresholds::default());
+            laid.validate()
+                .map_err(|e| r.invalid_threshold(table_at, e))?;
+            laid
         }
         None => Thresholds::default(),
     };
@@ -379,15 +412,8 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
                         }
                     }
                 }
-                format!(
-                    "unknown field {}, expected one of {}",
-                    crate::text::quote(key),
-                    known
-                        .iter()
-                        .map(|k| crate::text::quote(k))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+                let known: Vec<&str> = known.iter().map(String::as_str).collect();
+                crate::text::not_one_of(key, "a workload setting", &known, "docs/guide.md")
             }
         };
         return Err(at(&table, SettingError::new(key, message)));
@@ -456,5 +482,117 @@ mod tests {
         .unwrap_err();
         assert_eq!((e.line, e.key.as_deref()), (Some(5), Some("passes")));
         assert_eq!(e.to_string(), "p.toml:5: `passes`: 0 is outside 1..=100000");
+    }
+
+    /// The refusal of a profile whose text is `head`, then a VRAM workload.
+    fn refusal(head: &str) -> ProfileError {
+        parse(
+            "p.toml",
+            &format!("description = \"x\"\n{head}\n[[workload]]\nkind = \"vram\"\n"),
+        )
+        .unwrap_err()
+    }
+
+    #[test]
+    fn a_threshold_out_of_its_range_is_refused_with_its_line_and_key() {
+        let e = refusal("[thresholds]\npcie_low_share = 0.5\nthrottle_share = 1e-300");
+        assert_eq!(
+            e.to_string(),
+            "p.toml:4: `thresholds.throttle_share`: 1e-300 is not a share between 0 and 1 (0.001 at least)"
+        );
+        let e = refusal("[thresholds]\nleak_fit_r2 = nan");
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(3), Some("thresholds.leak_fit_r2")),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .ends_with("NaN is not a number between 0 and 1"),
+            "{e}"
+        );
+        let e = refusal("[thresholds]\nthermal_margin_c = inf");
+        assert!(
+            e.to_string().contains("inf is not a number of at least 0"),
+            "{e}"
+        );
+        let e = refusal("[thresholds.floors]\ncompute_fp32_gops = 45000\nvram_gib_per_s = -1");
+        assert_eq!(
+            e.to_string(),
+            "p.toml:4: `thresholds.floors.vram_gib_per_s`: -1 is not a number above 0"
+        );
+        let e = refusal("[thresholds.floors]\ncompute_fp64_gops = 1");
+        assert_eq!(
+            e.to_string(),
+            "p.toml:3: `thresholds.floors.compute_fp64_gops`: `compute_fp64_gops` is not a rate kiln judges; did you mean `compute_fp16_gops`?"
+        );
+    }
+
+    #[test]
+    fn a_profile_s_baseline_floor_on_no_cards_is_refused_at_its_line() {
+        let head = "[thresholds.baseline.\"NVIDIA H200\"]\nsource = \"site\"\ncards = 6\ndrivers = []\n\
+                    [thresholds.baseline.\"NVIDIA H200\".rates.vram_gib_per_s]\n\
+                    floor = 3564.0\nmedian = 3960.0\nsigma = 30.0\ncards = 0";
+        let e = refusal(head);
+        assert_eq!(
+            e.to_string(),
+            "p.toml:10: `thresholds.baseline.\"NVIDIA H200\".rates.vram_gib_per_s.cards`: 0 cards is fewer than the 4 healthy cards a floor rests on"
+        );
+        let fine = head.replace("cards = 0", "cards = 6");
+        let p = parse(
+            "p.toml",
+            &format!("description = \"x\"\n{fine}\n[[workload]]\nkind = \"vram\"\n"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.thresholds.baseline["NVIDIA H200"].cards, 6);
+    }
+
+    #[test]
+    fn an_unknown_key_is_one_short_sentence() {
+        let e = refusal("[thresholds]\ntrottle_share = 0.1");
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(3), Some("trottle_share")),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "p.toml:3: `trottle_share` is not a threshold; did you mean `throttle_share`?"
+        );
+        let e = refusal("[thresholds]\ncolour = 1");
+        assert_eq!(
+            e.to_string(),
+            "p.toml:3: `colour` is not a threshold (they are listed in docs/guide.md)"
+        );
+        let workload = |key: &str| {
+            parse(
+                "p.toml",
+                &format!("description = \"x\"\n[[workload]]\nkind = \"vram\"\n{key} = 1\n"),
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        assert_eq!(
+            workload("pases"),
+            "p.toml:4: `pases` is not a workload setting; did you mean `passes`?"
+        );
+        let e = workload("colour");
+        assert_eq!(
+            e,
+            "p.toml:4: `colour` is not a workload setting (they are listed in docs/guide.md)"
+        );
+    }
+
+    #[test]
+    fn a_vram_percent_too_small_to_test_anything_is_refused() {
+        let e = parse(
+            "p.toml",
+            "description = \"x\"\n[[workload]]\nkind = \"vram\"\npercent = 1e-300\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "p.toml:4: `percent`: 1e-300 is not a percentage between 0 and 100 (0.1 at least)"
+        );
     }
 }

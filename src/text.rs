@@ -86,6 +86,41 @@ pub fn unknown(what: &str, given: &str, known: &[&str], also: &[&str]) -> String
     }
 }
 
+/// The most names a refusal lists: a longer list is in the docs, and the sentence says
+/// where.
+const LISTED: usize = 8;
+
+/// One sentence for a name that is not one of `known`: `given` is not `what`, and the name
+/// most likely meant, else the names where they are few, else where they are listed
+/// (`listed_in`), so that the sentence stays one short line however many names there are.
+pub fn not_one_of(given: &str, what: &str, known: &[&str], listed_in: &str) -> String {
+    match did_you_mean(given, known) {
+        Some(meant) => format!("{} is not {what}; did you mean `{meant}`?", quote(given)),
+        None if known.len() <= LISTED => {
+            format!(
+                "{} is not {what} (one of {})",
+                quote(given),
+                known.join(", ")
+            )
+        }
+        None => format!(
+            "{} is not {what} (they are listed in {listed_in})",
+            quote(given)
+        ),
+    }
+}
+
+/// A number as a message shows it: as written where that is short (`0.75`, `45000`), in
+/// exponent form where it is not (`1e-300`, `1e300`), since Rust writes every digit of a
+/// float and a tiny one would fill the line.
+pub fn number(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-4..1e12).contains(&v.abs()) {
+        v.to_string()
+    } else {
+        format!("{v:e}")
+    }
+}
+
 /// `text` cut to at most `max_chars` characters, the cut marked with an ellipsis.
 pub fn cut(text: &str, max_chars: usize) -> String {
     if text.chars().count() <= max_chars {
@@ -149,6 +184,38 @@ mod tests {
         assert_eq!(count(3u64, "mismatch"), "3 mismatches");
         assert_eq!(count(1u64, "wrong word"), "1 wrong word");
         assert_eq!(count(2u64, "wrong word"), "2 wrong words");
+    }
+
+    #[test]
+    fn numbers_stay_short_however_small_or_large() {
+        assert_eq!(number(0.75), "0.75");
+        assert_eq!(number(45000.0), "45000");
+        assert_eq!(number(0.0), "0");
+        assert_eq!(number(-1.0), "-1");
+        assert_eq!(number(1e-300), "1e-300");
+        assert_eq!(number(1e300), "1e300");
+        assert_eq!(number(f64::NAN), "NaN");
+        assert_eq!(number(f64::INFINITY), "inf");
+    }
+
+    #[test]
+    fn an_unknown_name_gets_the_one_meant_or_a_short_list_or_where_they_are() {
+        let few = ["vram", "compute", "pcie"];
+        assert_eq!(
+            not_one_of("compte", "a workload", &few, "docs"),
+            "`compte` is not a workload; did you mean `compute`?"
+        );
+        assert_eq!(
+            not_one_of("heat", "a workload", &few, "docs"),
+            "`heat` is not a workload (one of vram, compute, pcie)"
+        );
+        let many: Vec<String> = (0..40).map(|i| format!("name_{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let said = not_one_of("zzz", "a name", &many, "docs/guide.md");
+        assert_eq!(
+            said,
+            "`zzz` is not a name (they are listed in docs/guide.md)"
+        );
     }
 
     #[test]

@@ -10,9 +10,10 @@ use serde::Serialize;
 use crate::error::AppError;
 use crate::exit_code;
 use crate::finding::{Class, FindingCode, Severity};
+use crate::telemetry::signals;
 use crate::thresholds::Thresholds;
 use crate::units::{rate_said as said, rate_words};
-use crate::verdict::baseline::{self, Behind, Built, Measured, ProductFloors};
+use crate::verdict::baseline::{self, Behind, Built, CardId, Fleet, Measured, ProductFloors};
 
 /// Where run directories may lie below a folder given: a node's folder of runs in a
 /// shared directory (`runs/node07/2026-12-01T10-00-00`), at most this deep.
@@ -23,8 +24,10 @@ const SEARCH_DEPTH: usize = 3;
 pub struct BaselineReport {
     /// The run directories read.
     pub runs: usize,
-    /// Every device read, with its rates.
+    /// Every card read, each once (its latest run), with its rates.
     pub devices: Vec<Measured>,
+    /// The other runs of a card read more than once, each with the run that counts.
+    pub repeated: Vec<String>,
     /// The floors, what had too few cards, and the devices not used.
     pub built: Built,
     /// With `--judge`: the devices behind their product's floor.
@@ -66,6 +69,55 @@ fn run_dirs(path: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// `dirs` each once, in the order found: a run directory given twice, or reached twice
+/// (through a link, or as a folder given and a folder inside it), is one run.
+fn distinct(dirs: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut seen = std::collections::BTreeSet::new();
+    dirs.into_iter()
+        .filter(|dir| seen.insert(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())))
+        .collect()
+}
+
+/// Refuses an `--out` that would replace a file of a run: one inside a run directory (a
+/// folder holding a manifest.json, the run's own files or any folder below it, followed
+/// through links), or a run directory itself. A floors file belongs beside the runs, and a
+/// run's evidence is never written over.
+fn out_usable(out: &Path) -> Result<(), AppError> {
+    // Where the file would go, as the system resolves it: the nearest folder above it that
+    // exists, its links followed, with the rest of the path laid on it; and where an
+    // existing file (a link) points.
+    let mut existing = out;
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
+            break;
+        };
+        rest.push(name);
+        existing = parent;
+    }
+    let base = if existing.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        existing
+    };
+    let mut resolved = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());
+    resolved.extend(rest.iter().rev());
+    let targets = [Some(resolved), std::fs::canonicalize(out).ok()];
+    for target in targets.iter().flatten() {
+        if let Some(run) = target
+            .ancestors()
+            .find(|a| a.join("manifest.json").is_file())
+        {
+            return Err(AppError::Usage(format!(
+                "--out {} lies inside the run directory {}: write the floors outside every run directory",
+                out.display(),
+                run.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The findings that do not keep a card out of a baseline: its rates against the product's
 /// figures and its peers, which the baseline judges again, and notes.
 fn keeps_it_healthy(code: FindingCode, class: Class, severity: Severity) -> bool {
@@ -86,6 +138,7 @@ fn measured(dir: &Path) -> Result<Vec<Measured>, String> {
     let report =
         crate::verdict::judge_evidence(&evidence, None, None).map_err(|e| e.to_string())?;
     let node = evidence.manifest.host.clone();
+    let started_utc = evidence.manifest.started_utc.clone();
     Ok(report
         .devices
         .iter()
@@ -113,10 +166,18 @@ fn measured(dir: &Path) -> Result<Vec<Measured>, String> {
                 run: dir.display().to_string(),
                 index: d.index,
                 uuid: d.uuid.clone(),
+                card: CardId::of(
+                    &node,
+                    d.setup.identity_text(signals::UUID),
+                    d.setup.vendor_id,
+                    &d.uuid,
+                    d.setup.identity_text(signals::SERIAL),
+                ),
+                started_utc: started_utc.clone(),
                 product: d.name.clone(),
                 driver: d
                     .setup
-                    .identity_text(crate::telemetry::signals::DRIVER_VERSION)
+                    .identity_text(signals::DRIVER_VERSION)
                     .map_or_else(|| d.driver.clone(), str::to_owned),
                 unhealthy: (!against.is_empty()).then(|| against.join(", ")),
                 rates: runs
@@ -154,6 +215,9 @@ pub fn summary(r: &BaselineReport, out: Option<&Path>) -> String {
     );
     for line in &r.unreadable {
         let _ = writeln!(s, "not read: {line}");
+    }
+    for line in &r.repeated {
+        let _ = writeln!(s, "counted once: {line}");
     }
     for (product, p) in &r.built.products {
         let _ = writeln!(
@@ -220,6 +284,10 @@ pub fn command(args: crate::cmd::cli::BaselineArgs) -> Result<i32, AppError> {
             )));
         }
     }
+    let dirs = distinct(dirs);
+    if let Some(out) = &args.out {
+        out_usable(out)?;
+    }
     let against: Option<Thresholds> = match &args.against {
         Some(_) => Some(crate::cmd::edge::thresholds(&args.against)?),
         None => None,
@@ -232,13 +300,14 @@ pub fn command(args: crate::cmd::cli::BaselineArgs) -> Result<i32, AppError> {
             Err(why) => unreadable.push(format!("{}: {why}", dir.display())),
         }
     }
+    let fleet = Fleet::of(devices);
     let date = crate::evidence::utc_timestamp(std::time::SystemTime::now());
-    let built = baseline::build(&devices, date.get(..10).unwrap_or(&date));
+    let built = baseline::build(&fleet, date.get(..10).unwrap_or(&date));
     let floors = match &against {
         Some(t) => &t.baseline,
         None => &built.products,
     };
-    let behind = (args.judge || against.is_some()).then(|| baseline::behind(&devices, floors));
+    let behind = (args.judge || against.is_some()).then(|| baseline::behind(&fleet, floors));
     if let Some(path) = &args.out {
         let text = serde_json::to_vec_pretty(&FloorsFile {
             baseline: &built.products,
@@ -251,7 +320,7 @@ pub fn command(args: crate::cmd::cli::BaselineArgs) -> Result<i32, AppError> {
             ))
         })?;
     }
-    let exit = if devices.is_empty() {
+    let exit = if fleet.cards.is_empty() {
         exit_code::INCONCLUSIVE
     } else if behind.as_ref().is_some_and(|b| !b.is_empty()) {
         exit_code::ENVIRONMENT
@@ -260,7 +329,8 @@ pub fn command(args: crate::cmd::cli::BaselineArgs) -> Result<i32, AppError> {
     };
     let report = BaselineReport {
         runs: dirs.len(),
-        devices,
+        devices: fleet.cards,
+        repeated: fleet.repeated,
         built,
         behind,
         unreadable,

@@ -330,7 +330,7 @@ pub struct WatchArgs {
     /// Say every note and measurement in the summary.
     #[arg(short, long)]
     pub verbose: bool,
-    /// Verdict thresholds to override (JSON; see src/thresholds.rs).
+    /// Verdict thresholds to override (JSON; each threshold is listed in docs/guide.md).
     #[arg(long, value_name = "FILE")]
     pub thresholds: Option<PathBuf>,
     /// The application and its arguments, after `--`.
@@ -370,7 +370,7 @@ pub struct VramArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "vram_percent")]
     pub vram_bytes: Option<u64>,
     /// Percentage of the free VRAM to test per device.
-    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    #[arg(long, value_name = "PERCENT", value_parser = vram_percent)]
     pub vram_percent: Option<f64>,
     /// Free VRAM to leave untested (default: the larger of 256 MiB and 2% of the heap);
     /// for the default sizing only, so not with --vram-bytes or --vram-percent.
@@ -485,7 +485,7 @@ pub struct RunArgs {
     /// profile's).
     #[arg(long, value_name = "DURATION", value_parser = telemetry_interval)]
     pub telemetry_interval: Option<Duration>,
-    /// Verdict thresholds to override (JSON; see src/thresholds.rs).
+    /// Verdict thresholds to override (JSON; each threshold is listed in docs/guide.md).
     #[arg(long, value_name = "FILE")]
     pub thresholds: Option<PathBuf>,
     /// Run directory (default: ./kiln-runs/<time>-<host>).
@@ -691,8 +691,16 @@ fn parse_percent(text: &str) -> Result<f64, String> {
     if p > 0.0 && p <= 100.0 {
         Ok(p)
     } else {
-        Err(format!("{p} is not a percentage between 0 and 100"))
+        Err(format!(
+            "{} is not a percentage between 0 and 100",
+            crate::text::number(p)
+        ))
     }
+}
+
+/// `--vram-percent`: the range of a profile's `percent`.
+fn vram_percent(text: &str) -> Result<f64, String> {
+    bounds::VRAM_PERCENT.check(parse_percent(text)?)
 }
 
 #[cfg(test)]
@@ -767,6 +775,11 @@ mod tests {
         assert_eq!(telemetry_interval("0"), Ok(Duration::ZERO));
         assert!(passes("0").unwrap_err().contains("outside 1..=100000"));
         assert!(bench_bytes("1").unwrap_err().contains("outside 8MiB.."));
+        assert_eq!(
+            vram_percent("1e-300"),
+            Err("1e-300 is not a percentage between 0 and 100 (0.1 at least)".into())
+        );
+        assert_eq!(vram_percent("0.5%"), Ok(0.5));
         assert_eq!(run_duration("40s"), Ok(Duration::from_secs(40)));
     }
 

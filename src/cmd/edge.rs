@@ -89,7 +89,9 @@ pub fn thresholds(
     path: &Option<std::path::PathBuf>,
 ) -> Result<crate::thresholds::Thresholds, AppError> {
     match path {
-        Some(p) => crate::thresholds::Thresholds::load(p).map_err(AppError::Usage),
+        Some(p) => {
+            crate::thresholds::Thresholds::load(p).map_err(|e| AppError::Usage(e.to_string()))
+        }
         None => Ok(Default::default()),
     }
 }

@@ -89,7 +89,9 @@ pub fn run_thresholds(
     let Some(path) = overlay else {
         return Ok((own, None));
     };
-    let (laid, changed) = own.overlay(path).map_err(VerdictError::Thresholds)?;
+    let (laid, changed) = own
+        .overlay(path)
+        .map_err(|e| VerdictError::Thresholds(e.to_string()))?;
     let note = (!changed.is_empty()).then(|| {
         format!(
             "judged with the thresholds of {} laid over the run's own ({} changed): not the verdict the run itself gave",

@@ -347,13 +347,9 @@ impl Kind for Resident {
         let d = ResidentConfig::default();
         let share = match table.number("share")? {
             None => d.share_percent,
-            Some(p) if (1.0..=50.0).contains(&p) => p,
-            Some(p) => {
-                return Err(SettingError::new(
-                    "share",
-                    format!("{p} is not a percentage from 1 to 50 of the memory tested"),
-                ));
-            }
+            Some(p) => bounds::RESIDENT_SHARE
+                .check(p)
+                .map_err(|e| SettingError::new("share", e))?,
         };
         let interval = table
             .duration("interval", &bounds::RESIDENT_INTERVAL)?

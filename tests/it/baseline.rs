@@ -16,6 +16,7 @@ fn node_run(fleet: &Path, node: &str, scenario: &str, vram: f64, driver: Option<
     manifest["host"] = node.into();
     std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
     common::scale_vram_rate(&dir, vram);
+    own_card(&dir, node);
     // Another driver, installed whole: NVML's version and Vulkan's alike.
     if let Some(driver) = driver {
         for file in ["telemetry.jsonl", "events.jsonl", "manifest.json"] {
@@ -25,6 +26,28 @@ fn node_run(fleet: &Path, node: &str, scenario: &str, vram: f64, driver: Option<
         }
     }
     dir
+}
+
+/// The UUID every scenario's card has.
+const SCENARIO_UUID: &str = "6c4f3a5e-1b2c-4d5e-8f90-123456789abc";
+
+/// Gives the card of the run in `dir` an identity of its own, `node`'s: every scenario
+/// lays out the same card (one UUID, one serial per vendor), and a fleet of copies of one
+/// card is one card.
+fn own_card(dir: &Path, node: &str) {
+    let tag = node.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let uuid = format!("6c4f3a5e-1b2c-4d5e-8f90-{:012x}", tag & 0xffff_ffff_ffff);
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let own = text
+            .replace(SCENARIO_UUID, &uuid)
+            .replace("1654923012345", &format!("SN-{node}"))
+            .replace("692412000123", &format!("SN-{node}"));
+        std::fs::write(&path, own).unwrap();
+    }
 }
 
 fn baseline(args: &[&str]) -> std::process::Output {
@@ -199,4 +222,135 @@ fn too_few_cards_give_no_floor_and_a_folder_without_runs_is_one_sentence() {
         &["baseline", empty.to_str().unwrap()],
         "holds no run directory",
     );
+}
+
+/// One card's run given again and again (the same path twice, a link to it, the folder
+/// above it, copies of it): one card, never a fleet, and so no floor.
+#[test]
+fn one_card_read_many_times_is_one_card_and_no_fleet() {
+    let work = tempfile::tempdir().unwrap();
+    let fleet = work.path().join("fleet");
+    let run = node_run(&fleet, "n0", "h200_healthy", 1.0, None);
+    let link = work.path().join("link");
+    std::os::unix::fs::symlink(&run, &link).unwrap();
+    let (run_s, link_s, fleet_s) = (
+        run.to_str().unwrap(),
+        link.to_str().unwrap(),
+        fleet.to_str().unwrap(),
+    );
+    let out = baseline(&[run_s, run_s, link_s, fleet_s, "--json"]);
+    let r = expect_json(&out, 0);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        (r["runs"].as_u64(), r["devices"].as_array().map(Vec::len)),
+        (Some(1), Some(1)),
+        "{said}"
+    );
+    assert!(said.starts_with("1 run read: 1 GPU"), "{said}");
+    // Three copies of the run: four runs, one card.
+    for i in 1..4 {
+        let copy = fleet.join(format!("copy{i}")).join("run");
+        std::fs::create_dir_all(&copy).unwrap();
+        for file in std::fs::read_dir(&run).unwrap() {
+            let file = file.unwrap().path();
+            std::fs::copy(&file, copy.join(file.file_name().unwrap())).unwrap();
+        }
+    }
+    let out = baseline(&[fleet_s, "--json"]);
+    let r = expect_json(&out, 0);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(r["runs"], 4, "{said}");
+    assert_eq!(r["devices"].as_array().map(Vec::len), Some(1), "{said}");
+    assert_eq!(r["repeated"].as_array().map(Vec::len), Some(3), "{said}");
+    assert!(said.contains("counted once: "), "{said}");
+    assert_eq!(r["built"]["products"], serde_json::json!({}), "{said}");
+    assert!(
+        said.contains("vram_gib_per_s: 1 of the 4 healthy cards a floor needs"),
+        "{said}"
+    );
+}
+
+/// `--out` at a run's own files, inside a run directory or through a link into one: one
+/// sentence, exit 64, and nothing written.
+#[test]
+fn floors_are_never_written_into_a_run_directory() {
+    let work = tempfile::tempdir().unwrap();
+    let fleet = work.path().join("fleet");
+    let run = node_run(&fleet, "n0", "h200_healthy", 1.0, None);
+    std::fs::create_dir(run.join("notes")).unwrap();
+    std::os::unix::fs::symlink(&run, work.path().join("into-run")).unwrap();
+    let before: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+        .collect();
+    for out in [
+        run.join("manifest.json"),
+        run.join("events.jsonl"),
+        run.join("floors.json"),
+        run.join("notes").join("floors.json"),
+        run.join("new").join("floors.json"),
+        run.clone(),
+        work.path().join("into-run").join("floors.json"),
+    ] {
+        let out_s = out.to_str().unwrap();
+        common::usage_error_of_binary(
+            &["baseline", fleet.to_str().unwrap(), "--out", out_s],
+            &format!("--out {out_s} lies inside the run directory "),
+        );
+    }
+    for (path, bytes) in &before {
+        assert_eq!(&std::fs::read(path).unwrap(), bytes, "{}", path.display());
+    }
+    let files = std::fs::read_dir(&run).unwrap().count();
+    assert_eq!(
+        files,
+        before.len() + 1,
+        "nothing new in the run (its notes/ aside)"
+    );
+    assert!(!run.join("new").exists() && !run.join("notes/floors.json").exists());
+}
+
+/// A floors file whose floor rests on no cards: refused by the command that reads it, in
+/// one line naming the file, the line and the key, with nothing written.
+#[test]
+fn an_impossible_floors_file_is_refused_at_its_line() {
+    let work = tempfile::tempdir().unwrap();
+    let fleet = work.path().join("fleet");
+    node_run(&fleet, "n0", "h200_healthy", 1.0, None);
+    let floors = work.path().join("floors.json");
+    std::fs::write(
+        &floors,
+        r#"{
+  "baseline": {
+    "NVIDIA H200": {
+      "source": "site baseline, 6 NVIDIA H200 cards, 2026-12-01",
+      "cards": 6,
+      "drivers": ["550.54.15"],
+      "rates": {
+        "vram_gib_per_s": {"floor": 3564.0, "median": 3960.0, "sigma": 30.0,
+          "cards": 0}
+      }
+    }
+  }
+}"#,
+    )
+    .unwrap();
+    let out = work.path().join("new-floors.json");
+    common::usage_error_of_binary(
+        &[
+            "baseline",
+            fleet.to_str().unwrap(),
+            "--against",
+            floors.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &format!(
+            "{}:9: `baseline.\"NVIDIA H200\".rates.vram_gib_per_s.cards`: 0 cards is fewer than the 4 healthy cards a floor rests on",
+            floors.display()
+        ),
+    );
+    assert!(!out.exists(), "nothing written");
 }

@@ -750,3 +750,32 @@ fn at_80_columns_the_live_line_fits_and_keeps_its_fault_count() {
         );
     }
 }
+
+/// A path where kiln expects a file, holding something else, is refused unopened: a FIFO
+/// would hold kiln in `open()` (before, `run --profile ./p.fifo` survived SIGINT and
+/// SIGTERM there), and `/dev/zero` would feed it without end.
+#[test]
+fn a_fifo_or_a_device_where_a_file_belongs_is_refused_unopened() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("p.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let fifo = fifo.to_str().unwrap();
+    usage_error(
+        &["run", "--profile", fifo, "--dry-run"],
+        "is a FIFO, not a profile file",
+    );
+    usage_error(
+        &["run", "--thresholds", fifo, "--dry-run"],
+        "a FIFO, not a thresholds file",
+    );
+    usage_error(
+        &["run", "--profile", "/dev/zero", "--dry-run"],
+        "is a device, not a profile file",
+    );
+}

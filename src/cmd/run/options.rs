@@ -159,7 +159,13 @@ pub fn options(args: &RunArgs, profile: Profile, progress: bool) -> Result<RunOp
         progress,
         telemetry_interval: (!telemetry_interval.is_zero()).then_some(telemetry_interval),
         thresholds: match &args.thresholds {
-            Some(path) => profile.thresholds.overlay(path).map_err(AppError::Usage)?.0,
+            Some(path) => {
+                profile
+                    .thresholds
+                    .overlay(path)
+                    .map_err(|e| AppError::Usage(e.to_string()))?
+                    .0
+            }
             None => profile.thresholds,
         },
         step_timeout,

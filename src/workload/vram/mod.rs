@@ -169,12 +169,9 @@ impl Kind for Vram {
         }
         c.passes = table.count("passes", &bounds::PASSES)?;
         if let Some(v) = table.number("percent")? {
-            if !(v > 0.0 && v <= 100.0) {
-                return Err(SettingError::new(
-                    "percent",
-                    format!("{v} is not between 0 and 100"),
-                ));
-            }
+            let v = bounds::VRAM_PERCENT
+                .check(v)
+                .map_err(|e| SettingError::new("percent", e))?;
             c.percent = Some(v);
         }
         if let Some(d) = table.duration("retention_delay", &bounds::RETENTION_DELAY)? {
