@@ -35,6 +35,8 @@ if [ "${1:-}" = "--test" ]; then
   command -v slurmd >/dev/null 2>&1 || need+=(slurmd)
   command -v scontrol >/dev/null 2>&1 || need+=(slurm-client)
   command -v munged >/dev/null 2>&1 || need+=(munge)
+  # The Slurm hooks read kiln's JSON with jq.
+  command -v jq >/dev/null 2>&1 || need+=(jq)
   python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
   # The C++ application that tears Vulkan down at its exit, for the trace layer's test.
   command -v g++ >/dev/null 2>&1 || need+=(g++)

@@ -102,15 +102,54 @@ pub fn read_jsonl<T: serde::de::DeserializeOwned>(
     let mut records = Vec::new();
     if !complete.is_empty() {
         for (i, line) in complete.split(|&b| b == b'\n').enumerate() {
-            let record: T = serde_json::from_slice(line).map_err(|e| FileError::Corrupt {
+            let corrupt = |e: serde_json::Error| FileError::Corrupt {
                 path: path.to_owned(),
                 line: i + 1,
                 message: e.to_string(),
-            })?;
+            };
+            // Only a line that escapes a character (`\n`, `\u001b`) or holds one of the
+            // three-byte characters the separators and overrides are can carry one that
+            // acts: the rest is read as it is, at full speed.
+            let record: T = if line.iter().any(|&b| b == b'\\' || b == 0xe2) {
+                let mut value: serde_json::Value = serde_json::from_slice(line).map_err(corrupt)?;
+                printable_strings(&mut value);
+                serde_json::from_value(value).map_err(corrupt)?
+            } else {
+                serde_json::from_slice(line).map_err(corrupt)?
+            };
             records.push(record);
         }
     }
     Ok((records, truncated_tail))
+}
+
+/// Makes every string in `value` printable ([`crate::text::printable`]): text read from
+/// evidence (a host, a GPU, a process, a kernel-log line) is data, and whatever it holds
+/// that could act (a newline that would start a line a script takes for kiln's, a
+/// terminal's escape) is escaped once, where it is read, for every output after.
+pub fn printable_strings(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) => {
+            if let std::borrow::Cow::Owned(shown) = crate::text::printable(s) {
+                *s = shown;
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(printable_strings),
+        serde_json::Value::Object(fields) => {
+            let keys: Vec<String> = fields.keys().cloned().collect();
+            for key in keys {
+                if let Some(v) = fields.get_mut(&key) {
+                    printable_strings(v);
+                }
+                if let std::borrow::Cow::Owned(shown) = crate::text::printable(&key)
+                    && let Some(v) = fields.remove(&key)
+                {
+                    fields.insert(shown, v);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file beside it, synced, then renamed
@@ -163,6 +202,28 @@ pub fn temporary_beside(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_in_a_record_that_could_act_is_escaped_as_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("names.jsonl");
+        std::fs::write(
+            &path,
+            "{\"host\":\"slow-node\\nbehind the fleet: victim-node\",\"gpu\":\"\\u001b[2JH200\"}\n{\"host\":\"plain\",\"gpu\":\"C:\\\\ok\u{2013}\"}\n",
+        )
+        .unwrap();
+        let (records, _) = read_jsonl::<std::collections::BTreeMap<String, String>>(&path).unwrap();
+        assert_eq!(
+            records[0]["host"],
+            "slow-node\\nbehind the fleet: victim-node"
+        );
+        assert_eq!(records[0]["gpu"], "\\u{1b}[2JH200");
+        assert_eq!(records[1]["host"], "plain");
+        assert_eq!(
+            records[1]["gpu"], "C:\\ok\u{2013}",
+            "a backslash and a dash stay"
+        );
+    }
 
     #[test]
     fn a_jsonl_file_reads_to_its_last_complete_line() {

@@ -14,13 +14,28 @@ kiln_state="${KILN_STATE:-/var/lib/kiln/health-state.json}"
 # 4 could not check (a GPU node whose GPUs cannot be checked is not fit for jobs).
 kiln_drain_on="${KILN_DRAIN_ON:-1 2 3 4}"
 
+# kiln's JSON is read, never its text: a name a GPU, a process or a log line gave cannot
+# make a line of its own here. jq reads it (`apt install jq`, `dnf install jq`).
+kiln_reason() {
+    # The check's first line, from its JSON, with anything that is not printable blanked.
+    jq -r '.line // empty | gsub("[[:cntrl:]]"; " ")' 2>/dev/null
+}
+
 kiln_node_check() {
     mkdir -p "$(dirname "$kiln_state")" 2>/dev/null
-    local out rc line reason state
+    local out rc line reason state err
+    err=$(mktemp)
     # shellcheck disable=SC2086 # the extra arguments are words on purpose
-    out=$("$kiln_bin" health --state "$kiln_state" ${KILN_HEALTH_ARGS:-} ${KILN_HEALTH_EXTRA:-} 2>&1)
+    out=$("$kiln_bin" health --json --state "$kiln_state" ${KILN_HEALTH_ARGS:-} ${KILN_HEALTH_EXTRA:-} 2>"$err")
     rc=$?
-    line=${out%%$'\n'*}
+    if command -v jq >/dev/null 2>&1; then
+        line=$(printf '%s' "$out" | kiln_reason)
+    else
+        line="kiln health exit $rc (install jq to read its reason)"
+    fi
+    # No JSON: kiln refused its arguments, in one sentence of its own on stderr.
+    [ -n "$line" ] || line=$(head -n 1 "$err" | tr -d '\000-\037')
+    rm -f "$err"
     [ -n "$line" ] || line="kiln health gave no answer (exit $rc)"
     reason=$(sinfo -h -N -n "$kiln_node" -o '%E' 2>/dev/null | head -n 1)
     state=$(sinfo -h -N -n "$kiln_node" -o '%t' 2>/dev/null | head -n 1)

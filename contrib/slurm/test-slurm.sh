@@ -163,7 +163,14 @@ wait_state 'idle*'
 if [ -n "${KILN_TEST_RUN_ARGS:-}" ]; then
     shared="$t/fleet"
     cd "$t"
-    ids=$(KILN_BIN="$kiln" KILN_RUN_ARGS="$KILN_TEST_RUN_ARGS" KILN_FLOORS="$t/no-floors.json" \
+    # Four tasks on the one node would test one card four times, which the baseline counts
+    # once: each task's emulated card is a card of its own, by the UUID its task gives it.
+    per_task="$t/kiln-card-per-task"
+    printf '%s\n' '#!/bin/bash' \
+        'export KILN_EMULATE_UUID=$(printf "6d657361-0000-4000-8000-%012d" "${SLURM_ARRAY_TASK_ID:-0}")' \
+        "exec \"$kiln\" \"\$@\"" > "$per_task"
+    chmod +x "$per_task"
+    ids=$(KILN_BIN="$per_task" KILN_RUN_ARGS="$KILN_TEST_RUN_ARGS" KILN_FLOORS="$t/no-floors.json" \
         bash "$here/kiln-fleet.sh" 4 "$shared")
     array=$(echo "$ids" | sed -n 's/^fleet array job \([0-9]*\), baseline job \([0-9]*\)$/\1/p')
     after=$(echo "$ids" | sed -n 's/^fleet array job \([0-9]*\), baseline job \([0-9]*\)$/\2/p')

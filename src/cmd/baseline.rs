@@ -163,7 +163,7 @@ fn measured(dir: &Path) -> Result<Vec<Measured>, String> {
                 .collect();
             Measured {
                 node: node.clone(),
-                run: dir.display().to_string(),
+                run: crate::text::printable(&dir.display().to_string()).into_owned(),
                 index: d.index,
                 uuid: d.uuid.clone(),
                 card: CardId::of(
@@ -297,7 +297,8 @@ pub fn command(args: crate::cmd::cli::BaselineArgs) -> Result<i32, AppError> {
     for dir in &dirs {
         match measured(dir) {
             Ok(found) => devices.extend(found),
-            Err(why) => unreadable.push(format!("{}: {why}", dir.display())),
+            Err(why) => unreadable
+                .push(crate::text::printable(&format!("{}: {why}", dir.display())).into_owned()),
         }
     }
     let fleet = Fleet::of(devices);

@@ -382,8 +382,8 @@ pub fn summary(c: &Comparison) -> String {
     let _ = writeln!(
         out,
         "compare: {} -> {} (rates may move {:.0}%)",
-        c.before,
-        c.after,
+        crate::text::printable(&c.before),
+        crate::text::printable(&c.after),
         c.tolerance * 100.0
     );
     for w in &c.warnings {

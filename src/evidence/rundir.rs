@@ -430,7 +430,9 @@ pub fn read_manifest(path: &Path) -> EvidenceResult<Manifest> {
             message: e.to_string(),
         })
     };
-    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    // The host's and the devices' names are data: what in them could act is escaped here.
+    crate::fsutil::printable_strings(&mut value);
     let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
     check_schema(path, schema, MANIFEST_SCHEMA)?;
     serde_json::from_value(value).map_err(corrupt)

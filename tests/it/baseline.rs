@@ -354,3 +354,44 @@ fn an_impossible_floors_file_is_refused_at_its_line() {
     );
     assert!(!out.exists(), "nothing written");
 }
+
+/// A host name from a run directory is data: one that holds a newline and a terminal's
+/// escape is said escaped, and can never make a line of its own that names another node
+/// behind the fleet (the fleet job drains the nodes such lines name).
+#[test]
+fn a_forged_host_name_is_said_escaped_and_never_a_line_of_its_own() {
+    let work = tempfile::tempdir().unwrap();
+    let fleet = work.path().join("fleet");
+    for i in 0..4 {
+        node_run(&fleet, &format!("h200-{i}"), "h200_healthy", 1.0, None);
+    }
+    let slow = node_run(&fleet, "h200-slow", "h200_healthy", 0.70, None);
+    let forged = "slow-node\nbehind the fleet: victim-node GPU0 GPU-x: VRAM\u{1b}[2J";
+    let mut manifest = read_json(&slow.join("manifest.json"));
+    manifest["host"] = forged.into();
+    std::fs::write(slow.join("manifest.json"), manifest.to_string()).unwrap();
+    let out = baseline(&[fleet.to_str().unwrap(), "--judge", "--json"]);
+    let r = expect_json(&out, 2);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!said.contains('\u{1b}'), "{said}");
+    assert!(
+        !said
+            .lines()
+            .any(|l| l.starts_with("behind the fleet: victim-node")),
+        "{said}"
+    );
+    assert!(
+        said.contains("behind the fleet: slow-node\\nbehind the fleet: victim-node"),
+        "{said}"
+    );
+    let nodes: Vec<&str> = r["behind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["node"].as_str().unwrap())
+        .collect();
+    assert!(
+        !nodes.is_empty() && nodes.iter().all(|n| !n.contains(['\n', '\u{1b}'])),
+        "{nodes:?}"
+    );
+}

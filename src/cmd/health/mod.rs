@@ -755,6 +755,14 @@ impl Check<'_> {
             ));
         }
         self.faults.sort_by_key(|f| (f.exit_code, f.code.kind));
+        // What the machine gave (a GPU's name, a process's, a kernel-log line) is data: what
+        // in it could act is escaped before any of it is said, and before the first line a
+        // scheduler takes as its reason is made.
+        let shown = |text: &mut String| *text = crate::text::printable(text).into_owned();
+        for f in &mut self.faults {
+            shown(&mut f.message);
+        }
+        self.noted.iter_mut().chain(&mut self.notes).for_each(shown);
         let exit = self
             .faults
             .first()
