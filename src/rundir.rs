@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::evidence::trace::Trace;
 use crate::evidence::{
-    EventLog, EvidenceError, EvidenceFile, Manifest, read_events, read_jsonl, read_manifest,
+    Event, EventLog, EvidenceError, EvidenceFile, Manifest, read_events, read_jsonl, read_manifest,
 };
 use crate::fsutil::FileError;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
@@ -58,6 +58,9 @@ pub enum Lost {
     Unreadable(String),
     /// A file with no record in it, where the run writes a header first.
     Empty,
+    /// The telemetry of a finished run whose workloads ran, with none of the counters the
+    /// sidecar reads around every phase: cut short after its first lines.
+    CutShort,
 }
 
 impl LostEvidence {
@@ -68,6 +71,7 @@ impl LostEvidence {
             Lost::NotAFile(what) => (*what).into(),
             Lost::Unreadable(why) => why.clone(),
             Lost::Empty => "an empty file".into(),
+            Lost::CutShort => "a file with no phase's counters".into(),
         }
     }
 
@@ -78,6 +82,10 @@ impl LostEvidence {
             Lost::NotAFile(what) => format!("is {what}, not the file the run wrote"),
             Lost::Unreadable(why) => format!("cannot be read ({why})"),
             Lost::Empty => "is empty: its records were removed".into(),
+            Lost::CutShort => {
+                "is cut short: it holds none of the counters read around the phases the run ran"
+                    .into()
+            }
         }
     }
 }
@@ -181,14 +189,35 @@ impl RunEvidence {
         } else {
             read_telemetry(&telemetry_path)?
         };
-        if telemetry.is_empty()
-            && manifest.evidence_files().contains(&EvidenceFile::Telemetry)
+        if manifest.evidence_files().contains(&EvidenceFile::Telemetry)
             && !is_lost(&missing, EvidenceFile::Telemetry)
         {
-            missing.push(LostEvidence {
-                file: EvidenceFile::Telemetry,
-                how: Lost::Empty,
-            });
+            // The sidecar snapshots the counters around every phase: a finished run whose
+            // workloads ran and whose telemetry holds none was cut after its first lines.
+            let ran = log
+                .records
+                .iter()
+                .any(|r| matches!(r.event, Event::WorkloadEnd { .. }));
+            let finished = log
+                .records
+                .iter()
+                .any(|r| matches!(r.event, Event::RunEnd { .. }));
+            let snapshots = telemetry
+                .iter()
+                .any(|r| matches!(r.data, TelemetryData::Snapshot { .. }));
+            let how = if telemetry.is_empty() {
+                Some(Lost::Empty)
+            } else if ran && finished && !snapshots {
+                Some(Lost::CutShort)
+            } else {
+                None
+            };
+            if let Some(how) = how {
+                missing.push(LostEvidence {
+                    file: EvidenceFile::Telemetry,
+                    how,
+                });
+            }
         }
         let trace = if manifest.settings.watch.is_some() {
             crate::evidence::trace::read_trace(dir)?

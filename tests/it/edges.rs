@@ -853,6 +853,21 @@ fn evidence_the_run_wrote_that_is_missing_is_named_never_a_clean_pass() {
     }
     std::fs::remove_file(run_dir.join("events.jsonl")).unwrap();
     std::fs::write(run_dir.join("events.jsonl"), &events).unwrap();
+    // The telemetry cut to its first line: a finished run with none of the counters read
+    // around its phases is missing its telemetry too.
+    let header = telemetry.split(|&b| b == b'\n').next().unwrap();
+    std::fs::write(run_dir.join("telemetry.jsonl"), [header, b"\n"].concat()).unwrap();
+    let report = expect_json(&verdict(&run_dir, &[]), 4);
+    let lost = findings_of(&report, "EVIDENCE_MISSING");
+    assert!(
+        lost.len() == 1
+            && lost[0]["summary"]
+                .as_str()
+                .unwrap()
+                .contains("is cut short"),
+        "{report}"
+    );
+    std::fs::write(run_dir.join("telemetry.jsonl"), &telemetry).unwrap();
     expect_json(&verdict(&run_dir, &[]), 0);
 
     // A run that did not finish (still running, or killed) compared with a whole one is
