@@ -490,7 +490,7 @@ catalogue! {
         "a signal stopped the run before its workloads ended");
     /// An evidence file of the run is gone.
     EvidenceMissing = "EVIDENCE_MISSING" => row(CouldNotTest,
-        "an evidence file the run wrote is gone");
+        "an evidence file the run wrote is gone, emptied or not a file");
     /// Slower than the same model's other devices.
     PeerSlower = "PEER_SLOWER" => row(Hardware,
         "more than 10% slower than the same model's other devices in the run (environment where its own findings explain it)");
