@@ -63,39 +63,8 @@ pub struct Profile {
     pub workloads: Vec<PlannedWorkload>,
 }
 
-/// The longest a refusal's own words may run: a list of every known key belongs in the
-/// docs, not in an error line.
-const LONGEST_MESSAGE: usize = 300;
-
 /// Why a profile could not be used: one sentence naming the file, line and key.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}", self.sentence())]
-pub struct ProfileError {
-    /// The file (or bundled name).
-    pub file: String,
-    /// 1-based line, when the problem has one.
-    pub line: Option<usize>,
-    /// The key at fault, when there is one.
-    pub key: Option<String>,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl ProfileError {
-    fn sentence(&self) -> String {
-        let mut s = self.file.clone();
-        if let Some(line) = self.line {
-            s.push_str(&format!(":{line}"));
-        }
-        // A message that names its key already is not given it twice.
-        if let Some(key) = &self.key
-            && !self.message.contains(&format!("`{key}`"))
-        {
-            s.push_str(&format!(": `{key}`"));
-        }
-        format!("{s}: {}", crate::text::cut(&self.message, LONGEST_MESSAGE))
-    }
-}
+pub type ProfileError = crate::text::FileRefusal;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -40,6 +40,43 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// The longest a refusal's own words may run: a list of every known key belongs in the
+/// docs, not in an error line.
+const LONGEST_REFUSAL: usize = 300;
+
+/// Why a file a user gave (a profile, a thresholds file) was refused: one sentence naming
+/// the file, the line and the key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", self.sentence())]
+pub struct FileRefusal {
+    /// The file (or a bundled profile's name).
+    pub file: String,
+    /// 1-based line, when the problem has one.
+    pub line: Option<usize>,
+    /// The key at fault (`baseline."NVIDIA H200".rates.vram_gib_per_s.cards`), when
+    /// there is one.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl FileRefusal {
+    fn sentence(&self) -> String {
+        let mut s = self.file.clone();
+        if let Some(line) = self.line {
+            s.push_str(&format!(":{line}"));
+        }
+        // A message that names its key already (`\`x\` is given twice`) is not given it
+        // twice.
+        if let Some(key) = &self.key
+            && !self.message.contains(&format!("`{key}`"))
+        {
+            s.push_str(&format!(": `{key}`"));
+        }
+        format!("{s}: {}", cut(&self.message, LONGEST_REFUSAL))
+    }
+}
+
 /// A count and its noun, the plural right: `1 round`, `2 rounds`, `3 mismatches`.
 pub fn count(n: impl Into<u64>, noun: &str) -> String {
     let n = n.into();

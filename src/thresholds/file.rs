@@ -10,48 +10,16 @@ use serde::Deserialize;
 
 use super::{ALIASES, Invalid, Overrides};
 
-/// The longest a refusal's own words may run: a list of every known name belongs in the
-/// docs, not in an error line.
-const LONGEST_MESSAGE: usize = 300;
-
 /// Why a thresholds file was refused: one sentence naming the file, the line and the key.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}", self.sentence())]
-pub struct FileError {
-    /// The file.
-    pub file: String,
-    /// 1-based line, when the problem has one.
-    pub line: Option<usize>,
-    /// The key at fault (`baseline."NVIDIA H200".rates.vram_gib_per_s.cards`), when
-    /// there is one.
-    pub key: Option<String>,
-    /// What is wrong.
-    pub message: String,
-}
+pub type FileError = crate::text::FileRefusal;
 
-impl FileError {
-    fn sentence(&self) -> String {
-        let mut s = self.file.clone();
-        if let Some(line) = self.line {
-            s.push_str(&format!(":{line}"));
-        }
-        // A message that names its key already (`\`x\` is given twice`) is not given it
-        // twice.
-        if let Some(key) = &self.key
-            && !self.message.contains(&format!("`{key}`"))
-        {
-            s.push_str(&format!(": `{key}`"));
-        }
-        format!("{s}: {}", crate::text::cut(&self.message, LONGEST_MESSAGE))
-    }
-
-    fn of(path: &Path, message: impl Into<String>) -> FileError {
-        FileError {
-            file: path.display().to_string(),
-            line: None,
-            key: None,
-            message: message.into(),
-        }
+/// A refusal of the file at `path` with no line or key to name.
+fn of(path: &Path, message: impl Into<String>) -> FileError {
+    FileError {
+        file: path.display().to_string(),
+        line: None,
+        key: None,
+        message: message.into(),
     }
 }
 
@@ -61,13 +29,10 @@ impl FileError {
 pub(super) fn read(path: &Path) -> Result<String, FileError> {
     if let Err(crate::fsutil::FileError::NotAFile { what, .. }) = crate::fsutil::check_regular(path)
     {
-        return Err(FileError::of(
-            path,
-            format!("{what}, not a thresholds file"),
-        ));
+        return Err(of(path, format!("{what}, not a thresholds file")));
     }
     std::fs::read_to_string(path).map_err(|e| {
-        FileError::of(
+        of(
             path,
             match e.kind() {
                 std::io::ErrorKind::NotFound => "no such thresholds file".to_owned(),
@@ -114,7 +79,7 @@ fn refused(path: &Path, text: &str, e: &serde_json::Error) -> FileError {
     let suffix = format!(" at line {} column {}", e.line(), e.column());
     let message = words.strip_suffix(&suffix).unwrap_or(&words).to_owned();
     if e.line() == 0 {
-        return FileError::of(path, message);
+        return of(path, message);
     }
     let at = offset_of(text, e.line(), e.column());
     let key = keys(text)
