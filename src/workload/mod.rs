@@ -203,10 +203,18 @@ impl WorkloadOutcome {
     /// the one rule that keeps a workload's early return on a stop from reading as a run
     /// of its whole plan, whichever phase it was in. Its status and headline follow.
     pub fn stopped_on_request(&mut self) {
+        self.mark_cut_short(STOPPED_ON_REQUEST);
+    }
+
+    /// Marks a workload whose run was cut short for `why` by whoever ran it (a stop, a
+    /// share of the time far below the plan's), unless it already says how it was cut
+    /// short: a run cut short that found nothing is never a pass. Its status and headline
+    /// follow.
+    pub fn mark_cut_short(&mut self, why: &str) {
         if self.summary.envelope().cut_short() {
             return;
         }
-        self.summary.envelope_mut().stopped_early = Some(STOPPED_ON_REQUEST.into());
+        self.summary.envelope_mut().stopped_early = Some(why.into());
         if let Some((status, headline)) = self.summary.status_and_headline() {
             self.status = status;
             self.headline = headline;

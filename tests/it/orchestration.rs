@@ -498,3 +498,48 @@ fn heat_whose_memory_side_ends_first_is_not_taken_for_a_hang() {
     );
     expect_json(&out, 0);
 }
+
+#[test]
+fn a_short_run_gives_every_planned_workload_its_share() {
+    // The quick profile in a second, shared 3:1:1. On the CPU device compute's
+    // calibration alone (about a second) outlasts its 0.2 s share: the PCIe probe after
+    // it was given what was left of the device's second, nothing, and ran 4 ms where the
+    // plan promised it 0.2 s. Now each keeps its share, and the run ends later.
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = run_with(
+        &run_dir,
+        &[
+            "--duration",
+            "1s",
+            "--vram-bytes",
+            "64MiB",
+            "--pcie-max-bytes",
+            "1MiB",
+            "--telemetry-interval",
+            "0",
+        ],
+    );
+    let report = expect_json(&out, 0);
+    let manifest = read_json(&run_dir.join("manifest.json"));
+    let budget_s = manifest["settings"]["duration_s"].as_f64().unwrap();
+    let plan = manifest["settings"]["plan"].as_array().unwrap();
+    let weights: f64 = plan.iter().map(|p| p["weight"].as_f64().unwrap()).sum();
+    let ends: Vec<serde_json::Value> = events(&run_dir)
+        .into_iter()
+        .filter(|e| e["kind"] == "workload_end")
+        .collect();
+    assert_eq!(ends.len(), plan.len(), "{ends:?}");
+    for (planned, end) in plan.iter().zip(&ends) {
+        let name = &planned["config"]["workload"];
+        assert_eq!(&end["workload"], name);
+        let share_s = budget_s * planned["weight"].as_f64().unwrap() / weights;
+        let ran_s = end["summary"]["wall_s"].as_f64().unwrap();
+        assert!(
+            ran_s >= 0.5 * share_s,
+            "{name} ran {ran_s:.3} s of its {share_s:.2} s share"
+        );
+        assert_eq!(end["status"], "passed", "{end}");
+    }
+    assert_eq!(report["devices"][0]["result"], "pass");
+}

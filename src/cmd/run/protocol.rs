@@ -76,6 +76,9 @@ pub enum WorkerMessage {
     /// Waiting for its turn at the PCIe probe (other devices share the host's links):
     /// time not counted against the device's budget.
     WaitTurn,
+    /// A workload ran this much past the time it was given: the device's test ends as
+    /// much later (see `plan::Split`), and the parent's bound on it moves with it.
+    Overran(Duration),
     /// Every workload has ended.
     Done,
 }
@@ -159,5 +162,11 @@ mod tests {
         };
         assert_eq!((phase.as_str(), when), ("vram", Boundary::After));
         assert!(WorkerMessage::parse("a driver printing on stdout").is_none());
+        let over = Duration::from_millis(1700);
+        let line = WorkerMessage::Overran(over).to_line().unwrap_or_default();
+        assert!(
+            matches!(WorkerMessage::parse(&line), Some(WorkerMessage::Overran(d)) if d == over),
+            "{line}"
+        );
     }
 }

@@ -31,6 +31,9 @@ struct WorkerHandle {
     turn_since: Option<Instant>,
     /// Time spent waiting (for an idle device, for a turn): not counted against the budget.
     waited: Duration,
+    /// What its workloads ran past the time they were given: the device's test ends as
+    /// much later.
+    overran: Duration,
     /// When the worker was asked to stop (its stdin closed).
     stop_asked: Option<Instant>,
     /// When its output closed: it is ending.
@@ -172,6 +175,7 @@ pub(super) fn supervise(
             waiting_since: None,
             turn_since: None,
             waited: Duration::ZERO,
+            overran: Duration::ZERO,
             stop_asked: None,
             closed_at: None,
             done: false,
@@ -287,7 +291,8 @@ pub(super) fn supervise(
 
 /// The bounds that hold whatever a worker is doing, host-side work included: a device
 /// still running a step timeout past its budget (waits for an idle device or a PCIe turn
-/// not counted) is asked to stop, and a worker that has not ended a step timeout after
+/// not counted, and what its workloads ran over the time they were given added, as its
+/// worker says) is asked to stop, and a worker that has not ended a step timeout after
 /// being asked is killed and recorded, so no input and no stuck loop outlives them.
 fn bound_by_time(
     opts: &RunOptions,
@@ -303,14 +308,14 @@ fn bound_by_time(
         if let Some(budget) = opts.duration
             && w.stop_asked.is_none()
         {
-            let allowed = budget + opts.step_timeout + idle_allowance + w.waited_now();
-            if started.elapsed() > allowed {
+            let end = budget + w.overran + w.waited_now();
+            if started.elapsed() > end + opts.step_timeout + idle_allowance {
                 events.emit(
                     Some(w.slot),
                     Event::Note {
                         message: format!(
                             "still running {:.0} s past its {:.0} s budget{}: asked to stop",
-                            (started.elapsed() - budget - w.waited_now()).as_secs_f64(),
+                            (started.elapsed() - end).as_secs_f64(),
                             budget.as_secs_f64(),
                             w.during()
                         ),
@@ -478,6 +483,7 @@ fn relay(w: &mut WorkerHandle, line: &str, events: &mut EventWriter, sidecar: Op
             w.turn_since.get_or_insert_with(Instant::now);
             w.progress.wait("waiting for its turn at the PCIe probe");
         }
+        WorkerMessage::Overran(by) => w.overran += by,
         WorkerMessage::Done => w.done = true,
     }
 }

@@ -11,6 +11,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::plan::{Split, seconds};
 use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage, parse_readings};
 use crate::evidence::{DeviceErrorKind, Event, EventRecord, EventSink};
 use crate::exit_code;
@@ -250,24 +251,21 @@ fn test_device(
         job.duration,
         events,
     );
-    // Each workload gets its weight's share of the budget, less when those before it ran
-    // over (the time left is shared by the weights left), never more: a workload that
-    // ends early (a fixed number of passes) shortens the run instead of lengthening the
-    // next one.
-    let device_deadline = job.duration.map(|d| Instant::now() + d);
+    // Each workload gets its weight's share of the budget whatever ran before it, never
+    // more (see `Split`): a workload that ends early shortens the run, and one that runs
+    // over moves the device's end instead of taking from the next.
     let weight_total = crate::workload::registry::weight_in_turn(&in_turn);
-    let mut weight_left = weight_total;
-    // A run weighing `weight` gets its part of the time left among `weight_left`, never
-    // more than its weight's share of the whole.
-    let share = |weight: u32, weight_left: u32| {
-        device_deadline.zip(job.duration).map(|(end, whole)| {
-            let left = end.saturating_duration_since(Instant::now()) * weight / weight_left.max(1);
-            left.min(whole * weight / weight_total)
-        })
+    let mut clock = Clock {
+        began: Instant::now(),
+        split: job.duration.map(|d| Split::new(d, weight_total)),
+        reruns_took: false,
     };
+    let mut weight_left = weight_total;
     for (i, planned) in in_turn.iter().enumerate() {
         if job.wait_idle && i > 0 {
+            let waiting = Instant::now();
             wait_for_idle(stop, resumed, pipe);
+            clock.waited(waiting.elapsed());
         }
         if stop.load(Ordering::Relaxed) {
             break;
@@ -304,13 +302,17 @@ fn test_device(
         }
         // One device at a time on the host's PCIe links: devices behind one switch
         // share its uplink, and a probe measured beside another would read as a slow slot.
+        let waiting = Instant::now();
         let _turn = match (&planned.config, &job.pcie_lock) {
             (WorkloadConfig::Pcie(_), Some(lock)) => take_turn(lock, stop, pipe),
             _ => None,
         };
-        let budget = share(planned.weight, weight_left);
+        clock.waited(waiting.elapsed());
+        let given = clock.given(planned.weight, weight_left);
         weight_left = weight_left.saturating_sub(planned.weight);
-        let mut failed = run_planned(planned, budget, &mut device_ctx, &shared, pipe, events);
+        let started = clock.now();
+        let mut failed = run_planned(planned, given, &mut device_ctx, &shared, pipe, events);
+        clock.ran(planned, given, started, pipe, events);
         // To confirm: a workload that found something runs again, with the same seeds, so
         // the report can say whether it reproduces. The reruns together weigh as their
         // workload once more and share the time left with the workloads after it:
@@ -322,12 +324,16 @@ fn test_device(
             let mut parts_left = (weight_left + planned.weight) * confirm.repeat.max(1);
             for rerun in 1..=confirm.repeat {
                 if job.wait_idle {
+                    let waiting = Instant::now();
                     wait_for_idle(stop, resumed, pipe);
+                    clock.waited(waiting.elapsed());
                 }
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                let budget = share(planned.weight, parts_left);
+                // A rerun's time is its part of what is left, taken from the workloads
+                // after it: it has no share of the plan's to be held to.
+                let budget = clock.given(planned.weight, parts_left).map(|g| g.budget);
                 parts_left = parts_left.saturating_sub(planned.weight);
                 let label = format!("confirm {} of {}", rerun + 1, confirm.repeat + 1);
                 if budget.is_some_and(|b| b < RERUN_LEAST.max(planned.config.least_time())) {
@@ -348,7 +354,14 @@ fn test_device(
                         budget_s: budget.map(|b| b.as_secs_f64()),
                     },
                 );
-                failed |= run_planned(planned, budget, &mut device_ctx, &shared, pipe, events);
+                let given = budget.map(|budget| Given {
+                    budget,
+                    share: None,
+                });
+                clock.reruns_took = true;
+                let started = clock.now();
+                failed |= run_planned(planned, given, &mut device_ctx, &shared, pipe, events);
+                clock.ran(planned, given, started, pipe, events);
             }
         }
         if failed && job.stop_on_first_failure {
@@ -377,10 +390,105 @@ fn test_device(
             );
             Vec::new()
         });
-        report_outcomes(results, None, stop, events);
+        report_outcomes(results, None, None, stop, events);
     }
     ended.store(true, Ordering::Relaxed);
     validation_notes(events);
+}
+
+/// What the worker gives one run of a workload: its time budget and the share of the
+/// budget the plan promised it (none for a rerun, which has no share of its own, nor once
+/// reruns have taken time from the workloads after them, as the plan says they do).
+#[derive(Debug, Clone, Copy)]
+struct Given {
+    budget: Duration,
+    share: Option<Duration>,
+}
+
+impl Given {
+    /// Why the run counts as cut short, when it was given less than half the share the
+    /// plan promised: a workload held to a fraction of its time, whatever held it so,
+    /// never reads as a pass.
+    fn short_of_share(&self) -> Option<String> {
+        let share = self.share?;
+        (self.budget * 2 < share).then(|| {
+            format!(
+                "given {} s of its planned {} s share of the time budget",
+                seconds(self.budget.as_secs_f64()),
+                seconds(share.as_secs_f64())
+            )
+        })
+    }
+}
+
+/// The device's clock for its budget: when its first workload started, and how the
+/// budget is shared (none without a budget).
+struct Clock {
+    began: Instant,
+    split: Option<Split>,
+    /// Reruns to confirm a finding have taken time from the workloads after them: their
+    /// shares no longer hold.
+    reruns_took: bool,
+}
+
+impl Clock {
+    /// Time since the first workload started.
+    fn now(&self) -> Duration {
+        self.began.elapsed()
+    }
+
+    /// Time spent waiting, which the budget does not count.
+    fn waited(&mut self, wait: Duration) {
+        if let Some(split) = &mut self.split {
+            split.waited(wait);
+        }
+    }
+
+    /// What a run weighing `weight` is given now, `weight_left` being its weight and that
+    /// of every run after it.
+    fn given(&self, weight: u32, weight_left: u32) -> Option<Given> {
+        self.split.as_ref().map(|split| Given {
+            budget: split.budget(weight, weight_left, self.now()),
+            share: (!self.reruns_took).then(|| split.share(weight)),
+        })
+    }
+
+    /// A run of `planned` given `given`, started at `started`, has ended: what it ran over
+    /// moves the device's end, the parent is told (its bound on the device's time moves
+    /// with it), and an overrun of a tenth of what it was given or more is said.
+    fn ran(
+        &mut self,
+        planned: &PlannedWorkload,
+        given: Option<Given>,
+        started: Duration,
+        pipe: &Pipe,
+        events: &mut PipeSink,
+    ) {
+        let (Some(split), Some(given)) = (self.split.as_mut(), given) else {
+            return;
+        };
+        let ended = self.began.elapsed();
+        let overrun = split.ran(given.budget, started, ended);
+        if overrun.is_zero() {
+            return;
+        }
+        pipe.send(&WorkerMessage::Overran(overrun));
+        if overrun * 10 >= given.budget {
+            let device = Some(events.slot);
+            events.emit(
+                device,
+                Event::Note {
+                    message: format!(
+                        "{} took {} s of the {} s it was given (its setup, first measurement or the step under way cannot be cut short): the device's test ends {} s later, and the workloads after it keep their time",
+                        planned.config.name().as_str(),
+                        seconds(ended.saturating_sub(started).as_secs_f64()),
+                        seconds(given.budget.as_secs_f64()),
+                        seconds(overrun.as_secs_f64())
+                    ),
+                },
+            );
+        }
+    }
 }
 
 /// The plan's workloads that run all along (the resident region), and the others, in
@@ -520,7 +628,7 @@ impl Shared<'_> {
 /// records how each ended; true when one failed.
 fn run_planned(
     planned: &PlannedWorkload,
-    budget: Option<Duration>,
+    given: Option<Given>,
     contexts: &mut Contexts,
     shared: &Shared,
     pipe: &Pipe,
@@ -528,7 +636,7 @@ fn run_planned(
 ) -> bool {
     let device = Some(events.slot);
     let stop = shared.stop;
-    let control = || shared.control(budget);
+    let control = || shared.control(given.map(|g| g.budget));
     let mut workloads = planned.config.build();
     let phase = planned.config.name().as_str();
     let snapshot = |when: Boundary| {
@@ -582,14 +690,17 @@ fn run_planned(
     snapshot(Boundary::After);
     validation_notes(events);
     let together = (results.len() > 1).then_some(phase);
-    report_outcomes(results, together, stop, events)
+    let short = given.and_then(|g| g.short_of_share());
+    report_outcomes(results, together, short.as_deref(), stop, events)
 }
 
-/// Records how each part ended (`together`: the load they ran inside of, at once);
-/// true when one failed.
+/// Records how each part ended (`together`: the load they ran inside of, at once;
+/// `short`: why the run was given too little of its share to count as whole); true when
+/// one failed.
 fn report_outcomes(
     results: PartResults,
     together: Option<&str>,
+    short: Option<&str>,
     stop: &AtomicBool,
     events: &mut PipeSink,
 ) -> bool {
@@ -602,6 +713,9 @@ fn report_outcomes(
                 // the workload itself noticed.
                 if stop.load(Ordering::Relaxed) {
                     outcome.stopped_on_request();
+                }
+                if let Some(why) = short {
+                    outcome.mark_cut_short(why);
                 }
                 failed |= outcome.status == WorkloadStatus::Failed;
                 if let Some(phase) = together.filter(|p| *p != outcome.workload) {
@@ -627,4 +741,66 @@ fn report_outcomes(
         }
     }
     failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::WorkloadOutcome;
+
+    /// A PCIe probe that passed, as its `workload_end` writes it.
+    fn passed_probe() -> WorkloadOutcome {
+        let written = serde_json::json!({
+            "workload": "pcie",
+            "status": "passed",
+            "headline": "6 transfers verified",
+            "summary": {
+                "corruption": [], "device_error": null, "findings": [],
+                "largest_bytes": 4096, "link": null, "peak_bidir_gbps": 0.36,
+                "peak_d2h_gbps": 0.18, "peak_h2d_gbps": 0.18, "readback_memory": [],
+                "sizes": [{"bidir_gbps": 0.36, "bytes": 4096, "d2h_gbps": 0.18,
+                    "d2h_latency_us": 22.2, "h2d_gbps": 0.18, "h2d_latency_us": 22.6}],
+                "staging_in_host_memory": false, "stopped_early": null,
+                "transfers_verified": 6, "upload_memory": [], "wall_s": 0.0035
+            }
+        });
+        serde_json::from_value(written).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_run_given_far_less_than_its_share_is_cut_short_never_a_pass() {
+        let ms = Duration::from_millis;
+        let starved = Given {
+            budget: Duration::from_micros(3500),
+            share: Some(ms(600)),
+        };
+        let why = starved.short_of_share().unwrap_or_default();
+        assert_eq!(
+            why,
+            "given 0.004 s of its planned 0.60 s share of the time budget"
+        );
+        let mut outcome = passed_probe();
+        assert_eq!(outcome.status, WorkloadStatus::Passed);
+        outcome.mark_cut_short(&why);
+        assert_eq!(outcome.status, WorkloadStatus::Incomplete);
+        assert!(outcome.headline.contains(&why), "{}", outcome.headline);
+        // Its share, or half of it, is a run as planned; a rerun, or a run after reruns
+        // took from it, has no share to hold.
+        for whole in [
+            Given {
+                budget: ms(600),
+                share: Some(ms(600)),
+            },
+            Given {
+                budget: ms(300),
+                share: Some(ms(600)),
+            },
+            Given {
+                budget: ms(10),
+                share: None,
+            },
+        ] {
+            assert_eq!(whole.short_of_share(), None, "{whole:?}");
+        }
+    }
 }
