@@ -675,6 +675,7 @@ def field_cases():
     amd_and_intel_heat_cases()
     nvlink_and_rma_cases()
     tenant_arrival_cases()
+    fan_cases()
 
     # The headline names the finding that decided.
     field("fragmented_allocator_headline",
@@ -1144,6 +1145,61 @@ def tenant_arrival_cases():
           events=with_rates(h200_events(4100.0, 3900.0), 25000.0, 25000.0, 12.5),
           telemetry=run_telemetry(sample=tenant_from(12.5, 40)),
           thresholds={"floors": {"compute_fp32_gops": 45000}})
+
+
+def fan_cases():
+    """An RTX 3090's fan against its heat: a fan that reads 0% (or far below its share)
+    while the GPU is hot under load is the card's cooler; zero-RPM fan stop on a cool card
+    is by design, and a hot card whose fan runs flat out is the room's."""
+    rtx3090 = dict(name="NVIDIA GeForce RTX 3090", device_id=0x2204)
+    identity = h200_identity(name="NVIDIA GeForce RTX 3090", serial="[N/A]",
+                             board_part_number="[N/A]", ecc_enabled="false",
+                             ecc_enabled_pending="false", temp_slowdown_c=93,
+                             temp_shutdown_c=98, temp_gpu_max_c=91,
+                             temp_mem_max_c={"unavailable": NS})
+    counters = lambda t: h200_counters(
+        ecc_corrected_volatile={"unavailable": NS}, ecc_uncorrected_volatile={"unavailable": NS},
+        ecc_corrected_aggregate={"unavailable": NS}, ecc_uncorrected_aggregate={"unavailable": NS},
+        remapped_correctable={"unavailable": NS}, remapped_uncorrectable={"unavailable": NS},
+        remap_pending={"unavailable": NS}, remap_failure={"unavailable": NS},
+        recovery_action={"unavailable": NS})
+
+    def with_fan(sm, temp, mask, fan_at):
+        def sample(phase, t):
+            idle = phase == "preflight"
+            r = h200_sample(phase, t, mask=None if idle else mask, sm=sm, mem=9751, sm_max=2100,
+                            mem_max=9751, default=350.0, limit=350.0,
+                            power=None if idle else 338.0, temp=None if idle else temp)
+            # Zero-RPM fan stop at idle, on every case.
+            r["fan0_speed_pct"] = 0 if idle else fan_at(t)
+            return r
+        return sample
+
+    def hot_card(fan_at):
+        return dict(events=card_events(**rtx3090, verify_gbps=740.0, write_gbps=720.0,
+                                       gops={"fp32": 19000.0, "int32": 9500.0}),
+                    telemetry=run_telemetry(sample=with_fan(1560, 89.0, 0x20, fan_at),
+                                            identity=identity, counters_at=counters))
+
+    field("rtx3090_fan_stopped_under_load",
+          "an RTX 3090 whose fan reads 0% all run long, idle and under load, while the GPU sits at 89 C of its 93 C slowdown with the thermal reason set and the SM clock at 1560 of 2100 MHz: a fan that never answers a hot GPU is the card's cooler failing (hardware), and the thermal slowdown is its doing, not the room's",
+          1, "fail", ["FAN_FAILED", "THERMAL_THROTTLE"], reason="fan",
+          **hot_card(lambda t: 0))
+    field("rtx3090_fan_stuck_low_under_load",
+          "the same hot RTX 3090 at 89 C under thermal slowdown with its fan at 0% at idle and never above 10% under load, where a working fan curve runs at 60-100%: far below its share, the card's fan control (hardware)",
+          1, "fail", ["FAN_FAILED", "THERMAL_THROTTLE"], reason="fan",
+          **hot_card(lambda t: 10))
+    field("rtx3090_hot_room_fan_at_full",
+          "near miss: the same RTX 3090 at 89 C under thermal slowdown with its SM clock at 1560 of 2100 MHz, its fan at 0% at idle (fan stop) and at 100% all load long: the cooler does all it can, the heat is the room's or the case's (environment), not the fan's",
+          2, "environment", ["THERMAL_THROTTLE"], reason="thermal slowdown",
+          **hot_card(lambda t: 100))
+    field("rtx3090_fan_stop_while_cool",
+          "near miss: an RTX 3090 whose fan reads 0% at idle at 36 C and for its first second under load (zero-RPM fan stop), then 45% with the GPU at 66 C and no throttle reason: fan stop on a cool card is by design, no finding",
+          0, "pass", [],
+          events=card_events(**rtx3090, verify_gbps=750.0, write_gbps=730.0,
+                             gops={"fp32": 25000.0, "int32": 12500.0}),
+          telemetry=run_telemetry(sample=with_fan(2040, 66.0, 0, lambda t: 0 if t < 2.05 else 45),
+                                  identity=identity, counters_at=counters))
 
 
 if __name__ == "__main__":

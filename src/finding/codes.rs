@@ -386,6 +386,10 @@ catalogue! {
     /// The card slowed for heat.
     ThermalThrottle = "THERMAL_THROTTLE" => row(Environment,
         "the card slowed for heat, or sat at its thermal limit under load with its clock down");
+    /// A fan read stopped, or far below what the card needed, while the GPU was hot
+    /// under load: the card's cooler.
+    FanFailed = "FAN_FAILED" => row(Hardware,
+        "a fan read 0% or far below its share while the GPU was hot under load: the card's fan or its fan control, not the room");
     /// The memory ran at or near its rated temperature under load.
     MemoryHot = "MEMORY_HOT" => row(Info,
         "the memory ran within a few degrees of its rated temperature under load: little margin for a hotter room");

@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 pub use super::html_charts::esc;
-use super::html_charts::{band_chart, bars_chart, line_chart, offset_map};
+use super::html_charts::{band_chart, bars_chart, line_chart, offset_map, percent_chart};
 use crate::evidence::Manifest;
 use crate::telemetry::record::{Reading, TelemetryData, TelemetryRecord};
 use crate::telemetry::{signals, throttle};
@@ -293,6 +293,29 @@ fn series(records: &[TelemetryRecord], device: usize, key: &str) -> Vec<(f64, f6
         .collect()
 }
 
+/// Every fan's speed over time, by the fan's words (`Fan 0`), for the fans that gave a
+/// number.
+fn fan_series(records: &[TelemetryRecord], device: usize) -> Vec<(String, Vec<(f64, f64)>)> {
+    let mut fans: std::collections::BTreeMap<&str, Vec<(f64, f64)>> = Default::default();
+    for r in records.iter().filter(|r| r.device == Some(device)) {
+        if let TelemetryData::Sample { readings } = &r.data {
+            for (name, reading) in readings {
+                if (signals::FAN_SPEED_PCT.matches)(name)
+                    && let Some(v) = reading.number()
+                {
+                    fans.entry(name.as_str()).or_default().push((r.t_ms, v));
+                }
+            }
+        }
+    }
+    fans.into_iter()
+        .map(|(name, points)| {
+            let words = signals::Name::parse(name).map_or_else(|| name.to_owned(), |n| n.words());
+            (words, points)
+        })
+        .collect()
+}
+
 /// The throttle reasons each sample carries, in words.
 fn throttle_samples(records: &[TelemetryRecord], device: usize) -> Vec<(f64, Vec<String>)> {
     records
@@ -535,6 +558,16 @@ fn device_section(
         out.push_str(&band_chart(
             "Throttle reasons (what held the clocks back, when)",
             &throttle,
+            &phases,
+        ));
+    }
+    // Fans beside the heat they answer: a fan flat at 0% while the temperature climbs is
+    // the cooler failing. A passive card has none, which is no reading missed.
+    let fans = fan_series(telemetry, d.index);
+    if !fans.is_empty() {
+        out.push_str(&percent_chart(
+            "Fans (share of their maximum speed)",
+            &fans,
             &phases,
         ));
     }

@@ -205,6 +205,28 @@ pub fn line_chart(
     series: &[(String, Vec<(f64, f64)>)],
     phases: &[(String, f64, f64)],
 ) -> String {
+    lines(title, unit, series, phases, None)
+}
+
+/// A line chart of percentages (a fan's speed), its value axis from 0 to 100 whatever the
+/// readings: a fan flat at 0% reads as stopped, not as a line across a chart of nothing.
+pub fn percent_chart(
+    title: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    phases: &[(String, f64, f64)],
+) -> String {
+    lines(title, "%", series, phases, Some(100.0))
+}
+
+/// A line chart, its value axis up to `top` where given (and to the highest reading
+/// above it).
+fn lines(
+    title: &str,
+    unit: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    phases: &[(String, f64, f64)],
+    top: Option<f64>,
+) -> String {
     let mut svg = captioned(title, series, |p| !p.is_empty());
     let points: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
     if points.is_empty() {
@@ -218,7 +240,7 @@ pub fn line_chart(
     let v0 = if v0 > 0.0 { 0.0 } else { v0 };
     let f = Frame::new(
         time_span(points.iter().map(|p| p.0), phases),
-        (v0, v1 * 1.05),
+        (v0, top.map_or(v1 * 1.05, |top| top.max(v1))),
         H,
     );
     let _ = write!(
@@ -536,6 +558,14 @@ pub fn offset_map(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stopped_fan_reads_at_the_foot_of_a_chart_to_100() {
+        let stopped = [("Fan 0".to_owned(), vec![(0.0, 0.0), (1000.0, 0.0)])];
+        let svg = percent_chart("Fans", &stopped, &[]);
+        assert!(svg.contains("text-anchor=\"end\">100</text>"), "{svg}");
+        assert!(!svg.contains("NaN"), "{svg}");
+    }
 
     #[test]
     fn ticks_fall_on_round_numbers_across_the_span() {

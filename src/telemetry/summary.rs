@@ -13,8 +13,9 @@ use super::record::{
 use super::signals;
 use super::throttle::{self, ThrottleReason};
 
-/// Gauges summarised by min/median/max.
-pub const GAUGES: [&str; 22] = [
+/// Gauges summarised by min/median/max (each fan's speed too, by its family's name:
+/// [`signals::FAN_SPEED_PCT`]).
+pub const GAUGES: [&str; 23] = [
     signals::GPU_TEMP_C.name,
     signals::GPU_HOTSPOT_TEMP_C.name,
     signals::HBM_TEMP_C.name,
@@ -37,6 +38,7 @@ pub const GAUGES: [&str; 22] = [
     signals::MEM_USED_BYTES.name,
     signals::UTIL_GPU_PCT.name,
     signals::UTIL_MEM_PCT.name,
+    signals::FAN0_RPM.name,
 ];
 
 /// The pseudo-phase that holds what happened between two phases, or after the last one:
@@ -360,6 +362,14 @@ fn window(
                 for g in GAUGES {
                     if let Some(v) = readings.get(g).and_then(Reading::number) {
                         gauges.entry(g).or_default().push(v);
+                    }
+                }
+                // A card has as many fans as it has (none on a passive data-centre card).
+                for (name, reading) in readings {
+                    if (signals::FAN_SPEED_PCT.matches)(name)
+                        && let Some(v) = reading.number()
+                    {
+                        gauges.entry(name.as_str()).or_default().push(v);
                     }
                 }
                 if let Some(list) = readings

@@ -159,6 +159,13 @@ const MARGIN_C: NumberBounds = NumberBounds {
     words: "a number of at least 0 and at most 50 (°C)",
 };
 
+/// A fan's speed, percent of its maximum: 0 to 100.
+const PERCENT: NumberBounds = NumberBounds {
+    min: 0.0,
+    max: 100.0,
+    words: "a number of at least 0 and at most 100 (%)",
+};
+
 /// How well a line fits (R²): 0 to 1.
 const FIT_R2: NumberBounds = NumberBounds {
     min: 0.0,
@@ -179,6 +186,11 @@ thresholds! {
     /// HW slowdown within this many °C of the slowdown threshold points at cooling;
     /// further below, at power delivery.
     thermal_margin_c: f64 = 5.0, in MARGIN_C, "NVML's clocks-event reasons: HW slowdown is heat or a power brake; kiln tells them apart by the slowdown threshold";
+    /// A fan whose speed never rose above this percent of its maximum in a loaded phase
+    /// while the GPU was hot (slowing for heat, or within `thermal_margin_c` of its
+    /// slowdown temperature) has failed, or its control has: a cooler that works runs far
+    /// faster there. 0 judges only a stopped fan.
+    fan_floor_pct: f64 = 30.0, in PERCENT, "NVML's nvmlDeviceGetFanSpeed is the fan's intended speed as a percent of its maximum, and zero-RPM fan stop holds it at 0 only while the GPU is cool; kiln default: under 30% on a GPU at its slowdown temperature is far below any fan curve";
     /// A PCIe rate below this share of what healthy cards reach on the link in use, per
     /// generation and direction ([`PCIE_REACHED`]), is low (DCGM's 0.75 of what the product
     /// measures).

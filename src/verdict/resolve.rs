@@ -134,6 +134,17 @@ pub const TABLE: &[Row] = &[
         why: "the thermal finding names the memory's temperature already",
     },
     Row {
+        cause: Cause::Code(FindingCode::FanFailed),
+        relation: Relation::Explains {
+            class: Class::Hardware,
+            severity: None,
+            said: ", its fan failing ({cause})",
+            action: "follow the fan finding ({cause}): the card's cooler, not the room's cooling",
+        },
+        symptom: Symptom::Code(FindingCode::ThermalThrottle),
+        why: "a card that slows for heat with its fan stopped or far below its share is slowed by its own cooler, not by the room",
+    },
+    Row {
         cause: Cause::Overclock(Clock::Shader),
         relation: Relation::Explains {
             class: Class::Environment,

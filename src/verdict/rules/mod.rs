@@ -7,6 +7,7 @@
 mod clocks;
 pub mod configuration;
 mod failure;
+mod fans;
 mod memory;
 mod nvlink;
 mod pcie;
@@ -57,6 +58,7 @@ pub type Rule = fn(&DeviceEvidence, &Thresholds) -> Vec<Finding>;
 /// they run in changes nothing else: see [`judge_with`]).
 pub const RULES: &[(&str, Rule)] = &[
     ("results", results::judge),
+    ("fans", fans::judge),
     ("thermal", thermal::judge),
     ("power", power::judge),
     ("pcie", pcie::judge),
