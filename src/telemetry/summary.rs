@@ -474,6 +474,26 @@ mod tests {
     }
 
     #[test]
+    fn every_fan_a_card_has_is_summarised_and_one_not_read_is_not() {
+        let mut records = vec![snapshot(0.0, "before", serde_json::json!({}))];
+        for i in 0..4 {
+            records.push(record(
+                10.0 + 20.0 * f64::from(i),
+                "nvml",
+                serde_json::json!({"kind": "sample", "readings": {
+                "fan0_speed_pct": 30 + 10 * i, "fan1_speed_pct": 0,
+                "fan2_speed_pct": {"unavailable": "not_supported"}}}),
+            ));
+        }
+        records.push(snapshot(300.0, "after", serde_json::json!({})));
+        let phase = &summarize(&records)[0];
+        let fan0 = &phase.gauges["fan0_speed_pct"];
+        assert_eq!((fan0.samples, fan0.min, fan0.max), (4, 30.0, 60.0));
+        assert_eq!(phase.gauges["fan1_speed_pct"].max, 0.0);
+        assert!(!phase.gauges.contains_key("fan2_speed_pct"));
+    }
+
+    #[test]
     fn a_phase_is_read_by_signal_and_its_families_by_what_they_name() {
         let records = vec![
             snapshot(

@@ -75,17 +75,11 @@ fn hot(p: &PhaseTelemetry, setup: &Setup, t: &Thresholds) -> Option<String> {
 /// The fans of a phase that stayed low all phase long: a fan's percent never above
 /// `fan_floor_pct` (never above 0 where that is 0), an RPM reading never above 0.
 fn low_fans(p: &PhaseTelemetry, t: &Thresholds) -> BTreeMap<String, Stat> {
-    p.gauges
-        .iter()
-        .filter(|(name, s)| {
-            if (signals::FAN_SPEED_PCT.matches)(name) {
-                s.max <= 0.0 || s.max < t.fan_floor_pct
-            } else {
-                name.as_str() == signals::FAN0_RPM.name && s.max <= 0.0
-            }
-        })
-        .map(|(name, s)| (name.clone(), s.clone()))
-        .collect()
+    let mut fans = super::thermal::fans(p);
+    fans.retain(|name, s| {
+        s.max <= 0.0 || ((signals::FAN_SPEED_PCT.matches)(name) && s.max < t.fan_floor_pct)
+    });
+    fans
 }
 
 /// A fan stopped or far below its share in one loaded phase where the GPU was hot.
@@ -167,6 +161,24 @@ mod tests {
             judged(100.0, 89.0, 10.0, 1.0),
             [("FAN_FAILED", Class::Hardware, Severity::Major)]
         );
+    }
+
+    #[test]
+    fn an_amdgpu_fan_at_0_rpm_on_a_hot_card_is_the_cooler_and_a_turning_one_is_not() {
+        let at = |rpm: f64| {
+            let d = device(vec![phase(
+                "compute",
+                serde_json::json!({
+                    "throttle_share": {"hw_thermal_slowdown": 1.0},
+                    "gauges": {"gpu_temp_c": gauge(80.0, 95.0, 100.0),
+                               "fan0_rpm": gauge(rpm, rpm, rpm)},
+                }),
+            )]);
+            said(&super::judge(&d, &Thresholds::default()))
+        };
+        assert_eq!(at(0.0), [("FAN_FAILED", Class::Hardware, Severity::Major)]);
+        // RPM has no maximum to share against: a turning fan is not judged low.
+        assert!(at(900.0).is_empty());
     }
 
     #[test]

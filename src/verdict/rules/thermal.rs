@@ -1,11 +1,13 @@
 //! Heat: thermal slowdown, read from the throttle status or from a sensor at its limit,
 //! one finding per device naming every phase; and memory near its rated temperature.
 
+use std::collections::BTreeMap;
+
 use super::rates;
 use crate::finding::{
     Celsius, Confidence, Evidence, Finding, FindingCode, Severity, evidence, finding,
 };
-use crate::telemetry::said::Throttled;
+use crate::telemetry::said::{ByName, Throttled};
 use crate::telemetry::signals::{self, Signal, Values};
 use crate::telemetry::summary::{PhaseTelemetry, Stat};
 use crate::telemetry::throttle::ThrottleReason;
@@ -32,11 +34,27 @@ crate::evidence! {
         /// The GPU's, the junction's and the memory's temperatures over the phase.
         #[serde(flatten)]
         sensors: Values<Option<&'a Stat>> => flat,
+        /// Each fan's speed over the phase, where the card has fans that were read: a hot
+        /// card's fan at full speed is the room's heat, one stopped is its cooler's.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fans: Option<ByName<'a, Stat>> => "Fans",
     }
+}
+
+/// The fans of a phase (speed in percent, or amdgpu's RPM), by name.
+pub(super) fn fans(p: &PhaseTelemetry) -> BTreeMap<String, Stat> {
+    p.gauges
+        .iter()
+        .filter(|(name, _)| {
+            (signals::FAN_SPEED_PCT.matches)(name) || name.as_str() == signals::FAN0_RPM.name
+        })
+        .map(|(name, s)| (name.clone(), s.clone()))
+        .collect()
 }
 
 /// The sensors of `p` as [`Temperatures`].
 pub(super) fn temperatures(p: &PhaseTelemetry) -> Evidence {
+    let fans = fans(p);
     evidence(&Temperatures {
         phase: &p.phase,
         throttle_share: Throttled(&p.throttle_share),
@@ -48,6 +66,7 @@ pub(super) fn temperatures(p: &PhaseTelemetry) -> Evidence {
                 signals::HBM_TEMP_C,
             ],
         ),
+        fans: (!fans.is_empty()).then_some(ByName(&fans)),
     })
 }
 
