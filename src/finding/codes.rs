@@ -365,6 +365,12 @@ catalogue! {
     /// Pages retired, or a retirement pending.
     RetiredPages = "RETIRED_PAGES" => row(Hardware,
         "memory pages retired, or a retirement pending").health(Mem, 4, true);
+    /// A card's retired pages at or past the vendor's limit, over its life.
+    RetiredPagesLimit = "RETIRED_PAGES_LIMIT" => row(Hardware,
+        "pages retired over the card's life at or past DCGM's limit (63, the table holds 64), or past its soft limit of double-bit pages and still retiring: an RMA criterion, whether or not the run retired any").health(Mem, 7, false);
+    /// A card's retired pages under the vendor's limit, said.
+    RetiredPagesHistory = "RETIRED_PAGES_HISTORY" => row(Info,
+        "pages retired over the card's life, under DCGM's limit: the count said, never a failure");
     /// Uncorrectable ECC errors.
     EccUncorrectable = "ECC_UNCORRECTABLE" => row(Hardware,
         "uncorrectable ECC errors in VRAM").health(Mem, 2, true);

@@ -128,6 +128,18 @@ pub const TABLE: &[Row] = &[
         why: "Xid 92 is the driver's word for the corrected-error rate the memory finding measured and names",
     },
     Row {
+        cause: Cause::Code(FindingCode::RetiredPagesLimit),
+        relation: Relation::Absorbs,
+        symptom: Symptom::AnyOf(&[FindingCode::RetiredPages, FindingCode::RetiredPagesHistory]),
+        why: "the card's pages past DCGM's limit: that finding says the count over its life, the pages this run retired and a retirement pending, so neither is said again",
+    },
+    Row {
+        cause: Cause::Code(FindingCode::RetiredPages),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::RetiredPagesHistory),
+        why: "a card that retired pages during the run, or waits to retire one, fails for them already: its count under the limit is not said beside them a second time",
+    },
+    Row {
         cause: Cause::Code(FindingCode::ThermalThrottle),
         relation: Relation::Absorbs,
         symptom: Symptom::Code(FindingCode::MemoryHot),
@@ -462,6 +474,24 @@ mod tests {
         assert!(resolved[0].summary.contains("(THERMAL_THROTTLE)"));
         let slot = bare(FindingCode::PcieSlotLimits, Severity::Note);
         assert_eq!(resolve_alone(vec![peer, slot])[0].class, Class::Hardware);
+
+        // Pages past the vendor's limit say the run's pages and the card's count; under
+        // the limit, pages the run retired say the card's fault and the count goes.
+        let limit = bare(FindingCode::RetiredPagesLimit, Severity::Critical);
+        let retired = bare(FindingCode::RetiredPages, Severity::Critical);
+        let history = bare(FindingCode::RetiredPagesHistory, Severity::Note);
+        assert_eq!(
+            codes(&resolve_alone(vec![retired.clone(), limit.clone()])),
+            [("RETIRED_PAGES_LIMIT", Class::Hardware)]
+        );
+        assert_eq!(
+            codes(&resolve_alone(vec![retired.clone(), history.clone()])),
+            [("RETIRED_PAGES", Class::Hardware)]
+        );
+        assert_eq!(
+            codes(&resolve_alone(vec![history])),
+            [("RETIRED_PAGES_HISTORY", Class::Info)]
+        );
     }
 
     #[test]

@@ -93,7 +93,8 @@ fn corrected_rate(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding
 }
 
 /// The rule: what each phase's counters grew by, then the states the last counters show
-/// (a state an event of the run already gave is not given again).
+/// (a state an event of the run already gave is not given again), then the card's retired
+/// pages over its life against the vendor's limits.
 pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     for p in &device.telemetry {
@@ -102,7 +103,139 @@ pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     corrected_rate(device, t, &mut out);
     standing(device, &mut out);
     spares_and_modes(device, &mut out);
+    retired_over_life(device, t, &mut out);
     out
+}
+
+crate::evidence! {
+    /// The evidence of a card's retired pages over its life.
+    struct RetiredOverLife {
+        /// The counts at the run's end, under the counters' names.
+        #[serde(flatten)]
+        at_end: Values<Option<f64>> => flat,
+        retired_before_run: f64 => "Retired before the run",
+        retired_during_run: f64 => "Retired during the run",
+        limit: f64 => "Limit (single- and double-bit together)",
+        dbe_soft_limit: f64 => "Soft limit (double-bit)",
+        source: &'static str => "Source",
+    }
+}
+
+/// NVIDIA's PCI vendor id: DCGM's retirement limits are NVIDIA's (amdgpu's reserved bad
+/// pages are held to a threshold of their own).
+const NVIDIA_VENDOR_ID: u32 = 0x10de;
+
+/// Pages page retirement's table holds: once full, no further page can be retired
+/// (NVIDIA's "Row Remapping" document: a maximum of 64 retirements).
+const RETIREMENT_TABLE_PAGES: f64 = 64.0;
+
+/// The card's retired pages over its life, judged against DCGM's limits whether or not
+/// the run retired any: its history is evidence. At or past `retired_pages_limit` (single-
+/// and double-bit together), or past `retired_pages_dbe_soft_limit` double-bit pages and
+/// retiring more than one more (DCGM fails more than one a week; a run is shorter), the
+/// card fails as an RMA candidate. Under them, the count is said in a note and never fails.
+fn retired_over_life(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding>) {
+    if device.setup.vendor_id != NVIDIA_VENDOR_ID {
+        return;
+    }
+    let (Some(sbe), Some(dbe)) = (
+        last(device, signals::RETIRED_PAGES_SBE),
+        last(device, signals::RETIRED_PAGES_DBE),
+    ) else {
+        return;
+    };
+    let total = sbe + dbe;
+    if total <= 0.0 {
+        return;
+    }
+    let grew = |s: Signal| -> f64 { device.telemetry.iter().map(|p| p.grew_or_0(s)).sum() };
+    let dbe_during_run = grew(signals::RETIRED_PAGES_DBE);
+    let during_run = grew(signals::RETIRED_PAGES_SBE) + dbe_during_run;
+    let pages = format!(
+        "{total} pages retired over the card's life ({sbe} for single-bit and {dbe} for double-bit errors, {})",
+        if during_run > 0.0 {
+            format!("{during_run} of them during this run")
+        } else {
+            "none of them during this run".to_owned()
+        }
+    );
+    let past_limit = total >= t.retired_pages_limit;
+    let still_retiring = dbe > t.retired_pages_dbe_soft_limit && dbe_during_run > 1.0;
+    let pending = last(device, signals::RETIRED_PAGES_PENDING).is_some_and(|v| v > 0.0);
+    let said = if past_limit {
+        format!(
+            "{pages}: at or past DCGM's limit of {}, an RMA criterion whether or not this run retired any{}{}",
+            t.retired_pages_limit,
+            if total >= RETIREMENT_TABLE_PAGES {
+                ", and the retirement table is full: no further bad page can be retired"
+            } else {
+                ""
+            },
+            if pending {
+                "; a retirement is pending"
+            } else {
+                ""
+            }
+        )
+    } else if still_retiring {
+        format!(
+            "{pages}: past DCGM's soft limit of {} double-bit pages and still retiring them, an RMA criterion{}",
+            t.retired_pages_dbe_soft_limit,
+            if pending {
+                "; a retirement is pending"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!(
+            "{pages}, under DCGM's limit of {}{}",
+            t.retired_pages_limit,
+            if dbe > t.retired_pages_dbe_soft_limit {
+                format!(
+                    " (past its soft limit of {} double-bit pages: more than one more in a week fails the card)",
+                    t.retired_pages_dbe_soft_limit
+                )
+            } else {
+                String::new()
+            }
+        )
+    };
+    let fails = past_limit || still_retiring;
+    out.push(finding(
+        if fails {
+            FindingCode::RetiredPagesLimit
+        } else {
+            FindingCode::RetiredPagesHistory
+        },
+        if fails {
+            Severity::Critical
+        } else {
+            Severity::Note
+        },
+        Confidence::High,
+        said,
+        evidence(&RetiredOverLife {
+            at_end: last_of(
+                device,
+                &[
+                    signals::RETIRED_PAGES_SBE,
+                    signals::RETIRED_PAGES_DBE,
+                    signals::RETIRED_PAGES_PENDING,
+                ],
+            ),
+            retired_before_run: total - during_run,
+            retired_during_run: during_run,
+            limit: t.retired_pages_limit,
+            dbe_soft_limit: t.retired_pages_dbe_soft_limit,
+            source: "DCGM's health check (DCGM_LIMIT_MAX_RETIRED_PAGES, DCGM_LIMIT_MAX_RETIRED_PAGES_SOFT_LIMIT); NVIDIA's Dynamic Page Retirement document",
+        }),
+        if fails {
+            "RMA the card: its retired pages meet NVIDIA's replacement criterion; send this report"
+        } else {
+            "nothing to do now: keep the count in the card's record and watch it grow"
+        },
+    ));
 }
 
 fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
@@ -436,5 +569,47 @@ mod tests {
                                "counters_after": {"remap_failure": 1.0}}),
         )]);
         assert_eq!(said(&super::judge(&d, &Thresholds::default())).len(), 1);
+    }
+
+    /// What the rule says of a card whose retired pages end the run at `sbe` and `dbe`,
+    /// `dbe_grew` of the double-bit ones retired during it.
+    fn retired(sbe: f64, dbe: f64, dbe_grew: f64) -> Vec<crate::finding::Finding> {
+        let d = device(vec![phase(
+            "vram",
+            serde_json::json!({"counter_deltas": {"retired_pages_sbe": 0.0, "retired_pages_dbe": dbe_grew},
+                               "counters_after": {"retired_pages_sbe": sbe, "retired_pages_dbe": dbe,
+                                                  "retired_pages_pending": 0.0}}),
+        )]);
+        super::judge(&d, &Thresholds::default())
+            .into_iter()
+            .filter(|f| f.code.name().starts_with("RETIRED_PAGES_"))
+            .collect()
+    }
+
+    #[test]
+    fn a_card_s_retired_pages_are_judged_against_dcgm_s_limits_whatever_the_run_retired() {
+        let fails = [("RETIRED_PAGES_LIMIT", Class::Hardware, Severity::Critical)];
+        let noted = [("RETIRED_PAGES_HISTORY", Class::Info, Severity::Note)];
+        // Past the limit on a clean run, and at it exactly.
+        assert_eq!(said(&retired(48.0, 20.0, 0.0)), fails);
+        assert_eq!(said(&retired(50.0, 13.0, 0.0)), fails);
+        // One under it: the count said, never a failure.
+        let under = retired(50.0, 12.0, 0.0);
+        assert_eq!(said(&under), noted);
+        assert!(
+            under[0].summary.starts_with(
+                "62 pages retired over the card's life (50 for single-bit and 12 for double-bit errors, none of them during this run), under DCGM's limit of 63"
+            ),
+            "{}",
+            under[0].summary
+        );
+        // Past the soft limit of double-bit pages: failing only while still retiring them.
+        assert_eq!(said(&retired(0.0, 18.0, 2.0)), fails);
+        assert_eq!(said(&retired(0.0, 18.0, 1.0)), noted);
+        assert_eq!(said(&retired(0.0, 15.0, 2.0)), noted);
+        // A card that never retired a page, or one that does not count them.
+        assert!(retired(0.0, 0.0, 0.0).is_empty());
+        let d = device(vec![phase("vram", serde_json::json!({}))]);
+        assert!(super::judge(&d, &Thresholds::default()).is_empty());
     }
 }
