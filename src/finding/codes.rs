@@ -380,6 +380,9 @@ catalogue! {
     /// A row remap waits for a reset.
     RowRemapPending = "ROW_REMAP_PENDING" => row(Hardware,
         "a row remap waits for a GPU reset").health(Mem, 3, false);
+    /// Rows remapped over a card's life with spares left, said.
+    RowRemapHistory = "ROW_REMAP_HISTORY" => row(Info,
+        "rows remapped over the card's life with no remap failed or pending: the count said, never a failure");
     /// Row remapping failed.
     RowRemapFailure = "ROW_REMAP_FAILURE" => row(Hardware,
         "row remapping failed: no spare row was left").health(Mem, 1, false);

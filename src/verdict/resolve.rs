@@ -140,6 +140,24 @@ pub const TABLE: &[Row] = &[
         why: "a card that retired pages during the run, or waits to retire one, fails for them already: its count under the limit is not said beside them a second time",
     },
     Row {
+        cause: Cause::Code(FindingCode::RowRemapFailure),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::RowRemapHistory),
+        why: "a failed remap fails the card, its evidence holding the rows remapped: the count is not said beside it a second time",
+    },
+    Row {
+        cause: Cause::Code(FindingCode::RowRemapPending),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::RowRemapHistory),
+        why: "a pending remap's evidence holds the rows remapped: the count is not said beside it a second time",
+    },
+    Row {
+        cause: Cause::Code(FindingCode::RowRemapBanksLow),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::RowRemapHistory),
+        why: "banks running out of spare rows say the card's remaps with the warning they are: the count is not said beside them a second time",
+    },
+    Row {
         cause: Cause::Code(FindingCode::ThermalThrottle),
         relation: Relation::Absorbs,
         symptom: Symptom::Code(FindingCode::MemoryHot),
@@ -491,6 +509,18 @@ mod tests {
         assert_eq!(
             codes(&resolve_alone(vec![history])),
             [("RETIRED_PAGES_HISTORY", Class::Info)]
+        );
+
+        // A failed or pending remap holds the card's remapped rows; alone, they are said.
+        let remaps = bare(FindingCode::RowRemapHistory, Severity::Note);
+        let pending = bare(FindingCode::RowRemapPending, Severity::Major);
+        assert_eq!(
+            codes(&resolve_alone(vec![pending, remaps.clone()])),
+            [("ROW_REMAP_PENDING", Class::Hardware)]
+        );
+        assert_eq!(
+            codes(&resolve_alone(vec![remaps])),
+            [("ROW_REMAP_HISTORY", Class::Info)]
         );
     }
 

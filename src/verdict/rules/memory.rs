@@ -104,7 +104,62 @@ pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     standing(device, &mut out);
     spares_and_modes(device, &mut out);
     retired_over_life(device, t, &mut out);
+    remapped_over_life(device, &mut out);
     out
+}
+
+/// The rows the frame buffer can remap over a card's life (NVIDIA's "Row Remapping"
+/// document: up to 512 remappings).
+const REMAPPABLE_ROWS: f64 = 512.0;
+
+/// The card's remapped rows over its life, said in a note whether or not the run remapped
+/// any: an old count is the card's history, never silent. A failed or pending remap, or
+/// banks running out of spares, are findings of their own that hold the count (the
+/// resolution table keeps it from being said twice).
+fn remapped_over_life(device: &DeviceEvidence, out: &mut Vec<Finding>) {
+    if device.setup.vendor_id != NVIDIA_VENDOR_ID {
+        return;
+    }
+    let uncorrectable = last(device, signals::REMAPPED_UNCORRECTABLE).unwrap_or(0.0);
+    let correctable = last(device, signals::REMAPPED_CORRECTABLE).unwrap_or(0.0);
+    let total = uncorrectable + correctable;
+    if total <= 0.0 {
+        return;
+    }
+    let during_run: f64 = device
+        .telemetry
+        .iter()
+        .map(|p| {
+            p.grew_or_0(signals::REMAPPED_UNCORRECTABLE)
+                + p.grew_or_0(signals::REMAPPED_CORRECTABLE)
+        })
+        .sum();
+    out.push(finding(
+        FindingCode::RowRemapHistory,
+        Severity::Note,
+        Confidence::High,
+        format!(
+            "{total} rows remapped over the card's life ({uncorrectable} for uncorrectable and {correctable} for correctable errors, {}), of the {REMAPPABLE_ROWS} the memory can remap, with no remap failed or pending",
+            if during_run > 0.0 {
+                format!("{during_run} of them during this run")
+            } else {
+                "none of them during this run".to_owned()
+            }
+        ),
+        evidence(&Sourced {
+            readings: last_of(
+                device,
+                &[
+                    signals::REMAPPED_UNCORRECTABLE,
+                    signals::REMAPPED_CORRECTABLE,
+                    signals::REMAP_PENDING,
+                    signals::REMAP_FAILURE,
+                ],
+            ),
+            source: "NVIDIA's Row Remapping document: up to 512 remappings; a failed remap is the RMA criterion",
+        }),
+        "nothing to do now: keep the count in the card's record; a failed remap is the RMA criterion",
+    ));
 }
 
 crate::evidence! {
@@ -611,5 +666,37 @@ mod tests {
         assert!(retired(0.0, 0.0, 0.0).is_empty());
         let d = device(vec![phase("vram", serde_json::json!({}))]);
         assert!(super::judge(&d, &Thresholds::default()).is_empty());
+    }
+
+    #[test]
+    fn a_card_s_remapped_rows_are_said_whatever_the_run_remapped() {
+        let remapped = |after: serde_json::Value| {
+            let d = device(vec![phase(
+                "vram",
+                serde_json::json!({"counter_deltas": {"remapped_uncorrectable": 0.0},
+                                   "counters_after": after}),
+            )]);
+            super::judge(&d, &Thresholds::default())
+        };
+        let said_now = remapped(serde_json::json!({"remapped_uncorrectable": 3.0,
+            "remapped_correctable": 2.0, "remap_pending": 0.0, "remap_failure": 0.0}));
+        assert_eq!(
+            said(&said_now),
+            [("ROW_REMAP_HISTORY", Class::Info, Severity::Note)]
+        );
+        assert!(
+            said_now[0].summary.starts_with(
+                "5 rows remapped over the card's life (3 for uncorrectable and 2 for correctable errors, none of them during this run)"
+            ),
+            "{}",
+            said_now[0].summary
+        );
+        // No row remapped: nothing to say.
+        assert!(
+            remapped(
+                serde_json::json!({"remapped_uncorrectable": 0.0, "remapped_correctable": 0.0})
+            )
+            .is_empty()
+        );
     }
 }
