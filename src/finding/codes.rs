@@ -362,6 +362,9 @@ catalogue! {
     /// The on-chip SRAM past its threshold.
     SramThresholdExceeded = "SRAM_THRESHOLD_EXCEEDED" => row(Hardware,
         "the driver flags the on-chip SRAM past its threshold of uncorrectable errors (an RMA criterion)").health(Mem, 6, false);
+    /// Uncorrectable SRAM errors over a card's life, under the threshold, said.
+    SramHistory = "SRAM_HISTORY" => row(Info,
+        "uncorrectable errors in the on-chip SRAM over the card's life, the driver's threshold flag not set: the count said, never a failure");
     /// Pages retired, or a retirement pending.
     RetiredPages = "RETIRED_PAGES" => row(Hardware,
         "memory pages retired, or a retirement pending").health(Mem, 4, true);

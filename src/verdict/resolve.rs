@@ -158,6 +158,12 @@ pub const TABLE: &[Row] = &[
         why: "banks running out of spare rows say the card's remaps with the warning they are: the count is not said beside them a second time",
     },
     Row {
+        cause: Cause::Code(FindingCode::EccUncorrectable),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::SramHistory),
+        why: "uncorrectable errors during the run fail the card and count the SRAM's among them: its count over the card's life is not said beside them",
+    },
+    Row {
         cause: Cause::Code(FindingCode::ThermalThrottle),
         relation: Relation::Absorbs,
         symptom: Symptom::Code(FindingCode::MemoryHot),
@@ -509,6 +515,18 @@ mod tests {
         assert_eq!(
             codes(&resolve_alone(vec![history])),
             [("RETIRED_PAGES_HISTORY", Class::Info)]
+        );
+
+        // Uncorrectable errors in the run hold the SRAM's; alone, its count is said.
+        let sram = bare(FindingCode::SramHistory, Severity::Note);
+        let ecc = bare(FindingCode::EccUncorrectable, Severity::Critical);
+        assert_eq!(
+            codes(&resolve_alone(vec![ecc, sram.clone()])),
+            [("ECC_UNCORRECTABLE", Class::Hardware)]
+        );
+        assert_eq!(
+            codes(&resolve_alone(vec![sram])),
+            [("SRAM_HISTORY", Class::Info)]
         );
 
         // A failed or pending remap holds the card's remapped rows; alone, they are said.

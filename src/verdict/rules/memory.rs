@@ -514,7 +514,34 @@ fn spares_and_modes(device: &DeviceEvidence, out: &mut Vec<Finding>) {
             "plan the card's replacement: watch its uncorrectable remaps and rerun the rma profile; RMA when a remap fails",
         ));
     }
-    if last(signals::SRAM_THRESHOLD_EXCEEDED).is_some_and(|v| v > 0.0) {
+    let flagged = last(signals::SRAM_THRESHOLD_EXCEEDED).is_some_and(|v| v > 0.0);
+    let (parity, secded) = (
+        last(signals::SRAM_UNCORRECTED_PARITY).unwrap_or(0.0),
+        last(signals::SRAM_UNCORRECTED_SECDED).unwrap_or(0.0),
+    );
+    if !flagged && parity + secded > 0.0 {
+        // Under the driver's threshold the count is the card's history: said, so that
+        // an old count is never silent, and never a failure.
+        out.push(finding(
+            FindingCode::SramHistory,
+            Severity::Note,
+            Confidence::High,
+            format!(
+                "{} uncorrectable errors in the GPU's on-chip SRAM over the card's life ({parity} parity, {secded} SEC-DED), the driver's threshold flag not set",
+                parity + secded
+            ),
+            evidence(&Sourced {
+                readings: last_of(&[
+                    signals::SRAM_THRESHOLD_EXCEEDED,
+                    signals::SRAM_UNCORRECTED_PARITY,
+                    signals::SRAM_UNCORRECTED_SECDED,
+                ]),
+                source: "NVML's SRAM ECC error status: the driver flags a bank past 4 unique uncorrectable errors (parity) or 2 (SEC-DED)",
+            }),
+            "nothing to do now: keep the count in the card's record; the driver's threshold flag is the RMA criterion",
+        ));
+    }
+    if flagged {
         out.push(finding(
             FindingCode::SramThresholdExceeded,
             Severity::Critical,
@@ -666,6 +693,27 @@ mod tests {
         assert!(retired(0.0, 0.0, 0.0).is_empty());
         let d = device(vec![phase("vram", serde_json::json!({}))]);
         assert!(super::judge(&d, &Thresholds::default()).is_empty());
+    }
+
+    #[test]
+    fn sram_errors_under_the_driver_s_threshold_are_said_and_past_it_fail() {
+        let sram = |flag: f64| {
+            let d = device(vec![phase(
+                "vram",
+                serde_json::json!({"counters_after": {"sram_uncorrected_parity": 2.0,
+                    "sram_uncorrected_secded": 0.0, "sram_threshold_exceeded": flag}}),
+            )]);
+            said(&super::judge(&d, &Thresholds::default()))
+        };
+        assert_eq!(sram(0.0), [("SRAM_HISTORY", Class::Info, Severity::Note)]);
+        assert_eq!(
+            sram(1.0),
+            [(
+                "SRAM_THRESHOLD_EXCEEDED",
+                Class::Hardware,
+                Severity::Critical
+            )]
+        );
     }
 
     #[test]
