@@ -141,9 +141,9 @@ fn remapped_over_life(device: &DeviceEvidence, out: &mut Vec<Finding>) {
         format!(
             "{total} rows remapped over the card's life ({uncorrectable} for uncorrectable and {correctable} for correctable errors, {}), of the {REMAPPABLE_ROWS} the memory can remap, with no remap failed or pending",
             if during_run > 0.0 {
-                format!("{during_run} of them during this run")
+                format!("{during_run} of them {}", judged_over(device))
             } else {
-                "none of them during this run".to_owned()
+                format!("none of them {}", judged_over(device))
             }
         ),
         evidence(&Sourced {
@@ -209,9 +209,9 @@ fn retired_over_life(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Find
     let pages = format!(
         "{total} pages retired over the card's life ({sbe} for single-bit and {dbe} for double-bit errors, {})",
         if during_run > 0.0 {
-            format!("{during_run} of them during this run")
+            format!("{during_run} of them {}", judged_over(device))
         } else {
-            "none of them during this run".to_owned()
+            format!("none of them {}", judged_over(device))
         }
     );
     let past_limit = total >= t.retired_pages_limit;
@@ -582,6 +582,16 @@ fn spares_and_modes(device: &DeviceEvidence, out: &mut Vec<Finding>) {
     }
 }
 
+/// What the counters' growth was read over, in words: `during this run`, or `since the
+/// last check` for `kiln health`'s one phase.
+fn judged_over(device: &DeviceEvidence) -> &'static str {
+    if device.telemetry.iter().all(|p| p.phase == "health") {
+        "since the last check"
+    } else {
+        "during this run"
+    }
+}
+
 /// The last value of `signal` the device's counters read.
 fn last(device: &DeviceEvidence, signal: Signal) -> Option<f64> {
     device
@@ -738,6 +748,16 @@ mod tests {
             ),
             "{}",
             said_now[0].summary
+        );
+        // `kiln health` reads the counters since its last check, and says so.
+        let d = device(vec![phase(
+            "health",
+            serde_json::json!({"counters_after": {"remapped_uncorrectable": 1.0}}),
+        )]);
+        assert!(
+            super::judge(&d, &Thresholds::default())[0]
+                .summary
+                .contains("none of them since the last check")
         );
         // No row remapped: nothing to say.
         assert!(
