@@ -362,9 +362,18 @@ catalogue! {
     /// The on-chip SRAM past its threshold.
     SramThresholdExceeded = "SRAM_THRESHOLD_EXCEEDED" => row(Hardware,
         "the driver flags the on-chip SRAM past its threshold of uncorrectable errors (an RMA criterion)").health(Mem, 6, false);
+    /// Uncorrectable SRAM errors over a card's life, under the threshold, said.
+    SramHistory = "SRAM_HISTORY" => row(Info,
+        "uncorrectable errors in the on-chip SRAM over the card's life, the driver's threshold flag not set: the count said, never a failure");
     /// Pages retired, or a retirement pending.
     RetiredPages = "RETIRED_PAGES" => row(Hardware,
         "memory pages retired, or a retirement pending").health(Mem, 4, true);
+    /// A card's retired pages at or past the vendor's limit, over its life.
+    RetiredPagesLimit = "RETIRED_PAGES_LIMIT" => row(Hardware,
+        "pages retired over the card's life at or past DCGM's limit (63, the table holds 64), or past its soft limit of double-bit pages and still retiring: an RMA criterion, whether or not the run retired any").health(Mem, 7, false);
+    /// A card's retired pages under the vendor's limit, said.
+    RetiredPagesHistory = "RETIRED_PAGES_HISTORY" => row(Info,
+        "pages retired over the card's life, under DCGM's limit: the count said, never a failure");
     /// Uncorrectable ECC errors.
     EccUncorrectable = "ECC_UNCORRECTABLE" => row(Hardware,
         "uncorrectable ECC errors in VRAM").health(Mem, 2, true);
@@ -374,6 +383,9 @@ catalogue! {
     /// A row remap waits for a reset.
     RowRemapPending = "ROW_REMAP_PENDING" => row(Hardware,
         "a row remap waits for a GPU reset").health(Mem, 3, false);
+    /// Rows remapped over a card's life with spares left, said.
+    RowRemapHistory = "ROW_REMAP_HISTORY" => row(Info,
+        "rows remapped over the card's life with no remap failed or pending: the count said, never a failure");
     /// Row remapping failed.
     RowRemapFailure = "ROW_REMAP_FAILURE" => row(Hardware,
         "row remapping failed: no spare row was left").health(Mem, 1, false);

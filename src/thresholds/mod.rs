@@ -180,6 +180,14 @@ const WINDOW_S: NumberBounds = NumberBounds {
     words: "a number of seconds from 0.001 to 86400",
 };
 
+/// A count of retired pages: one to the 64 that the page-retirement table holds (NVIDIA's
+/// "Row Remapping" document: page retirement supported a maximum of 64 retirements).
+const RETIRED_PAGES: NumberBounds = NumberBounds {
+    min: 1.0,
+    max: 64.0,
+    words: "a number of pages from 1 to 64",
+};
+
 thresholds! {
     /// Share of a phase's samples under a throttle reason above which it is a finding.
     throttle_share: f64 = 0.05, in SHARE, "kiln default: 5% of a phase's samples";
@@ -198,6 +206,12 @@ thresholds! {
     /// Corrected ECC errors per minute of a loaded phase from which the memory is degrading
     /// under load (a healthy card corrects none, or a handful a day).
     ecc_corrected_per_minute: f64 = 1000.0, in AT_LEAST_ZERO, "kiln default: a memory correcting a thousand errors a minute under load is degrading (Xid 92 is the driver's own word for a high rate); a healthy card corrects none or a handful a day";
+    /// Pages retired over a card's life (single- and double-bit together) at which the card
+    /// fails, whether or not any was retired during the run.
+    retired_pages_limit: f64 = 63.0, in RETIRED_PAGES, "DCGM's health check and diagnostic: 63 retired pages (SBE and DBE together) or more fail the GPU (DCGM_LIMIT_MAX_RETIRED_PAGES, 60 in older releases); the table holds 64";
+    /// Pages retired for double-bit errors past which a card that retires more than one
+    /// more such page in a week fails.
+    retired_pages_dbe_soft_limit: f64 = 15.0, in RETIRED_PAGES, "DCGM's health check: more than 15 pages retired for double-bit errors, and more than one more of them in a week, fail the GPU (DCGM_LIMIT_MAX_RETIRED_PAGES_SOFT_LIMIT)";
     /// PCIe replays per minute per GT/s per lane allowed: ceil(1e-12 x GT/s x 60 x lanes)
     /// per minute.
     replays_per_gts_lane_minute: f64 = 60e-12 * 1e9, in AT_LEAST_ZERO, "the PCIe base specification's bit error rate of 1e-12: replays above ceil(1e-12 x GT/s x 60 x lanes) a minute (kiln's budget)";

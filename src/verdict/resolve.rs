@@ -128,6 +128,42 @@ pub const TABLE: &[Row] = &[
         why: "Xid 92 is the driver's word for the corrected-error rate the memory finding measured and names",
     },
     Row {
+        cause: Cause::Code(FindingCode::RetiredPagesLimit),
+        relation: Relation::Absorbs,
+        symptom: Symptom::AnyOf(&[FindingCode::RetiredPages, FindingCode::RetiredPagesHistory]),
+        why: "the card's pages past DCGM's limit: that finding says the count over its life, the pages this run retired and a retirement pending, so neither is said again",
+    },
+    Row {
+        cause: Cause::Code(FindingCode::RetiredPages),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::RetiredPagesHistory),
+        why: "a card that retired pages during the run, or waits to retire one, fails for them already: its count under the limit is not said beside them a second time",
+    },
+    Row {
+        cause: Cause::Code(FindingCode::RowRemapFailure),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::RowRemapHistory),
+        why: "a failed remap fails the card, its evidence holding the rows remapped: the count is not said beside it a second time",
+    },
+    Row {
+        cause: Cause::Code(FindingCode::RowRemapPending),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::RowRemapHistory),
+        why: "a pending remap's evidence holds the rows remapped: the count is not said beside it a second time",
+    },
+    Row {
+        cause: Cause::Code(FindingCode::RowRemapBanksLow),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::RowRemapHistory),
+        why: "banks running out of spare rows say the card's remaps with the warning they are: the count is not said beside them a second time",
+    },
+    Row {
+        cause: Cause::Code(FindingCode::EccUncorrectable),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::SramHistory),
+        why: "uncorrectable errors during the run fail the card and count the SRAM's among them: its count over the card's life is not said beside them",
+    },
+    Row {
         cause: Cause::Code(FindingCode::ThermalThrottle),
         relation: Relation::Absorbs,
         symptom: Symptom::Code(FindingCode::MemoryHot),
@@ -473,6 +509,48 @@ mod tests {
         assert!(resolved[0].summary.contains("(THERMAL_THROTTLE)"));
         let slot = bare(FindingCode::PcieSlotLimits, Severity::Note);
         assert_eq!(resolve_alone(vec![peer, slot])[0].class, Class::Hardware);
+
+        // Pages past the vendor's limit say the run's pages and the card's count; under
+        // the limit, pages the run retired say the card's fault and the count goes.
+        let limit = bare(FindingCode::RetiredPagesLimit, Severity::Critical);
+        let retired = bare(FindingCode::RetiredPages, Severity::Critical);
+        let history = bare(FindingCode::RetiredPagesHistory, Severity::Note);
+        assert_eq!(
+            codes(&resolve_alone(vec![retired.clone(), limit.clone()])),
+            [("RETIRED_PAGES_LIMIT", Class::Hardware)]
+        );
+        assert_eq!(
+            codes(&resolve_alone(vec![retired.clone(), history.clone()])),
+            [("RETIRED_PAGES", Class::Hardware)]
+        );
+        assert_eq!(
+            codes(&resolve_alone(vec![history])),
+            [("RETIRED_PAGES_HISTORY", Class::Info)]
+        );
+
+        // Uncorrectable errors in the run hold the SRAM's; alone, its count is said.
+        let sram = bare(FindingCode::SramHistory, Severity::Note);
+        let ecc = bare(FindingCode::EccUncorrectable, Severity::Critical);
+        assert_eq!(
+            codes(&resolve_alone(vec![ecc, sram.clone()])),
+            [("ECC_UNCORRECTABLE", Class::Hardware)]
+        );
+        assert_eq!(
+            codes(&resolve_alone(vec![sram])),
+            [("SRAM_HISTORY", Class::Info)]
+        );
+
+        // A failed or pending remap holds the card's remapped rows; alone, they are said.
+        let remaps = bare(FindingCode::RowRemapHistory, Severity::Note);
+        let pending = bare(FindingCode::RowRemapPending, Severity::Major);
+        assert_eq!(
+            codes(&resolve_alone(vec![pending, remaps.clone()])),
+            [("ROW_REMAP_PENDING", Class::Hardware)]
+        );
+        assert_eq!(
+            codes(&resolve_alone(vec![remaps])),
+            [("ROW_REMAP_HISTORY", Class::Info)]
+        );
     }
 
     #[test]

@@ -93,7 +93,8 @@ fn corrected_rate(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding
 }
 
 /// The rule: what each phase's counters grew by, then the states the last counters show
-/// (a state an event of the run already gave is not given again).
+/// (a state an event of the run already gave is not given again), then the card's retired
+/// pages over its life against the vendor's limits.
 pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     for p in &device.telemetry {
@@ -102,7 +103,194 @@ pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
     corrected_rate(device, t, &mut out);
     standing(device, &mut out);
     spares_and_modes(device, &mut out);
+    retired_over_life(device, t, &mut out);
+    remapped_over_life(device, &mut out);
     out
+}
+
+/// The rows the frame buffer can remap over a card's life (NVIDIA's "Row Remapping"
+/// document: up to 512 remappings).
+const REMAPPABLE_ROWS: f64 = 512.0;
+
+/// The card's remapped rows over its life, said in a note whether or not the run remapped
+/// any: an old count is the card's history, never silent. A failed or pending remap, or
+/// banks running out of spares, are findings of their own that hold the count (the
+/// resolution table keeps it from being said twice).
+fn remapped_over_life(device: &DeviceEvidence, out: &mut Vec<Finding>) {
+    if device.setup.vendor_id != NVIDIA_VENDOR_ID {
+        return;
+    }
+    let uncorrectable = last(device, signals::REMAPPED_UNCORRECTABLE).unwrap_or(0.0);
+    let correctable = last(device, signals::REMAPPED_CORRECTABLE).unwrap_or(0.0);
+    let total = uncorrectable + correctable;
+    if total <= 0.0 {
+        return;
+    }
+    let during_run: f64 = device
+        .telemetry
+        .iter()
+        .map(|p| {
+            p.grew_or_0(signals::REMAPPED_UNCORRECTABLE)
+                + p.grew_or_0(signals::REMAPPED_CORRECTABLE)
+        })
+        .sum();
+    out.push(finding(
+        FindingCode::RowRemapHistory,
+        Severity::Note,
+        Confidence::High,
+        format!(
+            "{total} rows remapped over the card's life ({uncorrectable} for uncorrectable and {correctable} for correctable errors, {}), of the {REMAPPABLE_ROWS} the memory can remap, with no remap failed or pending",
+            if during_run > 0.0 {
+                format!("{during_run} of them {}", judged_over(device))
+            } else {
+                format!("none of them {}", judged_over(device))
+            }
+        ),
+        evidence(&Sourced {
+            readings: last_of(
+                device,
+                &[
+                    signals::REMAPPED_UNCORRECTABLE,
+                    signals::REMAPPED_CORRECTABLE,
+                    signals::REMAP_PENDING,
+                    signals::REMAP_FAILURE,
+                ],
+            ),
+            source: "NVIDIA's Row Remapping document: up to 512 remappings; a failed remap is the RMA criterion",
+        }),
+        "nothing to do now: keep the count in the card's record; a failed remap is the RMA criterion",
+    ));
+}
+
+crate::evidence! {
+    /// The evidence of a card's retired pages over its life.
+    struct RetiredOverLife {
+        /// The counts at the run's end, under the counters' names.
+        #[serde(flatten)]
+        at_end: Values<Option<f64>> => flat,
+        retired_before_run: f64 => "Retired before the run",
+        retired_during_run: f64 => "Retired during the run",
+        limit: f64 => "Limit (single- and double-bit together)",
+        dbe_soft_limit: f64 => "Soft limit (double-bit)",
+        source: &'static str => "Source",
+    }
+}
+
+/// NVIDIA's PCI vendor id: DCGM's retirement limits are NVIDIA's (amdgpu's reserved bad
+/// pages are held to a threshold of their own).
+const NVIDIA_VENDOR_ID: u32 = 0x10de;
+
+/// Pages page retirement's table holds: once full, no further page can be retired
+/// (NVIDIA's "Row Remapping" document: a maximum of 64 retirements).
+const RETIREMENT_TABLE_PAGES: f64 = 64.0;
+
+/// The card's retired pages over its life, judged against DCGM's limits whether or not
+/// the run retired any: its history is evidence. At or past `retired_pages_limit` (single-
+/// and double-bit together), or past `retired_pages_dbe_soft_limit` double-bit pages and
+/// retiring more than one more (DCGM fails more than one a week; a run is shorter), the
+/// card fails as an RMA candidate. Under them, the count is said in a note and never fails.
+fn retired_over_life(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding>) {
+    if device.setup.vendor_id != NVIDIA_VENDOR_ID {
+        return;
+    }
+    let (Some(sbe), Some(dbe)) = (
+        last(device, signals::RETIRED_PAGES_SBE),
+        last(device, signals::RETIRED_PAGES_DBE),
+    ) else {
+        return;
+    };
+    let total = sbe + dbe;
+    if total <= 0.0 {
+        return;
+    }
+    let grew = |s: Signal| -> f64 { device.telemetry.iter().map(|p| p.grew_or_0(s)).sum() };
+    let dbe_during_run = grew(signals::RETIRED_PAGES_DBE);
+    let during_run = grew(signals::RETIRED_PAGES_SBE) + dbe_during_run;
+    let pages = format!(
+        "{total} pages retired over the card's life ({sbe} for single-bit and {dbe} for double-bit errors, {})",
+        if during_run > 0.0 {
+            format!("{during_run} of them {}", judged_over(device))
+        } else {
+            format!("none of them {}", judged_over(device))
+        }
+    );
+    let past_limit = total >= t.retired_pages_limit;
+    let still_retiring = dbe > t.retired_pages_dbe_soft_limit && dbe_during_run > 1.0;
+    let pending = last(device, signals::RETIRED_PAGES_PENDING).is_some_and(|v| v > 0.0);
+    let said = if past_limit {
+        format!(
+            "{pages}: at or past DCGM's limit of {}, an RMA criterion whether or not this run retired any{}{}",
+            t.retired_pages_limit,
+            if total >= RETIREMENT_TABLE_PAGES {
+                ", and the retirement table is full: no further bad page can be retired"
+            } else {
+                ""
+            },
+            if pending {
+                "; a retirement is pending"
+            } else {
+                ""
+            }
+        )
+    } else if still_retiring {
+        format!(
+            "{pages}: past DCGM's soft limit of {} double-bit pages and still retiring them, an RMA criterion{}",
+            t.retired_pages_dbe_soft_limit,
+            if pending {
+                "; a retirement is pending"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!(
+            "{pages}, under DCGM's limit of {}{}",
+            t.retired_pages_limit,
+            if dbe > t.retired_pages_dbe_soft_limit {
+                format!(
+                    " (past its soft limit of {} double-bit pages: more than one more in a week fails the card)",
+                    t.retired_pages_dbe_soft_limit
+                )
+            } else {
+                String::new()
+            }
+        )
+    };
+    let fails = past_limit || still_retiring;
+    out.push(finding(
+        if fails {
+            FindingCode::RetiredPagesLimit
+        } else {
+            FindingCode::RetiredPagesHistory
+        },
+        if fails {
+            Severity::Critical
+        } else {
+            Severity::Note
+        },
+        Confidence::High,
+        said,
+        evidence(&RetiredOverLife {
+            at_end: last_of(
+                device,
+                &[
+                    signals::RETIRED_PAGES_SBE,
+                    signals::RETIRED_PAGES_DBE,
+                    signals::RETIRED_PAGES_PENDING,
+                ],
+            ),
+            retired_before_run: total - during_run,
+            retired_during_run: during_run,
+            limit: t.retired_pages_limit,
+            dbe_soft_limit: t.retired_pages_dbe_soft_limit,
+            source: "DCGM's health check (DCGM_LIMIT_MAX_RETIRED_PAGES, DCGM_LIMIT_MAX_RETIRED_PAGES_SOFT_LIMIT); NVIDIA's Dynamic Page Retirement document",
+        }),
+        if fails {
+            "RMA the card: its retired pages meet NVIDIA's replacement criterion; send this report"
+        } else {
+            "nothing to do now: keep the count in the card's record and watch it grow"
+        },
+    ));
 }
 
 fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
@@ -326,7 +514,34 @@ fn spares_and_modes(device: &DeviceEvidence, out: &mut Vec<Finding>) {
             "plan the card's replacement: watch its uncorrectable remaps and rerun the rma profile; RMA when a remap fails",
         ));
     }
-    if last(signals::SRAM_THRESHOLD_EXCEEDED).is_some_and(|v| v > 0.0) {
+    let flagged = last(signals::SRAM_THRESHOLD_EXCEEDED).is_some_and(|v| v > 0.0);
+    let (parity, secded) = (
+        last(signals::SRAM_UNCORRECTED_PARITY).unwrap_or(0.0),
+        last(signals::SRAM_UNCORRECTED_SECDED).unwrap_or(0.0),
+    );
+    if !flagged && parity + secded > 0.0 {
+        // Under the driver's threshold the count is the card's history: said, so that
+        // an old count is never silent, and never a failure.
+        out.push(finding(
+            FindingCode::SramHistory,
+            Severity::Note,
+            Confidence::High,
+            format!(
+                "{} uncorrectable errors in the GPU's on-chip SRAM over the card's life ({parity} parity, {secded} SEC-DED), the driver's threshold flag not set",
+                parity + secded
+            ),
+            evidence(&Sourced {
+                readings: last_of(&[
+                    signals::SRAM_THRESHOLD_EXCEEDED,
+                    signals::SRAM_UNCORRECTED_PARITY,
+                    signals::SRAM_UNCORRECTED_SECDED,
+                ]),
+                source: "NVML's SRAM ECC error status: the driver flags a bank past 4 unique uncorrectable errors (parity) or 2 (SEC-DED)",
+            }),
+            "nothing to do now: keep the count in the card's record; the driver's threshold flag is the RMA criterion",
+        ));
+    }
+    if flagged {
         out.push(finding(
             FindingCode::SramThresholdExceeded,
             Severity::Critical,
@@ -364,6 +579,16 @@ fn spares_and_modes(device: &DeviceEvidence, out: &mut Vec<Finding>) {
             ])),
             "reset the GPU to apply the ECC mode, then retest",
         ));
+    }
+}
+
+/// What the counters' growth was read over, in words: `during this run`, or `since the
+/// last check` for `kiln health`'s one phase.
+fn judged_over(device: &DeviceEvidence) -> &'static str {
+    if device.telemetry.iter().all(|p| p.phase == "health") {
+        "since the last check"
+    } else {
+        "during this run"
     }
 }
 
@@ -436,5 +661,110 @@ mod tests {
                                "counters_after": {"remap_failure": 1.0}}),
         )]);
         assert_eq!(said(&super::judge(&d, &Thresholds::default())).len(), 1);
+    }
+
+    /// What the rule says of a card whose retired pages end the run at `sbe` and `dbe`,
+    /// `dbe_grew` of the double-bit ones retired during it.
+    fn retired(sbe: f64, dbe: f64, dbe_grew: f64) -> Vec<crate::finding::Finding> {
+        let d = device(vec![phase(
+            "vram",
+            serde_json::json!({"counter_deltas": {"retired_pages_sbe": 0.0, "retired_pages_dbe": dbe_grew},
+                               "counters_after": {"retired_pages_sbe": sbe, "retired_pages_dbe": dbe,
+                                                  "retired_pages_pending": 0.0}}),
+        )]);
+        super::judge(&d, &Thresholds::default())
+            .into_iter()
+            .filter(|f| f.code.name().starts_with("RETIRED_PAGES_"))
+            .collect()
+    }
+
+    #[test]
+    fn a_card_s_retired_pages_are_judged_against_dcgm_s_limits_whatever_the_run_retired() {
+        let fails = [("RETIRED_PAGES_LIMIT", Class::Hardware, Severity::Critical)];
+        let noted = [("RETIRED_PAGES_HISTORY", Class::Info, Severity::Note)];
+        // Past the limit on a clean run, and at it exactly.
+        assert_eq!(said(&retired(48.0, 20.0, 0.0)), fails);
+        assert_eq!(said(&retired(50.0, 13.0, 0.0)), fails);
+        // One under it: the count said, never a failure.
+        let under = retired(50.0, 12.0, 0.0);
+        assert_eq!(said(&under), noted);
+        assert!(
+            under[0].summary.starts_with(
+                "62 pages retired over the card's life (50 for single-bit and 12 for double-bit errors, none of them during this run), under DCGM's limit of 63"
+            ),
+            "{}",
+            under[0].summary
+        );
+        // Past the soft limit of double-bit pages: failing only while still retiring them.
+        assert_eq!(said(&retired(0.0, 18.0, 2.0)), fails);
+        assert_eq!(said(&retired(0.0, 18.0, 1.0)), noted);
+        assert_eq!(said(&retired(0.0, 15.0, 2.0)), noted);
+        // A card that never retired a page, or one that does not count them.
+        assert!(retired(0.0, 0.0, 0.0).is_empty());
+        let d = device(vec![phase("vram", serde_json::json!({}))]);
+        assert!(super::judge(&d, &Thresholds::default()).is_empty());
+    }
+
+    #[test]
+    fn sram_errors_under_the_driver_s_threshold_are_said_and_past_it_fail() {
+        let sram = |flag: f64| {
+            let d = device(vec![phase(
+                "vram",
+                serde_json::json!({"counters_after": {"sram_uncorrected_parity": 2.0,
+                    "sram_uncorrected_secded": 0.0, "sram_threshold_exceeded": flag}}),
+            )]);
+            said(&super::judge(&d, &Thresholds::default()))
+        };
+        assert_eq!(sram(0.0), [("SRAM_HISTORY", Class::Info, Severity::Note)]);
+        assert_eq!(
+            sram(1.0),
+            [(
+                "SRAM_THRESHOLD_EXCEEDED",
+                Class::Hardware,
+                Severity::Critical
+            )]
+        );
+    }
+
+    #[test]
+    fn a_card_s_remapped_rows_are_said_whatever_the_run_remapped() {
+        let remapped = |after: serde_json::Value| {
+            let d = device(vec![phase(
+                "vram",
+                serde_json::json!({"counter_deltas": {"remapped_uncorrectable": 0.0},
+                                   "counters_after": after}),
+            )]);
+            super::judge(&d, &Thresholds::default())
+        };
+        let said_now = remapped(serde_json::json!({"remapped_uncorrectable": 3.0,
+            "remapped_correctable": 2.0, "remap_pending": 0.0, "remap_failure": 0.0}));
+        assert_eq!(
+            said(&said_now),
+            [("ROW_REMAP_HISTORY", Class::Info, Severity::Note)]
+        );
+        assert!(
+            said_now[0].summary.starts_with(
+                "5 rows remapped over the card's life (3 for uncorrectable and 2 for correctable errors, none of them during this run)"
+            ),
+            "{}",
+            said_now[0].summary
+        );
+        // `kiln health` reads the counters since its last check, and says so.
+        let d = device(vec![phase(
+            "health",
+            serde_json::json!({"counters_after": {"remapped_uncorrectable": 1.0}}),
+        )]);
+        assert!(
+            super::judge(&d, &Thresholds::default())[0]
+                .summary
+                .contains("none of them since the last check")
+        );
+        // No row remapped: nothing to say.
+        assert!(
+            remapped(
+                serde_json::json!({"remapped_uncorrectable": 0.0, "remapped_correctable": 0.0})
+            )
+            .is_empty()
+        );
     }
 }
