@@ -758,13 +758,7 @@ fn at_80_columns_the_live_line_fits_and_keeps_its_fault_count() {
 fn a_fifo_or_a_device_where_a_file_belongs_is_refused_unopened() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("p.fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&fifo);
     let fifo = fifo.to_str().unwrap();
     usage_error(
         &["run", "--profile", fifo, "--dry-run"],

@@ -421,6 +421,16 @@ pub fn signal(child: &std::process::Child, name: &str) {
     assert!(status.success());
 }
 
+/// Makes a FIFO at `path`: what a hostile input puts where kiln expects a file (opening one
+/// for reading waits for a writer that never comes).
+pub fn mkfifo(path: &std::path::Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
 /// Waits for `child` to end, at most `limit` (then kills it and fails); returns its exit
 /// code and how long it took.
 pub fn wait_with_limit(

@@ -800,7 +800,7 @@ fn evidence_the_run_wrote_that_is_missing_is_named_never_a_clean_pass() {
     // opened (a FIFO would hold the verdict for ever, /dev/zero feed it without end).
     let fifo = |path: &Path| {
         let _ = std::fs::remove_file(path);
-        assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+        common::mkfifo(path);
     };
     let device_link = |path: &Path| {
         let _ = std::fs::remove_file(path);

@@ -150,13 +150,7 @@ fn a_fault_stays_open_until_it_is_cleared_and_is_not_counted_twice() {
     // A state path that is no file is refused before anything is read or written; a FIFO
     // would otherwise hold the check until it was killed.
     let fifo = dir.path().join("state.fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    common::mkfifo(&fifo);
     let mut child = kiln()
         .args(["health", "--telemetry-replay", &recording, "--state"])
         .arg(&fifo)
