@@ -107,6 +107,11 @@ fn lost(dir: &Path, file: EvidenceFile) -> Option<Lost> {
     }
 }
 
+/// Whether `missing` holds the evidence file `file`.
+fn is_lost(missing: &[LostEvidence], file: EvidenceFile) -> bool {
+    missing.iter().any(|l| l.file == file)
+}
+
 /// Everything a run directory holds as evidence.
 #[derive(Debug)]
 pub struct RunEvidence {
@@ -168,8 +173,6 @@ impl RunEvidence {
             .into_iter()
             .filter_map(|file| lost(dir, file).map(|how| LostEvidence { file, how }))
             .collect();
-        let is_lost =
-            |missing: &[LostEvidence], file: EvidenceFile| missing.iter().any(|l| l.file == file);
         let events_path = dir.join(EvidenceFile::Events.file_name());
         let log = if is_lost(&missing, EvidenceFile::Events) || !events_path.is_file() {
             EventLog::default()
@@ -242,7 +245,7 @@ impl RunEvidence {
 
     /// Whether the evidence file `file` was lost.
     pub fn lost(&self, file: EvidenceFile) -> bool {
-        self.missing.iter().any(|l| l.file == file)
+        is_lost(&self.missing, file)
     }
 
     /// Each device's last snapshot of counters, by device index.
