@@ -277,9 +277,12 @@ fn rma_steps(d: &crate::verdict::DeviceReport, run_dir: &str) -> Option<String> 
     if d.result != crate::verdict::DeviceResult::Fail {
         return None;
     }
+    // Only a fault the vendor's criteria (or kiln's own evidence of wrong results) send
+    // back: one the card handled, or one its platform may have caused, has its finding's
+    // step, said above.
     let lead = d
         .leading_finding()
-        .filter(|f| f.class == crate::finding::Class::Hardware)?;
+        .filter(|f| f.remedy() == crate::finding::Remedy::Rma)?;
     let reproduced = lead
         .facts
         .runs

@@ -7,8 +7,9 @@ use crate::finding::{FindingCode, HealthFault};
 
 /// The table, in Markdown.
 pub fn findings_table() -> String {
-    let mut out =
-        String::from("| Code | Class | `kiln health` | Xids | Meaning |\n|---|---|---|---|---|\n");
+    let mut out = String::from(
+        "| Code | Class | Next step | `kiln health` | Xids | Meaning |\n|---|---|---|---|---|---|\n",
+    );
     for &code in FindingCode::ALL {
         let info = code.info();
         let health = match info.health {
@@ -24,9 +25,10 @@ pub fn findings_table() -> String {
             .map(|x| x.code)
             .collect();
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} | {} |\n",
             code.name(),
             info.class.word(),
+            info.remedy().word(),
             health,
             if xids.is_empty() {
                 "-".to_owned()
