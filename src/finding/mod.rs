@@ -156,6 +156,10 @@ pub struct Facts {
     pub of_a_loss: bool,
     /// The phase it was found in, where one.
     pub phase: Option<String>,
+    /// Its own figure in that phase, in a few words (`100% of the vram phase`): what a
+    /// finding said once for several phases says of each other phase, so that no phase is
+    /// said to be "the same" as one whose figure differs.
+    pub in_phase: Option<String>,
     /// The workload whose own result proved it, where one did: its JUnit case holds it.
     pub workload: Option<String>,
     /// The next step's kind where the resolution set it for the situation the finding is

@@ -179,12 +179,24 @@ fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
         .filter(|(i, _)| *i != lead)
         .filter_map(|(_, f)| f.facts.phase.as_deref())
         .collect();
-    merged.summary = format!(
-        "{}; the same in the {} {}",
-        merged.summary,
-        crate::text::list(&phases),
-        if phases.len() == 1 { "phase" } else { "phases" }
-    );
+    // Each other phase with its own figure where its rule gave one.
+    let figures: Option<Vec<&str>> = found
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != lead)
+        .map(|(_, f)| f.facts.in_phase.as_deref())
+        .collect();
+    merged.summary = match figures {
+        Some(figures) if !figures.is_empty() => {
+            format!("{}; also {}", merged.summary, crate::text::list(&figures))
+        }
+        _ => format!(
+            "{}; the same in the {} {}",
+            merged.summary,
+            crate::text::list(&phases),
+            if phases.len() == 1 { "phase" } else { "phases" }
+        ),
+    };
     merged.confidence = found
         .iter()
         .map(|f| f.confidence)
