@@ -33,7 +33,7 @@ use super::xid::{self, XidInfo};
 use crate::finding::{Class, Evidence, Finding, FindingCode, Severity, evidence};
 use crate::telemetry::record::XidEvent;
 use crate::telemetry::said::ByName;
-use crate::telemetry::summary::{BETWEEN_PHASES, PhaseTelemetry};
+use crate::telemetry::summary::{BETWEEN_PHASES, PhaseTelemetry, SINCE_DRIVER_LOAD};
 use crate::thresholds::Thresholds;
 use crate::workload::WorkloadOutcome;
 
@@ -219,12 +219,16 @@ fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
     });
 }
 
+/// When the counts of [`SINCE_DRIVER_LOAD`] came, in words.
+const SINCE_LOAD_WORDS: &str = "since the driver loaded, before the run began";
+
 /// Phases in words: `during the vram phase`, `during the vram and compute phases`, or
 /// `since the last check` for `kiln health`'s one phase.
 fn during_phases(phases: &[String]) -> String {
     match phases {
         [one] if one == "health" => "since the last check".into(),
         [one] if one == BETWEEN_PHASES => "between the phases".into(),
+        [one] if one == SINCE_DRIVER_LOAD => SINCE_LOAD_WORDS.into(),
         [_] => format!("during the {} phase", phases[0]),
         _ => format!("during the {} phases", crate::text::list(phases)),
     }
@@ -235,6 +239,7 @@ fn during_phases(phases: &[String]) -> String {
 fn during(p: &PhaseTelemetry) -> String {
     match p.phase.as_str() {
         BETWEEN_PHASES => "between the phases".to_owned(),
+        SINCE_DRIVER_LOAD => SINCE_LOAD_WORDS.to_owned(),
         // `kiln health` judges what came since its last check.
         "health" => "since the last check".to_owned(),
         phase => format!("during the {phase} phase"),

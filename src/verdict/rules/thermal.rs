@@ -263,7 +263,9 @@ mod tests {
         let d = device(vec![hot("vram", 1200.0, 0.46), hot("compute", 1200.0, 1.0)]);
         let found = super::judge(&d, &Thresholds::default());
         assert!(
-            found[0].summary.starts_with("thermal slowdown 46% of the vram phase")
+            found[0]
+                .summary
+                .starts_with("thermal slowdown 46% of the vram phase")
                 && found[0].summary.contains("also 100% of the compute phase"),
             "{}",
             found[0].summary
