@@ -194,11 +194,7 @@ impl DeviceEvidence {
         DeviceEvidence {
             index,
             name: gpu.name.clone(),
-            uuid: gpu
-                .uuid
-                .as_deref()
-                .map(|u| u.trim_start_matches("GPU-").to_owned())
-                .unwrap_or_default(),
+            uuid: gpu.uuid_body(),
             pci_address: gpu.pci_address.clone(),
             kind: DeviceKind::DiscreteGpu,
             driver: gpu.kernel_driver.clone().unwrap_or_default(),

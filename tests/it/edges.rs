@@ -172,16 +172,23 @@ fn mi300x_node(umc: &str) -> tempfile::TempDir {
 fn a_compute_only_accelerator_is_judged_on_its_telemetry_and_never_passed_as_tested() {
     let dir = tempfile::tempdir().unwrap();
     // Clean counters: said not tested, its telemetry judged, never a pass.
-    let clean = mi300x_node("ue: 0\nce: 3\n");
-    let run_dir = dir.path().join("clean");
-    let out = kiln_on(clean.path())
-        .args(SMALL_RUN)
-        .arg("--out")
-        .arg(&run_dir)
-        .output()
-        .unwrap();
-    let text = stdout(&out);
-    assert_eq!(out.status.code(), Some(4), "{text}{}", stderr(&out));
+    let run = |umc: &str, name: &str| {
+        let node = mi300x_node(umc);
+        let run_dir = dir.path().join(name);
+        let out = kiln_on(node.path())
+            .args(SMALL_RUN)
+            .arg("--out")
+            .arg(&run_dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            format!("{}{}", stdout(&out), stderr(&out)),
+            run_dir,
+        )
+    };
+    let (code, text, run_dir) = run("ue: 0\nce: 3\n", "clean");
+    assert_eq!(code, Some(4), "{text}");
     assert!(
         text.contains("compute-only accelerator")
             && text.contains("its compute and memory were not tested"),
@@ -203,16 +210,8 @@ fn a_compute_only_accelerator_is_judged_on_its_telemetry_and_never_passed_as_tes
 
     // Uncorrectable errors since the driver loaded: the card fails on what its counters
     // show, with no rerun kiln cannot make offered to confirm it.
-    let faulty = mi300x_node("ue: 2\nce: 3\n");
-    let run_dir = dir.path().join("faulty");
-    let out = kiln_on(faulty.path())
-        .args(SMALL_RUN)
-        .arg("--out")
-        .arg(&run_dir)
-        .output()
-        .unwrap();
-    let text = stdout(&out);
-    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    let (code, text, run_dir) = run("ue: 2\nce: 3\n", "faulty");
+    assert_eq!(code, Some(1), "{text}");
     let report = read_json(&run_dir.join("report.json"));
     assert_eq!(
         finding_codes(&report["devices"][0]),
