@@ -19,6 +19,9 @@ use crate::finding::{Class, Clock, Confidence, Finding, FindingCode, Remedy, Sev
 pub enum Cause {
     /// A finding of this code.
     Code(FindingCode),
+    /// A finding of this code of weight (major or worse, of a judged class): one its rule
+    /// found cost the run, where the same code is a note when it cost nothing.
+    Weighs(FindingCode),
     /// Clocks above their rated maximum, this clock among them (`CLOCKS_ABOVE_MAXIMUM`).
     Overclock(Clock),
     /// A hardware finding that decides a device (major or worse, at least medium
@@ -315,6 +318,23 @@ pub const TABLE: &[Row] = &[
         why: "an application's Xid beside a hardware fault of weight is the fault's consequence, whoever's process raised it",
     },
     Row {
+        cause: Cause::Weighs(FindingCode::XidOtherProcess),
+        relation: Relation::Explains {
+            class: Class::Environment,
+            severity: None,
+            said: ", after another process's fault on the GPU with none of kiln's own ({cause})",
+            action: "rerun with the GPU to the test alone (drain the node, or --wait-idle): another process's fault ({cause}) cost this run; the card only if the loss comes back with the GPU to itself",
+            remedy: None,
+        },
+        symptom: Symptom::AnyOf(&[
+            FindingCode::DeviceLostApplication,
+            FindingCode::DeviceLostTimeout,
+            FindingCode::DeviceHang,
+            FindingCode::WorkerCrashed,
+        ]),
+        why: "kiln's own device lost after another process's fault, with no fault of kiln's own and no hardware Xid, is that process's doing: the environment, rerun with the GPU to the test alone",
+    },
+    Row {
         cause: Cause::Environment,
         relation: Relation::Explains {
             class: Class::Environment,
@@ -394,6 +414,9 @@ impl Cause {
     fn is(self, f: &Finding) -> bool {
         match self {
             Cause::Code(code) => f.code == code,
+            Cause::Weighs(code) => {
+                f.code == code && f.severity <= Severity::Major && super::settle::judged(f)
+            }
             Cause::Overclock(clock) => {
                 f.code == FindingCode::ClocksAboveMaximum && f.facts.clocks_over.contains(&clock)
             }
@@ -771,6 +794,32 @@ mod tests {
         assert_eq!(
             (cause.confidence, cause.action.as_str(), cause.remedy()),
             (Confidence::Medium, "reseat it", CheckPlatform)
+        );
+    }
+
+    #[test]
+    fn another_process_s_fault_explains_kiln_s_loss_only_where_it_weighs() {
+        // The xids rule weighs another process's Xid where kiln's own device was lost
+        // after it with no fault of kiln's own: the loss is then the environment's.
+        let lost = bare(FindingCode::DeviceLostApplication, Severity::Major);
+        let mut weighs = bare(FindingCode::XidOtherProcess, Severity::Major);
+        weighs.class = Class::Environment;
+        assert_eq!(
+            codes(&resolve_alone(vec![lost.clone(), weighs])),
+            [
+                ("DEVICE_LOST_APPLICATION", Class::Environment),
+                ("XID_OTHER_PROCESS", Class::Environment)
+            ]
+        );
+        // The near miss: another process's Xid said as a note explains nothing.
+        let mut note = bare(FindingCode::XidOtherProcess, Severity::Note);
+        note.class = Class::Info;
+        assert_eq!(
+            codes(&resolve_alone(vec![lost, note])),
+            [
+                ("DEVICE_LOST_APPLICATION", Class::Software),
+                ("XID_OTHER_PROCESS", Class::Info)
+            ]
         );
     }
 
