@@ -444,8 +444,72 @@ pub fn failures(
             AppFailure::Error => continue,
         });
     }
+    if !out.iter().any(|f| matches!(f, Failure::Memory { .. }))
+        && let Some(f) = refused_by_size(events, trace, uuid, budget)
+    {
+        out.push(f);
+    }
     out.sort_by(|a, b| a.t_ms().total_cmp(&b.t_ms()));
     out
+}
+
+/// A request its framework refused by its own check, in words no pattern knows: the
+/// application's last error line names a size above the card's memory (or above the
+/// largest allocation the device allows, as the trace says it), and nothing reached the
+/// driver. Over the limit whoever refused it; a line whose number is no size, or a size
+/// the card could hold, is left as the application's own words.
+fn refused_by_size(
+    events: &AppEvents,
+    trace: Option<&Trace>,
+    uuid: &str,
+    budget: Option<u64>,
+) -> Option<Failure> {
+    let line = events.last_error.as_deref()?;
+    if super::words::read(line).is_some() {
+        return None;
+    }
+    let (asked, elements) = super::words::requested(line)?;
+    let max_allocation = trace.and_then(|tr| {
+        tr.records.iter().find_map(|r| match &r.event {
+            TraceEvent::Device {
+                device,
+                max_allocation_bytes,
+                ..
+            } if same_device(uuid, device) && *max_allocation_bytes > 0 => {
+                Some(*max_allocation_bytes)
+            }
+            _ => None,
+        })
+    });
+    // The card's memory first: a request above it is one the card can never hold.
+    let limit = [budget, max_allocation]
+        .into_iter()
+        .flatten()
+        .find(|limit| asked > *limit)?;
+    let unseen_by_driver = if trace.is_some_and(|tr| tr.attached > 0) {
+        ", though no refused call reached the driver, where kiln's trace would have seen it"
+    } else {
+        ""
+    };
+    Some(Failure::Memory {
+        t_ms: events.end.map_or(0.0, |e| e.0),
+        request: Some(asked),
+        result: None,
+        free: None,
+        live: None,
+        said: format!("its output: {}{unseen_by_driver}", output_line(line)),
+        words: Some(super::words::Said {
+            framework: super::words::Framework::Unknown,
+            kind: super::words::Kind::Refused,
+            facts: super::words::Facts {
+                request_bytes: Some(asked),
+                total_bytes: budget,
+                limit_bytes: Some(limit),
+                request_elements: elements,
+                ..super::words::Facts::default()
+            },
+        }),
+    })
 }
 
 /// A line of the application's output as a finding says it: quoted, and whole unless it
