@@ -109,13 +109,7 @@ impl Watch {
             }
         };
         view.marks = marks;
-        view.windows = judged_windows(
-            &view.memory,
-            view.stepwise,
-            &view.marks,
-            view.by_time,
-            view.end,
-        );
+        view.windows = judged_windows(&view.memory, view.stepwise, &view.marks, view.end);
         let (histogram, trace_summary) = match (trace, device) {
             (Some(tr), Some(d)) => {
                 view.classes_at_windows =

@@ -101,7 +101,7 @@ pub fn unseen(
     );
     if let Some((memory, other_source, stepwise)) = other {
         let alt = AppView {
-            windows: judged_windows(&memory, stepwise, &view.marks, view.by_time, view.end),
+            windows: judged_windows(&memory, stepwise, &view.marks, view.end),
             memory,
             stepwise,
             ..view.clone()
@@ -201,7 +201,7 @@ mod tests {
         let end = Some((500.0 + readings as f64 * interval_ms, Some(0), None));
         let marks = time_marks(&memory);
         AppView {
-            windows: judged_windows(&memory, false, &marks, true, end),
+            windows: judged_windows(&memory, false, &marks, end),
             marks,
             memory,
             by_time: true,
