@@ -114,6 +114,8 @@ impl Watch {
             (Some(tr), Some(d)) => {
                 view.classes_at_windows =
                     view::classes_at(tr, &d.uuid, &view.windows, source == MemorySource::Trace);
+                (view.kept_at_windows, view.resource_sizes) =
+                    view::kept_at(tr, &d.uuid, &view.windows);
                 (histogram_of(tr), Some(summary_of(tr)))
             }
             _ => (Vec::new(), None),

@@ -627,4 +627,59 @@ mod tests {
             assert!(found.is_empty(), "{line}: {found:?}");
         }
     }
+
+    #[test]
+    fn a_buffer_above_the_card_in_the_trace_is_over_the_limit_where_the_application_failed() {
+        use crate::evidence::trace::{ResourceKind, Trace, TraceEvent, TraceRecord};
+        let budget = Some(2 * GIB);
+        let device = "6d65736132322e33".to_owned();
+        let uuid = "6d657361-3232-2e33-2e36-000000000000";
+        let at = |t_ms: f64, event: TraceEvent| TraceRecord {
+            seq: 0,
+            t_ms,
+            pid: 7,
+            event,
+        };
+        // An allocator that created a 64 GiB buffer and refused it memory by its own
+        // check: no vkAllocateMemory was refused.
+        let trace = Trace {
+            attached: 1,
+            records: vec![
+                at(10.0, TraceEvent::Attach),
+                at(
+                    900.0,
+                    TraceEvent::Resource {
+                        device: device.clone(),
+                        resource: ResourceKind::Buffer,
+                        bytes: 64 * GIB,
+                        handle: 0x55,
+                    },
+                ),
+            ],
+            ..Trace::default()
+        };
+        let ended = |code: i32| AppEvents {
+            end: Some((1_000.0, Some(code), None)),
+            ..AppEvents::default()
+        };
+        let found = failures(&ended(1), Some(&trace), uuid, &[], 0, budget);
+        let [f] = found.as_slice() else {
+            panic!("{found:?}");
+        };
+        let view = AppView {
+            failures: found.clone(),
+            budget,
+            ..AppView::default()
+        };
+        let over = over_the_limit(&view, f, &Thresholds::default());
+        assert!(
+            over.summary
+                .contains("vkCreateBuffer of 64.00 GiB in kiln's trace"),
+            "{}",
+            over.summary
+        );
+        // The near miss: the same buffer in an application that ran on to its end (a
+        // sparse buffer, or one in the host's memory) is no failure.
+        assert!(failures(&ended(0), Some(&trace), uuid, &[], 0, budget).is_empty());
+    }
 }
