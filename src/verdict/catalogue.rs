@@ -81,7 +81,7 @@ mod tests {
                 .lines()
                 .find(|l| l.starts_with(&format!("| `{}` |", code.name())))
                 .unwrap();
-            let xids = row.split(" | ").nth(3).unwrap();
+            let xids = row.split(" | ").nth(4).unwrap();
             // XID_OTHER_PROCESS is made from XID_APPLICATION's rows, not its own.
             let from_rows =
                 code.info().health == HealthFault::Xid && code != FindingCode::XidOtherProcess;
