@@ -341,6 +341,9 @@ catalogue! {
     /// The slot's maximum is below the card's.
     PcieSlotLimits = "PCIE_SLOT_LIMITS" => row(Info,
         "the slot's own PCIe maximum is below the card's: the link is judged against the slot's");
+    /// The link at the card's own maximum, below the slot's.
+    PcieCardLimits = "PCIE_CARD_LIMITS" => row(Info,
+        "the link runs at the card's own PCIe maximum, below what the slot allows: a healthy link, never a degraded one");
     /// PCIe transfers below their share of the link.
     PcieBandwidthLow = "PCIE_BANDWIDTH_LOW" => row(Environment,
         "PCIe transfers below their share of the link in use");

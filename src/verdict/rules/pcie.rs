@@ -210,6 +210,23 @@ fn link(p: &PhaseTelemetry, said: &mut Vec<(FindingCode, &'static str)>, out: &m
                 "move the card to a slot (or riser) with its own PCIe generation and width where the host bandwidth matters",
             ));
         }
+        if judged
+            && highest >= card
+            && let Some(s) = slot_max.filter(|s| *s > card)
+            && !said.contains(&(FindingCode::PcieCardLimits, what))
+        {
+            said.push((FindingCode::PcieCardLimits, what));
+            // The card's own maximum is all the link can reach, whatever the slot allows:
+            // a healthy link, said so that the slot's higher figure never reads as a fault.
+            out.push(finding(
+                FindingCode::PcieCardLimits,
+                Severity::Note,
+                Confidence::High,
+                format!("the link runs at PCIe {what} {highest}, the card's own maximum, in a slot that allows {s}: a healthy link, as fast as the card goes"),
+                evidence.clone(),
+                "nothing: the card is at its own maximum",
+            ));
+        }
         if !judged || said.contains(&(FindingCode::PcieLinkDegraded, what)) || highest >= limit {
             continue;
         }
@@ -319,6 +336,24 @@ mod tests {
         assert_eq!(
             judged(in_a_narrow_slot),
             [("PCIE_SLOT_LIMITS", Class::Info, Severity::Note)]
+        );
+    }
+
+    #[test]
+    fn a_link_at_its_card_s_own_maximum_below_the_slot_s_is_healthy_and_said() {
+        // A Gen3 card in a Gen4 slot, at Gen3 under load: the card's maximum, a note.
+        let mut gen3_card = link(16.0, 3.0, 100.0);
+        gen3_card["gauges"]["pcie_gen_max"] = gauge(3.0, 3.0, 3.0);
+        gen3_card["gauges"]["pcie_slot_gen_max"] = gauge(4.0, 4.0, 4.0);
+        assert_eq!(
+            judged(gen3_card.clone()),
+            [("PCIE_CARD_LIMITS", Class::Info, Severity::Note)]
+        );
+        // The near miss: the same card trained to Gen2 under load is degraded.
+        gen3_card["gauges"]["pcie_gen"] = gauge(2.0, 2.0, 2.0);
+        assert_eq!(
+            judged(gen3_card),
+            [("PCIE_LINK_DEGRADED", Class::Environment, Severity::Major)]
         );
     }
 
