@@ -674,6 +674,7 @@ def field_cases():
     whose_xid_cases()
     amd_and_intel_heat_cases()
     nvlink_and_rma_cases()
+    links_and_fabric_cases()
     tenant_arrival_cases()
     fan_cases()
 
@@ -1086,6 +1087,31 @@ def nvlink_and_rma_cases():
           "near miss: two uncorrectable SRAM parity errors in the card's history, below the threshold, none during the run: nothing to say",
           0, "pass", [], run_from="h200_healthy",
           telemetry=run_telemetry(counters_at=lambda t: h200_counters(sram_uncorrected_parity=2)))
+
+
+def links_and_fabric_cases():
+    """Links and fabrics (issue 56): an NVLink down on a board that wires every link, and
+    the bridge left off that is no fault."""
+    def counters(nvlink):
+        return lambda t: h200_counters(**nvlink(t))
+    on_switches = h200_identity(nvlink_switch_links=18)
+    field("hgx_h200_nvlink_down_all_run",
+          "an HGX H200 whose NVML says all 18 of its NVLinks end at NVSwitches, NVLink 11 down from the first snapshot to the last and the other 17 up: on an NVSwitch baseboard every link is wired, and DCGM's health watch fails a GPU for a link down: the GPU's hardware, not a bridge left off",
+          1, "fail", ["NVLINK_DOWN"], run_from="h200_healthy",
+          telemetry=run_telemetry(identity=on_switches, counters_at=counters(
+              lambda t: nvlink_counters(state=lambda l: 0 if l == 11 else 1))),
+          reason="NVLink 11")
+    # An H100 NVL: a PCIe card whose 12 links go to three NVLink bridges of four links
+    # each; one bridge fitted, two left off.
+    h100_nvl = dict(name="NVIDIA H100 NVL", device_id=0x2321)
+    field("h100_nvl_with_one_bridge_of_three",
+          "near miss: an H100 NVL (a PCIe card) with one NVLink bridge of three fitted: links 0-3 up, 4-11 down all run, NVML naming another GPU (not an NVSwitch) at their ends: bridges left off are how the card was installed, not a failure; said, never a failed GPU",
+          0, "pass", ["NVLINK_DOWN"],
+          events=card_events(**h100_nvl, verify_gbps=3000.0, write_gbps=2850.0,
+                             gops={"fp32": 42000.0, "int32": 21000.0}),
+          telemetry=run_telemetry(identity=h200_identity(name="NVIDIA H100 NVL", nvlink_switch_links=0),
+                                  counters_at=counters(lambda t: nvlink_counters(
+                                      links=12, state=lambda l: 1 if l < 4 else 0))))
 
 
 def tenant_arrival_cases():

@@ -358,7 +358,7 @@ catalogue! {
         "an NVLink that retrained (a recovery), or corrected its errors (CRC and replays together) at 100 a second or more; fewer are a note").health(Nvl, 1, true);
     /// An NVLink went down.
     NvlinkDown = "NVLINK_DOWN" => row(Hardware,
-        "an NVLink went down (one down while others are up is minor)").health(Nvl, 2, false);
+        "an NVLink went down, or is down on a board that wires every link (an NVSwitch baseboard, an SXM module); one down all run on a card with hand-fitted bridges is a note").health(Nvl, 2, false);
     /// Memory banks with no spare row.
     RowRemapBanksLow = "ROW_REMAP_BANKS_LOW" => row(Hardware,
         "memory banks with no spare row left, or only a few").health(Mem, 5, false);

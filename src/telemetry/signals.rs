@@ -212,6 +212,7 @@ catalogue! {
     PCI_BUS_ID = Identity("pci_bus_id", Text, "PCI bus id as NVML writes it (`00000000:3B:00.0`).");
     MINOR_NUMBER = Identity("minor_number", Number, "The device node's minor number (`/dev/nvidia3` is 3).");
     UNIQUE_ID = Identity("unique_id", Text, "amdgpu's unique id of the chip.");
+    NVLINK_SWITCH_LINKS = Identity("nvlink_switch_links", Count, "How many of the GPU's NVLinks end at an NVSwitch (nvmlDeviceGetNvLinkRemoteDeviceType): more than none puts the GPU on an NVSwitch baseboard (HGX, DGX), whose links are all wired.");
     KERNEL_DRIVER = Identity("kernel_driver", Text, "The kernel driver bound to the device (`amdgpu`, `i915`, `xe`).");
     DRIVER_VERSION = Identity("driver_version", Text, "The driver's version.");
     CUDA_DRIVER_VERSION = Identity("cuda_driver_version", Number, "The CUDA version the driver supports, as NVML encodes it (12040).");
