@@ -1113,6 +1113,46 @@ def links_and_fabric_cases():
                                   counters_at=counters(lambda t: nvlink_counters(
                                       links=12, state=lambda l: 1 if l < 4 else 0))))
 
+    # Two GPUs of one node: the same links down on both are the fabric they share.
+    def on_both(states, identity=on_switches, links=18):
+        """Both GPUs' telemetry: device 1 a copy of device 0's, its own identity, and its
+        links by `states[device](link, t)`."""
+        recs = []
+        for device, state in enumerate(states):
+            ident = dict(identity, uuid="GPU-7d5e4b6f-2c3d-4e6f-9a01-23456789abcd",
+                         pci_bus_id="00000000:06:00.0", nvml_index=1) if device else identity
+            run = run_telemetry(identity=ident, counters_at=counters(
+                lambda t, state=state: nvlink_counters(links=links, state=lambda l: state(l, t))))
+            for r in run:
+                if "device" in r:
+                    r["device"] = device
+                    recs.append(r)
+                elif device == 0:
+                    recs.append(r)
+        recs.sort(key=lambda r: (r["t_ms"], r.get("device", -1)))
+        return recs
+    h200_pair = pair(fp32_gops=(50000.0, 50000.0))
+    field("hgx_h200_pair_same_links_down",
+          "two HGX H200s on one NVSwitch baseboard, NVLinks 16 and 17 down all run on both and the other 16 up: the same links on every GPU are the fabric they share (an NVSwitch tray, the fabric manager), said once, environment; neither GPU is failed for it",
+          2, "environment", ["NVLINK_FABRIC_DOWN"], events=h200_pair,
+          telemetry=on_both([lambda l, t: 0 if l >= 16 else 1] * 2),
+          reason="fabric")
+    field("hgx_h200_pair_one_gpu_link_down",
+          "near miss: the same pair with NVLink 11 down all run on the first GPU alone, every link of the second up: not the fabric, the first GPU's own link: hardware",
+          1, "fail", ["NVLINK_DOWN"], events=h200_pair,
+          telemetry=on_both([lambda l, t: 0 if l == 11 else 1, lambda l, t: 1]))
+    nvl_pair = copy.deepcopy(h200_pair)
+    for e in nvl_pair:
+        if e["kind"] == "device_start":
+            e["info"].update({"name": "NVIDIA H100 NVL", "device_id": 0x2321})
+    set_compute_rates(nvl_pair, {"fp32": 42000.0, "int32": 21000.0}, 0)
+    set_compute_rates(nvl_pair, {"fp32": 42000.0, "int32": 21000.0}, 1)
+    field("h100_nvl_pair_with_one_bridge",
+          "near miss: two H100 NVLs (PCIe cards) joined by one NVLink bridge of three: links 0-3 up, 4-11 down all run on both: the same links down on both, but bridges a person fits and left off, not a fabric that failed: a note, both pass",
+          0, "pass", ["NVLINK_DOWN"], events=nvl_pair,
+          telemetry=on_both([lambda l, t: 1 if l < 4 else 0] * 2, links=12,
+                            identity=h200_identity(name="NVIDIA H100 NVL", nvlink_switch_links=0)))
+
 
 def tenant_arrival_cases():
     """A process that starts using the GPU mid-run: its arrival, its memory and what it did

@@ -359,6 +359,9 @@ catalogue! {
     /// An NVLink went down.
     NvlinkDown = "NVLINK_DOWN" => row(Hardware,
         "an NVLink went down, or is down on a board that wires every link (an NVSwitch baseboard, an SXM module); one down all run on a card with hand-fitted bridges is a note").health(Nvl, 2, false);
+    /// The same NVLinks down on every GPU: the fabric.
+    NvlinkFabricDown = "NVLINK_FABRIC_DOWN" => row(Environment,
+        "the same NVLinks down on every GPU of the run: the fabric they share (an NVSwitch tray, a bridge, the fabric manager), said once, not each GPU's fault").node();
     /// Memory banks with no spare row.
     RowRemapBanksLow = "ROW_REMAP_BANKS_LOW" => row(Hardware,
         "memory banks with no spare row left, or only a few").health(Mem, 5, false);

@@ -220,6 +220,115 @@ fn nvlinks(device: &DeviceEvidence, out: &mut Vec<Finding>) {
     }
 }
 
+crate::evidence! {
+    /// The evidence of `NVLINK_FABRIC_DOWN`: the links down on every GPU, and the GPUs.
+    struct Fabric<'a> {
+        links: &'a [u32] => "Links down on every GPU",
+        gpus: Vec<usize> => "GPUs",
+        #[serde(skip_serializing_if = "Option::is_none")]
+        board: Option<&'static str> => "Board",
+    }
+}
+
+/// What a GPU's NVLinks ended the run as, for the node's comparison: the links down, the
+/// links read, and those that went down during the run.
+struct Ended {
+    down: Vec<u32>,
+    read: usize,
+    went_down: Vec<u32>,
+}
+
+fn ended(device: &DeviceEvidence) -> Option<Ended> {
+    let (links, last_state) = read_links(device);
+    if last_state.is_empty() || !device.kind.is_gpu() {
+        return None;
+    }
+    Some(Ended {
+        down: last_state
+            .iter()
+            .filter(|(_, v)| **v <= 0.0)
+            .map(|(l, _)| *l)
+            .collect(),
+        read: last_state.len(),
+        went_down: links
+            .iter()
+            .filter(|(_, k)| !k.went_down.is_empty())
+            .map(|(l, _)| *l)
+            .collect(),
+    })
+}
+
+/// The same NVLinks down on every GPU of the run (two or more): not each GPU's fault but
+/// the fabric's, the part they share (an NVSwitch tray, a bridge, the fabric manager),
+/// said once with the GPUs it holds (`NVLINK_FABRIC_DOWN`, each GPU's own `NVLINK_DOWN`
+/// resolved into it, [`crate::verdict::resolve`]). Only where the links are wired (every
+/// GPU on a board that wires them) or went down during the run on every GPU: the same
+/// bridges left off a pair of PCIe cards is how they were installed.
+pub fn fabric(devices: &[DeviceEvidence]) -> Vec<Vec<Finding>> {
+    let mut out = vec![Vec::new(); devices.len()];
+    let ends: Vec<(usize, Ended)> = devices
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| ended(d).map(|e| (i, e)))
+        .collect();
+    let Some((first, one)) = ends.first() else {
+        return out;
+    };
+    if ends.len() < 2 || one.down.is_empty() || ends.iter().any(|(_, e)| e.down != one.down) {
+        return out;
+    }
+    let wired = ends
+        .iter()
+        .all(|(i, _)| Wiring::of(&devices[*i]).all_wired());
+    let lost_in_the_run = ends.iter().all(|(_, e)| e.went_down == one.down);
+    if !(wired || lost_in_the_run) {
+        return out;
+    }
+    let gpus: Vec<usize> = ends.iter().map(|(i, _)| devices[*i].index).collect();
+    let links: Vec<String> = one.down.iter().map(u32::to_string).collect();
+    let all = ends.iter().all(|(_, e)| e.down.len() == e.read);
+    let what = if all {
+        "every NVLink".to_owned()
+    } else {
+        format!(
+            "NVLink{} {}",
+            if links.len() == 1 { "" } else { "s" },
+            crate::text::list(&links)
+        )
+    };
+    let board = ends
+        .iter()
+        .map(|(i, _)| Wiring::of(&devices[*i]))
+        .find(|w| w.all_wired())
+        .and_then(Wiring::words);
+    for (i, _) in &ends {
+        let summary = if i == first {
+            format!(
+                "{what} down on each of the run's {} GPUs: the same links on every GPU are the fabric they share (an NVSwitch tray, a bridge, the fabric manager), not each GPU",
+                ends.len()
+            )
+        } else {
+            format!(
+                "{what} down here as on every GPU of the run: the fabric's, said with GPU {}",
+                devices[*first].index
+            )
+        };
+        out[*i].push(finding(
+            FindingCode::NvlinkFabricDown,
+            Severity::Major,
+            Confidence::High,
+            summary,
+            evidence(&Fabric {
+                links: &one.down,
+                gpus: gpus.clone(),
+                board,
+            }),
+            "check what the GPUs share: the fabric manager (systemctl status nvidia-fabricmanager) and the NVSwitch trays or bridges (nvidia-smi nvlink -s on every GPU); the GPUs themselves are not shown at fault",
+        ));
+    }
+    out
+}
+
 /// What a link did over the run.
 #[derive(Default)]
 struct Link {
@@ -428,6 +537,47 @@ mod tests {
         assert_eq!(
             said(&bridged),
             [("NVLINK_DOWN", Class::Info, Severity::Note)]
+        );
+    }
+
+    #[test]
+    fn the_same_links_down_on_every_gpu_are_the_fabric_s() {
+        let node = |name: &str, states: [(f64, f64); 2]| {
+            let devices: Vec<_> = states
+                .iter()
+                .enumerate()
+                .map(|(i, (first, last))| {
+                    let mut d = states_of(name, *first, *last);
+                    d.index = i;
+                    d
+                })
+                .collect();
+            super::fabric(&devices)
+                .iter()
+                .map(|f| said(f))
+                .collect::<Vec<_>>()
+        };
+        let fabric = vec![("NVLINK_FABRIC_DOWN", Class::Environment, Severity::Major)];
+        // Two HGX H200s with link 1 down all run on both: said for each, the fabric's.
+        assert_eq!(
+            node("NVIDIA H200", [(0.0, 0.0), (0.0, 0.0)]),
+            [fabric.clone(), fabric.clone()]
+        );
+        // Two PCIe cards whose link 1 went down during the run on both: a bridge.
+        assert_eq!(
+            node("NVIDIA H100 NVL", [(1.0, 0.0), (1.0, 0.0)]),
+            [fabric.clone(), fabric]
+        );
+        // The near misses: one GPU's link alone; the same bridge left off two PCIe cards.
+        assert!(
+            node("NVIDIA H200", [(0.0, 0.0), (1.0, 1.0)])
+                .iter()
+                .all(Vec::is_empty)
+        );
+        assert!(
+            node("NVIDIA H100 NVL", [(0.0, 0.0), (0.0, 0.0)])
+                .iter()
+                .all(Vec::is_empty)
         );
     }
 
