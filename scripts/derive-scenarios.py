@@ -1131,6 +1131,28 @@ def links_and_fabric_cases():
                     recs.append(r)
         recs.sort(key=lambda r: (r["t_ms"], r.get("device", -1)))
         return recs
+    # The link's far end: corrected AER errors the port above the GPU counted.
+    def with_port_aer(port_at):
+        """The healthy run with sysfs's AER snapshots beside NVML's: the GPU's own counters
+        still, the port's `port_at(t)`."""
+        recs = run_telemetry()
+        for r in list(recs):
+            if r["kind"] == "snapshot":
+                recs.append(dict(r, t_ms=r["t_ms"] + 0.5, source="sysfs", counters={
+                    "aer_correctable": 0, "aer_nonfatal": 0, "aer_fatal": 0,
+                    "aer_port_correctable": port_at(r["t_ms"] / 1000)}))
+        recs.sort(key=lambda r: r["t_ms"])
+        return recs
+    field("pcie_port_aer_storm_replays_flat",
+          "the root port above an H200 counted 4800 corrected AER errors (receiver and bad-TLP errors) during the six-second compute phase, far over the 31 a minute a Gen5 x16 link at a bit error rate of 1e-12 allows, while the GPU's own replay counter stayed at 0: the link errs between the two, the slot, riser or cable, not the card",
+          2, "environment", ["PCIE_PORT_ERRORS"], run_from="h200_healthy",
+          telemetry=with_port_aer(lambda t: 4800 if t > 13.05 else 0),
+          reason="port above the GPU")
+    field("pcie_port_aer_trickle",
+          "near miss: the same port counted 12 corrected AER errors over the whole run, within what a bit error rate of 1e-12 allows on the link: the GPU's own counters flat, nothing to say",
+          0, "pass", [], run_from="h200_healthy",
+          telemetry=with_port_aer(lambda t: 12 if t > 13.05 else 0))
+
     h200_pair = pair(fp32_gops=(50000.0, 50000.0))
     field("hgx_h200_pair_same_links_down",
           "two HGX H200s on one NVSwitch baseboard, NVLinks 16 and 17 down all run on both and the other 16 up: the same links on every GPU are the fabric they share (an NVSwitch tray, the fabric manager), said once, environment; neither GPU is failed for it",

@@ -350,6 +350,9 @@ catalogue! {
     /// PCIe AER errors.
     PcieAerErrors = "PCIE_AER_ERRORS" => row(Environment,
         "PCIe AER errors, fatal or non-fatal").health(Pci, 2, true);
+    /// Corrected AER errors at the port above the GPU over the bit error rate's budget.
+    PciePortErrors = "PCIE_PORT_ERRORS" => row(Environment,
+        "corrected PCIe AER errors at the port above the GPU (its slot's root port or a switch's port) above what a bit error rate of 1e-12 allows: the slot, riser or cable");
     /// More PCIe replays than the bit error rate allows.
     PcieReplaysHigh = "PCIE_REPLAYS_HIGH" => row(Environment,
         "more PCIe replays than a bit error rate of 1e-12 allows on the link in use");

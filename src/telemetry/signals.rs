@@ -177,6 +177,7 @@ catalogue! {
     AER_CORRECTABLE = Counter("aer_correctable", Count, "PCIe AER correctable errors of the device (sysfs).");
     AER_NONFATAL = Counter("aer_nonfatal", Count, "PCIe AER uncorrectable non-fatal errors (sysfs).");
     AER_FATAL = Counter("aer_fatal", Count, "PCIe AER fatal errors (sysfs).");
+    AER_PORT_CORRECTABLE = Counter("aer_port_correctable", Count, "PCIe AER correctable errors of the port above the device: its slot's root port, or a switch's port (sysfs, the parent device's aer_dev_correctable).");
     // Memory errors and what was done about them.
     ECC_CORRECTED_VOLATILE = Counter("ecc_corrected_volatile", Count, "Corrected ECC errors since the driver loaded (amdgpu's umc ce).");
     ECC_CORRECTED_AGGREGATE = Counter("ecc_corrected_aggregate", Count, "Corrected ECC errors over the card's life.");
