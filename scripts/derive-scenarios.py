@@ -280,6 +280,11 @@ def main():
         "about": "the same pair, the slow one thermally throttled: its cooling explains it (environment)",
         "run_from": "h200_slower_than_its_peer", "telemetry_fixture": "thermal_throttle", "exit_code": 2,
         "result": "environment", "codes": ["THERMAL_THROTTLE", "PEER_SLOWER"], "incomplete": False})
+    scenario("h200_slower_than_its_peer_above_its_site_floor", {
+        "about": "the same pair judged with a site floor of 36000 Gop/s fp32: the slow one's 40000 clears the floor, but it is 20% behind its identical twin at the same clocks with nothing in its environment to explain it: the card",
+        "run_from": "h200_slower_than_its_peer", "exit_code": 1, "result": "fail",
+        "codes": ["PEER_SLOWER"], "incomplete": False},
+        thresholds={"floors": {"compute_fp32_gops": 36000}})
     scenario("h200_pair_within_tolerance", {
         "about": "two H200s 5% apart in fp32 compute: within the 10% peers may differ by",
         "run_from": "h200_healthy", "exit_code": 0, "result": "pass", "codes": [],
