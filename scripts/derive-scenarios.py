@@ -680,6 +680,7 @@ def field_cases():
     amd_and_intel_heat_cases()
     nvlink_and_rma_cases()
     links_and_fabric_cases()
+    peers_at_their_clocks_cases()
     tenant_arrival_cases()
     fan_cases()
 
@@ -1179,6 +1180,36 @@ def links_and_fabric_cases():
           0, "pass", ["NVLINK_DOWN"], events=nvl_pair,
           telemetry=on_both([lambda l, t: 1 if l < 4 else 0] * 2, links=12,
                             identity=h200_identity(name="NVIDIA H100 NVL", nvlink_switch_links=0)))
+
+
+def peers_at_their_clocks_cases():
+    """Peers (issue 56): one GPU behind identical peers at the same clocks is the card; at
+    clocks held below theirs, the clocks."""
+    def both(samples):
+        recs = []
+        for device, sample in enumerate(samples):
+            ident = h200_identity(uuid="GPU-7d5e4b6f-2c3d-4e6f-9a01-23456789abcd",
+                                  pci_bus_id="00000000:06:00.0", nvml_index=1) if device else None
+            for r in run_telemetry(sample=sample, identity=ident):
+                if "device" in r:
+                    r["device"] = device
+                    recs.append(r)
+                elif device == 0:
+                    recs.append(r)
+        recs.sort(key=lambda r: (r["t_ms"], r.get("device", -1)))
+        return recs
+    slow_pair = pair(fp32_gops=(40000.0, 50000.0))
+    field("h200_slower_than_its_peer_at_the_same_clocks",
+          "two H200s whose telemetry shows both at 1980 MHz all compute long, cool and unthrottled; the first computes fp32 20% slower than its twin: at the same clocks, less work per clock is the card's hardware",
+          1, "fail", ["PEER_SLOWER"], events=slow_pair,
+          telemetry=both([h200_sample, h200_sample]))
+    capped = lambda ph, t: h200_sample(ph, t, sm=1600 if ph != "preflight" else 1980,
+                                       mask=0x4 if ph != "preflight" else None, power=700.0)
+    field("h200_slower_than_its_peer_at_lower_clocks",
+          "near miss: the same 20% gap, but the first H200 ran compute at 1600 MHz against its twin's 1980, held at its 700 W power cap (sw_power_cap): per clock it does its twin's work; the clocks, not the card, environment",
+          2, "environment", ["PEER_SLOWER"], events=slow_pair,
+          telemetry=both([capped, h200_sample]),
+          reason="lower clocks")
 
 
 def tenant_arrival_cases():

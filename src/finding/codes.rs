@@ -518,7 +518,7 @@ catalogue! {
         "an evidence file the run wrote is gone, emptied or not a file");
     /// Slower than the same model's other devices.
     PeerSlower = "PEER_SLOWER" => row(Hardware,
-        "more than 10% slower than the same model's other devices in the run (environment where its own findings explain it)");
+        "more than 10% slower than the same model's other devices in the run at the same clocks; environment where its own findings explain it, or where it ran at clocks that account for the gap");
     /// A watched application's memory climbs every iteration.
     AppMemoryLeak = "APP_MEMORY_LEAK" => row(Software,
         "a watched application's lowest memory between iterations climbs a steady amount each time: a leak").app();
