@@ -5,7 +5,7 @@
 # node_exporter, headless Chromium and pdftotext, zsh, fish and groff (completions and
 # the man page), tmux, Python's jsonschema, g++ and the Vulkan headers (a C++ test application), a single-node Slurm (slurmctld,
 # slurmd, munge) and, in a virtual environment (KILN_TEST_VENV, default
-# /opt/kiln-test-venv), kubernetes-validate, wgpu (a third-party GPU engine for the watch's
+# /opt/kiln-test-venv), kubernetes-validate, wgpu and taichi (third-party GPU engines for the watch's
 # tests) and the shader tools for the matrix units
 # (glslangValidator and spirv-val, newer than Debian's), a CPU Vulkan device with
 # matrix units (scripts/matrix-units-driver.sh), and for the Windows build the Rust target
@@ -77,6 +77,12 @@ if [ "${1:-}" = "--test" ]; then
   if ! "$venv/bin/python" -c 'import wgpu' >/dev/null 2>&1; then
     echo "installing: wgpu (WebGPU's Python bindings) into $venv" >&2
     "$venv/bin/pip" install --quiet wgpu==0.32.0
+  fi
+  # A second third-party engine for kiln watch's tests, one kiln has no words for: Taichi
+  # (its Vulkan backend on lavapipe), whose allocator places many buffers in each block.
+  if ! "$venv/bin/python" -c 'import taichi' >/dev/null 2>&1; then
+    echo "installing: taichi (Taichi's Vulkan backend) into $venv" >&2
+    "$venv/bin/pip" install --quiet taichi==1.7.4
   fi
   bash "$(dirname "$0")/matrix-units-driver.sh"
   # The Rust target of the Windows build; where it cannot be fetched, windows-test.sh fails

@@ -203,6 +203,7 @@ pub fn not_visible(
         .map(|(gpu, _)| NotTested {
             gpu: gpu.clone(),
             cause: inventory::diagnose(system, gpu, &icds, &searched, vulkan),
+            observed_as: None,
         })
         .collect()
 }

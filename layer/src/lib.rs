@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use ash::vk;
+use ash::vk::Handle;
 
 use ring::{Call, Counted, Record, RecordKind, RingWriter};
 
@@ -235,6 +236,9 @@ struct DeviceFns {
     bind_image_memory: Option<vk::PFN_vkBindImageMemory>,
     create_buffer: Option<vk::PFN_vkCreateBuffer>,
     create_image: Option<vk::PFN_vkCreateImage>,
+    destroy_buffer: Option<vk::PFN_vkDestroyBuffer>,
+    destroy_image: Option<vk::PFN_vkDestroyImage>,
+    image_requirements: Option<vk::PFN_vkGetImageMemoryRequirements>,
     get_query_pool_results: Option<vk::PFN_vkGetQueryPoolResults>,
 }
 
@@ -387,6 +391,32 @@ impl DeviceData {
         ring.push(&r);
     }
 
+    /// Records a buffer or an image the application made (`call` says which), with its
+    /// own size.
+    fn resource(&self, call: Call, handle: Option<u64>, bytes: u64) {
+        let (Some(ring), Some(handle)) = (ring(), handle) else {
+            return;
+        };
+        let mut r = record(RecordKind::Resource);
+        r.call = call;
+        r.device = self.uuid;
+        r.bytes = bytes;
+        r.memory = handle;
+        ring.push(&r);
+    }
+
+    /// Records the end of a buffer or an image the application made.
+    fn resource_destroyed(&self, call: Call, handle: u64) {
+        let Some(ring) = ring() else {
+            return;
+        };
+        let mut r = record(RecordKind::ResourceDestroyed);
+        r.call = call;
+        r.device = self.uuid;
+        r.memory = handle;
+        ring.push(&r);
+    }
+
     /// Records what `vkAllocateMemory` answered: the allocation (kept for its free), or
     /// the refusal with the heap's budget at that moment.
     fn allocated(
@@ -531,6 +561,8 @@ fn device_hook(name: &[u8]) -> Option<Void> {
         b"vkBindImageMemory" => hook!(bind_image_memory, vk::PFN_vkBindImageMemory),
         b"vkCreateBuffer" => hook!(create_buffer, vk::PFN_vkCreateBuffer),
         b"vkCreateImage" => hook!(create_image, vk::PFN_vkCreateImage),
+        b"vkDestroyBuffer" => hook!(destroy_buffer, vk::PFN_vkDestroyBuffer),
+        b"vkDestroyImage" => hook!(destroy_image, vk::PFN_vkDestroyImage),
         b"vkGetQueryPoolResults" => hook!(get_query_pool_results, vk::PFN_vkGetQueryPoolResults),
         _ => None,
     }
@@ -978,6 +1010,19 @@ unsafe extern "system" fn create_device(
             ),
             create_buffer: load!(next_gdpa, device, c"vkCreateBuffer", vk::PFN_vkCreateBuffer),
             create_image: load!(next_gdpa, device, c"vkCreateImage", vk::PFN_vkCreateImage),
+            destroy_buffer: load!(
+                next_gdpa,
+                device,
+                c"vkDestroyBuffer",
+                vk::PFN_vkDestroyBuffer
+            ),
+            destroy_image: load!(next_gdpa, device, c"vkDestroyImage", vk::PFN_vkDestroyImage),
+            image_requirements: load!(
+                next_gdpa,
+                device,
+                c"vkGetImageMemoryRequirements",
+                vk::PFN_vkGetImageMemoryRequirements
+            ),
             get_query_pool_results: load!(
                 next_gdpa,
                 device,
@@ -1140,9 +1185,6 @@ watched!(bind_buffer_memory, bind_buffer_memory, Call::BindMemory,
     (device: vk::Device, buffer: vk::Buffer, memory: vk::DeviceMemory, offset: vk::DeviceSize));
 watched!(bind_image_memory, bind_image_memory, Call::BindMemory,
     (device: vk::Device, image: vk::Image, memory: vk::DeviceMemory, offset: vk::DeviceSize));
-watched!(create_image, create_image, Call::CreateImage,
-    (device: vk::Device, info: *const vk::ImageCreateInfo<'_>,
-     allocator: *const vk::AllocationCallbacks<'_>, image: *mut vk::Image));
 watched!(get_query_pool_results, get_query_pool_results,
     Call::GetQueryPoolResults,
     (device: vk::Device, pool: vk::QueryPool, first: u32, count: u32, size: usize,
@@ -1168,16 +1210,106 @@ unsafe extern "system" fn create_buffer(
             };
             // SAFETY: the application's arguments, passed down.
             let result = unsafe { f(device, p_create_info, p_allocator, p_buffer) };
-            if result.as_raw() < 0 {
-                traced(Call::CreateResource, || {
-                    // SAFETY: the application's create info, or null.
-                    let bytes = unsafe { p_create_info.as_ref() }.map_or(0, |i| i.size);
+            traced(Call::CreateResource, || {
+                // SAFETY: the application's create info, or null.
+                let bytes = unsafe { p_create_info.as_ref() }.map_or(0, |i| i.size);
+                if result == vk::Result::SUCCESS {
+                    // SAFETY: on success the driver wrote the buffer.
+                    let buffer = unsafe { p_buffer.as_ref() }.map(|b| b.as_raw());
+                    data.resource(Call::CreateResource, buffer, bytes);
+                } else if result.as_raw() < 0 {
                     data.failed(Call::CreateResource, result, bytes);
-                });
-            }
+                }
+            });
             result
         },
     )
+}
+
+/// `vkCreateImage`, watched as the others are, and each image it made recorded with its
+/// size as the driver's memory requirements say it (an image's create info gives no
+/// bytes).
+unsafe extern "system" fn create_image(
+    device: vk::Device,
+    p_create_info: *const vk::ImageCreateInfo<'_>,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+    p_image: *mut vk::Image,
+) -> vk::Result {
+    entry(
+        Call::CreateImage,
+        vk::Result::ERROR_INITIALIZATION_FAILED,
+        || {
+            let Some(data) = device_of(device) else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            let Some(f) = data.fns.create_image else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            // SAFETY: the application's arguments, passed down.
+            let result = unsafe { f(device, p_create_info, p_allocator, p_image) };
+            traced(Call::CreateImage, || {
+                if result == vk::Result::SUCCESS {
+                    // SAFETY: on success the driver wrote the image.
+                    let Some(image) = (unsafe { p_image.as_ref() }).copied() else {
+                        return;
+                    };
+                    let mut needs = vk::MemoryRequirements::default();
+                    if let Some(req) = data.fns.image_requirements {
+                        // SAFETY: an image of this device, just made.
+                        unsafe { req(device, image, &mut needs) };
+                    }
+                    data.resource(Call::CreateImage, Some(image.as_raw()), needs.size);
+                } else if result.as_raw() < 0 {
+                    data.failed(Call::CreateImage, result, 0);
+                }
+            });
+            result
+        },
+    )
+}
+
+/// `vkDestroyBuffer`: the buffer's end recorded, the call passed down.
+unsafe extern "system" fn destroy_buffer(
+    device: vk::Device,
+    buffer: vk::Buffer,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    entry(Call::CreateResource, (), || {
+        let Some(data) = device_of(device) else {
+            return;
+        };
+        if buffer != vk::Buffer::null() {
+            traced(Call::CreateResource, || {
+                data.resource_destroyed(Call::CreateResource, buffer.as_raw());
+            });
+        }
+        if let Some(f) = data.fns.destroy_buffer {
+            // SAFETY: the application's arguments, passed down.
+            unsafe { f(device, buffer, p_allocator) };
+        }
+    })
+}
+
+/// `vkDestroyImage`: the image's end recorded, the call passed down.
+unsafe extern "system" fn destroy_image(
+    device: vk::Device,
+    image: vk::Image,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    entry(Call::CreateImage, (), || {
+        let Some(data) = device_of(device) else {
+            return;
+        };
+        if image != vk::Image::null() {
+            traced(Call::CreateImage, || {
+                data.resource_destroyed(Call::CreateImage, image.as_raw());
+            });
+        }
+        if let Some(f) = data.fns.destroy_image {
+            // SAFETY: the application's arguments, passed down.
+            unsafe { f(device, image, p_allocator) };
+        }
+    })
 }
 
 #[cfg(test)]

@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// `KILNTRC1`, the file's first word.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"KILNTRC1");
 /// The layout's version; a layer and a kiln of different versions do not share a ring.
-pub const VERSION: u64 = 1;
+/// Version 2 added the application's buffers and images ([`RecordKind::Resource`]).
+pub const VERSION: u64 = 2;
 /// The header's size: one page.
 pub const HEADER_BYTES: u64 = 4096;
 /// One slot: eight words.
@@ -94,10 +95,18 @@ pub enum RecordKind {
     /// of kiln's, caught before it could reach the application). Nothing after it is
     /// recorded for the process; the application goes on unchanged.
     Stopped,
+    /// The application created a buffer (`call` [`Call::CreateResource`]) or an image
+    /// ([`Call::CreateImage`]): its handle in `memory`, its size in `bytes` (a buffer's
+    /// own, an image's as the driver's memory requirements say it). What it keeps, in
+    /// its own sizes, where its allocator places many in each block it allocates.
+    Resource,
+    /// The application destroyed the buffer or image of handle `memory` (`call` as at
+    /// its creation).
+    ResourceDestroyed,
 }
 
 impl RecordKind {
-    const ALL: [RecordKind; 11] = [
+    const ALL: [RecordKind; 13] = [
         RecordKind::Attach,
         RecordKind::Device,
         RecordKind::Heap,
@@ -109,6 +118,8 @@ impl RecordKind {
         RecordKind::OutOfMemory,
         RecordKind::Budget,
         RecordKind::Stopped,
+        RecordKind::Resource,
+        RecordKind::ResourceDestroyed,
     ];
 
     fn code(self) -> u64 {

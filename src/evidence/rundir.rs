@@ -103,6 +103,11 @@ pub struct NotTested {
     pub gpu: crate::inventory::InventoryGpu,
     /// Why Vulkan cannot see it, and what to do.
     pub cause: crate::inventory::Cause,
+    /// The device index its telemetry records name it by, where the run watched what its
+    /// telemetry can show (a compute-only accelerator no Vulkan driver drives: its RAS
+    /// counters, sensors and link), so that a fault they show is judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_as: Option<usize>,
 }
 
 /// The settings a run used, as its manifest records them. Every field may be absent in

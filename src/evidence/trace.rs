@@ -212,6 +212,27 @@ pub enum TraceEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_bytes: Option<u64>,
     },
+    /// The application created a buffer or an image: its own size, which its allocator
+    /// may place with others in one allocation.
+    Resource {
+        /// The device.
+        device: String,
+        /// A buffer or an image.
+        resource: ResourceKind,
+        /// Its size (an image's as the driver's memory requirements say it).
+        bytes: u64,
+        /// Its handle.
+        handle: u64,
+    },
+    /// The application destroyed a buffer or an image it created.
+    ResourceDestroyed {
+        /// The device.
+        device: String,
+        /// A buffer or an image.
+        resource: ResourceKind,
+        /// Its handle.
+        handle: u64,
+    },
     /// The layer stopped tracing a process: its own code failed (caught before it could
     /// reach the application, which went on unchanged); nothing later of that process is
     /// in the trace.
@@ -241,6 +262,35 @@ pub enum TraceEvent {
         /// Per size class `k` (sizes up to 2^k bytes): allocations, frees, refusals.
         classes: Vec<[u64; 3]>,
     },
+}
+
+/// What the application created: a buffer or an image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceKind {
+    /// `vkCreateBuffer`.
+    Buffer,
+    /// `vkCreateImage`.
+    Image,
+}
+
+impl ResourceKind {
+    /// The kind a record's call names.
+    fn of(call: Call) -> ResourceKind {
+        if call == Call::CreateImage {
+            ResourceKind::Image
+        } else {
+            ResourceKind::Buffer
+        }
+    }
+
+    /// Its name, plural, as people say it.
+    pub fn plural(self) -> &'static str {
+        match self {
+            ResourceKind::Buffer => "buffers",
+            ResourceKind::Image => "images",
+        }
+    }
 }
 
 /// The hex of a record's device word, as [`TraceEvent`] gives it.
@@ -320,6 +370,17 @@ fn line_of(seq: u64, r: &Record, started_unix_ns: u64) -> TraceRecord {
         },
         RecordKind::Stopped => TraceEvent::Stopped {
             call: call_name(r.call),
+        },
+        RecordKind::Resource => TraceEvent::Resource {
+            device,
+            resource: ResourceKind::of(r.call),
+            bytes: r.bytes,
+            handle: r.memory,
+        },
+        RecordKind::ResourceDestroyed => TraceEvent::ResourceDestroyed {
+            device,
+            resource: ResourceKind::of(r.call),
+            handle: r.memory,
         },
         RecordKind::Budget => TraceEvent::Budget {
             device,

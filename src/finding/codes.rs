@@ -22,6 +22,8 @@ pub struct CodeInfo {
     pub health: HealthFault,
     /// Said once for the node in `kiln health`, not once per GPU: the driver installation.
     pub node_wide: bool,
+    /// The next step's kind where it is not its class's ([`CodeInfo::remedy`]).
+    pub own_remedy: Option<Remedy>,
     /// About a watched application (`kiln watch`): its memory, its failures, its cause.
     pub application: bool,
     /// What it means, in one line.
@@ -182,8 +184,45 @@ const fn row(class: Class, meaning: &'static str) -> CodeInfo {
         overclocked: None,
         health: HealthFault::NotJudged,
         node_wide: false,
+        own_remedy: None,
         application: false,
         meaning,
+    }
+}
+
+/// The kind of next step a finding asks for, by its vendor's guidance: whether the card
+/// goes back to its maker now, or something cheaper comes first. One situation has one
+/// (resolution gives every finding of it the same), and only [`Remedy::Rma`] leads people
+/// to the support desk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remedy {
+    /// The card's own fault by its vendor's criteria (a row remap failed, retired pages
+    /// past DCGM's limit, uncorrectable errors nothing handled) or by kiln's evidence of
+    /// wrong results: confirm it, then send the card back.
+    Rma,
+    /// A fault the card handled (a row remap or a page retirement pending): reset the GPU
+    /// so it takes effect, then retest; RMA only if it fails or the errors come back
+    /// (NVIDIA's row-remapping and page-retirement guidance).
+    ResetAndRetest,
+    /// The card or what it sits in (slot, riser, power cables, the link's other end):
+    /// reboot or reset, reseat and check, then retest; RMA only if it follows the card.
+    CheckPlatform,
+    /// A warning before a vendor's criterion: the card still works; watch the counter.
+    Watch,
+    /// Not the card's fault: the finding's own action.
+    OwnAction,
+}
+
+impl Remedy {
+    /// In words, for the table of findings (`reset, retest`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Remedy::Rma => "RMA",
+            Remedy::ResetAndRetest => "reset, retest",
+            Remedy::CheckPlatform => "check the platform, retest",
+            Remedy::Watch => "watch",
+            Remedy::OwnAction => "its action",
+        }
     }
 }
 
@@ -212,6 +251,24 @@ impl CodeInfo {
         CodeInfo {
             health: HealthFault::Xid,
             ..self
+        }
+    }
+
+    /// Its next step is of this kind, not its class's.
+    const fn remedy_is(self, remedy: Remedy) -> CodeInfo {
+        CodeInfo {
+            own_remedy: Some(remedy),
+            ..self
+        }
+    }
+
+    /// The kind of next step a finding of this code asks for: its own where the catalogue
+    /// gives one, else a hardware fault's is an RMA and any other class's its action.
+    pub const fn remedy(&self) -> Remedy {
+        match (self.own_remedy, self.class) {
+            (Some(r), _) => r,
+            (None, Class::Hardware) => Remedy::Rma,
+            (None, _) => Remedy::OwnAction,
         }
     }
 
@@ -334,7 +391,7 @@ catalogue! {
         "a wrong element of a matrix product, located by its tile").clock(Clock::Shader);
     /// Data changed crossing PCIe.
     PcieCorruption = "PCIE_CORRUPTION" => row(Hardware,
-        "data changed on its way across PCIe");
+        "data changed on its way across PCIe").remedy_is(Remedy::CheckPlatform);
     /// The link runs below what card and slot allow.
     PcieLinkDegraded = "PCIE_LINK_DEGRADED" => row(Environment,
         "the PCIe link is narrower, or a lower generation under load, than card and slot allow").health(Pci, 1, false);
@@ -358,16 +415,16 @@ catalogue! {
         "more PCIe replays than a bit error rate of 1e-12 allows on the link in use");
     /// NVLink recoveries, or corrected errors over their budget.
     NvlinkErrors = "NVLINK_ERRORS" => row(Hardware,
-        "an NVLink that retrained (a recovery), or corrected its errors (CRC and replays together) at 100 a second or more; fewer are a note").health(Nvl, 1, true);
+        "an NVLink that retrained (a recovery), or corrected its errors (CRC and replays together) at 100 a second or more; fewer are a note").health(Nvl, 1, true).remedy_is(Remedy::CheckPlatform);
     /// An NVLink went down.
     NvlinkDown = "NVLINK_DOWN" => row(Hardware,
-        "an NVLink went down, or is down on a board that wires every link (an NVSwitch baseboard, an SXM module); one down all run on a card with hand-fitted bridges is a note").health(Nvl, 2, false);
+        "an NVLink went down, or is down on a board that wires every link (an NVSwitch baseboard, an SXM module); one down all run on a card with hand-fitted bridges is a note").health(Nvl, 2, false).remedy_is(Remedy::CheckPlatform);
     /// The same NVLinks down on every GPU: the fabric.
     NvlinkFabricDown = "NVLINK_FABRIC_DOWN" => row(Environment,
         "the same NVLinks down on every GPU of the run: the fabric they share (an NVSwitch tray, a bridge, the fabric manager), said once, not each GPU's fault").node();
     /// Memory banks with no spare row.
     RowRemapBanksLow = "ROW_REMAP_BANKS_LOW" => row(Hardware,
-        "memory banks with no spare row left, or only a few").health(Mem, 5, false);
+        "memory banks with no spare row left, or only a few").health(Mem, 5, false).remedy_is(Remedy::Watch);
     /// The on-chip SRAM past its threshold.
     SramThresholdExceeded = "SRAM_THRESHOLD_EXCEEDED" => row(Hardware,
         "the driver flags the on-chip SRAM past its threshold of uncorrectable errors (an RMA criterion)").health(Mem, 6, false);
@@ -376,7 +433,7 @@ catalogue! {
         "uncorrectable errors in the on-chip SRAM over the card's life, the driver's threshold flag not set: the count said, never a failure");
     /// Pages retired, or a retirement pending.
     RetiredPages = "RETIRED_PAGES" => row(Hardware,
-        "memory pages retired, or a retirement pending").health(Mem, 4, true);
+        "memory pages retired, or a retirement pending").health(Mem, 4, true).remedy_is(Remedy::ResetAndRetest);
     /// A card's retired pages at or past the vendor's limit, over its life.
     RetiredPagesLimit = "RETIRED_PAGES_LIMIT" => row(Hardware,
         "pages retired over the card's life at or past DCGM's limit (63, the table holds 64), or past its soft limit of double-bit pages and still retiring: an RMA criterion, whether or not the run retired any").health(Mem, 7, false);
@@ -391,7 +448,7 @@ catalogue! {
         "uncorrectable RAS errors in a GPU block other than memory (AMD)").health(Ras, 1, true);
     /// A row remap waits for a reset.
     RowRemapPending = "ROW_REMAP_PENDING" => row(Hardware,
-        "a row remap waits for a GPU reset").health(Mem, 3, false);
+        "a row remap waits for a GPU reset").health(Mem, 3, false).remedy_is(Remedy::ResetAndRetest);
     /// Rows remapped over a card's life with spares left, said.
     RowRemapHistory = "ROW_REMAP_HISTORY" => row(Info,
         "rows remapped over the card's life with no remap failed or pending: the count said, never a failure");
@@ -425,13 +482,13 @@ catalogue! {
         "an Xid of VRAM hardware").xid();
     /// An Xid of row remapping.
     XidRowRemap = "XID_ROW_REMAP" => row(Hardware,
-        "an Xid of row remapping").xid();
+        "an Xid of row remapping").xid().remedy_is(Remedy::ResetAndRetest);
     /// The GPU fell off the bus.
     XidFallenOffBus = "XID_FALLEN_OFF_BUS" => row(Hardware,
-        "the GPU fell off the bus").xid();
+        "the GPU fell off the bus").xid().remedy_is(Remedy::CheckPlatform);
     /// An NVLink Xid.
     XidNvlink = "XID_NVLINK" => row(Hardware,
-        "an Xid of NVLink").xid();
+        "an Xid of NVLink").xid().remedy_is(Remedy::CheckPlatform);
     /// An Xid of the GPU outside its memory.
     XidGpuHardware = "XID_GPU_HARDWARE" => row(Hardware,
         "an Xid of the GPU outside its memory").xid();
@@ -467,7 +524,7 @@ catalogue! {
         "an Xid of the card's auxiliary power missing or failing").xid();
     /// The device was lost with hardware Xids.
     DeviceLostHardware = "DEVICE_LOST_HARDWARE" => row(Hardware,
-        "the device was lost mid-test with hardware Xids");
+        "the device was lost mid-test with hardware Xids").remedy_is(Remedy::CheckPlatform);
     /// The device was lost with an application's Xid.
     DeviceLostApplication = "DEVICE_LOST_APPLICATION" => row(Software,
         "the device was lost mid-test with an application's Xid: a shader or application fault");

@@ -10,7 +10,7 @@
 mod codes;
 pub mod evidence;
 
-pub use codes::{Clock, CodeInfo, FindingCode, HealthCode, HealthFault, HealthKind};
+pub use codes::{Clock, CodeInfo, FindingCode, HealthCode, HealthFault, HealthKind, Remedy};
 pub use evidence::{
     Bytes, BytesPerIteration, BytesPerMinute, Celsius, Evidence, Figure, GBps, Hex, InUnit, Mhz,
     Micros, Millijoules, Millis, PerMinute, PerSecond, Percent, RateName, Row, Rows, Said, Seconds,
@@ -156,8 +156,29 @@ pub struct Facts {
     pub of_a_loss: bool,
     /// The phase it was found in, where one.
     pub phase: Option<String>,
+    /// Its own figure in that phase, in a few words (`100% of the vram phase`): what a
+    /// finding said once for several phases says of each other phase, so that no phase is
+    /// said to be "the same" as one whose figure differs.
+    pub in_phase: Option<String>,
     /// The workload whose own result proved it, where one did: its JUnit case holds it.
     pub workload: Option<String>,
+    /// The next step's kind where the resolution set it for the situation the finding is
+    /// part of (a double-bit error with its row remap pending is reset and retested, not
+    /// sent back); else its code's ([`Finding::remedy`]).
+    pub remedy: Option<Remedy>,
+}
+
+impl Finding {
+    /// The kind of next step it asks for: the one its situation set, else, for a fault of
+    /// the card's, its code's; any other class (an overclock's errors, a consequence said
+    /// as a note) follows its own action.
+    pub fn remedy(&self) -> Remedy {
+        match (self.facts.remedy, self.class) {
+            (Some(r), _) => r,
+            (None, Class::Hardware) => self.code.info().remedy(),
+            (None, _) => Remedy::OwnAction,
+        }
+    }
 }
 
 /// A finding's evidence from the record its rule fills (declared with

@@ -135,6 +135,16 @@ pub struct InventoryGpu {
     pub compute_only: bool,
 }
 
+impl InventoryGpu {
+    /// Its UUID as reports name devices: the body without `GPU-`, empty where unknown.
+    pub fn uuid_body(&self) -> String {
+        self.uuid
+            .as_deref()
+            .map(|u| u.trim_start_matches("GPU-").to_owned())
+            .unwrap_or_default()
+    }
+}
+
 /// AMD's compute-only accelerators (CDNA 1 to 3: Instinct MI100, MI200, MI300) by PCI
 /// device id, for those that enumerate as display controllers rather than as processing
 /// accelerators (class 0x12): no graphics engine, so no Vulkan driver drives them (Mesa's

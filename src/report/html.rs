@@ -507,6 +507,7 @@ fn device_section(
             ![
                 crate::telemetry::summary::BETWEEN_PHASES,
                 crate::telemetry::summary::PREFLIGHT,
+                crate::telemetry::summary::SINCE_DRIVER_LOAD,
             ]
             .contains(&p.phase.as_str())
         })

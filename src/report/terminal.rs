@@ -277,9 +277,19 @@ fn rma_steps(d: &crate::verdict::DeviceReport, run_dir: &str) -> Option<String> 
     if d.result != crate::verdict::DeviceResult::Fail {
         return None;
     }
+    // A card kiln cannot load (no Vulkan driver drives it) cannot be confirmed by a rerun:
+    // its counters are the evidence, and the maker's own diagnostic confirms them.
+    if d.not_tested {
+        return Some(format!(
+            "`kiln report --rma {run_dir}` bundles what its counters showed for the maker's support desk; kiln cannot load this card to confirm it, its maker's own diagnostic can"
+        ));
+    }
+    // Only a fault the vendor's criteria (or kiln's own evidence of wrong results) send
+    // back: one the card handled, or one its platform may have caused, has its finding's
+    // step, said above.
     let lead = d
         .leading_finding()
-        .filter(|f| f.class == crate::finding::Class::Hardware)?;
+        .filter(|f| f.remedy() == crate::finding::Remedy::Rma)?;
     let reproduced = lead
         .facts
         .runs
@@ -385,11 +395,16 @@ fn setup_line(out: &mut String, setup: &Setup) {
         return;
     }
     let text = |key: signals::Signal| setup.identity_text(key);
-    let mut parts = vec![format!(
-        "driver {} (Vulkan {})",
-        text(signals::DRIVER_VERSION).unwrap_or("unknown"),
-        setup.vulkan_driver_version
-    )];
+    // A GPU only observed (no Vulkan driver drives it) has no Vulkan version to say; the
+    // kernel driver names its driver where no version was read.
+    let driver = text(signals::DRIVER_VERSION)
+        .or_else(|| text(signals::KERNEL_DRIVER))
+        .unwrap_or("unknown");
+    let mut parts = vec![if setup.vulkan_driver_version.is_empty() {
+        format!("driver {driver}")
+    } else {
+        format!("driver {driver} (Vulkan {})", setup.vulkan_driver_version)
+    }];
     for (key, label) in [(signals::SERIAL, "serial"), (signals::VBIOS, "VBIOS")] {
         if let Some(v) = text(key) {
             parts.push(format!("{label} {v}"));

@@ -49,6 +49,16 @@ pub const BETWEEN_PHASES: &str = "between_phases";
 /// the card, told apart from what its load did.
 pub const PREFLIGHT: &str = "preflight";
 
+/// The phase of a GPU a run could only observe (no Vulkan driver drives it): from the end
+/// of its preflight to the end of the run.
+pub const OBSERVED: &str = "observed";
+
+/// The pseudo-phase of a GPU a run could only observe that holds its counts since the
+/// driver loaded, as they stood when the run began (NVML's volatile ECC counts, amdgpu's
+/// RAS counts): an observation of a few seconds sees nothing grow, and these are what
+/// `kiln health` judges on its first check.
+pub const SINCE_DRIVER_LOAD: &str = "since_driver_load";
+
 /// Min, median and max of a gauge over a phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stat {
@@ -113,6 +123,39 @@ pub struct PhaseTelemetry {
 }
 
 impl PhaseTelemetry {
+    /// The counts since the driver loaded as they stood when `p` began (its counters at
+    /// its end less what they grew by), as the phase [`SINCE_DRIVER_LOAD`]: lifetime
+    /// totals are left out (a card that logged errors years ago is not failing for them
+    /// today), the states (a pending remap) are read at `p`'s start.
+    pub fn since_driver_load(p: &PhaseTelemetry) -> PhaseTelemetry {
+        let before: BTreeMap<String, f64> = p
+            .counters_after
+            .iter()
+            .map(|(k, after)| (k.clone(), after - p.counter_deltas.get(k).unwrap_or(&0.0)))
+            .collect();
+        PhaseTelemetry {
+            device: p.device,
+            phase: SINCE_DRIVER_LOAD.into(),
+            start_ms: p.start_ms,
+            end_ms: p.start_ms,
+            samples: 0,
+            gauges: BTreeMap::new(),
+            throttle_share: BTreeMap::new(),
+            reasons_read: 0,
+            counter_deltas: before
+                .iter()
+                .filter(|(k, _)| signals::counts_since_driver_load(k))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+            counters_after: before,
+            counters_unavailable: p.counters_unavailable.clone(),
+            xids: Vec::new(),
+            driver_resets: Vec::new(),
+            other_processes: Vec::new(),
+            processes_first_ms: BTreeMap::new(),
+        }
+    }
+
     /// The share of the phase's samples (0..1) under a throttle reason; 0 where it never
     /// held.
     pub fn throttle_share_of(&self, reason: ThrottleReason) -> f64 {
@@ -611,5 +654,33 @@ mod tests {
         );
         // Standing values are kept at every phase's end.
         assert_eq!(phases[1].counters_after.get("remap_pending"), Some(&1.0));
+    }
+
+    #[test]
+    fn counts_since_the_driver_loaded_are_read_at_a_phase_s_start() {
+        let mut p: PhaseTelemetry = serde_json::from_value(serde_json::json!({
+            "device": 2, "phase": "preflight", "start_ms": 10.0, "end_ms": 1010.0,
+            "samples": 5, "gauges": {}, "throttle_share": {}, "counters_unavailable": [],
+            "xids": [], "counter_deltas": {}
+        }))
+        .unwrap();
+        // 3 uncorrectable counts since the driver loaded, 1 of them during the phase; a
+        // lifetime total of 9, and a pending remap.
+        p.counters_after
+            .insert("ecc_uncorrected_volatile".into(), 3.0);
+        p.counter_deltas
+            .insert("ecc_uncorrected_volatile".into(), 1.0);
+        p.counters_after
+            .insert("ecc_uncorrected_aggregate".into(), 9.0);
+        p.counters_after.insert("remap_pending".into(), 1.0);
+        let since = PhaseTelemetry::since_driver_load(&p);
+        assert_eq!(since.phase, SINCE_DRIVER_LOAD);
+        assert_eq!(since.device, 2);
+        assert_eq!(
+            since.counter_deltas,
+            BTreeMap::from([("ecc_uncorrected_volatile".to_owned(), 2.0)]),
+            "the volatile count as it stood at the start, never the lifetime total"
+        );
+        assert_eq!(since.counters_after["remap_pending"], 1.0);
     }
 }

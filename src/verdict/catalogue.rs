@@ -7,8 +7,9 @@ use crate::finding::{FindingCode, HealthFault};
 
 /// The table, in Markdown.
 pub fn findings_table() -> String {
-    let mut out =
-        String::from("| Code | Class | `kiln health` | Xids | Meaning |\n|---|---|---|---|---|\n");
+    let mut out = String::from(
+        "| Code | Class | Next step | `kiln health` | Xids | Meaning |\n|---|---|---|---|---|---|\n",
+    );
     for &code in FindingCode::ALL {
         let info = code.info();
         let health = match info.health {
@@ -24,9 +25,10 @@ pub fn findings_table() -> String {
             .map(|x| x.code)
             .collect();
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} | {} |\n",
             code.name(),
             info.class.word(),
+            info.remedy().word(),
             health,
             if xids.is_empty() {
                 "-".to_owned()
@@ -79,7 +81,7 @@ mod tests {
                 .lines()
                 .find(|l| l.starts_with(&format!("| `{}` |", code.name())))
                 .unwrap();
-            let xids = row.split(" | ").nth(3).unwrap();
+            let xids = row.split(" | ").nth(4).unwrap();
             // XID_OTHER_PROCESS is made from XID_APPLICATION's rows, not its own.
             let from_rows =
                 code.info().health == HealthFault::Xid && code != FindingCode::XidOtherProcess;

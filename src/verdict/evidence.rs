@@ -188,6 +188,28 @@ impl DeviceEvidence {
         }
     }
 
+    /// A GPU a run could only observe (Vulkan cannot drive it): its identity, and the
+    /// telemetry the run recorded of it, attached after.
+    pub fn untestable(index: usize, gpu: &crate::inventory::InventoryGpu) -> DeviceEvidence {
+        DeviceEvidence {
+            index,
+            name: gpu.name.clone(),
+            uuid: gpu.uuid_body(),
+            pci_address: gpu.pci_address.clone(),
+            kind: DeviceKind::DiscreteGpu,
+            driver: gpu.kernel_driver.clone().unwrap_or_default(),
+            setup: Setup {
+                vendor_id: gpu.vendor_id,
+                ..Setup::default()
+            },
+            workloads: Vec::new(),
+            telemetry: Vec::new(),
+            failures: Vec::new(),
+            rate_samples: Vec::new(),
+            role: Role::Observed,
+        }
+    }
+
     /// Windows' resets of the display driver after a timeout (TDR) during the run, every
     /// phase's.
     pub fn driver_resets(&self) -> impl Iterator<Item = &DriverReset> {

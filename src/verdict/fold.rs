@@ -13,7 +13,7 @@ use crate::evidence::{Event, EvidenceFile};
 use crate::gpu::DeviceInfo;
 use crate::rundir::RunEvidence;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
-use crate::telemetry::summary::summarize;
+use crate::telemetry::summary::{PREFLIGHT, PhaseTelemetry, summarize};
 use crate::workload::{WorkloadOutcome, WorkloadResult, WorkloadStatus};
 
 /// When a signal stopped the run, and what each device was running then.
@@ -244,7 +244,30 @@ impl RunFold {
                 ));
             }
         }
+        // GPUs the run could only observe (no Vulkan driver drives them): what their
+        // telemetry shows, judged by the same rules.
+        for n in &run.manifest.not_tested {
+            if let Some(index) = n.observed_as
+                && !out.iter().any(|d| d.index == index)
+            {
+                out.push(DeviceEvidence::untestable(index, &n.gpu));
+            }
+        }
         attach_telemetry(&run.telemetry, &mut out, &mut notes);
+        // An observation of a few seconds sees nothing grow: what the counts since the
+        // driver loaded stood at when the run began is judged too, as `kiln health`'s
+        // first check judges them.
+        for d in out.iter_mut().filter(|d| {
+            run.manifest
+                .not_tested
+                .iter()
+                .any(|n| n.observed_as == Some(d.index))
+        }) {
+            if let Some(first) = d.telemetry.iter().find(|p| p.phase == PREFLIGHT) {
+                let since = PhaseTelemetry::since_driver_load(first);
+                d.telemetry.insert(0, since);
+            }
+        }
         // A device whose Xids neither NVML's events nor the kernel log can show: said,
         // never a quiet "no Xid".
         for d in &out {

@@ -193,7 +193,10 @@ fn judge(
         } else {
             settled
         };
-        reports.push(DeviceReport::judged(d, findings, settled, stand_in));
+        let untestable = observed(evidence, d.index).is_some();
+        let mut report = DeviceReport::judged(d, findings, settled, stand_in);
+        report.not_tested = untestable;
+        reports.push(report);
     }
     let application = match (watch, &manifest.settings.watch) {
         (Some(w), Some(settings)) => {
@@ -205,10 +208,16 @@ fn judge(
         }
         _ => None,
     };
-    // GPUs the machine has that Vulkan could not see: named, not tested, never a pass.
+    // GPUs the machine has that Vulkan could not see: named, not tested, never a pass
+    // (those the run observed were judged above, on their telemetry).
     let first_free = reports.iter().map(|d| d.index + 1).max().unwrap_or(0);
-    for (i, missing) in manifest.not_tested.iter().enumerate() {
-        let finding = rules::gpu_not_visible(&missing.gpu, &missing.cause);
+    for (i, missing) in manifest
+        .not_tested
+        .iter()
+        .filter(|n| n.observed_as.is_none())
+        .enumerate()
+    {
+        let finding = rules::gpu_not_visible(&missing.gpu, &missing.cause, false);
         reports.push(DeviceReport::not_tested(first_free + i, missing, finding));
     }
     let live = live.unwrap_or_default();
@@ -284,9 +293,22 @@ fn findings(
             if let Some(w) = watch {
                 found.extend(w.findings(slot, d, t));
             }
+            // A GPU observed because it cannot be tested: never passed as tested.
+            if let Some(n) = observed(evidence, d.index) {
+                found.push(rules::gpu_not_visible(&n.gpu, &n.cause, true));
+            }
             found
         })
         .collect()
+}
+
+/// The GPU the run observed, not tested, under device index `index`, where it is one.
+fn observed(evidence: &RunEvidence, index: usize) -> Option<&crate::evidence::NotTested> {
+    evidence
+        .manifest
+        .not_tested
+        .iter()
+        .find(|n| n.observed_as == Some(index))
 }
 
 /// Whether the CPU Vulkan device, run in a GPU's place, stands in: its result is then

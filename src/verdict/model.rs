@@ -131,11 +131,7 @@ impl DeviceReport {
         DeviceReport {
             index,
             name: gpu.name.clone(),
-            uuid: gpu
-                .uuid
-                .as_deref()
-                .map(|u| u.trim_start_matches("GPU-").to_owned())
-                .unwrap_or_default(),
+            uuid: gpu.uuid_body(),
             pci_address: gpu.pci_address.clone(),
             kind: if integrated {
                 DeviceKind::IntegratedGpu

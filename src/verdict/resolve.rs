@@ -12,13 +12,16 @@
 //! read, and named in its code (`COMPUTE_RATE_LOW_THROTTLED`): it needs the phase the rate
 //! was measured in, which a finding does not carry.
 
-use crate::finding::{Class, Clock, Confidence, Finding, FindingCode, Severity};
+use crate::finding::{Class, Clock, Confidence, Finding, FindingCode, Remedy, Severity};
 
 /// Which findings are a row's cause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cause {
     /// A finding of this code.
     Code(FindingCode),
+    /// A finding of this code of weight (major or worse, of a judged class): one its rule
+    /// found cost the run, where the same code is a note when it cost nothing.
+    Weighs(FindingCode),
     /// Clocks above their rated maximum, this clock among them (`CLOCKS_ABOVE_MAXIMUM`).
     Overclock(Clock),
     /// A hardware finding that decides a device (major or worse, at least medium
@@ -34,6 +37,9 @@ pub enum Cause {
     CouldNotTest,
     /// A watched application's finding of why it lost its device.
     TheLoss,
+    /// A hardware finding that decides a device (as [`Cause::DecisiveHardware`]) whose
+    /// next step is of this kind.
+    DecisiveWithRemedy(Remedy),
 }
 
 /// Which findings are a row's symptom.
@@ -48,6 +54,8 @@ pub enum Symptom {
     OfTheLoss,
     /// A finding of any of these codes.
     AnyOf(&'static [FindingCode]),
+    /// A hardware finding whose next step is of this kind.
+    HardwareWithRemedy(Remedy),
     /// A watched application's trouble, whatever it was: what a cause of the card's is
     /// said for, as the application's cause.
     TheApplication,
@@ -70,15 +78,16 @@ pub enum Relation {
         said: &'static str,
         /// Its action.
         action: &'static str,
+        /// The kind of next step it takes, where the cause changes it (a double-bit error
+        /// whose row remap is pending is reset and retested, not sent back).
+        remedy: Option<Remedy>,
     },
     /// In a watch, the causes are the application's cause: said as one finding of `code`
-    /// (critical, high confidence), with every cause's summary and how the application
-    /// failed, and `action`.
+    /// (critical), with every cause's summary and how the application failed, and the
+    /// leading cause's confidence, action and kind of next step: one situation, one step.
     IsTheCause {
         /// The finding's code.
         code: FindingCode,
-        /// Its action.
-        action: &'static str,
     },
 }
 
@@ -182,6 +191,7 @@ pub const TABLE: &[Row] = &[
             severity: None,
             said: ", its fan failing ({cause})",
             action: "follow the fan finding ({cause}): the card's cooler, not the room's cooling",
+            remedy: Some(Remedy::Rma),
         },
         symptom: Symptom::Code(FindingCode::ThermalThrottle),
         why: "a card that slows for heat with its fan stopped or far below its share is slowed by its own cooler, not by the room",
@@ -193,6 +203,7 @@ pub const TABLE: &[Row] = &[
             severity: None,
             said: " while clocked above its maximum",
             action: super::rules::RESTORE_STOCK_CLOCKS,
+            remedy: None,
         },
         symptom: Symptom::ErrorsAt(Clock::Shader),
         why: "wrong results made with the shader clock over its maximum are the settings', not the card's",
@@ -204,15 +215,98 @@ pub const TABLE: &[Row] = &[
             severity: None,
             said: " while clocked above its maximum",
             action: super::rules::RESTORE_STOCK_CLOCKS,
+            remedy: None,
         },
         symptom: Symptom::ErrorsAt(Clock::Memory),
         why: "VRAM errors made with the memory clock over its maximum are the settings', not the card's",
     },
     Row {
+        cause: Cause::Code(FindingCode::RowRemapPending),
+        relation: Relation::Explains {
+            class: Class::Hardware,
+            severity: None,
+            said: ", with the row remap that handles it pending ({cause})",
+            action: super::rules::RESET_AND_RETEST,
+            remedy: Some(Remedy::ResetAndRetest),
+        },
+        symptom: Symptom::AnyOf(&[
+            FindingCode::EccUncorrectable,
+            FindingCode::XidMemoryHardware,
+            FindingCode::XidRowRemap,
+            FindingCode::RetiredPages,
+        ]),
+        why: "uncorrectable errors whose row remap is pending were handled by the card: NVIDIA's guidance is a reset, which applies the remap, and a retest, and an RMA only if the remap fails or the errors come back",
+    },
+    Row {
+        cause: Cause::Code(FindingCode::RowRemapFailure),
+        relation: Relation::Explains {
+            class: Class::Hardware,
+            severity: None,
+            said: ", which no spare row was left to handle ({cause})",
+            action: super::rules::REMAP_FAILED,
+            remedy: Some(Remedy::Rma),
+        },
+        symptom: Symptom::AnyOf(&[
+            FindingCode::EccUncorrectable,
+            FindingCode::XidMemoryHardware,
+            FindingCode::XidRowRemap,
+            FindingCode::RowRemapPending,
+            FindingCode::RetiredPages,
+        ]),
+        why: "a row remap that failed is NVIDIA's RMA criterion: the errors it could not handle, and a remap said pending beside it, are the card's to send back",
+    },
+    Row {
+        cause: Cause::Code(FindingCode::EccUncorrectable),
+        relation: Relation::Explains {
+            class: Class::Hardware,
+            severity: None,
+            said: ": the driver's word for the uncorrectable errors counted ({cause})",
+            action: "follow {cause}",
+            remedy: None,
+        },
+        symptom: Symptom::Code(FindingCode::XidMemoryHardware),
+        why: "the memory hardware Xids (double-bit, contained and uncontained errors) are the driver's words for the uncorrectable errors the memory's counters count: one fault, weighed and acted on once",
+    },
+    Row {
+        cause: Cause::DecisiveWithRemedy(Remedy::Rma),
+        relation: Relation::Explains {
+            class: Class::Hardware,
+            severity: None,
+            said: ", beside the card's own fault ({cause})",
+            action: "follow {cause}: the card goes back whatever its slot and power do",
+            remedy: Some(Remedy::Rma),
+        },
+        symptom: Symptom::HardwareWithRemedy(Remedy::CheckPlatform),
+        why: "a card whose own fault its vendor's criteria or its wrong results prove goes back: a fall off the bus or a link down beside it asks no check of the slot first",
+    },
+    Row {
+        cause: Cause::DecisiveHardware,
+        relation: Relation::Explains {
+            class: Class::Info,
+            severity: Some(Severity::Note),
+            said: ": the same loss, weighed once by the fault that came with it ({cause})",
+            action: "follow {cause}",
+            remedy: None,
+        },
+        symptom: Symptom::Code(FindingCode::DeviceLostHardware),
+        why: "a device lost with hardware Xids is the loss those Xids' findings weigh, with the vendor's next step for them: said once, not as a second fault with a step of its own",
+    },
+    Row {
+        cause: Cause::DecisiveHardware,
+        relation: Relation::Explains {
+            class: Class::Info,
+            severity: Some(Severity::Note),
+            said: ": the driver's recovery action after the hardware fault ({cause})",
+            action: "follow {cause}",
+            remedy: None,
+        },
+        symptom: Symptom::Code(FindingCode::XidRecoveryAction),
+        why: "Xid 154 states the action the Xid before it needs; beside that Xid's hardware finding it is the same situation, which that finding weighs with one next step",
+    },
+    Row {
         cause: Cause::DecisiveHardware,
         relation: Relation::IsTheCause {
             code: FindingCode::AppCardFault,
-            action: "test the card: `kiln run --profile rma` on this GPU, and keep this run directory with its report for the vendor",
         },
         symptom: Symptom::TheApplication,
         why: "in a watch, the card's own hardware fault of weight is the application's cause, whatever else its memory did",
@@ -224,9 +318,27 @@ pub const TABLE: &[Row] = &[
             severity: Some(Severity::Note),
             said: ", beside a hardware fault ({cause}): its consequence, not the application's",
             action: "follow the hardware finding ({cause})",
+            remedy: None,
         },
         symptom: Symptom::Code(FindingCode::XidApplication),
         why: "an application's Xid beside a hardware fault of weight is the fault's consequence, whoever's process raised it",
+    },
+    Row {
+        cause: Cause::Weighs(FindingCode::XidOtherProcess),
+        relation: Relation::Explains {
+            class: Class::Environment,
+            severity: None,
+            said: ", after another process's fault on the GPU with none of kiln's own ({cause})",
+            action: "rerun with the GPU to the test alone (drain the node, or --wait-idle): another process's fault ({cause}) cost this run; the card only if the loss comes back with the GPU to itself",
+            remedy: None,
+        },
+        symptom: Symptom::AnyOf(&[
+            FindingCode::DeviceLostApplication,
+            FindingCode::DeviceLostTimeout,
+            FindingCode::DeviceHang,
+            FindingCode::WorkerCrashed,
+        ]),
+        why: "kiln's own device lost after another process's fault, with no fault of kiln's own and no hardware Xid, is that process's doing: the environment, rerun with the GPU to the test alone",
     },
     Row {
         cause: Cause::Environment,
@@ -235,6 +347,7 @@ pub const TABLE: &[Row] = &[
             severity: None,
             said: ", explained by its environment ({cause})",
             action: "fix what its environment findings name ({cause}), then compare again",
+            remedy: None,
         },
         symptom: Symptom::Code(FindingCode::PeerSlower),
         why: "a device slower than its peers where its own heat, power, slot or settings hold it back is not shown slow by itself",
@@ -258,6 +371,7 @@ pub const TABLE: &[Row] = &[
             severity: Some(Severity::Note),
             said: ": the same loss of the application's device, weighed once ({cause})",
             action: "follow {cause}",
+            remedy: None,
         },
         symptom: Symptom::AnyOf(&[
             FindingCode::XidApplication,
@@ -306,6 +420,9 @@ impl Cause {
     fn is(self, f: &Finding) -> bool {
         match self {
             Cause::Code(code) => f.code == code,
+            Cause::Weighs(code) => {
+                f.code == code && f.severity <= Severity::Major && super::settle::judged(f)
+            }
             Cause::Overclock(clock) => {
                 f.code == FindingCode::ClocksAboveMaximum && f.facts.clocks_over.contains(&clock)
             }
@@ -318,6 +435,9 @@ impl Cause {
             Cause::Application => f.code.info().application && f.code != FindingCode::AppNotJudged,
             Cause::CouldNotTest => f.class == Class::CouldNotTest && f.severity <= Severity::Major,
             Cause::TheLoss => f.facts.of_a_loss,
+            Cause::DecisiveWithRemedy(remedy) => {
+                Cause::DecisiveHardware.is(f) && f.remedy() == remedy
+            }
         }
     }
 }
@@ -332,6 +452,9 @@ impl Symptom {
             }
             Symptom::OfTheLoss => f.facts.of_a_loss,
             Symptom::AnyOf(codes) => codes.contains(&f.code),
+            Symptom::HardwareWithRemedy(remedy) => {
+                f.class == Class::Hardware && f.remedy() == remedy
+            }
             Symptom::TheApplication => f.code.info().application,
         }
     }
@@ -370,21 +493,25 @@ pub fn resolve(mut findings: Vec<Finding>, context: &Context) -> Vec<Finding> {
                 severity,
                 said,
                 action,
+                remedy,
             } => {
                 for f in findings.iter_mut().filter(|f| row.symptom.is(f)) {
                     f.class = class;
                     if let Some(s) = severity {
                         f.severity = s;
                     }
+                    if remedy.is_some() {
+                        f.facts.remedy = remedy;
+                    }
                     f.summary.push_str(&said.replace("{cause}", &named));
                     f.action = action.replace("{cause}", &named);
                 }
             }
-            Relation::IsTheCause { code, action } => {
+            Relation::IsTheCause { code } => {
                 let Some(watched) = &context.watch else {
                     continue;
                 };
-                let said = the_cause(code, &causes, watched, action);
+                let said = the_cause(code, &causes, watched);
                 // Listed first among the application's findings.
                 let at = findings
                     .iter()
@@ -397,8 +524,14 @@ pub fn resolve(mut findings: Vec<Finding>, context: &Context) -> Vec<Finding> {
     findings
 }
 
-/// The finding that says `causes` are a watched application's cause.
-fn the_cause(code: FindingCode, causes: &[&Finding], watched: &Watched, action: &str) -> Finding {
+/// The finding that says `causes` are a watched application's cause: as sure as its
+/// leading cause (the most serious, then the surest), whose next step it gives, so that
+/// one situation reads one way.
+fn the_cause(code: FindingCode, causes: &[&Finding], watched: &Watched) -> Finding {
+    let lead = causes
+        .iter()
+        .min_by_key(|f| (f.severity, f.confidence))
+        .copied();
     let codes: Vec<&str> = causes.iter().map(|f| f.code.name()).collect();
     let mut summary = format!(
         "the card: {}",
@@ -411,14 +544,16 @@ fn the_cause(code: FindingCode, causes: &[&Finding], watched: &Watched, action: 
     if let Some(failed) = &watched.failed {
         summary.push_str(&format!("; the application failed {failed}"));
     }
-    crate::finding::finding(
+    let mut said = crate::finding::finding(
         code,
         Severity::Critical,
-        Confidence::High,
+        lead.map_or(Confidence::Medium, |f| f.confidence),
         summary,
         crate::finding::evidence(&CardFindings { findings: codes }),
-        action,
-    )
+        &lead.map_or_else(String::new, |f| f.action.clone()),
+    );
+    said.facts.remedy = lead.map(|f| f.remedy());
+    said
 }
 
 crate::evidence! {
@@ -556,6 +691,141 @@ mod tests {
         assert_eq!(
             codes(&resolve_alone(vec![remaps])),
             [("ROW_REMAP_HISTORY", Class::Info)]
+        );
+    }
+
+    /// The kinds of next step of `findings`, in order.
+    fn remedies(findings: &[Finding]) -> Vec<(&str, Remedy)> {
+        findings
+            .iter()
+            .map(|f| (f.code.name(), f.remedy()))
+            .collect()
+    }
+
+    #[test]
+    fn one_situation_has_one_next_step_and_an_rma_only_where_the_vendor_says() {
+        use Remedy::{CheckPlatform, OwnAction, ResetAndRetest, Rma};
+        // A double-bit error whose row remap is pending: reset and retest, every finding of
+        // it; alone, with nothing to handle it, the card goes back.
+        let dbe = bare(FindingCode::EccUncorrectable, Severity::Critical);
+        let xid_48 = bare(FindingCode::XidMemoryHardware, Severity::Critical);
+        let pending = bare(FindingCode::RowRemapPending, Severity::Major);
+        let resolved = resolve_alone(vec![dbe.clone(), xid_48.clone(), pending.clone()]);
+        assert_eq!(
+            remedies(&resolved),
+            [
+                ("ECC_UNCORRECTABLE", ResetAndRetest),
+                ("XID_MEMORY_HARDWARE", ResetAndRetest),
+                ("ROW_REMAP_PENDING", ResetAndRetest)
+            ]
+        );
+        assert_eq!(resolved[0].action, super::super::rules::RESET_AND_RETEST);
+        assert_eq!(resolved[1].action, "follow ECC_UNCORRECTABLE");
+        assert_eq!(
+            remedies(&resolve_alone(vec![dbe.clone()])),
+            [("ECC_UNCORRECTABLE", Rma)]
+        );
+        // The remap failed beside it: NVIDIA's criterion, an RMA for all of it.
+        let failed = bare(FindingCode::RowRemapFailure, Severity::Critical);
+        let resolved = resolve_alone(vec![dbe, pending, failed]);
+        assert!(
+            resolved.iter().all(|f| f.remedy() == Rma),
+            "{:?}",
+            remedies(&resolved)
+        );
+
+        // A device lost with Xid 79 is one loss: the Xid's finding weighs it with its
+        // step (the platform first), the loss and Xid 154's recovery action are notes
+        // pointing at it. Alone, each stands.
+        let off_bus = bare(FindingCode::XidFallenOffBus, Severity::Critical);
+        let lost = bare(FindingCode::DeviceLostHardware, Severity::Major);
+        let recovery = bare(FindingCode::XidRecoveryAction, Severity::Critical);
+        let resolved = resolve_alone(vec![off_bus.clone(), lost.clone(), recovery.clone()]);
+        assert_eq!(
+            codes(&resolved),
+            [
+                ("XID_FALLEN_OFF_BUS", Class::Hardware),
+                ("DEVICE_LOST_HARDWARE", Class::Info),
+                ("XID_RECOVERY_ACTION", Class::Info)
+            ]
+        );
+        assert_eq!(resolved[0].remedy(), CheckPlatform);
+        assert!(
+            resolved[1..]
+                .iter()
+                .all(|f| f.action == "follow XID_FALLEN_OFF_BUS" && f.remedy() == OwnAction)
+        );
+        assert_eq!(
+            codes(&resolve_alone(vec![recovery])),
+            [("XID_RECOVERY_ACTION", Class::Software)]
+        );
+        assert_eq!(
+            codes(&resolve_alone(vec![lost])),
+            [("DEVICE_LOST_HARDWARE", Class::Hardware)]
+        );
+
+        // Beside the card's own proven fault, a fall off the bus asks no check of the slot:
+        // the card goes back. Beside a fault the card handled, it keeps its own step.
+        let stuck = bare(FindingCode::VramStuckBit, Severity::Critical);
+        let resolved = resolve_alone(vec![stuck, off_bus.clone()]);
+        assert_eq!(
+            remedies(&resolved),
+            [("VRAM_STUCK_BIT", Rma), ("XID_FALLEN_OFF_BUS", Rma)]
+        );
+        assert_eq!(
+            resolved[1].action,
+            "follow VRAM_STUCK_BIT: the card goes back whatever its slot and power do"
+        );
+        let pending = bare(FindingCode::RowRemapPending, Severity::Major);
+        assert_eq!(
+            remedies(&resolve_alone(vec![pending, off_bus.clone()])),
+            [
+                ("ROW_REMAP_PENDING", ResetAndRetest),
+                ("XID_FALLEN_OFF_BUS", CheckPlatform)
+            ]
+        );
+
+        // In a watch, the card as the application's cause is as sure as its leading cause
+        // and gives its step, never an RMA path of its own.
+        let mut off_bus = off_bus;
+        off_bus.confidence = Confidence::Medium;
+        off_bus.action = "reseat it".into();
+        let mut app_lost = bare(FindingCode::AppDriverTimeout, Severity::Major);
+        app_lost.facts.of_a_loss = true;
+        let resolved = resolve_watched(vec![off_bus, app_lost], None);
+        let cause = resolved
+            .iter()
+            .find(|f| f.code == FindingCode::AppCardFault)
+            .unwrap();
+        assert_eq!(
+            (cause.confidence, cause.action.as_str(), cause.remedy()),
+            (Confidence::Medium, "reseat it", CheckPlatform)
+        );
+    }
+
+    #[test]
+    fn another_process_s_fault_explains_kiln_s_loss_only_where_it_weighs() {
+        // The xids rule weighs another process's Xid where kiln's own device was lost
+        // after it with no fault of kiln's own: the loss is then the environment's.
+        let lost = bare(FindingCode::DeviceLostApplication, Severity::Major);
+        let mut weighs = bare(FindingCode::XidOtherProcess, Severity::Major);
+        weighs.class = Class::Environment;
+        assert_eq!(
+            codes(&resolve_alone(vec![lost.clone(), weighs])),
+            [
+                ("DEVICE_LOST_APPLICATION", Class::Environment),
+                ("XID_OTHER_PROCESS", Class::Environment)
+            ]
+        );
+        // The near miss: another process's Xid said as a note explains nothing.
+        let mut note = bare(FindingCode::XidOtherProcess, Severity::Note);
+        note.class = Class::Info;
+        assert_eq!(
+            codes(&resolve_alone(vec![lost, note])),
+            [
+                ("DEVICE_LOST_APPLICATION", Class::Software),
+                ("XID_OTHER_PROCESS", Class::Info)
+            ]
         );
     }
 

@@ -140,6 +140,95 @@ fn the_cpu_device_alone_proves_the_tool_says_no_gpu_was_tested_and_exits_4() {
     assert_eq!(report["devices"][0]["result"], "pass");
 }
 
+/// A node with one AMD Instinct MI300X (a processing accelerator, class 0x1200, bound to
+/// amdgpu) whose RAS counters say `umc` for the memory since the driver loaded.
+fn mi300x_node(umc: &str) -> tempfile::TempDir {
+    let root = machine(&[(
+        "0000:0c:00.0",
+        "0x120000",
+        "0x1002",
+        "0x74a1",
+        Some("amdgpu"),
+    )]);
+    let dir = root.path().join("sys/bus/pci/devices/0000:0c:00.0");
+    for (file, content) in [
+        ("ras/umc_err_count", umc),
+        ("ras/gfx_err_count", "ue: 0\nce: 0\n"),
+        ("hwmon/hwmon2/temp1_input", "41000\n"),
+        ("hwmon/hwmon2/temp1_label", "edge\n"),
+        ("current_link_speed", "32.0 GT/s PCIe\n"),
+        ("max_link_speed", "32.0 GT/s PCIe\n"),
+        ("current_link_width", "16\n"),
+        ("max_link_width", "16\n"),
+    ] {
+        let path = dir.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    root
+}
+
+#[test]
+fn a_compute_only_accelerator_is_judged_on_its_telemetry_and_never_passed_as_tested() {
+    let dir = tempfile::tempdir().unwrap();
+    // Clean counters: said not tested, its telemetry judged, never a pass.
+    let run = |umc: &str, name: &str| {
+        let node = mi300x_node(umc);
+        let run_dir = dir.path().join(name);
+        let out = kiln_on(node.path())
+            .args(SMALL_RUN)
+            .arg("--out")
+            .arg(&run_dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            format!("{}{}", stdout(&out), stderr(&out)),
+            run_dir,
+        )
+    };
+    let (code, text, run_dir) = run("ue: 0\nce: 3\n", "clean");
+    assert_eq!(code, Some(4), "{text}");
+    assert!(
+        text.contains("compute-only accelerator")
+            && text.contains("its compute and memory were not tested"),
+        "{text}"
+    );
+    let report = read_json(&run_dir.join("report.json"));
+    let device = &report["devices"][0];
+    assert_eq!(device["not_tested"], true);
+    assert_eq!(device["result"], "inconclusive");
+    assert_eq!(finding_codes(device), vec!["GPU_NOT_VISIBLE"]);
+    // Its telemetry was read all run long, under its own index.
+    let telemetry = std::fs::read_to_string(run_dir.join("telemetry.jsonl")).unwrap();
+    assert!(
+        telemetry.contains(r#""device":0,"source":"sysfs","kind":"sample""#)
+            && telemetry.contains(r#""phase":"observed""#),
+        "{telemetry}"
+    );
+    common::validate_report(&run_dir.join("report.json"));
+
+    // Uncorrectable errors since the driver loaded: the card fails on what its counters
+    // show, with no rerun kiln cannot make offered to confirm it.
+    let (code, text, run_dir) = run("ue: 2\nce: 3\n", "faulty");
+    assert_eq!(code, Some(1), "{text}");
+    let report = read_json(&run_dir.join("report.json"));
+    assert_eq!(
+        finding_codes(&report["devices"][0]),
+        vec!["ECC_UNCORRECTABLE", "GPU_NOT_VISIBLE"]
+    );
+    assert!(
+        text.contains("since the driver loaded, before the run began"),
+        "{text}"
+    );
+    assert!(!text.contains("--profile rma"), "{text}");
+    // The rebuild from the directory alone says the same.
+    assert_eq!(
+        expect_json(&verdict(&run_dir, &[]), 1)["devices"][0]["findings"][0]["code"],
+        "ECC_UNCORRECTABLE"
+    );
+}
+
 #[test]
 fn a_gpu_vulkan_cannot_see_is_named_with_its_cause_and_never_replaced_by_the_cpu() {
     let node = h200_node();

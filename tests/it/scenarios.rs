@@ -39,6 +39,10 @@ struct Expected {
     /// Words the device's reason must hold: the finding that decided it.
     #[serde(default)]
     reason: Option<String>,
+    /// Words the device's one next step (`action`) must hold: a situation's step, not
+    /// another finding's.
+    #[serde(default)]
+    action: Option<String>,
     /// A watch's diagnosis of its application (`leak`, `healthy`), where the scenario holds
     /// one to it.
     #[serde(default)]
@@ -124,6 +128,18 @@ fn check(scenario: &Path, work: &Path) -> (i32, Option<String>) {
             code,
             Some(format!(
                 "{name} ({}): the reason should name `{words}`, got `{reason}`",
+                expected.about
+            )),
+        );
+    }
+    let action = device["action"].as_str().unwrap_or("");
+    if let Some(words) = &expected.action
+        && !action.contains(words.as_str())
+    {
+        return (
+            code,
+            Some(format!(
+                "{name} ({}): the next step should say `{words}`, got `{action}`",
                 expected.about
             )),
         );

@@ -54,8 +54,15 @@ fn verdict_health_and_html_answer_from_the_catalogue_for_every_code() {
         let report = common::json(&out);
         let findings = report["devices"][0]["findings"].as_array().unwrap();
         let f = findings.iter().find(|f| f["code"] == row.finding.name());
+        // A lone GSP timeout the GPU recovered from (the run went on, no reset asked) is a
+        // note to watch (issue 56): its class is its row's only where it repeats or sticks.
+        let class = if row.gsp_timeout() {
+            "info"
+        } else {
+            row.class().name()
+        };
         match f {
-            Some(f) if f["class"] == row.class().name() => {}
+            Some(f) if f["class"] == class => {}
             _ => wrong.push(format!(
                 "Xid {}: the verdict gave {:?}, the catalogue says {} ({})",
                 row.code,
@@ -91,7 +98,7 @@ fn verdict_health_and_html_answer_from_the_catalogue_for_every_code() {
         let stdout = kiln::cmd::health::summary(&health);
         let first = stdout.lines().next().unwrap_or_default();
         let fault = format!("[KILN-XID-{:03}]", row.code);
-        let ok = if row.severity > Severity::Major {
+        let ok = if row.severity > Severity::Major || row.gsp_timeout() {
             // Minor: noted for a look, not a drain.
             health.exit_code == 0 && stdout.contains(&fault)
         } else {

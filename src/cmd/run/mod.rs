@@ -40,7 +40,7 @@ use crate::select::{Selection, select_for_run};
 use crate::telemetry;
 use crate::telemetry::record::{Boundary, Readings, TelemetryData};
 use crate::telemetry::sidecar::{RealClock, Sidecar};
-use crate::telemetry::summary::PREFLIGHT;
+use crate::telemetry::summary::{OBSERVED, PREFLIGHT};
 use crate::thresholds::Thresholds;
 use crate::verdict::Report;
 use crate::workload::registry::PlannedWorkload;
@@ -200,13 +200,14 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     let Selection {
         devices,
         stand_in,
-        not_tested,
+        mut not_tested,
         mut notes,
     } = select_for_run(&opts.devices, crate::select::Job::Test)?;
     // What the user asked of each device must fit it: refused before anything starts.
     check_sizes(&devices, &opts.plan)?;
     let slots = slots(devices, opts.test_hooks.replicate);
     let infos: Vec<DeviceInfo> = slots.iter().map(|(_, info)| info.clone()).collect();
+    let observed = observe_untestable(&infos, &mut not_tested);
     // A run directory that cannot be made, or is another run's, is the user's choice to
     // fix: a usage error. One of kiln's own naming is never another run's.
     let run_dir =
@@ -224,8 +225,10 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         watch: None,
         thresholds: Some(opts.thresholds.clone()),
     };
-    // Nothing to watch when no device can be tested.
-    let telemetry_interval = opts.telemetry_interval.filter(|_| !infos.is_empty());
+    // Nothing to watch when no device can be tested or observed.
+    let telemetry_interval = opts
+        .telemetry_interval
+        .filter(|_| !infos.is_empty() || !observed.is_empty());
     let mut manifest = Manifest::new(infos.clone(), settings, started_utc);
     manifest.stand_in = stand_in;
     manifest.not_tested = not_tested;
@@ -236,8 +239,11 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     let mut latest_from = None;
     let sidecar = match telemetry_interval {
         Some(interval) => {
+            let mut targets: Vec<telemetry::Target> =
+                infos.iter().map(telemetry::Target::from).collect();
+            targets.extend(observed.iter().cloned());
             let (sidecar, readings, telemetry_notes) =
-                start_telemetry(&run_dir, &infos, interval, started, &opts.test_hooks)?;
+                start_telemetry(&run_dir, &targets, interval, started, &opts.test_hooks)?;
             notes.extend(telemetry_notes);
             latest_from = Some(readings);
             Some(sidecar)
@@ -266,7 +272,7 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         }
     }
     if let Some(s) = &sidecar {
-        preflight(s, &infos, telemetry_interval.unwrap_or_default());
+        preflight(s, &infos, &observed, telemetry_interval.unwrap_or_default());
     }
     let latest = latest_from.unwrap_or(latest);
     if opts.wait_idle && !infos.is_empty() && signals_received() == 0 {
@@ -283,6 +289,10 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
         supervisor::supervise(opts, &slots, &mut events, sidecar.as_ref(), &latest)?;
     }
     if let Some(s) = sidecar {
+        // What the run did to the GPUs it could only observe: their counters at its end.
+        for o in &observed {
+            s.snapshot(Some(o.index), OBSERVED, Boundary::After);
+        }
         s.stop();
     }
     let notes_said = if opts.progress { notes.len() } else { 0 };
@@ -337,24 +347,69 @@ pub(crate) fn finish(
 /// what its load did. The identity (driver, other processes) and the Xid history were read
 /// when the sidecar started. A signal cuts the idle second short (the counters are still
 /// read after it).
-fn preflight(sidecar: &Sidecar, devices: &[DeviceInfo], interval: Duration) {
-    for d in devices {
-        sidecar.snapshot(Some(d.index), PREFLIGHT, Boundary::Before);
+///
+/// A GPU the run can only observe has the same preflight, then one phase, `observed`, from
+/// its end to the run's.
+fn preflight(
+    sidecar: &Sidecar,
+    devices: &[DeviceInfo],
+    observed: &[telemetry::Target],
+    interval: Duration,
+) {
+    let indices: Vec<usize> = devices
+        .iter()
+        .map(|d| d.index)
+        .chain(observed.iter().map(|o| o.index))
+        .collect();
+    for &i in &indices {
+        sidecar.snapshot(Some(i), PREFLIGHT, Boundary::Before);
     }
     let idle_until = Instant::now() + (interval * 3).max(Duration::from_secs(1));
     while Instant::now() < idle_until && signals_received() == 0 {
         std::thread::sleep(Duration::from_millis(20));
     }
-    for d in devices {
-        sidecar.snapshot(Some(d.index), PREFLIGHT, Boundary::After);
+    for &i in &indices {
+        sidecar.snapshot(Some(i), PREFLIGHT, Boundary::After);
     }
+    for o in observed {
+        sidecar.snapshot(Some(o.index), OBSERVED, Boundary::Before);
+    }
+}
+
+/// The GPUs Vulkan cannot see that the run can still observe: a compute-only accelerator
+/// (AMD Instinct) that no Vulkan driver drives has its RAS counters, sensors and link read
+/// all run long, under the next free device indices, each recorded in its `NotTested`.
+/// A GPU that Vulkan would see once its cause is fixed (a driver missing) is not watched:
+/// its test, not its telemetry, is what to come back for.
+fn observe_untestable(
+    infos: &[DeviceInfo],
+    not_tested: &mut [crate::evidence::NotTested],
+) -> Vec<telemetry::Target> {
+    let mut next = infos.iter().map(|d| d.index + 1).max().unwrap_or(0);
+    let mut observed = Vec::new();
+    for n in not_tested.iter_mut().filter(|n| n.gpu.compute_only) {
+        let Some(pci_address) = n.gpu.pci_address.clone() else {
+            continue;
+        };
+        n.observed_as = Some(next);
+        observed.push(telemetry::Target {
+            index: next,
+            name: n.gpu.name.clone(),
+            uuid: n.gpu.uuid.clone(),
+            pci_address: Some(pci_address),
+            nvml_index: n.gpu.nvml_index,
+            luid: None,
+        });
+        next += 1;
+    }
+    observed
 }
 
 /// Starts the sidecar writing `telemetry.jsonl`; returns it and the facts about what
 /// cannot be read here.
 pub(crate) fn start_telemetry(
     run_dir: &RunDir,
-    devices: &[DeviceInfo],
+    devices: &[telemetry::Target],
     interval: Duration,
     started: Instant,
     hooks: &TestHooks,
@@ -368,7 +423,7 @@ pub(crate) fn start_telemetry(
                 Vec::new(),
             )
         }
-        None => telemetry::live_sources(devices),
+        None => telemetry::live_sources_for(devices),
     };
     let mut out = JsonlWriter::create(&run_dir.path().join("telemetry.jsonl"))?;
     let latest = Latest::default();

@@ -171,9 +171,11 @@ pub fn watch(opts: &WatchOptions) -> Result<Report, AppError> {
         );
     }
     let (sidecar, latest) = if telemetry_on {
+        let targets: Vec<crate::telemetry::Target> =
+            devices.iter().map(crate::telemetry::Target::from).collect();
         let (s, latest, telemetry_notes) = crate::cmd::run::start_telemetry(
             &run_dir,
-            &devices,
+            &targets,
             opts.interval,
             started,
             &crate::cmd::run::TestHooks::default(),

@@ -75,7 +75,7 @@ fn device_failure(device: &DeviceEvidence, xid_codes: &[u32], out: &mut Vec<Find
     let (code, action) = if hardware_xid {
         (
             FindingCode::DeviceLostHardware,
-            "RMA candidate: the loss came with hardware Xids",
+            "follow the hardware Xids' finding: the loss came with them",
         )
     } else if app_xid {
         (

@@ -92,6 +92,17 @@ fn corrected_rate(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Finding
     ));
 }
 
+/// The next step for a row remap pending, and for the uncorrectable errors it handles
+/// (NVIDIA's row-remapping guidance: the remap applies at the next attach).
+pub const RESET_AND_RETEST: &str = "reset the GPU (or reboot the node) so the pending row remap takes effect, then retest with `kiln run --profile rma`; RMA only if the remap fails (ROW_REMAP_FAILURE, Xid 64) or uncorrectable errors come back";
+
+/// The next step for a page retirement pending (NVIDIA's page retirement document: the
+/// page is retired at the next attach).
+pub const RETIREMENT_RESET: &str = "reset the GPU (or reboot the node) so the pending page retirement takes effect, then retest with `kiln run --profile rma`; RMA only past DCGM's limit of retired pages, or if uncorrectable errors come back";
+
+/// The next step for a row remap that failed: NVIDIA's criterion for a return.
+pub const REMAP_FAILED: &str = "RMA the card: its memory has no spare row left for a failing one, NVIDIA's criterion for a return";
+
 /// The rule: what each phase's counters grew by, then the states the last counters show
 /// (a state an event of the run already gave is not given again), then the card's retired
 /// pages over its life against the vendor's limits.
@@ -314,7 +325,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             evidence(&CounterDeltas {
                 counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),
-            "RMA candidate: reset the GPU to apply pending retirements, retest, and send this report",
+            RETIREMENT_RESET,
         ));
     }
     // On-chip SRAM's uncorrectable errors are ECC errors of the GPU's own, where the totals
@@ -343,7 +354,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             evidence(&CounterDeltas {
                 counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),
-            "RMA the card",
+            REMAP_FAILED,
         ));
     } else if delta(signals::REMAP_PENDING) > 0.0 {
         out.push(finding(
@@ -354,7 +365,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             evidence(&CounterDeltas {
                 counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),
-            "reset the GPU to apply the remap, then retest",
+            RESET_AND_RETEST,
         ));
     }
     // AMD's RAS counters outside the memory controller (gfx, sdma, mmhub, xgmi, ...):
@@ -394,7 +405,7 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             evidence(&CounterDeltas {
                 counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),
-            "RMA the card",
+            "RMA the card: it could not retire a failing page, NVIDIA's criterion for a return",
         ));
     }
 }
@@ -419,7 +430,7 @@ fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
                 signals::REMAP_FAILURE,
                 signals::REMAPPED_UNCORRECTABLE,
             ])),
-            "RMA the card",
+            REMAP_FAILED,
         ));
     } else if last(signals::REMAP_PENDING).is_some_and(|v| v > 0.0)
         && !already(out, FindingCode::RowRemapPending)
@@ -433,7 +444,7 @@ fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
                 signals::REMAP_PENDING,
                 signals::REMAPPED_UNCORRECTABLE,
             ])),
-            "reset the GPU to apply the remap, then retest",
+            RESET_AND_RETEST,
         ));
     }
     if last(signals::RETIRED_PAGES_PENDING).is_some_and(|v| v > 0.0)
@@ -451,7 +462,7 @@ fn standing(device: &DeviceEvidence, out: &mut Vec<Finding>) {
                 signals::RETIRED_PAGES_PENDING,
                 signals::RETIRED_PAGES_DBE,
             ])),
-            "reset the GPU to apply the retirement, retest, and send this report",
+            RETIREMENT_RESET,
         ));
     }
     if let Some(action) = last(signals::RECOVERY_ACTION).and_then(xid::recovery_action_of) {

@@ -24,6 +24,7 @@ mod xids;
 
 pub use clocks::RESTORE_STOCK_CLOCKS;
 pub use failure::reset_words;
+pub use memory::{REMAP_FAILED, RESET_AND_RETEST, RETIREMENT_RESET};
 pub use nvlink::fabric;
 pub use peers::{peers, rates};
 pub use run::{evidence_missing, gpu_not_visible, run_interrupted};
@@ -33,7 +34,7 @@ use super::xid::{self, XidInfo};
 use crate::finding::{Class, Evidence, Finding, FindingCode, Severity, evidence};
 use crate::telemetry::record::XidEvent;
 use crate::telemetry::said::ByName;
-use crate::telemetry::summary::{BETWEEN_PHASES, PhaseTelemetry};
+use crate::telemetry::summary::{BETWEEN_PHASES, PhaseTelemetry, SINCE_DRIVER_LOAD};
 use crate::thresholds::Thresholds;
 use crate::workload::WorkloadOutcome;
 
@@ -179,12 +180,24 @@ fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
         .filter(|(i, _)| *i != lead)
         .filter_map(|(_, f)| f.facts.phase.as_deref())
         .collect();
-    merged.summary = format!(
-        "{}; the same in the {} {}",
-        merged.summary,
-        crate::text::list(&phases),
-        if phases.len() == 1 { "phase" } else { "phases" }
-    );
+    // Each other phase with its own figure where its rule gave one.
+    let figures: Option<Vec<&str>> = found
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != lead)
+        .map(|(_, f)| f.facts.in_phase.as_deref())
+        .collect();
+    merged.summary = match figures {
+        Some(figures) if !figures.is_empty() => {
+            format!("{}; also {}", merged.summary, crate::text::list(&figures))
+        }
+        _ => format!(
+            "{}; the same in the {} {}",
+            merged.summary,
+            crate::text::list(&phases),
+            if phases.len() == 1 { "phase" } else { "phases" }
+        ),
+    };
     merged.confidence = found
         .iter()
         .map(|f| f.confidence)
@@ -207,12 +220,16 @@ fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
     });
 }
 
+/// When the counts of [`SINCE_DRIVER_LOAD`] came, in words.
+const SINCE_LOAD_WORDS: &str = "since the driver loaded, before the run began";
+
 /// Phases in words: `during the vram phase`, `during the vram and compute phases`, or
 /// `since the last check` for `kiln health`'s one phase.
 fn during_phases(phases: &[String]) -> String {
     match phases {
         [one] if one == "health" => "since the last check".into(),
         [one] if one == BETWEEN_PHASES => "between the phases".into(),
+        [one] if one == SINCE_DRIVER_LOAD => SINCE_LOAD_WORDS.into(),
         [_] => format!("during the {} phase", phases[0]),
         _ => format!("during the {} phases", crate::text::list(phases)),
     }
@@ -223,6 +240,7 @@ fn during_phases(phases: &[String]) -> String {
 fn during(p: &PhaseTelemetry) -> String {
     match p.phase.as_str() {
         BETWEEN_PHASES => "between the phases".to_owned(),
+        SINCE_DRIVER_LOAD => SINCE_LOAD_WORDS.to_owned(),
         // `kiln health` judges what came since its last check.
         "health" => "since the last check".to_owned(),
         phase => format!("during the {phase} phase"),

@@ -22,8 +22,9 @@ pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
 /// What the power supply did to one phase, weighed by what it cost the clock.
 fn power(p: &PhaseTelemetry, vendor_id: u32, t: &Thresholds, out: &mut Vec<Finding>) {
     let check = "check the PSU and the power cables to the card";
-    let weigh = |mut f: Finding| {
+    let weigh = |mut f: Finding, share: f64| {
         f.facts.phase = Some(p.phase.clone());
+        f.facts.in_phase = Some(format!("{:.0}% of the {} phase", share * 100.0, p.phase));
         super::weigh_by_clock(
             &mut f,
             p,
@@ -37,31 +38,37 @@ fn power(p: &PhaseTelemetry, vendor_id: u32, t: &Thresholds, out: &mut Vec<Findi
     let evidence = super::thermal::temperatures(p);
     let thermal = super::thermal::thermal_share(p);
     if share(ThrottleReason::HwPowerBrakeSlowdown) > t.throttle_share {
-        out.push(weigh(finding(
-            FindingCode::PowerBrake,
-            Severity::Major,
-            Confidence::High,
-            format!(
-                "the hardware power brake held the clocks {:.0}% of the {} phase",
-                share(ThrottleReason::HwPowerBrakeSlowdown) * 100.0,
-                p.phase
+        out.push(weigh(
+            finding(
+                FindingCode::PowerBrake,
+                Severity::Major,
+                Confidence::High,
+                format!(
+                    "the hardware power brake held the clocks {:.0}% of the {} phase",
+                    share(ThrottleReason::HwPowerBrakeSlowdown) * 100.0,
+                    p.phase
+                ),
+                evidence.clone(),
+                check,
             ),
-            evidence.clone(),
-            check,
-        )));
+            share(ThrottleReason::HwPowerBrakeSlowdown),
+        ));
     } else if share(ThrottleReason::HwSlowdown) > t.throttle_share && thermal <= t.throttle_share {
-        out.push(weigh(finding(
-            FindingCode::PowerDelivery,
-            Severity::Major,
-            Confidence::Medium,
-            format!(
-                "HW slowdown {:.0}% of the {} phase while the card was not hot",
-                share(ThrottleReason::HwSlowdown) * 100.0,
-                p.phase
+        out.push(weigh(
+            finding(
+                FindingCode::PowerDelivery,
+                Severity::Major,
+                Confidence::Medium,
+                format!(
+                    "HW slowdown {:.0}% of the {} phase while the card was not hot",
+                    share(ThrottleReason::HwSlowdown) * 100.0,
+                    p.phase
+                ),
+                evidence.clone(),
+                check,
             ),
-            evidence.clone(),
-            check,
-        )));
+            share(ThrottleReason::HwSlowdown),
+        ));
     }
 }
 

@@ -310,6 +310,26 @@ pub fn before_and_after(device: &DeviceEvidence, a: &Arrival) -> Vec<(String, f6
         .collect()
 }
 
+/// Whether a rate of any run fell below its floor with the processes `tenants` on the GPU
+/// (a floor that rests on a share nobody measured left out, as the rate rule leaves it):
+/// what those there from the start may have cost, whatever else the rate rule names.
+pub fn slow_beside(device: &DeviceEvidence, t: &Thresholds, tenants: &[Process]) -> bool {
+    let (mut held, mut slow) = (Vec::new(), Vec::new());
+    for (w, phase) in super::runs(device) {
+        rates_of_run(device, w, phase, t, tenants, &mut held, &mut slow);
+    }
+    !held.is_empty()
+        || slow.iter().any(|f| {
+            matches!(
+                f.code,
+                FindingCode::ComputeRateLowThrottled
+                    | FindingCode::BandwidthLowThrottled
+                    | FindingCode::ComputeRateLow
+                    | FindingCode::VramBandwidthLow
+            )
+        })
+}
+
 /// What in a phase explains a slow rate that no setting does: clocks throttled for heat or
 /// power (the card at its own power limit included), heat where no throttle status was
 /// read, or other processes on the GPU.

@@ -39,23 +39,31 @@ crate::evidence! {
 }
 
 /// The finding of a GPU the machine has (NVML, sysfs) that Vulkan cannot see: not tested,
-/// so nothing is known of its health and the run cannot pass. The cause read from the
-/// machine is the action.
+/// so nothing is known of its compute and memory and the run cannot pass. The cause read
+/// from the machine is the action. `observed`: the run read its telemetry all along, which
+/// the card's rules judged beside this finding (a fault it shows fails the card; a clean
+/// one passes nothing).
 pub fn gpu_not_visible(
     gpu: &crate::inventory::InventoryGpu,
     cause: &crate::inventory::Cause,
+    observed: bool,
 ) -> Finding {
+    let at = gpu
+        .pci_address
+        .as_deref()
+        .unwrap_or("an unknown PCI address");
     finding(
         FindingCode::GpuNotVisible,
         Severity::Major,
         Confidence::High,
-        format!(
-            "{} at {} is not visible to Vulkan: not tested",
-            gpu.name,
-            gpu.pci_address
-                .as_deref()
-                .unwrap_or("an unknown PCI address")
-        ),
+        if observed {
+            format!(
+                "{} at {at} is not visible to Vulkan: its compute and memory were not tested; only what its telemetry shows (RAS and ECC counters, sensors, the PCIe link) was judged",
+                gpu.name
+            )
+        } else {
+            format!("{} at {at} is not visible to Vulkan: not tested", gpu.name)
+        },
         evidence(&NotVisible {
             cause: &cause.cause,
             pci_address: gpu.pci_address.as_deref(),

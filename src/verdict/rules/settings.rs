@@ -6,7 +6,9 @@
 use crate::product::Vendor;
 use crate::telemetry::record::Reading;
 use crate::telemetry::signals::{self, Signal};
-use crate::telemetry::summary::{BETWEEN_PHASES, PREFLIGHT, PhaseTelemetry};
+use crate::telemetry::summary::{
+    BETWEEN_PHASES, OBSERVED, PREFLIGHT, PhaseTelemetry, SINCE_DRIVER_LOAD,
+};
 use crate::telemetry::throttle::ThrottleReason;
 use crate::thresholds::Thresholds;
 
@@ -121,7 +123,14 @@ pub struct Held {
 /// Whether a phase ran a load: busy (where utilisation is read) and not the idle evidence
 /// around the workloads.
 pub(super) fn loaded(p: &PhaseTelemetry) -> bool {
-    ![PREFLIGHT, BETWEEN_PHASES, "health"].contains(&p.phase.as_str())
+    ![
+        PREFLIGHT,
+        BETWEEN_PHASES,
+        "health",
+        OBSERVED,
+        SINCE_DRIVER_LOAD,
+    ]
+    .contains(&p.phase.as_str())
         && p.gauge(signals::UTIL_GPU_PCT)
             .is_none_or(|u| u.median >= 50.0)
 }

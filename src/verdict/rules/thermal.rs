@@ -122,6 +122,7 @@ fn thermal(p: &PhaseTelemetry, setup: &Setup, t: &Thresholds, out: &mut Vec<Find
             cooling,
         );
         f.facts.phase = Some(p.phase.clone());
+        f.facts.in_phase = Some(format!("{:.0}% of the {} phase", thermal * 100.0, p.phase));
         // What it cost: the clock it left. A clock held near its maximum cost nothing a
         // rate can show (GPU Boost trims a few bins at its target temperature by design).
         super::weigh_by_clock(
@@ -236,25 +237,36 @@ mod tests {
 
     #[test]
     fn several_phases_are_said_once_under_the_most_serious() {
-        let hot = |name: &str, lowest: f64| {
+        let hot = |name: &str, lowest: f64, share: f64| {
             phase(
                 name,
                 serde_json::json!({
-                    "throttle_share": {"hw_thermal_slowdown": 0.5},
+                    "throttle_share": {"hw_thermal_slowdown": share},
                     "gauges": {"clock_sm_mhz": gauge(lowest, 1980.0, 1980.0),
                                "clock_sm_max_mhz": gauge(1980.0, 1980.0, 1980.0)},
                 }),
             )
         };
-        let d = device(vec![hot("vram", 1950.0), hot("compute", 1200.0)]);
+        let d = device(vec![hot("vram", 1950.0, 0.5), hot("compute", 1200.0, 0.5)]);
         let found = super::judge(&d, &Thresholds::default());
         assert_eq!(
             said(&found),
             [("THERMAL_THROTTLE", Class::Environment, Severity::Major)]
         );
         assert!(
-            found[0].summary.contains("compute phase")
-                && found[0].summary.contains("the same in the vram phase"),
+            found[0].summary.contains("50% of the compute phase")
+                && found[0].summary.contains("also 50% of the vram phase"),
+            "{}",
+            found[0].summary
+        );
+        // Each phase is said with its own share, never as "the same" as another's.
+        let d = device(vec![hot("vram", 1200.0, 0.46), hot("compute", 1200.0, 1.0)]);
+        let found = super::judge(&d, &Thresholds::default());
+        assert!(
+            found[0]
+                .summary
+                .starts_with("thermal slowdown 46% of the vram phase")
+                && found[0].summary.contains("also 100% of the compute phase"),
             "{}",
             found[0].summary
         );

@@ -109,17 +109,13 @@ impl Watch {
             }
         };
         view.marks = marks;
-        view.windows = judged_windows(
-            &view.memory,
-            view.stepwise,
-            &view.marks,
-            view.by_time,
-            view.end,
-        );
+        view.windows = judged_windows(&view.memory, view.stepwise, &view.marks, view.end);
         let (histogram, trace_summary) = match (trace, device) {
             (Some(tr), Some(d)) => {
                 view.classes_at_windows =
                     view::classes_at(tr, &d.uuid, &view.windows, source == MemorySource::Trace);
+                (view.kept_at_windows, view.resource_sizes) =
+                    view::kept_at(tr, &d.uuid, &view.windows);
                 (histogram_of(tr), Some(summary_of(tr)))
             }
             _ => (Vec::new(), None),

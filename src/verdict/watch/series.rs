@@ -23,21 +23,22 @@ pub struct Window {
     pub high: u64,
 }
 
-/// A series' iterations (its lowest and highest in each) at `marks`: by time (`by_time`),
-/// up to the application's teardown where it `ended`, as the marks were found.
+/// A series' iterations (its lowest and highest in each) at `marks`, up to the
+/// application's teardown where it `ended`: the frees of its exit are no iteration's
+/// baseline, whether the marks are its own (its last step can end a moment before its
+/// exit, the frees then inside the last stretch) or were found by time.
 pub fn judged_windows(
     series: &[(f64, u64)],
     stepwise: bool,
     marks: &[f64],
-    by_time: bool,
     end: Option<(f64, Option<i32>, Option<i32>)>,
 ) -> Vec<Window> {
-    let series = if by_time {
-        without_teardown(series, end.is_some())
-    } else {
-        series
-    };
-    windows(series, stepwise, marks, end.map(|e| e.0))
+    windows(
+        without_teardown(series, end.is_some()),
+        stepwise,
+        marks,
+        end.map(|e| e.0),
+    )
 }
 
 /// At most [`TIMELINE_POINTS`] of a series, keeping each stretch's lowest and highest so
@@ -337,5 +338,31 @@ mod tests {
         let thinned = thin(&(0..5000).map(|i| (i as f64, i % 100)).collect());
         assert!(thinned.len() <= TIMELINE_POINTS, "{}", thinned.len());
         assert!(thinned.iter().any(|p| p[1] == 99.0) && thinned.iter().any(|p| p[1] == 0.0));
+    }
+
+    #[test]
+    fn the_frees_of_its_exit_are_no_iteration_s_baseline_when_it_marks_its_own_steps() {
+        // A pooled leak marked by its own output: a block taken each step, the last step
+        // printed 50 ms before its exit, whose frees fall inside the last stretch.
+        let mut s: Series = (0..6)
+            .map(|k| (k as f64 * 200.0 + 10.0, (k + 1) as u64 * 256 * MIB))
+            .collect();
+        s.push((1_070.0, 512 * MIB));
+        s.push((1_075.0, 0));
+        let marks: Vec<f64> = (0..6).map(|k| k as f64 * 200.0).collect();
+        let end = Some((1_110.0, Some(0), None));
+        let lows: Vec<u64> = judged_windows(&s, true, &marks, end)
+            .iter()
+            .map(|w| w.low / MIB)
+            .collect();
+        assert_eq!(lows, [0, 256, 512, 768, 1024, 1280]);
+        // The near miss: an application still running when the watch ended (read on
+        // after the fall): a fall at the end of its series is its own, kept.
+        s.push((1_200.0, 0));
+        let lows: Vec<u64> = judged_windows(&s, true, &marks, None)
+            .iter()
+            .map(|w| w.low / MIB)
+            .collect();
+        assert_eq!(lows.last(), Some(&0));
     }
 }

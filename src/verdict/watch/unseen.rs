@@ -5,7 +5,7 @@
 use super::events::AppEvents;
 use super::report::{MemorySource, Unseen, UnseenKind};
 use super::rules;
-use super::series::{Series, judged_windows, without_teardown};
+use super::series::{Series, judged_windows};
 use super::view::AppView;
 use crate::evidence::WatchSettings;
 use crate::evidence::trace::{Trace, TraceEvent};
@@ -62,18 +62,10 @@ fn disagreement(
     )
 }
 
-/// Whether the application's memory rose over the watch by as much as a leak must climb
-/// (up to its teardown): where it did, a watch too short to judge a leak is not healthy.
-fn memory_rose(v: &AppView, t: &Thresholds) -> bool {
-    let held = without_teardown(&v.memory, v.end.is_some());
-    let (Some(first), Some(last)) = (held.first(), held.last()) else {
-        return false;
-    };
-    last.1 as f64 - first.1 as f64 >= t.leak_min_bytes
-}
-
 /// What kiln could not see of the application, each marked where it could hide a cause:
-/// a watch too short for a leak while its memory rose, a trace that stopped on the source
+/// a watch too short for a leak (always: memory the application took before kiln's first
+/// reading, or a series too short to show a rise, hides a leak as well as a flat one
+/// would, so what could not be judged is never healthy), a trace that stopped on the source
 /// judged by, a trace that never began (not of weight: the driver's figure stands, or
 /// nothing at all, which `APP_MEMORY_UNSEEN` says), and the other source's story where it
 /// differs, judged over the same iterations.
@@ -88,7 +80,7 @@ pub fn unseen(
     if source != MemorySource::None
         && let Some(said) = rules::too_short(view)
     {
-        out.push((UnseenKind::TooShort { said }, memory_rose(view, t)));
+        out.push((UnseenKind::TooShort { said }, true));
     }
     if let Some(tr) = trace {
         out.extend(tr.records.iter().find_map(|r| match &r.event {
@@ -109,7 +101,7 @@ pub fn unseen(
     );
     if let Some((memory, other_source, stepwise)) = other {
         let alt = AppView {
-            windows: judged_windows(&memory, stepwise, &view.marks, view.by_time, view.end),
+            windows: judged_windows(&memory, stepwise, &view.marks, view.end),
             memory,
             stepwise,
             ..view.clone()
@@ -190,5 +182,53 @@ pub fn no_trace_why(events: &AppEvents, settings: &WatchSettings, view: &AppView
             at / 1e3
         ),
         _ => "no allocation trace: the application loaded no GPU library kiln knows (Vulkan, CUDA, HIP, OpenCL, Level Zero, Direct3D), or kiln could not read which it loaded".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::watch::series::time_marks;
+
+    const MIB: u64 = 1 << 20;
+
+    /// The driver's readings of an application that held `held` from before the watch's
+    /// first reading, every `interval_ms` for `readings`, then ended with 0.
+    fn sampled(held: u64, readings: usize, interval_ms: f64) -> AppView {
+        let memory: Series = (0..readings)
+            .map(|i| (500.0 + i as f64 * interval_ms, held))
+            .collect();
+        let end = Some((500.0 + readings as f64 * interval_ms, Some(0), None));
+        let marks = time_marks(&memory);
+        AppView {
+            windows: judged_windows(&memory, false, &marks, end),
+            marks,
+            memory,
+            by_time: true,
+            interval_ms,
+            end,
+            ..AppView::default()
+        }
+    }
+
+    #[test]
+    fn a_run_too_short_to_judge_is_never_healthy_however_early_its_memory_came() {
+        let t = Thresholds::default();
+        // Everything taken before kiln's first reading, and gone within two more: flat,
+        // and too short to say whether it leaks.
+        let short = sampled(128 * MIB, 2, 1000.0);
+        let said = unseen(None, &short, MemorySource::Driver, None, &t);
+        assert!(
+            said.iter()
+                .any(|u| matches!(u.what, UnseenKind::TooShort { .. }) && u.decisive),
+            "{said:?}"
+        );
+        // The near miss: as flat, watched long enough to judge: nothing unseen.
+        let long = sampled(128 * MIB, 30, 1000.0);
+        assert!(
+            unseen(None, &long, MemorySource::Driver, None, &t).is_empty(),
+            "{:?}",
+            long.windows
+        );
     }
 }

@@ -9,7 +9,7 @@ use super::events::AppEvents;
 use super::report::Unseen;
 use super::series::{Series, Window};
 use crate::evidence::AppFailure;
-use crate::evidence::trace::{Trace, TraceEvent, VkError, same_device};
+use crate::evidence::trace::{ResourceKind, Trace, TraceEvent, VkError, same_device};
 use crate::telemetry::reading::Reading;
 use crate::telemetry::record::{TelemetryData, TelemetryRecord};
 use crate::telemetry::signals::{self, Signal};
@@ -82,6 +82,12 @@ pub struct AppView {
     /// Its live allocations by size class at each iteration's lowest point, from the
     /// trace: (class, count).
     pub classes_at_windows: Vec<BTreeMap<usize, i64>>,
+    /// The buffers and images it kept, from the trace: at each iteration's lowest point,
+    /// how many of each kind and size class were live, in its own sizes (not the blocks
+    /// its allocator took from the driver).
+    pub kept_at_windows: Vec<BTreeMap<(ResourceKind, usize), i64>>,
+    /// The smallest and the largest size it created of each kind and size class.
+    pub resource_sizes: BTreeMap<(ResourceKind, usize), (u64, u64)>,
     /// The device's utilisation samples (ms, %).
     pub utilisation: Series,
     /// The device's memory in use by every process (ms, bytes).
@@ -444,8 +450,117 @@ pub fn failures(
             AppFailure::Error => continue,
         });
     }
+    if !out.iter().any(|f| matches!(f, Failure::Memory { .. }))
+        && let Some(f) = refused_by_size(events, trace, uuid, budget)
+    {
+        out.push(f);
+    }
     out.sort_by(|a, b| a.t_ms().total_cmp(&b.t_ms()));
     out
+}
+
+/// A request its framework refused by its own check, in words no pattern knows: the
+/// application's last error line names a size above the card's memory (or above the
+/// largest allocation the device allows, as the trace says it), or the trace saw it
+/// create a buffer or image of such a size, no allocation refused reached the driver for
+/// it (an allocator's own check, before `vkAllocateMemory`), and it failed. Over the limit whoever
+/// refused it; a line whose number is no size, or a size the card could hold, is left as
+/// the application's own words.
+fn refused_by_size(
+    events: &AppEvents,
+    trace: Option<&Trace>,
+    uuid: &str,
+    budget: Option<u64>,
+) -> Option<Failure> {
+    let line = events
+        .last_error
+        .as_deref()
+        .filter(|l| super::words::read(l).is_none());
+    let said = line.and_then(super::words::requested);
+    // The trace's largest buffer or image, with when and what made it.
+    let created = trace.and_then(|tr| {
+        tr.records
+            .iter()
+            .filter_map(|r| match &r.event {
+                TraceEvent::Resource {
+                    device,
+                    resource,
+                    bytes,
+                    ..
+                } if same_device(uuid, device) => Some((*bytes, r.t_ms, *resource)),
+                _ => None,
+            })
+            .max_by_key(|c| c.0)
+    });
+    // A buffer larger than the card is no failure by itself (a sparse one, one in the
+    // host's memory): only where the application then failed.
+    let failed = events
+        .end
+        .is_some_and(|(_, code, signal)| code.is_some_and(|c| c != 0) || signal.is_some());
+    let (asked, elements) = match (said, created) {
+        (Some(s), _) => s,
+        (None, Some((bytes, ..))) if failed => (bytes, None),
+        _ => return None,
+    };
+    let max_allocation = trace.and_then(|tr| {
+        tr.records.iter().find_map(|r| match &r.event {
+            TraceEvent::Device {
+                device,
+                max_allocation_bytes,
+                ..
+            } if same_device(uuid, device) && *max_allocation_bytes > 0 => {
+                Some(*max_allocation_bytes)
+            }
+            _ => None,
+        })
+    });
+    // The card's memory first: a request above it is one the card can never hold.
+    let limit = [budget, max_allocation]
+        .into_iter()
+        .flatten()
+        .find(|limit| asked > *limit)?;
+    let unseen_by_driver = if trace.is_some_and(|tr| tr.attached > 0) {
+        ", though no refused call reached the driver, where kiln's trace would have seen it"
+    } else {
+        ""
+    };
+    let (t_ms, said) = match (said, line, created) {
+        (Some(_), Some(line), _) | (None, Some(line), None) => (
+            events.end.map_or(0.0, |e| e.0),
+            format!("its output: {}{unseen_by_driver}", output_line(line)),
+        ),
+        (_, _, Some((bytes, at, resource))) => (
+            at,
+            format!(
+                "{} of {} in kiln's trace, no allocation for it refused by the driver",
+                match resource {
+                    ResourceKind::Buffer => "vkCreateBuffer",
+                    ResourceKind::Image => "vkCreateImage",
+                },
+                crate::units::format_bytes(bytes)
+            ),
+        ),
+        _ => return None,
+    };
+    Some(Failure::Memory {
+        t_ms,
+        request: Some(asked),
+        result: None,
+        free: None,
+        live: None,
+        said,
+        words: Some(super::words::Said {
+            framework: super::words::Framework::Unknown,
+            kind: super::words::Kind::Refused,
+            facts: super::words::Facts {
+                request_bytes: Some(asked),
+                total_bytes: budget,
+                limit_bytes: Some(limit),
+                request_elements: elements,
+                ..super::words::Facts::default()
+            },
+        }),
+    })
 }
 
 /// A line of the application's output as a finding says it: quoted, and whole unless it
@@ -479,4 +594,58 @@ pub fn classes_at(
             live
         })
         .collect()
+}
+
+/// The application's live buffers and images on a device by kind and size class at each
+/// iteration's lowest point (by time: they are not in the memory's series), and the
+/// smallest and largest size it created of each, from the trace's creations and
+/// destructions (a destruction of a handle the trace never saw made counts nothing).
+pub type Kept = (
+    Vec<BTreeMap<(ResourceKind, usize), i64>>,
+    BTreeMap<(ResourceKind, usize), (u64, u64)>,
+);
+
+/// What [`Kept`] says, from the trace.
+pub fn kept_at(trace: &Trace, uuid: &str, windows: &[Window]) -> Kept {
+    // (ms, kind and class, one more or one fewer)
+    let mut changes: Vec<(f64, (ResourceKind, usize), i64)> = Vec::new();
+    let mut live: BTreeMap<(u32, ResourceKind, u64), usize> = BTreeMap::new();
+    let mut sizes: BTreeMap<(ResourceKind, usize), (u64, u64)> = BTreeMap::new();
+    for r in &trace.records {
+        match &r.event {
+            TraceEvent::Resource {
+                device,
+                resource,
+                bytes,
+                handle,
+            } if same_device(uuid, device) && *bytes > 0 => {
+                let class = crate::evidence::ring::size_class(*bytes);
+                live.insert((r.pid, *resource, *handle), class);
+                let size = sizes.entry((*resource, class)).or_insert((*bytes, *bytes));
+                *size = (size.0.min(*bytes), size.1.max(*bytes));
+                changes.push((r.t_ms, (*resource, class), 1));
+            }
+            TraceEvent::ResourceDestroyed {
+                device,
+                resource,
+                handle,
+            } if same_device(uuid, device) => {
+                if let Some(class) = live.remove(&(r.pid, *resource, *handle)) {
+                    changes.push((r.t_ms, (*resource, class), -1));
+                }
+            }
+            _ => {}
+        }
+    }
+    let at = windows
+        .iter()
+        .map(|w| {
+            let mut counts: BTreeMap<(ResourceKind, usize), i64> = BTreeMap::new();
+            for (_, key, n) in changes.iter().take_while(|c| c.0 <= w.low_ms) {
+                *counts.entry(*key).or_default() += n;
+            }
+            counts
+        })
+        .collect();
+    (at, sizes)
 }

@@ -29,6 +29,9 @@ pub enum Framework {
     Direct3D,
     /// A Vulkan result code.
     Vulkan,
+    /// A framework none of these patterns knows, read by the sizes its line gives
+    /// ([`requested`]).
+    Unknown,
 }
 
 impl Framework {
@@ -43,6 +46,7 @@ impl Framework {
             Framework::Blender => "Blender Cycles",
             Framework::Direct3D => "Direct3D",
             Framework::Vulkan => "Vulkan",
+            Framework::Unknown => "its framework",
         }
     }
 }
@@ -75,6 +79,9 @@ pub struct Facts {
     pub reserved_bytes: Option<u64>,
     /// A limit the request went over (wgpu's largest buffer), bytes.
     pub limit_bytes: Option<u64>,
+    /// The elements of the shape asked for, where the line gave a shape rather than a size:
+    /// `request_bytes` is then its least size, one byte an element.
+    pub request_elements: Option<u64>,
 }
 
 /// A line read: whose, what, and the sizes it gives.
@@ -279,9 +286,52 @@ pub fn read(line: &str) -> Option<Said> {
                 allocated_bytes: allocated,
                 reserved_bytes: reserved,
                 limit_bytes: get("limit"),
+                request_elements: None,
             },
         })
     })
+}
+
+/// What a line asks for, whatever framework's words it is in: a size in bytes it names
+/// (a number with a unit, `64.00 GiB`, `68719476736 bytes`, or a bare number right after
+/// a word of size or allocation, `size 68719476736`), or a shape (`(17179869184,) is not
+/// a valid shape`), whose elements are at least a byte each. A number in no such place (an
+/// index, a code, a count of steps) is no size. The largest such size, and the shape's
+/// elements where a shape said it.
+pub fn requested(line: &str) -> Option<(u64, Option<u64>)> {
+    static SIZED: OnceLock<Option<[Regex; 3]>> = OnceLock::new();
+    let [unit, worded, shape] = SIZED
+        .get_or_init(|| {
+            let unit = Regex::new(&format!(r"\b(?P<n>{SIZE}) ?(?P<u>{UNIT})\b")).ok()?;
+            let worded = Regex::new(
+                r"(?i)\b(?:size|sized|bytes|allocat\w*|request\w*|reserve)\b(?:\s+of)?[\s:=(]{1,3}(?P<n>[0-9]{4,})\b(?:\s*(?P<u>[KMGT]i?B|bytes|B)\b)?",
+            )
+            .ok()?;
+            let shape = Regex::new(
+                r"(?i)\((?P<dims>[0-9]+(?:\s*,\s*[0-9]+)*)\s*,?\s*\)[^()\n]{0,40}?\bshape\b|\bshape\b[^()\n0-9]{0,20}[(\[](?P<dims2>[0-9]+(?:\s*,\s*[0-9]+)*)\s*,?\s*[)\]]",
+            )
+            .ok()?;
+            Some([unit, worded, shape])
+        })
+        .as_ref()?;
+    let mut sizes: Vec<(u64, Option<u64>)> = Vec::new();
+    for c in unit.captures_iter(line).chain(worded.captures_iter(line)) {
+        let n = c.name("n").map_or("", |m| m.as_str());
+        let u = c.name("u").map_or("", |m| m.as_str());
+        sizes.extend(size(n, u).map(|b| (b, None)));
+    }
+    for c in shape.captures_iter(line) {
+        let Some(dims) = c.name("dims").or_else(|| c.name("dims2")) else {
+            continue;
+        };
+        let elements = dims
+            .as_str()
+            .split(',')
+            .map(|d| d.trim().parse::<u64>().ok())
+            .try_fold(1u64, |acc, d| acc.checked_mul(d?));
+        sizes.extend(elements.map(|e| (e, Some(e))));
+    }
+    sizes.into_iter().max_by_key(|s| s.0)
 }
 
 #[cfg(test)]
@@ -405,6 +455,41 @@ mod tests {
             "loss 0.31, out of 1000 steps",
         ] {
             assert_eq!(read(line), None, "{line}");
+        }
+    }
+
+    #[test]
+    fn any_framework_s_size_is_read_and_a_number_that_is_no_size_is_not() {
+        // Sizes, in the words of frameworks no pattern knows.
+        for (line, asked) in [
+            (
+                "RuntimeError: requested allocation of 68719476736 exceeds what the device supports",
+                (64 * GIB, None),
+            ),
+            (
+                "MyEngine: cannot create buffer: 64.00 GiB is too large",
+                (64 * GIB, None),
+            ),
+            ("error: buffer size: 8589934592", (8 * GIB, None)),
+            (
+                "taichi.lang.exception.TaichiRuntimeError: (17179869184,) is not a valid shape for ndarray",
+                (16 * GIB, Some(16 * GIB)),
+            ),
+            (
+                "ValueError: shape [65536, 65536] is too large",
+                (4 * GIB, Some(4 * GIB)),
+            ),
+        ] {
+            assert_eq!(requested(line), Some(asked), "{line}");
+        }
+        // The near misses: numbers that are an index, a code, a count or a step.
+        for line in [
+            "IndexError: index 17179869184 is out of bounds for axis 0",
+            "RuntimeError: CUDA error 700 at kernel.cu:12345",
+            "error: step 3000000000 failed to converge",
+            "Traceback (most recent call last): (3, 4) in main",
+        ] {
+            assert_eq!(requested(line), None, "{line}");
         }
     }
 }

@@ -109,6 +109,25 @@ impl XidInfo {
     pub const fn class(&self) -> Class {
         self.finding.class()
     }
+
+    /// The cleanup of a channel stopped or faulted (43 and 45): an application's Xid that
+    /// NVIDIA's catalog says to follow back to the Xid before it, or to leave alone. On a
+    /// line that names no process, it is the cleanup of the fault before it.
+    pub fn cleans_up(&self) -> bool {
+        self.finding == FindingCode::XidApplication
+            && matches!(
+                self.resolution,
+                Resolution::FollowEarlierXid | Resolution::Ignore
+            )
+    }
+
+    /// A GSP RPC timeout or GSP error (119, 120; NVIDIA's catalog: GSP_RPC_TIMEOUT and
+    /// GSP_ERROR, RESET_GPU first and INVESTIGATE_SW after). The driver often recovers
+    /// from one by itself: one alone that it recovered from is a note to watch, and the
+    /// catalog's reset is for those that repeat or that the GPU does not recover from.
+    pub fn gsp_timeout(&self) -> bool {
+        matches!(self.code, 119 | 120)
+    }
 }
 
 pub(super) const APP: &str = "the card is likely fine: look at the workload or the driver; hardware only if it recurs on unrelated work";
@@ -170,6 +189,14 @@ pub fn recovery_action(message: &str) -> Option<&'static str> {
     .into_iter()
     .find(|(needle, _)| asked.contains(needle))
     .map(|(_, words)| words)
+}
+
+/// Whether Xid 154's text asks for a GPU reset or more (a reboot, a drain and reset), not
+/// that the action was cleared.
+pub fn asks_a_reset(message: &str) -> bool {
+    let text = message.to_ascii_lowercase();
+    let asked = text.rsplit(" to ").next().unwrap_or(&text);
+    asked.contains("reset") || asked.contains("reboot")
 }
 
 /// What NVML's GPU recovery action field (`NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`) asks for:

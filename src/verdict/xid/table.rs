@@ -313,7 +313,7 @@ pub const CATALOGUE: &[XidInfo] = &[
         (Critical, Medium),
         (
             FindingCode::XidFallenOffBus,
-            "check slot, riser, PSU and temperature; RMA if it follows the card",
+            "reboot the node, then reseat the card and check its power cables, the slot or riser, the power supply and its cooling, and retest with `kiln run --profile rma`; RMA only if it falls off the bus again in another slot",
         ),
         (R::RebootNode, NV),
     ),
@@ -854,7 +854,7 @@ pub const CATALOGUE: &[XidInfo] = &[
         (Critical, Medium),
         (
             FindingCode::XidFallenOffBus,
-            "check slot, riser, PSU and temperature; RMA if it follows the card",
+            "reset the GPU, then reseat the card and check its power cables, the slot or riser, the power supply and its cooling, and retest with `kiln run --profile rma`; RMA only if it falls off the bus again in another slot",
         ),
         (R::ResetGpu, NV),
     ),

@@ -55,13 +55,21 @@ pub(super) fn over_the_limit(v: &AppView, failure: &Failure, t: &Thresholds) -> 
         .and_then(|w| Some((w, request?, w.facts.limit_bytes?)));
     let above_card = request.zip(card_total).filter(|(r, total)| r > total);
     if let Some((w, asked, limit)) = refused_by_check {
+        // A shape says its elements; the bytes are at least one an element.
+        let asked_said = match w.facts.request_elements {
+            Some(n) => format!("at least {} (a shape of {n} elements)", bytes(asked)),
+            None => bytes(asked),
+        };
+        let above = if card_total == Some(limit) {
+            format!("more than the {} the card has", bytes(limit))
+        } else {
+            format!("above the largest the device allows ({})", bytes(limit))
+        };
         return over_the_limit_finding(
             v,
             failure,
             format!(
-                "the application asked for {} in one buffer, above the largest the device allows ({}), and {}'s own check refused it before the driver saw it ({})",
-                bytes(asked),
-                bytes(limit),
+                "the application asked for {asked_said} in one request, {above}, and {}'s own check refused it before the driver saw it ({}): one request the device can never hold",
                 w.framework.name(),
                 failure_said(failure)
             ),
@@ -555,5 +563,123 @@ crate::evidence! {
         /// The application's own process.
         application: bool => "The application's",
         t_ms: Option<Millis> => "Time into the run",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::watch::AppEvents;
+    use crate::verdict::watch::view::failures;
+
+    const GIB: u64 = 1 << 30;
+
+    /// An application that ended with `line` as its last error, 2 s into the watch.
+    fn ended_saying(line: &str) -> AppEvents {
+        AppEvents {
+            last_error: Some(line.into()),
+            end: Some((2_000.0, Some(1), None)),
+            ..AppEvents::default()
+        }
+    }
+
+    #[test]
+    fn a_size_above_the_card_in_any_framework_s_words_is_over_the_limit_and_another_number_is_not()
+    {
+        let budget = Some(2 * GIB);
+        // Taichi's own check, before any driver call: a shape of 2^34 elements, at least
+        // 16 GiB, on a 2 GiB card; and an engine kiln has no words for, naming its bytes.
+        for line in [
+            "taichi.lang.exception.TaichiRuntimeError: (17179869184,) is not a valid shape for ndarray",
+            "EngineError: cannot reserve 68719476736 bytes for the scene",
+        ] {
+            let found = failures(&ended_saying(line), None, "", &[], 0, budget);
+            let [
+                f @ Failure::Memory {
+                    request: Some(r), ..
+                },
+            ] = found.as_slice()
+            else {
+                panic!("{line}: {found:?}");
+            };
+            assert!(*r > 2 * GIB, "{line}");
+            let view = AppView {
+                failures: found.clone(),
+                budget,
+                ..AppView::default()
+            };
+            let over = over_the_limit(&view, f, &Thresholds::default());
+            assert_eq!(over.code, crate::finding::FindingCode::AppOverMemoryLimit);
+            assert!(
+                over.summary
+                    .contains("its framework's own check refused it")
+                    && over.summary.contains("more than the 2.00 GiB the card has"),
+                "{}",
+                over.summary
+            );
+        }
+        // The near misses: a number that is no size, and a size the card could hold.
+        for line in [
+            "IndexError: index 17179869184 is out of bounds for axis 0",
+            "EngineError: cannot reserve 1073741824 bytes for the scene",
+        ] {
+            let found = failures(&ended_saying(line), None, "", &[], 0, budget);
+            assert!(found.is_empty(), "{line}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn a_buffer_above_the_card_in_the_trace_is_over_the_limit_where_the_application_failed() {
+        use crate::evidence::trace::{ResourceKind, Trace, TraceEvent, TraceRecord};
+        let budget = Some(2 * GIB);
+        let device = "6d65736132322e33".to_owned();
+        let uuid = "6d657361-3232-2e33-2e36-000000000000";
+        let at = |t_ms: f64, event: TraceEvent| TraceRecord {
+            seq: 0,
+            t_ms,
+            pid: 7,
+            event,
+        };
+        // An allocator that created a 64 GiB buffer and refused it memory by its own
+        // check: no vkAllocateMemory was refused.
+        let trace = Trace {
+            attached: 1,
+            records: vec![
+                at(10.0, TraceEvent::Attach),
+                at(
+                    900.0,
+                    TraceEvent::Resource {
+                        device: device.clone(),
+                        resource: ResourceKind::Buffer,
+                        bytes: 64 * GIB,
+                        handle: 0x55,
+                    },
+                ),
+            ],
+            ..Trace::default()
+        };
+        let ended = |code: i32| AppEvents {
+            end: Some((1_000.0, Some(code), None)),
+            ..AppEvents::default()
+        };
+        let found = failures(&ended(1), Some(&trace), uuid, &[], 0, budget);
+        let [f] = found.as_slice() else {
+            panic!("{found:?}");
+        };
+        let view = AppView {
+            failures: found.clone(),
+            budget,
+            ..AppView::default()
+        };
+        let over = over_the_limit(&view, f, &Thresholds::default());
+        assert!(
+            over.summary
+                .contains("vkCreateBuffer of 64.00 GiB in kiln's trace"),
+            "{}",
+            over.summary
+        );
+        // The near miss: the same buffer in an application that ran on to its end (a
+        // sparse buffer, or one in the host's memory) is no failure.
+        assert!(failures(&ended(0), Some(&trace), uuid, &[], 0, budget).is_empty());
     }
 }

@@ -3,6 +3,7 @@
 //! that creeps under flat peaks.
 
 use super::{bytes, duration, failure_said, held_by};
+use crate::evidence::trace::ResourceKind;
 use crate::finding::{
     Bytes, BytesPerIteration, BytesPerMinute, Confidence, Finding, FindingCode, Seconds, Severity,
     evidence, finding,
@@ -236,6 +237,11 @@ pub(super) fn leak(v: &AppView, tr: &Trend, t: &Thresholds) -> Finding {
             tr.r2
         )
     };
+    // The application's own sizes first (the buffers and images it keeps), then the
+    // blocks its allocator took from the driver for them, where they differ.
+    let class = leaking_class(v);
+    let kept = kept_growth(v);
+    summary.push_str(&sizes_said(kept, class));
     let left_s = v.budget.map(|b| {
         let rate_per_s = tr.slope / (tr.iteration_ms / 1e3);
         (b.saturating_sub(tr.peak) as f64 / rate_per_s).max(0.0)
@@ -246,16 +252,6 @@ pub(super) fn leak(v: &AppView, tr: &Trend, t: &Thresholds) -> Finding {
             "; at this rate it uses up the {} it can have in {}",
             bytes(b),
             duration(s)
-        ));
-    }
-    let class = leaking_class(v);
-    if let Some((k, more)) = class {
-        let limit = crate::evidence::ring::class_limit_bytes(k);
-        summary.push_str(&format!(
-            "; allocations of {} to {} are made and not freed ({} more live at the last iteration than at the first)",
-            bytes(limit / 2),
-            bytes(limit),
-            more
         ));
     }
     summary.push_str(&held_by(v));
@@ -290,6 +286,9 @@ pub(super) fn leak(v: &AppView, tr: &Trend, t: &Thresholds) -> Finding {
                 .map(|(k, _)| crate::evidence::ring::class_limit_bytes(k)))
             .map(Bytes),
             leaking_allocations: class.map(|(_, n)| n),
+            kept_resource: kept.map(|k| k.kind.plural()),
+            kept_size_bytes: kept.map(|k| Bytes(k.largest)),
+            kept_resources: kept.map(|k| k.more),
             by_time: v.by_time,
             floor_steps_bytes: (stepped.then(|| tr.step_floors()))
                 .map(|steps| steps.into_iter().map(Bytes).collect()),
@@ -308,6 +307,83 @@ fn leaking_class(v: &AppView) -> Option<(usize, i64)> {
         .max_by_key(|(k, more)| {
             *more as i128 * i128::from(crate::evidence::ring::class_limit_bytes(*k))
         })
+}
+
+/// The buffers or images of one kind and size class the application kept: more live at
+/// the last iteration's lowest point than at the first's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct KeptGrowth {
+    kind: ResourceKind,
+    /// The smallest and largest of its sizes.
+    smallest: u64,
+    largest: u64,
+    /// How many more were live.
+    more: i64,
+}
+
+/// The kind and size class of buffers or images whose live count grew most (in bytes)
+/// from the first iteration's lowest point to the last's.
+fn kept_growth(v: &AppView) -> Option<KeptGrowth> {
+    let (first, last) = (v.kept_at_windows.first()?, v.kept_at_windows.last()?);
+    let ((kind, class), more) = last
+        .iter()
+        .map(|(key, n)| (*key, n - first.get(key).copied().unwrap_or(0)))
+        .filter(|(_, more)| *more > 0)
+        .max_by_key(|((_, k), more)| {
+            *more as i128 * i128::from(crate::evidence::ring::class_limit_bytes(*k))
+        })?;
+    let (smallest, largest) = v.resource_sizes.get(&(kind, class)).copied()?;
+    Some(KeptGrowth {
+        kind,
+        smallest,
+        largest,
+        more,
+    })
+}
+
+/// The leak in sizes: what the application keeps, in its own sizes, leading, then the
+/// blocks its allocator took from the driver for them where those are another size;
+/// the blocks alone where the trace saw no buffer or image kept.
+fn sizes_said(kept: Option<KeptGrowth>, blocks: Option<(usize, i64)>) -> String {
+    let blocks_said = |(k, more): (usize, i64)| {
+        let limit = crate::evidence::ring::class_limit_bytes(k);
+        (
+            format!("{} to {}", bytes(limit / 2), bytes(limit)),
+            more,
+            limit,
+        )
+    };
+    match (kept, blocks.map(blocks_said)) {
+        (Some(kept), blocks) => {
+            let sizes = if kept.smallest == kept.largest {
+                format!("{} {}", bytes(kept.largest), kept.kind.plural())
+            } else {
+                format!(
+                    "{} of {} to {}",
+                    kept.kind.plural(),
+                    bytes(kept.smallest),
+                    bytes(kept.largest)
+                )
+            };
+            let mut said = format!(
+                "; the application keeps {sizes} ({} more live at the last iteration than at the first)",
+                kept.more
+            );
+            if let Some((range, more, limit)) = blocks
+                && crate::evidence::ring::size_class(kept.largest)
+                    != crate::evidence::ring::size_class(limit)
+            {
+                said.push_str(&format!(
+                    ", which its allocator places in blocks of {range} taken from the driver ({more} more live)"
+                ));
+            }
+            said
+        }
+        (None, Some((range, more, _))) => format!(
+            "; allocations of {range} are made and not freed ({more} more live at the last iteration than at the first)"
+        ),
+        (None, None) => String::new(),
+    }
 }
 
 /// Fragmentation without a failure: the floor creeps while the peaks stay flat.
@@ -349,6 +425,15 @@ crate::evidence! {
         seconds_until_budget: Option<Seconds> => "Until the budget is reached",
         leaking_size_class_bytes: Option<Bytes<u64>> => "Leaking size",
         leaking_allocations: Option<i64> => "Leaking allocations",
+        /// What the application kept (`buffers`, `images`), from the trace's creations.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kept_resource: Option<&'static str> => "Kept",
+        /// The largest size of what it kept, its own (not its allocator's blocks).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kept_size_bytes: Option<Bytes<u64>> => "Kept size",
+        /// How many more of them were live at the last iteration than at the first.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kept_resources: Option<i64> => "Kept resources",
         by_time: bool => "Judged by time",
         /// The floor at each of its steps, where it rose in steps rather than steadily.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -371,6 +456,38 @@ crate::evidence! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_leak_is_said_in_the_application_s_own_sizes_first_then_its_allocator_s_blocks() {
+        const MIB: u64 = 1 << 20;
+        let block = crate::evidence::ring::size_class(256 * MIB);
+        // Its allocator's 256 MiB blocks hold the 32 MiB buffers it keeps: both said, its
+        // own first.
+        let kept = KeptGrowth {
+            kind: ResourceKind::Buffer,
+            smallest: 32 * MIB,
+            largest: 32 * MIB,
+            more: 23,
+        };
+        let both = sizes_said(Some(kept), Some((block, 3)));
+        assert_eq!(
+            both,
+            "; the application keeps 32 MiB buffers (23 more live at the last iteration than at the first), which its allocator places in blocks of 128 MiB to 256 MiB taken from the driver (3 more live)"
+        );
+        // The near miss: an application that allocates each buffer on its own (its
+        // blocks are its buffers) is said once; with no buffer or image seen, the blocks
+        // alone.
+        let own = KeptGrowth {
+            largest: 256 * MIB,
+            smallest: 256 * MIB,
+            ..kept
+        };
+        assert!(!sizes_said(Some(own), Some((block, 3))).contains("allocator"));
+        assert_eq!(
+            sizes_said(None, Some((block, 3))),
+            "; allocations of 128 MiB to 256 MiB are made and not freed (3 more live at the last iteration than at the first)"
+        );
+    }
 
     #[test]
     fn a_line_fits_a_steady_climb_and_not_noise() {
