@@ -280,6 +280,11 @@ def main():
         "about": "the same pair, the slow one thermally throttled: its cooling explains it (environment)",
         "run_from": "h200_slower_than_its_peer", "telemetry_fixture": "thermal_throttle", "exit_code": 2,
         "result": "environment", "codes": ["THERMAL_THROTTLE", "PEER_SLOWER"], "incomplete": False})
+    scenario("h200_slower_than_its_peer_above_its_site_floor", {
+        "about": "the same pair judged with a site floor of 36000 Gop/s fp32: the slow one's 40000 clears the floor, but it is 20% behind its identical twin at the same clocks with nothing in its environment to explain it: the card",
+        "run_from": "h200_slower_than_its_peer", "exit_code": 1, "result": "fail",
+        "codes": ["PEER_SLOWER"], "incomplete": False},
+        thresholds={"floors": {"compute_fp32_gops": 36000}})
     scenario("h200_pair_within_tolerance", {
         "about": "two H200s 5% apart in fp32 compute: within the 10% peers may differ by",
         "run_from": "h200_healthy", "exit_code": 0, "result": "pass", "codes": [],
@@ -674,6 +679,8 @@ def field_cases():
     whose_xid_cases()
     amd_and_intel_heat_cases()
     nvlink_and_rma_cases()
+    links_and_fabric_cases()
+    peers_at_their_clocks_cases()
     tenant_arrival_cases()
     fan_cases()
 
@@ -1086,6 +1093,123 @@ def nvlink_and_rma_cases():
           "near miss: two uncorrectable SRAM parity errors in the card's history, below the threshold, none during the run: nothing to say",
           0, "pass", [], run_from="h200_healthy",
           telemetry=run_telemetry(counters_at=lambda t: h200_counters(sram_uncorrected_parity=2)))
+
+
+def links_and_fabric_cases():
+    """Links and fabrics (issue 56): an NVLink down on a board that wires every link, and
+    the bridge left off that is no fault."""
+    def counters(nvlink):
+        return lambda t: h200_counters(**nvlink(t))
+    on_switches = h200_identity(nvlink_switch_links=18)
+    field("hgx_h200_nvlink_down_all_run",
+          "an HGX H200 whose NVML says all 18 of its NVLinks end at NVSwitches, NVLink 11 down from the first snapshot to the last and the other 17 up: on an NVSwitch baseboard every link is wired, and DCGM's health watch fails a GPU for a link down: the GPU's hardware, not a bridge left off",
+          1, "fail", ["NVLINK_DOWN"], run_from="h200_healthy",
+          telemetry=run_telemetry(identity=on_switches, counters_at=counters(
+              lambda t: nvlink_counters(state=lambda l: 0 if l == 11 else 1))),
+          reason="NVLink 11")
+    # An H100 NVL: a PCIe card whose 12 links go to three NVLink bridges of four links
+    # each; one bridge fitted, two left off.
+    h100_nvl = dict(name="NVIDIA H100 NVL", device_id=0x2321)
+    field("h100_nvl_with_one_bridge_of_three",
+          "near miss: an H100 NVL (a PCIe card) with one NVLink bridge of three fitted: links 0-3 up, 4-11 down all run, NVML naming another GPU (not an NVSwitch) at their ends: bridges left off are how the card was installed, not a failure; said, never a failed GPU",
+          0, "pass", ["NVLINK_DOWN"],
+          events=card_events(**h100_nvl, verify_gbps=3000.0, write_gbps=2850.0,
+                             gops={"fp32": 42000.0, "int32": 21000.0}),
+          telemetry=run_telemetry(identity=h200_identity(name="NVIDIA H100 NVL", nvlink_switch_links=0),
+                                  counters_at=counters(lambda t: nvlink_counters(
+                                      links=12, state=lambda l: 1 if l < 4 else 0))))
+
+    # Two GPUs of one node: the same links down on both are the fabric they share.
+    def on_both(states, identity=on_switches, links=18):
+        """Both GPUs' telemetry: device 1 a copy of device 0's, its own identity, and its
+        links by `states[device](link, t)`."""
+        recs = []
+        for device, state in enumerate(states):
+            ident = dict(identity, uuid="GPU-7d5e4b6f-2c3d-4e6f-9a01-23456789abcd",
+                         pci_bus_id="00000000:06:00.0", nvml_index=1) if device else identity
+            run = run_telemetry(identity=ident, counters_at=counters(
+                lambda t, state=state: nvlink_counters(links=links, state=lambda l: state(l, t))))
+            for r in run:
+                if "device" in r:
+                    r["device"] = device
+                    recs.append(r)
+                elif device == 0:
+                    recs.append(r)
+        recs.sort(key=lambda r: (r["t_ms"], r.get("device", -1)))
+        return recs
+    # The link's far end: corrected AER errors the port above the GPU counted.
+    def with_port_aer(port_at):
+        """The healthy run with sysfs's AER snapshots beside NVML's: the GPU's own counters
+        still, the port's `port_at(t)`."""
+        recs = run_telemetry()
+        for r in list(recs):
+            if r["kind"] == "snapshot":
+                recs.append(dict(r, t_ms=r["t_ms"] + 0.5, source="sysfs", counters={
+                    "aer_correctable": 0, "aer_nonfatal": 0, "aer_fatal": 0,
+                    "aer_port_correctable": port_at(r["t_ms"] / 1000)}))
+        recs.sort(key=lambda r: r["t_ms"])
+        return recs
+    field("pcie_port_aer_storm_replays_flat",
+          "the root port above an H200 counted 4800 corrected AER errors (receiver and bad-TLP errors) during the six-second compute phase, far over the 31 a minute a Gen5 x16 link at a bit error rate of 1e-12 allows, while the GPU's own replay counter stayed at 0: the link errs between the two, the slot, riser or cable, not the card",
+          2, "environment", ["PCIE_PORT_ERRORS"], run_from="h200_healthy",
+          telemetry=with_port_aer(lambda t: 4800 if t > 13.05 else 0),
+          reason="port above the GPU")
+    field("pcie_port_aer_trickle",
+          "near miss: the same port counted 12 corrected AER errors over the whole run, within what a bit error rate of 1e-12 allows on the link: the GPU's own counters flat, nothing to say",
+          0, "pass", [], run_from="h200_healthy",
+          telemetry=with_port_aer(lambda t: 12 if t > 13.05 else 0))
+
+    h200_pair = pair(fp32_gops=(50000.0, 50000.0))
+    field("hgx_h200_pair_same_links_down",
+          "two HGX H200s on one NVSwitch baseboard, NVLinks 16 and 17 down all run on both and the other 16 up: the same links on every GPU are the fabric they share (an NVSwitch tray, the fabric manager), said once, environment; neither GPU is failed for it",
+          2, "environment", ["NVLINK_FABRIC_DOWN"], events=h200_pair,
+          telemetry=on_both([lambda l, t: 0 if l >= 16 else 1] * 2),
+          reason="fabric")
+    field("hgx_h200_pair_one_gpu_link_down",
+          "near miss: the same pair with NVLink 11 down all run on the first GPU alone, every link of the second up: not the fabric, the first GPU's own link: hardware",
+          1, "fail", ["NVLINK_DOWN"], events=h200_pair,
+          telemetry=on_both([lambda l, t: 0 if l == 11 else 1, lambda l, t: 1]))
+    nvl_pair = copy.deepcopy(h200_pair)
+    for e in nvl_pair:
+        if e["kind"] == "device_start":
+            e["info"].update({"name": "NVIDIA H100 NVL", "device_id": 0x2321})
+    set_compute_rates(nvl_pair, {"fp32": 42000.0, "int32": 21000.0}, 0)
+    set_compute_rates(nvl_pair, {"fp32": 42000.0, "int32": 21000.0}, 1)
+    field("h100_nvl_pair_with_one_bridge",
+          "near miss: two H100 NVLs (PCIe cards) joined by one NVLink bridge of three: links 0-3 up, 4-11 down all run on both: the same links down on both, but bridges a person fits and left off, not a fabric that failed: a note, both pass",
+          0, "pass", ["NVLINK_DOWN"], events=nvl_pair,
+          telemetry=on_both([lambda l, t: 1 if l < 4 else 0] * 2, links=12,
+                            identity=h200_identity(name="NVIDIA H100 NVL", nvlink_switch_links=0)))
+
+
+def peers_at_their_clocks_cases():
+    """Peers (issue 56): one GPU behind identical peers at the same clocks is the card; at
+    clocks held below theirs, the clocks."""
+    def both(samples):
+        recs = []
+        for device, sample in enumerate(samples):
+            ident = h200_identity(uuid="GPU-7d5e4b6f-2c3d-4e6f-9a01-23456789abcd",
+                                  pci_bus_id="00000000:06:00.0", nvml_index=1) if device else None
+            for r in run_telemetry(sample=sample, identity=ident):
+                if "device" in r:
+                    r["device"] = device
+                    recs.append(r)
+                elif device == 0:
+                    recs.append(r)
+        recs.sort(key=lambda r: (r["t_ms"], r.get("device", -1)))
+        return recs
+    slow_pair = pair(fp32_gops=(40000.0, 50000.0))
+    field("h200_slower_than_its_peer_at_the_same_clocks",
+          "two H200s whose telemetry shows both at 1980 MHz all compute long, cool and unthrottled; the first computes fp32 20% slower than its twin: at the same clocks, less work per clock is the card's hardware",
+          1, "fail", ["PEER_SLOWER"], events=slow_pair,
+          telemetry=both([h200_sample, h200_sample]))
+    capped = lambda ph, t: h200_sample(ph, t, sm=1600 if ph != "preflight" else 1980,
+                                       mask=0x4 if ph != "preflight" else None, power=700.0)
+    field("h200_slower_than_its_peer_at_lower_clocks",
+          "near miss: the same 20% gap, but the first H200 ran compute at 1600 MHz against its twin's 1980, held at its 700 W power cap (sw_power_cap): per clock it does its twin's work; the clocks, not the card, environment",
+          2, "environment", ["PEER_SLOWER"], events=slow_pair,
+          telemetry=both([capped, h200_sample]),
+          reason="lower clocks")
 
 
 def tenant_arrival_cases():

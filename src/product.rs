@@ -198,6 +198,9 @@ pub struct Product {
     pub matrix_int8_tops: Option<f64>,
     /// The card's PCIe generation and width.
     pub pcie: (u32, u32),
+    /// An SXM module: it sits on a baseboard (HGX, DGX) whose NVLinks are the board's own
+    /// wiring, never bridges a person fits or leaves off.
+    pub sxm: bool,
     /// Board power (TDP, or the maximum board power), W.
     pub power_w: f64,
     /// The hottest the GPU may run (maximum operating or junction temperature), °C, where
@@ -359,6 +362,7 @@ const BLANK: Product = Product {
     matrix_fp16_tflops: None,
     matrix_int8_tops: None,
     pcie: (4, 16),
+    sxm: false,
     power_w: 0.0,
     temp_limit_c: None,
     memory_temp_limit_c: None,
@@ -407,6 +411,7 @@ pub const PRODUCTS: &[Product] = &[
         matrix_fp16_tflops: Some(989.5),
         matrix_int8_tops: Some(1979.0),
         pcie: (5, 16),
+        sxm: true,
         power_w: 700.0,
         source: NV_H200,
         ..BLANK
@@ -451,6 +456,7 @@ pub const PRODUCTS: &[Product] = &[
         matrix_fp16_tflops: Some(989.4),
         matrix_int8_tops: Some(1978.9),
         pcie: (5, 16),
+        sxm: true,
         power_w: 700.0,
         boost_mhz: Some(1980.0),
         measured: &[(Rate::Vram, 2500.0, MEASURED_H100)],
@@ -462,6 +468,7 @@ pub const PRODUCTS: &[Product] = &[
         names: &[&["A100", "SXM4", "80GB"]],
         memory_gb: 80.0,
         memory_gbps: 2039.0,
+        sxm: true,
         power_w: 400.0,
         temp_limit_c: Some(85.0),
         memory_temp_limit_c: Some(95.0),
@@ -481,6 +488,7 @@ pub const PRODUCTS: &[Product] = &[
         names: &[&["A100", "SXM4", "40GB"]],
         memory_gb: 40.0,
         memory_gbps: 1555.0,
+        sxm: true,
         power_w: 400.0,
         temp_limit_c: Some(85.0),
         memory_temp_limit_c: Some(95.0),
@@ -619,6 +627,7 @@ pub const PRODUCTS: &[Product] = &[
         int32_tops: Some(15.7),
         matrix_fp16_tflops: Some(125.0),
         pcie: (3, 16),
+        sxm: true,
         power_w: 300.0,
         temp_limit_c: Some(83.0),
         memory_temp_limit_c: Some(85.0),

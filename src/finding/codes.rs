@@ -398,12 +398,18 @@ catalogue! {
     /// The slot's maximum is below the card's.
     PcieSlotLimits = "PCIE_SLOT_LIMITS" => row(Info,
         "the slot's own PCIe maximum is below the card's: the link is judged against the slot's");
+    /// The link at the card's own maximum, below the slot's.
+    PcieCardLimits = "PCIE_CARD_LIMITS" => row(Info,
+        "the link runs at the card's own PCIe maximum, below what the slot allows: a healthy link, never a degraded one");
     /// PCIe transfers below their share of the link.
     PcieBandwidthLow = "PCIE_BANDWIDTH_LOW" => row(Environment,
         "PCIe transfers below their share of the link in use");
     /// PCIe AER errors.
     PcieAerErrors = "PCIE_AER_ERRORS" => row(Environment,
         "PCIe AER errors, fatal or non-fatal").health(Pci, 2, true);
+    /// Corrected AER errors at the port above the GPU over the bit error rate's budget.
+    PciePortErrors = "PCIE_PORT_ERRORS" => row(Environment,
+        "corrected PCIe AER errors at the port above the GPU (its slot's root port or a switch's port) above what a bit error rate of 1e-12 allows: the slot, riser or cable");
     /// More PCIe replays than the bit error rate allows.
     PcieReplaysHigh = "PCIE_REPLAYS_HIGH" => row(Environment,
         "more PCIe replays than a bit error rate of 1e-12 allows on the link in use");
@@ -412,7 +418,10 @@ catalogue! {
         "an NVLink that retrained (a recovery), or corrected its errors (CRC and replays together) at 100 a second or more; fewer are a note").health(Nvl, 1, true).remedy_is(Remedy::CheckPlatform);
     /// An NVLink went down.
     NvlinkDown = "NVLINK_DOWN" => row(Hardware,
-        "an NVLink went down (one down while others are up is minor)").health(Nvl, 2, false).remedy_is(Remedy::CheckPlatform);
+        "an NVLink went down, or is down on a board that wires every link (an NVSwitch baseboard, an SXM module); one down all run on a card with hand-fitted bridges is a note").health(Nvl, 2, false).remedy_is(Remedy::CheckPlatform);
+    /// The same NVLinks down on every GPU: the fabric.
+    NvlinkFabricDown = "NVLINK_FABRIC_DOWN" => row(Environment,
+        "the same NVLinks down on every GPU of the run: the fabric they share (an NVSwitch tray, a bridge, the fabric manager), said once, not each GPU's fault").node();
     /// Memory banks with no spare row.
     RowRemapBanksLow = "ROW_REMAP_BANKS_LOW" => row(Hardware,
         "memory banks with no spare row left, or only a few").health(Mem, 5, false).remedy_is(Remedy::Watch);
@@ -566,7 +575,7 @@ catalogue! {
         "an evidence file the run wrote is gone, emptied or not a file");
     /// Slower than the same model's other devices.
     PeerSlower = "PEER_SLOWER" => row(Hardware,
-        "more than 10% slower than the same model's other devices in the run (environment where its own findings explain it)");
+        "more than 10% slower than the same model's other devices in the run at the same clocks; environment where its own findings explain it, or where it ran at clocks that account for the gap");
     /// A watched application's memory climbs every iteration.
     AppMemoryLeak = "APP_MEMORY_LEAK" => row(Software,
         "a watched application's lowest memory between iterations climbs a steady amount each time: a leak").app();

@@ -177,6 +177,7 @@ catalogue! {
     AER_CORRECTABLE = Counter("aer_correctable", Count, "PCIe AER correctable errors of the device (sysfs).");
     AER_NONFATAL = Counter("aer_nonfatal", Count, "PCIe AER uncorrectable non-fatal errors (sysfs).");
     AER_FATAL = Counter("aer_fatal", Count, "PCIe AER fatal errors (sysfs).");
+    AER_PORT_CORRECTABLE = Counter("aer_port_correctable", Count, "PCIe AER correctable errors of the port above the device: its slot's root port, or a switch's port (sysfs, the parent device's aer_dev_correctable).");
     // Memory errors and what was done about them.
     ECC_CORRECTED_VOLATILE = Counter("ecc_corrected_volatile", Count, "Corrected ECC errors since the driver loaded (amdgpu's umc ce).");
     ECC_CORRECTED_AGGREGATE = Counter("ecc_corrected_aggregate", Count, "Corrected ECC errors over the card's life.");
@@ -212,6 +213,7 @@ catalogue! {
     PCI_BUS_ID = Identity("pci_bus_id", Text, "PCI bus id as NVML writes it (`00000000:3B:00.0`).");
     MINOR_NUMBER = Identity("minor_number", Number, "The device node's minor number (`/dev/nvidia3` is 3).");
     UNIQUE_ID = Identity("unique_id", Text, "amdgpu's unique id of the chip.");
+    NVLINK_SWITCH_LINKS = Identity("nvlink_switch_links", Count, "How many of the GPU's NVLinks end at an NVSwitch (nvmlDeviceGetNvLinkRemoteDeviceType): more than none puts the GPU on an NVSwitch baseboard (HGX, DGX), whose links are all wired.");
     KERNEL_DRIVER = Identity("kernel_driver", Text, "The kernel driver bound to the device (`amdgpu`, `i915`, `xe`).");
     DRIVER_VERSION = Identity("driver_version", Text, "The driver's version.");
     CUDA_DRIVER_VERSION = Identity("cuda_driver_version", Number, "The CUDA version the driver supports, as NVML encodes it (12040).");

@@ -272,13 +272,15 @@ fn findings(
     with: &[(&str, rules::Rule)],
 ) -> Vec<Vec<Finding>> {
     let from_peers = rules::peers(devices, t);
+    let from_fabric = rules::fabric(devices);
     devices
         .iter()
-        .zip(from_peers)
+        .zip(from_peers.into_iter().zip(from_fabric))
         .enumerate()
-        .map(|(slot, (d, peers))| {
+        .map(|(slot, (d, (peers, fabric)))| {
             let mut found = rules::judge_with(with, d, t);
             found.extend(peers);
+            found.extend(fabric);
             found.extend(evidence.missing.iter().map(rules::evidence_missing));
             if let Some(i) = interrupted {
                 let running = i.running.get(&d.index).map_or(&[][..], Vec::as_slice);

@@ -131,6 +131,12 @@ pub const TABLE: &[Row] = &[
         why: "the OS's reset of a card that stopped answering under the combined load: the power supply's",
     },
     Row {
+        cause: Cause::Code(FindingCode::NvlinkFabricDown),
+        relation: Relation::Absorbs,
+        symptom: Symptom::Code(FindingCode::NvlinkDown),
+        why: "the same NVLinks down on every GPU are the fabric's, said once; each GPU's own finding would call them its own",
+    },
+    Row {
         cause: Cause::Code(FindingCode::EccCorrectedRateHigh),
         relation: Relation::Absorbs,
         symptom: Symptom::Code(FindingCode::XidEccRate),

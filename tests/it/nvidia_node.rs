@@ -948,6 +948,33 @@ fn nvlink_errors_and_a_link_lost_mid_run_are_read_per_link_and_judged() {
         .filter(|k| k.ends_with("_state") && k.starts_with("nvlink"))
         .count();
     assert_eq!(links, 18, "{snapshot}");
+    // The far end of every link, read once: another GPU's here, none an NVSwitch.
+    let identity = telemetry(&run_dir)
+        .into_iter()
+        .find(|r| r["kind"] == "identity" && r["source"] == "nvml")
+        .unwrap();
+    assert_eq!(
+        identity["fields"]["nvlink_switch_links"].as_f64(),
+        Some(0.0),
+        "{identity}"
+    );
+    // On an NVSwitch baseboard, every link ends at a switch, and one down all run fails
+    // the GPU, where on a card of bridges it would be a note.
+    let hgx = Node::new(json!({"nvlink_remote": 2, "nvlink_down": [3]}));
+    let (out, run_dir) = hgx.run(3);
+    let report = expect_json(&out, 1);
+    let down = common::findings_of(&report["devices"][0], "NVLINK_DOWN");
+    assert_eq!(down.len(), 1, "{report}");
+    assert_eq!(down[0]["severity"], "major");
+    let identity = telemetry(&run_dir)
+        .into_iter()
+        .find(|r| r["kind"] == "identity" && r["source"] == "nvml")
+        .unwrap();
+    assert_eq!(
+        identity["fields"]["nvlink_switch_links"].as_f64(),
+        Some(18.0),
+        "{identity}"
+    );
     // A GPU without NVLink is asked once and says nothing.
     let plain = Node::new(json!({"nvlinks": 0}));
     let (out, run_dir) = plain.run(3);

@@ -178,7 +178,7 @@ impl NvmlSource {
 
 /// The most NVLinks NVML numbers (`NVML_NVLINK_MAX_LINKS` of the headers kiln is built
 /// with; an H100's 18).
-const NVLINK_MAX_LINKS: u32 = 18;
+pub(super) const NVLINK_MAX_LINKS: u32 = 18;
 
 /// Every NVLink of the device, at a phase boundary: whether it is up, and its error
 /// counters. A GPU without NVLink answers `NotSupported` for link 0, and a link past its

@@ -102,6 +102,48 @@ pub fn sram_ecc_status(device: &Device) -> Result<SramStatus, NvmlError> {
     })
 }
 
+/// What the far end of an NVLink is (`nvmlDeviceGetNvLinkRemoteDeviceType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NvlinkRemote {
+    /// Another GPU: a bridge, or a direct link on a baseboard.
+    Gpu,
+    /// An IBM NPU (POWER hosts).
+    Npu,
+    /// An NVSwitch: the GPU sits on an NVSwitch baseboard (HGX, DGX).
+    Switch,
+    /// The driver does not say.
+    Unknown,
+}
+
+/// What the far end of NVLink `link` of `device` is. nvml-wrapper 0.13's own call hands
+/// the driver a temporary and so always answers `Unknown`; this one reads the answer.
+pub fn nvlink_remote(device: &Device, link: u32) -> Result<NvlinkRemote, NvmlError> {
+    use nvml_wrapper_sys::bindings::{
+        nvmlIntNvLinkDeviceType_enum_NVML_NVLINK_DEVICE_TYPE_GPU as GPU,
+        nvmlIntNvLinkDeviceType_enum_NVML_NVLINK_DEVICE_TYPE_IBMNPU as NPU,
+        nvmlIntNvLinkDeviceType_enum_NVML_NVLINK_DEVICE_TYPE_SWITCH as SWITCH,
+        nvmlIntNvLinkDeviceType_t,
+    };
+    let sym = nvml_sym(
+        device
+            .nvml()
+            .lib()
+            .nvmlDeviceGetNvLinkRemoteDeviceType
+            .as_ref(),
+    )?;
+    let mut kind: nvmlIntNvLinkDeviceType_t = 0xFF;
+    // SAFETY: `sym` is the library's own `nvmlDeviceGetNvLinkRemoteDeviceType` with the
+    // signature the binding declares (device, link, type out); the handle is valid while
+    // `device` lives, and `kind` is a writable integer of the enum's type.
+    nvml_try(unsafe { sym(device.handle(), link, &mut kind) })?;
+    Ok(match kind {
+        GPU => NvlinkRemote::Gpu,
+        NPU => NvlinkRemote::Npu,
+        SWITCH => NvlinkRemote::Switch,
+        _ => NvlinkRemote::Unknown,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -129,8 +129,28 @@ impl NvmlSource {
             })),
         );
         f.insert(signals::OTHER_PROCESSES.name.into(), other_processes(&d));
+        f.insert(
+            signals::NVLINK_SWITCH_LINKS.name.into(),
+            num(nvlink_switch_links(&d)),
+        );
         f
     }
+}
+
+/// How many of the device's NVLinks end at an NVSwitch: asked link by link until the
+/// driver has no more (`NotSupported` or `InvalidArg`, as for the links' state); a GPU
+/// without NVLink answers for none.
+fn nvlink_switch_links(d: &nvml_wrapper::Device) -> Result<f64, NvmlError> {
+    use super::ffi::{NvlinkRemote, nvlink_remote};
+    let mut switches = 0u32;
+    for link in 0..super::counters::NVLINK_MAX_LINKS {
+        match nvlink_remote(d, link) {
+            Ok(remote) => switches += u32::from(remote == NvlinkRemote::Switch),
+            Err(NvmlError::NotSupported | NvmlError::InvalidArg) if link > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(f64::from(switches))
 }
 
 /// What does not change while kiln runs: the clocks' maximums, the default power limit and

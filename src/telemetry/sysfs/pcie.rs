@@ -119,18 +119,42 @@ pub fn read_link(device_dir: &Path) -> Readings {
     out
 }
 
-/// AER counters of one device directory (absent files: not supported).
+/// AER counters of one device directory (absent files: not supported), and the corrected
+/// errors of the port above it: the link has two ends, and the errors the port corrects
+/// are the half of its story the device's own counters never see.
 pub fn read_aer(device_dir: &Path) -> Readings {
+    let port = std::fs::canonicalize(device_dir)
+        .ok()
+        .and_then(|d| d.parent().map(Path::to_path_buf));
     [
-        (signals::AER_CORRECTABLE.name, "aer_dev_correctable"),
-        (signals::AER_NONFATAL.name, "aer_dev_nonfatal"),
-        (signals::AER_FATAL.name, "aer_dev_fatal"),
-    ]
-    .iter()
-    .map(|(key, file)| {
-        let value = read(&device_dir.join(file)).and_then(|t| parse_aer(&t));
         (
-            (*key).to_owned(),
+            signals::AER_CORRECTABLE.name,
+            Some(device_dir.to_path_buf()),
+            "aer_dev_correctable",
+        ),
+        (
+            signals::AER_NONFATAL.name,
+            Some(device_dir.to_path_buf()),
+            "aer_dev_nonfatal",
+        ),
+        (
+            signals::AER_FATAL.name,
+            Some(device_dir.to_path_buf()),
+            "aer_dev_fatal",
+        ),
+        (
+            signals::AER_PORT_CORRECTABLE.name,
+            port,
+            "aer_dev_correctable",
+        ),
+    ]
+    .into_iter()
+    .map(|(key, dir, file)| {
+        let value = dir
+            .and_then(|d| read(&d.join(file)))
+            .and_then(|t| parse_aer(&t));
+        (
+            key.to_owned(),
             value.map_or_else(Reading::not_supported, |v| Reading::Number(v as f64)),
         )
     })
@@ -188,6 +212,17 @@ mod tests {
         assert_eq!(n(signals::PCIE_SLOT_GEN_MAX.name), Some(4.0));
         assert_eq!(n(signals::PCIE_SLOT_WIDTH_MAX.name), Some(16.0));
         assert_eq!(n(signals::PCIE_GEN.name), Some(4.0));
+        // The port's corrected AER errors are read beside the card's own.
+        std::fs::write(
+            port.join("aer_dev_correctable"),
+            "RxErr 4000\nTOTAL_ERR_COR 4200\n",
+        )
+        .unwrap();
+        std::fs::write(card.join("aer_dev_correctable"), "TOTAL_ERR_COR 3\n").unwrap();
+        let aer = read_aer(&bus.join("0000:01:00.0"));
+        let n = |k: &str| aer.get(k).and_then(Reading::number);
+        assert_eq!(n(signals::AER_PORT_CORRECTABLE.name), Some(4200.0));
+        assert_eq!(n(signals::AER_CORRECTABLE.name), Some(3.0));
         // A device with no port above it in the tree says nothing of a slot.
         let flat = read_link(&fake_tree().path().join("sys/bus/pci/devices/0000:05:00.0"));
         assert!(!flat.contains_key(signals::PCIE_SLOT_GEN_MAX.name));

@@ -25,6 +25,7 @@ mod xids;
 pub use clocks::RESTORE_STOCK_CLOCKS;
 pub use failure::reset_words;
 pub use memory::{REMAP_FAILED, RESET_AND_RETEST, RETIREMENT_RESET};
+pub use nvlink::fabric;
 pub use peers::{peers, rates};
 pub use run::{evidence_missing, gpu_not_visible, run_interrupted};
 

@@ -81,6 +81,7 @@ pub fn judge(device: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
         link(p, &mut said, &mut out);
         replays(p, t, &mut out);
         aer(p, &mut out);
+        port_errors(p, t, &mut out);
     }
     out
 }
@@ -210,6 +211,23 @@ fn link(p: &PhaseTelemetry, said: &mut Vec<(FindingCode, &'static str)>, out: &m
                 "move the card to a slot (or riser) with its own PCIe generation and width where the host bandwidth matters",
             ));
         }
+        if judged
+            && highest >= card
+            && let Some(s) = slot_max.filter(|s| *s > card)
+            && !said.contains(&(FindingCode::PcieCardLimits, what))
+        {
+            said.push((FindingCode::PcieCardLimits, what));
+            // The card's own maximum is all the link can reach, whatever the slot allows:
+            // a healthy link, said so that the slot's higher figure never reads as a fault.
+            out.push(finding(
+                FindingCode::PcieCardLimits,
+                Severity::Note,
+                Confidence::High,
+                format!("the link runs at PCIe {what} {highest}, the card's own maximum, in a slot that allows {s}: a healthy link, as fast as the card goes"),
+                evidence.clone(),
+                "nothing: the card is at its own maximum",
+            ));
+        }
         if !judged || said.contains(&(FindingCode::PcieLinkDegraded, what)) || highest >= limit {
             continue;
         }
@@ -241,24 +259,93 @@ fn link(p: &PhaseTelemetry, said: &mut Vec<(FindingCode, &'static str)>, out: &m
     }
 }
 
+crate::evidence! {
+    /// The evidence of `PCIE_PORT_ERRORS`: the port's corrected errors, the GPU's own
+    /// replays beside them, and the link they are judged on.
+    struct PortErrors<'a> {
+        phase: &'a str => "Phase",
+        minutes: f64 => "Minutes",
+        allowed_per_minute: PerMinute => "Allowed a minute",
+        #[serde(flatten)]
+        readings: Values<Option<f64>> => flat,
+        source: &'static str => "Source",
+    }
+}
+
+/// What a bit error rate of 1e-12 allows on the link a phase ran at, a minute, and the
+/// minutes the phase is judged over (a phase shorter than a minute as a whole minute: a
+/// handful of errors in a few seconds is not yet a rate); with the link's generation and
+/// lanes.
+fn ber_budget(p: &PhaseTelemetry, t: &Thresholds) -> Option<(f64, f64, f64, f64)> {
+    let generation = p.gauge(signals::PCIE_GEN).map(|s| s.median)?;
+    let lanes = p.gauge(signals::PCIE_WIDTH).map(|s| s.median)?;
+    let gts = crate::workload::pcie::transfer_rate_gts(generation.round() as u32)?;
+    if lanes <= 0.0 {
+        return None;
+    }
+    let allowed_per_minute = (t.replays_per_gts_lane_minute * gts * lanes).ceil();
+    let minutes = ((p.end_ms - p.start_ms) / 60_000.0).max(1.0);
+    Some((allowed_per_minute, minutes, generation, lanes))
+}
+
+/// Corrected AER errors at the port above the GPU (its slot's root port, or a switch's
+/// port) above what a bit error rate of 1e-12 allows on the link: the link errs at its far
+/// end, which the GPU's own counters never see; with the GPU's replays flat beside them, the
+/// slot, riser or cable between the two, not the card.
+fn port_errors(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
+    let port = p.grew_or_0(signals::AER_PORT_CORRECTABLE);
+    let Some((allowed_per_minute, minutes, generation, lanes)) = ber_budget(p, t) else {
+        return;
+    };
+    let per_minute = port / minutes;
+    if port <= 0.0 || per_minute <= allowed_per_minute {
+        return;
+    }
+    let replays = p.grew(signals::PCIE_REPLAYS);
+    let gpu_side = match replays {
+        Some(r) if r / minutes > allowed_per_minute => {
+            format!(", the GPU's own replays high beside them ({r:.0})")
+        }
+        Some(r) => format!(
+            ", the GPU's own replay counter flat beside them ({r:.0}): the link errs where the port sees it"
+        ),
+        None => String::new(),
+    };
+    out.push(finding(
+        FindingCode::PciePortErrors,
+        Severity::Major,
+        Confidence::Medium,
+        format!(
+            "{port:.0} corrected PCIe errors at the port above the GPU in the {} phase ({per_minute:.0} per minute; a Gen{} x{} link at a bit error rate of 1e-12 allows {allowed_per_minute}){gpu_side}",
+            p.phase,
+            generation.round(),
+            lanes.round()
+        ),
+        evidence(&PortErrors {
+            phase: &p.phase,
+            minutes,
+            allowed_per_minute: PerMinute(allowed_per_minute),
+            readings: Values(vec![
+                (signals::AER_PORT_CORRECTABLE, Some(port)),
+                (signals::PCIE_REPLAYS, replays),
+                (signals::PCIE_GEN, Some(generation)),
+                (signals::PCIE_WIDTH, Some(lanes)),
+            ]),
+            source: "PCI Express Base Specification: a link's bit error rate at most 1e-12; the port's count from the kernel's AER statistics (Documentation/PCI/pcieaer-howto.rst, sysfs aer_dev_correctable)",
+        }),
+        "the slot, riser or cable between the GPU and its port: reseat the card, try another slot or riser; the card is not shown at fault",
+    ));
+}
+
 /// PCIe replays above what a bit error rate of 1e-12 allows on the link the phase ran at.
 fn replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
     let replays = p.grew_or_0(signals::PCIE_REPLAYS);
-    let generation = p.gauge(signals::PCIE_GEN).map(|s| s.median);
-    let lanes = p.gauge(signals::PCIE_WIDTH).map(|s| s.median);
-    let (Some(gts), Some(lanes)) = (
-        generation.and_then(|g| crate::workload::pcie::transfer_rate_gts(g.round() as u32)),
-        lanes,
-    ) else {
+    let Some((allowed_per_minute, minutes, generation, lanes)) = ber_budget(p, t) else {
         return;
     };
-    if replays <= 0.0 || lanes <= 0.0 {
+    if replays <= 0.0 {
         return;
     }
-    let allowed_per_minute = (t.replays_per_gts_lane_minute * gts * lanes).ceil();
-    // A phase shorter than a minute is judged as a whole minute: a handful of replays in a
-    // few seconds is not yet a rate.
-    let minutes = ((p.end_ms - p.start_ms) / 60_000.0).max(1.0);
     let per_minute = replays / minutes;
     if per_minute > allowed_per_minute {
         out.push(finding(
@@ -268,7 +355,7 @@ fn replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
             format!(
                 "{replays} PCIe replays in the {} phase ({per_minute:.0} per minute; a Gen{} x{} link at a bit error rate of 1e-12 allows {allowed_per_minute})",
                 p.phase,
-                generation.unwrap_or(0.0).round(),
+                generation.round(),
                 lanes.round()
             ),
             evidence(&Replays {
@@ -277,7 +364,7 @@ fn replays(p: &PhaseTelemetry, t: &Thresholds, out: &mut Vec<Finding>) {
                 allowed_per_minute: PerMinute(allowed_per_minute),
                 readings: Values(vec![
                     (signals::PCIE_REPLAYS, Some(replays)),
-                    (signals::PCIE_GEN, generation),
+                    (signals::PCIE_GEN, Some(generation)),
                     (signals::PCIE_WIDTH, Some(lanes)),
                 ]),
             }),
@@ -323,6 +410,24 @@ mod tests {
     }
 
     #[test]
+    fn a_link_at_its_card_s_own_maximum_below_the_slot_s_is_healthy_and_said() {
+        // A Gen3 card in a Gen4 slot, at Gen3 under load: the card's maximum, a note.
+        let mut gen3_card = link(16.0, 3.0, 100.0);
+        gen3_card["gauges"]["pcie_gen_max"] = gauge(3.0, 3.0, 3.0);
+        gen3_card["gauges"]["pcie_slot_gen_max"] = gauge(4.0, 4.0, 4.0);
+        assert_eq!(
+            judged(gen3_card.clone()),
+            [("PCIE_CARD_LIMITS", Class::Info, Severity::Note)]
+        );
+        // The near miss: the same card trained to Gen2 under load is degraded.
+        gen3_card["gauges"]["pcie_gen"] = gauge(2.0, 2.0, 2.0);
+        assert_eq!(
+            judged(gen3_card),
+            [("PCIE_LINK_DEGRADED", Class::Environment, Severity::Major)]
+        );
+    }
+
+    #[test]
     fn replays_are_judged_against_what_a_bit_error_rate_of_1e_12_allows() {
         // Gen5 x16 for a minute allows ceil(1e-12 x 32 GT/s x 16 lanes x 60 s x 1e9) = 31.
         let with = |replays: f64| {
@@ -335,5 +440,21 @@ mod tests {
             [("PCIE_REPLAYS_HIGH", Class::Environment, Severity::Major)]
         );
         assert!(with(31.0).is_empty());
+    }
+
+    #[test]
+    fn corrected_errors_at_the_port_above_the_gpu_are_the_slot_s() {
+        // Gen5 x16 for a minute allows 31; the port's count is judged on the same budget.
+        let with = |port: f64, replays: f64| {
+            let mut fields = link(16.0, 5.0, 100.0);
+            fields["counter_deltas"] =
+                serde_json::json!({"aer_port_correctable": port, "pcie_replays": replays});
+            judged(fields)
+        };
+        let slot = [("PCIE_PORT_ERRORS", Class::Environment, Severity::Major)];
+        // A storm at the port, the GPU's replays flat: the slot, riser or cable.
+        assert_eq!(with(4800.0, 0.0), slot);
+        // The near miss: a trickle within the bit error rate's budget.
+        assert!(with(20.0, 0.0).is_empty());
     }
 }

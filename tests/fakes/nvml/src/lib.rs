@@ -836,6 +836,31 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
 }
 
 #[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemoteDeviceType(
+    device: nvmlDevice_t,
+    link: c_uint,
+    kind: *mut nvmlIntNvLinkDeviceType_t,
+) -> nvmlReturn_t {
+    on_device(
+        "nvmlDeviceGetNvLinkRemoteDeviceType",
+        device,
+        "nvlink",
+        |_, s| {
+            // What every link's far end is (`nvlink_remote`: 0 a GPU, 2 an NVSwitch).
+            let links = s.u("nvlinks");
+            if links == 0 {
+                return nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
+            }
+            if u64::from(link) >= links {
+                return nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT;
+            }
+            // SAFETY: as the caller's pointer is.
+            unsafe { put(kind, s.u("nvlink_remote") as nvmlIntNvLinkDeviceType_t) }
+        },
+    )
+}
+
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetNvLinkErrorCounter(
     device: nvmlDevice_t,
     link: c_uint,

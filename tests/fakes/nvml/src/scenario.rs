@@ -45,7 +45,7 @@ fn healthy_h200() -> Map<String, Value> {
         "recovery_action": 0,
         "slowdown_c": 90, "shutdown_c": 92, "gpu_max_c": 87, "mem_max_c": 95,
         "fans": 0, "fan_pct": 0,
-        "nvlinks": 18, "nvlink_down": [],
+        "nvlinks": 18, "nvlink_down": [], "nvlink_remote": 0,
         "nvlink_replay": {}, "nvlink_recovery": {}, "nvlink_crc_flit": {}, "nvlink_crc_data": {},
         "remap_banks": [2560, 0, 0, 0, 0],
         "sram_unc_parity": 0, "sram_unc_secded": 0, "sram_cor": 0, "sram_threshold": 0,
