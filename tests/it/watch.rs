@@ -1184,6 +1184,34 @@ fn engine_python(module: &str) -> std::path::PathBuf {
     python
 }
 
+/// Watches a third-party engine's job (`mode`, steps, buffer MiB) as a user would, its
+/// steps marked by its own output, and holds its exit code, diagnosis and the trace as the
+/// memory's source; returns its report.
+fn watch_engine_job(
+    python: &Path,
+    job: &Path,
+    (mode, steps, mib): (&str, &str, &str),
+    exit: i32,
+    diagnosis: &str,
+) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let out = watch_program(
+        dir.path(),
+        &plain(),
+        &["--iteration", "^step"],
+        python.as_os_str(),
+        &[job.as_os_str(), mode.as_ref(), steps.as_ref(), mib.as_ref()],
+    )
+    .output()
+    .unwrap();
+    let (code, report, stderr) = finished(dir.path(), &out);
+    let app = &report["application"];
+    assert_eq!(app["diagnosis"], diagnosis, "{mode} {steps}: {stderr}");
+    assert_eq!(code, exit, "{mode} {steps}: {stderr}");
+    assert_eq!(app["memory_source"], "trace", "{mode}");
+    report
+}
+
 /// A third-party engine, watched as a user would: wgpu's Python bindings running compute
 /// on lavapipe, through the loader and kiln's layer. wgpu pools its memory in blocks of its
 /// own (gpu-alloc), so the trace sees its blocks, not its buffers. The expected diagnoses,
@@ -1204,21 +1232,7 @@ fn a_webgpu_engine_s_leak_steady_job_and_refused_request_are_told_apart() {
         ("too-big", "10", 3, "over_the_limit"),
     ];
     for (mode, steps, exit, diagnosis) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        let out = watch_program(
-            dir.path(),
-            &plain(),
-            &["--iteration", "^step"],
-            python.as_os_str(),
-            &[job.as_os_str(), mode.as_ref(), steps.as_ref(), "8".as_ref()],
-        )
-        .output()
-        .unwrap();
-        let (code, report, stderr) = finished(dir.path(), &out);
-        let app = &report["application"];
-        assert_eq!(app["diagnosis"], diagnosis, "{mode}: {stderr}");
-        assert_eq!(code, exit, "{mode}: {stderr}");
-        assert_eq!(app["memory_source"], "trace", "{mode}");
+        let report = watch_engine_job(&python, &job, (mode, steps, "8"), exit, diagnosis);
         if mode == "too-big" {
             let f = finding(&report, "APP_OVER_MEMORY_LIMIT");
             let summary = f["summary"].as_str().unwrap();
@@ -1249,26 +1263,7 @@ fn an_engine_kiln_has_no_words_for_is_judged_by_its_sizes_and_its_own_buffers() 
         ("steady", "2", 4, "not_judged"),
     ];
     for (mode, steps, exit, diagnosis) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        let out = watch_program(
-            dir.path(),
-            &plain(),
-            &["--iteration", "^step"],
-            python.as_os_str(),
-            &[
-                job.as_os_str(),
-                mode.as_ref(),
-                steps.as_ref(),
-                "32".as_ref(),
-            ],
-        )
-        .output()
-        .unwrap();
-        let (code, report, stderr) = finished(dir.path(), &out);
-        let app = &report["application"];
-        assert_eq!(app["diagnosis"], diagnosis, "{mode} {steps}: {stderr}");
-        assert_eq!(code, exit, "{mode} {steps}: {stderr}");
-        assert_eq!(app["memory_source"], "trace", "{mode}");
+        let report = watch_engine_job(&python, &job, (mode, steps, "32"), exit, diagnosis);
         if mode == "leak" {
             let f = finding(&report, "APP_MEMORY_LEAK");
             let summary = f["summary"].as_str().unwrap();
