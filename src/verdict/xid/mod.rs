@@ -3,6 +3,8 @@
 //! report all answer from this table, so a code can never be hardware in one and unknown
 //! in another.
 
+pub mod events;
+pub mod nvlink5;
 mod table;
 
 use crate::finding::{Class, Confidence, FindingCode, Severity};
@@ -35,11 +37,17 @@ pub enum Resolution {
     /// Reset the GPU, then look at its row remapping (`WORKFLOW_XID_48`).
     MemoryWorkflow,
     /// Check the NVLink connection (bridge, baseboard, cables), reset, and decode the
-    /// error's fields where NVIDIA's catalog gives a table for them (`WORKFLOW_NVLINK_ERR`,
-    /// `WORKFLOW_NVLINK5_ERR`).
+    /// error's registers by the bits NVIDIA's catalog lists (`WORKFLOW_NVLINK_ERR`, Xid 74).
     NvlinkWorkflow,
+    /// Decode the NVLink5 error's unit and status by NVIDIA's "XID 144-150 Decode" table
+    /// (`WORKFLOW_NVLINK5_ERR`): a fatal one asks a GPU reset, a non-fatal one nothing, and
+    /// some follow the Xid 154 beside them ([`nvlink5`]).
+    Nvlink5Workflow,
     /// Do what the driver's recovery action says (`XID_154`).
     RecoveryAction,
+    /// Do what an Xid 154 beside it asks, or restart the application where there is none
+    /// (`XID_154_EVAL`, some NVLink5 errors by NVIDIA's decode table).
+    RecoveryActionElseRestartApp,
     /// Restart the virtual machine the GPU is passed to (`RESTART_VM`).
     RestartVm,
     /// Check the unified-memory driver and its use (`CHECK_UVM`).
@@ -64,7 +72,13 @@ impl Resolution {
             Resolution::NvlinkWorkflow => {
                 "check the NVLink connection, reset the GPU, and decode the error's fields"
             }
+            Resolution::Nvlink5Workflow => {
+                "decode the NVLink error's unit and status: reset the GPU if it is fatal, else follow the Xid 154 beside it"
+            }
             Resolution::RecoveryAction => "do what the driver's recovery action asks",
+            Resolution::RecoveryActionElseRestartApp => {
+                "do what the Xid 154 beside it asks, or restart the application if there is none"
+            }
             Resolution::RestartVm => "restart the virtual machine",
             Resolution::CheckUvm => "check the unified-memory driver (nvidia-uvm) and its use",
         }
@@ -214,7 +228,7 @@ pub fn recovery_action_of(value: f64) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::HealthFault;
+    use crate::finding::{HealthFault, Severity};
 
     #[test]
     fn the_catalogue_is_in_code_order_each_code_once_with_a_source() {
@@ -256,6 +270,34 @@ mod tests {
             assert!(lookup(code).is_some(), "Xid {code} is not in the catalogue");
         }
         assert!(lookup(1).is_none());
+    }
+
+    #[test]
+    fn the_catalogue_follows_nvidias_current_catalog() {
+        // Used on every GPU of the catalog though it calls them unused: an injected error
+        // and an NVLink remote translation error, both with nothing to do.
+        for code in [14, 108] {
+            let x = lookup(code).expect("in the catalogue");
+            assert_eq!(x.resolution, Resolution::Ignore, "Xid {code}");
+        }
+        assert!(
+            lookup(12).is_none(),
+            "unused on every GPU the catalog lists"
+        );
+        // Blackwell's NVLink5 errors are decoded by their own table; Hopper's Xid 74 by
+        // its registers.
+        for code in 144..=150 {
+            assert_eq!(
+                lookup(code).unwrap().resolution,
+                Resolution::Nvlink5Workflow
+            );
+        }
+        assert_eq!(lookup(74).unwrap().resolution, Resolution::NvlinkWorkflow);
+        // A failed resource retirement: the catalog's immediate action is none (work may go
+        // on), its investigation the vendor's support.
+        assert_eq!(lookup(157).unwrap().resolution, Resolution::Ignore);
+        // Corrected C2C errors cost nothing: a note to watch, not a drain.
+        assert!(lookup(121).unwrap().severity > Severity::Major);
     }
 
     #[test]

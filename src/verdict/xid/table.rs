@@ -12,9 +12,12 @@ use Resolution as R;
 use Severity::{Critical, Major, Minor, Note};
 
 /// Every Xid kiln judges, in code order: every code NVIDIA's catalog for Ampere and newer
-/// uses (those it marks unused left out, but for 57 and 58 of older cards). Classes follow
-/// the cause columns of NVIDIA's Xid error listing (NV_OLD) and the causes its catalog
-/// names; the resolution is the catalog's first action (NV).
+/// lists with a use, through R580's 172 (left out: those it calls `Unused` that apply to
+/// none of A100, H100, B100 and GB200; kept: 14 and 108, `Unused` but applying to all),
+/// and three codes of older cards only: 57 and 58, and 61. Classes follow the cause
+/// columns of NVIDIA's error listing (NV_OLD) and the causes and trigger conditions its
+/// catalog names; the resolution is the catalog's immediate action (NV), or what its
+/// trigger conditions say to do where that column is empty (162 to 172).
 pub const CATALOGUE: &[XidInfo] = &[
     row(
         8,
@@ -39,6 +42,16 @@ pub const CATALOGUE: &[XidInfo] = &[
         (Major, Medium),
         (FindingCode::XidApplication, APP),
         (R::RestartApp, NV),
+    ),
+    row(
+        14,
+        "error injected from user space (a test of the error path)",
+        (Note, High),
+        (
+            FindingCode::XidInformational,
+            "nothing to do: someone injected this error on purpose",
+        ),
+        (R::Ignore, NV),
     ),
     row(
         25,
@@ -498,6 +511,13 @@ pub const CATALOGUE: &[XidInfo] = &[
         (R::Ignore, NV),
     ),
     row(
+        108,
+        "NVLink remote translation error",
+        (Minor, Medium),
+        (FindingCode::XidApplication, APP),
+        (R::Ignore, NV),
+    ),
+    row(
         109,
         "context-switch timeout",
         (Major, Medium),
@@ -531,10 +551,10 @@ pub const CATALOGUE: &[XidInfo] = &[
     row(
         121,
         "C2C (chip-to-chip) link error",
-        (Major, Medium),
+        (Minor, Medium),
         (
             FindingCode::XidNvlink,
-            "the link between the GPU and its CPU: tell the vendor's support if it recurs",
+            "corrected errors on the chip-to-chip link to the Grace CPU, no work lost: reset the GPU at a service window to retrain the link; tell the vendor's support if they keep coming",
         ),
         (R::Ignore, NV),
     ),
@@ -662,49 +682,49 @@ pub const CATALOGUE: &[XidInfo] = &[
         "NVLink error (SAW)",
         (Major, Medium),
         (FindingCode::XidNvlink, NVLINK),
-        (R::NvlinkWorkflow, NV),
+        (R::Nvlink5Workflow, NV),
     ),
     row(
         145,
         "NVLink error (RLW)",
         (Major, Medium),
         (FindingCode::XidNvlink, NVLINK),
-        (R::NvlinkWorkflow, NV),
+        (R::Nvlink5Workflow, NV),
     ),
     row(
         146,
         "NVLink error (TLW)",
         (Major, Medium),
         (FindingCode::XidNvlink, NVLINK),
-        (R::NvlinkWorkflow, NV),
+        (R::Nvlink5Workflow, NV),
     ),
     row(
         147,
         "NVLink error (TREX)",
         (Major, Medium),
         (FindingCode::XidNvlink, NVLINK),
-        (R::NvlinkWorkflow, NV),
+        (R::Nvlink5Workflow, NV),
     ),
     row(
         148,
         "NVLink error (NVLPW control)",
         (Major, Medium),
         (FindingCode::XidNvlink, NVLINK),
-        (R::NvlinkWorkflow, NV),
+        (R::Nvlink5Workflow, NV),
     ),
     row(
         149,
         "NVLink error (NETIR)",
         (Major, Medium),
         (FindingCode::XidNvlink, NVLINK),
-        (R::NvlinkWorkflow, NV),
+        (R::Nvlink5Workflow, NV),
     ),
     row(
         150,
         "NVLink error (MSE watchdog)",
         (Major, Medium),
         (FindingCode::XidNvlink, NVLINK),
-        (R::NvlinkWorkflow, NV),
+        (R::Nvlink5Workflow, NV),
     ),
     row(
         151,
@@ -768,7 +788,7 @@ pub const CATALOGUE: &[XidInfo] = &[
             FindingCode::XidGpuHardware,
             "RMA candidate: the GPU can no longer retire a failing resource",
         ),
-        (R::ContactSupport, NV),
+        (R::Ignore, NV),
     ),
     row(
         158,
@@ -813,10 +833,10 @@ pub const CATALOGUE: &[XidInfo] = &[
         "power smoothing circuitry disengaged",
         (Minor, Medium),
         (
-            FindingCode::XidGpuHardware,
-            "the board's power smoothing circuitry stopped: tell the vendor's support if it stays off",
+            FindingCode::XidInformational,
+            "the board's power smoothing circuitry stopped, after thermal events or a timeout: no reset needed; to have it back, mend the cooling, or after a timeout reload the driver or reset the GPU",
         ),
-        (R::ContactSupport, NV),
+        (R::Ignore, NV),
     ),
     row(
         164,
@@ -824,9 +844,9 @@ pub const CATALOGUE: &[XidInfo] = &[
         (Minor, Medium),
         (
             FindingCode::XidGpuHardware,
-            "the board's power smoothing circuitry is wearing out: plan its service with the vendor",
+            "the board's power smoothing circuitry is wearing out and will soon stop: watch the power swings, and plan to replace the GPU if power smoothing is wanted",
         ),
-        (R::ContactSupport, NV),
+        (R::Ignore, NV),
     ),
     row(
         165,
@@ -862,7 +882,10 @@ pub const CATALOGUE: &[XidInfo] = &[
         168,
         "errors in write-protected memory: reduced memory capacity",
         (Major, High),
-        (FindingCode::XidMemoryHardware, MEMORY_RMA),
+        (
+            FindingCode::XidMemoryHardware,
+            "memory errors in the driver's write-protected region, seen with ECC off: enable ECC so row remapping can heal them, reboot, and retest; RMA if they come back with ECC on",
+        ),
         (R::ResetGpu, NV),
     ),
     row(

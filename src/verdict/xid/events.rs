@@ -1,0 +1,634 @@
+//! The other drivers' Xids: the kernel-log events of amdgpu, i915 and xe (and DRM's own
+//! "device wedged"), what each means, whose problem it usually is and what to do. NVIDIA
+//! numbers its events; these drivers print sentences, so each row is the sentence's
+//! pattern, taken from the driver's own messages and the kernel's documentation of them.
+//!
+//! It is one table, as the Xid catalogue is, so every reader of the kernel log (`kiln
+//! health`, a run's kernel-log source, `kiln explain`) says the same of the same line.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use crate::finding::{Class, Severity};
+
+/// The kernel driver that printed the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Driver {
+    /// AMD's `amdgpu`.
+    Amdgpu,
+    /// Intel's `i915` (Gen 12 and before, and Alchemist).
+    I915,
+    /// Intel's `xe` (Lunar Lake, Battlemage and after).
+    Xe,
+}
+
+impl Driver {
+    /// As the kernel spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Amdgpu => "amdgpu",
+            Driver::I915 => "i915",
+            Driver::Xe => "xe",
+        }
+    }
+}
+
+/// What happened, whichever driver printed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// A job did not finish within the scheduler's timeout: the GPU hung on it (amdgpu's
+    /// ring timeout, i915's GPU HANG, xe's timed-out job).
+    Hang,
+    /// A hung job the driver cleared without a reset (amdgpu's soft recovery).
+    HangSoftRecovered,
+    /// The driver reset one engine to clear a hang.
+    EngineReset,
+    /// The driver began resetting the whole GPU.
+    GpuResetBegin,
+    /// The GPU came back from a reset.
+    GpuResetSucceeded,
+    /// The driver could not reset the GPU.
+    GpuResetFailed,
+    /// The GPU touched an address not mapped for the job (a GPU page fault, an engine's
+    /// memory CAT error).
+    PageFault,
+    /// Errors the hardware corrected (RAS).
+    RasCorrectable,
+    /// Errors the hardware could not correct, or deferred (RAS).
+    RasUncorrectable,
+    /// A job read data the GPU had marked corrupt (RAS poison).
+    RasPoison,
+    /// More VRAM pages retired than the driver's threshold allows.
+    RasBadPageThreshold,
+    /// The driver declared the device dead until recovered from outside (DRM's wedged
+    /// event).
+    Wedged,
+    /// The driver reset the GPU and recovered it, but says so as a wedge event.
+    WedgedRecovered,
+    /// The GPU's own firmware (GuC, HuC) failed to load or start.
+    FirmwareFailed,
+}
+
+/// One kind of kernel-log event of one driver (or of any, where `driver` is None).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EventRow {
+    /// The driver whose line it is; None for DRM's own events, printed under any.
+    pub driver: Option<Driver>,
+    /// What happened.
+    pub kind: EventKind,
+    /// The line's pattern (a regular expression, matched anywhere in the line).
+    pattern: &'static str,
+    /// What it means, in a few words.
+    pub meaning: &'static str,
+    /// Whose problem it usually is.
+    pub class: Class,
+    /// Where the line alone cannot say whose it is: what would decide it. None where it
+    /// can.
+    pub decided_by: Option<&'static str>,
+    /// How much it matters.
+    pub severity: Severity,
+    /// What to do.
+    pub action: &'static str,
+    /// Where the row comes from.
+    pub source: &'static str,
+}
+
+const AMD_DEBUG: &str = "Linux kernel, amdgpu GPU Debugging, Decoding a GPUVM Page Fault (docs.kernel.org/gpu/amdgpu/debugging.html); messages of drivers/gpu/drm/amd/amdgpu/gmc_v9_0.c";
+const AMD_RAS: &str = "Linux kernel, AMDGPU RAS Support (docs.kernel.org/gpu/amdgpu/ras.html); messages of drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c and amdgpu_ras_eeprom.c";
+const AMD_RESET: &str = "Linux kernel, amdgpu module parameters lockup_timeout and gpu_recovery (docs.kernel.org/gpu/amdgpu/module-parameters.html); messages of drivers/gpu/drm/amd/amdgpu/amdgpu_job.c and amdgpu_device.c";
+const DRM_RESET: &str = "Linux kernel, DRM userland interfaces, Device reset and Device wedging (docs.kernel.org/gpu/drm-uapi.html); drm_dev_wedged_event in drivers/gpu/drm/drm_drv.c";
+const I915: &str = "Linux kernel, drm/i915 Intel GFX Driver, GPU hangs and resets (docs.kernel.org/gpu/i915.html); messages of drivers/gpu/drm/i915/gt/intel_reset.c and i915_gpu_error.c";
+const XE: &str = "Linux kernel, drm/xe Intel GFX Driver, Xe Device Wedging (docs.kernel.org/gpu/xe/xe_device.html); messages of drivers/gpu/drm/xe/xe_guc_submit.c and xe_gt.c";
+
+const HANG_DECIDED_BY: &str = "whether it recurs on other, known-good work (then the card or its power) or only on this application (its shaders, its runtime or the driver)";
+const HANG_ACTION: &str = "look at the process it names and update the driver (kernel and Mesa or ROCm); test the card (`kiln run`) if it recurs on unrelated work";
+const RESET_FAILED_ACTION: &str = "reboot the node, then test the card (`kiln run --profile rma`); RMA if it fails again after a cold boot";
+
+/// A row, in the table's order of arguments.
+#[allow(clippy::too_many_arguments)]
+const fn row(
+    driver: Option<Driver>,
+    kind: EventKind,
+    pattern: &'static str,
+    meaning: &'static str,
+    (class, decided_by): (Class, Option<&'static str>),
+    severity: Severity,
+    action: &'static str,
+    source: &'static str,
+) -> EventRow {
+    EventRow {
+        driver,
+        kind,
+        pattern,
+        meaning,
+        class,
+        decided_by,
+        severity,
+        action,
+        source,
+    }
+}
+
+use Class::{Hardware, Info, Software};
+use Driver::{Amdgpu, I915 as I915_, Xe};
+use EventKind::*;
+use Severity::{Critical, Major, Minor, Note};
+
+/// Every event kiln knows, most particular first: the first row whose driver and pattern
+/// match a line is its event.
+pub const EVENTS: &[EventRow] = &[
+    row(
+        Some(Amdgpu),
+        HangSoftRecovered,
+        r"\bring \S+ timeout, but soft recovered",
+        "a GPU job hung and the driver cleared it without a reset (soft recovery)",
+        (Software, None),
+        Minor,
+        "the application's job hung and was cleared: look at the process named after it; nothing for the card unless it recurs on other work",
+        AMD_RESET,
+    ),
+    row(
+        Some(Amdgpu),
+        Hang,
+        r"\bring \S+ timeout\b",
+        "a GPU job did not finish within the scheduler's timeout (ring timeout): the GPU hung on it",
+        (Software, Some(HANG_DECIDED_BY)),
+        Major,
+        HANG_ACTION,
+        AMD_RESET,
+    ),
+    row(
+        Some(Amdgpu),
+        GpuResetBegin,
+        r"GPU reset begin",
+        "the driver began resetting the GPU, after a hang or an uncorrectable error",
+        (Info, None),
+        Minor,
+        "the event before it (a ring timeout or a RAS error) says why; applications on the GPU lose their work",
+        AMD_RESET,
+    ),
+    row(
+        Some(Amdgpu),
+        GpuResetSucceeded,
+        r"GPU reset\(\d+\) succeeded",
+        "the GPU came back from a reset",
+        (Info, None),
+        Note,
+        "nothing for the card: applications on it lost their contexts and must restart",
+        AMD_RESET,
+    ),
+    row(
+        Some(Amdgpu),
+        GpuResetFailed,
+        r"GPU reset\(\d+\) failed|GPU reset end with ret = -|(?i)mode ?[12] reset failed",
+        "the driver could not reset the GPU: it is unusable until the node reboots",
+        (
+            Hardware,
+            Some("whether it comes back after a cold boot and passes a test: if not, the card"),
+        ),
+        Critical,
+        RESET_FAILED_ACTION,
+        AMD_RESET,
+    ),
+    row(
+        Some(Amdgpu),
+        PageFault,
+        r"page fault \(src_id:|GPU fault detected:",
+        "the GPU accessed an address not mapped for the job (GPU page fault)",
+        (
+            Software,
+            Some(
+                "the line's vmid: not 0, the application or its runtime; 0, the kernel driver or firmware",
+            ),
+        ),
+        Major,
+        "a bug in the process the line names (run it under its API's validation); with vmid 0, update the driver and firmware",
+        AMD_DEBUG,
+    ),
+    row(
+        Some(Amdgpu),
+        RasBadPageThreshold,
+        r"RAS records:\s*\d+ exceeds? 90% of threshold",
+        "the card's retired VRAM pages are near the driver's threshold for replacing it",
+        (Hardware, None),
+        Major,
+        "plan the card's replacement; test its memory (`kiln run --profile rma`)",
+        AMD_RAS,
+    ),
+    row(
+        Some(Amdgpu),
+        RasBadPageThreshold,
+        r"RAS records:\s*\d+ exceeds? threshold",
+        "the card has retired more VRAM pages than the driver's threshold allows: AMD's criterion to replace it",
+        (Hardware, None),
+        Critical,
+        "RMA the card: its memory can no longer heal itself",
+        AMD_RAS,
+    ),
+    row(
+        Some(Amdgpu),
+        RasPoison,
+        r"(?i)poison consumption",
+        "a job read data the GPU had marked corrupt after an uncorrectable error (RAS poison)",
+        (Hardware, None),
+        Major,
+        "the uncorrectable error before it is the cause: let the driver reset the GPU, then test its memory (`kiln run --profile rma`)",
+        AMD_RAS,
+    ),
+    row(
+        Some(Amdgpu),
+        RasUncorrectable,
+        r"\b[1-9]\d* (?:new )?(?:uncorrectable|deferred) hardware errors? detected in",
+        "errors the GPU could not correct (RAS), in the block the line names (umc: its VRAM)",
+        (Hardware, None),
+        Critical,
+        "drain the GPU and reset it, then test its memory (`kiln run --profile rma`); RMA if they recur or the retired pages pass the driver's threshold",
+        AMD_RAS,
+    ),
+    row(
+        Some(Amdgpu),
+        RasCorrectable,
+        r"\b[1-9]\d* (?:new )?correctable hardware errors? detected in",
+        "errors the GPU corrected (RAS), in the block the line names",
+        (Hardware, None),
+        Minor,
+        "nothing was lost: watch the count, and test the memory if it grows fast",
+        AMD_RAS,
+    ),
+    row(
+        None,
+        WedgedRecovered,
+        r"device wedged, but recovered",
+        "the driver reset the GPU and recovered it",
+        (Info, None),
+        Minor,
+        "nothing for the card: applications on it lost their work; the event before it says why",
+        DRM_RESET,
+    ),
+    row(
+        None,
+        Wedged,
+        r"device wedged|has declared device \S+ as wedged",
+        "the driver declared the GPU dead (wedged) after failing to recover it",
+        (
+            Hardware,
+            Some(
+                "whether a driver rebind, a bus reset or a reboot brings it back and it passes a test",
+            ),
+        ),
+        Critical,
+        "rebind the driver or reboot the node, then test the card (`kiln run --profile rma`)",
+        DRM_RESET,
+    ),
+    row(
+        Some(I915_),
+        Hang,
+        r"GPU HANG: ecode|context reset due to GPU hang",
+        "a GPU job hung; the driver captured an error state and reset the context",
+        (Software, Some(HANG_DECIDED_BY)),
+        Major,
+        HANG_ACTION,
+        I915,
+    ),
+    row(
+        Some(I915_),
+        GpuResetFailed,
+        r"Failed to reset chip|GPU recovery failed",
+        "the driver could not reset the GPU: it is wedged until the node reboots",
+        (
+            Hardware,
+            Some("whether it comes back after a cold boot and passes a test: if not, the card"),
+        ),
+        Critical,
+        RESET_FAILED_ACTION,
+        I915,
+    ),
+    row(
+        Some(I915_),
+        GpuResetBegin,
+        r"Resetting chip for",
+        "the driver reset the whole GPU to clear a hang",
+        (Info, None),
+        Minor,
+        "the hang before it says why; applications on the GPU lose their work",
+        I915,
+    ),
+    row(
+        Some(I915_),
+        EngineReset,
+        r"Resetting (?:rcs|bcs|vcs|vecs|ccs)\d+ for",
+        "the driver reset one engine to clear a hang",
+        (Info, None),
+        Minor,
+        "the hang before it says why",
+        I915,
+    ),
+    row(
+        Some(Xe),
+        Hang,
+        r"Timedout job:",
+        "a GPU job did not finish in time (the process after `in`)",
+        (Software, Some(HANG_DECIDED_BY)),
+        Major,
+        HANG_ACTION,
+        XE,
+    ),
+    row(
+        Some(Xe),
+        PageFault,
+        r"(?i)engine memory cat error|Fault response: Unsuccessful",
+        "an engine touched an address not bound for the job (a memory CAT error, an unresolved page fault)",
+        (Software, None),
+        Major,
+        "a bug in the process of the timed-out job beside it (an unset or freed pointer): run it under its API's validation",
+        XE,
+    ),
+    row(
+        Some(Xe),
+        EngineReset,
+        r"Engine reset: engine_class=",
+        "the driver reset one engine to clear a hang or a fault",
+        (Info, None),
+        Minor,
+        "the fault or hang before it says why",
+        XE,
+    ),
+    row(
+        Some(Xe),
+        GpuResetFailed,
+        r"GT\d+: reset failed",
+        "the driver could not reset the GPU's GT",
+        (
+            Hardware,
+            Some("whether it comes back after a cold boot and passes a test: if not, the card"),
+        ),
+        Critical,
+        RESET_FAILED_ACTION,
+        XE,
+    ),
+    row(
+        Some(Xe),
+        GpuResetBegin,
+        r"GT\d+: reset started",
+        "the driver began resetting the GPU's GT",
+        (Info, None),
+        Minor,
+        "the event before it says why; applications on the GPU lose their work",
+        XE,
+    ),
+    row(
+        None,
+        FirmwareFailed,
+        r"\b(?:GuC|HuC)\b.*\b(?:failed|[Ee]rror)\b",
+        "the GPU's GuC or HuC firmware failed to load or start",
+        (
+            Software,
+            Some(
+                "whether the firmware file the line names is installed for this kernel (linux-firmware)",
+            ),
+        ),
+        Major,
+        "install or update linux-firmware for the running kernel, rebuild the initramfs and reboot",
+        I915,
+    ),
+];
+
+/// The driver a kernel-log line is from, by the name it prints (`amdgpu 0000:03:00.0:`,
+/// `[drm:amdgpu_job_timedout [amdgpu]]`, `i915 0000:00:02.0:`, `xe 0000:03:00.0:`).
+pub fn driver_of(line: &str) -> Option<Driver> {
+    static NAMES: OnceLock<Regex> = OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        Regex::new(r"(?:^|[\s\[:(])(amdgpu|i915|xe)(?:\s+[0-9a-fA-F]{4}:|[\]:]|\s)")
+            .expect("a valid pattern")
+    });
+    let caps = names.captures(line)?;
+    match caps.get(1).map(|m| m.as_str()) {
+        Some("amdgpu") => Some(Driver::Amdgpu),
+        Some("i915") => Some(Driver::I915),
+        Some("xe") => Some(Driver::Xe),
+        _ => None,
+    }
+}
+
+fn patterns() -> &'static [Regex] {
+    static PATTERNS: OnceLock<Vec<Regex>> = OnceLock::new();
+    PATTERNS.get_or_init(|| {
+        EVENTS
+            .iter()
+            .map(|e| Regex::new(e.pattern).expect("every row's pattern is valid"))
+            .collect()
+    })
+}
+
+/// A line's event: its driver and the first row of that driver (or of any) whose pattern
+/// it matches. None for a line of another driver, or one that is no event.
+pub fn classify(line: &str) -> Option<(Driver, &'static EventRow)> {
+    let driver = driver_of(line)?;
+    EVENTS
+        .iter()
+        .zip(patterns())
+        .find(|(row, pattern)| row.driver.is_none_or(|d| d == driver) && pattern.is_match(line))
+        .map(|(row, _)| (driver, row))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(line: &str) -> Option<EventKind> {
+        classify(line).map(|(_, row)| row.kind)
+    }
+
+    #[test]
+    fn every_row_is_whole() {
+        assert_eq!(patterns().len(), EVENTS.len());
+        for row in EVENTS {
+            assert!(!row.meaning.is_empty() && !row.action.is_empty() && !row.source.is_empty());
+            assert!(
+                row.source.contains("docs.kernel.org"),
+                "{:?} cites the kernel's documentation",
+                row.kind
+            );
+        }
+    }
+
+    #[test]
+    fn amdgpu_hangs_and_resets() {
+        let timeout = "[  413.537839] [drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=7041, emitted seq=7043";
+        assert_eq!(
+            classify(timeout).map(|(d, r)| (d, r.kind)),
+            Some((Driver::Amdgpu, EventKind::Hang))
+        );
+        let (_, row) = classify(timeout).unwrap();
+        assert_eq!(row.class, Class::Software);
+        assert!(row.decided_by.is_some(), "a hang alone does not say whose");
+        // Its near miss: the same timeout, cleared without a reset.
+        assert_eq!(
+            kind("amdgpu 0000:03:00.0: amdgpu: ring gfx_0.0.0 timeout, but soft recovered"),
+            Some(EventKind::HangSoftRecovered)
+        );
+        assert_eq!(
+            kind("amdgpu 0000:03:00.0: amdgpu: GPU reset begin!"),
+            Some(EventKind::GpuResetBegin)
+        );
+        assert_eq!(
+            kind("amdgpu 0000:03:00.0: amdgpu: GPU reset(2) succeeded!"),
+            Some(EventKind::GpuResetSucceeded)
+        );
+        let failed = classify("amdgpu 0000:03:00.0: amdgpu: GPU reset(3) failed")
+            .unwrap()
+            .1;
+        assert_eq!(
+            (failed.kind, failed.severity),
+            (EventKind::GpuResetFailed, Severity::Critical)
+        );
+        assert_eq!(
+            kind("amdgpu 0000:c1:00.0: amdgpu: Mode2 reset failed"),
+            Some(EventKind::GpuResetFailed)
+        );
+        // Benign: the ring's setup at load.
+        assert_eq!(
+            kind("amdgpu 0000:03:00.0: amdgpu: ring gfx_0.0.0 uses VM inv eng 0 on hub 0"),
+            None
+        );
+    }
+
+    #[test]
+    fn amdgpu_page_faults_in_their_forms() {
+        let new = "amdgpu 0000:0b:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:3 pasid:32777, for process glxinfo pid 2424 thread glxinfo:cs0 pid 2425)";
+        assert_eq!(kind(new), Some(EventKind::PageFault));
+        let retry = "amdgpu 0000:43:00.0: amdgpu: [gfxhub] retry page fault (src_id:0 ring:0 vmid:8 pasid:32769)";
+        assert_eq!(kind(retry), Some(EventKind::PageFault));
+        let old = "amdgpu 0000:01:00.0: GPU fault detected: 146 0x0c80440c";
+        assert_eq!(kind(old), Some(EventKind::PageFault));
+        // The fault's detail lines are not new faults.
+        assert_eq!(
+            kind(
+                "amdgpu 0000:0b:00.0: amdgpu:   in page starting at address 0x0000800102800000 from IH client 0x1b (UTCL2)"
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn amdgpu_ras_counts_only_when_there_are_errors() {
+        let ue =
+            "amdgpu 0000:0b:00.0: amdgpu: 1 uncorrectable hardware errors detected in umc block";
+        let (_, row) = classify(ue).unwrap();
+        assert_eq!(
+            (row.kind, row.class),
+            (EventKind::RasUncorrectable, Class::Hardware)
+        );
+        let ce =
+            "amdgpu 0000:0b:00.0: amdgpu: 12 correctable hardware errors detected in gfx block";
+        assert_eq!(kind(ce), Some(EventKind::RasCorrectable));
+        let socket = "amdgpu 0000:05:00.0: {3}socket: 0, die: 1, 2 new uncorrectable hardware errors detected in umc block";
+        assert_eq!(kind(socket), Some(EventKind::RasUncorrectable));
+        // The all-clear spellings stay quiet.
+        assert_eq!(
+            kind(
+                "amdgpu 0000:c3:00.0: amdgpu: no uncorrectable hardware errors detected in umc block"
+            ),
+            None
+        );
+        assert_eq!(
+            kind(
+                "amdgpu 0000:c3:00.0: amdgpu: 0 correctable hardware errors detected in umc block"
+            ),
+            None
+        );
+        assert_eq!(
+            kind(
+                "amdgpu 0000:c3:00.0: amdgpu: RAS records:130 exceed threshold:128, GPU will not be initialized. Replace this GPU or increase the threshold"
+            ),
+            Some(EventKind::RasBadPageThreshold)
+        );
+        let near =
+            classify("amdgpu 0000:c3:00.0: amdgpu: RAS records:116 exceeds 90% of threshold:128")
+                .unwrap()
+                .1;
+        assert_eq!(
+            near.severity,
+            Severity::Major,
+            "near the threshold is a warning, past it an RMA"
+        );
+        assert_eq!(
+            kind(
+                "amdgpu 0000:c3:00.0: amdgpu: RAS poison consumption, fall back to gpu reset flow: client id 5"
+            ),
+            Some(EventKind::RasPoison)
+        );
+    }
+
+    #[test]
+    fn wedged_devices_of_any_driver() {
+        let dead = classify("xe 0000:03:00.0: [drm] device wedged, needs recovery").unwrap();
+        assert_eq!((dead.0, dead.1.kind), (Driver::Xe, EventKind::Wedged));
+        assert_eq!(
+            kind("amdgpu 0000:03:00.0: [drm] device wedged, but recovered through reset"),
+            Some(EventKind::WedgedRecovered)
+        );
+        assert_eq!(
+            kind(
+                "xe 0000:03:00.0: [drm] *ERROR* CRITICAL: Xe has declared device 0000:03:00.0 as wedged."
+            ),
+            Some(EventKind::Wedged)
+        );
+    }
+
+    #[test]
+    fn intel_hangs_faults_and_firmware() {
+        assert_eq!(
+            kind("i915 0000:00:02.0: [drm] GPU HANG: ecode 12:1:85dffffb, in Xorg [1234]"),
+            Some(EventKind::Hang)
+        );
+        assert_eq!(
+            kind("i915 0000:00:02.0: [drm] Resetting chip for stopped heartbeat on rcs0"),
+            Some(EventKind::GpuResetBegin)
+        );
+        assert_eq!(
+            kind("i915 0000:00:02.0: [drm] Resetting rcs0 for preemption time out"),
+            Some(EventKind::EngineReset)
+        );
+        assert_eq!(
+            kind("i915 0000:00:02.0: [drm] *ERROR* Failed to reset chip"),
+            Some(EventKind::GpuResetFailed)
+        );
+        assert_eq!(
+            kind(
+                "xe 0000:03:00.0: [drm] GT0: Engine memory CAT error [18]: class=bcs, logical_mask: 0x1, guc_id=6"
+            ),
+            Some(EventKind::PageFault)
+        );
+        assert_eq!(
+            kind(
+                "xe 0000:03:00.0: [drm] GT0: Timedout job: seqno=4294967169, lrc_seqno=4294967169, guc_id=2, flags=0x0 in python3 [7561]"
+            ),
+            Some(EventKind::Hang)
+        );
+        assert_eq!(
+            kind(
+                "xe 0000:03:00.0: [drm] GT0: Engine reset: engine_class=ccs, logical_mask: 0x1, guc_id=2"
+            ),
+            Some(EventKind::EngineReset)
+        );
+        assert_eq!(
+            kind("i915 0000:00:02.0: [drm] *ERROR* GT0: GuC initialization failed -ENOENT"),
+            Some(EventKind::FirmwareFailed)
+        );
+        // Benign: the firmware's version at load, and an NVIDIA line.
+        assert_eq!(
+            kind("i915 0000:00:02.0: [drm] GT0: GuC firmware i915/tgl_guc_70.bin version 70.20.0"),
+            None
+        );
+        assert_eq!(
+            kind("i915 0000:00:02.0: [drm] GT0: GuC submission enabled"),
+            None
+        );
+        assert!(
+            classify("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.")
+                .is_none()
+        );
+    }
+}
