@@ -10,7 +10,8 @@ use crate::telemetry::signals;
 use crate::telemetry::summary::PhaseTelemetry;
 use crate::thresholds::Thresholds;
 use crate::verdict::DeviceEvidence;
-use crate::verdict::xid::{self, XidInfo};
+use crate::verdict::xid::nvlink5::{self, Nvlink5Error, Reach};
+use crate::verdict::xid::{self, Resolution, XidInfo};
 
 crate::evidence! {
     /// The evidence of an Xid finding: its codes and counts, the first Xids themselves,
@@ -301,6 +302,13 @@ fn xids(
             && members.iter().all(|(info, ..)| info.gsp_timeout())
         {
             gsp(run, p, &mut phase, (&mut class, &mut severity), &mut action);
+        } else if let Some(decoded) = nvlink5_decoded(code, &members) {
+            nvlink5_weighed(
+                &decoded,
+                &mut phase,
+                (&mut class, &mut severity, &mut confidence),
+                &mut action,
+            );
         } else if worst.finding == FindingCode::XidApplication && !pids(true).is_empty() {
             let whose = if setup.watching {
                 "the watched application's process"
@@ -382,6 +390,70 @@ fn pids(members: &[Member], kiln: bool) -> Vec<String> {
         }
     }
     out
+}
+
+/// The NVLink5 errors of a finding (Xid 144 to 150), each decoded by NVIDIA's table: None
+/// unless every one of them decodes (an undecoded one keeps its row's judgement).
+fn nvlink5_decoded(code: FindingCode, members: &[Member]) -> Option<Vec<Nvlink5Error>> {
+    if code != FindingCode::XidNvlink {
+        return None;
+    }
+    members
+        .iter()
+        .map(|(info, e, _)| {
+            (info.resolution == Resolution::Nvlink5Workflow)
+                .then(|| nvlink5::decode(&e.message))
+                .flatten()
+        })
+        .collect()
+}
+
+/// NVLink5 errors weighed by NVIDIA's decode table: a fatal one keeps its row's weight and
+/// is named with the reset the table asks; those the table calls non-fatal and asks nothing
+/// for are a note to watch; a non-fatal one the table sends to the Xid 154 beside it is
+/// the driver's and the software's, not the card's.
+fn nvlink5_weighed(
+    decoded: &[Nvlink5Error],
+    phase: &mut String,
+    (class, severity, confidence): (&mut Class, &mut Severity, &mut Confidence),
+    action: &mut String,
+) {
+    let said = |e: &Nvlink5Error| match e.error_status {
+        Some(status) => format!("{} status {status:#x}", e.unit),
+        None => e.unit.to_owned(),
+    };
+    let mut units: Vec<String> = decoded.iter().map(said).collect();
+    units.dedup();
+    let units = units.join(", ");
+    if let Some(fatal) = decoded
+        .iter()
+        .find(|e| e.resolution == Resolution::ResetGpu)
+    {
+        let reach = match fatal.reach {
+            Reach::LinkFatal => "took the link down",
+            _ => "is fatal to the GPU",
+        };
+        phase.push_str(&format!(
+            ": by NVIDIA's NVLink5 decode table, {} {reach}",
+            said(fatal)
+        ));
+        *action = format!(
+            "reset the GPU (NVIDIA's decode table: RESET_GPU for {}), then check the NVLink connection and retest; RMA if it follows the card",
+            said(fatal)
+        );
+    } else if decoded.iter().all(|e| e.resolution == Resolution::Ignore) {
+        phase.push_str(&format!(
+            ": non-fatal by NVIDIA's NVLink5 decode table ({units}), nothing lost"
+        ));
+        (*class, *severity, *confidence) = (Class::Info, Severity::Note, Confidence::High);
+        *action = "nothing now: NVIDIA's decode table asks no action for it (IGNORE); if it keeps coming, check the link's signal integrity and cables".into();
+    } else {
+        phase.push_str(&format!(
+            ": non-fatal by NVIDIA's NVLink5 decode table ({units}), raised by software on the link"
+        ));
+        (*class, *severity) = (Class::Software, Severity::Minor);
+        *action = Resolution::RecoveryActionElseRestartApp.words().to_owned();
+    }
 }
 
 /// A GSP timeout or error weighed by the run: one the GPU recovered from (the run went on,
@@ -563,6 +635,36 @@ mod tests {
         assert_eq!(
             run_of(&once, true),
             [("XID_FIRMWARE", Class::Software, Severity::Major)]
+        );
+    }
+
+    #[test]
+    fn an_nvlink5_error_weighs_what_nvidia_s_decode_table_says_of_it() {
+        let nvlink = |message| run_of(&[(149, None, None, message)], false);
+        // A link down: fatal to the link, reset the GPU; the card's until shown otherwise.
+        let down = "NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x021425c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)";
+        assert_eq!(
+            nvlink(down),
+            [("XID_NVLINK", Class::Hardware, Severity::Major)]
+        );
+        // Its near miss: a bit-error-rate event the table calls non-fatal, asking nothing.
+        let ber = "NETIR_BER_EVENT Nonfatal XC0 i0 Link 07 (0x00000113 0x00000002 0x0 0x0 0x0 0x0)";
+        assert_eq!(nvlink(ber), [("XID_NVLINK", Class::Info, Severity::Note)]);
+        // A remap error the table sends to the Xid 154 beside it: software on the link.
+        let remap = "RLW_REMAP Nonfatal XC0 i0 Link 02 (0x00000004 0x00000004 0x0 0x0 0x0 0x0)";
+        assert_eq!(
+            run_of(&[(145, None, None, remap)], false),
+            [("XID_NVLINK", Class::Software, Severity::Minor)]
+        );
+        // One the table has no row for keeps its Xid's judgement, and so does a harmless
+        // one beside a fatal one.
+        assert_eq!(
+            nvlink("SOMETHING_NEW Fatal (0x1 0x2)"),
+            [("XID_NVLINK", Class::Hardware, Severity::Major)]
+        );
+        assert_eq!(
+            run_of(&[(149, None, None, ber), (149, None, None, down)], false),
+            [("XID_NVLINK", Class::Hardware, Severity::Major)]
         );
     }
 }
