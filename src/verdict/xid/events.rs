@@ -160,6 +160,16 @@ pub const EVENTS: &[EventRow] = &[
     ),
     row(
         Some(Amdgpu),
+        Hang,
+        r"Waiting for fences timed out",
+        "the display waited for a GPU job that never finished: the GPU hung under it",
+        (Software, Some(HANG_DECIDED_BY)),
+        Major,
+        HANG_ACTION,
+        AMD_RESET,
+    ),
+    row(
+        Some(Amdgpu),
         GpuResetBegin,
         r"GPU reset begin",
         "the driver began resetting the GPU, after a hang or an uncorrectable error",
@@ -467,6 +477,12 @@ mod tests {
         assert_eq!(
             kind("amdgpu 0000:03:00.0: amdgpu: ring gfx_0.0.0 timeout, but soft recovered"),
             Some(EventKind::HangSoftRecovered)
+        );
+        assert_eq!(
+            kind(
+                "[  125.127841] [drm:amdgpu_dm_atomic_commit_tail [amdgpu]] *ERROR* Waiting for fences timed out!"
+            ),
+            Some(EventKind::Hang)
         );
         assert_eq!(
             kind("amdgpu 0000:03:00.0: amdgpu: GPU reset begin!"),
