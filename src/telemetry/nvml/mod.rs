@@ -163,6 +163,12 @@ impl NvmlSource {
         }
     }
 
+    /// The newest CUDA version the driver supports, as NVML's integer (`12040` is 12.4);
+    /// None where NVML is down or cannot say.
+    pub fn cuda_driver_version(&self) -> Option<i32> {
+        self.nvml.as_ref()?.sys_cuda_driver_version().ok()
+    }
+
     fn matched(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
         self.matches
             .iter()
