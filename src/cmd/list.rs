@@ -187,6 +187,7 @@ fn facts(
     system: &crate::inventory::System,
     nvml: &crate::telemetry::nvml::NvmlSource,
     named: &[std::path::PathBuf],
+    nvml_indices: &[u32],
 ) -> crate::inventory::frameworks::Facts {
     use crate::inventory::frameworks::{self, CudaVersion, Facts, NvmlState};
     let cause = nvml
@@ -203,6 +204,11 @@ fn facts(
         nvml: NvmlState::from_cause(cause.as_deref()),
         cuda_driver: nvml.cuda_driver_version().and_then(CudaVersion::from_nvml),
         installed: frameworks::installed(&envs),
+        compute_capability: nvml_indices
+            .iter()
+            .copied()
+            .filter_map(|i| nvml.compute_capability_at(i).map(|cc| (i, cc)))
+            .collect(),
     }
 }
 
@@ -224,6 +230,7 @@ fn device_diagnoses(
     system: &crate::inventory::System,
     inventory: &crate::inventory::Inventory,
     devices: &[DeviceInfo],
+    nvml: &[crate::telemetry::Match],
     facts: &crate::inventory::frameworks::Facts,
 ) -> Vec<Vec<Diagnosis>> {
     let matched = crate::inventory::match_vulkan(inventory, devices);
@@ -243,7 +250,10 @@ fn device_diagnoses(
                     device_id: Some(d.device_id),
                     name: d.name.clone(),
                     uuid: None,
-                    nvml_index: None,
+                    nvml_index: nvml
+                        .iter()
+                        .find(|m| m.device == d.index)
+                        .and_then(|m| m.index),
                     kernel_driver: None,
                     mig_enabled: None,
                     seen_by: vec!["vulkan".into()],
@@ -274,7 +284,8 @@ pub fn command(args: crate::cmd::cli::ListArgs) -> Result<i32, crate::error::App
             let state = crate::select::vulkan_state(&e);
             let missing = crate::select::not_visible(&system, &inventory, &[], &state);
             let nvml = crate::telemetry::nvml::NvmlSource::for_targets(&[]);
-            let facts = facts(&system, &nvml, &args.python);
+            let indices: Vec<u32> = inventory.gpus.iter().filter_map(|g| g.nvml_index).collect();
+            let facts = facts(&system, &nvml, &args.python, &indices);
             err(&not_visible(
                 &missing,
                 &missing_diagnoses(&system, &missing, &facts),
@@ -287,8 +298,13 @@ pub fn command(args: crate::cmd::cli::ListArgs) -> Result<i32, crate::error::App
         Err(e) => return Err(e.into()),
     };
     let nvml = crate::telemetry::nvml::NvmlSource::new(&devices);
-    let facts = facts(&system, &nvml, &args.python);
-    let diagnoses = device_diagnoses(&system, &inventory, &devices, &facts);
+    let matches = nvml.matches();
+    let mut indices: Vec<u32> = inventory.gpus.iter().filter_map(|g| g.nvml_index).collect();
+    indices.extend(matches.iter().filter_map(|m| m.index));
+    indices.sort_unstable();
+    indices.dedup();
+    let facts = facts(&system, &nvml, &args.python, &indices);
+    let diagnoses = device_diagnoses(&system, &inventory, &devices, &matches, &facts);
     let missing_said = not_visible(&missing, &missing_diagnoses(&system, &missing, &facts));
     if args.json {
         out(&format!("{}\n", json(&devices, &nvml, &diagnoses)));

@@ -24,6 +24,11 @@ use crate::telemetry::{signals, sysfs};
 /// Longest file kiln reads to find a framework's version, in bytes: the files it reads are
 /// a few kilobytes; anything larger is not the file it expects.
 const MAX_VERSION_FILE_BYTES: u64 = 1 << 20;
+/// Longest library kiln scans for PyTorch's list of architectures, in bytes
+/// (`libtorch_python.so` is tens of megabytes).
+const MAX_LIBRARY_BYTES: u64 = 512 << 20;
+/// Longest string of architectures kiln reads from the library, in bytes.
+const MAX_ARCH_LIST_BYTES: usize = 4096;
 
 /// A CUDA version, major and minor (`12.4`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -113,6 +118,10 @@ pub struct Installed {
     pub runtime: Runtime,
     /// The site-packages directory it lies in.
     pub site_packages: PathBuf,
+    /// The GPU architectures it carries code for (`sm_80`, `sm_90`, `compute_90`), where
+    /// its files say (PyTorch's `torch.cuda.get_arch_list()`, read from its library).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archs: Option<Vec<String>>,
 }
 
 impl Installed {
@@ -164,6 +173,8 @@ pub struct Facts {
     pub cuda_driver: Option<CudaVersion>,
     /// The frameworks found in the Python environments.
     pub installed: Vec<Installed>,
+    /// Each GPU's compute capability (major, minor) by NVML index, per NVML.
+    pub compute_capability: std::collections::BTreeMap<u32, (u32, u32)>,
 }
 
 /// The kind of a reason a framework cannot (or may not) use a GPU.
@@ -177,6 +188,8 @@ pub enum DiagnosisKind {
     CudaMinorNewer,
     /// A framework built without any GPU runtime.
     CpuOnlyBuild,
+    /// A framework without code for the card's compute capability.
+    ArchMissing,
     /// A framework built for the other vendor's runtime (ROCm on NVIDIA, CUDA on AMD).
     OtherVendorBuild,
     /// NVML's library and the kernel module differ in version: driver updated, no reboot.
@@ -200,6 +213,7 @@ impl DiagnosisKind {
             DiagnosisKind::CudaTooNew => "cuda_too_new",
             DiagnosisKind::CudaMinorNewer => "cuda_minor_newer",
             DiagnosisKind::CpuOnlyBuild => "cpu_only_build",
+            DiagnosisKind::ArchMissing => "arch_missing",
             DiagnosisKind::OtherVendorBuild => "other_vendor_build",
             DiagnosisKind::DriverLibraryMismatch => "driver_library_mismatch",
             DiagnosisKind::KernelModuleNotLoaded => "kernel_module_not_loaded",
@@ -365,6 +379,22 @@ fn frameworks(gpu: &InventoryGpu, facts: &Facts, who: &str, out: &mut Vec<Diagno
         if !nvidia {
             continue;
         }
+        if let (Some(archs), Some(cc)) = (
+            &f.archs,
+            gpu.nvml_index
+                .and_then(|i| facts.compute_capability.get(&i)),
+        ) && !runs_on(archs, *cc)
+        {
+            let (major, minor) = cc;
+            out.push(Diagnosis::new(
+                DiagnosisKind::ArchMissing,
+                format!(
+                    "{label} carries code for {} but not for {who}'s compute capability {major}.{minor} (sm_{major}{minor}), so its kernels cannot run there (\"no kernel image is available for execution on the device\")",
+                    archs.join(" ")
+                ),
+                format!("install a build of it that lists sm_{major}{minor} (a newer release, or the build for a newer CUDA)"),
+            ));
+        }
         let Some(driver) = facts.cuda_driver else {
             continue;
         };
@@ -392,6 +422,86 @@ fn frameworks(gpu: &InventoryGpu, facts: &Facts, who: &str, out: &mut Vec<Diagno
                 format!("update the NVIDIA driver to one that supports CUDA {v}, or install the framework's build for CUDA {driver} or older"),
             ));
         }
+    }
+}
+
+/// Whether code for `archs` runs on a card of compute capability `cc`, by PyTorch's own
+/// check (`torch.cuda._check_cubins`): machine code of the same major version runs on any
+/// minor of it; PTX (`compute_XY`) of this capability or older is compiled for the card by
+/// the driver.
+fn runs_on(archs: &[String], cc: (u32, u32)) -> bool {
+    let number = |a: &str, prefix: &str| -> Option<u32> {
+        let digits: String = a
+            .strip_prefix(prefix)?
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    let card = cc.0 * 10 + cc.1;
+    archs.iter().any(|a| {
+        number(a, "sm_").is_some_and(|n| n / 10 == cc.0)
+            || number(a, "compute_").is_some_and(|n| n <= card)
+    })
+}
+
+/// PyTorch's list of architectures (`torch.cuda.get_arch_list()`), read from its Python
+/// library, where PyTorch's `_cuda_getArchFlags` keeps it as one string of words
+/// (`sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90`): the longest string of the library made
+/// of such words alone. None where the library is missing, too large, or has no such string.
+fn arch_list(library: &Path) -> Option<Vec<String>> {
+    use std::io::Read;
+    let file = std::fs::File::open(library).ok()?;
+    if file.metadata().ok()?.len() > MAX_LIBRARY_BYTES {
+        return None;
+    }
+    let mut best: Option<Vec<String>> = None;
+    let mut run: Vec<u8> = Vec::new();
+    let mut overflow = false;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let n = reader.read(&mut chunk).ok()?;
+        if n == 0 {
+            consider_arch_string(&run, overflow, &mut best);
+            return best;
+        }
+        for &b in &chunk[..n] {
+            // A C string ends at NUL.
+            if b == 0 {
+                consider_arch_string(&run, overflow, &mut best);
+                run.clear();
+                overflow = false;
+            } else if run.len() < MAX_ARCH_LIST_BYTES {
+                run.push(b);
+            } else {
+                overflow = true;
+            }
+        }
+    }
+}
+
+/// Keeps `run` in `best` where it is a longer list of architectures than `best` holds.
+fn consider_arch_string(run: &[u8], overflow: bool, best: &mut Option<Vec<String>>) {
+    let is_arch = |w: &str| {
+        let body = w.strip_prefix("sm_").or_else(|| w.strip_prefix("compute_"));
+        body.is_some_and(|b| {
+            let digits = b.trim_end_matches(['a', 'f']);
+            digits.len() >= 2 && digits.bytes().all(|c| c.is_ascii_digit())
+        })
+    };
+    if overflow {
+        return;
+    }
+    let Ok(text) = std::str::from_utf8(run) else {
+        return;
+    };
+    let words: Vec<&str> = text.split(' ').collect();
+    if words.iter().all(|w| is_arch(w))
+        && words.iter().any(|w| w.starts_with("sm_"))
+        && best.as_ref().is_none_or(|b| b.len() < words.len())
+    {
+        *best = Some(words.iter().map(|w| (*w).to_owned()).collect());
     }
 }
 
@@ -688,12 +798,13 @@ fn python_value(text: &str, key: &str, at_line_start: bool) -> Option<PyValue> {
 /// The frameworks installed in one site-packages directory.
 pub fn installed_in(site: &Path) -> Vec<Installed> {
     let mut out = Vec::new();
-    let mut push = |framework, version, runtime| {
+    let mut push = |framework, version, runtime, archs| {
         out.push(Installed {
             framework,
             version,
             runtime,
             site_packages: site.to_path_buf(),
+            archs,
         });
     };
     if let Some(text) = small_text(&site.join("torch/version.py")) {
@@ -712,7 +823,14 @@ pub fn installed_in(site: &Path) -> Vec<Installed> {
             _ => None,
         };
         if let Some(runtime) = runtime {
-            push(Framework::Pytorch, version, runtime);
+            let archs = if matches!(runtime, Runtime::Cuda(_)) {
+                ["torch/lib/libtorch_python.so", "torch/lib/torch_python.dll"]
+                    .iter()
+                    .find_map(|l| arch_list(&site.join(l)))
+            } else {
+                None
+            };
+            push(Framework::Pytorch, version, runtime, archs);
         }
     }
     if let Some(text) = small_text(&site.join("tensorflow/python/platform/build_info.py"))
@@ -720,7 +838,7 @@ pub fn installed_in(site: &Path) -> Vec<Installed> {
             .and_then(PyValue::text)
             .and_then(|v| CudaVersion::parse(&v))
     {
-        push(Framework::Tensorflow, None, Runtime::Cuda(v));
+        push(Framework::Tensorflow, None, Runtime::Cuda(v), None);
     }
     if let Some(text) = small_text(&site.join("onnxruntime/capi/build_and_package_info.py"))
         && let Some(v) = python_value(&text, "cuda_version", false)
@@ -728,7 +846,7 @@ pub fn installed_in(site: &Path) -> Vec<Installed> {
             .and_then(|v| CudaVersion::parse(&v))
     {
         let version = python_value(&text, "__version__", true).and_then(PyValue::text);
-        push(Framework::Onnxruntime, version, Runtime::Cuda(v));
+        push(Framework::Onnxruntime, version, Runtime::Cuda(v), None);
     }
     let mut jax: Option<(u32, String)> = None;
     let mut names: Vec<String> = std::fs::read_dir(site)
@@ -763,7 +881,12 @@ pub fn installed_in(site: &Path) -> Vec<Installed> {
         }
     }
     if let Some((major, version)) = jax {
-        push(Framework::Jax, Some(version), Runtime::CudaMajor(major));
+        push(
+            Framework::Jax,
+            Some(version),
+            Runtime::CudaMajor(major),
+            None,
+        );
     }
     out
 }
@@ -793,6 +916,7 @@ mod tests {
             nvml,
             cuda_driver: cuda.and_then(CudaVersion::parse),
             installed,
+            compute_capability: std::collections::BTreeMap::new(),
         }
     }
 
@@ -802,6 +926,7 @@ mod tests {
             version: Some("2.7.0".into()),
             runtime,
             site_packages: PathBuf::from("/venv/lib/python3.11/site-packages"),
+            archs: None,
         }
     }
 
@@ -1061,6 +1186,69 @@ mod tests {
         );
         // Without NVML's CUDA version nothing is compared.
         assert!(kinds(&f, &facts(NvmlState::Up, None, vec![torch(cuda("12.8"))])).is_empty());
+    }
+
+    fn words(list: &str) -> Vec<String> {
+        list.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn pytorch_s_architectures_are_read_from_its_library() {
+        let s = site(&[], &["torch/lib"]);
+        let library = s.path().join("torch/lib/libtorch_python.so");
+        let mut bytes = b"\x7fELF\x02\x01\x00junk sm_80 text\x00-arch=sm_90\x00sm_80\x00".to_vec();
+        bytes.extend_from_slice(b"sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90\x00");
+        bytes.extend(std::iter::repeat_n(0xffu8, 3 << 20));
+        bytes.extend_from_slice(b"\x00compute_90 sm_90a");
+        fs::write(&library, &bytes).unwrap();
+        assert_eq!(
+            arch_list(&library),
+            Some(words("sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"))
+        );
+        // Near miss: a library without such a string says nothing.
+        fs::write(&library, b"\x00sm_80 is not a list of architectures\x00").unwrap();
+        assert_eq!(arch_list(&library), None);
+        assert_eq!(arch_list(&s.path().join("missing.so")), None);
+    }
+
+    #[test]
+    fn a_wheel_without_code_for_the_card_s_architecture() {
+        let to_sm90 = words("sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90");
+        // PyTorch's own rule: any machine code of the same major, or PTX no newer.
+        assert!(!runs_on(&to_sm90, (12, 0)));
+        assert!(runs_on(&to_sm90, (8, 9)));
+        assert!(runs_on(&words("sm_80 compute_80"), (9, 0)));
+        assert!(runs_on(&words("sm_90 sm_100 sm_120"), (12, 0)));
+        assert!(!runs_on(&words("sm_90a"), (10, 0)));
+
+        let f = nvidia_gpu(Some("nvidia"));
+        let system = f.system();
+        let mut gpu = read(&system).gpus.remove(0);
+        gpu.nvml_index = Some(0);
+        let with = |gpu: &InventoryGpu, archs: &str, cc: (u32, u32)| {
+            let mut t = torch(cuda("12.8"));
+            t.archs = Some(words(archs));
+            let mut facts = facts(NvmlState::Up, Some("12.8"), vec![t]);
+            facts.compute_capability.insert(0, cc);
+            diagnose(&system, gpu, &facts)
+        };
+        let said = with(&gpu, "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90", (12, 0));
+        assert_eq!(said.len(), 1);
+        assert_eq!(said[0].kind, DiagnosisKind::ArchMissing);
+        assert!(
+            said[0]
+                .sentence()
+                .contains("compute capability 12.0 (sm_120)")
+                && said[0].sentence().contains("lists sm_120"),
+            "{}",
+            said[0].sentence()
+        );
+        // Near misses: the wheel lists the card's architecture, or the card is one it has.
+        assert!(with(&gpu, "sm_80 sm_86 sm_90 sm_100 sm_120", (12, 0)).is_empty());
+        assert!(with(&gpu, "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90", (9, 0)).is_empty());
+        // Without the card's capability nothing is compared.
+        gpu.nvml_index = None;
+        assert!(with(&gpu, "sm_50", (12, 0)).is_empty());
     }
 
     #[test]

@@ -1271,3 +1271,45 @@ fn kiln_list_says_a_driver_library_mismatch_is_a_reboot() {
     let listed = expect_json(&list(), 0);
     assert!(diagnosis_kinds(&listed).is_empty(), "{listed}");
 }
+
+#[test]
+fn kiln_list_says_a_wheel_without_the_card_s_architecture_cannot_run_on_it() {
+    // An sm_120 card (compute capability 12.0) and PyTorch whose library lists code up to
+    // sm_90, as `torch.cuda.get_arch_list()` would: read from the library, never loaded.
+    let node = Node::new(json!({"cc": [12, 0]}));
+    let mut spec = common::read_json(&node.scenario);
+    spec["cuda_version"] = 12080.into();
+    std::fs::write(&node.scenario, spec.to_string()).unwrap();
+    let env = python_env_with_torch("12.8");
+    let lib = env.path().join("lib/python3.11/site-packages/torch/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let library = |archs: &str| {
+        let mut bytes = b"\x7fELF\x02\x01\x01\x00-gencode arch=compute_90\x00".to_vec();
+        bytes.extend_from_slice(archs.as_bytes());
+        bytes.extend_from_slice(b"\x00THCPModule_getArchFlags\x00");
+        std::fs::write(lib.join("libtorch_python.so"), bytes).unwrap();
+    };
+    let empty = tempfile::tempdir().unwrap();
+    let list = || {
+        node.kiln()
+            .env("PATH", empty.path())
+            .args(["list", "--json", "--python"])
+            .arg(env.path())
+            .output()
+            .unwrap()
+    };
+    library("sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90");
+    let listed = expect_json(&list(), 0);
+    assert_eq!(diagnosis_kinds(&listed), ["arch_missing"], "{listed}");
+    assert!(
+        listed[0]["diagnoses"][0]["said"]
+            .as_str()
+            .unwrap()
+            .contains("sm_120"),
+        "{listed}"
+    );
+    // Near miss: a wheel that lists sm_120.
+    library("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120");
+    let listed = expect_json(&list(), 0);
+    assert!(diagnosis_kinds(&listed).is_empty(), "{listed}");
+}
