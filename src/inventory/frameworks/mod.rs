@@ -584,7 +584,7 @@ fn narrow_link(system: &System, gpu: &InventoryGpu, who: &str) -> Option<Diagnos
     let (said, fix) = match slot {
         Some(s) if s < card => (
             format!("{who} runs its link at x{width} of its x{card} lanes because its slot is x{s}{cost}"),
-            "move it to an x16 slot wired to the CPU (or check the board's lane sharing with other slots and M.2 drives)".to_owned(),
+            format!("move the card to a slot (or riser) with x{card} lanes where the host bandwidth matters, and check the board's lane sharing with other slots and M.2 drives"),
         ),
         _ => (
             format!("{who} trained its link at x{width} of its x{card} lanes{cost}"),
