@@ -84,8 +84,11 @@ pub struct PythonEnv {
     pub site_packages: Vec<PathBuf>,
 }
 
-/// Whether a file name is a Python interpreter's: `python`, `python3`, `python3.11`.
+/// Whether a file name is a Python interpreter's: `python`, `python3`, `python3.11`,
+/// `python.exe`.
 fn is_python_name(name: &str) -> bool {
+    // Windows' interpreters: `python.exe`, `python3.exe`.
+    let name = name.strip_suffix(".exe").unwrap_or(name);
     let Some(rest) = name.strip_prefix("python") else {
         return false;
     };
@@ -134,10 +137,15 @@ pub fn python_envs(
     }
     for n in named {
         if n.is_dir() {
-            let bin = ["bin/python3", "bin/python", "python.exe"]
-                .iter()
-                .map(|b| n.join(b))
-                .find(|p| p.exists());
+            let bin = [
+                "bin/python3",
+                "bin/python",
+                "Scripts/python.exe",
+                "python.exe",
+            ]
+            .iter()
+            .map(|b| n.join(b))
+            .find(|p| p.exists());
             // An environment's directory without an interpreter is still read as one.
             interpreters.push(bin.unwrap_or_else(|| n.join("bin/python3")));
         } else {
@@ -192,14 +200,19 @@ fn site_packages(interpreter: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         user = false;
         let system = pyvenv_value(cfg, "include-system-site-packages")
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        if system
-            && let Some(base) = pyvenv_value(cfg, "home")
-            && let Some(p) = Path::new(&base).parent()
-        {
-            prefixes.push(p.to_path_buf());
+        // `home` is the base's interpreter directory: `/usr/bin` (prefix `/usr`), or on
+        // Windows the prefix itself (`C:\Python311`).
+        if system && let Some(base) = pyvenv_value(cfg, "home") {
+            let base = Path::new(&base);
+            prefixes.extend(base.parent().map(Path::to_path_buf));
+            prefixes.push(base.to_path_buf());
         }
-    } else if let Some(p) = real.as_ref().and_then(|r| r.parent()?.parent()) {
-        prefixes.push(p.to_path_buf());
+    } else if let Some(real) = &real {
+        prefixes.extend(real.parent().and_then(Path::parent).map(Path::to_path_buf));
+        // Windows' installations keep python.exe in the prefix itself.
+        if name.ends_with(".exe") {
+            prefixes.extend(real.parent().map(Path::to_path_buf));
+        }
     }
     let mut dirs: Vec<PathBuf> = Vec::new();
     for prefix in &prefixes {
@@ -220,8 +233,9 @@ fn site_packages(interpreter: &Path, home: Option<&Path>) -> Vec<PathBuf> {
                 }
             }
         }
-        // Debian's and Ubuntu's system packages.
+        // Debian's and Ubuntu's system packages, and Windows' layout.
         dirs.push(prefix.join("lib/python3/dist-packages"));
+        dirs.push(prefix.join("Lib/site-packages"));
     }
     if user && let (Some(home), Some(v)) = (home, &version) {
         dirs.push(
@@ -623,6 +637,48 @@ mod tests {
         .unwrap();
         let envs = python_envs(None, &[venv.join("bin/python3")], Some(&home));
         assert_eq!(envs[0].site_packages, [venv_site, base_site]);
+    }
+
+    #[test]
+    fn debian_s_and_windows_layouts_are_read_too() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        // Debian: /usr/bin/python3 -> python3.11, packages in /usr/lib/python3/dist-packages.
+        let bin = r.join("usr/bin");
+        fs::create_dir_all(&bin).unwrap();
+        fs::write(bin.join("python3.11"), "").unwrap();
+        let debian = r.join("usr/lib/python3/dist-packages");
+        fs::create_dir_all(&debian).unwrap();
+        let envs = python_envs(bin.to_str(), &[], None);
+        assert_eq!(envs.len(), 1);
+        assert_eq!(envs[0].site_packages, [debian]);
+        // Windows: a venv's Scripts\python.exe beside pyvenv.cfg, its Lib\site-packages,
+        // and its base's python.exe in the prefix itself.
+        let base = r.join("Python311");
+        fs::create_dir_all(base.join("Lib/site-packages")).unwrap();
+        fs::write(base.join("python.exe"), "").unwrap();
+        let venv = r.join("venv");
+        fs::create_dir_all(venv.join("Scripts")).unwrap();
+        fs::create_dir_all(venv.join("Lib/site-packages")).unwrap();
+        fs::write(venv.join("Scripts/python.exe"), "").unwrap();
+        fs::write(
+            venv.join("pyvenv.cfg"),
+            format!(
+                "home = {}\ninclude-system-site-packages = true\nversion = 3.11.9\n",
+                base.display()
+            ),
+        )
+        .unwrap();
+        let envs = python_envs(None, &[venv.join("Scripts/python.exe")], None);
+        assert_eq!(
+            envs[0].site_packages,
+            [
+                venv.join("Lib/site-packages"),
+                base.join("Lib/site-packages")
+            ]
+        );
+        let envs = python_envs(None, &[base.join("python.exe")], None);
+        assert_eq!(envs[0].site_packages, [base.join("Lib/site-packages")]);
     }
 
     #[test]
