@@ -361,6 +361,11 @@ pub struct ListArgs {
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// A Python interpreter or environment directory whose installed frameworks (PyTorch,
+    /// JAX, onnxruntime-gpu, TensorFlow) are checked against each GPU, beside those on
+    /// PATH; repeatable. Their files are read, never run.
+    #[arg(long = "python", value_name = "PATH")]
+    pub python: Vec<std::path::PathBuf>,
 }
 
 /// Options shared by every command that tests memory.

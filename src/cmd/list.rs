@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use crate::gpu::DeviceInfo;
+use crate::inventory::frameworks::Diagnosis;
 use crate::telemetry::record::Reading;
 use crate::telemetry::{Source, signals};
 use crate::units::format_bytes;
@@ -16,15 +17,16 @@ fn down(source: &dyn Source) -> Option<String> {
         .map(|g| g.message)
 }
 
-/// A table of every device: identity, memory, the limits kiln works within, and the
-/// NVML device each is matched to.
-pub fn table(devices: &[DeviceInfo], nvml: &dyn Source) -> String {
+/// A table of every device: identity, memory, the limits kiln works within, the
+/// NVML device each is matched to, and why a framework cannot use it (`diagnoses`, by the
+/// device's place in `devices`; nothing where all is well).
+pub fn table(devices: &[DeviceInfo], nvml: &dyn Source, diagnoses: &[Vec<Diagnosis>]) -> String {
     let mut out = String::new();
     if let Some(message) = down(nvml) {
         let _ = writeln!(out, "note: {message}");
     }
     let matches = nvml.matches();
-    for d in devices {
+    for (at, d) in devices.iter().enumerate() {
         let _ = writeln!(out, "GPU{} {} ({})", d.index, d.name, d.kind.word());
         let _ = writeln!(
             out,
@@ -97,17 +99,27 @@ pub fn table(devices: &[DeviceInfo], nvml: &dyn Source) -> String {
             };
             let _ = writeln!(out, "  {line}");
         }
+        write_diagnoses(&mut out, diagnoses.get(at));
     }
     out
 }
 
-/// The device list as JSON: each device's description plus its NVML match and identity.
-pub fn json(devices: &[DeviceInfo], nvml: &dyn Source) -> String {
+/// Each diagnosis as a line of its own under its GPU.
+fn write_diagnoses(out: &mut String, diagnoses: Option<&Vec<Diagnosis>>) {
+    for d in diagnoses.into_iter().flatten() {
+        let _ = writeln!(out, "  diagnosis [{}]: {}", d.kind.word(), d.sentence());
+    }
+}
+
+/// The device list as JSON: each device's description plus its NVML match and identity,
+/// and `diagnoses`: why a framework cannot use it (by the device's place in `devices`).
+pub fn json(devices: &[DeviceInfo], nvml: &dyn Source, diagnoses: &[Vec<Diagnosis>]) -> String {
     let matches = nvml.matches();
     let unavailable = down(nvml);
     let list: Vec<serde_json::Value> = devices
         .iter()
-        .map(|d| {
+        .enumerate()
+        .map(|(at, d)| {
             let mut v = serde_json::to_value(d).unwrap_or_default();
             let m = matches.iter().find(|m| m.device == d.index);
             v["nvml"] = serde_json::json!({
@@ -116,6 +128,8 @@ pub fn json(devices: &[DeviceInfo], nvml: &dyn Source) -> String {
                 "identity": nvml.identity(d.index),
                 "unavailable": unavailable,
             });
+            v["diagnoses"] = serde_json::to_value(diagnoses.get(at).cloned().unwrap_or_default())
+                .unwrap_or_default();
             v
         })
         .collect();
@@ -123,10 +137,11 @@ pub fn json(devices: &[DeviceInfo], nvml: &dyn Source) -> String {
 }
 
 /// The machine's GPUs that Vulkan cannot see, a line each with the cause: they cannot be
-/// tested until that is fixed.
-pub fn not_visible(missing: &[crate::evidence::NotTested]) -> String {
+/// tested until that is fixed; then why a framework cannot use each (`diagnoses`, by its
+/// place in `missing`).
+pub fn not_visible(missing: &[crate::evidence::NotTested], diagnoses: &[Vec<Diagnosis>]) -> String {
     let mut out = String::new();
-    for n in missing {
+    for (at, n) in missing.iter().enumerate() {
         let _ = writeln!(
             out,
             "not visible to Vulkan: {} at {} ({}, seen by {}): {} [{}]",
@@ -140,6 +155,7 @@ pub fn not_visible(missing: &[crate::evidence::NotTested]) -> String {
             n.cause.message,
             n.cause.cause
         );
+        write_diagnoses(&mut out, diagnoses.get(at));
     }
     out
 }
@@ -165,6 +181,90 @@ fn matrix_units_line(d: &crate::gpu::DeviceInfo) -> String {
     )
 }
 
+/// What the framework diagnoses read beyond each GPU: NVML's state and CUDA version, and
+/// the frameworks of the Python environments on PATH and of those `named`.
+fn facts(
+    system: &crate::inventory::System,
+    nvml: &crate::telemetry::nvml::NvmlSource,
+    named: &[std::path::PathBuf],
+    nvml_indices: &[u32],
+) -> crate::inventory::frameworks::Facts {
+    use crate::inventory::frameworks::{self, CudaVersion, Facts, NvmlState};
+    let cause = nvml
+        .status()
+        .into_iter()
+        .find(|g| g.device.is_none())
+        .map(|g| g.cause.unwrap_or_default());
+    let envs = frameworks::python_envs(
+        system.env.get("PATH").map(String::as_str),
+        named,
+        system.env.get("HOME").map(std::path::Path::new),
+    );
+    Facts {
+        nvml: NvmlState::from_cause(cause.as_deref()),
+        cuda_driver: nvml.cuda_driver_version().and_then(CudaVersion::from_nvml),
+        installed: frameworks::installed(&envs),
+        compute_capability: nvml_indices
+            .iter()
+            .copied()
+            .filter_map(|i| nvml.compute_capability_at(i).map(|cc| (i, cc)))
+            .collect(),
+    }
+}
+
+/// The diagnoses of the GPUs Vulkan does not see, by their place in `missing`.
+fn missing_diagnoses(
+    system: &crate::inventory::System,
+    missing: &[crate::evidence::NotTested],
+    facts: &crate::inventory::frameworks::Facts,
+) -> Vec<Vec<Diagnosis>> {
+    missing
+        .iter()
+        .map(|n| crate::inventory::frameworks::diagnose(system, &n.gpu, facts))
+        .collect()
+}
+
+/// The diagnoses of Vulkan's devices, by their place in `devices`: each through the
+/// machine's GPU it is, else as Vulkan describes it; none for a CPU device.
+fn device_diagnoses(
+    system: &crate::inventory::System,
+    inventory: &crate::inventory::Inventory,
+    devices: &[DeviceInfo],
+    nvml: &[crate::telemetry::Match],
+    facts: &crate::inventory::frameworks::Facts,
+) -> Vec<Vec<Diagnosis>> {
+    let matched = crate::inventory::match_vulkan(inventory, devices);
+    devices
+        .iter()
+        .map(|d| {
+            if !d.kind.is_gpu() {
+                return Vec::new();
+            }
+            let gpu = matched
+                .iter()
+                .position(|m| *m == Some(d.index))
+                .map(|slot| inventory.gpus[slot].clone())
+                .unwrap_or_else(|| crate::inventory::InventoryGpu {
+                    pci_address: d.pci_address.clone(),
+                    vendor_id: d.vendor_id,
+                    device_id: Some(d.device_id),
+                    name: d.name.clone(),
+                    uuid: None,
+                    nvml_index: nvml
+                        .iter()
+                        .find(|m| m.device == d.index)
+                        .and_then(|m| m.index),
+                    kernel_driver: None,
+                    mig_enabled: None,
+                    seen_by: vec!["vulkan".into()],
+                    problem: None,
+                    compute_only: false,
+                });
+            crate::inventory::frameworks::diagnose(system, &gpu, facts)
+        })
+        .collect()
+}
+
 /// `kiln list`.
 pub fn command(args: crate::cmd::cli::ListArgs) -> Result<i32, crate::error::AppError> {
     use crate::cmd::edge::{err, out};
@@ -183,7 +283,13 @@ pub fn command(args: crate::cmd::cli::ListArgs) -> Result<i32, crate::error::App
         Err(e) if !inventory.gpus.is_empty() => {
             let state = crate::select::vulkan_state(&e);
             let missing = crate::select::not_visible(&system, &inventory, &[], &state);
-            err(&not_visible(&missing));
+            let nvml = crate::telemetry::nvml::NvmlSource::for_targets(&[]);
+            let indices: Vec<u32> = inventory.gpus.iter().filter_map(|g| g.nvml_index).collect();
+            let facts = facts(&system, &nvml, &args.python, &indices);
+            err(&not_visible(
+                &missing,
+                &missing_diagnoses(&system, &missing, &facts),
+            ));
             if args.json {
                 out("[]\n");
             }
@@ -192,12 +298,20 @@ pub fn command(args: crate::cmd::cli::ListArgs) -> Result<i32, crate::error::App
         Err(e) => return Err(e.into()),
     };
     let nvml = crate::telemetry::nvml::NvmlSource::new(&devices);
+    let matches = nvml.matches();
+    let mut indices: Vec<u32> = inventory.gpus.iter().filter_map(|g| g.nvml_index).collect();
+    indices.extend(matches.iter().filter_map(|m| m.index));
+    indices.sort_unstable();
+    indices.dedup();
+    let facts = facts(&system, &nvml, &args.python, &indices);
+    let diagnoses = device_diagnoses(&system, &inventory, &devices, &matches, &facts);
+    let missing_said = not_visible(&missing, &missing_diagnoses(&system, &missing, &facts));
     if args.json {
-        out(&format!("{}\n", json(&devices, &nvml)));
-        err(&not_visible(&missing));
+        out(&format!("{}\n", json(&devices, &nvml, &diagnoses)));
+        err(&missing_said);
     } else {
-        out(&table(&devices, &nvml));
-        out(&not_visible(&missing));
+        out(&table(&devices, &nvml, &diagnoses));
+        out(&missing_said);
     }
     Ok(exit_code::HEALTHY)
 }

@@ -48,7 +48,7 @@ impl Cause {
 }
 
 /// "NVIDIA GPU 0000:05:00.0", or by NVML index or name where there is no PCI address.
-fn gpu_label(gpu: &InventoryGpu) -> String {
+pub(super) fn gpu_label(gpu: &InventoryGpu) -> String {
     let vendor = vendor_word(gpu.vendor_id);
     match (&gpu.pci_address, gpu.nvml_index) {
         (Some(address), _) => format!("{vendor} GPU {address}"),
@@ -169,7 +169,7 @@ pub fn diagnose(
 
     if vendor == IcdVendor::Nvidia
         && vendor_icds.is_empty()
-        && let Some(caps) = missing_graphics_capability(system)
+        && let Some(caps) = lacks_capability(system, "graphics")
     {
         return Cause::new(
             "container_no_graphics",
@@ -301,12 +301,13 @@ fn kernel_driver_cause(gpu: &InventoryGpu, vendor: IcdVendor, who: &str) -> Opti
     Some(cause)
 }
 
-/// In an NVIDIA container without the graphics capability, what the capabilities are.
-fn missing_graphics_capability(system: &System) -> Option<String> {
+/// In an NVIDIA container without the driver capability `cap` (`graphics`, `compute`),
+/// what the capabilities are; None outside such a container or where it has `cap`.
+pub(super) fn lacks_capability(system: &System, cap: &str) -> Option<String> {
     match system.var("NVIDIA_DRIVER_CAPABILITIES") {
         Some(caps) => {
             let has = |c: &str| caps.split(',').any(|x| x.trim() == c);
-            if has("graphics") || has("all") {
+            if has(cap) || has("all") {
                 None
             } else {
                 Some(format!(
@@ -315,13 +316,20 @@ fn missing_graphics_capability(system: &System) -> Option<String> {
                 ))
             }
         }
-        None if system.var("NVIDIA_VISIBLE_DEVICES").is_some() => Some(
-            "NVIDIA_DRIVER_CAPABILITIES is unset, so the NVIDIA container toolkit's default compute,utility applies"
-                .to_owned(),
-        ),
+        None if system.var("NVIDIA_VISIBLE_DEVICES").is_some()
+            && !TOOLKIT_DEFAULT_CAPABILITIES.contains(&cap) =>
+        {
+            Some(
+                "NVIDIA_DRIVER_CAPABILITIES is unset, so the NVIDIA container toolkit's default compute,utility applies"
+                    .to_owned(),
+            )
+        }
         None => None,
     }
 }
+
+/// The capabilities the NVIDIA container toolkit gives a container that names none.
+const TOOLKIT_DEFAULT_CAPABILITIES: [&str; 2] = ["compute", "utility"];
 
 #[cfg(test)]
 mod tests {

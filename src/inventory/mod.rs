@@ -5,6 +5,7 @@
 
 mod diagnose;
 mod fixture;
+pub mod frameworks;
 mod icd;
 mod pci_names;
 
@@ -37,6 +38,7 @@ const ENV_VARS: &[&str] = &[
     "XDG_DATA_DIRS",
     "NVIDIA_DRIVER_CAPABILITIES",
     "NVIDIA_VISIBLE_DEVICES",
+    "PATH",
 ];
 
 /// Display controllers that belong to a BMC or a hypervisor: vendor id, short name and role.

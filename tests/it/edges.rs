@@ -1161,3 +1161,67 @@ fn json_means_stdout_is_json_and_nothing_else_for_every_command() {
         );
     }
 }
+
+#[test]
+fn kiln_list_says_why_a_framework_cannot_see_each_gpu_of_the_machine() {
+    // Two NVIDIA cards Vulkan cannot see: one with no driver bound and no nvidia module
+    // loaded, one bound to vfio-pci for a virtual machine. NVML (the fake, answering
+    // "driver not loaded" whatever the host has) cannot start, and no Python is on PATH.
+    let root = machine(&[
+        ("0000:19:00.0", "0x030200", "0x10de", "0x2335", None),
+        (
+            "0000:29:00.0",
+            "0x030200",
+            "0x10de",
+            "0x2335",
+            Some("vfio-pci"),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("scenario.json");
+    std::fs::write(
+        &scenario,
+        r#"{"driver_version": "550.90.07", "init": "driver_not_loaded", "gpus": []}"#,
+    )
+    .unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let list = || {
+        let out = kiln_on(root.path())
+            .env("LD_LIBRARY_PATH", common::fake_nvml_dir())
+            .env("KILN_FAKE_NVML", &scenario)
+            .env("PATH", empty.path())
+            .arg("list")
+            .output()
+            .unwrap();
+        stdout(&out)
+    };
+    let text = list();
+    let under = |address: &str| -> Vec<String> {
+        let mut lines = text.lines().skip_while(|l| !l.contains(address));
+        let first = lines.next().unwrap_or_default();
+        assert!(first.starts_with("not visible to Vulkan: "), "{text}");
+        lines
+            .take_while(|l| l.starts_with("  diagnosis ["))
+            .map(str::to_owned)
+            .collect()
+    };
+    let unbound = under("0000:19:00.0");
+    assert_eq!(unbound.len(), 1, "{text}");
+    assert!(
+        unbound[0].starts_with("  diagnosis [kernel_module_not_loaded]: ")
+            && unbound[0].contains("modprobe nvidia"),
+        "{text}"
+    );
+    let passed = under("0000:29:00.0");
+    assert_eq!(passed.len(), 1, "{text}");
+    assert!(
+        passed[0].starts_with("  diagnosis [passed_through]: "),
+        "{text}"
+    );
+    // Near miss: the module loaded (its driver failed to bind for another reason, which
+    // the Vulkan cause says): no module diagnosis; the passed-through card keeps its own.
+    std::fs::create_dir_all(root.path().join("sys/module/nvidia")).unwrap();
+    let text = list();
+    assert!(!text.contains("kernel_module_not_loaded"), "{text}");
+    assert!(text.contains("diagnosis [passed_through]"), "{text}");
+}

@@ -1121,3 +1121,195 @@ fn an_eight_gpu_node_tests_what_vulkan_sees_and_names_why_each_other_gpu_is_not_
         }
     }
 }
+
+/// A Python environment as a venv lays it out (`bin/python3`, `pyvenv.cfg`), with PyTorch
+/// built for CUDA `cuda`: its files only, nothing that runs.
+fn python_env_with_torch(cuda: &str) -> tempfile::TempDir {
+    let env = tempfile::tempdir().unwrap();
+    let bin = env.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("python3"), "").unwrap();
+    std::fs::write(
+        env.path().join("pyvenv.cfg"),
+        "home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11.9\n",
+    )
+    .unwrap();
+    let torch = env.path().join("lib/python3.11/site-packages/torch");
+    std::fs::create_dir_all(&torch).unwrap();
+    std::fs::write(
+        torch.join("version.py"),
+        format!(
+            "__version__ = '2.7.0+cu{}'\ncuda: Optional[str] = '{cuda}'\nhip: Optional[str] = None\n",
+            cuda.replace('.', "")
+        ),
+    )
+    .unwrap();
+    env
+}
+
+/// The kinds of the diagnoses `kiln list --json` gives its first device.
+fn diagnosis_kinds(listed: &Value) -> Vec<String> {
+    listed[0]["diagnoses"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no diagnoses: {listed}"))
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn kiln_list_says_why_pytorch_cannot_see_the_card_from_files_alone() {
+    // A driver that supports CUDA 11.8, PyTorch built for 12.8 in a venv on PATH, and the
+    // card in an x4 slot: both said, each with its fix.
+    let node = Node::new(json!({}));
+    let mut spec = common::read_json(&node.scenario);
+    spec["cuda_version"] = 11080.into();
+    std::fs::write(&node.scenario, spec.to_string()).unwrap();
+    let env = python_env_with_torch("12.8");
+    let root = sysfs_card("0000:3b:00.0");
+    let dev = root.path().join("sys/bus/pci/devices/0000:3b:00.0");
+    std::fs::write(dev.join("current_link_width"), "4\n").unwrap();
+    let list = |node: &Node, path: &Path, extra: &[&std::ffi::OsStr]| {
+        node.kiln()
+            .env("PATH", path)
+            .env("KILN_SYSTEM_ROOT", root.path())
+            .arg("list")
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let json = std::ffi::OsStr::new("--json");
+    let listed = expect_json(&list(&node, &env.path().join("bin"), &[json]), 0);
+    assert_eq!(
+        diagnosis_kinds(&listed),
+        ["cuda_too_new", "narrow_link"],
+        "{listed}"
+    );
+    let said = listed[0]["diagnoses"][0]["said"].as_str().unwrap();
+    assert!(
+        said.contains("PyTorch 2.7.0+cu128") && said.contains("CUDA 11.8"),
+        "{said}"
+    );
+    let text = common::stdout(&list(&node, &env.path().join("bin"), &[]));
+    assert!(
+        text.contains("diagnosis [cuda_too_new]: PyTorch 2.7.0+cu128")
+            && text.contains("update the NVIDIA driver")
+            && text.contains("diagnosis [narrow_link]:")
+            && text.contains("GB/s lost"),
+        "{text}"
+    );
+
+    // Near miss: a driver that supports CUDA 12.8, the environment named with --python
+    // (PATH holding no Python), and the card at full width: nothing said.
+    spec["cuda_version"] = 12080.into();
+    std::fs::write(&node.scenario, spec.to_string()).unwrap();
+    std::fs::write(dev.join("current_link_width"), "16\n").unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let python = env.path().join("bin/python3");
+    let listed = expect_json(
+        &list(
+            &node,
+            empty.path(),
+            &[json, "--python".as_ref(), python.as_os_str()],
+        ),
+        0,
+    );
+    assert!(diagnosis_kinds(&listed).is_empty(), "{listed}");
+    let text = common::stdout(&list(
+        &node,
+        empty.path(),
+        &["--python".as_ref(), python.as_os_str()],
+    ));
+    assert!(!text.contains("diagnosis"), "{text}");
+    // The same environment named against the older driver: found by --python too.
+    spec["cuda_version"] = 11080.into();
+    std::fs::write(&node.scenario, spec.to_string()).unwrap();
+    let listed = expect_json(
+        &list(
+            &node,
+            empty.path(),
+            &[json, "--python".as_ref(), env.path().as_os_str()],
+        ),
+        0,
+    );
+    assert_eq!(diagnosis_kinds(&listed), ["cuda_too_new"], "{listed}");
+}
+
+#[test]
+fn kiln_list_says_a_driver_library_mismatch_is_a_reboot() {
+    // NVML answers every start with NVML_ERROR_LIB_RM_VERSION_MISMATCH: the driver was
+    // updated and the old module is still loaded.
+    let node = Node::new(json!({}));
+    let mut spec = common::read_json(&node.scenario);
+    spec["init"] = "lib_rm_version_mismatch".into();
+    std::fs::write(&node.scenario, spec.to_string()).unwrap();
+    // No Python on PATH: the machine's own frameworks stay out of it.
+    let empty = tempfile::tempdir().unwrap();
+    let list = || {
+        node.kiln()
+            .env("PATH", empty.path())
+            .args(["list", "--json"])
+            .output()
+            .unwrap()
+    };
+    let listed = expect_json(&list(), 0);
+    assert_eq!(
+        diagnosis_kinds(&listed),
+        ["driver_library_mismatch"],
+        "{listed}"
+    );
+    assert!(
+        listed[0]["diagnoses"][0]["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("reboot"),
+        "{listed}"
+    );
+    // Near miss: NVML up.
+    spec.as_object_mut().unwrap().remove("init");
+    std::fs::write(&node.scenario, spec.to_string()).unwrap();
+    let listed = expect_json(&list(), 0);
+    assert!(diagnosis_kinds(&listed).is_empty(), "{listed}");
+}
+
+#[test]
+fn kiln_list_says_a_wheel_without_the_card_s_architecture_cannot_run_on_it() {
+    // An sm_120 card (compute capability 12.0) and PyTorch whose library lists code up to
+    // sm_90, as `torch.cuda.get_arch_list()` would: read from the library, never loaded.
+    let node = Node::new(json!({"cc": [12, 0]}));
+    let mut spec = common::read_json(&node.scenario);
+    spec["cuda_version"] = 12080.into();
+    std::fs::write(&node.scenario, spec.to_string()).unwrap();
+    let env = python_env_with_torch("12.8");
+    let lib = env.path().join("lib/python3.11/site-packages/torch/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let library = |archs: &str| {
+        let mut bytes = b"\x7fELF\x02\x01\x01\x00-gencode arch=compute_90\x00".to_vec();
+        bytes.extend_from_slice(archs.as_bytes());
+        bytes.extend_from_slice(b"\x00THCPModule_getArchFlags\x00");
+        std::fs::write(lib.join("libtorch_python.so"), bytes).unwrap();
+    };
+    let empty = tempfile::tempdir().unwrap();
+    let list = || {
+        node.kiln()
+            .env("PATH", empty.path())
+            .args(["list", "--json", "--python"])
+            .arg(env.path())
+            .output()
+            .unwrap()
+    };
+    library("sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90");
+    let listed = expect_json(&list(), 0);
+    assert_eq!(diagnosis_kinds(&listed), ["arch_missing"], "{listed}");
+    assert!(
+        listed[0]["diagnoses"][0]["said"]
+            .as_str()
+            .unwrap()
+            .contains("sm_120"),
+        "{listed}"
+    );
+    // Near miss: a wheel that lists sm_120.
+    library("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120");
+    let listed = expect_json(&list(), 0);
+    assert!(diagnosis_kinds(&listed).is_empty(), "{listed}");
+}

@@ -163,6 +163,25 @@ impl NvmlSource {
         }
     }
 
+    /// The newest CUDA version the driver supports, as NVML's integer (`12040` is 12.4);
+    /// None where NVML is down or cannot say.
+    pub fn cuda_driver_version(&self) -> Option<i32> {
+        self.nvml.as_ref()?.sys_cuda_driver_version().ok()
+    }
+
+    /// The compute capability (major, minor) of the GPU at NVML index `index`; None where
+    /// NVML is down or cannot say.
+    pub fn compute_capability_at(&self, index: u32) -> Option<(u32, u32)> {
+        let cc = self
+            .nvml
+            .as_ref()?
+            .device_by_index(index)
+            .ok()?
+            .cuda_compute_capability()
+            .ok()?;
+        Some((u32::try_from(cc.major).ok()?, u32::try_from(cc.minor).ok()?))
+    }
+
     fn matched(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
         self.matches
             .iter()

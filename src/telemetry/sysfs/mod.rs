@@ -27,7 +27,10 @@ pub use amdgpu::{
 
 pub use hwmon::read_hwmon;
 pub use intel::{read_intel_gauges, read_intel_throttle};
-pub use pcie::{generation, parse_aer, parse_link_speed, parse_width, read_aer, read_link};
+pub use pcie::{
+    generation, parse_aer, parse_link_speed, parse_width, read_aer, read_link, theoretical_gbps,
+    transfer_rate_gts,
+};
 
 /// The directory that stands for `/` when kiln reads the machine: env `KILN_SYSTEM_ROOT`
 /// (a test hook that points at a fixture tree) when set and not empty, else `/`. The one

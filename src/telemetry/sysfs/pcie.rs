@@ -32,6 +32,31 @@ pub fn generation(gts: f64) -> Option<u32> {
     .map(|(_, g)| *g)
 }
 
+/// Raw transfer rate of a PCIe generation per lane, GT/s.
+pub fn transfer_rate_gts(generation: u32) -> Option<f64> {
+    match generation {
+        1 => Some(2.5),
+        2 => Some(5.0),
+        3 => Some(8.0),
+        4 => Some(16.0),
+        5 => Some(32.0),
+        6 => Some(64.0),
+        _ => None,
+    }
+}
+
+/// Theoretical bandwidth per direction of a link, GB/s: per-lane rate after line coding.
+pub fn theoretical_gbps(generation: u32, width: u32) -> Option<f64> {
+    let gts = transfer_rate_gts(generation)?;
+    // Payload bits per line bits: 8b/10b, 128b/130b, then FLIT mode from Gen6.
+    let (payload, line) = match generation {
+        1 | 2 => (8.0, 10.0),
+        3..=5 => (128.0, 130.0),
+        _ => (242.0, 256.0),
+    };
+    Some(gts * payload / line / 8.0 * f64::from(width))
+}
+
 /// `16` -> 16; `Unknown` or garbage -> None.
 pub fn parse_width(text: &str) -> Option<u32> {
     text.trim().parse().ok()

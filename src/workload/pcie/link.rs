@@ -3,30 +3,9 @@
 
 use super::*;
 
-/// Raw transfer rate of a PCIe generation per lane, GT/s.
-pub fn transfer_rate_gts(generation: u32) -> Option<f64> {
-    match generation {
-        1 => Some(2.5),
-        2 => Some(5.0),
-        3 => Some(8.0),
-        4 => Some(16.0),
-        5 => Some(32.0),
-        6 => Some(64.0),
-        _ => None,
-    }
-}
-
-/// Theoretical bandwidth per direction of a link, GB/s: per-lane rate after line coding.
-pub fn theoretical_gbps(generation: u32, width: u32) -> Option<f64> {
-    let gts = transfer_rate_gts(generation)?;
-    // Payload bits per line bits: 8b/10b, 128b/130b, then FLIT mode from Gen6.
-    let (payload, line) = match generation {
-        1 | 2 => (8.0, 10.0),
-        3..=5 => (128.0, 130.0),
-        _ => (242.0, 256.0),
-    };
-    Some(gts * payload / line / 8.0 * f64::from(width))
-}
+// The link's theory lives with the link's reading, below the workloads, so that the
+// inventory can say what a narrow link costs without importing a workload.
+pub use crate::telemetry::sysfs::{theoretical_gbps, transfer_rate_gts};
 
 /// Runs `work` while a thread reads the link with `read` every few milliseconds; returns
 /// the work's result and every reading taken while it ran (at least one).

@@ -301,6 +301,33 @@ pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(
     })
 }
 
+/// The card's compute capability: `"cc": [12, 0]`, else an H200's 9.0.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCudaComputeCapability(
+    device: nvmlDevice_t,
+    major: *mut c_int,
+    minor: *mut c_int,
+) -> nvmlReturn_t {
+    on_device(
+        "nvmlDeviceGetCudaComputeCapability",
+        device,
+        "identity",
+        |g, _| {
+            let cc = g.spec.get("cc").and_then(serde_json::Value::as_array);
+            let at = |i: usize, default: c_int| {
+                cc.and_then(|c| c.get(i))
+                    .and_then(serde_json::Value::as_i64)
+                    .map_or(default, |v| v as c_int)
+            };
+            // SAFETY: as the caller's pointers are.
+            unsafe {
+                put(major, at(0, 9));
+                put(minor, at(1, 0))
+            }
+        },
+    )
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetMigMode(
     device: nvmlDevice_t,
