@@ -39,6 +39,7 @@ mod orchestration;
 mod pcie;
 mod power_target;
 mod profiles;
+mod real_corpus;
 mod scenarios;
 mod snapshots;
 mod telemetry_replay;
