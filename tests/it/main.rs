@@ -27,6 +27,7 @@ mod discrete_layer;
 mod docs;
 mod edges;
 mod error_counters;
+mod explain;
 mod fleet_outputs;
 mod fragment;
 mod gpu_errors;
