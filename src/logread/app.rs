@@ -55,7 +55,7 @@ const PATTERNS: &[Pattern] = &[
     ),
     p(
         FailureKind::DriverMissing,
-        r"(?i)no \W*CUDA-capable device|CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice|couldn.t communicate with the NVIDIA driver|found no NVIDIA driver|NVIDIA driver is not (?:loaded|installed|running)|kernel driver does not appear to be running|No devices were found",
+        r"(?i)no \W*CUDA-capable device|No CUDA GPUs are available|CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice|couldn.t communicate with the NVIDIA driver|found no NVIDIA driver|NVIDIA driver is not (?:loaded|installed|running)|kernel driver does not appear to be running|No devices were found",
     ),
     p(
         FailureKind::GpuHang,
@@ -67,7 +67,7 @@ const PATTERNS: &[Pattern] = &[
     ),
     p(
         FailureKind::OutOfMemory,
-        r"(?i)out of (?:device |video )?memory|OUT_OF_(?:DEVICE_)?MEMORY|OutOfDeviceMemory|heaps are exhausted|Memory allocation failed|Insufficient Memory|failed to allocate memory|cudaErrorMemoryAllocation|RESOURCE_EXHAUSTED|Resource exhausted",
+        r"(?i)out of (?:device |video )?memory|failed to allocate (?:\w+ )?buffer|OUT_OF_(?:DEVICE_)?MEMORY|OutOfDeviceMemory|heaps are exhausted|Memory allocation failed|Insufficient Memory|failed to allocate memory|cudaErrorMemoryAllocation|RESOURCE_EXHAUSTED|Resource exhausted",
     ),
     Pattern {
         kind: FailureKind::Validation,
@@ -78,6 +78,18 @@ const PATTERNS: &[Pattern] = &[
     p(
         FailureKind::Validation,
         r"Validation Error|requires a buffer binding which is at least|VUID-",
+    ),
+    // nvidia-smi cannot reach a GPU the driver still lists.
+    Pattern {
+        kind: FailureKind::Other,
+        regex: r"Unable to determine the device handle for GPU",
+        framework: None,
+        driver: Some(Driver::Nvidia),
+    },
+    // A kernel that crashed or asserted (CUDA: cudaErrorLaunchFailure, cudaErrorAssert).
+    p(
+        FailureKind::Other,
+        r"(?i)unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|device-side assert(?:ion)? triggered",
     ),
     // ggml's Metal backend: "command buffer 3 failed with status 5".
     p(
@@ -105,7 +117,7 @@ const NAMES: &[(&str, &str)] = &[
     // RHI's own words.
     (
         "unreal",
-        r"Unreal|\bUE[45]\b|D3D device being lost|GPUCrash|GPU Crashed or D3D Device Removed",
+        r"(?i)Unreal|\bUE[45]\b|D3D device being lost|GPUCrash|GPU Crashed or D3D Device Removed|LogD3D1[12]RHI|LogRHI|D3D1[12]RHI",
     ),
     ("onnxruntime", r"onnxruntime"),
     (
@@ -124,7 +136,10 @@ const NAMES: &[(&str, &str)] = &[
         "vulkan",
         r"VK_ERROR_|\bvk[A-Z]\w+|Vulkan|VkResult|ErrorOutOfDeviceMemory",
     ),
-    ("nvidia-smi", r"(?i)nvidia-smi|Failed to initialize NVML"),
+    (
+        "nvidia-smi",
+        r"(?i)nvidia-smi|Failed to initialize NVML|Unable to determine the device handle",
+    ),
 ];
 
 fn names() -> &'static [(Regex, &'static str)] {
@@ -138,11 +153,17 @@ fn names() -> &'static [(Regex, &'static str)] {
 }
 
 /// The framework a line names, if any. A TensorFlow path under Bazel's
-/// `external/org_tensorflow` is XLA built into another project (JAX), not TensorFlow.
+/// `external/org_tensorflow` (or XLA's and TSL's own, whose BFC allocator says
+/// `GPU_0_bfc` too) is XLA built into another project (JAX), not TensorFlow.
 pub fn framework_named(line: &str) -> Option<&'static str> {
     names()
         .iter()
-        .filter(|(_, name)| *name != "tensorflow" || !line.contains("org_tensorflow"))
+        .filter(|(_, name)| {
+            *name != "tensorflow"
+                || !["org_tensorflow", "external/xla", "external/tsl", "tsl/"]
+                    .iter()
+                    .any(|x| line.contains(x))
+        })
         .find(|(r, _)| r.is_match(line))
         .map(|(_, name)| *name)
 }
@@ -151,9 +172,21 @@ fn exact_bytes() -> Option<&'static Regex> {
     static BYTES: OnceLock<Option<Regex>> = OnceLock::new();
     BYTES
         .get_or_init(|| {
-            Regex::new(r"\((?P<a>\d+) bytes\)|alloc\w* (?P<b>\d+) bytes|of size (?P<c>\d+)\b").ok()
+            Regex::new(
+                r"\((?P<a>\d+) bytes\)|alloc\w* (?P<b>\d+) bytes|of size (?P<c>\d+)\b|rounded to (?P<d>\d+)\)",
+            )
+            .ok()
         })
         .as_ref()
+}
+
+/// A full PCI address in the line (`00000000:3B:00.0`), written one way.
+fn device_address(text: &str) -> Option<String> {
+    static ADDRESS: OnceLock<Option<Regex>> = OnceLock::new();
+    let re = ADDRESS
+        .get_or_init(|| Regex::new(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]").ok())
+        .as_ref()?;
+    super::normalise_pci(re.find(text)?.as_str())
 }
 
 /// The exact byte count a line states (`(19104890880 bytes)`, `alloc 2740606464 bytes`,
@@ -162,7 +195,8 @@ fn exact_size(text: &str) -> Option<u64> {
     let c = exact_bytes()?.captures(text)?;
     c.name("a")
         .or_else(|| c.name("b"))
-        .or_else(|| c.name("c"))?
+        .or_else(|| c.name("c"))
+        .or_else(|| c.name("d"))?
         .as_str()
         .parse()
         .ok()
@@ -170,8 +204,17 @@ fn exact_size(text: &str) -> Option<u64> {
 
 /// What an application's line says; None for a line of no failure and no framework.
 pub fn read(text: &str) -> Option<(Role, Reading)> {
-    // The host's OOM killer is the host's memory, not a GPU's.
-    if text.contains("Out of memory: Kill") {
+    // The host's OOM killer is the host's memory, not a GPU's; pinned host memory refused
+    // is a warning llama.cpp falls back from; TensorFlow's BFC allocator says when a
+    // refusal is a retry it recovers from.
+    if [
+        "Out of memory: Kill",
+        "of pinned memory",
+        "this is not a failure",
+    ]
+    .iter()
+    .any(|quiet| text.contains(quiet))
+    {
         return None;
     }
     let mut r = Reading {
@@ -209,7 +252,14 @@ pub fn read(text: &str) -> Option<(Role, Reading)> {
         if p.kind == FailureKind::OutOfMemory {
             r.requested_bytes = exact_size(text);
             r.requested_exact = r.requested_bytes.is_some();
+            // A refused allocation's size in a unit (`failed to allocate buffer, size =
+            // 1024.00 MiB`), by the watch's own size reader.
+            if r.requested_bytes.is_none() && text.contains("failed to allocate") {
+                r.requested_bytes = words::requested(text).map(|(bytes, _)| bytes);
+            }
         }
+        // NVML's clients name the device (`GPU 00000000:3B:00.0: GPU is lost`).
+        r.pci_address = device_address(text);
         return Some((Role::Failure, r));
     }
     // The rest of a message the poster's paste broke in two ("Out \nof memory while
@@ -253,6 +303,35 @@ mod tests {
                 .unwrap();
         assert_eq!(role, Role::Detail, "a framework's name alone is no failure");
         assert_eq!(read("Out of memory: Killed process 1234 (python3)"), None);
+        // TensorFlow's allocator retrying, and llama.cpp's pinned host memory: warnings.
+        assert_eq!(
+            read(
+                "W tensorflow/core/common_runtime/bfc_allocator.cc:290] Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.17GiB with freed_by_count=0. The caller indicates that this is not a failure, but this may mean that there could be performance gains if more memory were available."
+            ),
+            None
+        );
+        assert_eq!(
+            read(
+                "ggml_cuda_host_malloc: failed to allocate 512.00 MiB of pinned memory: out of memory"
+            ),
+            None
+        );
+        // XLA's own BFC allocator in a JAX log is not TensorFlow's, and its exact count wins.
+        let (_, r) = read("W external/tsl/tsl/framework/bfc_allocator.cc:479] Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.00GiB (rounded to 2147483649)requested by op").unwrap();
+        assert_eq!(
+            (r.framework, r.requested_bytes),
+            (None, Some(2_147_483_649))
+        );
+        // NVML's client names the device it lost.
+        let (_, r) = read("Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.  Reboot the system to recover this GPU").unwrap();
+        assert_eq!(
+            (r.driver, r.failure, r.pci_address.as_deref()),
+            (
+                Some(Driver::Nvidia),
+                Some(FailureKind::DeviceLost),
+                Some("0000:3b:00.0")
+            )
+        );
         assert_eq!(read("epoch 3 done, loss 0.31"), None);
     }
 }

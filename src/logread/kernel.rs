@@ -37,7 +37,7 @@ pattern!(
 );
 pattern!(
     aer_failure,
-    r"(?i)AER:.*(?:error|can't recover|recovery failed|link has been reset)|PCIe Bus Error"
+    r"(?i)AER:.*(?:error|can't recover|recovery failed|link has been reset)|PCIe Bus Error|DPC: containment event"
 );
 pattern!(
     received_from,
@@ -45,7 +45,7 @@ pattern!(
 );
 pattern!(
     aer_detail,
-    r"error status/mask=|^\s*\[\s*\d+\]\s+\w+|can't find device of ID"
+    r"error status/mask=|:\s+\[\s*\d+\]\s+\w+|can't find device of ID"
 );
 // Another tool's report of an Xid: `XID 79(GPU has fallen off the bus) detected on PCI:0000:ae:00`.
 pattern!(
@@ -73,7 +73,10 @@ pattern!(
     gsp_timeout,
     r"(?i)GSP.*time(?:d)? ?out|heartbeat timed out|Timeout waiting for RPC from GSP"
 );
-pattern!(windows_event, r"Event ID (?P<id>\d+) from source nvlddmkm");
+pattern!(
+    windows_event,
+    r"Event ID (?P<id>\d+) from source nvlddmkm|nvlddmkm,(?P<csv>\d+),"
+);
 pattern!(
     amdgpu_line,
     r"^amdgpu[ :]|\[amdgpu\]\]|\[drm:amdgpu|^drmn\d+:"
@@ -86,7 +89,10 @@ pattern!(
     amd_hang,
     r"(?i)ring \S+ timeout|GPU reset|MODE[12] reset|BACO reset|ring reset|Ring \S+ reset|VRAM is lost|MES failed to respon|failed to reset|GPU recovery|issue a GPU reset"
 );
-pattern!(amd_fault, r"(?i)page fault|PROTECTION_FAULT_STATUS");
+pattern!(
+    amd_fault,
+    r"(?i)page fault|PROTECTION_FAULT|GPU fault detected"
+);
 pattern!(amd_fault_detail, r"in page starting at|at page 0x");
 pattern!(
     amd_ras,
@@ -100,7 +106,7 @@ pattern!(
 );
 pattern!(
     intel_hang,
-    r"(?i)GPU HANG|hangcheck|reset request timed out|Resetting chip|failed to reset|response timed out|Engine reset|Timedout job|engine reset|GT\d+: reset"
+    r"(?i)GPU HANG|hangcheck|reset request timed out|Resetting chip|Resetting \w+ for|failed to reset|response timed out|Engine reset|Timedout job|engine reset|GT\d+: reset"
 );
 pattern!(intel_fault, r"(?i)CAT error|page fault|pagefault");
 pattern!(intel_generic, r"\*ERROR\*|\bfailed\b");
@@ -143,7 +149,7 @@ fn aer(text: &str) -> Option<(Role, Reading)> {
         }
         return Some((Role::Failure, r));
     }
-    if aer_detail()?.is_match(text) && text.contains("pcieport") {
+    if aer_detail()?.is_match(text) {
         r.pci_address = Some(address);
         return Some((Role::Detail, r));
     }
@@ -216,7 +222,8 @@ fn nvidia(text: &str) -> Option<(Role, Reading)> {
     let lower = text.to_ascii_lowercase();
     if let Some(c) = windows_event()?.captures(text) {
         // nvlddmkm's event 153: the display driver reset the GPU after a timeout (TDR).
-        r.failure = (&c["id"] == "153").then_some(FailureKind::GpuHang);
+        let id = c.name("id").or_else(|| c.name("csv")).map(|m| m.as_str());
+        r.failure = (id == Some("153")).then_some(FailureKind::GpuHang);
         return Some((Role::Failure, r));
     }
     r.failure = if lower.contains("api mismatch") {
@@ -227,6 +234,7 @@ fn nvidia(text: &str) -> Option<(Role, Reading)> {
         Some(FailureKind::VersionMismatch)
     } else if lower.contains("no nvidia graphics adapter")
         || lower.contains("probe routine was not called")
+        || lower.contains("is not supported by the")
     {
         Some(FailureKind::DriverMissing)
     } else if lower.contains("fallen off the bus") {

@@ -51,7 +51,7 @@ fn prefixes() -> &'static [(Regex, bool)] {
             // syslog / journal, any locale's month: `Feb 15 17:37:45 host kernel:`,
             // `kvě 25 19:29:48 bc250 kernel:`, `Jan 02 21:35:19  kernel:`.
             (
-                r"^\p{L}{3,4}\.?\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}(?:\s+[\w.-]+)?\s+kernel:",
+                r"^\p{L}{3,4}\.?\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:\s+[\w.-]+)?\s+kernel:",
                 true,
             ),
             // The same for another program: `Apr 17 23:09:42 athena ollama.listener[2840147]:`.
@@ -62,6 +62,8 @@ fn prefixes() -> &'static [(Regex, bool)] {
             // A time alone before `kernel:`, and `kernel:` alone.
             (r"^\d{2}:\d{2}:\d{2}\s+kernel:", true),
             (r"^kernel:", true),
+            // After an ISO stamp (`journalctl -o short-iso`): `host kernel:`.
+            (r"^[\w.-]+ kernel:", true),
             // A docker-compose service: `deep-seek-1  | `.
             (r"^[A-Za-z0-9][\w.-]*\s+\|\s", false),
         ]
@@ -119,6 +121,8 @@ mod tests {
             ),
             ("2025-11-14T08:52:38.3746210Z ", false),
             ("2019-12-02 16:37:59.807028: ", false),
+            ("2024-05-01T12:00:00+0200 gpu-node-7 kernel: ", true),
+            ("May 01 12:00:00.123456 gpu-node-7 kernel: ", true),
             ("deep-seek-1  | ", false),
         ] {
             let line = format!("{prefix}{msg}");
