@@ -177,7 +177,7 @@ pub fn judge(r: &Reading) -> Judgement {
         (_, Some(F::IllegalAddress)) => of(
             Whose::Software,
             "a GPU kernel touched memory it may not (CUDA: cudaErrorIllegalAddress), most often the application's or a library's bug",
-            "rerun with CUDA_LAUNCH_BLOCKING=1 (and compute-sanitizer) to find the kernel; hardware only if it recurs on unrelated work, with an Xid 13, 31 or 48 beside it",
+            "rerun with CUDA_LAUNCH_BLOCKING=1 (and compute-sanitizer) to find the kernel; hardware only if it recurs on unrelated work, with a hardware Xid beside it",
         ),
         (_, Some(F::Validation)) => of(
             Whose::Software,

@@ -15,6 +15,7 @@ use regex::Regex;
 
 use super::{Driver, FailureKind, Reading, Role, Source, normalise_pci};
 use crate::telemetry::xid_line::parse_xid;
+use crate::verdict::xid::{self, Resolution};
 
 /// A compiled constant pattern (each is proved by this module's tests).
 fn re(cell: &'static OnceLock<Option<Regex>>, pattern: &str) -> Option<&'static Regex> {
@@ -167,8 +168,8 @@ fn xid_kind(code: u32, text: &str) -> Option<FailureKind> {
         Some(FailureKind::GpuHang)
     } else if lower.contains("double bit") || lower.contains(" ecc ") || lower.contains("dbe") {
         Some(FailureKind::Ecc)
-    } else if code == 74 || (144..=150).contains(&code) {
-        // NVLink's Xids (NVIDIA's Xid catalog: 74, and NVLink5's 144-150).
+    } else if xid::lookup(code).is_some_and(|x| x.resolution == Resolution::NvlinkWorkflow) {
+        // NVLink's Xids, as the one Xid catalogue knows them.
         Some(FailureKind::Link)
     } else {
         None
