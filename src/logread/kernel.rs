@@ -76,7 +76,7 @@ pattern!(
 );
 pattern!(
     windows_event,
-    r"Event ID (?P<id>\d+) from source nvlddmkm|nvlddmkm,(?P<csv>\d+),"
+    r#"Event ID (?P<id>\d+) from source nvlddmkm|nvlddmkm,(?P<csv>\d+),|Provider Name=['"]nvlddmkm['"].*?<EventID[^>]*>(?P<xml>\d+)</EventID>"#
 );
 pattern!(
     amdgpu_line,
@@ -223,7 +223,11 @@ fn nvidia(text: &str) -> Option<(Role, Reading)> {
     let lower = text.to_ascii_lowercase();
     if let Some(c) = windows_event()?.captures(text) {
         // nvlddmkm's event 153: the display driver reset the GPU after a timeout (TDR).
-        let id = c.name("id").or_else(|| c.name("csv")).map(|m| m.as_str());
+        let id = c
+            .name("id")
+            .or_else(|| c.name("csv"))
+            .or_else(|| c.name("xml"))
+            .map(|m| m.as_str());
         r.failure = (id == Some("153")).then_some(FailureKind::GpuHang);
         return Some((Role::Failure, r));
     }
@@ -429,6 +433,24 @@ mod tests {
             read1("pcieport 0000:00:1c.6: AER: enabled with IRQ 124"),
             None
         );
+    }
+
+    #[test]
+    fn a_windows_tdr_is_read_from_the_event_s_text_csv_and_xml_and_another_event_is_no_hang() {
+        for line in [
+            "The description for Event ID 153 from source nvlddmkm cannot be found.",
+            "Error,12/6/2026 10:00:00 AM,nvlddmkm,153,None,\"Reset TDR occurred on GPUID:100\"",
+            "<Event><System><Provider Name='nvlddmkm'/><EventID Qualifiers='49322'>153</EventID></System></Event>",
+        ] {
+            let (_, r) = read1(line).unwrap();
+            assert_eq!(
+                (r.driver, r.failure),
+                (Some(Driver::Nvidia), Some(FailureKind::GpuHang)),
+                "{line}"
+            );
+        }
+        let (_, r) = read1("<Event><System><Provider Name='nvlddmkm'/><EventID Qualifiers='49322'>0</EventID></System></Event>").unwrap();
+        assert_eq!(r.failure, None);
     }
 
     #[test]

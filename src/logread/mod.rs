@@ -192,8 +192,13 @@ impl Reading {
             _ => true,
         };
         let kinds_agree = match (self.failure, later.failure) {
+            // A reset after a kernel fault is the fault's recovery, not a failure of its
+            // own; other kinds side by side are two failures.
             (Some(a), Some(b)) => {
-                a == b || a.weak() || b.weak() || self.source == Some(Source::Kernel)
+                a == b
+                    || a.weak()
+                    || b.weak()
+                    || (self.source == Some(Source::Kernel) && b == FailureKind::GpuHang)
             }
             _ => true,
         };
@@ -383,6 +388,21 @@ mod tests {
             "NVRM: Xid (PCI:0000:01:00): 149, NETIR Fatal\nNVRM: Xid (PCI:0000:dc:00): 45, Ch 00000001 caused by previous Xid 149",
         );
         assert_eq!(other[1].follows, None);
+    }
+
+    #[test]
+    fn a_reset_after_a_fault_is_the_fault_s_and_two_faults_are_two() {
+        let found = read_text(
+            "amdgpu 0000:e3:00.0: amdgpu: uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!\n\
+             amdgpu 0000:e3:00.0: amdgpu: GPU reset begin!",
+        );
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].reading.failure, Some(FailureKind::Ecc));
+        let found = read_text(
+            "amdgpu 0000:03:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:7 pasid:32771)\n\
+             amdgpu 0000:03:00.0: amdgpu: uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!",
+        );
+        assert_eq!(found.len(), 2, "{found:#?}");
     }
 }
 
