@@ -61,6 +61,8 @@ pattern!(
     nvrm_address,
     r"(?:GPU|NVIDIA GPU) (?:at )?(?:PCI:)?(?P<addr>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"
 );
+// An Xid's text that states a memory error: "double bit error (DBE)", "ECC", "Uncorrectable".
+pattern!(xid_ecc, r"(?i)double bit|\bDBE\b|\bECC\b|uncorrectable");
 pattern!(xorg_address, r"PCI:(?P<bus>\d+):(?P<dev>\d+):(?P<fun>\d+)");
 pattern!(
     api_client,
@@ -166,7 +168,7 @@ fn xid_kind(code: u32, text: &str) -> Option<FailureKind> {
         Some(FailureKind::PageFault)
     } else if lower.contains("timeout") || lower.contains("timed out") {
         Some(FailureKind::GpuHang)
-    } else if lower.contains("double bit") || lower.contains(" ecc ") || lower.contains("dbe") {
+    } else if xid_ecc().is_some_and(|r| r.is_match(text)) {
         Some(FailureKind::Ecc)
     } else if xid::lookup(code).is_some_and(|x| x.resolution == Resolution::NvlinkWorkflow) {
         // NVLink's Xids, as the one Xid catalogue knows them.
@@ -353,6 +355,7 @@ mod tests {
             received_from(),
             aer_detail(),
             reported_xid(),
+            xid_ecc(),
             nvidia_line(),
             nvrm_address(),
             xorg_address(),
