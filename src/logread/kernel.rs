@@ -391,6 +391,14 @@ mod tests {
             (r.xid, r.pci_address.as_deref(), r.failure),
             (Some(145), Some("0018:01:00.0"), Some(FailureKind::Link))
         );
+        let (_, r) = read1("NVRM: Xid (PCI:0000:81:00): 48, pid=4242, name=python3, An uncorrectable double bit error (DBE) has been detected").unwrap();
+        assert_eq!(r.failure, Some(FailureKind::Ecc));
+        // The near miss: hex that spells "dbe" in an exception's registers is no ECC error.
+        let (_, r) = read1(
+            "NVRM: Xid (PCI:0000:41:00): 13, Graphics Exception: ESR 0x5067b0=0xdbe9 0x5067b4=0x24",
+        )
+        .unwrap();
+        assert_eq!(r.failure, None);
         assert_eq!(
             read1("NVRM: GPU at PCI:0000:01:00: GPU-8a47641b-dff6-f09f-618c-c3eb58fb430d"),
             None
