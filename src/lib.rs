@@ -28,6 +28,7 @@ pub mod fsutil;
 pub mod gpu;
 pub mod inventory;
 pub mod limits;
+pub mod logread;
 /// The OS's side of what differs between systems (processes), its FFI fenced here.
 #[allow(unsafe_code)]
 pub mod platform;

@@ -163,6 +163,10 @@ pub enum Command {
     /// new Xids, the PCIe link, the GPU count, the driver, and the last full run. The
     /// first line of stdout is one message with a stable fault code.
     Health(HealthArgs),
+    /// Read logs people already have (dmesg, journalctl -k, nvidia-bug-report.log.gz, an
+    /// application's output; FILEs, or standard input) and explain every GPU failure in
+    /// them: what it is, whose fault, what to do. Exit code: the gravest class found.
+    Explain(ExplainArgs),
     /// What changed between two runs of the same cards: new findings, rates that
     /// drifted, lifetime error counters that grew (devices matched by UUID or serial).
     Compare(CompareArgs),
@@ -184,6 +188,17 @@ pub struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
     pub shell: crate::cmd::completions::Shell,
+}
+
+/// `kiln explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// Log files to read (`.gz` too); none, or `-`, reads standard input.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print `{"explained": [...]}` on stdout, one object per failure.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `kiln compare`.

@@ -1,6 +1,6 @@
 //! kiln's commands, each a consumer of the core beside this folder: the command line
 //! (`cli`), what each command does with its arguments (`run`, `watch`, `health`, `bench`,
-//! `list`, `monitor`, `compare`, `selftest`, `completions`, and `rebuild` for `kiln
+//! `list`, `monitor`, `compare`, `explain`, `selftest`, `completions`, and `rebuild` for `kiln
 //! verdict` and `kiln report`), and the edge every one of them shares: one sentence and
 //! its exit code for a failure, stdout for results, stderr for the rest.
 //!
@@ -15,6 +15,7 @@ pub mod compare;
 pub mod completions;
 mod double_click;
 pub mod edge;
+pub mod explain;
 pub mod health;
 pub mod list;
 pub mod monitor;
@@ -105,6 +106,7 @@ pub fn check(command: &Command) -> Result<(), AppError> {
         | Command::Monitor(_)
         | Command::Report(_)
         | Command::Compare(_)
+        | Command::Explain(_)
         | Command::Baseline(_)
         | Command::Completions(_)
         | Command::Man => Ok(()),
@@ -123,6 +125,7 @@ fn dispatch(command: Command) -> Result<i32, AppError> {
         Command::Report(args) => rebuild::report(args),
         Command::Health(args) => health::command(args),
         Command::Compare(args) => compare::command(args),
+        Command::Explain(args) => explain::command(args),
         Command::Baseline(args) => baseline::command(args),
         Command::Completions(args) => {
             out(&completions::completions(&Cli::definition(), args.shell));

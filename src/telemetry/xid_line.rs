@@ -27,7 +27,8 @@ fn bus_pattern() -> &'static Regex {
 fn pid_pattern() -> &'static Regex {
     static PID: OnceLock<Regex> = OnceLock::new();
     PID.get_or_init(|| {
-        Regex::new(r"^pid='?(\d+|<unknown>)'?,\s*name=([^,]*),\s*(.*)$").expect("a valid pattern")
+        Regex::new(r"^pid='?(\d+|<unknown>)'?,\s*(?:name=([^,]*),\s*)?(.*)$")
+            .expect("a valid pattern")
     })
 }
 
@@ -39,7 +40,8 @@ pub fn parse_xid(message: &str) -> Option<XidEvent> {
         let rest = c[3].trim();
         let (pid, process, text) = match pid_pattern().captures(rest) {
             Some(p) => {
-                let name = p[2].trim();
+                // Some drivers give the pid without a name (`pid=2628, CMDre ...`).
+                let name = p.get(2).map_or("", |m| m.as_str().trim());
                 (
                     p[1].parse().ok(),
                     (name != "<unknown>" && !name.is_empty()).then(|| name.to_owned()),
@@ -118,5 +120,14 @@ mod tests {
         let x = parse_xid("NVRM: GPU at PCI:0000:05:00: GPU has fallen off the bus.").unwrap();
         assert_eq!((x.bus_id.as_deref(), x.code), (Some("0000:05:00"), None));
         assert!(parse_xid("usb 1-1: new high-speed USB device").is_none());
+
+        // A pid without a name.
+        let x =
+            parse_xid("NVRM: Xid (PCI:0000:01:00): 56, pid=2628, CMDre 0000000b 00000ffc").unwrap();
+        assert_eq!(
+            (x.code, x.pid, x.process.as_deref()),
+            (Some(56), Some(2628), None)
+        );
+        assert_eq!(x.message, "CMDre 0000000b 00000ffc");
     }
 }

@@ -77,7 +77,11 @@ pub struct Facts {
     /// Memory the framework's allocator held from the device (handed out or cached),
     /// bytes: above `allocated_bytes` by what its cache kept.
     pub reserved_bytes: Option<u64>,
-    /// A limit the request went over (wgpu's largest buffer), bytes.
+    /// Memory the allocator held but had not handed out, where the line says it apart
+    /// (PyTorch 2.x's "reserved by PyTorch but unallocated"), bytes.
+    pub unallocated_bytes: Option<u64>,
+    /// A limit the request went over (wgpu's largest buffer, PyTorch's per-process cap),
+    /// bytes.
     pub limit_bytes: Option<u64>,
     /// The elements of the shape asked for, where the line gave a shape rather than a size:
     /// `request_bytes` is then its least size, one byte an element.
@@ -146,18 +150,33 @@ const PATTERNS: &[Pattern] = &[
     // PyTorch 2.x: "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total
     // capacity of 79.15 GiB of which 6.69 MiB is free. ... Of the allocated memory 77.82
     // GiB is allocated by PyTorch, and 800.47 MiB is reserved by PyTorch but unallocated."
+    // Releases before 2.2 spell it "capacty"; a per-process cap adds "1.05 GiB allowed;",
+    // and newer releases what private pools (CUDA Graphs) hold.
     Pattern {
         framework: Framework::PyTorch,
         kind: Kind::OutOfMemory,
-        regex: r"(?:CUDA|HIP) out of memory\. Tried to allocate (?P<request>{S}) ?(?P<request_unit>{U})\. GPU \d+ has a total capacity of (?P<total>{S}) ?(?P<total_unit>{U}) of which (?P<free>{S}) ?(?P<free_unit>{U}) is free\..*?(?P<allocated>{S}) ?(?P<allocated_unit>{U}) is allocated by PyTorch, and (?P<unallocated>{S}) ?(?P<unallocated_unit>{U}) is reserved by PyTorch but unallocated",
+        regex: r"(?:CUDA|HIP) out of memory\. Tried to allocate (?P<request>{S}) ?(?P<request_unit>{U})\. GPU \d+ has a total capac\w* of (?P<total>{S}) ?(?P<total_unit>{U}) of which (?P<free>{S}) ?(?P<free_unit>{U}) is free\.(?: (?P<limit>{S}) ?(?P<limit_unit>{U}) allowed;)?.*?(?P<allocated>{S}) ?(?P<allocated_unit>{U}) is allocated by PyTorch,.*?and (?P<unallocated>{S}) ?(?P<unallocated_unit>{U}) is reserved by PyTorch but unallocated",
+    },
+    // PyTorch 2.x, the line cut before its allocator's figures.
+    Pattern {
+        framework: Framework::PyTorch,
+        kind: Kind::OutOfMemory,
+        regex: r"(?:CUDA|HIP) out of memory\. Tried to allocate (?P<request>{S}) ?(?P<request_unit>{U})\. GPU \d+ has a total capac\w* of (?P<total>{S}) ?(?P<total_unit>{U}) of which (?P<free>{S}) ?(?P<free_unit>{U}) is free",
     },
     // PyTorch 1.x: "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB
     // total capacity; 20.12 GiB already allocated; 1.02 GiB free; 21.50 GiB reserved in
-    // total by PyTorch)".
+    // total by PyTorch)", before 1.5 "... 4.68 MiB cached)", and with a per-process cap
+    // (`torch.cuda.set_per_process_memory_fraction`) "... 1.05 GiB allowed; ...".
     Pattern {
         framework: Framework::PyTorch,
         kind: Kind::OutOfMemory,
-        regex: r"(?:CUDA|HIP) out of memory\. Tried to allocate (?P<request>{S}) ?(?P<request_unit>{U}) \(GPU \d+; (?P<total>{S}) ?(?P<total_unit>{U}) total capacity; (?P<allocated>{S}) ?(?P<allocated_unit>{U}) already allocated; (?P<free>{S}) ?(?P<free_unit>{U}) free; (?P<reserved>{S}) ?(?P<reserved_unit>{U}) reserved in total by PyTorch",
+        regex: r"Tried to allocate (?P<request>{S}) ?(?P<request_unit>{U}) \(GPU \d+; (?P<total>{S}) ?(?P<total_unit>{U}) total capacity; (?P<allocated>{S}) ?(?P<allocated_unit>{U}) already allocated; (?P<free>{S}) ?(?P<free_unit>{U}) free;(?: (?P<limit>{S}) ?(?P<limit_unit>{U}) allowed;)? (?P<reserved>{S}) ?(?P<reserved_unit>{U}) (?:reserved in total|cached)",
+    },
+    // PyTorch 1.x, the line cut before what it reserved.
+    Pattern {
+        framework: Framework::PyTorch,
+        kind: Kind::OutOfMemory,
+        regex: r"Tried to allocate (?P<request>{S}) ?(?P<request_unit>{U}) \(GPU \d+; (?P<total>{S}) ?(?P<total_unit>{U}) total capacity; (?P<allocated>{S}) ?(?P<allocated_unit>{U}) already allocated; (?P<free>{S}) ?(?P<free_unit>{U}) free",
     },
     // PyTorch with less said: "CUDA out of memory. Tried to allocate 2.00 GiB".
     Pattern {
@@ -227,7 +246,7 @@ const PATTERNS: &[Pattern] = &[
     Pattern {
         framework: Framework::Blender,
         kind: Kind::OutOfMemory,
-        regex: r"(?i)System is out of GPU memory|Out of memory in (?:CUDA|HIP|OptiX|Metal) queue|Out of memory in cuMemAlloc",
+        regex: r"(?i)System is out of GPU(?: and shared host)? memory|Out of memory in (?:CUDA|HIP|OptiX|Metal) queue|Out of memory in cu[A-Z]\w*",
     },
     // Direct3D, as Unreal and games say it: a device removed or hung.
     Pattern {
@@ -285,6 +304,7 @@ pub fn read(line: &str) -> Option<Said> {
                 free_bytes: get("free"),
                 allocated_bytes: allocated,
                 reserved_bytes: reserved,
+                unallocated_bytes: get("unallocated"),
                 limit_bytes: get("limit"),
                 request_elements: None,
             },

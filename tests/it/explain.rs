@@ -1,0 +1,125 @@
+//! `kiln explain` end to end: the binary reads a log (a dmesg excerpt with an Xid chain
+//! and a PyTorch out-of-memory, gzipped too), prints `{"explained": [...]}` with the
+//! issue's fields, and exits with the gravest class's code; a missing file is one
+//! sentence and the usage exit code.
+
+use std::io::Write;
+
+use crate::common::{expect_json, kiln, stderr, stdout};
+
+const EXCERPT: &str = "\
+[   12.000001] usb 1-1: new high-speed USB device number 2 using xhci_hcd
+[82659.755847] NVRM: Xid (PCI:0000:41:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 1, TPC 0, SM 0): Illegal Instruction Encoding
+[82660.100000] NVRM: Xid (PCI:0000:41:00): 79, GPU has fallen off the bus.
+[82660.100010] NVRM: GPU 0000:41:00.0: GPU has fallen off the bus.
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.50 GiB is free. Of the allocated memory 60.00 GiB is allocated by PyTorch, and 16.00 GiB is reserved by PyTorch but unallocated.
+";
+
+const FIELDS: [&str; 17] = [
+    "line",
+    "source",
+    "driver",
+    "xid",
+    "pci_address",
+    "pid",
+    "process",
+    "framework",
+    "failure",
+    "requested_bytes",
+    "total_bytes",
+    "free_bytes",
+    "reserved_bytes",
+    "allocated_bytes",
+    "class",
+    "meaning",
+    "action",
+];
+
+#[test]
+fn explain_reads_a_log_into_the_issue_s_fields_and_exits_with_the_gravest_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("dmesg.txt");
+    std::fs::write(&plain, EXCERPT).unwrap();
+    let gz = dir.path().join("dmesg.txt.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::default(),
+    );
+    enc.write_all(EXCERPT.as_bytes()).unwrap();
+    enc.finish().unwrap();
+    for file in [&plain, &gz] {
+        // Xid 79 is the card's (hardware): exit 1.
+        let json = expect_json(
+            &kiln()
+                .arg("explain")
+                .arg("--json")
+                .arg(file)
+                .output()
+                .unwrap(),
+            1,
+        );
+        let all = json["explained"].as_array().expect("explained");
+        assert_eq!(all.len(), 3, "{json:#}");
+        for e in all {
+            let keys: Vec<&str> = e.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(keys.len(), FIELDS.len(), "{keys:?}");
+            assert!(FIELDS.iter().all(|f| keys.contains(f)), "{keys:?}");
+        }
+        assert_eq!(
+            (all[0]["line"].as_u64(), all[0]["xid"].as_u64()),
+            (Some(2), Some(13))
+        );
+        assert_eq!(
+            all[0]["pid"],
+            serde_json::Value::Null,
+            "pid='<unknown>' is none"
+        );
+        // The driver's second line of the fall off the bus is the same failure.
+        assert_eq!(all[1]["xid"].as_u64(), Some(79));
+        assert_eq!(all[1]["pci_address"], "0000:41:00.0");
+        assert_eq!(all[1]["failure"], "device_lost");
+        assert_eq!(all[1]["class"], "hardware");
+        let oom = &all[2];
+        assert_eq!(
+            (
+                &oom["source"],
+                &oom["framework"],
+                &oom["failure"],
+                &oom["class"]
+            ),
+            (
+                &serde_json::json!("application"),
+                &serde_json::json!("pytorch"),
+                &serde_json::json!("out_of_memory"),
+                &serde_json::json!("software")
+            )
+        );
+        assert_eq!(oom["requested_bytes"].as_u64(), Some(2 << 30));
+        assert_eq!(oom["reserved_bytes"].as_u64(), Some(16 << 30));
+    }
+    // The near miss: the same log without its kernel lines is the software's alone (exit
+    // 3), and a log of no failure says so and exits 0.
+    let app_only = dir.path().join("app.txt");
+    std::fs::write(&app_only, EXCERPT.lines().last().unwrap()).unwrap();
+    let out = kiln().arg("explain").arg(&app_only).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stdout(&out).contains("out of memory"), "{}", stdout(&out));
+    let quiet = dir.path().join("quiet.txt");
+    std::fs::write(&quiet, EXCERPT.lines().next().unwrap()).unwrap();
+    let out = kiln().arg("explain").arg(&quiet).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn explain_of_a_missing_file_is_one_sentence_and_a_usage_error() {
+    let out = kiln()
+        .args(["explain", "/nonexistent/kiln-explain.log"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(kiln::exit_code::USAGE));
+    let err = stderr(&out);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("/nonexistent/kiln-explain.log"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(stdout(&out).is_empty());
+}
