@@ -14,8 +14,9 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::{Driver, FailureKind, Reading, Role, Source, normalise_pci};
+use crate::finding::FindingCode;
 use crate::telemetry::xid_line::parse_xid;
-use crate::verdict::xid::{self, Resolution};
+use crate::verdict::xid;
 
 /// A compiled constant pattern (each is proved by this module's tests).
 fn re(cell: &'static OnceLock<Option<Regex>>, pattern: &str) -> Option<&'static Regex> {
@@ -170,8 +171,9 @@ fn xid_kind(code: u32, text: &str) -> Option<FailureKind> {
         Some(FailureKind::GpuHang)
     } else if xid_ecc().is_some_and(|r| r.is_match(text)) {
         Some(FailureKind::Ecc)
-    } else if xid::lookup(code).is_some_and(|x| x.resolution == Resolution::NvlinkWorkflow) {
-        // NVLink's Xids, as the one Xid catalogue knows them.
+    } else if xid::lookup(code).is_some_and(|x| x.finding == FindingCode::XidNvlink) {
+        // The links' Xids (NVLink, NVLink5, chip-to-chip), as the one Xid catalogue
+        // knows them.
         Some(FailureKind::Link)
     } else {
         None
