@@ -24,6 +24,16 @@ step 30 list kiln list --json
 step 30 health kiln health --json --state "$out/health-state.json"
 step 150 quick kiln run --profile quick --json --out "$out/run"
 step 30 health-after kiln health --json --state "$out/health-state.json" --runs "$out" --max-age 1h
+# The logs the machine already has, read by the one reader (kiln explain), and why a
+# framework can or cannot see the card (kiln list's diagnoses, against the PyTorch there).
+step 20 explain bash -c '(dmesg -T 2>/dev/null || journalctl -k -b --no-pager 2>/dev/null) | kiln explain --json -'
+step 20 frameworks bash -c 'kiln list --json --python "$(command -v python3)"'
+# kiln watch of three short PyTorch programs on the card (tests/apps/torch/job.py): steady,
+# leaking every step, and one asking for more than the card has; each report's diagnosis,
+# its memory source and its sizes are the figures.
+for mode in steady leak too-big; do
+    step 40 "watch-torch-$mode" kiln watch --json --iteration '^step' --out "$out/watch-$mode" -- python3 tests/apps/torch/job.py "$mode" 30 256
+done
 # One planted stuck word on the real card: the RMA page and bundle of one bad word (its
 # page count, its evidence in words), and the next step a hardware FAIL is given.
 step 60 bad kiln run --profile quick --duration 25s --test-stuck-word 1000 --out "$out/bad"

@@ -773,3 +773,80 @@ fn a_fifo_or_a_device_where_a_file_belongs_is_refused_unopened() {
         "is a device, not a profile file",
     );
 }
+
+/// Every kiln command of the script a session lent a GPU runs (`scripts/gpu-session.sh`)
+/// parses as kiln's own command line: a typo there costs a turn on a real card, which
+/// only such a turn would show.
+#[test]
+fn every_kiln_command_of_the_gpu_session_parses() {
+    let script = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu-session.sh"),
+    )
+    .unwrap();
+    let mut parsed = 0;
+    for line in script
+        .lines()
+        .filter(|l| l.trim_start().starts_with("step "))
+    {
+        let Some(at) = line.find("kiln ") else {
+            continue;
+        };
+        let mut command = line[at..].trim_end();
+        // A command inside `bash -c '...'` ends at its closing quote.
+        if line.contains("bash -c '") {
+            command = command.trim_end_matches('\'');
+        }
+        let command = command
+            .replace("\"$(command -v python3)\"", "python3")
+            .replace("$mode", "steady")
+            .replace("$out", "/tmp/out");
+        let words = shell_words(&command);
+        match kiln::cmd::parse(
+            words
+                .iter()
+                .map(std::ffi::OsString::from)
+                .collect::<Vec<_>>(),
+        ) {
+            Ok(_) => parsed += 1,
+            Err(kiln::cmd::Refusal::Shown(e)) => panic!("`{command}` shows clap's text: {e}"),
+            Err(kiln::cmd::Refusal::Usage(sentence)) => panic!("`{command}`: {sentence}"),
+        }
+    }
+    assert!(
+        parsed >= 15,
+        "the script's kiln commands were found ({parsed})"
+    );
+
+    /// Words of a command as a shell splits them, for the quoting the script uses: single
+    /// and double quotes around a word or part of one.
+    fn shell_words(command: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut word = String::new();
+        let mut quote: Option<char> = None;
+        let mut in_word = false;
+        for c in command.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), c) => word.push(c),
+                (None, '\'' | '"') => {
+                    quote = Some(c);
+                    in_word = true;
+                }
+                (None, c) if c.is_whitespace() => {
+                    if in_word {
+                        words.push(std::mem::take(&mut word));
+                        in_word = false;
+                    }
+                }
+                (None, c) => {
+                    word.push(c);
+                    in_word = true;
+                }
+            }
+        }
+        if in_word {
+            words.push(word);
+        }
+        words
+    }
+}
