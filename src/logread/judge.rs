@@ -113,6 +113,21 @@ pub fn judge(r: &Reading) -> Judgement {
     {
         return j;
     }
+    // amdgpu's and Intel's events, from their one table.
+    if let Some(e) = r.event {
+        return match e.decided_by {
+            Some(decides) => of(
+                Whose::Undecided,
+                &format!("{} ({}); {decides} would decide", e.meaning, e.source),
+                e.action,
+            ),
+            None => of(
+                whose(e.class),
+                &format!("{} ({})", e.meaning, e.source),
+                e.action,
+            ),
+        };
+    }
     use FailureKind as F;
     let kernel = r.source == Some(Source::Kernel) || r.source.is_none() && r.driver.is_some();
     match (r.driver, r.failure) {
@@ -218,6 +233,27 @@ mod tests {
             ..Reading::default()
         };
         assert!(judge(&r).action.starts_with("reboot the node"));
+    }
+
+    #[test]
+    fn amdgpu_s_and_intel_s_events_answer_from_their_one_table() {
+        use crate::logread::kernel::read as read_line;
+        // A ring timeout is a row of the kernel events' table: its meaning, its source,
+        // what would decide whose it is, and its action.
+        let (_, r) = read_line(
+            "amdgpu 0000:03:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=7, emitted seq=9",
+        )
+        .unwrap();
+        let row = r.event.expect("the table knows a ring timeout");
+        let j = judge(&r);
+        assert_eq!(j.class, Whose::Undecided);
+        assert!(j.meaning.contains(row.source) && j.meaning.contains("would decide"));
+        assert_eq!(j.action, row.action);
+        // The near miss: a form the table does not hold is still read, by the reader's own
+        // words for the driver.
+        let (_, r) = read_line("amdgpu 0000:28:00.0: VRAM is lost due to GPU reset!").unwrap();
+        assert_eq!((r.event, r.failure), (None, Some(FailureKind::GpuHang)));
+        assert!(!judge(&r).meaning.is_empty());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use regex::Regex;
 use super::{Driver, FailureKind, Reading, Role, Source, normalise_pci};
 use crate::finding::FindingCode;
 use crate::telemetry::xid_line::parse_xid;
-use crate::verdict::xid;
+use crate::verdict::xid::{self, events};
 
 /// A compiled constant pattern (each is proved by this module's tests).
 fn re(cell: &'static OnceLock<Option<Regex>>, pattern: &str) -> Option<&'static Regex> {
@@ -287,7 +287,10 @@ fn amdgpu(text: &str) -> Option<(Role, Reading)> {
     let mut r = failure(Driver::Amdgpu, Some(Source::Kernel));
     r.pci_address = prefixed.map(|(_, a)| a);
     let named = amd_named(text, &mut r).unwrap_or(false);
-    r.failure = if amd_ras()?.is_match(text) {
+    r.event = event_of(text);
+    r.failure = if let Some(kind) = r.event.and_then(|e| failure_of(e.kind)) {
+        Some(kind)
+    } else if amd_ras()?.is_match(text) {
         Some(FailureKind::Ecc)
     } else if amd_fault()?.is_match(text) {
         Some(FailureKind::PageFault)
@@ -301,6 +304,31 @@ fn amdgpu(text: &str) -> Option<(Role, Reading)> {
         return None;
     };
     Some((Role::Failure, r))
+}
+
+/// The event of the one table of amdgpu's and Intel's kernel events a line is, where it
+/// is one of weight (a corrected error or a recovered reset is no failure to explain).
+fn event_of(text: &str) -> Option<&'static events::EventRow> {
+    events::classify(text)
+        .map(|(_, row)| row)
+        .filter(|row| failure_of(row.kind).is_some())
+}
+
+/// The failure an event of the table is.
+fn failure_of(kind: events::EventKind) -> Option<FailureKind> {
+    use events::EventKind as E;
+    match kind {
+        E::Hang | E::EngineReset | E::GpuResetBegin | E::GpuResetFailed => {
+            Some(FailureKind::GpuHang)
+        }
+        E::PageFault => Some(FailureKind::PageFault),
+        E::RasUncorrectable | E::RasPoison | E::RasBadPageThreshold => Some(FailureKind::Ecc),
+        E::Wedged => Some(FailureKind::DeviceLost),
+        E::FirmwareFailed => Some(FailureKind::Other),
+        E::HangSoftRecovered | E::GpuResetSucceeded | E::RasCorrectable | E::WedgedRecovered => {
+            None
+        }
+    }
 }
 
 /// i915 and xe: hangs, resets, faults and their other errors.
@@ -329,7 +357,10 @@ fn intel(text: &str) -> Option<(Role, Reading)> {
         r.pid = c["pid"].parse().ok();
         r.process = Some(c["name"].to_owned());
     }
-    r.failure = if intel_fault()?.is_match(text) {
+    r.event = event_of(text);
+    r.failure = if let Some(kind) = r.event.and_then(|e| failure_of(e.kind)) {
+        Some(kind)
+    } else if intel_fault()?.is_match(text) {
         Some(FailureKind::PageFault)
     } else if intel_hang()?.is_match(text) {
         Some(FailureKind::GpuHang)

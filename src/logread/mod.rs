@@ -136,6 +136,10 @@ pub struct Reading {
     pub allocated_bytes: Option<u64>,
     /// The Xid's own text (for Xid 154's recovery action and Xid 45's earlier Xid).
     pub message: Option<String>,
+    /// The kernel event an amdgpu, i915 or xe line is, from the one table of those
+    /// drivers' events ([`crate::verdict::xid::events`]): what it means, whose it is and
+    /// what to do come from there.
+    pub event: Option<&'static crate::verdict::xid::events::EventRow>,
 }
 
 impl Reading {
@@ -144,6 +148,7 @@ impl Reading {
         self.source = self.source.or(other.source);
         self.driver = self.driver.or(other.driver);
         self.xid = self.xid.or(other.xid);
+        self.event = self.event.or(other.event);
         // A device's own line names it over a root port's notice of where an error came from.
         if other.pci_address.is_some()
             && (self.pci_address.is_none() || (self.pci_weak && !other.pci_weak))
