@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 /// The fields `expect` may hold, all compared (an absent one must read null).
-const FIELDS: [&str; 13] = [
+pub(crate) const READ_FIELDS: [&str; 13] = [
     "source",
     "driver",
     "xid",
@@ -75,7 +75,7 @@ fn the_real_corpus_is_read_right_and_benign_lines_stay_quiet() {
             continue;
         };
         let got = serde_json::to_value(first).expect("serialisable");
-        let diffs: Vec<String> = FIELDS
+        let diffs: Vec<String> = READ_FIELDS
             .iter()
             .filter(|f| got[**f] != *expect.get(**f).unwrap_or(&Value::Null))
             .map(|f| {

@@ -12,27 +12,8 @@ use regex::Regex;
 
 use crate::finding::{Class, Severity};
 
-/// The kernel driver that printed the line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Driver {
-    /// AMD's `amdgpu`.
-    Amdgpu,
-    /// Intel's `i915` (Gen 12 and before, and Alchemist).
-    I915,
-    /// Intel's `xe` (Lunar Lake, Battlemage and after).
-    Xe,
-}
-
-impl Driver {
-    /// As the kernel spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Driver::Amdgpu => "amdgpu",
-            Driver::I915 => "i915",
-            Driver::Xe => "xe",
-        }
-    }
-}
+/// The kernel driver that printed the line: the one enum of the vendor drivers kiln reads.
+pub use crate::telemetry::sysfs::Driver;
 
 /// What happened, whichever driver printed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
