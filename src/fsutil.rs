@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 /// error, which the evidence module's errors wrap.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
-    /// The file could not be read or written.
-    #[error("{}: {message}", path.display())]
+    /// The file could not be read or written: `no such file: PATH`.
+    #[error("{message}: {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// What the system said.
+        /// What the system said, in words ([`crate::text::io_words`]).
         message: String,
     },
     /// A file kiln reads whole (no lines to number) is not one kiln writes.
@@ -54,7 +54,7 @@ pub enum FileError {
 pub fn check_regular(path: &Path) -> Result<(), FileError> {
     let meta = std::fs::metadata(path).map_err(|e| FileError::Io {
         path: path.to_owned(),
-        message: e.to_string(),
+        message: crate::text::io_words(&e),
     })?;
     if meta.is_file() {
         return Ok(());
@@ -76,7 +76,7 @@ pub fn read_regular(path: &Path) -> Result<Vec<u8>, FileError> {
     check_regular(path)?;
     std::fs::read(path).map_err(|e| FileError::Io {
         path: path.to_owned(),
-        message: e.to_string(),
+        message: crate::text::io_words(&e),
     })
 }
 

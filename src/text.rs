@@ -193,8 +193,75 @@ pub fn upper_first(text: &str) -> String {
         .unwrap_or_default()
 }
 
+/// What the system said of a failed file operation, in words: `no such file`,
+/// `permission denied`, never the number of the OS's error (`(os error 2)`), which tells a
+/// reader nothing. A kind without words of kiln's keeps the system's own, its number cut.
+pub fn io_words(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    let words = match e.kind() {
+        K::NotFound => "no such file",
+        K::PermissionDenied => "permission denied",
+        K::AlreadyExists => "already exists",
+        K::IsADirectory => "a directory, not a file",
+        K::NotADirectory => "a part of the path is not a directory",
+        K::StorageFull => "no space left on the device",
+        K::ReadOnlyFilesystem => "a read-only file system",
+        K::DirectoryNotEmpty => "the directory is not empty",
+        _ => return without_os_error_number(&e.to_string()),
+    };
+    words.to_owned()
+}
+
+/// The one sentence for a failed file operation on `path`: `no such file: /x/y`.
+pub fn io_error(path: &std::path::Path, e: &std::io::Error) -> String {
+    format!("{}: {}", io_words(e), path.display())
+}
+
+/// `text` with every ` (os error N)` the standard library appends cut, and its commonest
+/// messages in kiln's words: the last sweep at the edge, for a system message that reached
+/// a sentence without [`io_words`].
+pub fn without_os_error_number(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(" (os error ") {
+        let after = &rest[at + " (os error ".len()..];
+        let digits = after.chars().take_while(char::is_ascii_digit).count();
+        if digits > 0 && after[digits..].starts_with(')') {
+            out.push_str(&rest[..at]);
+            rest = &after[digits + 1..];
+        } else {
+            out.push_str(&rest[..at + 1]);
+            rest = &rest[at + 1..];
+        }
+    }
+    out.push_str(rest);
+    out.replace("No such file or directory", "no such file")
+        .replace("Permission denied", "permission denied")
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_file_error_reads_as_words_with_no_os_error_number() {
+        let missing = std::io::Error::from_raw_os_error(2);
+        assert_eq!(
+            super::io_error(std::path::Path::new("/x/y"), &missing),
+            "no such file: /x/y"
+        );
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert_eq!(super::io_words(&denied), "permission denied");
+        // The edge's sweep: the number cut, the words kept; a near miss (no number, or
+        // not the standard library's form) is left as it is.
+        assert_eq!(
+            super::without_os_error_number("/sys/x: No such file or directory (os error 2)"),
+            "/sys/x: no such file"
+        );
+        assert_eq!(
+            super::without_os_error_number("a note (os error code unknown)"),
+            "a note (os error code unknown)"
+        );
+    }
+
     #[test]
     fn a_typo_suggests_the_name_meant_and_nothing_else_does() {
         let known = ["quick", "fleet", "burn-in", "rma"];

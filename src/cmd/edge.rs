@@ -13,9 +13,12 @@ pub fn sentence_of(e: &AppError) -> String {
 }
 
 /// The line a failed command writes to stderr: `kiln: ` and its one sentence, with any
-/// runaway word (a 100 kB argument echoed back by a parser) cut to a sane length.
+/// runaway word (a 100 kB argument echoed back by a parser) cut to a sane length, and
+/// whatever system message reached it without kiln's words read as words, for every
+/// command: never `(os error 2)`.
 pub fn error_line(sentence: &str) -> String {
     const LONGEST: usize = 200;
+    let sentence = crate::text::without_os_error_number(sentence);
     let words: Vec<String> = sentence
         .split(' ')
         .map(|w| {
@@ -111,5 +114,26 @@ pub fn publish_run_metrics(textfile_dir: &std::path::Path, run_dir: &std::path::
     match published {
         Ok(path) => format!("metrics: {}\n", path.display()),
         Err(e) => format!("metrics not published: {e}\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_command_s_error_line_says_a_system_error_in_words() {
+        // A message that reached the edge with the standard library's words and number.
+        assert_eq!(
+            super::error_line("cannot open /x.log: No such file or directory (os error 2)"),
+            "kiln: cannot open /x.log: no such file\n"
+        );
+        assert_eq!(
+            super::error_line("/root/k: Permission denied (os error 13)"),
+            "kiln: /root/k: permission denied\n"
+        );
+        // The near miss: a sentence of kiln's own is left as it is.
+        assert_eq!(
+            super::error_line("--clear `x`: not a fault code"),
+            "kiln: --clear `x`: not a fault code\n"
+        );
     }
 }

@@ -28,12 +28,15 @@ fn text_of(path: &Path) -> Result<String, AppError> {
     let mut bytes = Vec::new();
     let shown = path.display();
     if path == Path::new("-") {
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .map_err(|e| AppError::Usage(format!("cannot read standard input: {e}")))?;
+        std::io::stdin().read_to_end(&mut bytes).map_err(|e| {
+            AppError::Usage(format!(
+                "cannot read standard input: {}",
+                crate::text::io_words(&e)
+            ))
+        })?;
     } else {
-        bytes = std::fs::read(path)
-            .map_err(|e| AppError::Usage(format!("cannot read {shown}: {e}")))?;
+        bytes =
+            std::fs::read(path).map_err(|e| AppError::Usage(crate::text::io_error(path, &e)))?;
     }
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut plain = Vec::new();

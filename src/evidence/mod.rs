@@ -61,7 +61,7 @@ impl EvidenceError {
     fn io(path: &Path, e: std::io::Error) -> EvidenceError {
         EvidenceError::File(crate::fsutil::FileError::Io {
             path: path.to_owned(),
-            message: e.to_string(),
+            message: crate::text::io_words(&e),
         })
     }
 }

@@ -93,7 +93,7 @@ impl JsonlWriter {
         line.push(b'\n');
         // One write per record: a kill leaves whole lines plus at most one partial tail.
         if let Err(e) = self.file.write_all(&line).and_then(|()| self.file.flush()) {
-            self.failed = Some(e.to_string());
+            self.failed = Some(crate::text::io_words(&e));
         }
     }
 

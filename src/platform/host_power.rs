@@ -35,7 +35,7 @@ impl HostEnergy {
             return Err("the OS shows no host energy counter to kiln".into());
         }
         let entries = std::fs::read_dir(root)
-            .map_err(|e| format!("no powercap zones ({}: {e})", root.display()))?;
+            .map_err(|e| format!("no powercap zones ({})", crate::text::io_error(root, &e)))?;
         let mut names: Vec<String> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -62,7 +62,7 @@ impl HostEnergy {
                         energy.display()
                     ));
                 }
-                Err(e) => return Err(format!("{}: {e}", energy.display())),
+                Err(e) => return Err(crate::text::io_error(&energy, &e)),
             }
             let max_uj = std::fs::read_to_string(dir.join("max_energy_range_uj"))
                 .ok()

@@ -294,10 +294,10 @@ impl Report for ResidentReport {
 
     fn headline(&self) -> String {
         let held = format!(
-            "{} held for {:.0} s ({} checks)",
+            "{} held for {:.0} s ({})",
             format_bytes(self.bytes),
             self.run.wall_s,
-            self.checks.len()
+            crate::text::count(self.checks.len() as u64, "check")
         );
         match self.status() {
             WorkloadStatus::Failed | WorkloadStatus::SoftwareFault => {

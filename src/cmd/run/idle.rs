@@ -10,9 +10,27 @@ use crate::telemetry::record::{Reading, Readings};
 use crate::telemetry::signals;
 
 /// Before any load, waits (up to [`WAIT_IDLE_MAX`]) until every device is idle and cool,
-/// and says what it waited for.
-pub(super) fn wait_until_idle(devices: &[DeviceInfo], latest: &Latest, events: &mut EventWriter) {
+/// and says what it waited for; at a terminal (`show`), each device's target and its
+/// reading now while it waits, never a guess of how long it will take.
+pub(super) fn wait_until_idle(
+    devices: &[DeviceInfo],
+    latest: &Latest,
+    events: &mut EventWriter,
+    show: bool,
+) {
     let started = Instant::now();
+    let line = indicatif::ProgressBar::with_draw_target(
+        None,
+        if show {
+            indicatif::ProgressDrawTarget::stderr()
+        } else {
+            indicatif::ProgressDrawTarget::hidden()
+        },
+    );
+    line.set_style(
+        indicatif::ProgressStyle::with_template("{msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
     loop {
         let states: Vec<(usize, Idleness)> = devices
             .iter()
@@ -58,13 +76,63 @@ pub(super) fn wait_until_idle(devices: &[DeviceInfo], latest: &Latest, events: &
                 busy.join("; ")
             ))
         } else {
+            let said: Vec<String> = devices
+                .iter()
+                .filter(|d| {
+                    matches!(
+                        states.iter().find(|(i, _)| *i == d.index),
+                        Some((_, Idleness::Busy(_)))
+                    )
+                })
+                .map(|d| {
+                    let words = latest
+                        .lock()
+                        .map(|m| wait_words(m.get(&d.index).map(|(_, r)| r)))
+                        .unwrap_or_else(|_| wait_words(None));
+                    format!("GPU{} {words}", d.index)
+                })
+                .collect();
+            line.set_message(said.join("\n"));
             std::thread::sleep(Duration::from_millis(500));
             continue;
         };
+        line.finish_and_clear();
         if let Some(message) = message {
             events.emit(None, Event::Note { message });
         }
         return;
+    }
+}
+
+/// What a device waiting to be idle and cool waits for and where it stands, in words:
+/// `waiting for the GPU to be idle and under 50 °C: 63 °C now`. The target and the
+/// reading, never an estimate of the time left: a card cools at no steady rate.
+pub fn wait_words(readings: Option<&Readings>) -> String {
+    let (target, now) = wait_parts(readings);
+    format!("waiting for the GPU to be idle and under {target}: {now}")
+}
+
+/// [`wait_words`] for a line with little room: `waiting: idle, under 50 °C; 63 °C now`.
+pub fn wait_words_short(readings: Option<&Readings>) -> String {
+    let (target, now) = wait_parts(readings);
+    format!("waiting: idle, under {target}; {now}")
+}
+
+/// The wait's target temperature and the reading now, in words.
+fn wait_parts(readings: Option<&Readings>) -> (String, String) {
+    let value = |key: &str| readings.and_then(|r| r.get(key)).and_then(Reading::number);
+    let mut now = Vec::new();
+    if let Some(u) = value(signals::UTIL_GPU_PCT.name).filter(|u| *u > IDLE_UTIL_PCT) {
+        now.push(format!("{u:.0}% busy"));
+    }
+    if let Some(t) = value(signals::GPU_TEMP_C.name) {
+        now.push(format!("{t:.0} °C"));
+    }
+    let target = format!("{COOL_TEMP_C:.0} °C");
+    if now.is_empty() {
+        (target, "no reading yet".to_owned())
+    } else {
+        (target, format!("{} now", now.join(", ")))
     }
 }
 
@@ -125,6 +193,27 @@ mod tests {
         }
         r.insert("power_w".into(), Reading::Number(300.0));
         r
+    }
+
+    #[test]
+    fn a_wait_says_its_target_and_the_reading_now() {
+        assert_eq!(
+            wait_words(Some(&readings(Some(2.0), Some(63.0)))),
+            "waiting for the GPU to be idle and under 50 °C: 63 °C now"
+        );
+        assert_eq!(
+            wait_words(Some(&readings(Some(97.0), Some(71.0)))),
+            "waiting for the GPU to be idle and under 50 °C: 97% busy, 71 °C now"
+        );
+        assert_eq!(
+            wait_words_short(Some(&readings(Some(2.0), Some(63.0)))),
+            "waiting: idle, under 50 °C; 63 °C now"
+        );
+        // The near miss: nothing read yet says so, and never a time.
+        assert_eq!(
+            wait_words(None),
+            "waiting for the GPU to be idle and under 50 °C: no reading yet"
+        );
     }
 
     #[test]

@@ -276,7 +276,7 @@ pub fn run(opts: &RunOptions) -> Result<Report, AppError> {
     }
     let latest = latest_from.unwrap_or(latest);
     if opts.wait_idle && !infos.is_empty() && signals_received() == 0 {
-        idle::wait_until_idle(&infos, &latest, &mut events);
+        idle::wait_until_idle(&infos, &latest, &mut events, opts.progress);
     }
     if signals_received() > 0 {
         events.emit(
@@ -335,7 +335,7 @@ pub(crate) fn finish(
     crate::report::write_all(&evidence, &report).map_err(|e| {
         AppError::Evidence(EvidenceError::File(crate::fsutil::FileError::Io {
             path: run_dir.path().to_owned(),
-            message: e.to_string(),
+            message: crate::text::io_words(&e),
         }))
     })?;
     Ok(report)

@@ -1,7 +1,9 @@
 //! What a person at the terminal sees while a run goes on: per device a bar over its whole
-//! plan with the percent done and the time left, the workload running now (which of how
-//! many, its step), the card's temperature and power as the telemetry last read them, and
-//! the running count of what went wrong.
+//! plan with the percent done and the time left, the planned workload running now by its
+//! own name (`heat`, not the parts it runs), which of how many and its step, the card's
+//! temperature and power as the telemetry last read them, and the running count of what
+//! went wrong. The time left is the plan's budget less the time worked, never a rate's
+//! guess: a wait (for an idle, cool card) says its target and the reading now instead.
 
 use std::time::Duration;
 
@@ -16,8 +18,26 @@ const PER_WORKLOAD: u64 = 1000;
 pub const LINE_MAX: usize = 100;
 
 /// The columns the bar's template takes before the message, with a prefix of `GPU0`:
-/// `GPU0 [================]  42% ETA  35s `.
-const TEMPLATE_COLUMNS: usize = 37;
+/// `GPU0 [================]  42% `.
+const TEMPLATE_COLUMNS: usize = 29;
+
+/// The columns of [`DRAINING`] before the message: `GPU0 [================] `.
+const DRAINING_COLUMNS: usize = 24;
+
+/// The bar while the device works on its plan; the message starts with the time left.
+const WORKING: &str = "{prefix} [{bar:16}] {percent:>3}% {msg}";
+/// The bar once the plan's time is spent and a phase drains: full, with no percent that
+/// would sit at 99%; the message says what is finishing.
+const DRAINING: &str = "{prefix} [{bar:16}] {msg}";
+
+/// What a device waits for, said until its next event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// For the card to be idle and cool before its next workload (`--wait-idle`).
+    IdleAndCool,
+    /// For its turn at the PCIe probe, which other devices share.
+    PcieTurn,
+}
 
 /// One device's line.
 pub struct DeviceProgress {
@@ -34,11 +54,13 @@ pub struct DeviceProgress {
     /// The running one, and what it does now.
     running: Option<String>,
     step: Option<String>,
+    /// Whether the bar shows [`DRAINING`] now.
+    draining: bool,
     /// What went wrong so far, by the noun its workload counts it in (`wrong read`,
     /// `wrong result`), in the order first seen: the words and counts the summary gives.
     faults: Vec<(&'static str, u64)>,
     /// What the device waits for, when it waits.
-    waiting: Option<&'static str>,
+    waiting: Option<Wait>,
     /// The confirmation run under way (`confirm 2 of 4`), if one is.
     rerun: Option<String>,
     /// The VRAM passes since the last line in the scrollback.
@@ -85,6 +107,13 @@ impl PassTally {
     }
 }
 
+/// The bar's style from its template (the default bar should the template not parse).
+fn style(template: &str) -> indicatif::ProgressStyle {
+    indicatif::ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> ")
+}
+
 /// The workload whose note says it found one wrong result, element or transfer.
 fn fault_note_of(message: &str) -> Option<&'static str> {
     [
@@ -120,13 +149,7 @@ impl DeviceProgress {
         ));
         let bar = bars.add(indicatif::ProgressBar::new(length));
         bar.set_prefix(label.clone());
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:16}] {percent:>3}% ETA {eta:>4} {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
+        bar.set_style(style(WORKING));
         DeviceProgress {
             bars: bars.clone(),
             bar,
@@ -136,6 +159,7 @@ impl DeviceProgress {
             ended: 0,
             running: None,
             step: None,
+            draining: false,
             faults: Vec::new(),
             waiting: None,
             rerun: None,
@@ -161,8 +185,13 @@ impl DeviceProgress {
     pub fn event(&mut self, event: &Event) {
         self.waiting = None;
         match event {
+            // The planned workload's name comes with its phase ([`Self::phase`]): the
+            // parts it runs (`vram` and `compute` inside `heat`) only name it where no
+            // phase was said.
             Event::WorkloadStart { workload, .. } => {
-                self.running = Some(workload.clone());
+                if self.running.is_none() {
+                    self.running = Some(workload.clone());
+                }
                 self.step = None;
             }
             Event::Step {
@@ -205,12 +234,7 @@ impl DeviceProgress {
             }
             Event::WorkloadEnd { .. } => {
                 self.end_pass();
-                self.running = None;
                 self.step = None;
-                // A rerun is not another planned workload.
-                if self.rerun.take().is_none() {
-                    self.ended += 1;
-                }
             }
             Event::Confirm { run, runs, .. } => {
                 self.rerun = Some(format!("confirm {run} of {runs}"));
@@ -221,6 +245,28 @@ impl DeviceProgress {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A planned workload's phase begins or ends (`phase`: its name, `heat`): the line
+    /// names it whatever parts it runs, and it counts once however many parts end.
+    pub fn phase(&mut self, phase: &str, when: crate::telemetry::record::Boundary) {
+        use crate::telemetry::record::Boundary;
+        self.waiting = None;
+        match when {
+            Boundary::Before => {
+                self.running = Some(phase.to_owned());
+                self.step = None;
+            }
+            Boundary::After => {
+                self.end_pass();
+                self.running = None;
+                self.step = None;
+                // A rerun is not another planned workload.
+                if self.rerun.take().is_none() {
+                    self.ended += 1;
+                }
+            }
         }
     }
 
@@ -237,34 +283,58 @@ impl DeviceProgress {
     }
 
     /// The device waits (for an idle card, for its turn), said until its next event.
-    pub fn wait(&mut self, why: &'static str) {
+    pub fn wait(&mut self, why: Wait) {
         self.waiting = Some(why);
     }
 
     /// Redraws with the time spent on the plan (waits not counted) and the newest sample.
-    pub fn refresh(&self, working: Duration, latest: Option<&Readings>) {
-        // Never 100% while the device still works: past its budget, the bar holds just
-        // short of the end and the line says it is finishing.
+    pub fn refresh(&mut self, working: Duration, latest: Option<&Readings>) {
+        // Past its budget, a phase still drains: the bar is full, with no percent held
+        // at 99%, and the line says what is finishing.
+        let over = self.budget.is_some_and(|b| working > b);
         let position = match self.budget {
-            Some(b) => working.min(b.mul_f64(0.99)).as_millis() as u64,
+            Some(b) => working.min(b).as_millis() as u64,
             None => self.ended.min(self.planned) as u64 * PER_WORKLOAD,
         };
         self.bar.set_position(position);
-        let over = self.budget.is_some_and(|b| working > b);
+        if over != self.draining {
+            self.draining = over;
+            self.bar
+                .set_style(style(if over { DRAINING } else { WORKING }));
+        }
         let columns = crate::platform::console::columns()
             .map_or(LINE_MAX, |c| c.saturating_sub(1).min(LINE_MAX));
-        self.bar.set_message(self.message(latest, over, columns));
+        let left = self
+            .budget
+            .filter(|_| self.waiting.is_none() && !over)
+            .map(|b| b.saturating_sub(working));
+        self.bar
+            .set_message(self.message(latest, over, left, columns));
     }
 
-    /// The line after the bar: the workload (which of how many, or which rerun) and its
-    /// step, the card's temperature and power, and what went wrong so far, cut to fit
-    /// `columns` with the bar (the terminal's, at most [`LINE_MAX`]): the step gives way
-    /// first, the card's readings only on a terminal too narrow for them, never the count.
-    fn message(&self, latest: Option<&Readings>, over_budget: bool, columns: usize) -> String {
+    /// The line after the bar: the time left on the plan's budget (`left`, when it has
+    /// one and the device works), the planned workload (which of how many, or which
+    /// rerun) and its step, the card's temperature and power, and what went wrong so
+    /// far, cut to fit `columns` with the bar (the terminal's, at most [`LINE_MAX`]): the
+    /// step gives way first, the card's readings only on a terminal too narrow for them,
+    /// never the count. Past the budget it says what is finishing; in a wait, its target
+    /// and the reading now.
+    fn message(
+        &self,
+        latest: Option<&Readings>,
+        over_budget: bool,
+        left: Option<Duration>,
+        columns: usize,
+    ) -> String {
+        let eta = left
+            .map(|l| format!("ETA {:>4} ", crate::units::duration_rounded_up(l)))
+            .unwrap_or_default();
         let what = match (self.waiting, &self.running) {
-            (Some(why), _) => why.to_owned(),
+            (Some(Wait::IdleAndCool), _) => super::idle::wait_words(latest),
+            (Some(Wait::PcieTurn), _) => "waiting for its turn at the PCIe probe".to_owned(),
             (None, Some(w)) => format!(
-                "{w} {}{}{}",
+                "{}{w} {}{}",
+                if over_budget { "finishing " } else { "" },
                 match &self.rerun {
                     Some(r) => r.clone(),
                     None => format!(
@@ -273,7 +343,6 @@ impl DeviceProgress {
                         self.planned
                     ),
                 },
-                if over_budget { " finishing" } else { "" },
                 self.step
                     .as_deref()
                     .map(|s| format!(": {s}"))
@@ -282,6 +351,9 @@ impl DeviceProgress {
             (None, None) if self.ended >= self.planned => "done".into(),
             (None, None) => "starting".into(),
         };
+        // A wait's own words say the reading it waits on.
+        let waited_on = latest;
+        let latest = if self.waiting.is_some() { None } else { latest };
         let number = |key: &str| latest.and_then(|r| r.get(key)).and_then(Reading::number);
         let mut kept = Vec::new();
         if let Some(t) = number(signals::GPU_TEMP_C.name) {
@@ -299,7 +371,13 @@ impl DeviceProgress {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let room = columns.saturating_sub(TEMPLATE_COLUMNS + self.label.len().saturating_sub(4));
+        let template = if over_budget {
+            DRAINING_COLUMNS
+        } else {
+            TEMPLATE_COLUMNS
+        };
+        let room = columns
+            .saturating_sub(template + self.label.len().saturating_sub(4) + eta.chars().count());
         // The step gives way first; the card's readings go only where even the workload's
         // name (`vram 1/…`) would not fit beside them and the count.
         const STEP_AT_LEAST: usize = 8;
@@ -315,7 +393,14 @@ impl DeviceProgress {
         kept.push(faults);
         let kept = kept.join(" | ");
         let room = room.saturating_sub(kept.chars().count() + 3);
-        format!("{} | {kept}", crate::text::cut(&what, room))
+        // A wait's sentence too long for the room left says its target and reading short.
+        let what = match self.waiting {
+            Some(Wait::IdleAndCool) if what.chars().count() > room => {
+                super::idle::wait_words_short(waited_on)
+            }
+            _ => what,
+        };
+        format!("{eta}{} | {kept}", crate::text::cut(&what, room))
     }
 
     /// Clears the line: the summary follows.
@@ -330,7 +415,11 @@ mod tests {
     use super::*;
 
     fn line(p: &DeviceProgress, latest: Option<&Readings>) -> String {
-        p.message(latest, false, LINE_MAX)
+        p.message(latest, false, None, LINE_MAX)
+    }
+
+    fn phase(p: &mut DeviceProgress, name: &str, when: crate::telemetry::record::Boundary) {
+        p.phase(name, when);
     }
 
     fn step(algorithm: &str, pass: u32, op: &str, errors: u64) -> Event {
@@ -373,21 +462,84 @@ mod tests {
             line(&p, Some(&readings)),
             "vram 1/3: own-address p0 verify | 71°C | 612 W | 2 wrong reads"
         );
+        p.wait(Wait::IdleAndCool);
+        let mut quiet = DeviceProgress::new(&bars, "GPU1".into(), "NVIDIA H200", 3, None);
+        quiet.wait(Wait::IdleAndCool);
+        assert_eq!(
+            line(&quiet, Some(&readings)),
+            "waiting for the GPU to be idle and under 50 °C: 71 °C now | no faults"
+        );
         p.event(&Event::Note {
             message: "compute mismatch (redundant_run): FP32 item 7".into(),
         });
-        p.wait("waiting for the GPU to be idle and cool");
+        p.wait(Wait::IdleAndCool);
+        // With less room beside the count, the wait says its target and reading short.
+        assert_eq!(
+            line(&p, Some(&readings)),
+            "waiting: idle, under 50 °C; 71 °C now | 2 wrong reads, 1 wrong result"
+        );
+        // Half the budget spent is half the bar, and the time left is the budget's rest,
+        // not a rate's guess: none is said while the device waits.
+        p.refresh(Duration::from_secs(30), None);
+        assert_eq!(p.bar.position(), 30_000);
+        assert!(!p.bar.message().contains("ETA"), "{}", p.bar.message());
+        p.event(&step("own-address", 1, "verify", 0));
+        p.refresh(Duration::from_secs(30), None);
         assert!(
-            line(&p, None).starts_with("waiting for the GPU"),
+            p.bar.message().starts_with("ETA  30s vram 1/3"),
+            "{}",
+            p.bar.message()
+        );
+        assert!(line(&p, None).ends_with("2 wrong reads, 1 wrong result"));
+        // Past the budget, a phase that drains shows a full bar with no percent (never
+        // held at 99%) and says what is finishing.
+        p.refresh(Duration::from_secs(75), None);
+        assert_eq!(p.bar.position(), 60_000);
+        assert!(p.draining);
+        assert!(
+            p.bar.message().starts_with("finishing vram 1/3"),
+            "{}",
+            p.bar.message()
+        );
+    }
+
+    #[test]
+    fn the_line_names_the_planned_workload_not_the_parts_it_runs() {
+        use crate::telemetry::record::Boundary;
+        let bars =
+            indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+        let mut p = DeviceProgress::new(&bars, "GPU0".into(), "NVIDIA H200", 13, None);
+        // `heat` runs `vram` and `compute` at once: the line says heat, and its two parts'
+        // ends count as one planned workload.
+        phase(&mut p, "heat", Boundary::Before);
+        for part in ["vram", "compute"] {
+            p.event(&Event::WorkloadStart {
+                workload: part.into(),
+                settings: serde_json::Value::Null,
+            });
+        }
+        assert!(
+            line(&p, None).starts_with("heat 1/13"),
             "{}",
             line(&p, None)
         );
-        // Half the budget spent is half the bar; past the budget it never reads 100%.
-        p.refresh(Duration::from_secs(30), None);
-        assert_eq!(p.bar.position(), 30_000);
-        assert!(line(&p, None).ends_with("2 wrong reads, 1 wrong result"));
-        p.refresh(Duration::from_secs(75), None);
-        assert!(p.bar.position() < 60_000);
+        for part in ["vram", "compute"] {
+            p.event(&Event::WorkloadEnd {
+                workload: part.into(),
+                status: crate::workload::WorkloadStatus::Passed,
+                headline: String::new(),
+                summary: serde_json::Value::Null,
+            });
+        }
+        phase(&mut p, "heat", Boundary::After);
+        assert_eq!(p.ended, 1);
+        // The near miss: a workload that runs alone is named as itself.
+        phase(&mut p, "compute", Boundary::Before);
+        assert!(
+            line(&p, None).starts_with("compute 2/13"),
+            "{}",
+            line(&p, None)
+        );
     }
 
     #[test]
@@ -401,26 +553,22 @@ mod tests {
             4,
             Some(Duration::from_secs(1800)),
         );
-        p.event(&Event::WorkloadStart {
-            workload: "vram".into(),
-            settings: serde_json::Value::Null,
-        });
+        use crate::telemetry::record::Boundary;
+        phase(&mut p, "vram", Boundary::Before);
         p.event(&Event::WorkloadEnd {
             workload: "vram".into(),
             status: crate::workload::WorkloadStatus::Failed,
             headline: String::new(),
             summary: serde_json::Value::Null,
         });
+        phase(&mut p, "vram", Boundary::After);
         p.event(&Event::Confirm {
             workload: "vram".into(),
             run: 2,
             runs: 4,
             budget_s: Some(120.0),
         });
-        p.event(&Event::WorkloadStart {
-            workload: "vram".into(),
-            settings: serde_json::Value::Null,
-        });
+        phase(&mut p, "vram", Boundary::Before);
         p.event(&step(
             "moving-inversions-with-a-long-name",
             12,
@@ -430,21 +578,16 @@ mod tests {
         let mut readings = Readings::new();
         readings.insert("gpu_temp_c".into(), Reading::Number(83.0));
         readings.insert("power_w".into(), Reading::Number(699.6));
-        let said = p.message(Some(&readings), true, LINE_MAX);
-        assert!(said.starts_with("vram confirm 2 of 4 finishing"), "{said}");
+        let said = p.message(Some(&readings), true, None, LINE_MAX);
+        assert!(said.starts_with("finishing vram confirm 2 of 4"), "{said}");
         assert!(said.ends_with("83°C | 700 W | 483 wrong reads"), "{said}");
         assert!(
-            TEMPLATE_COLUMNS + said.chars().count() <= LINE_MAX,
+            DRAINING_COLUMNS + said.chars().count() <= LINE_MAX,
             "{} columns: {said}",
-            TEMPLATE_COLUMNS + said.chars().count()
+            DRAINING_COLUMNS + said.chars().count()
         );
         // The rerun's end does not count as another planned workload.
-        p.event(&Event::WorkloadEnd {
-            workload: "vram".into(),
-            status: crate::workload::WorkloadStatus::Failed,
-            headline: String::new(),
-            summary: serde_json::Value::Null,
-        });
+        phase(&mut p, "vram", Boundary::After);
         assert_eq!(p.ended, 1);
     }
 
@@ -462,12 +605,12 @@ mod tests {
         readings.insert("gpu_temp_c".into(), Reading::Number(38.0));
         readings.insert("power_w".into(), Reading::Number(92.0));
         // 80 columns: the step is cut, the readings and the count stay whole.
-        let at_80 = p.message(Some(&readings), false, 79);
+        let at_80 = p.message(Some(&readings), false, None, 79);
         assert!(at_80.starts_with("vram 1/1"), "{at_80}");
         assert!(at_80.ends_with("38°C | 92 W | 1234 wrong reads"), "{at_80}");
         assert!(TEMPLATE_COLUMNS + at_80.chars().count() <= 79, "{at_80}");
         // 60 columns: the readings go before the workload's name would; the count stays.
-        let at_60 = p.message(Some(&readings), false, 59);
+        let at_60 = p.message(Some(&readings), false, None, 59);
         assert!(at_60.ends_with(" | 1234 wrong reads"), "{at_60}");
         assert!(!at_60.contains("°C"), "{at_60}");
         assert!(TEMPLATE_COLUMNS + at_60.chars().count() <= 59, "{at_60}");

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::idle::{Idleness, WAIT_IDLE_MAX, idleness};
-use super::progress::DeviceProgress;
+use super::progress::{DeviceProgress, Wait};
 use super::protocol::{GO, WORKER_ARG, WorkerJob, WorkerMessage, readings_line};
 use super::{Latest, RunOptions, signals_received};
 use crate::error::AppError;
@@ -261,7 +261,7 @@ pub(super) fn supervise(
         bound_by_time(opts, &mut workers, workers_started, idle_allowance, events);
         if opts.progress {
             let map = latest.lock().ok();
-            for w in workers.iter().filter(|w| !w.finished) {
+            for w in workers.iter_mut().filter(|w| !w.finished) {
                 let readings = map.as_ref().and_then(|m| m.get(&w.slot)).map(|(_, r)| r);
                 w.progress.refresh(
                     workers_started.elapsed().saturating_sub(w.waited_now()),
@@ -470,6 +470,7 @@ fn relay(w: &mut WorkerHandle, line: &str, events: &mut EventWriter, sidecar: Op
             events.emit(record.device, record.event);
         }
         WorkerMessage::Snapshot { phase, when } => {
+            w.progress.phase(&phase, when);
             if let Some(s) = sidecar {
                 s.snapshot(Some(w.slot), &phase, when);
             }
@@ -477,11 +478,11 @@ fn relay(w: &mut WorkerHandle, line: &str, events: &mut EventWriter, sidecar: Op
         WorkerMessage::Alive => {}
         WorkerMessage::WaitIdle => {
             w.waiting_since = Some(Instant::now());
-            w.progress.wait("waiting for the GPU to be idle and cool");
+            w.progress.wait(Wait::IdleAndCool);
         }
         WorkerMessage::WaitTurn => {
             w.turn_since.get_or_insert_with(Instant::now);
-            w.progress.wait("waiting for its turn at the PCIe probe");
+            w.progress.wait(Wait::PcieTurn);
         }
         WorkerMessage::Overran(by) => w.overran += by,
         WorkerMessage::Done => w.done = true,
