@@ -14,11 +14,15 @@ pub const INCONCLUSIVE: i32 = 4;
 /// `kiln compare` only: a rate drifted beyond the tolerance and the runs' own noise,
 /// with no new fault and no error counter grown: worth a look, not a fault.
 pub const DRIFT: i32 = 5;
+/// `kiln health` only: not yet tested. The runs directory holds no full run yet (a fresh
+/// node), so `--max-age` has nothing to judge: start a run (the Slurm recipe submits its
+/// burn-in), not a fault and not a drain by default.
+pub const NOT_TESTED: i32 = 6;
 /// Usage error: bad flags or input.
 pub const USAGE: i32 = 64;
 
 /// Every code with its meaning in a few words, for the man page and help texts.
-pub const MEANINGS: [(i32, &str); 7] = [
+pub const MEANINGS: [(i32, &str); 8] = [
     (HEALTHY, "every tested GPU healthy"),
     (HARDWARE, "a hardware fault on at least one GPU"),
     (
@@ -36,6 +40,10 @@ pub const MEANINGS: [(i32, &str); 7] = [
     (
         DRIFT,
         "kiln compare only: a rate drifted beyond the tolerance and the runs' own noise, with no new fault",
+    ),
+    (
+        NOT_TESTED,
+        "kiln health only: not yet tested (no full run in the runs directory yet): start one; not a fault",
     ),
     (
         USAGE,

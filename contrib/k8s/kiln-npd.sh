@@ -13,9 +13,9 @@ case $rc in
   *) code=3 ;;
 esac
 [ -n "$line" ] || line="kiln health gave no answer (exit $rc)"
-# kiln ends its line with the fault code (`... [KILN-MEM-002]`, then ` (+N more)` where
+# kiln ends its line with the fault code (`... [KILN-MEM-002]`, then ` (and N more faults)` where
 # there are more faults): it leads here, so that the cut to NPD's length keeps it.
 printf '%s\n' "$line" |
-  sed -E 's/^(.*) \[(KILN-[A-Z]+-[0-9]+)\]( \(\+[0-9]+ more\))?$/\2 \1\3/' |
+  sed -E 's/^(.*) \[(KILN-[A-Z]+-[0-9]+)\]( \(and [0-9]+ more faults?\))?$/\2 \1\3/' |
   cut -c "1-$max"
 exit $code

@@ -12,7 +12,36 @@ kiln_node="${KILN_NODE:-$(hostname -s)}"
 kiln_state="${KILN_STATE:-/var/lib/kiln/health-state.json}"
 # Exit codes of `kiln health` that drain: 1 hardware, 2 environment, 3 software,
 # 4 could not check (a GPU node whose GPUs cannot be checked is not fit for jobs).
+# 6 (not yet tested: no full run in the runs directory) is not a fault and never drains
+# by default: a fresh node gets its burn-in (KILN_UNTESTED) and stays in service.
 kiln_drain_on="${KILN_DRAIN_ON:-1 2 3 4}"
+# What a node not yet tested gets: "burn-in" submits kiln-burnin.sbatch for it once (it
+# takes the node whole when the jobs on it end), "wait" only says so.
+kiln_untested="${KILN_UNTESTED:-burn-in}"
+kiln_burnin="${KILN_BURNIN:-$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/kiln-burnin.sbatch}"
+
+# A node not yet tested: its burn-in submitted once (the job id kept beside the state
+# file), or said to be under way while that job is still queued or running.
+kiln_start_burnin() {
+    local line=$1 job_file="$kiln_state.burn-in-job" job
+    if [ "$kiln_untested" != burn-in ]; then
+        echo "kiln: $line (not yet tested: waiting for a full run; not draining)"
+        return 0
+    fi
+    job=$(cat "$job_file" 2>/dev/null)
+    if [ -n "$job" ] && [ -n "$(squeue -h -j "$job" 2>/dev/null)" ]; then
+        echo "kiln: $line (not yet tested: its burn-in, job $job, is queued or running; not draining)"
+        return 0
+    fi
+    job=$(sbatch --parsable --nodelist="$kiln_node" "$kiln_burnin" 2>/dev/null | cut -d';' -f1)
+    if [ -n "$job" ]; then
+        printf '%s\n' "$job" >"$job_file"
+        echo "kiln: $line (not yet tested: submitted its burn-in, job $job; not draining)"
+    else
+        echo "kiln: $line (not yet tested: the burn-in $kiln_burnin could not be submitted; not draining)"
+    fi
+    return 0
+}
 
 # kiln's JSON is read, never its text: a name a GPU, a process or a log line gave cannot
 # make a line of its own here. jq reads it (`apt install jq`, `dnf install jq`).
@@ -51,7 +80,18 @@ kiln_node_check() {
     fi
     case " $kiln_drain_on " in
         *" $rc "*) ;;
-        *) echo "kiln: $line (exit $rc: not draining)"; return 0 ;;
+        *)
+            if [ "$rc" -eq 6 ]; then
+                # Not yet tested is no fault: a drain of kiln's own (an earlier kiln's for
+                # "no full run") is lifted, so the burn-in can take the node.
+                if [ "$drained" = yes ] && [ "$ours" = yes ]; then
+                    scontrol update nodename="$kiln_node" state=resume
+                fi
+                kiln_start_burnin "$line"
+                return 0
+            fi
+            echo "kiln: $line (exit $rc: not draining)"
+            return 0 ;;
     esac
     if [ "$drained" = yes ] && [ "$ours" = no ]; then
         echo "kiln: $line (left as drained by the administrator: $reason)"

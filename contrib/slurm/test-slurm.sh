@@ -104,6 +104,22 @@ hook() {
         /bin/bash "$here/$script"
 }
 
+# 0. A fresh node (no full run yet, `--max-age` asked) is not yet tested, not faulty: it
+#    is never drained; its burn-in is submitted once, and the next check waits for it.
+state_file="$t/kiln-state-fresh.json"
+printf '%s\n' '#!/bin/bash' '#SBATCH --job-name=kiln-burn-in' "#SBATCH --output=$t/burn-in.out" \
+    'sleep 5' >"$t/burn-in.sbatch"
+fresh_args="--telemetry-replay $fixtures/healthy_idle.jsonl --runs $t/fresh-runs --max-age 720h"
+said=$(hook kiln-healthcheck.sh healthy_idle KILN_HEALTH_ARGS="$fresh_args" KILN_BURNIN="$t/burn-in.sbatch")
+case "$said" in *"not yet tested"*"submitted its burn-in, job "*) ;; *) fail "fresh node: $said" ;; esac
+said=$(hook kiln-healthcheck.sh healthy_idle KILN_HEALTH_ARGS="$fresh_args" KILN_BURNIN="$t/burn-in.sbatch")
+case "$said" in *"is queued or running; not draining"*) ;; *) fail "fresh node, second check: $said" ;; esac
+case "$(state)" in drain* | drng*) fail "a fresh node was drained: $(reason)" ;; esac
+scancel "$(cat "$state_file.burn-in-job")" 2>/dev/null
+wait_state 'idle*'
+echo "ok: a fresh node was not drained and got its burn-in"
+state_file="$t/kiln-state.json"
+
 # 1. A failing check drains the node with kiln's reason.
 hook kiln-healthcheck.sh xid79 >/dev/null
 wait_state 'drain*'

@@ -59,6 +59,29 @@ pub const OBSERVED: &str = "observed";
 /// `kiln health` judges on its first check.
 pub const SINCE_DRIVER_LOAD: &str = "since_driver_load";
 
+/// `kiln health`'s one phase, judged against what its state file kept from the last
+/// check: what it reads came since that check.
+pub const HEALTH: &str = "health";
+
+/// `kiln health`'s one phase with no earlier check to compare with (no state file, or a
+/// GPU it has not checked before): what it reads came since boot (the kernel log from
+/// its start, the counts since the driver loaded), never "since the last check".
+pub const HEALTH_SINCE_BOOT: &str = "health_since_boot";
+
+/// Whether `phase` is `kiln health`'s ([`HEALTH`] or [`HEALTH_SINCE_BOOT`]).
+pub fn is_health(phase: &str) -> bool {
+    phase == HEALTH || phase == HEALTH_SINCE_BOOT
+}
+
+/// What a health phase judged was read over, in words.
+pub fn health_words(phase: &str) -> &'static str {
+    if phase == HEALTH_SINCE_BOOT {
+        "since boot"
+    } else {
+        "since the last check"
+    }
+}
+
 /// Min, median and max of a gauge over a phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stat {

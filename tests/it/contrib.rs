@@ -97,6 +97,7 @@ fn slurm_hooks_drain_and_resume_a_real_node() {
             "--workloads compute --duration 2s --telemetry-interval 0",
         ));
     for step in [
+        "ok: a fresh node was not drained and got its burn-in",
         "ok: a failing check drained the node: kiln: GPU0",
         "ok: the next check kept it drained: kiln: GPU0",
         "ok: after --clear a passing check resumed it",
@@ -324,12 +325,13 @@ fn the_npd_plugin_leads_with_the_fault_code_so_the_cut_keeps_it() {
     };
     for (name, code, start) in [
         // Real faults whose line is longer than NPD keeps: the code was cut off before.
+        // (Xid 79's line, `... since boot [KILN-XID-079]`, now fits: Xid 54's does not.)
         (
-            "xid79",
-            "KILN-XID-079",
-            "KILN-XID-079 GPU0 GPU-6c4f3a5e...: Xid 79 (fallen off the bus)",
+            "aux_power_missing",
+            "KILN-XID-054",
+            "KILN-XID-054 GPU0 GPU-6c4f3a5e...: Xid 54 (auxiliary power not connected)",
         ),
-        // `[CODE] (+N more)`: the code is not the line's last word.
+        // `[CODE] (and N more faults)`: the code is not the line's last word.
         (
             "ecc_uncorrectable_remap_pending",
             "KILN-MEM-002",
@@ -384,7 +386,7 @@ fn the_npd_plugin_leads_with_the_fault_code_so_the_cut_keeps_it() {
         &stub(
             "long",
             &format!(
-                "GPU3 GPU-12345678...: {long} (open since 2025-01-01T00:00:00Z) [KILN-MEM-002] (+2 more)"
+                "GPU3 GPU-12345678...: {long} (open since 2025-01-01T00:00:00Z) [KILN-MEM-002] (and 2 more faults)"
             ),
         ),
         "",

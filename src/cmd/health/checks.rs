@@ -299,8 +299,12 @@ pub(super) fn growth(now: &Readings, before: Option<&GpuState>) -> BTreeMap<Stri
 }
 
 /// The one phase a health check judges: what was read now, and the Xids since the last
-/// check.
-pub(super) fn health_phase(device: usize, seen: Vec<XidEvent>) -> PhaseTelemetry {
+/// check (`since_last_check`: the state file kept one for this GPU), else since boot.
+pub(super) fn health_phase(
+    device: usize,
+    seen: Vec<XidEvent>,
+    since_last_check: bool,
+) -> PhaseTelemetry {
     // One fault, however many ways it came (the kernel log, NVML's events), is one.
     let mut xids = Vec::new();
     for x in seen {
@@ -308,7 +312,12 @@ pub(super) fn health_phase(device: usize, seen: Vec<XidEvent>) -> PhaseTelemetry
     }
     PhaseTelemetry {
         device,
-        phase: "health".into(),
+        phase: if since_last_check {
+            crate::telemetry::summary::HEALTH
+        } else {
+            crate::telemetry::summary::HEALTH_SINCE_BOOT
+        }
+        .into(),
         start_ms: 0.0,
         end_ms: 0.0,
         samples: 0,

@@ -61,6 +61,36 @@ pub(super) fn class_exit(class: Class) -> i32 {
     }
 }
 
+/// The next step of a fault that no finding's action gives: the check's own codes (the
+/// count, the last run, what could not be read), and a fault kept open from a state file
+/// written before faults carried their step (then by its exit code).
+pub(super) fn own_next(code: HealthCode, exit: i32, opts: &super::HealthOptions) -> String {
+    let runs = opts
+        .runs
+        .as_deref()
+        .map_or("kiln-runs".to_owned(), |r| r.display().to_string());
+    let full_run = format!("`kiln run --profile burn-in --out {runs}/<name>`");
+    match code {
+        GPUS_MISSING => "check that every GPU is seated and powered and that `nvidia-smi` lists it, then check again".into(),
+        GPU_UNREACHABLE => "reboot the node (or reset the GPU); if NVML still cannot reach it, reseat it and check its power cables, then confirm with `kiln run --profile rma`".into(),
+        RUN_NONE if exit == exit_code::NOT_TESTED => format!("start a full run: {full_run}"),
+        RUN_NONE => format!("look at the runs named in the notes, then start a full run: {full_run}"),
+        RUN_TOO_OLD => format!("run a full test again: {full_run}"),
+        NO_GPU => "install or load the NVIDIA driver (`nvidia-smi` must list the GPUs), then check again".into(),
+        NOT_READ => "check as root, or with read access to the GPU's counters, to read what the notes say could not be read".into(),
+        NO_INDEX => "check without --gpus, or repair NVML (`nvidia-smi` must list the indices)".into(),
+        STATE_DAMAGED => "look at the damaged state file kept beside it, then clear: `kiln health --state FILE --clear all`".into(),
+        DRIVER_NOT_LOADED => "load the NVIDIA kernel driver (`modprobe nvidia`) or reinstall it, then check again".into(),
+        DRIVER_MISMATCH => "reboot the node after the driver upgrade, so NVML and the kernel driver match".into(),
+        _ => match exit {
+            exit_code::HARDWARE => "confirm with `kiln run --profile rma` (it reruns what found a fault) before sending the card back".into(),
+            exit_code::ENVIRONMENT => "check the cooling, power and PCIe link of the node, then run `kiln run` again".into(),
+            exit_code::SOFTWARE => "check the driver and the applications the node ran, then run `kiln run` again".into(),
+            _ => format!("start a full run: {full_run}"),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,6 +65,12 @@ pub fn summary(h: &Health) -> String {
     for f in &h.faults {
         out.push_str(&format!("fault: {}\n", f.line()));
     }
+    if let Some(next) = &h.next {
+        out.push_str(&format!("next: {next}\n"));
+    }
+    if let Some(cleared) = &h.cleared {
+        out.push_str(&format!("{cleared}\n"));
+    }
     for n in &h.noted {
         out.push_str(&format!("noted: {n}\n"));
     }

@@ -87,6 +87,10 @@ pub struct Fault {
     /// For a fault that stays open: when it was first seen (UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_since: Option<String>,
+    /// What to do about it: for a fault a rule found, the finding's own action, the one
+    /// `kiln run` gives; for the check's own faults, its code's step.
+    #[serde(default)]
+    pub next: String,
 }
 
 impl Fault {
@@ -116,6 +120,7 @@ impl Fault {
             exit_code,
             message,
             open_since: None,
+            next: String::new(),
         }
     }
 
@@ -128,6 +133,7 @@ impl Fault {
             exit_code,
             message,
             open_since: None,
+            next: String::new(),
         }
     }
 }
@@ -148,6 +154,12 @@ pub struct Health {
     pub gpus: usize,
     /// Every fault, most serious first.
     pub faults: Vec<Fault>,
+    /// What to do next: the first fault's step (none when healthy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    /// What `--clear` cleared, in a sentence (or that nothing open matched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cleared: Option<String>,
     /// What was seen that does not fail the node (a lone Xid 45, a high single-bit ECC
     /// rate): worth a look, not a drain.
     pub noted: Vec<String>,
@@ -174,6 +186,8 @@ struct Check<'a> {
     checked: Vec<String>,
     /// What limited the check.
     notes: Vec<String>,
+    /// What `--clear` cleared, in a sentence.
+    cleared: Option<String>,
 }
 
 /// The GPUs of the check: every one the machine has, by index, and those in scope.
@@ -206,6 +220,7 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         noted: Vec::new(),
         checked: Vec::new(),
         notes: Vec::new(),
+        cleared: None,
     };
     let mut opened = read::open(opts, &system);
     check.notes.append(&mut opened.notes);
@@ -216,8 +231,10 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
     let (mut state, rebooted) =
         state::load(opts.state.as_deref(), &keys, &system, &mut check.notes)?;
     if let Some(code) = &opts.clear {
-        state::clear(&mut state, code, opts, &gpus.scope_keys())?;
+        check.cleared = Some(state::clear(&mut state, code, opts, &gpus.scope_keys())?);
     }
+    // Read before this check moves the positions on: whether a state file kept one.
+    let checked_before = state::position_known(&state);
     let now_utc = utc_timestamp(SystemTime::now());
     check.unreachable(&opened.inventory, &seen);
     check.count(&gpus, &seen);
@@ -235,7 +252,7 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
     }
     check.driver(&seen, &node_findings);
     check.node_xids(&seen, &mut state);
-    check.said_groups(&groups, &state);
+    check.said_groups(&groups, checked_before);
     let runs_dir = opts
         .runs
         .clone()
@@ -248,10 +265,11 @@ pub fn check(opts: &HealthOptions) -> Result<Health, HealthError> {
         } else {
             (Vec::new(), Vec::new())
         };
+    let unreadable_runs = !unreadable.is_empty();
     if opts.max_age.is_some() {
         check.notes.extend(unreadable);
     }
-    check.last_run(&runs, &runs_dir);
+    check.last_run(&runs, &runs_dir, unreadable_runs);
     check.still_open(&mut state, &runs, &gpus, &now_utc);
     if let Some(path) = &opts.state {
         state::save(&mut state, path, &mut check.notes);
@@ -317,6 +335,7 @@ impl Check<'_> {
                     inventory[i].pci_address.as_deref().unwrap_or("a GPU")
                 ),
                 open_since: None,
+                next: String::new(),
             });
         }
     }
@@ -466,7 +485,7 @@ impl Check<'_> {
             .collect();
         let reset = state::reset_since(now_counters, before.as_ref(), now.rebooted);
         let back = state::escalate(&mut xid_resets, &codes_now, reset, now.utc);
-        let mut phase = checks::health_phase(g, xids);
+        let mut phase = checks::health_phase(g, xids, before.is_some());
         phase.samples = usize::from(now.seen.gauges.get(&g).is_some_and(|r| !r.is_empty()));
         phase.gauges = checks::gauges_of(now.seen.gauges.get(&g));
         phase.counter_deltas = checks::growth(now_counters, before.as_ref());
@@ -509,6 +528,10 @@ impl Check<'_> {
                     "Xid {code} ({meaning}) came back after {resets} resets that should have cured it: the GPU, not the software; inspect the hardware"
                 ),
             );
+            let fault = Fault {
+                next: "drain the node and inspect the GPU (its seating, its power cables), then confirm with `kiln run --profile rma` before sending it back".into(),
+                ..fault
+            };
             let same = |f: &Fault| f.gpu == Some(g) && f.code == fault.code;
             self.faults.retain(|f| !same(f));
             self.events.retain(|(_, f)| !same(f));
@@ -576,7 +599,7 @@ impl Check<'_> {
                 "",
                 None,
                 Setup::default(),
-                checks::health_phase(usize::MAX, xids),
+                checks::health_phase(usize::MAX, xids, position > 0),
             );
             let node = crate::verdict::judge_device(observed, &Thresholds::default());
             for f in &node.findings {
@@ -587,7 +610,7 @@ impl Check<'_> {
     }
 
     /// Only what was read is said as checked; what the cards do not have is said as such.
-    fn said_groups(&mut self, groups: &GroupsSeen, state: &State) {
+    fn said_groups(&mut self, groups: &GroupsSeen, checked_before: bool) {
         let in_order = |set: &BTreeSet<&str>| -> Vec<&'static str> {
             GROUPS
                 .iter()
@@ -609,7 +632,7 @@ impl Check<'_> {
                 unsupported.join(", ")
             ));
         }
-        self.checked.push(if state::position_known(state) {
+        self.checked.push(if checked_before {
             "Xids since the last check".to_owned()
         } else {
             "Xids since boot".to_owned()
@@ -618,15 +641,23 @@ impl Check<'_> {
 
     /// The last full run, with `--max-age`: there is one, it is young enough, and it
     /// passed (a run that did not is the node's open fault until a run passes).
-    fn last_run(&mut self, runs: &[runs::Run], dir: &std::path::Path) {
+    /// A runs directory with no run in it at all is a node not yet tested (its own exit
+    /// code, not a fault: a fresh node is started, not drained); one whose only runs
+    /// cannot be read (`unreadable`) could not be checked.
+    fn last_run(&mut self, runs: &[runs::Run], dir: &std::path::Path, unreadable: bool) {
         let Some(max_age) = self.opts.max_age else {
             return;
         };
         match runs::last(runs) {
-            None => self.faults.push(Fault::node(
+            None if unreadable => self.faults.push(Fault::node(
                 codes::RUN_NONE,
                 exit_code::INCONCLUSIVE,
-                format!("no full run in {}", dir.display()),
+                format!("no readable full run in {}", dir.display()),
+            )),
+            None => self.faults.push(Fault::node(
+                codes::RUN_NONE,
+                exit_code::NOT_TESTED,
+                format!("not yet tested: no full run in {} yet", dir.display()),
             )),
             Some(run) => {
                 if run.age > max_age {
@@ -656,6 +687,8 @@ impl Check<'_> {
                             worst.map_or("not a pass", |d| d.reason.as_str())
                         ),
                         open_since: None,
+                        // The run's own next step, as `kiln run` said it.
+                        next: worst.and_then(|d| d.action.clone()).unwrap_or_default(),
                     };
                     // The node's: a run that passes after it clears it.
                     self.faults.push(fault.clone());
@@ -712,9 +745,12 @@ impl Check<'_> {
             }
         }
         if !state.open.is_empty() {
+            let n = state.open.len();
             self.notes.push(format!(
-                "{} stay open until `kiln health --state FILE --clear CODE|all` or a passing full run",
-                crate::text::count(state.open.len() as u64, "open fault")
+                "{} {} open until a person clears {} (`kiln health --state FILE --clear CODE|all`) or a full run passes",
+                crate::text::count(n as u64, "open fault"),
+                if n == 1 { "stays" } else { "stay" },
+                if n == 1 { "it" } else { "them" }
             ));
         }
     }
@@ -731,10 +767,12 @@ impl Check<'_> {
             return;
         }
         let exit = codes::class_exit(f.class);
-        let fault = match gpu {
+        let mut fault = match gpu {
             Some(gpu) => Fault::gpu(gpu, code, exit, f.summary.clone()),
             None => Fault::node(code, exit, f.summary.clone()),
         };
+        // The finding's own action: the next step `kiln run` gives for it.
+        fault.next = f.action.clone();
         if sticky {
             self.events.push((key.to_owned(), fault.clone()));
         }
@@ -761,6 +799,10 @@ impl Check<'_> {
         let shown = |text: &mut String| *text = crate::text::printable(text).into_owned();
         for f in &mut self.faults {
             shown(&mut f.message);
+            if f.next.is_empty() {
+                f.next = codes::own_next(f.code, f.exit_code, self.opts);
+            }
+            shown(&mut f.next);
         }
         self.noted.iter_mut().chain(&mut self.notes).for_each(shown);
         let exit = self
@@ -774,7 +816,11 @@ impl Check<'_> {
                 codes::HEALTHY
             ),
             Some(f) if self.faults.len() > 1 => {
-                format!("{} (+{} more)", f.line(), self.faults.len() - 1)
+                format!(
+                    "{} (and {})",
+                    f.line(),
+                    crate::text::count(self.faults.len() as u64 - 1, "more fault")
+                )
             }
             Some(f) => f.line(),
         };
@@ -793,6 +839,8 @@ impl Check<'_> {
             line,
             exit_code: exit,
             gpus: gpus.all.len(),
+            next: self.faults.first().map(|f| f.next.clone()),
+            cleared: self.cleared,
             faults: self.faults,
             noted: self.noted,
             checked: self.checked,
@@ -850,4 +898,119 @@ pub fn command(args: crate::cmd::cli::HealthArgs) -> Result<i32, crate::error::A
         }
     }
     Ok(h.exit_code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replay(name: &str) -> Option<PathBuf> {
+        Some(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("tests/fixtures/telemetry/{name}.jsonl")),
+        )
+    }
+
+    #[test]
+    fn a_fresh_node_is_not_yet_tested_not_a_fault_and_is_told_to_start_a_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("runs");
+        std::fs::create_dir_all(&runs).unwrap();
+        let opts = HealthOptions {
+            runs: Some(runs.clone()),
+            max_age: Some(Duration::from_secs(720 * 3600)),
+            replay: replay("healthy_idle"),
+            ..Default::default()
+        };
+        let h = check(&opts).unwrap();
+        assert_eq!(h.exit_code, exit_code::NOT_TESTED, "{}", h.line);
+        assert!(
+            h.line.starts_with("not yet tested: no full run in"),
+            "{}",
+            h.line
+        );
+        let next = h.next.as_deref().unwrap_or_default();
+        assert!(next.contains("kiln run --profile burn-in"), "{next}");
+        // The near miss: a run is there but its report cannot be read: that could not be
+        // checked (4), not a node never tested.
+        std::fs::create_dir_all(runs.join("damaged")).unwrap();
+        std::fs::write(runs.join("damaged/report.json"), "{ half").unwrap();
+        let h = check(&opts).unwrap();
+        assert_eq!(h.exit_code, exit_code::INCONCLUSIVE, "{}", h.line);
+        assert!(h.line.contains("no readable full run"), "{}", h.line);
+    }
+
+    #[test]
+    fn a_fault_says_the_next_step_kiln_run_gives_in_text_and_json() {
+        let h = check(&HealthOptions {
+            replay: replay("xid79"),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(h.exit_code, exit_code::HARDWARE, "{}", h.line);
+        let first = &h.faults[0];
+        assert!(!first.next.is_empty(), "{first:?}");
+        assert_eq!(h.next.as_deref(), Some(first.next.as_str()));
+        assert!(
+            summary(&h).contains(&format!("\nnext: {}\n", first.next)),
+            "{}",
+            summary(&h)
+        );
+        let json = serde_json::to_value(&h).unwrap();
+        assert_eq!(json["next"], first.next.as_str());
+        assert_eq!(json["faults"][0]["next"], first.next.as_str());
+        // Without a state file nothing was compared with a last check, and none is named.
+        let said = summary(&h);
+        assert!(!said.contains("since the last check"), "{said}");
+        assert!(said.contains("Xids since boot"), "{said}");
+        // The near miss: a healthy node has no next step.
+        let ok = check(&HealthOptions {
+            replay: replay("healthy_idle"),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!((ok.exit_code, ok.next), (0, None));
+    }
+
+    #[test]
+    fn clear_is_confirmed_and_open_faults_read_as_sentences() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        let opts = HealthOptions {
+            state: Some(state.clone()),
+            replay: replay("xid79"),
+            ..Default::default()
+        };
+        let h = check(&opts).unwrap();
+        assert!(
+            h.notes
+                .iter()
+                .any(|n| n
+                    .starts_with("1 open fault stays open until a person clears it (`kiln health")),
+            "{:?}",
+            h.notes
+        );
+        // A code with nothing open under it: said so, nothing cleared.
+        let none = check(&HealthOptions {
+            clear: Some("KILN-MEM-002".into()),
+            ..opts.clone()
+        })
+        .unwrap();
+        assert_eq!(
+            none.cleared.as_deref(),
+            Some("--clear KILN-MEM-002: no open KILN-MEM-002 fault to clear")
+        );
+        let cleared = check(&HealthOptions {
+            clear: Some("all".into()),
+            replay: replay("healthy_idle"),
+            ..opts.clone()
+        })
+        .unwrap();
+        assert_eq!(
+            cleared.cleared.as_deref(),
+            Some("cleared 1 open fault (KILN-XID-079 on GPU0), recorded in the state file"),
+        );
+        assert!(summary(&cleared).contains("\ncleared 1 open fault"));
+        assert_eq!(cleared.exit_code, 0, "{}", cleared.line);
+    }
 }

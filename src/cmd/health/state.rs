@@ -219,13 +219,14 @@ pub(super) fn position_known(state: &State) -> bool {
 }
 
 /// `--clear CODE|all`: removes the matching open faults (of the `--gpus` given, else of
-/// every GPU and the node), recording who cleared what and when.
+/// every GPU and the node), recording who cleared what and when; returns the sentence
+/// that confirms it (what was cleared, or that nothing open matched).
 pub(super) fn clear(
     state: &mut State,
     code: &str,
     opts: &HealthOptions,
     scope_keys: &[String],
-) -> Result<(), HealthError> {
+) -> Result<String, HealthError> {
     if opts.state.is_none() {
         return Err(HealthError(
             "--clear needs --state FILE: open faults live in the state file".into(),
@@ -247,10 +248,31 @@ pub(super) fn clear(
                 && (opts.only_nvml.is_none() || scope_keys.contains(&o.key))
         });
     state.open = kept;
+    let what = if all {
+        "open fault".to_owned()
+    } else {
+        format!("open {} fault", code.trim().to_ascii_uppercase())
+    };
+    let said = if gone.is_empty() {
+        format!("--clear {}: no {what} to clear", code.trim())
+    } else {
+        let codes: Vec<String> = gone
+            .iter()
+            .map(|o| match o.fault.gpu {
+                Some(g) => format!("{} on GPU{g}", o.fault.code),
+                None => o.fault.code.to_string(),
+            })
+            .collect();
+        format!(
+            "cleared {} ({}), recorded in the state file",
+            crate::text::count(gone.len() as u64, &what),
+            codes.join(", ")
+        )
+    };
     for o in gone {
         state.record_cleared(o, &now, by.clone());
     }
-    Ok(())
+    Ok(said)
 }
 
 /// Clears the open faults of each GPU on which a full run passed after the fault was seen
@@ -471,6 +493,7 @@ mod tests {
                 exit_code,
                 message: "what it was".into(),
                 open_since: None,
+                next: String::new(),
             },
             since_utc: "2026-12-01T10:00:00Z".into(),
             by_hand: false,

@@ -596,7 +596,15 @@ fn spares_and_modes(device: &DeviceEvidence, out: &mut Vec<Finding>) {
 /// What the counters' growth was read over, in words: `during this run`, or `since the
 /// last check` for `kiln health`'s one phase.
 fn judged_over(device: &DeviceEvidence) -> &'static str {
-    if device.telemetry.iter().all(|p| p.phase == "health") {
+    use crate::telemetry::summary::{HEALTH_SINCE_BOOT, is_health};
+    if device
+        .telemetry
+        .iter()
+        .all(|p| p.phase == HEALTH_SINCE_BOOT)
+    {
+        // A first check reads the counts since the driver loaded.
+        "since the driver loaded"
+    } else if device.telemetry.iter().all(|p| is_health(&p.phase)) {
         "since the last check"
     } else {
         "during this run"
@@ -769,6 +777,17 @@ mod tests {
             super::judge(&d, &Thresholds::default())[0]
                 .summary
                 .contains("none of them since the last check")
+        );
+        // The near miss: a first check (no state file kept a last one) never says "since
+        // the last check".
+        let d = device(vec![phase(
+            crate::telemetry::summary::HEALTH_SINCE_BOOT,
+            serde_json::json!({"counters_after": {"remapped_uncorrectable": 1.0}}),
+        )]);
+        let said = &super::judge(&d, &Thresholds::default())[0].summary;
+        assert!(
+            said.contains("none of them since the driver loaded") && !said.contains("last check"),
+            "{said}"
         );
         // No row remapped: nothing to say.
         assert!(

@@ -224,10 +224,13 @@ fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
 const SINCE_LOAD_WORDS: &str = "since the driver loaded, before the run began";
 
 /// Phases in words: `during the vram phase`, `during the vram and compute phases`, or
-/// `since the last check` for `kiln health`'s one phase.
+/// `since the last check` (or `since boot`, with no earlier check) for `kiln health`'s one
+/// phase.
 fn during_phases(phases: &[String]) -> String {
     match phases {
-        [one] if one == "health" => "since the last check".into(),
+        [one] if crate::telemetry::summary::is_health(one) => {
+            crate::telemetry::summary::health_words(one).into()
+        }
         [one] if one == BETWEEN_PHASES => "between the phases".into(),
         [one] if one == SINCE_DRIVER_LOAD => SINCE_LOAD_WORDS.into(),
         [_] => format!("during the {} phase", phases[0]),
@@ -241,8 +244,10 @@ fn during(p: &PhaseTelemetry) -> String {
     match p.phase.as_str() {
         BETWEEN_PHASES => "between the phases".to_owned(),
         SINCE_DRIVER_LOAD => SINCE_LOAD_WORDS.to_owned(),
-        // `kiln health` judges what came since its last check.
-        "health" => "since the last check".to_owned(),
+        // `kiln health` judges what came since its last check, or since boot on a first.
+        phase if crate::telemetry::summary::is_health(phase) => {
+            crate::telemetry::summary::health_words(phase).to_owned()
+        }
         phase => format!("during the {phase} phase"),
     }
 }

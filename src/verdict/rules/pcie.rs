@@ -232,7 +232,7 @@ fn link(p: &PhaseTelemetry, said: &mut Vec<(FindingCode, &'static str)>, out: &m
             continue;
         }
         said.push((FindingCode::PcieLinkDegraded, what));
-        let phase = if p.phase == "health" {
+        let phase = if crate::telemetry::summary::is_health(&p.phase) {
             String::new()
         } else {
             format!(" in the {} phase", p.phase)

@@ -126,7 +126,8 @@ pub(super) fn loaded(p: &PhaseTelemetry) -> bool {
     ![
         PREFLIGHT,
         BETWEEN_PHASES,
-        "health",
+        crate::telemetry::summary::HEALTH,
+        crate::telemetry::summary::HEALTH_SINCE_BOOT,
         OBSERVED,
         SINCE_DRIVER_LOAD,
     ]
