@@ -31,10 +31,27 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
-/// A rate's name for people: a product rate's words (`fp32 matrix products`), as a run's
-/// summary names it; another by its name (`pcie_h2d_gbps`).
+/// A rate's name for people, from the name a floors file and report.json give it, for
+/// every rate a workload measures: `matrix_fp16_tflops` is `fp16 matrix rate`,
+/// `matrix_int8_units_tops` `int8 matrix rate on the matrix units`, `pcie_h2d_gbps` `PCIe
+/// host-to-device rate`, `vram_gib_per_s` `VRAM streaming rate`. A name of no known shape
+/// is said with spaces for its underscores, never as a key.
 pub fn rate_words(rate: &str) -> String {
-    crate::product::Rate::from_name(rate).map_or_else(|| rate.to_owned(), |r| r.label().into())
+    let stem = rate_unit(rate).map_or(rate, |(stem, ..)| stem);
+    let (stem, on_units) = match stem.strip_suffix("_units") {
+        Some(s) => (s, " on the matrix units"),
+        None => (stem, ""),
+    };
+    let words = match stem.split_once('_') {
+        None if stem == "vram" => "VRAM streaming rate".to_owned(),
+        Some(("compute", kind)) => format!("{kind} compute rate"),
+        Some(("matrix", kind)) => format!("{kind} matrix rate"),
+        Some(("pcie", "h2d")) => "PCIe host-to-device rate".to_owned(),
+        Some(("pcie", "d2h")) => "PCIe device-to-host rate".to_owned(),
+        Some(("pcie", "bidir")) => "PCIe rate both ways at once".to_owned(),
+        _ => stem.replace('_', " "),
+    };
+    format!("{words}{on_units}")
 }
 
 /// A rate's value for people, in the unit its name ends with as a run's summary says it,
@@ -256,6 +273,28 @@ pub fn duration_rounded_up(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_rate_is_named_in_words_and_said_in_its_own_unit() {
+        assert_eq!(
+            format!(
+                "{} {}",
+                rate_words("matrix_fp16_tflops"),
+                rate_said("matrix_fp16_tflops", 1.4)
+            ),
+            "fp16 matrix rate 1.40 TFLOP/s"
+        );
+        assert_eq!(
+            rate_words("matrix_int8_units_tops"),
+            "int8 matrix rate on the matrix units"
+        );
+        assert_eq!(rate_words("compute_fp32_gops"), "fp32 compute rate");
+        assert_eq!(rate_words("pcie_h2d_gbps"), "PCIe host-to-device rate");
+        assert_eq!(rate_words("vram_gib_per_s"), "VRAM streaming rate");
+        assert_eq!(rate_said("vram_gib_per_s", 3000.0), "2.93 TiB/s");
+        // The near miss: a name of no known shape is still words, never a key.
+        assert_eq!(rate_words("odd_rate"), "odd rate");
+    }
 
     #[test]
     fn large_counts_are_said_in_words() {

@@ -37,6 +37,12 @@ pub struct BaselineReport {
     pub unreadable: Vec<String>,
     /// The exit code.
     pub exit_code: i32,
+    /// The floors file written (`--out`), if one was: none when no floor was drawn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floors_written: Option<PathBuf>,
+    /// The floors file judged against (`--against`), if one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against: Option<PathBuf>,
 }
 
 /// The thresholds file a baseline writes: what `--thresholds` reads.
@@ -189,9 +195,11 @@ fn measured(dir: &Path) -> Result<Vec<Measured>, String> {
         .collect())
 }
 
+/// A card behind its fleet: where (node, GPU, UUID), the rate in words and units against
+/// the fleet's, and the run directory that holds its own evidence of why.
 fn behind_line(b: &Behind) -> String {
     format!(
-        "{} GPU{} {}: {} {}, {:.0}% below the fleet's median {} (floor {})",
+        "{} GPU{} {}: {} {}, {:.0}% below the fleet's median {} (floor {}); its run: {}",
         b.node,
         b.index,
         b.uuid,
@@ -199,8 +207,14 @@ fn behind_line(b: &Behind) -> String {
         said(&b.rate, b.value),
         100.0 * b.share_below_median,
         said(&b.rate, b.median),
-        said(&b.rate, b.floor)
+        said(&b.rate, b.floor),
+        crate::text::printable(&b.run)
     )
+}
+
+/// Whether the build drew no floor at all (too few cards for any).
+fn no_floor(built: &Built) -> bool {
+    built.products.values().all(|p| p.rates.is_empty())
 }
 
 /// The summary for people.
@@ -229,7 +243,7 @@ pub fn summary(r: &BaselineReport, out: Option<&Path>) -> String {
         for (rate, f) in &p.rates {
             let _ = writeln!(
                 s,
-                "  {} floor {}: median {} of {} cards, spread {}",
+                "  {}: floor {}, median {} of {} cards, spread {}",
                 rate_words(rate),
                 said(rate, f.floor),
                 said(rate, f.median),
@@ -255,12 +269,25 @@ pub fn summary(r: &BaselineReport, out: Option<&Path>) -> String {
             let _ = writeln!(s, "behind the fleet: {}", behind_line(b));
         }
     }
-    if let Some(path) = out {
-        let _ = writeln!(
-            s,
-            "floors written to {} (use it with --thresholds)",
-            path.display()
-        );
+    match out {
+        _ if no_floor(&r.built) && r.against.is_none() => {
+            let _ = writeln!(
+                s,
+                "no floor written: too few healthy cards for any floor (each rests on at least {} cards of one product){}",
+                baseline::MIN_CARDS,
+                out.map(|p| format!("; {} left as it was", p.display()))
+                    .unwrap_or_default()
+            );
+        }
+        _ => {
+            if let Some(path) = &r.floors_written {
+                let _ = writeln!(
+                    s,
+                    "floors written to {} (use it with --thresholds)",
+                    path.display()
+                );
+            }
+        }
     }
     s
 }
@@ -309,7 +336,10 @@ pub fn command(args: crate::cmd::cli::BaselineArgs) -> Result<i32, AppError> {
         None => &built.products,
     };
     let behind = (args.judge || against.is_some()).then(|| baseline::behind(&fleet, floors));
-    if let Some(path) = &args.out {
+    // Too few cards for any floor: nothing is written, and the file says so by its absence
+    // (never "floors written" over an empty one).
+    let drew_none = no_floor(&built) && against.is_none();
+    if let Some(path) = args.out.as_ref().filter(|_| !drew_none) {
         let text = serde_json::to_vec_pretty(&FloorsFile {
             baseline: &built.products,
         })
@@ -321,7 +351,7 @@ pub fn command(args: crate::cmd::cli::BaselineArgs) -> Result<i32, AppError> {
             ))
         })?;
     }
-    let exit = if fleet.cards.is_empty() {
+    let exit = if fleet.cards.is_empty() || drew_none {
         exit_code::INCONCLUSIVE
     } else if behind.as_ref().is_some_and(|b| !b.is_empty()) {
         exit_code::ENVIRONMENT
@@ -336,6 +366,8 @@ pub fn command(args: crate::cmd::cli::BaselineArgs) -> Result<i32, AppError> {
         behind,
         unreadable,
         exit_code: exit,
+        floors_written: args.out.clone().filter(|_| !drew_none),
+        against: args.against.clone(),
     };
     let text = summary(&report, args.out.as_deref());
     crate::cmd::edge::print_result(args.json, &report, &text);

@@ -225,7 +225,8 @@ pub fn build(fleet: &Fleet, date: &str) -> Built {
                 .collect();
             if measured.len() < MIN_CARDS {
                 built.too_few.push(format!(
-                    "{product} {rate}: {} of the {MIN_CARDS} healthy cards a floor needs",
+                    "{product} {}: {} of the {MIN_CARDS} healthy cards a floor needs",
+                    crate::units::rate_words(rate),
                     measured.len()
                 ));
                 continue;
@@ -239,7 +240,8 @@ pub fn build(fleet: &Fleet, date: &str) -> Built {
             let values: Vec<f64> = kept.iter().map(|(_, v)| *v).collect();
             if values.len() < MIN_CARDS {
                 built.too_few.push(format!(
-                    "{product} {rate}: {} of the {MIN_CARDS} healthy cards a floor needs once the slow ones are left out",
+                    "{product} {}: {} of the {MIN_CARDS} healthy cards a floor needs once the slow ones are left out",
+                    crate::units::rate_words(rate),
                     values.len()
                 ));
                 continue;
@@ -250,9 +252,10 @@ pub fn build(fleet: &Fleet, date: &str) -> Built {
             // than one no rate can fall below, which no thresholds file would take.
             if floor <= 0.0 {
                 built.too_few.push(format!(
-                    "{product} {rate}: the cards are too far apart for a floor (median {}, spread {})",
-                    crate::text::number(m),
-                    crate::text::number(sigma)
+                    "{product} {}: the cards are too far apart for a floor (median {}, spread {})",
+                    crate::units::rate_words(rate),
+                    crate::units::rate_said(rate, m),
+                    crate::units::rate_said(rate, sigma)
                 ));
                 continue;
             }
@@ -410,7 +413,7 @@ mod tests {
         assert!(built.products.is_empty(), "{built:?}");
         assert_eq!(
             built.too_few,
-            ["NVIDIA A100 vram_gib_per_s: 3 of the 4 healthy cards a floor needs"]
+            ["NVIDIA A100 VRAM streaming rate: 3 of the 4 healthy cards a floor needs"]
         );
         assert_eq!(built.not_used.len(), 1);
         assert!(built.not_used[0].contains("VRAM_STUCK_BIT"));
@@ -476,7 +479,7 @@ mod tests {
         assert!(built.products.is_empty(), "{built:?}");
         assert_eq!(
             built.too_few,
-            ["NVIDIA H200 vram_gib_per_s: 1 of the 4 healthy cards a floor needs"]
+            ["NVIDIA H200 VRAM streaming rate: 1 of the 4 healthy cards a floor needs"]
         );
     }
 

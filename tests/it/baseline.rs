@@ -160,6 +160,17 @@ fn a_fleet_gives_floors_per_product_leaves_out_the_slow_card_and_names_it() {
         "{behind:?}"
     );
     assert!(said.contains("behind the fleet: h200-slow GPU0"), "{said}");
+    // The card behind names its run directory, where its own evidence says why.
+    let behind = said
+        .lines()
+        .find(|l| l.starts_with("behind the fleet: h200-slow"))
+        .unwrap_or_default();
+    assert!(
+        behind.contains("VRAM streaming rate")
+            && behind.contains("; its run: ")
+            && behind.contains("h200-slow"),
+        "{behind}"
+    );
     assert!(said.contains("30% below the fleet's median"), "{said}");
 
     // The floors are a thresholds file: the slow card's own run, judged against them, is
@@ -201,14 +212,28 @@ fn too_few_cards_give_no_floor_and_a_folder_without_runs_is_one_sentence() {
     let broken = fleet.join("broken").join("run");
     std::fs::create_dir_all(&broken).unwrap();
     std::fs::write(broken.join("manifest.json"), "{").unwrap();
-    let out = baseline(&[fleet.to_str().unwrap(), "--judge"]);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // Too few cards for any floor: nothing written and said so, and the fleet could not be
+    // judged (exit 4, issue 58), never "floors written" over an empty file.
+    let floors = work.path().join("floors.json");
+    let out = baseline(&[
+        fleet.to_str().unwrap(),
+        "--judge",
+        "--out",
+        floors.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        said.contains("vram_gib_per_s: 3 of the 4 healthy cards a floor needs"),
+        said.contains("VRAM streaming rate: 3 of the 4 healthy cards a floor needs"),
         "{said}"
     );
     assert!(said.contains("behind the fleet: none"), "{said}");
+    assert!(
+        said.contains("no floor written: too few healthy cards"),
+        "{said}"
+    );
+    assert!(!said.contains("floors written to"), "{said}");
+    assert!(!floors.exists(), "no floors file over no floor");
     assert!(
         said.contains("not read: ") && said.contains("broken"),
         "{said}"
@@ -239,7 +264,7 @@ fn one_card_read_many_times_is_one_card_and_no_fleet() {
         fleet.to_str().unwrap(),
     );
     let out = baseline(&[run_s, run_s, link_s, fleet_s, "--json"]);
-    let r = expect_json(&out, 0);
+    let r = expect_json(&out, 4);
     let said = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(
         (r["runs"].as_u64(), r["devices"].as_array().map(Vec::len)),
@@ -257,7 +282,7 @@ fn one_card_read_many_times_is_one_card_and_no_fleet() {
         }
     }
     let out = baseline(&[fleet_s, "--json"]);
-    let r = expect_json(&out, 0);
+    let r = expect_json(&out, 4);
     let said = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(r["runs"], 4, "{said}");
     assert_eq!(r["devices"].as_array().map(Vec::len), Some(1), "{said}");
@@ -265,7 +290,7 @@ fn one_card_read_many_times_is_one_card_and_no_fleet() {
     assert!(said.contains("counted once: "), "{said}");
     assert_eq!(r["built"]["products"], serde_json::json!({}), "{said}");
     assert!(
-        said.contains("vram_gib_per_s: 1 of the 4 healthy cards a floor needs"),
+        said.contains("VRAM streaming rate: 1 of the 4 healthy cards a floor needs"),
         "{said}"
     );
 }

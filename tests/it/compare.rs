@@ -104,7 +104,7 @@ fn a_rate_that_drifted_without_a_fault_is_a_drift_of_its_own_exit_code() {
     assert_eq!(d["slower"][0]["noise"], 0.0, "{d}");
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        said.contains("slower VRAM streaming: 3.73 TiB/s -> 3.17 TiB/s (-15%)"),
+        said.contains("slower VRAM streaming rate: 3.73 TiB/s -> 3.17 TiB/s (-15%)"),
         "units scaled to the value: {said}"
     );
     assert!(said.contains("(-15%"), "{said}");
