@@ -137,6 +137,34 @@ fn in_base_units(rate: &str) -> Option<(&'static str, &str, f64)> {
     })
 }
 
+/// The families a run's `kiln.prom` can hold besides its workloads' own: each metric
+/// once, under one name (alert rules are checked against these and
+/// `kiln health`'s [`crate::cmd::health::FAMILIES`]).
+const RUN_FAMILIES: [&str; 14] = [
+    "kiln_device_healthy",
+    "kiln_device_result_code",
+    "kiln_check_passed",
+    "kiln_finding",
+    "kiln_watch_diagnosis",
+    "kiln_watch_app_peak_bytes",
+    "kiln_watch_app_budget_bytes",
+    "kiln_watch_app_baseline_bytes",
+    "kiln_watch_app_exit_code",
+    RATE_BYTES,
+    RATE_OPERATIONS,
+    "kiln_last_run_timestamp_seconds",
+    "kiln_last_run_duration_seconds",
+    "kiln_last_run_exit_code",
+];
+
+/// Every family a run's `kiln.prom` can hold: the run's, its workloads' and the build's.
+pub fn families() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = RUN_FAMILIES.to_vec();
+    out.extend(registry::metric_families().iter().map(|f| f.name));
+    out.push("kiln_build_info");
+    out
+}
+
 /// Renders the metrics of a report.
 pub fn render(report: &Report, ctx: &Context) -> String {
     let mut out = String::new();

@@ -99,7 +99,12 @@ pub fn summary(report: &Report, style: Style) -> String {
             workload_headlines(&mut out, d);
         }
         for f in &d.findings {
-            if !style.verbose && f.class == crate::finding::Class::Info {
+            // A note is held back; an informational finding of weight (a power cap far
+            // below the card's default) is said where people look.
+            if !style.verbose
+                && f.class == crate::finding::Class::Info
+                && f.severity >= crate::finding::Severity::Note
+            {
                 held_back += 1;
                 continue;
             }

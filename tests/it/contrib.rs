@@ -59,11 +59,50 @@ fn alert_rules_pass_promtool_and_their_unit_tests() {
     let out = run(Command::new(&promtool)
         .args(["check", "rules", "kiln-alerts.yml"])
         .current_dir(&dir));
-    assert!(out.contains("SUCCESS: 5 rules found"), "{out}");
+    assert!(out.contains("SUCCESS: 13 rules found"), "{out}");
     let out = run(Command::new(&promtool)
-        .args(["test", "rules", "kiln-alerts.test.yml"])
+        .args([
+            "test",
+            "rules",
+            "kiln-alerts.test.yml",
+            "kiln-alerts-stale.test.yml",
+        ])
         .current_dir(&dir));
     assert!(out.contains("SUCCESS"), "{out}");
+    assert!(!out.contains("FAILED"), "{out}");
+}
+
+/// Every kiln metric an alert rule reads (its expression or an annotation's query) is one
+/// kiln writes: a run's `kiln.prom` or `kiln health`'s `kiln-health.prom`. A rule reading
+/// a name kiln never writes would never fire.
+#[test]
+fn every_alert_reads_a_metric_kiln_writes() {
+    let rules = std::fs::read_to_string(root().join("contrib/prometheus/kiln-alerts.yml")).unwrap();
+    let mut written = kiln::report::prometheus::families();
+    written.extend(kiln::cmd::health::FAMILIES);
+    let name = regex::Regex::new(r"\bkiln_[a-z0-9_]+").unwrap();
+    let mut read = Vec::new();
+    for line in rules.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        read.extend(name.find_iter(line).map(|m| m.as_str().to_owned()));
+    }
+    assert!(read.len() >= 10, "{read:?}");
+    let unknown: Vec<&String> = read
+        .iter()
+        .filter(|n| !written.contains(&n.as_str()))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "alerts read what kiln never writes: {unknown:?}"
+    );
+    // The near miss: a name kiln does not write is caught.
+    assert!(!written.contains(&"kiln_device_unhealthy"));
+    // And the health textfile is alerted on: its exit code and its staleness.
+    for family in [
+        "kiln_health_exit_code",
+        "kiln_health_last_check_timestamp_seconds",
+    ] {
+        assert!(read.iter().any(|n| n == family), "no alert reads {family}");
+    }
 }
 
 #[test]

@@ -118,6 +118,22 @@ fn check(run: &str) {
         "{run}: {} lines\n{summary}",
         summary.lines().count()
     );
+    // Every family the metrics hold is one kiln declares (what the alert rules are checked
+    // against), each once.
+    let metrics = read("kiln.prom");
+    let families: Vec<&str> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let declared = kiln::report::prometheus::families();
+    for f in &families {
+        assert!(declared.contains(f), "{run}: {f} is not among {declared:?}");
+    }
+    let mut once = families.clone();
+    once.sort();
+    once.dedup();
+    assert_eq!(once.len(), families.len(), "{run}: {families:?}");
     insta::with_settings!({filters => filters(), prepend_module_to_snapshot => false}, {
         insta::assert_snapshot!(format!("{run}-summary"), summary);
         insta::assert_snapshot!(format!("{run}-page"), page);

@@ -5,6 +5,14 @@ use std::time::SystemTime;
 
 use super::Health;
 
+/// Every family `kiln-health.prom` holds (alert rules are checked against these).
+pub const FAMILIES: [&str; 4] = [
+    "kiln_health_exit_code",
+    "kiln_health_gpus",
+    "kiln_health_fault",
+    "kiln_health_last_check_timestamp_seconds",
+];
+
 /// The check as Prometheus metrics for node_exporter's textfile collector
 /// (`kiln-health.prom`): the exit code, the GPUs found, one series per open fault (with
 /// dcgm-exporter's `gpu` and `UUID` labels where the fault is one GPU's) and when it ran.
@@ -15,7 +23,7 @@ pub fn metrics(h: &Health, hostname: &str, now: SystemTime) -> String {
     gauge(
         &mut out,
         "kiln_health_exit_code",
-        "The last kiln health check's exit code: 0 healthy, 1 hardware, 2 environment, 3 software, 4 could not check.",
+        "The last kiln health check's exit code: 0 healthy, 1 hardware, 2 environment, 3 software, 4 could not check, 6 not yet tested (no full run yet).",
         &[(host.clone(), f64::from(h.exit_code))],
     );
     gauge(
@@ -83,4 +91,29 @@ pub fn summary(h: &Health) -> String {
         out.push_str(&format!("note: {n}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_health_textfile_holds_exactly_its_declared_families() {
+        let h = super::super::Health {
+            line: "OK".into(),
+            exit_code: 0,
+            gpus: 1,
+            faults: Vec::new(),
+            next: None,
+            cleared: None,
+            noted: Vec::new(),
+            checked: Vec::new(),
+            notes: Vec::new(),
+        };
+        let text = super::metrics(&h, "n1", std::time::SystemTime::now());
+        let written: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        assert_eq!(written, super::FAMILIES);
+    }
 }

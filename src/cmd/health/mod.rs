@@ -22,7 +22,7 @@ mod read;
 mod runs;
 mod state;
 
-pub use metrics::{metrics, summary};
+pub use metrics::{FAMILIES, metrics, summary};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -81,6 +81,7 @@ pub fn configuration(
     out: &mut Vec<Finding>,
 ) {
     let seen = settings_seen(device, t, &mut held);
+    let floor_share = t.floor_share;
     let vendor = product::lookup(&device.name)
         .map(|p| p.vendor)
         .or(Vendor::from_pci_id(device.setup.vendor_id));
@@ -98,7 +99,7 @@ pub fn configuration(
     if !by_setting.is_empty() {
         out.push(limits_the_card(device, vendor, &by_setting));
     }
-    held_within(&seen, &by_setting, vendor, out);
+    held_within(&seen, &by_setting, vendor, floor_share, out);
 }
 
 /// A setting seen holding the clocks: its phase, the clock it held there in words, and that
@@ -233,11 +234,15 @@ fn limits_the_card(
 }
 
 /// The settings that held the clocks without holding the card below its product: a note
-/// each (`ADMIN_POWER_CAP`, `CLOCKS_LOCKED`), with the phases they held them in.
+/// each (`ADMIN_POWER_CAP`, `CLOCKS_LOCKED`), with the phases they held them in. A power
+/// cap far below the card's default (under `floor_share` of it, the share the floors
+/// allow a rate to lose: the power it measurably took) is minor, not a note: said where
+/// people look, though the card stayed within its floors.
 fn held_within(
     seen: &[Seen],
     by_setting: &[(Setting, Vec<&Held>)],
     vendor: Option<Vendor>,
+    floor_share: f64,
     out: &mut Vec<Finding>,
 ) {
     let holding = |key: &str| by_setting.iter().any(|(s, _)| s.key() == key);
@@ -261,9 +266,22 @@ fn held_within(
         }
         let noun = if phases.len() == 1 { "phase" } else { "phases" };
         let during = format!("in the {} {noun}", crate::text::list(&phases));
-        let (code, summary) = match setting {
+        let (code, severity, summary) = match setting {
+            Setting::PowerCap {
+                enforced_w,
+                default_w,
+            } if *default_w > 0.0 && enforced_w / default_w < floor_share => (
+                FindingCode::AdminPowerCap,
+                Severity::Minor,
+                format!(
+                    "{} capped {held} {during}: {:.0}% of the card's default power, far below it, though the card stayed within its product's floors",
+                    setting.words(),
+                    100.0 * enforced_w / default_w
+                ),
+            ),
             Setting::PowerCap { .. } => (
                 FindingCode::AdminPowerCap,
+                Severity::Note,
                 format!(
                     "{} capped {held} {during}, and the card stayed within its product's floors",
                     setting.words()
@@ -271,6 +289,7 @@ fn held_within(
             ),
             _ => (
                 FindingCode::ClocksLocked,
+                Severity::Note,
                 format!(
                     "{} held {held} {during}, and the card stayed within its product's floors",
                     setting.words()
@@ -279,7 +298,7 @@ fn held_within(
         };
         out.push(finding(
             code,
-            Severity::Note,
+            severity,
             Confidence::High,
             summary,
             evidence(&HeldWithin {
@@ -338,6 +357,18 @@ mod tests {
         assert_eq!(
             said(&kept),
             [("ADMIN_POWER_CAP", Class::Info, Severity::Note)]
+        );
+        // Capped far below its default (400 W of 700 W, under the floors' share), the clock
+        // still within its floors at 85%: a minor finding people see, not a note.
+        let far = super::configuration_rule(&capped(400.0, 1683.0, 0.9), &t);
+        assert_eq!(
+            said(&far),
+            [("ADMIN_POWER_CAP", Class::Info, Severity::Minor)]
+        );
+        assert!(
+            far[0].summary.contains("57% of the card's default power"),
+            "{}",
+            far[0].summary
         );
         // At the card's own limit, the cap is the product's: nothing.
         assert!(super::configuration_rule(&capped(700.0, 1100.0, 0.9), &t).is_empty());

@@ -354,16 +354,10 @@ impl Default for MatrixConfig {
 pub struct Matrix;
 
 /// Its Prometheus families.
-const METRICS: &[MetricFamily] = &[
-    MetricFamily {
-        name: "kiln_matrix_failed_checks",
-        help: "Matrix checks that failed (checksum rows and columns, invalid values, recomputations that differ).",
-    },
-    MetricFamily {
-        name: "kiln_matrix_verified_tflops",
-        help: "Verified matrix multiplication rate of the first kind run, in 10^12 operations per second.",
-    },
-];
+const METRICS: &[MetricFamily] = &[MetricFamily {
+    name: "kiln_matrix_failed_checks",
+    help: "Matrix checks that failed (checksum rows and columns, invalid values, recomputations that differ).",
+}];
 
 crate::evidence! {
     /// The evidence of wrong matrix products judged by where in the load they came.
@@ -584,16 +578,10 @@ impl Kind for Matrix {
     }
 
     fn metrics(result: &MatrixReport) -> Vec<Metric> {
-        vec![
-            Metric {
-                family: "kiln_matrix_failed_checks",
-                value: result.faults() as f64,
-            },
-            Metric {
-                family: "kiln_matrix_verified_tflops",
-                value: result.kinds.first().map_or(0.0, |k| k.verified_tflops),
-            },
-        ]
+        vec![Metric {
+            family: "kiln_matrix_failed_checks",
+            value: result.faults() as f64,
+        }]
     }
 
     fn rates(result: &MatrixReport) -> Vec<(&'static str, f64)> {

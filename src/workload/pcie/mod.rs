@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::settings::{SettingError, SettingsTable};
-use super::show::{Bar, Metric, MetricFamily, Section, Table, TableRow};
+use super::show::{Bar, Section, Table, TableRow};
 use super::{
     Envelope, FindingKind, Kind, KindTest, PlanDetail, Report, RunControl, Workload, WorkloadError,
     WorkloadFinding, WorkloadStatus, join_findings, record_device_error,
@@ -74,16 +74,8 @@ pub struct Pcie;
 impl Kind for Pcie {
     const NAME: &'static str = "pcie";
     const DEFAULT_WEIGHT: u32 = 1;
-    const METRICS: &'static [MetricFamily] = &[
-        MetricFamily {
-            name: "kiln_pcie_h2d_bytes_per_second",
-            help: "Best host-to-device rate of the last run.",
-        },
-        MetricFamily {
-            name: "kiln_pcie_d2h_bytes_per_second",
-            help: "Best device-to-host rate of the last run.",
-        },
-    ];
+    // Its rates are kiln_rate_bytes_per_second{rate="pcie_h2d"} and {rate="pcie_d2h"}
+    // (from `rates`): no family of its own says them again under another name.
     type Settings = PcieConfig;
     type Result = PcieReport;
 
@@ -116,19 +108,6 @@ impl Kind for Pcie {
         let mut out = Vec::new();
         found(result, &mut out);
         out
-    }
-
-    fn metrics(result: &PcieReport) -> Vec<Metric> {
-        vec![
-            Metric {
-                family: "kiln_pcie_h2d_bytes_per_second",
-                value: result.peak_h2d_gbps * 1e9,
-            },
-            Metric {
-                family: "kiln_pcie_d2h_bytes_per_second",
-                value: result.peak_d2h_gbps * 1e9,
-            },
-        ]
     }
 
     fn rates(result: &PcieReport) -> Vec<(&'static str, f64)> {
