@@ -71,7 +71,13 @@ pub fn metrics(h: &Health, hostname: &str, now: SystemTime) -> String {
 pub fn summary(h: &Health) -> String {
     let mut out = format!("{}\n", h.line);
     for f in &h.faults {
-        out.push_str(&format!("fault: {}\n", f.line()));
+        // A node not yet tested has no fault: its line says what it lacks.
+        let label = if f.exit_code == crate::exit_code::NOT_TESTED {
+            "not a fault"
+        } else {
+            "fault"
+        };
+        out.push_str(&format!("{label}: {}\n", f.line()));
     }
     if let Some(next) = &h.next {
         out.push_str(&format!("next: {next}\n"));

@@ -931,6 +931,11 @@ mod tests {
         );
         let next = h.next.as_deref().unwrap_or_default();
         assert!(next.contains("kiln run --profile burn-in"), "{next}");
+        assert!(
+            summary(&h).contains("\nnot a fault: not yet tested"),
+            "{}",
+            summary(&h)
+        );
         // The near miss: a run is there but its report cannot be read: that could not be
         // checked (4), not a node never tested.
         std::fs::create_dir_all(runs.join("damaged")).unwrap();
