@@ -26,20 +26,34 @@ pub enum Source {
     Application,
 }
 
-/// The kernel driver a kernel line comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// The kernel driver a kernel line comes from: NVIDIA's, one of the DRM drivers kiln reads
+/// elsewhere too (amdgpu, i915, xe: [`crate::telemetry::sysfs::Driver`], the one enum of
+/// them), or the PCIe port driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Driver {
     /// NVIDIA's (`NVRM`, `nvidia-modeset`, nvlddmkm on Windows).
     Nvidia,
-    /// AMD's amdgpu.
-    Amdgpu,
-    /// Intel's i915.
-    I915,
-    /// Intel's xe.
-    Xe,
+    /// amdgpu, i915 or xe.
+    Drm(crate::telemetry::sysfs::Driver),
     /// The PCIe port driver's Advanced Error Reporting.
     Pcie,
+}
+
+impl Driver {
+    /// The name `--json` gives it (a DRM driver's is its kernel module's).
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Nvidia => "nvidia",
+            Driver::Drm(d) => d.name(),
+            Driver::Pcie => "pcie",
+        }
+    }
+}
+
+impl Serialize for Driver {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
 }
 
 /// What kind of failure a line says, where it says one.
