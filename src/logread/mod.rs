@@ -5,9 +5,9 @@
 //! [`kernel`]) or an application's (the frameworks' words of `kiln watch`, CUDA runtime
 //! errors, NVML and nvidia-smi: [`app`]). The lines a failure spans (a ring timeout and
 //! the process it names, an AER error and its status lines) are joined into one
-//! [`Found`]. `kiln explain` judges what was found ([`judge`]); the Xid parser is the one
-//! `kiln health` and `kiln run`'s kernel-log source use (`telemetry::xid_line`), and the
-//! frameworks' words the one `kiln watch` uses (`verdict::watch::words`).
+//! [`Found`]. `kiln explain` judges what was found ([`judge`]); `kiln health` and `kiln
+//! run`'s kernel-log source read each line with [`read_kernel_line`] (`telemetry::kmsg`),
+//! and the frameworks' words are the ones `kiln watch` uses (`verdict::watch::words`).
 
 pub mod app;
 pub mod judge;
@@ -269,6 +269,12 @@ pub fn read_line(line: &str) -> Option<(Role, Reading)> {
             .then(|| app::read(stripped.text))
             .flatten()
     })
+}
+
+/// What one kernel-log line says (prefixes and all), read as the kernel's alone: the
+/// reader a run's kernel-log source and `kiln health` share with `kiln explain`.
+pub fn read_kernel_line(line: &str) -> Option<(Role, Reading)> {
+    kernel::read(prefix::strip(line).text)
 }
 
 /// Every failure in `text` (a log, an excerpt), in the order of their first lines.

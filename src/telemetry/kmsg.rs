@@ -3,8 +3,8 @@
 
 use super::eventlog::{self, GpuEvent};
 use super::record::{DriverReset, Reading, Readings, TelemetryData, XidEvent};
-use super::xid_line::parse_xid;
 use super::{Gap, Source, cause, signals};
+use crate::logread::{self, FailureKind, Role};
 use crate::platform::kernel_log::{self, Entry, KernelLog};
 use std::collections::BTreeMap;
 
@@ -73,16 +73,51 @@ impl KmsgSource {
         self.device_on_bus(event.bus_id.as_deref()?)
     }
 
+    /// The records of one kernel-log line, read by the one log reader
+    /// ([`logread::read_kernel_line`], the one `kiln explain` uses) and adapted here to the
+    /// evidence a run and `kiln health` judge: an Xid (or a GPU fallen off the bus) as an
+    /// [`XidEvent`]; an amdgpu, i915 or xe hang, reset or wedge as a [`DriverReset`] of
+    /// that driver.
     fn event(
         &self,
         usec: u64,
         message: &str,
         before_run: bool,
-    ) -> Option<(Option<usize>, TelemetryData)> {
-        let mut xid = parse_xid(message)?;
-        xid.kernel_us = Some(usec);
-        xid.before_run = before_run;
-        Some((self.device_of(&xid), TelemetryData::Xid { xid }))
+    ) -> Vec<(Option<usize>, TelemetryData)> {
+        let Some((Role::Failure, reading)) = logread::read_kernel_line(message) else {
+            return Vec::new();
+        };
+        match reading.driver {
+            Some(logread::Driver::Nvidia) => {
+                let Some(mut xid) = xid_of(&reading, message) else {
+                    return Vec::new();
+                };
+                xid.kernel_us = Some(usec);
+                xid.before_run = before_run;
+                vec![(self.device_of(&xid), TelemetryData::Xid { xid })]
+            }
+            Some(logread::Driver::Drm(driver))
+                if matches!(
+                    reading.failure,
+                    Some(FailureKind::GpuHang | FailureKind::DeviceLost)
+                ) =>
+            {
+                let logged = self.boot_unix_us.map(|boot| boot.saturating_add(usec));
+                let evidence = logread::prefix::strip(message).text.trim().to_owned();
+                let on_bus = reading
+                    .pci_address
+                    .as_deref()
+                    .and_then(|a| self.device_on_bus(bus_of(a)));
+                let mut records = self.reset(driver.name(), logged, evidence, before_run);
+                if let Some(device) = on_bus {
+                    // The line names its device: the reset is that one's alone.
+                    records.truncate(1);
+                    records[0].0 = Some(device);
+                }
+                records
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// The devices a reset of this driver concerns: those of its vendor, by name; every
@@ -91,12 +126,14 @@ impl KmsgSource {
         let driver = driver.to_ascii_lowercase();
         let words: &[&str] = if driver.starts_with("nvlddmkm") {
             &["nvidia"]
-        } else if ["amdkmdag", "amdwddmg", "atikmdag", "atikmpag"]
+        } else if ["amdkmdag", "amdwddmg", "atikmdag", "atikmpag", "amdgpu"]
             .iter()
             .any(|d| driver.starts_with(d))
         {
             &["amd", "radeon"]
-        } else if ["igfx", "igdkmd"].iter().any(|d| driver.starts_with(d)) {
+        } else if ["igfx", "igdkmd"].iter().any(|d| driver.starts_with(d))
+            || ["i915", "xe"].contains(&driver.as_str())
+        {
             &["intel"]
         } else {
             &[]
@@ -185,7 +222,7 @@ impl KmsgSource {
     }
 
     /// The records of the log's entries.
-    fn records(
+    pub(crate) fn records(
         &mut self,
         entries: Vec<Entry>,
         before_run: bool,
@@ -211,6 +248,38 @@ impl KmsgSource {
         }
         out
     }
+}
+
+/// `domain:bus:device` of a `domain:bus:device.function` address, as the devices are keyed.
+fn bus_of(address: &str) -> &str {
+    address.rsplit_once('.').map_or(address, |(bus, _)| bus)
+}
+
+/// The Xid evidence of an NVIDIA reading: its code, its device as `domain:bus:device`, its
+/// process and its text; a line that says the GPU fell off the bus without a code is one
+/// too (its code 79 comes from its text, [`crate::telemetry::record::xid_code`]). None for
+/// the driver's other lines.
+fn xid_of(reading: &logread::Reading, line: &str) -> Option<XidEvent> {
+    let fallen = reading.source == Some(logread::Source::Kernel)
+        && reading.failure == Some(FailureKind::DeviceLost);
+    if reading.xid.is_none() && !fallen {
+        return None;
+    }
+    let message = match (&reading.message, reading.xid) {
+        (Some(m), Some(_)) => m.clone(),
+        _ => logread::prefix::strip(line).text.trim().to_owned(),
+    };
+    Some(XidEvent {
+        bus_id: reading.pci_address.as_deref().map(|a| bus_of(a).to_owned()),
+        code: reading.xid,
+        pid: reading.pid,
+        process: reading.process.clone(),
+        message,
+        kernel_us: None,
+        before_run: false,
+        t_ms: None,
+        seen_by: vec![super::record::XidChannel::KernelLog],
+    })
 }
 
 impl Source for KmsgSource {
@@ -368,21 +437,70 @@ mod tests {
     #[test]
     fn events_map_to_the_device_on_that_bus() {
         let source = KmsgSource::new(&[(2, "0000:05:00.0".into()), (3, "0000:81:00.0".into())]);
-        let (device, _) = source
-            .event(1, "NVRM: Xid (PCI:0000:81:00): 48, pid=1, name=x, y", false)
-            .unwrap();
-        assert_eq!(device, Some(3));
-        let (device, _) = source
-            .event(
-                1,
-                "NVRM: Xid (05:00): 79, GPU has fallen off the bus.",
-                false,
-            )
-            .unwrap();
-        assert_eq!(device, Some(2), "older drivers omit the domain");
-        let (device, _) = source
-            .event(1, "NVRM: Xid (PCI:0000:99:00): 79, z", true)
-            .unwrap();
-        assert_eq!(device, None);
+        let device = |line: &str| source.event(1, line, false).first().map(|(d, _)| *d);
+        assert_eq!(
+            device("NVRM: Xid (PCI:0000:81:00): 48, pid=1, name=x, y"),
+            Some(Some(3))
+        );
+        assert_eq!(
+            device("NVRM: Xid (05:00): 79, GPU has fallen off the bus."),
+            Some(Some(2)),
+            "older drivers omit the domain"
+        );
+        assert_eq!(device("NVRM: Xid (PCI:0000:99:00): 79, z"), Some(None));
+    }
+
+    /// A source for an NVIDIA card at 0000:03:00.0 beside an AMD one at 0000:0c:00.0.
+    fn linux_source() -> KmsgSource {
+        let mut source = KmsgSource::new(&[(0, "0000:03:00.0".into()), (1, "0000:0c:00.0".into())]);
+        source.names = BTreeMap::from([
+            (0, "NVIDIA GeForce RTX 3090".to_owned()),
+            (1, "AMD Radeon RX 6800 XT".to_owned()),
+        ]);
+        source
+    }
+
+    #[test]
+    fn the_forms_only_the_shared_reader_knows_reach_the_run() {
+        let source = linux_source();
+        // The oldest Xid form, bus:device without a domain (`0003:00`), quoted in
+        // tests/fixtures/real/nvidia-xid.jsonl: the shared reader writes it `0000:03:00.0`,
+        // so it is the card's on bus 03, where the Xid parser alone tied it to none.
+        let records = source.event(7, "NVRM: Xid (0003:00): 8, Channel 00000001", false);
+        let [(device, TelemetryData::Xid { xid })] = &records[..] else {
+            panic!("one Xid: {records:?}");
+        };
+        assert_eq!(
+            (*device, xid.code, xid.kernel_us),
+            (Some(0), Some(8), Some(7))
+        );
+        // An amdgpu ring timeout behind a journal prefix (tests/fixtures/real/amdgpu.jsonl)
+        // is a reset of the AMD card the line names, with the line as its evidence.
+        let line = "maj 08 19:27:35 RX-78-FPC kernel: amdgpu 0000:0c:00.0: ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928";
+        let records = source.event(9, line, false);
+        let [(device, TelemetryData::DriverReset { reset })] = &records[..] else {
+            panic!("one reset: {records:?}");
+        };
+        assert_eq!((*device, reset.driver.as_str()), (Some(1), "amdgpu"));
+        assert!(reset.evidence[0].starts_with("amdgpu 0000:0c:00.0: ring gfx_0.0.0 timeout"));
+        // Without an address, the reset is the AMD card's by its name.
+        let records = source.event(
+            9,
+            "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring sdma0 timeout, signaled seq=185689, emitted seq=185689",
+            false,
+        );
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].0, Some(1));
+        // Near misses: a corrected RAS count, a page fault (no reset), an NVIDIA line
+        // without an Xid, and the driver's news at load are no records.
+        for quiet in [
+            "amdgpu 0000:0c:00.0: amdgpu: 12 correctable hardware errors detected in gfx block",
+            "amdgpu 0000:0c:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:8 pasid:32772, for process python3 pid 856757 thread python3 pid 856757)",
+            "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.148.06",
+            "NVRM: GPU at PCI:0000:03:00: GPU-8a47641b-dff6-f09f-618c-c3eb58fb430d",
+            "amdgpu 0000:0c:00.0: amdgpu: ring gfx_0.0.0 uses VM inv eng 0 on hub 0",
+        ] {
+            assert!(source.event(1, quiet, false).is_empty(), "{quiet}");
+        }
     }
 }
