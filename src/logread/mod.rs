@@ -280,27 +280,30 @@ pub fn read_kernel_line(line: &str) -> Option<(Role, Reading)> {
 /// Every failure in `text` (a log, an excerpt), in the order of their first lines.
 pub fn read_text(text: &str) -> Vec<Found> {
     let mut found: Vec<Found> = Vec::new();
-    // A detail that came before its failure, waiting for it.
-    let mut pending: Option<(usize, String, Reading)> = None;
-    // Rsyslog writes a message's line breaks as `#012`.
-    for (index, raw) in text.lines().flat_map(|l| l.split("#012")).enumerate() {
-        let number = index + 1;
-        let Some((role, reading)) = read_line(raw) else {
+    // Where the last failure's last line is among the logical lines: how far apart the
+    // lines of one failure are is counted in those (a pretty-printed event is one).
+    let mut last_at = 0;
+    // A detail that came before its failure, waiting for it: where, its number, its line.
+    let mut pending: Option<(usize, usize, String, Reading)> = None;
+    for (at, (number, raw)) in logical_lines(text).into_iter().enumerate() {
+        let raw = raw.as_str();
+        let Some((role, reading)) = read_line(event_text(raw).as_deref().unwrap_or(raw)) else {
             continue;
         };
-        let joins_last = found.last().is_some_and(|last| {
-            number - last.last_line <= SPAN_LINES && last.reading.joins(&reading)
-        });
+        let joins_last = found
+            .last()
+            .is_some_and(|last| at - last_at <= SPAN_LINES && last.reading.joins(&reading));
         if joins_last {
             if let Some(last) = found.last_mut() {
                 last.reading.fill(&reading);
                 last.last_line = number;
                 last.lines.push(raw.to_owned());
+                last_at = at;
             }
             continue;
         }
         match role {
-            Role::Detail => pending = Some((number, raw.to_owned(), reading)),
+            Role::Detail => pending = Some((at, number, raw.to_owned(), reading)),
             Role::Failure => {
                 let mut f = Found {
                     line: number,
@@ -309,20 +312,78 @@ pub fn read_text(text: &str) -> Vec<Found> {
                     reading,
                     follows: None,
                 };
-                if let Some((at, line, detail)) = pending.take()
-                    && number - at <= SPAN_LINES
+                if let Some((detail_at, detail_number, line, detail)) = pending.take()
+                    && at - detail_at <= SPAN_LINES
                     && detail.joins(&f.reading)
                 {
                     f.reading.fill(&detail);
-                    f.line = at;
+                    f.line = detail_number;
                     f.lines.insert(0, line);
                 }
                 f.follows = follows(&found, &f.reading);
                 found.push(f);
+                last_at = at;
             }
         }
     }
     found
+}
+
+/// The lines of a text, numbered from 1: rsyslog's `#012` (a message's line break) splits
+/// one; Windows events exported as XML (`wevtutil qe System /f:xml`) are one line each,
+/// whether the export ran them together on one line or pretty-printed each over many
+/// (numbered by its first).
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    // An event whose `</Event>` is still to come: its first line's number, and it so far.
+    let mut open: Option<(usize, String)> = None;
+    let lines = text.lines().flat_map(|l| l.split("#012")).enumerate();
+    for (number, piece) in
+        lines.flat_map(|(i, l)| l.split_inclusive("</Event>").map(move |p| (i + 1, p)))
+    {
+        let trimmed = piece.trim();
+        if let Some((_, event)) = &mut open {
+            // Pretty-printing puts only whitespace between the tags; text broken over
+            // lines keeps a space.
+            if !(event.ends_with('>') || trimmed.starts_with('<')) {
+                event.push(' ');
+            }
+            event.push_str(trimmed);
+            if trimmed.ends_with("</Event>")
+                && let Some(done) = open.take()
+            {
+                out.push(done);
+            }
+            continue;
+        }
+        let opens = trimmed.contains("<Event ") || trimmed.contains("<Event>");
+        if opens && !trimmed.ends_with("</Event>") {
+            open = Some((number, trimmed.to_owned()));
+        } else {
+            out.push((number, piece.to_owned()));
+        }
+    }
+    // An event cut before its end is read as far as it goes.
+    out.extend(open);
+    out
+}
+
+/// What a Windows event's XML says in words: the NVIDIA driver's own line it carries (an
+/// Xid, as the kernel log prints it on Linux), its entities decoded. None for a line that
+/// is no event, or an event that carries no such line (its provider and ID are read from
+/// the XML itself).
+fn event_text(line: &str) -> Option<String> {
+    if !line.contains("</Event>") {
+        return None;
+    }
+    let start = line.find("<Event ").or_else(|| line.find("<Event>"))?;
+    let end = line.find("</Event>")? + "</Event>".len();
+    let event = crate::telemetry::eventlog::parse_event(line.get(start..end)?)?;
+    event
+        .data
+        .into_iter()
+        .map(|(_, text)| text)
+        .find(|text| text.contains("NVRM:"))
 }
 
 /// The earlier failure a new Xid names or follows: Xid 45's "caused by previous Xid N",
