@@ -313,6 +313,7 @@ fn failure_of(kind: events::EventKind) -> Option<FailureKind> {
         E::PageFault => Some(FailureKind::PageFault),
         E::RasUncorrectable | E::RasPoison | E::RasBadPageThreshold => Some(FailureKind::Ecc),
         E::Wedged => Some(FailureKind::DeviceLost),
+        E::Thermal => Some(FailureKind::Thermal),
         E::FirmwareFailed => Some(FailureKind::Other),
         E::InitFailed
         | E::DisplayError

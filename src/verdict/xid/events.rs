@@ -58,6 +58,8 @@ pub enum EventKind {
     /// The display engine reported an error (a page flip that never completed, a pipe's
     /// fault).
     DisplayError,
+    /// The GPU ran hotter than its range; the driver may shut the system down to save it.
+    Thermal,
     /// Another error of the driver's, of no kind above.
     DriverError,
 }
@@ -98,6 +100,7 @@ const I915: &str = "Linux kernel, drm/i915 Intel GFX Driver, GPU hangs and reset
 const AMD_MES: &str = "Linux kernel, amdgpu driver core, the Micro Engine Scheduler (MES) that maps the GPU's queues (docs.kernel.org/gpu/amdgpu/driver-core.html); messages of drivers/gpu/drm/amd/amdgpu/mes_v11_0.c and amdgpu_mes.c, and of the queue manager drivers/gpu/drm/amd/amdkfd/kfd_device_queue_manager.c";
 const AMD_INIT: &str = "Linux kernel, amdgpu driver core, IP blocks and their init (docs.kernel.org/gpu/amdgpu/driver-core.html); messages of drivers/gpu/drm/amd/amdgpu/amdgpu_device.c, amdgpu_ring.c and amdgpu_gfx.c";
 const DISPLAY: &str = "Linux kernel, DRM KMS atomic commits and their flip_done completion (docs.kernel.org/gpu/drm-kms.html); amdgpu's Display Core (docs.kernel.org/gpu/amdgpu/display/); messages of drivers/gpu/drm/drm_atomic_helper.c and drivers/gpu/drm/i915/display/intel_display_irq.c";
+const AMD_THERMAL: &str = "Linux kernel, amdgpu GPU Power/Thermal Controls and Monitoring, the temperature limits temp*_crit and temp*_emergency (docs.kernel.org/gpu/amdgpu/thermal.html); messages of drivers/gpu/drm/amd/pm/swsmu/smu_cmn.c and smu11/smu_v11_0.c (CTF: critical thermal fault) and pm/powerplay/hwmgr/smu_helper.c";
 const DRM_ERRORS: &str = "Linux kernel, DRM Internals, printing and logging: drm_err() prints `*ERROR*` (docs.kernel.org/gpu/drm-internals.html)";
 const XE: &str = "Linux kernel, drm/xe Intel GFX Driver, Xe Device Wedging (docs.kernel.org/gpu/xe/xe_device.html); messages of drivers/gpu/drm/xe/xe_guc_submit.c and xe_gt.c";
 
@@ -136,7 +139,7 @@ const fn alone(row: EventRow) -> EventRow {
     EventRow { alone: true, ..row }
 }
 
-use Class::{Hardware, Info, Software};
+use Class::{Environment, Hardware, Info, Software};
 use Driver::{Amdgpu, I915 as I915_, Xe};
 use EventKind::*;
 use Severity::{Critical, Major, Minor, Note};
@@ -361,6 +364,36 @@ pub const EVENTS: &[EventRow] = &[
         Minor,
         "the event before it (a ring timeout or a RAS error) says why; applications on the GPU lose their work",
         AMD_RESET,
+    ),
+    row(
+        Some(Amdgpu),
+        Thermal,
+        r"shutdown due to GPU (?:SW|HW) CTF",
+        "the GPU passed its critical temperature (a critical thermal fault) and the driver shut the system down to save it",
+        (
+            Environment,
+            Some(
+                "whether its fans spin and its heatsink is clean and seated: a card that overheats with working cooling is the card's",
+            ),
+        ),
+        Critical,
+        "check the card's fans, airflow and dust, and the room's temperature; re-paste or RMA a card that overheats with working cooling, then test it (`kiln run`)",
+        AMD_THERMAL,
+    ),
+    row(
+        Some(Amdgpu),
+        Thermal,
+        r"GPU over temperature range",
+        "the GPU ran hotter than its operating range (a thermal interrupt), where it slows down or, past its critical limit, shuts down",
+        (
+            Environment,
+            Some(
+                "whether its fans spin up and its heatsink is clean and seated: a card that overheats with working cooling is the card's",
+            ),
+        ),
+        Major,
+        "check the card's fans (a fan curve that stays low under compute), airflow and dust; test the card under load (`kiln run`) once it is cool",
+        AMD_THERMAL,
     ),
     row(
         Some(Amdgpu),
@@ -872,6 +905,35 @@ mod tests {
             "[drm] *ERROR* something failed",
         ] {
             assert_eq!(of(quiet), None, "{quiet}");
+        }
+    }
+
+    #[test]
+    fn a_gpu_over_its_temperature_is_a_thermal_event_and_a_temperature_said_is_not() {
+        // github.com/ValveSoftware/Proton/issues/8028 and ROCm/legacy-rocm-build/issues/385.
+        let ctf =
+            "amdgpu 0000:03:00.0: amdgpu: ERROR: System is going to shutdown due to GPU SW CTF!";
+        let (_, row) = classify(ctf).unwrap();
+        assert_eq!(
+            (row.kind, row.class, row.severity),
+            (EventKind::Thermal, Class::Environment, Severity::Critical)
+        );
+        assert_eq!(
+            kind(
+                "amdgpu 0000:03:00.0: amdgpu: ERROR: GPU over temperature range(SW CTF) detected!"
+            ),
+            Some(EventKind::Thermal)
+        );
+        assert_eq!(
+            kind("amdgpu: [powerplay] GPU over temperature range detected on PCIe 0:0.0!"),
+            Some(EventKind::Thermal)
+        );
+        // Near misses: the driver's temperature limits, said at load or by `sensors`.
+        for quiet in [
+            "amdgpu 0000:03:00.0: amdgpu: edge: +37.0 C (crit = +100.0 C)",
+            "amdgpu 0000:03:00.0: amdgpu: SMU is initialized successfully!",
+        ] {
+            assert_eq!(kind(quiet), None, "{quiet}");
         }
     }
 
