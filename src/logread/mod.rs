@@ -6,15 +6,19 @@
 //! errors, NVML and nvidia-smi: [`app`]). The lines a failure spans (a ring timeout and
 //! the process it names, an AER error and its status lines) are joined into one
 //! [`Found`]. `kiln explain` judges what was found ([`judge`]); `kiln health` and `kiln
-//! run`'s kernel-log source read each line with [`read_kernel_line`] (`telemetry::kmsg`),
+//! run`'s kernel-log source read each line with [`kernel_line`] (installed in
+//! `telemetry::kmsg` by the command line),
 //! and the frameworks' words are the ones `kiln watch` uses (`verdict::watch::words`).
 
 pub mod app;
+mod edge;
 pub mod judge;
 pub mod kernel;
 pub mod prefix;
 
 use serde::Serialize;
+
+pub use edge::{install_kernel_reader, kernel_line};
 
 /// Who wrote the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -3,10 +3,48 @@
 
 use super::eventlog::{self, GpuEvent};
 use super::record::{DriverReset, Reading, Readings, TelemetryData, XidEvent};
+use super::xid_line::parse_xid;
 use super::{Gap, Source, cause, signals};
-use crate::logread::{self, FailureKind, Role};
 use crate::platform::kernel_log::{self, Entry, KernelLog};
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// What one kernel-log line is to a run and to `kiln health`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KernelLine {
+    /// An Xid, or a GPU fallen off the bus.
+    Xid(XidEvent),
+    /// A GPU's driver (amdgpu, i915, xe) reset it, or declared it wedged, after a hang.
+    Reset {
+        /// The driver, by its kernel module's name.
+        driver: &'static str,
+        /// The device the line names, `dddd:bb:dd.f`.
+        pci_address: Option<String>,
+        /// The line, its prefixes taken off.
+        evidence: String,
+    },
+}
+
+/// A reader of kernel-log lines.
+pub type LineReader = fn(&str) -> Option<KernelLine>;
+
+static READER: OnceLock<LineReader> = OnceLock::new();
+
+/// Installs the reader of the kernel log's lines: the one log reader `kiln explain` uses
+/// (its `kernel_line`), installed by the command line before any source runs.
+/// It is installed rather than named because it sits above telemetry (it reads telemetry's
+/// own types); until it is, the Xid parser alone reads the lines.
+pub fn install_reader(reader: LineReader) {
+    // Installed once; a second install is the same reader.
+    let _ = READER.set(reader);
+}
+
+fn read_line(line: &str) -> Option<KernelLine> {
+    match READER.get() {
+        Some(read) => read(line),
+        None => parse_xid(line).map(KernelLine::Xid),
+    }
+}
 
 /// The OS's log of driver and hardware errors as a telemetry source: the kernel log on
 /// Linux, the System event log on Windows ([`crate::platform::kernel_log`]).
@@ -73,42 +111,31 @@ impl KmsgSource {
         self.device_on_bus(event.bus_id.as_deref()?)
     }
 
-    /// The records of one kernel-log line, read by the one log reader
-    /// ([`logread::read_kernel_line`], the one `kiln explain` uses) and adapted here to the
-    /// evidence a run and `kiln health` judge: an Xid (or a GPU fallen off the bus) as an
-    /// [`XidEvent`]; an amdgpu, i915 or xe hang, reset or wedge as a [`DriverReset`] of
-    /// that driver.
+    /// The records of one kernel-log line, read by the installed reader ([`install_reader`],
+    /// the one log reader): an Xid (or a GPU off the bus) as an [`XidEvent`], a GPU driver's
+    /// reset of a hung GPU as a [`DriverReset`] of that driver.
     fn event(
         &self,
         usec: u64,
         message: &str,
         before_run: bool,
     ) -> Vec<(Option<usize>, TelemetryData)> {
-        let Some((Role::Failure, reading)) = logread::read_kernel_line(message) else {
-            return Vec::new();
-        };
-        match reading.driver {
-            Some(logread::Driver::Nvidia) => {
-                let Some(mut xid) = xid_of(&reading, message) else {
-                    return Vec::new();
-                };
+        match read_line(message) {
+            Some(KernelLine::Xid(mut xid)) => {
                 xid.kernel_us = Some(usec);
                 xid.before_run = before_run;
                 vec![(self.device_of(&xid), TelemetryData::Xid { xid })]
             }
-            Some(logread::Driver::Drm(driver))
-                if matches!(
-                    reading.failure,
-                    Some(FailureKind::GpuHang | FailureKind::DeviceLost)
-                ) =>
-            {
+            Some(KernelLine::Reset {
+                driver,
+                pci_address,
+                evidence,
+            }) => {
                 let logged = self.boot_unix_us.map(|boot| boot.saturating_add(usec));
-                let evidence = logread::prefix::strip(message).text.trim().to_owned();
-                let on_bus = reading
-                    .pci_address
+                let on_bus = pci_address
                     .as_deref()
                     .and_then(|a| self.device_on_bus(bus_of(a)));
-                let mut records = self.reset(driver.name(), logged, evidence, before_run);
+                let mut records = self.reset(driver, logged, evidence, before_run);
                 if let Some(device) = on_bus {
                     // The line names its device: the reset is that one's alone.
                     records.truncate(1);
@@ -116,7 +143,7 @@ impl KmsgSource {
                 }
                 records
             }
-            _ => Vec::new(),
+            None => Vec::new(),
         }
     }
 
@@ -251,35 +278,8 @@ impl KmsgSource {
 }
 
 /// `domain:bus:device` of a `domain:bus:device.function` address, as the devices are keyed.
-fn bus_of(address: &str) -> &str {
+pub fn bus_of(address: &str) -> &str {
     address.rsplit_once('.').map_or(address, |(bus, _)| bus)
-}
-
-/// The Xid evidence of an NVIDIA reading: its code, its device as `domain:bus:device`, its
-/// process and its text; a line that says the GPU fell off the bus without a code is one
-/// too (its code 79 comes from its text, [`crate::telemetry::record::xid_code`]). None for
-/// the driver's other lines.
-fn xid_of(reading: &logread::Reading, line: &str) -> Option<XidEvent> {
-    let fallen = reading.source == Some(logread::Source::Kernel)
-        && reading.failure == Some(FailureKind::DeviceLost);
-    if reading.xid.is_none() && !fallen {
-        return None;
-    }
-    let message = match (&reading.message, reading.xid) {
-        (Some(m), Some(_)) => m.clone(),
-        _ => logread::prefix::strip(line).text.trim().to_owned(),
-    };
-    Some(XidEvent {
-        bus_id: reading.pci_address.as_deref().map(|a| bus_of(a).to_owned()),
-        code: reading.xid,
-        pid: reading.pid,
-        process: reading.process.clone(),
-        message,
-        kernel_us: None,
-        before_run: false,
-        t_ms: None,
-        seen_by: vec![super::record::XidChannel::KernelLog],
-    })
 }
 
 impl Source for KmsgSource {
@@ -462,6 +462,7 @@ mod tests {
 
     #[test]
     fn the_forms_only_the_shared_reader_knows_reach_the_run() {
+        crate::logread::install_kernel_reader();
         let source = linux_source();
         // The oldest Xid form, bus:device without a domain (`0003:00`), quoted in
         // tests/fixtures/real/nvidia-xid.jsonl: the shared reader writes it `0000:03:00.0`,

@@ -290,6 +290,7 @@ mod tests {
 
     #[test]
     fn health_reads_the_kernel_log_through_the_one_log_reader() {
+        crate::logread::install_kernel_reader();
         // The oldest Xid form (bus:device, no domain), quoted in
         // tests/fixtures/real/nvidia-xid.jsonl, and an Xid behind a `dmesg -T` stamp: the
         // shared reader ties both to the GPU on their bus, where the Xid parser alone tied
