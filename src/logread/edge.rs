@@ -1,14 +1,15 @@
 //! The one reader at the edge of a run's and `kiln health`'s kernel-log source
-//! (`telemetry::kmsg`): a kernel line read here, adapted to the evidence they judge, an
+//! (`telemetry::kmsg`, and the NVIDIA lines of Windows' System log): a kernel line read here, adapted to the evidence they judge, an
 //! Xid as an [`XidEvent`] and a GPU driver's reset of a hung GPU as a reset of that driver.
 
 use super::{Driver, FailureKind, Reading, Role, Source, prefix, read_kernel_line};
-use crate::telemetry::kmsg::{self, KernelLine};
 use crate::telemetry::record::{XidChannel, XidEvent};
+use crate::telemetry::xid_line::{self, KernelLine};
 
-/// Installs this reader as the kernel-log source's ([`kmsg::install_reader`]).
+/// Installs this reader as the kernel-log source's and the System log's
+/// ([`xid_line::install_reader`]).
 pub fn install_kernel_reader() {
-    kmsg::install_reader(kernel_line);
+    xid_line::install_reader(kernel_line);
 }
 
 /// What a kernel-log line is to a run and to `kiln health`: an Xid (or a GPU off the bus),
@@ -53,7 +54,7 @@ fn xid_of(reading: &Reading, line: &str) -> Option<XidEvent> {
         bus_id: reading
             .pci_address
             .as_deref()
-            .map(|a| kmsg::bus_of(a).to_owned()),
+            .map(|a| xid_line::bus_of(a).to_owned()),
         code: reading.xid,
         pid: reading.pid,
         process: reading.process.clone(),

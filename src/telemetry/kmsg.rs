@@ -3,48 +3,10 @@
 
 use super::eventlog::{self, GpuEvent};
 use super::record::{DriverReset, Reading, Readings, TelemetryData, XidEvent};
-use super::xid_line::parse_xid;
+use super::xid_line::{KernelLine, read_kernel_line};
 use super::{Gap, Source, cause, signals};
 use crate::platform::kernel_log::{self, Entry, KernelLog};
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
-
-/// What one kernel-log line is to a run and to `kiln health`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum KernelLine {
-    /// An Xid, or a GPU fallen off the bus.
-    Xid(XidEvent),
-    /// A GPU's driver (amdgpu, i915, xe) reset it, or declared it wedged, after a hang.
-    Reset {
-        /// The driver, by its kernel module's name.
-        driver: &'static str,
-        /// The device the line names, `dddd:bb:dd.f`.
-        pci_address: Option<String>,
-        /// The line, its prefixes taken off.
-        evidence: String,
-    },
-}
-
-/// A reader of kernel-log lines.
-pub type LineReader = fn(&str) -> Option<KernelLine>;
-
-static READER: OnceLock<LineReader> = OnceLock::new();
-
-/// Installs the reader of the kernel log's lines: the one log reader `kiln explain` uses
-/// (its `kernel_line`), installed by the command line before any source runs.
-/// It is installed rather than named because it sits above telemetry (it reads telemetry's
-/// own types); until it is, the Xid parser alone reads the lines.
-pub fn install_reader(reader: LineReader) {
-    // Installed once; a second install is the same reader.
-    let _ = READER.set(reader);
-}
-
-fn read_line(line: &str) -> Option<KernelLine> {
-    match READER.get() {
-        Some(read) => read(line),
-        None => parse_xid(line).map(KernelLine::Xid),
-    }
-}
 
 /// The OS's log of driver and hardware errors as a telemetry source: the kernel log on
 /// Linux, the System event log on Windows ([`crate::platform::kernel_log`]).
@@ -111,7 +73,8 @@ impl KmsgSource {
         self.device_on_bus(event.bus_id.as_deref()?)
     }
 
-    /// The records of one kernel-log line, read by the installed reader ([`install_reader`],
+    /// The records of one kernel-log line, read by the installed reader
+    /// ([`super::xid_line::install_reader`],
     /// the one log reader): an Xid (or a GPU off the bus) as an [`XidEvent`], a GPU driver's
     /// reset of a hung GPU as a [`DriverReset`] of that driver.
     fn event(
@@ -120,7 +83,7 @@ impl KmsgSource {
         message: &str,
         before_run: bool,
     ) -> Vec<(Option<usize>, TelemetryData)> {
-        match read_line(message) {
+        match read_kernel_line(message) {
             Some(KernelLine::Xid(mut xid)) => {
                 xid.kernel_us = Some(usec);
                 xid.before_run = before_run;
@@ -134,7 +97,7 @@ impl KmsgSource {
                 let logged = self.boot_unix_us.map(|boot| boot.saturating_add(usec));
                 let on_bus = pci_address
                     .as_deref()
-                    .and_then(|a| self.device_on_bus(bus_of(a)));
+                    .and_then(|a| self.device_on_bus(super::xid_line::bus_of(a)));
                 let mut records = self.reset(driver, logged, evidence, before_run);
                 if let Some(device) = on_bus {
                     // The line names its device: the reset is that one's alone.
@@ -277,11 +240,6 @@ impl KmsgSource {
     }
 }
 
-/// `domain:bus:device` of a `domain:bus:device.function` address, as the devices are keyed.
-pub fn bus_of(address: &str) -> &str {
-    address.rsplit_once('.').map_or(address, |(bus, _)| bus)
-}
-
 impl Source for KmsgSource {
     fn name(&self) -> &'static str {
         "kmsg"
@@ -375,6 +333,8 @@ mod tests {
 
     #[test]
     fn windows_events_become_the_records_the_verdict_judges() {
+        // The Xid an nvlddmkm event carries is read by the one log reader, as a kernel line is.
+        crate::logread::install_kernel_reader();
         let mut source = windows_source();
         let records = source.records(
             vec![
