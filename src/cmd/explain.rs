@@ -145,7 +145,7 @@ fn one(name: &str, found: &Found, e: &Explained, all: &[Found]) -> String {
         what.push(format!("Xid {x}"));
     }
     if let Some(d) = e.driver {
-        what.push(format!("{d:?}").to_lowercase());
+        what.push(d.name().to_owned());
     }
     if let Some(f) = e.framework {
         what.push(f.to_owned());

@@ -33,6 +33,8 @@ use edge::{err, error_line, out, sentence_of};
 /// arguments from Explorer runs the quick check for a person; anything else is parsed and
 /// dispatched. Returns the exit code.
 pub fn main() -> i32 {
+    // The kernel log is read by the one log reader wherever kiln reads it.
+    crate::logread::install_kernel_reader();
     run::main_if_worker();
     // Test only: KILN_TEST_DOUBLE_CLICKED takes the double-click's path from a script,
     // whose console is never kiln's own.

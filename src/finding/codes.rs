@@ -534,9 +534,9 @@ catalogue! {
     /// Memory allocated as the card's that the OS placed in system RAM.
     VramInSystemMemory = "VRAM_IN_SYSTEM_MEMORY" => row(Environment,
         "the OS placed memory allocated as the card's in system RAM: part of the VRAM test was of system memory");
-    /// Windows reset the display driver after a timeout with no test failing.
+    /// The OS reset the GPU's driver after a timeout with no test failing.
     DriverTimeoutReset = "DRIVER_TIMEOUT_RESET" => row(Software,
-        "Windows reset the display driver after a timeout (TDR) during the test");
+        "Windows reset the display driver after a timeout (TDR), or the kernel's GPU driver (amdgpu, i915, xe) reset the GPU, during the test");
     /// Lost, off the bus or reset only under the CPU and GPU load together.
     PsuCombinedLoad = "PSU_COMBINED_LOAD" => row(Environment,
         "the card was lost, fell off the bus or was reset only while the CPU and the GPU were loaded together: the power supply");

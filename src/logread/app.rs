@@ -63,11 +63,11 @@ const PATTERNS: &[Pattern] = &[
     ),
     p(
         FailureKind::DeviceLost,
-        r"(?i)device[_ ]lost|device (?:is|has been) lost|Lost the \w+ device|device instance has been suspended|device[_ ]removed|device (?:was|has been) removed|Removing Device|DEVICE_HUNG|0x887A000[5-7]|GPU crashed|D3D Hung",
+        r"(?i)device[_ ]lost|device (?:is|has been) lost|fallen off the bus|Lost the \w+ device|device instance has been suspended|device[_ ]removed|device (?:was|has been) removed|Removing Device|DEVICE_HUNG|0x887A000[5-7]|GPU crashed|D3D Hung",
     ),
     p(
         FailureKind::OutOfMemory,
-        r"(?i)out of (?:device |video )?memory|failed to allocate (?:\w+ )?buffer|OUT_OF_(?:DEVICE_)?MEMORY|OutOfDeviceMemory|heaps are exhausted|Memory allocation failed|Insufficient Memory|failed to allocate memory|cudaErrorMemoryAllocation|RESOURCE_EXHAUSTED|Resource exhausted",
+        r"(?i)out of (?:device |video )?memory|OutOfMemoryError|hipErrorOutOfMemory|failed to allocate (?:\w+ )?buffer|OUT_OF_(?:DEVICE_)?MEMORY|OutOfDeviceMemory|heaps are exhausted|Memory allocation failed|Insufficient Memory|failed to allocate memory|cudaErrorMemoryAllocation|RESOURCE_EXHAUSTED|Resource exhausted",
     ),
     Pattern {
         kind: FailureKind::Validation,

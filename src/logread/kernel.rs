@@ -1,8 +1,9 @@
 //! The kernel's GPU lines (and Windows' display driver's): NVIDIA's Xid lines through the
 //! one Xid parser ([`crate::telemetry::xid_line::parse_xid`]) and its other NVRM lines (an
 //! API mismatch, a GPU fallen off the bus without an Xid, RmInitAdapter, a GSP timeout),
-//! amdgpu's (ring timeouts, VM faults in their forms, RAS, resets), i915's and xe's hangs,
-//! and PCIe Advanced Error Reporting.
+//! amdgpu's, i915's and xe's (ring timeouts, VM faults in their forms, RAS, resets, hangs)
+//! by their one table of events ([`crate::verdict::xid::events`], which `kiln health` and a
+//! run's kernel-log source read too), and PCIe Advanced Error Reporting.
 //!
 //! The kinds follow what the text states, as the kernel's documentation names them:
 //! amdgpu's GPU recovery (docs.kernel.org/gpu/amdgpu/debugging.html), i915's and xe's
@@ -82,46 +83,19 @@ pattern!(
     r#"Event ID (?P<id>\d+) from source nvlddmkm|nvlddmkm,(?P<csv>\d+),|Provider Name=['"]nvlddmkm['"].*?<EventID[^>]*>(?P<xml>\d+)</EventID>"#
 );
 pattern!(
-    amdgpu_line,
-    r"^amdgpu[ :]|\[amdgpu\]\]|\[drm:amdgpu|^drmn\d+:"
-);
-pattern!(
     amd_process,
     r"(?i)(?:Process information: process|Process|for process)\s+(?P<name>.*?)\s*pid (?P<pid>\d+)(?:\s+thread|\)|$)"
 );
-pattern!(
-    amd_hang,
-    r"(?i)ring \S+ timeout|GPU reset|MODE[12] reset|BACO reset|ring reset|Ring \S+ reset|VRAM is lost|MES failed to respon|failed to reset|GPU recovery|issue a GPU reset"
-);
-pattern!(
-    amd_fault,
-    r"(?i)page fault|PROTECTION_FAULT|GPU fault detected"
-);
 pattern!(amd_fault_detail, r"in page starting at|at page 0x");
-pattern!(
-    amd_ras,
-    r"(?i)uncorrectable hardware error|RAS.*(?:uncorrect|poison)|ECC error|ras_\w*error"
-);
-pattern!(amd_generic, r"\*ERROR\*|\bfailed\b|Fatal error");
-pattern!(intel_line, r"^(?:i915|xe)[ :]|\[drm:(?:i915|xe)_");
 pattern!(
     intel_hang_proc,
     r"GPU HANG: ecode [^,]*, in (?P<name>.+?) \[(?P<pid>\d+)\]"
 );
-pattern!(
-    intel_hang,
-    r"(?i)GPU HANG|hangcheck|reset request timed out|Resetting chip|Resetting \w+ for|failed to reset|response timed out|Engine reset|Timedout job|engine reset|GT\d+: reset"
-);
-pattern!(intel_fault, r"(?i)CAT error|page fault|pagefault");
-pattern!(intel_generic, r"\*ERROR\*|\bfailed\b");
 
 /// What a kernel line says (its prefixes taken off).
 /// None for a line of no GPU driver or of no failure.
 pub fn read(text: &str) -> Option<(Role, Reading)> {
-    aer(text)
-        .or_else(|| nvidia(text))
-        .or_else(|| amdgpu(text))
-        .or_else(|| intel(text))
+    aer(text).or_else(|| nvidia(text)).or_else(|| drm(text))
 }
 
 fn failure(driver: Driver, source: Option<Source>) -> Reading {
@@ -268,108 +242,85 @@ fn address_in(text: &str) -> Option<String> {
         .or_else(|| prefix_address(text).map(|(_, a)| a))
 }
 
-/// The process an amdgpu line names (`process yuzu pid 4828 thread ...`); an empty name
-/// is none.
-fn amd_named(text: &str, r: &mut Reading) -> Option<bool> {
-    let c = amd_process()?.captures(text)?;
+/// The process a line names: amdgpu's (`process yuzu pid 4828 thread ...`; an empty name
+/// is none) and i915's error capture (`GPU HANG: ecode ..., in Xorg [1234]`).
+fn process_of(text: &str, r: &mut Reading) -> bool {
+    let Some(c) = amd_process()
+        .and_then(|p| p.captures(text))
+        .or_else(|| intel_hang_proc()?.captures(text))
+    else {
+        return false;
+    };
     r.pid = c["pid"].parse().ok();
     let name = c["name"].trim();
     r.process = (!name.is_empty()).then(|| name.to_owned());
-    Some(true)
+    true
 }
 
-/// amdgpu: ring timeouts, VM faults, RAS, resets, and its other errors.
-fn amdgpu(text: &str) -> Option<(Role, Reading)> {
-    let prefixed = prefix_address(text).filter(|(d, _)| d == "amdgpu");
-    if prefixed.is_none() && !amdgpu_line()?.is_match(text) {
-        return None;
-    }
-    let mut r = failure(Driver::Amdgpu, Some(Source::Kernel));
-    r.pci_address = prefixed.map(|(_, a)| a);
-    let named = amd_named(text, &mut r).unwrap_or(false);
-    r.event = event_of(text);
-    r.failure = if let Some(kind) = r.event.and_then(|e| failure_of(e.kind)) {
-        Some(kind)
-    } else if amd_ras()?.is_match(text) {
-        Some(FailureKind::Ecc)
-    } else if amd_fault()?.is_match(text) {
-        Some(FailureKind::PageFault)
-    } else if amd_hang()?.is_match(text) {
-        Some(FailureKind::GpuHang)
-    } else if named || amd_fault_detail()?.is_match(text) {
-        return Some((Role::Detail, r));
-    } else if amd_generic()?.is_match(text) {
-        None
-    } else {
-        return None;
-    };
-    Some((Role::Failure, r))
-}
-
-/// The event of the one table of amdgpu's and Intel's kernel events a line is, where it
-/// is one of weight (a corrected error or a recovered reset is no failure to explain).
-fn event_of(text: &str) -> Option<&'static events::EventRow> {
-    events::classify(text)
+/// amdgpu's, i915's and xe's lines, read by their one table of events
+/// ([`events::classify`]): an event of weight is a failure, the process a hang or fault
+/// names and a fault's address lines are its detail, and anything else is no failure.
+fn drm(text: &str) -> Option<(Role, Reading)> {
+    let classified = events::classify(text);
+    let driver = classified
+        .map(|(d, _)| d)
+        .or_else(|| events::driver_of(text))?;
+    let mut r = failure(Driver::Drm(driver), Some(Source::Kernel));
+    r.pci_address = prefix_address(text)
+        .filter(|(d, _)| d == driver.name())
+        .map(|(_, a)| a);
+    let named = process_of(text, &mut r);
+    let detail = named || amd_fault_detail().is_some_and(|p| p.is_match(text));
+    // A line that says no more than `*ERROR*` beside a process or a fault's address is
+    // that failure's detail, not an error of its own.
+    let row = classified
         .map(|(_, row)| row)
-        .filter(|row| failure_of(row.kind).is_some())
+        .filter(|row| !(row.kind == events::EventKind::DriverError && detail));
+    match row {
+        Some(row) if is_failure(row.kind) => {
+            r.event = Some(row);
+            r.failure = failure_of(row.kind);
+            Some((Role::Failure, r))
+        }
+        // News of no weight: a corrected error, a wedge recovered.
+        Some(_) => None,
+        None if detail => Some((Role::Detail, r)),
+        None => None,
+    }
 }
 
-/// The failure an event of the table is.
+/// Whether an event of the table is a failure to explain (a corrected error or a
+/// recovered wedge is not).
+fn is_failure(kind: events::EventKind) -> bool {
+    !matches!(
+        kind,
+        events::EventKind::RasCorrectable | events::EventKind::WedgedRecovered
+    )
+}
+
+/// The failure an event of the table is, where it is one of the kinds `--json` names.
 fn failure_of(kind: events::EventKind) -> Option<FailureKind> {
     use events::EventKind as E;
     match kind {
-        E::Hang | E::EngineReset | E::GpuResetBegin | E::GpuResetFailed => {
-            Some(FailureKind::GpuHang)
-        }
+        E::Hang
+        | E::HangSoftRecovered
+        | E::EngineReset
+        | E::EngineResetFailed
+        | E::GpuResetBegin
+        | E::GpuResetSucceeded
+        | E::GpuResetFailed
+        | E::VramLost => Some(FailureKind::GpuHang),
         E::PageFault => Some(FailureKind::PageFault),
         E::RasUncorrectable | E::RasPoison | E::RasBadPageThreshold => Some(FailureKind::Ecc),
         E::Wedged => Some(FailureKind::DeviceLost),
+        E::Thermal => Some(FailureKind::Thermal),
         E::FirmwareFailed => Some(FailureKind::Other),
-        E::HangSoftRecovered | E::GpuResetSucceeded | E::RasCorrectable | E::WedgedRecovered => {
-            None
-        }
+        E::InitFailed
+        | E::DisplayError
+        | E::DriverError
+        | E::RasCorrectable
+        | E::WedgedRecovered => None,
     }
-}
-
-/// i915 and xe: hangs, resets, faults and their other errors.
-fn intel(text: &str) -> Option<(Role, Reading)> {
-    let prefixed = prefix_address(text).filter(|(d, _)| d == "i915" || d == "xe");
-    // i915's hang report, where the line does not name the driver ("[drm] GPU HANG:
-    // ecode 7:0:0x87c3ffff, reason: Ring hung").
-    let unnamed = text.contains("GPU HANG: ecode");
-    if prefixed.is_none() && !intel_line()?.is_match(text) && !unnamed {
-        return None;
-    }
-    let driver = match &prefixed {
-        Some((d, _)) if d == "xe" => Some(Driver::Xe),
-        Some(_) => Some(Driver::I915),
-        None if text.contains("[drm:xe_") || text.starts_with("xe") => Some(Driver::Xe),
-        None if intel_line()?.is_match(text) => Some(Driver::I915),
-        None => None,
-    };
-    let mut r = Reading {
-        source: Some(Source::Kernel),
-        driver,
-        ..Reading::default()
-    };
-    r.pci_address = prefixed.map(|(_, a)| a);
-    if let Some(c) = intel_hang_proc()?.captures(text) {
-        r.pid = c["pid"].parse().ok();
-        r.process = Some(c["name"].to_owned());
-    }
-    r.event = event_of(text);
-    r.failure = if let Some(kind) = r.event.and_then(|e| failure_of(e.kind)) {
-        Some(kind)
-    } else if intel_fault()?.is_match(text) {
-        Some(FailureKind::PageFault)
-    } else if intel_hang()?.is_match(text) {
-        Some(FailureKind::GpuHang)
-    } else if intel_generic()?.is_match(text) {
-        None
-    } else {
-        return None;
-    };
-    Some((Role::Failure, r))
 }
 
 #[cfg(test)]
@@ -396,18 +347,9 @@ mod tests {
             fault_words(),
             gsp_timeout(),
             windows_event(),
-            amdgpu_line(),
             amd_process(),
-            amd_hang(),
-            amd_fault(),
             amd_fault_detail(),
-            amd_ras(),
-            amd_generic(),
-            intel_line(),
             intel_hang_proc(),
-            intel_hang(),
-            intel_fault(),
-            intel_generic(),
         ] {
             assert!(p.is_some());
         }

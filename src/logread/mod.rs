@@ -5,16 +5,20 @@
 //! [`kernel`]) or an application's (the frameworks' words of `kiln watch`, CUDA runtime
 //! errors, NVML and nvidia-smi: [`app`]). The lines a failure spans (a ring timeout and
 //! the process it names, an AER error and its status lines) are joined into one
-//! [`Found`]. `kiln explain` judges what was found ([`judge`]); the Xid parser is the one
-//! `kiln health` and `kiln run`'s kernel-log source use (`telemetry::xid_line`), and the
-//! frameworks' words the one `kiln watch` uses (`verdict::watch::words`).
+//! [`Found`]. `kiln explain` judges what was found ([`judge`]); `kiln health` and `kiln
+//! run`'s kernel-log source read each line with [`kernel_line`] (installed in
+//! `telemetry::kmsg` by the command line),
+//! and the frameworks' words are the ones `kiln watch` uses (`verdict::watch::words`).
 
 pub mod app;
+mod edge;
 pub mod judge;
 pub mod kernel;
 pub mod prefix;
 
 use serde::Serialize;
+
+pub use edge::{install_kernel_reader, kernel_line};
 
 /// Who wrote the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -26,20 +30,34 @@ pub enum Source {
     Application,
 }
 
-/// The kernel driver a kernel line comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// The kernel driver a kernel line comes from: NVIDIA's, one of the DRM drivers kiln reads
+/// elsewhere too (amdgpu, i915, xe: [`crate::telemetry::sysfs::Driver`], the one enum of
+/// them), or the PCIe port driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Driver {
     /// NVIDIA's (`NVRM`, `nvidia-modeset`, nvlddmkm on Windows).
     Nvidia,
-    /// AMD's amdgpu.
-    Amdgpu,
-    /// Intel's i915.
-    I915,
-    /// Intel's xe.
-    Xe,
+    /// amdgpu, i915 or xe.
+    Drm(crate::telemetry::sysfs::Driver),
     /// The PCIe port driver's Advanced Error Reporting.
     Pcie,
+}
+
+impl Driver {
+    /// The name `--json` gives it (a DRM driver's is its kernel module's).
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Nvidia => "nvidia",
+            Driver::Drm(d) => d.name(),
+            Driver::Pcie => "pcie",
+        }
+    }
+}
+
+impl Serialize for Driver {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
 }
 
 /// What kind of failure a line says, where it says one.
@@ -257,30 +275,39 @@ pub fn read_line(line: &str) -> Option<(Role, Reading)> {
     })
 }
 
+/// What one kernel-log line says (prefixes and all), read as the kernel's alone: the
+/// reader a run's kernel-log source and `kiln health` share with `kiln explain`.
+pub fn read_kernel_line(line: &str) -> Option<(Role, Reading)> {
+    kernel::read(prefix::strip(line).text)
+}
+
 /// Every failure in `text` (a log, an excerpt), in the order of their first lines.
 pub fn read_text(text: &str) -> Vec<Found> {
     let mut found: Vec<Found> = Vec::new();
-    // A detail that came before its failure, waiting for it.
-    let mut pending: Option<(usize, String, Reading)> = None;
-    // Rsyslog writes a message's line breaks as `#012`.
-    for (index, raw) in text.lines().flat_map(|l| l.split("#012")).enumerate() {
-        let number = index + 1;
-        let Some((role, reading)) = read_line(raw) else {
+    // Where the last failure's last line is among the logical lines: how far apart the
+    // lines of one failure are is counted in those (a pretty-printed event is one).
+    let mut last_at = 0;
+    // A detail that came before its failure, waiting for it: where, its number, its line.
+    let mut pending: Option<(usize, usize, String, Reading)> = None;
+    for (at, (number, raw)) in logical_lines(text).into_iter().enumerate() {
+        let raw = raw.as_str();
+        let Some((role, reading)) = read_line(event_text(raw).as_deref().unwrap_or(raw)) else {
             continue;
         };
-        let joins_last = found.last().is_some_and(|last| {
-            number - last.last_line <= SPAN_LINES && last.reading.joins(&reading)
-        });
+        let joins_last = found
+            .last()
+            .is_some_and(|last| at - last_at <= SPAN_LINES && last.reading.joins(&reading));
         if joins_last {
             if let Some(last) = found.last_mut() {
                 last.reading.fill(&reading);
                 last.last_line = number;
                 last.lines.push(raw.to_owned());
+                last_at = at;
             }
             continue;
         }
         match role {
-            Role::Detail => pending = Some((number, raw.to_owned(), reading)),
+            Role::Detail => pending = Some((at, number, raw.to_owned(), reading)),
             Role::Failure => {
                 let mut f = Found {
                     line: number,
@@ -289,20 +316,78 @@ pub fn read_text(text: &str) -> Vec<Found> {
                     reading,
                     follows: None,
                 };
-                if let Some((at, line, detail)) = pending.take()
-                    && number - at <= SPAN_LINES
+                if let Some((detail_at, detail_number, line, detail)) = pending.take()
+                    && at - detail_at <= SPAN_LINES
                     && detail.joins(&f.reading)
                 {
                     f.reading.fill(&detail);
-                    f.line = at;
+                    f.line = detail_number;
                     f.lines.insert(0, line);
                 }
                 f.follows = follows(&found, &f.reading);
                 found.push(f);
+                last_at = at;
             }
         }
     }
     found
+}
+
+/// The lines of a text, numbered from 1: rsyslog's `#012` (a message's line break) splits
+/// one; Windows events exported as XML (`wevtutil qe System /f:xml`) are one line each,
+/// whether the export ran them together on one line or pretty-printed each over many
+/// (numbered by its first).
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    // An event whose `</Event>` is still to come: its first line's number, and it so far.
+    let mut open: Option<(usize, String)> = None;
+    let lines = text.lines().flat_map(|l| l.split("#012")).enumerate();
+    for (number, piece) in
+        lines.flat_map(|(i, l)| l.split_inclusive("</Event>").map(move |p| (i + 1, p)))
+    {
+        let trimmed = piece.trim();
+        if let Some((_, event)) = &mut open {
+            // Pretty-printing puts only whitespace between the tags; text broken over
+            // lines keeps a space.
+            if !(event.ends_with('>') || trimmed.starts_with('<')) {
+                event.push(' ');
+            }
+            event.push_str(trimmed);
+            if trimmed.ends_with("</Event>")
+                && let Some(done) = open.take()
+            {
+                out.push(done);
+            }
+            continue;
+        }
+        let opens = trimmed.contains("<Event ") || trimmed.contains("<Event>");
+        if opens && !trimmed.ends_with("</Event>") {
+            open = Some((number, trimmed.to_owned()));
+        } else {
+            out.push((number, piece.to_owned()));
+        }
+    }
+    // An event cut before its end is read as far as it goes.
+    out.extend(open);
+    out
+}
+
+/// What a Windows event's XML says in words: the NVIDIA driver's own line it carries (an
+/// Xid, as the kernel log prints it on Linux), its entities decoded. None for a line that
+/// is no event, or an event that carries no such line (its provider and ID are read from
+/// the XML itself).
+fn event_text(line: &str) -> Option<String> {
+    if !line.contains("</Event>") {
+        return None;
+    }
+    let start = line.find("<Event ").or_else(|| line.find("<Event>"))?;
+    let end = line.find("</Event>")? + "</Event>".len();
+    let event = crate::telemetry::eventlog::parse_event(line.get(start..end)?)?;
+    event
+        .data
+        .into_iter()
+        .map(|(_, text)| text)
+        .find(|text| text.contains("NVRM:"))
 }
 
 /// The earlier failure a new Xid names or follows: Xid 45's "caused by previous Xid N",

@@ -4,7 +4,7 @@
 //! is tested on any OS from recorded events (`tests/fixtures/eventlog/`).
 
 use super::record::{XidChannel, XidEvent};
-use super::xid_line::parse_xid;
+use super::xid_line::{KernelLine, read_kernel_line};
 
 /// One event of the log, as far as kiln reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,7 +117,11 @@ pub fn classify(event: &LogEvent) -> Option<GpuEvent> {
         "nvlddmkm" => {
             let text = text();
             let at = text.find("Xid (")?;
-            let mut xid = parse_xid(&format!("NVRM: {}", &text[at..]))?;
+            let Some(KernelLine::Xid(mut xid)) =
+                read_kernel_line(&format!("NVRM: {}", &text[at..]))
+            else {
+                return None;
+            };
             xid.seen_by = vec![XidChannel::EventLog];
             Some(GpuEvent::Xid(xid))
         }

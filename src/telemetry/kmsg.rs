@@ -3,7 +3,7 @@
 
 use super::eventlog::{self, GpuEvent};
 use super::record::{DriverReset, Reading, Readings, TelemetryData, XidEvent};
-use super::xid_line::parse_xid;
+use super::xid_line::{KernelLine, read_kernel_line};
 use super::{Gap, Source, cause, signals};
 use crate::platform::kernel_log::{self, Entry, KernelLog};
 use std::collections::BTreeMap;
@@ -73,16 +73,41 @@ impl KmsgSource {
         self.device_on_bus(event.bus_id.as_deref()?)
     }
 
+    /// The records of one kernel-log line, read by the installed reader
+    /// ([`super::xid_line::install_reader`],
+    /// the one log reader): an Xid (or a GPU off the bus) as an [`XidEvent`], a GPU driver's
+    /// reset of a hung GPU as a [`DriverReset`] of that driver.
     fn event(
         &self,
         usec: u64,
         message: &str,
         before_run: bool,
-    ) -> Option<(Option<usize>, TelemetryData)> {
-        let mut xid = parse_xid(message)?;
-        xid.kernel_us = Some(usec);
-        xid.before_run = before_run;
-        Some((self.device_of(&xid), TelemetryData::Xid { xid }))
+    ) -> Vec<(Option<usize>, TelemetryData)> {
+        match read_kernel_line(message) {
+            Some(KernelLine::Xid(mut xid)) => {
+                xid.kernel_us = Some(usec);
+                xid.before_run = before_run;
+                vec![(self.device_of(&xid), TelemetryData::Xid { xid })]
+            }
+            Some(KernelLine::Reset {
+                driver,
+                pci_address,
+                evidence,
+            }) => {
+                let logged = self.boot_unix_us.map(|boot| boot.saturating_add(usec));
+                let on_bus = pci_address
+                    .as_deref()
+                    .and_then(|a| self.device_on_bus(super::xid_line::bus_of(a)));
+                let mut records = self.reset(driver, logged, evidence, before_run);
+                if let Some(device) = on_bus {
+                    // The line names its device: the reset is that one's alone.
+                    records.truncate(1);
+                    records[0].0 = Some(device);
+                }
+                records
+            }
+            None => Vec::new(),
+        }
     }
 
     /// The devices a reset of this driver concerns: those of its vendor, by name; every
@@ -91,12 +116,14 @@ impl KmsgSource {
         let driver = driver.to_ascii_lowercase();
         let words: &[&str] = if driver.starts_with("nvlddmkm") {
             &["nvidia"]
-        } else if ["amdkmdag", "amdwddmg", "atikmdag", "atikmpag"]
+        } else if ["amdkmdag", "amdwddmg", "atikmdag", "atikmpag", "amdgpu"]
             .iter()
             .any(|d| driver.starts_with(d))
         {
             &["amd", "radeon"]
-        } else if ["igfx", "igdkmd"].iter().any(|d| driver.starts_with(d)) {
+        } else if ["igfx", "igdkmd"].iter().any(|d| driver.starts_with(d))
+            || ["i915", "xe"].contains(&driver.as_str())
+        {
             &["intel"]
         } else {
             &[]
@@ -185,7 +212,7 @@ impl KmsgSource {
     }
 
     /// The records of the log's entries.
-    fn records(
+    pub(crate) fn records(
         &mut self,
         entries: Vec<Entry>,
         before_run: bool,
@@ -306,6 +333,8 @@ mod tests {
 
     #[test]
     fn windows_events_become_the_records_the_verdict_judges() {
+        // The Xid an nvlddmkm event carries is read by the one log reader, as a kernel line is.
+        crate::logread::install_kernel_reader();
         let mut source = windows_source();
         let records = source.records(
             vec![
@@ -368,21 +397,71 @@ mod tests {
     #[test]
     fn events_map_to_the_device_on_that_bus() {
         let source = KmsgSource::new(&[(2, "0000:05:00.0".into()), (3, "0000:81:00.0".into())]);
-        let (device, _) = source
-            .event(1, "NVRM: Xid (PCI:0000:81:00): 48, pid=1, name=x, y", false)
-            .unwrap();
-        assert_eq!(device, Some(3));
-        let (device, _) = source
-            .event(
-                1,
-                "NVRM: Xid (05:00): 79, GPU has fallen off the bus.",
-                false,
-            )
-            .unwrap();
-        assert_eq!(device, Some(2), "older drivers omit the domain");
-        let (device, _) = source
-            .event(1, "NVRM: Xid (PCI:0000:99:00): 79, z", true)
-            .unwrap();
-        assert_eq!(device, None);
+        let device = |line: &str| source.event(1, line, false).first().map(|(d, _)| *d);
+        assert_eq!(
+            device("NVRM: Xid (PCI:0000:81:00): 48, pid=1, name=x, y"),
+            Some(Some(3))
+        );
+        assert_eq!(
+            device("NVRM: Xid (05:00): 79, GPU has fallen off the bus."),
+            Some(Some(2)),
+            "older drivers omit the domain"
+        );
+        assert_eq!(device("NVRM: Xid (PCI:0000:99:00): 79, z"), Some(None));
+    }
+
+    /// A source for an NVIDIA card at 0000:03:00.0 beside an AMD one at 0000:0c:00.0.
+    fn linux_source() -> KmsgSource {
+        let mut source = KmsgSource::new(&[(0, "0000:03:00.0".into()), (1, "0000:0c:00.0".into())]);
+        source.names = BTreeMap::from([
+            (0, "NVIDIA GeForce RTX 3090".to_owned()),
+            (1, "AMD Radeon RX 6800 XT".to_owned()),
+        ]);
+        source
+    }
+
+    #[test]
+    fn the_forms_only_the_shared_reader_knows_reach_the_run() {
+        crate::logread::install_kernel_reader();
+        let source = linux_source();
+        // The oldest Xid form, bus:device without a domain (`0003:00`), quoted in
+        // tests/fixtures/real/nvidia-xid.jsonl: the shared reader writes it `0000:03:00.0`,
+        // so it is the card's on bus 03, where the Xid parser alone tied it to none.
+        let records = source.event(7, "NVRM: Xid (0003:00): 8, Channel 00000001", false);
+        let [(device, TelemetryData::Xid { xid })] = &records[..] else {
+            panic!("one Xid: {records:?}");
+        };
+        assert_eq!(
+            (*device, xid.code, xid.kernel_us),
+            (Some(0), Some(8), Some(7))
+        );
+        // An amdgpu ring timeout behind a journal prefix (tests/fixtures/real/amdgpu.jsonl)
+        // is a reset of the AMD card the line names, with the line as its evidence.
+        let line = "maj 08 19:27:35 RX-78-FPC kernel: amdgpu 0000:0c:00.0: ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928";
+        let records = source.event(9, line, false);
+        let [(device, TelemetryData::DriverReset { reset })] = &records[..] else {
+            panic!("one reset: {records:?}");
+        };
+        assert_eq!((*device, reset.driver.as_str()), (Some(1), "amdgpu"));
+        assert!(reset.evidence[0].starts_with("amdgpu 0000:0c:00.0: ring gfx_0.0.0 timeout"));
+        // Without an address, the reset is the AMD card's by its name.
+        let records = source.event(
+            9,
+            "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring sdma0 timeout, signaled seq=185689, emitted seq=185689",
+            false,
+        );
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].0, Some(1));
+        // Near misses: a corrected RAS count, a page fault (no reset), an NVIDIA line
+        // without an Xid, and the driver's news at load are no records.
+        for quiet in [
+            "amdgpu 0000:0c:00.0: amdgpu: 12 correctable hardware errors detected in gfx block",
+            "amdgpu 0000:0c:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:8 pasid:32772, for process python3 pid 856757 thread python3 pid 856757)",
+            "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.148.06",
+            "NVRM: GPU at PCI:0000:03:00: GPU-8a47641b-dff6-f09f-618c-c3eb58fb430d",
+            "amdgpu 0000:0c:00.0: amdgpu: ring gfx_0.0.0 uses VM inv eng 0 on hub 0",
+        ] {
+            assert!(source.event(1, quiet, false).is_empty(), "{quiet}");
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! The NVIDIA driver's Xid line read into an [`XidEvent`]: `NVRM: Xid (PCI:0000:05:00): 79,
 //! pid=..., name=..., text` (older drivers leave out `PCI:`), and the "fallen off the bus"
 //! line that carries no code. The kernel log writes it on Linux, and nvlddmkm's events in
-//! Windows' System log carry the same text.
+//! Windows' System log carry the same text. Both are read by the reader installed here
+//! ([`install_reader`]: the one log reader `kiln explain` uses), and by this parser alone
+//! until one is.
 
 use std::sync::OnceLock;
 
@@ -30,6 +32,51 @@ fn pid_pattern() -> &'static Regex {
         Regex::new(r"^pid='?(\d+|<unknown>)'?,\s*(?:name=([^,]*),\s*)?(.*)$")
             .expect("a valid pattern")
     })
+}
+
+/// What one kernel-log line is to a run and to `kiln health`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KernelLine {
+    /// An Xid, or a GPU fallen off the bus.
+    Xid(XidEvent),
+    /// A GPU's driver (amdgpu, i915, xe) reset it, or declared it wedged, after a hang.
+    Reset {
+        /// The driver, by its kernel module's name.
+        driver: &'static str,
+        /// The device the line names, `dddd:bb:dd.f`.
+        pci_address: Option<String>,
+        /// The line, its prefixes taken off.
+        evidence: String,
+    },
+}
+
+/// A reader of kernel-log lines.
+pub type LineReader = fn(&str) -> Option<KernelLine>;
+
+static READER: OnceLock<LineReader> = OnceLock::new();
+
+/// Installs the reader of the kernel log's lines: the one log reader `kiln explain` uses
+/// (its `kernel_line`), installed by the command line before any source runs.
+/// It is installed rather than named because it sits above telemetry (it reads telemetry's
+/// own types); until it is, the Xid parser alone reads the lines.
+pub fn install_reader(reader: LineReader) {
+    // Installed once; a second install is the same reader.
+    let _ = READER.set(reader);
+}
+
+/// What a kernel-log line (or the NVIDIA line a Windows event carries) is, by the installed
+/// reader.
+pub fn read_kernel_line(line: &str) -> Option<KernelLine> {
+    match READER.get() {
+        Some(read) => read(line),
+        None => parse_xid(line).map(KernelLine::Xid),
+    }
+}
+
+/// `domain:bus:device` of a `domain:bus:device.function` address, as the driver prints it
+/// in an Xid line and kiln keys its devices.
+pub fn bus_of(address: &str) -> &str {
+    address.rsplit_once('.').map_or(address, |(bus, _)| bus)
 }
 
 /// Parses an Xid or "fallen off the bus" message (the text after the kernel's prefix).

@@ -117,3 +117,82 @@ fn explain_of_a_missing_file_is_one_sentence_and_a_usage_error() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(stdout(&out).is_empty());
 }
+
+/// `kiln explain --json` of a file, its exit code and what it explained: (line, xid,
+/// pci_address, failure, pid) of each.
+fn explained(file: &std::path::Path) -> (Option<i32>, Vec<serde_json::Value>) {
+    let out = kiln()
+        .arg("explain")
+        .arg("--json")
+        .arg(file)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let all = json["explained"].as_array().expect("explained").iter();
+    let said = all
+        .map(|e| {
+            serde_json::json!([
+                e["line"],
+                e["xid"],
+                e["pci_address"],
+                e["failure"],
+                e["pid"]
+            ])
+        })
+        .collect();
+    (out.status.code(), said)
+}
+
+#[test]
+fn a_pretty_printed_wevtutil_export_is_read_like_the_one_line_form() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/eventlog");
+    let (code, pretty) = explained(&fixtures.join("system_pretty.xml"));
+    // The Xid 79 event (its first line is line 18) and the TDR after it, one failure (the
+    // driver's recovery of it) as the same events a line each are; the service's event
+    // before them (the near miss: an event of another provider) is quiet.
+    assert_eq!(
+        pretty,
+        [serde_json::json!([
+            18,
+            79,
+            "0000:01:00.0",
+            "device_lost",
+            null
+        ])]
+    );
+    assert_eq!(code, Some(1), "Xid 79 is the card's");
+    // The same events as wevtutil writes them, one a line or run together on one, read the
+    // same.
+    let dir = tempfile::tempdir().unwrap();
+    let events: Vec<String> = ["nvlddmkm_13_xid79.xml", "nvlddmkm_153_no_xid.xml"]
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(fixtures.join(f))
+                .unwrap()
+                .trim()
+                .to_owned()
+        })
+        .collect();
+    for (name, joined) in [
+        ("lines.xml", events.join("\n")),
+        ("run.xml", events.concat()),
+    ] {
+        let flat = dir.path().join(name);
+        std::fs::write(&flat, joined).unwrap();
+        let (_, said) = explained(&flat);
+        assert_eq!(
+            said[0].as_array().unwrap()[1..],
+            pretty[0].as_array().unwrap()[1..],
+            "{name}"
+        );
+        assert_eq!(said.len(), 1, "{name}: {said:?}");
+    }
+    // The TDR alone, pretty-printed, is the driver's reset of a hung GPU.
+    let tdr = std::fs::read_to_string(fixtures.join("system_pretty.xml")).unwrap();
+    let tdr: String = tdr.lines().skip(40).collect::<Vec<_>>().join("\n");
+    let alone = dir.path().join("tdr.xml");
+    std::fs::write(&alone, tdr).unwrap();
+    let (code, said) = explained(&alone);
+    assert_eq!(said, [serde_json::json!([1, null, null, "gpu_hang", null])]);
+    assert_eq!(code, Some(4), "a TDR alone does not say whose");
+}

@@ -262,6 +262,58 @@ mod tests {
         }
     }
 
+    /// The kernel log's source over lines given here, as health reads it.
+    struct KernelLines(crate::telemetry::kmsg::KmsgSource, Vec<&'static str>);
+
+    impl Source for KernelLines {
+        fn name(&self) -> &'static str {
+            "kmsg"
+        }
+
+        fn start(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
+            let entries = self
+                .1
+                .iter()
+                .enumerate()
+                .map(|(i, text)| crate::platform::kernel_log::Entry::Line {
+                    since_boot_us: 1_000_000 * (i as u64 + 1),
+                    text: (*text).to_owned(),
+                })
+                .collect();
+            self.0.records(entries, true)
+        }
+
+        fn sample(&mut self) -> Vec<(Option<usize>, TelemetryData)> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn health_reads_the_kernel_log_through_the_one_log_reader() {
+        crate::logread::install_kernel_reader();
+        // The oldest Xid form (bus:device, no domain), quoted in
+        // tests/fixtures/real/nvidia-xid.jsonl, and an Xid behind a `dmesg -T` stamp: the
+        // shared reader ties both to the GPU on their bus, where the Xid parser alone tied
+        // the first to none.
+        let log = KernelLines(
+            crate::telemetry::kmsg::KmsgSource::new(&[
+                (0, "0000:03:00.0".into()),
+                (1, "0000:3b:00.0".into()),
+            ]),
+            vec![
+                "NVRM: Xid (0003:00): 8, Channel 00000001",
+                "[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+                // Its near miss: the driver's news at load is no Xid.
+                "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.148.06",
+            ],
+        );
+        let mut sources: Vec<Box<dyn Source>> = vec![Box::new(log)];
+        let seen = read_sources(&mut sources, false);
+        let got: Vec<(Option<usize>, Option<u32>)> =
+            seen.xids.iter().map(|(d, x)| (*d, x.code)).collect();
+        assert_eq!(got, [(Some(0), Some(8)), (Some(1), Some(79))]);
+    }
+
     #[test]
     fn a_gpu_the_driver_holds_but_nvml_cannot_reach_is_named() {
         let node = vec![

@@ -23,11 +23,10 @@ pub enum Heard {
     Error(String),
 }
 
-/// Lines that say an application ran out of GPU memory, in the words of the runtimes
-/// people watch: Vulkan, CUDA and PyTorch, HIP, DirectX.
-const OUT_OF_MEMORY: &str = r"(?i)(VK_ERROR_OUT_OF_DEVICE_MEMORY|ERROR_OUT_OF_DEVICE_MEMORY|out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|hipErrorOutOfMemory|DXGI_ERROR_OUT_OF_MEMORY|E_OUTOFMEMORY)";
-/// Lines that say it lost its device.
-const DEVICE_LOST: &str = r"(?i)(VK_ERROR_DEVICE_LOST|ERROR_DEVICE_LOST|device lost|device (was |has been )?removed|DXGI_ERROR_DEVICE_(REMOVED|HUNG|RESET)|fallen off the bus|CUDA error: (an illegal memory access|unspecified launch failure)|cudaErrorLaunchFailure|hipErrorLaunchFailure)";
+/// Lines that say a kernel failed to launch (CUDA, HIP), which leaves the application's
+/// GPU context unusable: to a watch, its device is lost. The one log reader
+/// ([`crate::logread::app`]) holds every other failure word a watch hears.
+const LAUNCH_FAILED: &str = r"(?i)unspecified launch failure|cudaErrorLaunchFailure|hipErrorLaunchFailure|CUDA_ERROR_LAUNCH_FAILED";
 
 /// Lines that say an error of any kind: the application's last is quoted when it fails.
 const ERROR: &str = r"(?i)(error|exception)\b|\b(traceback|fatal|panicked|aborted|segmentation fault|core dumped)\b";
@@ -43,8 +42,7 @@ const LINE_KEPT: usize = 300;
 #[derive(Debug, Clone)]
 pub struct Listener {
     iteration: Option<Regex>,
-    out_of_memory: Regex,
-    device_lost: Regex,
+    launch_failed: Regex,
     error: Regex,
 }
 
@@ -54,23 +52,37 @@ impl Listener {
         Listener {
             iteration,
             // Constant patterns, checked by this module's tests.
-            out_of_memory: Regex::new(OUT_OF_MEMORY).unwrap_or_else(|_| unreachable!()),
-            device_lost: Regex::new(DEVICE_LOST).unwrap_or_else(|_| unreachable!()),
+            launch_failed: Regex::new(LAUNCH_FAILED).unwrap_or_else(|_| unreachable!()),
             error: Regex::new(ERROR).unwrap_or_else(|_| unreachable!()),
         }
     }
 
-    /// What a line says, if anything.
+    /// What a line says, if anything. Its failure words are read by the one log reader
+    /// `kiln explain` reads applications' output with ([`crate::logread::app`], whose
+    /// frameworks' words are the watch's own, [`crate::verdict::watch::words`]).
     pub fn hear(&self, line: &str) -> Option<Heard> {
-        use crate::verdict::watch::words::{self as app_words, Kind};
+        use crate::logread::{FailureKind as F, Role, app};
+        use crate::verdict::watch::words;
         let kept = || crate::text::cut(line.trim_end(), LINE_KEPT);
-        // A framework's own words first (wgpu's refusal of a size says no "memory").
-        let framework = app_words::read(line).map(|s| s.kind);
-        if framework == Some(Kind::DeviceLost) || self.device_lost.is_match(line) {
-            return Some(Heard::Failure(AppFailure::DeviceLost, kept()));
+        let failure = app::read(line)
+            .filter(|(role, _)| *role == Role::Failure)
+            .and_then(|(_, r)| r.failure);
+        match failure {
+            // An illegal address or a launch that timed out leaves the context unusable.
+            Some(F::DeviceLost | F::IllegalAddress | F::GpuHang) => {
+                return Some(Heard::Failure(AppFailure::DeviceLost, kept()));
+            }
+            Some(F::OutOfMemory) => {
+                return Some(Heard::Failure(AppFailure::OutOfMemory, kept()));
+            }
+            // A framework's refusal of a size (wgpu's largest buffer) in its own words.
+            Some(F::Validation) if words::read(line).is_some() => {
+                return Some(Heard::Failure(AppFailure::OutOfMemory, kept()));
+            }
+            _ => {}
         }
-        if framework.is_some() || self.out_of_memory.is_match(line) {
-            return Some(Heard::Failure(AppFailure::OutOfMemory, kept()));
+        if self.launch_failed.is_match(line) {
+            return Some(Heard::Failure(AppFailure::DeviceLost, kept()));
         }
         if self.iteration.as_ref().is_some_and(|r| r.is_match(line)) {
             return Some(Heard::Iteration(kept()));
@@ -239,6 +251,29 @@ mod tests {
             ))
         );
         assert_eq!(l.hear("no errors found in 12 steps"), None);
+        // Words only the one log reader knew, quoted in the real corpus: a CUDA launch
+        // timeout (tests/fixtures/real/cuda.jsonl, from
+        // forums.developer.nvidia.com/t/deciphering-an-nvrm-xid-message/2574) and PPSSPP's
+        // lost Vulkan device (vulkan.jsonl, from github.com/hrydgard/ppsspp/issues/14279).
+        for lost in [
+            "Cuda error: rp_many_kernel in file \u{2018}\u{2019} in line 111 : the launch timed out and was terminated.",
+            "(C:\\Users\\AdamN\\Documents\\Projects\\ppsspp\\Common\\GPU\\Vulkan\\VulkanRenderManager.cpp:VulkanRenderManager::Submit:1258) Critical: [false] Lost the Vulkan device in vkQueueSubmit! If this happens again, switch Graphics Backend away from Vulkan",
+        ] {
+            assert!(
+                matches!(
+                    l.hear(lost),
+                    Some(Heard::Failure(AppFailure::DeviceLost, _))
+                ),
+                "{lost}"
+            );
+        }
+        // The near miss: TensorFlow's allocator saying a refusal it retries is no failure
+        // (the reader's own quiet words), where the watch's old list heard running out of
+        // memory.
+        assert!(!matches!(
+            l.hear("W tensorflow/core/common_runtime/bfc_allocator.cc:290] Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.17GiB with freed_by_count=0. The caller indicates that this is not a failure, but this may mean that there could be performance gains if more memory were available."),
+            Some(Heard::Failure(..))
+        ));
         assert_eq!(Listener::new(None).hear("step 1"), None);
     }
 }

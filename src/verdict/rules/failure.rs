@@ -235,6 +235,17 @@ fn combined_load(device: &DeviceEvidence, out: &mut Vec<Finding>) {
     ));
 }
 
+/// Who reset what, in words: Windows its display driver (a TDR), or the Linux kernel's GPU
+/// driver (amdgpu, i915, xe: read from the kernel log by the one log reader) its GPU.
+pub fn who_reset(resets: &[&DriverReset]) -> &'static str {
+    let linux = |r: &&DriverReset| matches!(r.driver.as_str(), "amdgpu" | "i915" | "xe");
+    if !resets.is_empty() && resets.iter().all(linux) {
+        "the kernel's GPU driver reset the GPU"
+    } else {
+        "Windows reset the display driver"
+    }
+}
+
 /// The resets in words: how many, of which driver, and what says so.
 pub fn reset_words(resets: &[&DriverReset]) -> String {
     let drivers: Vec<&str> = resets
@@ -277,7 +288,8 @@ fn driver_resets(resets: &[&DriverReset], out: &mut Vec<Finding>) {
         Severity::Major,
         Confidence::Medium,
         format!(
-            "Windows reset the display driver after a timeout during the test: {}",
+            "{} after a timeout during the test: {}",
+            crate::text::upper_first(who_reset(resets)),
             reset_words(resets)
         ),
         evidence(&Resets {
@@ -315,6 +327,32 @@ mod tests {
             })
             .collect();
         said(&super::judge(&d, &Thresholds::default()))
+    }
+
+    #[test]
+    fn a_reset_is_said_as_the_os_that_made_it() {
+        use crate::telemetry::record::DriverReset;
+        let reset = |driver: &str| DriverReset {
+            driver: driver.into(),
+            logged_unix_us: None,
+            before_run: false,
+            evidence: vec!["e".into()],
+            t_ms: None,
+        };
+        let (amd, windows) = (reset("amdgpu"), reset("nvlddmkm"));
+        assert_eq!(
+            super::who_reset(&[&amd]),
+            "the kernel's GPU driver reset the GPU"
+        );
+        // The near miss: Windows' TDR, alone or beside a kernel's reset.
+        assert_eq!(
+            super::who_reset(&[&windows]),
+            "Windows reset the display driver"
+        );
+        assert_eq!(
+            super::who_reset(&[&amd, &windows]),
+            "Windows reset the display driver"
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ mod thermal;
 mod xids;
 
 pub use clocks::RESTORE_STOCK_CLOCKS;
-pub use failure::reset_words;
+pub use failure::{reset_words, who_reset};
 pub use memory::{REMAP_FAILED, RESET_AND_RETEST, RETIREMENT_RESET};
 pub use nvlink::fabric;
 pub use peers::{peers, rates};

@@ -49,6 +49,19 @@ pub enum EventKind {
     WedgedRecovered,
     /// The GPU's own firmware (GuC, HuC) failed to load or start.
     FirmwareFailed,
+    /// A GPU reset lost the contents of VRAM: every application's GPU memory is gone.
+    VramLost,
+    /// The driver could not reset one engine (ring); it goes on to reset the whole GPU.
+    EngineResetFailed,
+    /// The driver could not bring the GPU up at load (an IP block's init, a ring test).
+    InitFailed,
+    /// The display engine reported an error (a page flip that never completed, a pipe's
+    /// fault).
+    DisplayError,
+    /// The GPU ran hotter than its range; the driver may shut the system down to save it.
+    Thermal,
+    /// Another error of the driver's, of no kind above.
+    DriverError,
 }
 
 /// One kind of kernel-log event of one driver (or of any, where `driver` is None).
@@ -73,6 +86,10 @@ pub struct EventRow {
     pub action: &'static str,
     /// Where the row comes from.
     pub source: &'static str,
+    /// Whether the words are this row's driver's alone, so a line of them is its event
+    /// even where the line does not name the driver (FreeBSD's `drmn0:`, amdkfd's queue
+    /// manager, i915's error capture without its device prefix).
+    pub alone: bool,
 }
 
 const AMD_DEBUG: &str = "Linux kernel, amdgpu GPU Debugging, Decoding a GPUVM Page Fault (docs.kernel.org/gpu/amdgpu/debugging.html); messages of drivers/gpu/drm/amd/amdgpu/gmc_v9_0.c";
@@ -80,6 +97,11 @@ const AMD_RAS: &str = "Linux kernel, AMDGPU RAS Support (docs.kernel.org/gpu/amd
 const AMD_RESET: &str = "Linux kernel, amdgpu module parameters lockup_timeout and gpu_recovery (docs.kernel.org/gpu/amdgpu/module-parameters.html); messages of drivers/gpu/drm/amd/amdgpu/amdgpu_job.c and amdgpu_device.c";
 const DRM_RESET: &str = "Linux kernel, DRM userland interfaces, Device reset and Device wedging (docs.kernel.org/gpu/drm-uapi.html); drm_dev_wedged_event in drivers/gpu/drm/drm_drv.c";
 const I915: &str = "Linux kernel, drm/i915 Intel GFX Driver, GPU hangs and resets (docs.kernel.org/gpu/i915.html); messages of drivers/gpu/drm/i915/gt/intel_reset.c and i915_gpu_error.c";
+const AMD_MES: &str = "Linux kernel, amdgpu driver core, the Micro Engine Scheduler (MES) that maps the GPU's queues (docs.kernel.org/gpu/amdgpu/driver-core.html); messages of drivers/gpu/drm/amd/amdgpu/mes_v11_0.c and amdgpu_mes.c, and of the queue manager drivers/gpu/drm/amd/amdkfd/kfd_device_queue_manager.c";
+const AMD_INIT: &str = "Linux kernel, amdgpu driver core, IP blocks and their init (docs.kernel.org/gpu/amdgpu/driver-core.html); messages of drivers/gpu/drm/amd/amdgpu/amdgpu_device.c, amdgpu_ring.c and amdgpu_gfx.c";
+const DISPLAY: &str = "Linux kernel, DRM KMS atomic commits and their flip_done completion (docs.kernel.org/gpu/drm-kms.html); amdgpu's Display Core (docs.kernel.org/gpu/amdgpu/display/); messages of drivers/gpu/drm/drm_atomic_helper.c and drivers/gpu/drm/i915/display/intel_display_irq.c";
+const AMD_THERMAL: &str = "Linux kernel, amdgpu GPU Power/Thermal Controls and Monitoring, the temperature limits temp*_crit and temp*_emergency (docs.kernel.org/gpu/amdgpu/thermal.html); messages of drivers/gpu/drm/amd/pm/swsmu/smu_cmn.c and smu11/smu_v11_0.c (CTF: critical thermal fault) and pm/powerplay/hwmgr/smu_helper.c";
+const DRM_ERRORS: &str = "Linux kernel, DRM Internals, printing and logging: drm_err() prints `*ERROR*` (docs.kernel.org/gpu/drm-internals.html)";
 const XE: &str = "Linux kernel, drm/xe Intel GFX Driver, Xe Device Wedging (docs.kernel.org/gpu/xe/xe_device.html); messages of drivers/gpu/drm/xe/xe_guc_submit.c and xe_gt.c";
 
 const HANG_DECIDED_BY: &str = "whether it recurs on other, known-good work (then the card or its power) or only on this application (its shaders, its runtime or the driver)";
@@ -108,10 +130,16 @@ const fn row(
         severity,
         action,
         source,
+        alone: false,
     }
 }
 
-use Class::{Hardware, Info, Software};
+/// A row whose words are its driver's alone (see [`EventRow::alone`]).
+const fn alone(row: EventRow) -> EventRow {
+    EventRow { alone: true, ..row }
+}
+
+use Class::{Environment, Hardware, Info, Software};
 use Driver::{Amdgpu, I915 as I915_, Xe};
 use EventKind::*;
 use Severity::{Critical, Major, Minor, Note};
@@ -151,6 +179,31 @@ pub const EVENTS: &[EventRow] = &[
     ),
     row(
         Some(Amdgpu),
+        Hang,
+        r"MES failed to respon|failed to (?:remove|add) hardware queue (?:from|to) MES|MES might be in unrecoverable state|failed to reset legacy queue",
+        "the GPU's queue scheduler firmware (MES) stopped answering: the GPU hung under it",
+        (
+            Software,
+            Some(
+                "whether it recurs with current linux-firmware and kernel (then the card) or goes away (MES firmware bugs are common)",
+            ),
+        ),
+        Major,
+        "update linux-firmware and the kernel, then rerun; test the card (`kiln run`) if it recurs on unrelated work",
+        AMD_MES,
+    ),
+    alone(row(
+        Some(Amdgpu),
+        Hang,
+        r"qcm fence wait loop timeout expired",
+        "the compute queues did not stop when asked (preemption timed out): the GPU's command processor hung",
+        (Software, Some(HANG_DECIDED_BY)),
+        Major,
+        HANG_ACTION,
+        AMD_MES,
+    )),
+    row(
+        Some(Amdgpu),
         GpuResetBegin,
         r"GPU reset begin",
         "the driver began resetting the GPU, after a hang or an uncorrectable error",
@@ -162,7 +215,7 @@ pub const EVENTS: &[EventRow] = &[
     row(
         Some(Amdgpu),
         GpuResetSucceeded,
-        r"GPU reset\(\d+\) succeeded",
+        r"GPU reset(?:\(\d+\))? succeeded",
         "the GPU came back from a reset",
         (Info, None),
         Note,
@@ -184,8 +237,53 @@ pub const EVENTS: &[EventRow] = &[
     ),
     row(
         Some(Amdgpu),
+        EngineResetFailed,
+        r"\bRing \S+ reset failed",
+        "the driver could not reset the hung ring alone, and resets the whole GPU next",
+        (Info, None),
+        Major,
+        "the ring timeout before it says why; applications on the GPU lose their work",
+        AMD_RESET,
+    ),
+    row(
+        Some(Amdgpu),
+        EngineReset,
+        r"Starting \S+ ring reset|\bRing \S+ reset succeeded",
+        "the driver reset one ring (engine queue) to clear a hang",
+        (Info, None),
+        Minor,
+        "the ring timeout before it says why",
+        AMD_RESET,
+    ),
+    row(
+        Some(Amdgpu),
+        VramLost,
+        r"VRAM is lost",
+        "the GPU's reset lost the contents of its memory: every application on it lost its work",
+        (Info, None),
+        Major,
+        "restart the applications that used the GPU; the hang or error before the reset says why",
+        AMD_RESET,
+    ),
+    alone(row(
+        Some(Amdgpu),
         PageFault,
-        r"page fault \(src_id:|GPU fault detected:",
+        r"page fault \(src_id:|\b(?:GC|MM)?VM_L2_PROTECTION_FAULT_STATUS:",
+        "the GPU accessed an address not mapped for the job (GPU page fault)",
+        (
+            Software,
+            Some(
+                "the line's vmid: not 0, the application or its runtime; 0, the kernel driver or firmware",
+            ),
+        ),
+        Major,
+        "a bug in the process the line names (run it under its API's validation); with vmid 0, update the driver and firmware",
+        AMD_DEBUG,
+    )),
+    row(
+        Some(Amdgpu),
+        PageFault,
+        r"GPU fault detected:",
         "the GPU accessed an address not mapped for the job (GPU page fault)",
         (
             Software,
@@ -239,6 +337,16 @@ pub const EVENTS: &[EventRow] = &[
     ),
     row(
         Some(Amdgpu),
+        RasUncorrectable,
+        r"uncorrectable hardware error\(\w+\) detected",
+        "the GPU raised a fatal hardware error interrupt (RAS), in the block the line names",
+        (Hardware, None),
+        Critical,
+        "let the driver reset the GPU, then test it (`kiln run --profile rma`); RMA if it recurs",
+        AMD_RAS,
+    ),
+    row(
+        Some(Amdgpu),
         RasCorrectable,
         r"\b[1-9]\d* (?:new )?correctable hardware errors? detected in",
         "errors the GPU corrected (RAS), in the block the line names",
@@ -246,6 +354,76 @@ pub const EVENTS: &[EventRow] = &[
         Minor,
         "nothing was lost: watch the count, and test the memory if it grows fast",
         AMD_RAS,
+    ),
+    row(
+        Some(Amdgpu),
+        GpuResetBegin,
+        r"(?i:\b(?:MODE ?[12]|BACO) reset\b)|\bGPU reset\b",
+        "the driver reset the GPU (a mode-1, mode-2 or BACO reset), after a hang or an uncorrectable error",
+        (Info, None),
+        Minor,
+        "the event before it (a ring timeout or a RAS error) says why; applications on the GPU lose their work",
+        AMD_RESET,
+    ),
+    row(
+        Some(Amdgpu),
+        Thermal,
+        r"shutdown due to GPU (?:SW|HW) CTF",
+        "the GPU passed its critical temperature (a critical thermal fault) and the driver shut the system down to save it",
+        (
+            Environment,
+            Some(
+                "whether its fans spin and its heatsink is clean and seated: a card that overheats with working cooling is the card's",
+            ),
+        ),
+        Critical,
+        "check the card's fans, airflow and dust, and the room's temperature; re-paste or RMA a card that overheats with working cooling, then test it (`kiln run`)",
+        AMD_THERMAL,
+    ),
+    row(
+        Some(Amdgpu),
+        Thermal,
+        r"GPU over temperature range",
+        "the GPU ran hotter than its operating range (a thermal interrupt), where it slows down or, past its critical limit, shuts down",
+        (
+            Environment,
+            Some(
+                "whether its fans spin up and its heatsink is clean and seated: a card that overheats with working cooling is the card's",
+            ),
+        ),
+        Major,
+        "check the card's fans (a fan curve that stays low under compute), airflow and dust; test the card under load (`kiln run`) once it is cool",
+        AMD_THERMAL,
+    ),
+    row(
+        Some(Amdgpu),
+        InitFailed,
+        r"\bring \S+ test failed|KCQ enable failed|hw_init of IP block <\w+> failed|amdgpu_device_ip_init failed|Fatal error during GPU init",
+        "the driver could not bring the GPU up at load (a ring test or an IP block's init failed)",
+        (
+            Hardware,
+            Some(
+                "whether a current kernel and linux-firmware bring it up: if they do, the software; if not, the card",
+            ),
+        ),
+        Major,
+        "update the kernel and linux-firmware and reboot; if it still fails, test the card in another machine",
+        AMD_INIT,
+    ),
+    row(
+        None,
+        DisplayError,
+        r"flip_done timed out|Fault errors on pipe",
+        "the display engine missed a page flip or reported a pipe fault",
+        (
+            Software,
+            Some(
+                "whether a GPU hang (a ring timeout, a GPU HANG) comes with it: alone, the display driver's or the monitor link's",
+            ),
+        ),
+        Minor,
+        "update the kernel; if the screen froze, read the lines around it for a hang",
+        DISPLAY,
     ),
     row(
         None,
@@ -272,7 +450,7 @@ pub const EVENTS: &[EventRow] = &[
         "rebind the driver or reboot the node, then test the card (`kiln run --profile rma`)",
         DRM_RESET,
     ),
-    row(
+    alone(row(
         Some(I915_),
         Hang,
         r"GPU HANG: ecode|context reset due to GPU hang",
@@ -280,6 +458,41 @@ pub const EVENTS: &[EventRow] = &[
         (Software, Some(HANG_DECIDED_BY)),
         Major,
         HANG_ACTION,
+        I915,
+    )),
+    row(
+        Some(I915_),
+        Hang,
+        r"(?i)hangcheck timer elapsed",
+        "the driver's hangcheck found a ring that made no progress: the GPU hung",
+        (Software, Some(HANG_DECIDED_BY)),
+        Major,
+        HANG_ACTION,
+        I915,
+    ),
+    row(
+        Some(I915_),
+        EngineResetFailed,
+        r"reset request timed out",
+        "an engine did not get ready for its reset in time; the driver resets the whole GPU next",
+        (Info, None),
+        Major,
+        "the hang before it says why; applications on the GPU lose their work",
+        I915,
+    ),
+    row(
+        None,
+        Hang,
+        r"TLB invalidation (?:response timed out|fence timeout)",
+        "the GPU's GuC firmware did not answer a TLB invalidation in time: the GPU or its firmware hung",
+        (
+            Software,
+            Some(
+                "whether it recurs with current linux-firmware and kernel (then the card) or goes away",
+            ),
+        ),
+        Major,
+        "update linux-firmware and the kernel; test the card (`kiln run`) if it recurs",
         I915,
     ),
     row(
@@ -370,6 +583,21 @@ pub const EVENTS: &[EventRow] = &[
     ),
     row(
         None,
+        PageFault,
+        r"(?i)\bpage ?fault\b|\bCAT error\b",
+        "the GPU accessed an address not mapped for the job (GPU page fault)",
+        (
+            Software,
+            Some(
+                "whether it recurs across unrelated applications (then the card) or only with one (its bug, its runtime's or the driver's)",
+            ),
+        ),
+        Major,
+        "update the driver and the runtime (Mesa, ROCm, the compute runtime) and report it to the application",
+        AMD_DEBUG,
+    ),
+    row(
+        None,
         FirmwareFailed,
         r"\b(?:GuC|HuC)\b.*\b(?:failed|[Ee]rror)\b",
         "the GPU's GuC or HuC firmware failed to load or start",
@@ -383,14 +611,28 @@ pub const EVENTS: &[EventRow] = &[
         "install or update linux-firmware for the running kernel, rebuild the initramfs and reboot",
         I915,
     ),
+    row(
+        None,
+        DriverError,
+        r"\*ERROR\*|\bfailed\b|Fatal error",
+        "a GPU driver error of no kind this table knows",
+        (
+            Info,
+            Some("the lines around it (a timeout, a reset, a fault)"),
+        ),
+        Minor,
+        "read the kernel log around it and update the driver and firmware",
+        DRM_ERRORS,
+    ),
 ];
 
 /// The driver a kernel-log line is from, by the name it prints (`amdgpu 0000:03:00.0:`,
-/// `[drm:amdgpu_job_timedout [amdgpu]]`, `i915 0000:00:02.0:`, `xe 0000:03:00.0:`).
+/// `[drm:amdgpu_job_timedout [amdgpu]]`, `[drm:i915_hangcheck_elapsed]`, `i915 0000:00:02.0:`,
+/// `xe 0000:03:00.0:`).
 pub fn driver_of(line: &str) -> Option<Driver> {
     static NAMES: OnceLock<Regex> = OnceLock::new();
     let names = NAMES.get_or_init(|| {
-        Regex::new(r"(?:^|[\s\[:(])(amdgpu|i915|xe)(?:\s+[0-9a-fA-F]{4}:|[\]:]|\s)")
+        Regex::new(r"(?:^|[\s\[:(])(amdgpu|i915|xe)(?:\s+[0-9a-fA-F]{4}:|[\]:]|\s|_\w*\])")
             .expect("a valid pattern")
     });
     let caps = names.captures(line)?;
@@ -413,219 +655,22 @@ fn patterns() -> &'static [Regex] {
 }
 
 /// A line's event: its driver and the first row of that driver (or of any) whose pattern
-/// it matches. None for a line of another driver, or one that is no event.
+/// it matches; for a line that names no driver, the first row whose words are its
+/// driver's alone ([`EventRow::alone`]). None for a line of another driver, or one that is
+/// no event.
 pub fn classify(line: &str) -> Option<(Driver, &'static EventRow)> {
-    let driver = driver_of(line)?;
-    EVENTS
-        .iter()
-        .zip(patterns())
-        .find(|(row, pattern)| row.driver.is_none_or(|d| d == driver) && pattern.is_match(line))
-        .map(|(row, _)| (driver, row))
+    let named = driver_of(line);
+    EVENTS.iter().zip(patterns()).find_map(|(row, pattern)| {
+        let driver = match (named, row.driver) {
+            (Some(d), Some(r)) if d != r => return None,
+            (Some(d), _) => d,
+            (None, Some(r)) if row.alone => r,
+            (None, _) => return None,
+        };
+        pattern.is_match(line).then_some((driver, row))
+    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn kind(line: &str) -> Option<EventKind> {
-        classify(line).map(|(_, row)| row.kind)
-    }
-
-    #[test]
-    fn every_row_is_whole() {
-        assert_eq!(patterns().len(), EVENTS.len());
-        for row in EVENTS {
-            assert!(!row.meaning.is_empty() && !row.action.is_empty() && !row.source.is_empty());
-            assert!(
-                row.source.contains("docs.kernel.org"),
-                "{:?} cites the kernel's documentation",
-                row.kind
-            );
-        }
-    }
-
-    #[test]
-    fn amdgpu_hangs_and_resets() {
-        let timeout = "[  413.537839] [drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=7041, emitted seq=7043";
-        assert_eq!(
-            classify(timeout).map(|(d, r)| (d, r.kind)),
-            Some((Driver::Amdgpu, EventKind::Hang))
-        );
-        let (_, row) = classify(timeout).unwrap();
-        assert_eq!(row.class, Class::Software);
-        assert!(row.decided_by.is_some(), "a hang alone does not say whose");
-        // Its near miss: the same timeout, cleared without a reset.
-        assert_eq!(
-            kind("amdgpu 0000:03:00.0: amdgpu: ring gfx_0.0.0 timeout, but soft recovered"),
-            Some(EventKind::HangSoftRecovered)
-        );
-        assert_eq!(
-            kind(
-                "[  125.127841] [drm:amdgpu_dm_atomic_commit_tail [amdgpu]] *ERROR* Waiting for fences timed out!"
-            ),
-            Some(EventKind::Hang)
-        );
-        assert_eq!(
-            kind("amdgpu 0000:03:00.0: amdgpu: GPU reset begin!"),
-            Some(EventKind::GpuResetBegin)
-        );
-        assert_eq!(
-            kind("amdgpu 0000:03:00.0: amdgpu: GPU reset(2) succeeded!"),
-            Some(EventKind::GpuResetSucceeded)
-        );
-        let failed = classify("amdgpu 0000:03:00.0: amdgpu: GPU reset(3) failed")
-            .unwrap()
-            .1;
-        assert_eq!(
-            (failed.kind, failed.severity),
-            (EventKind::GpuResetFailed, Severity::Critical)
-        );
-        assert_eq!(
-            kind("amdgpu 0000:c1:00.0: amdgpu: Mode2 reset failed"),
-            Some(EventKind::GpuResetFailed)
-        );
-        // Benign: the ring's setup at load.
-        assert_eq!(
-            kind("amdgpu 0000:03:00.0: amdgpu: ring gfx_0.0.0 uses VM inv eng 0 on hub 0"),
-            None
-        );
-    }
-
-    #[test]
-    fn amdgpu_page_faults_in_their_forms() {
-        let new = "amdgpu 0000:0b:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:3 pasid:32777, for process glxinfo pid 2424 thread glxinfo:cs0 pid 2425)";
-        assert_eq!(kind(new), Some(EventKind::PageFault));
-        let retry = "amdgpu 0000:43:00.0: amdgpu: [gfxhub] retry page fault (src_id:0 ring:0 vmid:8 pasid:32769)";
-        assert_eq!(kind(retry), Some(EventKind::PageFault));
-        let old = "amdgpu 0000:01:00.0: GPU fault detected: 146 0x0c80440c";
-        assert_eq!(kind(old), Some(EventKind::PageFault));
-        // The fault's detail lines are not new faults.
-        assert_eq!(
-            kind(
-                "amdgpu 0000:0b:00.0: amdgpu:   in page starting at address 0x0000800102800000 from IH client 0x1b (UTCL2)"
-            ),
-            None
-        );
-    }
-
-    #[test]
-    fn amdgpu_ras_counts_only_when_there_are_errors() {
-        let ue =
-            "amdgpu 0000:0b:00.0: amdgpu: 1 uncorrectable hardware errors detected in umc block";
-        let (_, row) = classify(ue).unwrap();
-        assert_eq!(
-            (row.kind, row.class),
-            (EventKind::RasUncorrectable, Class::Hardware)
-        );
-        let ce =
-            "amdgpu 0000:0b:00.0: amdgpu: 12 correctable hardware errors detected in gfx block";
-        assert_eq!(kind(ce), Some(EventKind::RasCorrectable));
-        let socket = "amdgpu 0000:05:00.0: {3}socket: 0, die: 1, 2 new uncorrectable hardware errors detected in umc block";
-        assert_eq!(kind(socket), Some(EventKind::RasUncorrectable));
-        // The all-clear spellings stay quiet.
-        assert_eq!(
-            kind(
-                "amdgpu 0000:c3:00.0: amdgpu: no uncorrectable hardware errors detected in umc block"
-            ),
-            None
-        );
-        assert_eq!(
-            kind(
-                "amdgpu 0000:c3:00.0: amdgpu: 0 correctable hardware errors detected in umc block"
-            ),
-            None
-        );
-        assert_eq!(
-            kind(
-                "amdgpu 0000:c3:00.0: amdgpu: RAS records:130 exceed threshold:128, GPU will not be initialized. Replace this GPU or increase the threshold"
-            ),
-            Some(EventKind::RasBadPageThreshold)
-        );
-        let near =
-            classify("amdgpu 0000:c3:00.0: amdgpu: RAS records:116 exceeds 90% of threshold:128")
-                .unwrap()
-                .1;
-        assert_eq!(
-            near.severity,
-            Severity::Major,
-            "near the threshold is a warning, past it an RMA"
-        );
-        assert_eq!(
-            kind(
-                "amdgpu 0000:c3:00.0: amdgpu: RAS poison consumption, fall back to gpu reset flow: client id 5"
-            ),
-            Some(EventKind::RasPoison)
-        );
-    }
-
-    #[test]
-    fn wedged_devices_of_any_driver() {
-        let dead = classify("xe 0000:03:00.0: [drm] device wedged, needs recovery").unwrap();
-        assert_eq!((dead.0, dead.1.kind), (Driver::Xe, EventKind::Wedged));
-        assert_eq!(
-            kind("amdgpu 0000:03:00.0: [drm] device wedged, but recovered through reset"),
-            Some(EventKind::WedgedRecovered)
-        );
-        assert_eq!(
-            kind(
-                "xe 0000:03:00.0: [drm] *ERROR* CRITICAL: Xe has declared device 0000:03:00.0 as wedged."
-            ),
-            Some(EventKind::Wedged)
-        );
-    }
-
-    #[test]
-    fn intel_hangs_faults_and_firmware() {
-        assert_eq!(
-            kind("i915 0000:00:02.0: [drm] GPU HANG: ecode 12:1:85dffffb, in Xorg [1234]"),
-            Some(EventKind::Hang)
-        );
-        assert_eq!(
-            kind("i915 0000:00:02.0: [drm] Resetting chip for stopped heartbeat on rcs0"),
-            Some(EventKind::GpuResetBegin)
-        );
-        assert_eq!(
-            kind("i915 0000:00:02.0: [drm] Resetting rcs0 for preemption time out"),
-            Some(EventKind::EngineReset)
-        );
-        assert_eq!(
-            kind("i915 0000:00:02.0: [drm] *ERROR* Failed to reset chip"),
-            Some(EventKind::GpuResetFailed)
-        );
-        assert_eq!(
-            kind(
-                "xe 0000:03:00.0: [drm] GT0: Engine memory CAT error [18]: class=bcs, logical_mask: 0x1, guc_id=6"
-            ),
-            Some(EventKind::PageFault)
-        );
-        assert_eq!(
-            kind(
-                "xe 0000:03:00.0: [drm] GT0: Timedout job: seqno=4294967169, lrc_seqno=4294967169, guc_id=2, flags=0x0 in python3 [7561]"
-            ),
-            Some(EventKind::Hang)
-        );
-        assert_eq!(
-            kind(
-                "xe 0000:03:00.0: [drm] GT0: Engine reset: engine_class=ccs, logical_mask: 0x1, guc_id=2"
-            ),
-            Some(EventKind::EngineReset)
-        );
-        assert_eq!(
-            kind("i915 0000:00:02.0: [drm] *ERROR* GT0: GuC initialization failed -ENOENT"),
-            Some(EventKind::FirmwareFailed)
-        );
-        // Benign: the firmware's version at load, and an NVIDIA line.
-        assert_eq!(
-            kind("i915 0000:00:02.0: [drm] GT0: GuC firmware i915/tgl_guc_70.bin version 70.20.0"),
-            None
-        );
-        assert_eq!(
-            kind("i915 0000:00:02.0: [drm] GT0: GuC submission enabled"),
-            None
-        );
-        assert!(
-            classify("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.")
-                .is_none()
-        );
-    }
-}
+#[path = "events_tests.rs"]
+mod tests;

@@ -412,14 +412,21 @@ pub(super) fn driver_timeout(
     if stalled {
         summary.push_str(", the engine busy without a break before it");
     }
-    // Windows' own word: it reset the display driver after a timeout (TDR) around then.
+    // The OS's own word: Windows reset the display driver after a timeout (TDR), or the
+    // kernel's GPU driver reset the GPU, around then.
     let resets: Vec<&DriverReset> = d
         .driver_resets()
         .filter(|r| r.t_ms.is_none_or(|at| (at - t_ms).abs() <= 60_000.0))
         .collect();
     if !resets.is_empty() {
+        let who = crate::verdict::rules::who_reset(&resets);
         summary.push_str(&format!(
-            ", and Windows reset the display driver after a timeout (TDR: {}): a dispatch longer than the watchdog allows",
+            ", and {who} after a timeout ({}{}): a dispatch longer than the watchdog allows",
+            if who.starts_with("Windows") {
+                "TDR: "
+            } else {
+                ""
+            },
             crate::verdict::rules::reset_words(&resets)
         ));
     } else if xids.is_empty() {
