@@ -149,22 +149,64 @@ impl Frame {
     }
 }
 
-/// The phases of the run, shaded and named, behind a time chart.
-fn shade_phases(svg: &mut String, f: &Frame, phases: &[(String, f64, f64)]) {
+/// About how wide a letter of a phase's label is, in the chart's units (10px text).
+const LETTER_W: f64 = 5.6;
+
+/// The phases of the run, shaded and named, behind a time chart. A phase too narrow for
+/// its name (or whose name would run into the next one's) is numbered instead, and
+/// returned with its number for the legend under the chart ([`phase_legend`]): labels
+/// never overlap.
+fn shade_phases(svg: &mut String, f: &Frame, phases: &[(String, f64, f64)]) -> Vec<String> {
+    let mut legend = Vec::new();
+    // Where the last label drawn ends: the next one starts after it or is numbered.
+    let mut free_from = f64::MIN;
     // Neighbouring phases in two shades, so that where one ends and the next begins shows.
     for (i, (name, start, end)) in phases.iter().enumerate() {
         let (a, b) = (f.x(start / 1e3), f.x(end / 1e3));
         let _ = write!(
             svg,
-            "<rect class=\"phase p{}\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"phase-label\">{}</text>",
+            "<rect class=\"phase p{}\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\"/>",
             i % 2,
             (b - a).max(1.0),
             f.height - TOP - BOTTOM,
-            a + 2.0,
-            TOP + 10.0,
-            esc(name)
         );
+        let wide = name.chars().count() as f64 * LETTER_W + 4.0;
+        let label = if b - a >= wide && a + 2.0 >= free_from {
+            name.clone()
+        } else {
+            let number = (legend.len() + 1).to_string();
+            legend.push(format!(
+                "{number}: {name} ({:.0}–{:.0} s)",
+                start / 1e3,
+                end / 1e3
+            ));
+            number
+        };
+        let width = label.chars().count() as f64 * LETTER_W + 4.0;
+        // A number that would run into the label before it is left to the legend's line.
+        if a + 2.0 >= free_from || label != *name {
+            let _ = write!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" class=\"phase-label\">{}</text>",
+                a + 2.0,
+                TOP + 10.0,
+                esc(&label)
+            );
+            free_from = a + 2.0 + width;
+        }
     }
+    legend
+}
+
+/// The line under a chart naming the phases too narrow to be named on it.
+fn phase_legend(numbered: &[String]) -> String {
+    if numbered.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<p class=\"legend\">Narrow phases: {}.</p>",
+        esc(&numbered.join("; "))
+    )
 }
 
 /// The time span of the points and phases, in seconds.
@@ -204,8 +246,9 @@ pub fn line_chart(
     unit: &str,
     series: &[(String, Vec<(f64, f64)>)],
     phases: &[(String, f64, f64)],
+    limits: &[(String, f64)],
 ) -> String {
-    lines(title, unit, series, phases, None)
+    lines(title, unit, series, phases, None, limits)
 }
 
 /// A line chart of percentages (a fan's speed), its value axis from 0 to 100 whatever the
@@ -215,17 +258,19 @@ pub fn percent_chart(
     series: &[(String, Vec<(f64, f64)>)],
     phases: &[(String, f64, f64)],
 ) -> String {
-    lines(title, "%", series, phases, Some(100.0))
+    lines(title, "%", series, phases, Some(100.0), &[])
 }
 
 /// A line chart, its value axis up to `top` where given (and to the highest reading
-/// above it).
+/// above it), with each of `limits` (a slowdown temperature, a power limit) drawn as a
+/// dashed line labelled with its words and value.
 fn lines(
     title: &str,
     unit: &str,
     series: &[(String, Vec<(f64, f64)>)],
     phases: &[(String, f64, f64)],
     top: Option<f64>,
+    limits: &[(String, f64)],
 ) -> String {
     let mut svg = captioned(title, series, |p| !p.is_empty());
     let points: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
@@ -238,6 +283,8 @@ fn lines(
         .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
     // Values from zero where they are all positive: a drop reads as a drop.
     let v0 = if v0 > 0.0 { 0.0 } else { v0 };
+    // The limits are on the chart whatever the readings: how near the card came shows.
+    let v1 = limits.iter().map(|l| l.1).fold(v1, f64::max);
     let f = Frame::new(
         time_span(points.iter().map(|p| p.0), phases),
         (v0, top.map_or(v1 * 1.05, |top| top.max(v1))),
@@ -247,7 +294,7 @@ fn lines(
         svg,
         "<svg viewBox=\"0 0 {W} {H}\" role=\"img\" class=\"chart\">"
     );
-    shade_phases(&mut svg, &f, phases);
+    let numbered = shade_phases(&mut svg, &f, phases);
     f.y_axis(&mut svg, unit);
     f.x_axis(&mut svg, "time since the run started (s)");
     for (i, (name, pts)) in series.iter().enumerate() {
@@ -263,7 +310,22 @@ fn lines(
             esc(name)
         );
     }
-    svg.push_str("</svg></figure>");
+    for (words, v) in limits {
+        let y = f.y(*v);
+        let label = format!("{words} {v:.0} {unit}");
+        let _ = write!(
+            svg,
+            "<line class=\"ref\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke-dasharray=\"5 3\"/><text class=\"limit\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            f.left,
+            W - RIGHT,
+            W - RIGHT - 2.0,
+            y - 3.0,
+            esc(&label)
+        );
+    }
+    svg.push_str("</svg>");
+    svg.push_str(&phase_legend(&numbered));
+    svg.push_str("</figure>");
     svg
 }
 
@@ -428,7 +490,7 @@ pub fn band_chart(
         svg,
         "<svg viewBox=\"0 0 {W} {height}\" role=\"img\" class=\"chart\">"
     );
-    shade_phases(&mut svg, &f, phases);
+    let numbered = shade_phases(&mut svg, &f, phases);
     for (i, name) in names.iter().enumerate() {
         let y = TOP + row * i as f64;
         let _ = write!(
@@ -463,7 +525,9 @@ pub fn band_chart(
         }
     }
     f.x_axis(&mut svg, "time since the run started (s)");
-    svg.push_str("</svg></figure>");
+    svg.push_str("</svg>");
+    svg.push_str(&phase_legend(&numbered));
+    svg.push_str("</figure>");
     svg
 }
 
