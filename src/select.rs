@@ -318,7 +318,7 @@ pub fn select_for_run(selectors: &[String], job: Job) -> Result<Selection, AppEr
                 names.join(", ")
             ),
             Job::Watch => format!(
-                "no GPU found: the application runs on the CPU Vulkan device ({}); what its memory shows is judged, but no GPU is watched, so the watch cannot pass (exit 4)",
+                "no GPU found: the application runs on the CPU Vulkan device ({}); what its memory shows is judged, but no GPU is watched, so the watch is never a pass: one that finds nothing in the application is inconclusive (exit 4)",
                 names.join(", ")
             ),
         });

@@ -370,11 +370,15 @@ pub fn stacked_chart(
         tops.push(top);
     }
     let gib = |b: f64| b / (1u64 << 30) as f64;
-    let highest = below
-        .iter()
-        .copied()
-        .fold(budget.map_or(0.0, gib), f64::max)
-        .max(1e-6);
+    // The chart is scaled to the application's data: the budget is drawn only where it is
+    // near (within a third above the highest reading), else said under the chart, so
+    // that 2 GiB of data is not a flat line at the foot of a 140 GiB chart.
+    let data_top = below.iter().copied().fold(0.0, f64::max);
+    let (budget, off_chart) = match budget {
+        Some(b) if gib(b) <= data_top * BUDGET_NEAR => (Some(b), None),
+        other => (None, other),
+    };
+    let highest = data_top.max(budget.map_or(0.0, gib)).max(1e-6);
     let span = time_span(
         times
             .iter()
@@ -447,9 +451,20 @@ pub fn stacked_chart(
         &mut svg,
         "time since the watch started (s); ticks along the top: iterations",
     );
-    svg.push_str("</svg></figure>");
+    svg.push_str("</svg>");
+    if let Some(b) = off_chart {
+        let _ = write!(
+            svg,
+            "<p class=\"legend\">The budget, {}, is far above the application's memory: not drawn.</p>",
+            crate::units::format_bytes(b as u64)
+        );
+    }
+    svg.push_str("</figure>");
     svg
 }
+
+/// How far above the application's highest memory a budget is still drawn on its chart.
+const BUDGET_NEAR: f64 = 1.33;
 
 /// Named bands over time, one row per band, each drawn where it held: throttle reasons
 /// as NVML names them in words, never a bit mask. `samples` are (milliseconds, the
@@ -629,6 +644,46 @@ mod tests {
         let svg = percent_chart("Fans", &stopped, &[]);
         assert!(svg.contains("text-anchor=\"end\">100</text>"), "{svg}");
         assert!(!svg.contains("NaN"), "{svg}");
+    }
+
+    #[test]
+    fn a_narrow_phase_is_numbered_and_named_in_the_legend_and_limits_are_drawn() {
+        let temps = [("GPU".to_owned(), vec![(0.0, 60.0), (100_000.0, 70.0)])];
+        let phases = [
+            ("vram".to_owned(), 0.0, 90_000.0),
+            ("pcie".to_owned(), 90_000.0, 90_500.0),
+            ("compute".to_owned(), 90_500.0, 100_000.0),
+        ];
+        let limits = [("slowdown".to_owned(), 87.0)];
+        let svg = line_chart("Temperature", "°C", &temps, &phases, &limits);
+        assert!(svg.contains(">vram</text>"), "{svg}");
+        // Too narrow for their names: numbered, and named under the chart.
+        assert!(
+            !svg.contains(">pcie</text>") && !svg.contains(">compute</text>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("Narrow phases: 1: pcie (90–90 s); 2: compute"),
+            "{svg}"
+        );
+        assert!(svg.contains(">slowdown 87 °C</text>"), "{svg}");
+        // The near miss: wide phases keep their names and no legend.
+        let wide = line_chart("T", "°C", &temps, &phases[..1], &[]);
+        assert!(wide.contains(">vram</text>") && !wide.contains("Narrow phases"));
+    }
+
+    #[test]
+    fn a_budget_far_above_the_data_is_said_not_drawn() {
+        let gib = (1u64 << 30) as f64;
+        let layers = [(
+            "app".to_owned(),
+            vec![(0.0, 2.0 * gib), (1000.0, 3.0 * gib)],
+        )];
+        let far = stacked_chart("Memory", &layers, &[], &[], Some(140.0 * gib));
+        assert!(!far.contains(">budget</text>"), "{far}");
+        assert!(far.contains("far above the application's memory"), "{far}");
+        let near = stacked_chart("Memory", &layers, &[], &[], Some(3.5 * gib));
+        assert!(near.contains(">budget</text>"), "{near}");
     }
 
     #[test]
