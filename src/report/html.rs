@@ -487,7 +487,7 @@ fn application_section(out: &mut String, app: &crate::verdict::watch::Applicatio
         app.budget_bytes.map(|b| b as f64),
     ));
     if !app.histogram.is_empty() {
-        let bars: Vec<(String, f64, Option<f64>)> = app
+        let bars: Vec<(String, f64, Option<f64>, Option<&str>)> = app
             .histogram
             .iter()
             .map(|c| {
@@ -507,7 +507,7 @@ fn application_section(out: &mut String, app: &crate::verdict::watch::Applicatio
                         format!(" ({})", notes.join(", "))
                     }
                 );
-                (label, c.allocations as f64, None)
+                (label, c.allocations as f64, None, None)
             })
             .collect();
         out.push_str(&bars_chart(
@@ -678,8 +678,8 @@ fn device_section(
                         // A bar at zero is a line of words, not an empty bar.
                         let (zero, items): (Vec<_>, Vec<_>) = bars
                             .into_iter()
-                            .map(|b| (b.label, b.value, b.mark))
-                            .partition(|(_, v, _)| *v == 0.0);
+                            .map(|b| (b.label, b.value, b.mark, b.unit))
+                            .partition(|(_, v, _, _)| *v == 0.0);
                         if !items.is_empty() {
                             out.push_str(&bars_chart(&title, &unit, &items));
                         }

@@ -556,12 +556,17 @@ fn value_said(value: f64, unit: &str) -> String {
     }
 }
 
-/// Horizontal bars with an optional reference mark, each labelled with its value.
-pub fn bars_chart(title: &str, unit: &str, items: &[(String, f64, Option<f64>)]) -> String {
+/// Horizontal bars with an optional reference mark, each labelled with its value in
+/// `unit`, or in its own unit where it has one.
+pub fn bars_chart(
+    title: &str,
+    unit: &str,
+    items: &[(String, f64, Option<f64>, Option<&str>)],
+) -> String {
     let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
     let max = items
         .iter()
-        .map(|(_, v, r)| v.max(r.unwrap_or(0.0)))
+        .map(|(_, v, r, _)| v.max(r.unwrap_or(0.0)))
         .fold(0.0f64, f64::max)
         .max(1e-9);
     let h = 22.0 * items.len() as f64 + 10.0;
@@ -569,7 +574,7 @@ pub fn bars_chart(title: &str, unit: &str, items: &[(String, f64, Option<f64>)])
         svg,
         "<svg viewBox=\"0 0 {W} {h}\" role=\"img\" class=\"chart\">"
     );
-    for (i, (label, value, reference)) in items.iter().enumerate() {
+    for (i, (label, value, reference, own)) in items.iter().enumerate() {
         let y = 5.0 + 22.0 * i as f64;
         let width = value / max * (W - 300.0);
         let _ = write!(
@@ -579,7 +584,7 @@ pub fn bars_chart(title: &str, unit: &str, items: &[(String, f64, Option<f64>)])
             esc(label),
             205.0 + width,
             y + 12.0,
-            esc(&value_said(*value, unit))
+            esc(&value_said(*value, own.unwrap_or(unit)))
         );
         if let Some(r) = reference {
             let rx = 200.0 + r / max * (W - 300.0);
