@@ -486,6 +486,21 @@ fn application_section(out: &mut String, app: &crate::verdict::watch::Applicatio
         &moments,
         app.budget_bytes.map(|b| b as f64),
     ));
+    // The trace's counts, its frees as they came: those of the exit are said as such, so
+    // that a leak's trace never reads as every allocation freed while it ran.
+    if let Some(t) = &app.trace {
+        let _ = write!(
+            out,
+            "<p>The trace saw {} and {}{}.</p>",
+            crate::text::count(t.allocations, "allocation"),
+            t.frees_words(),
+            if t.refused > 0 {
+                format!("; {} refused", t.refused)
+            } else {
+                String::new()
+            }
+        );
+    }
     if !app.histogram.is_empty() {
         let bars: Vec<(String, f64, Option<f64>, Option<&str>)> = app
             .histogram

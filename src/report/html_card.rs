@@ -73,6 +73,8 @@ fn peak(d: &DeviceReport, signal: Signal) -> Option<(f64, &str)> {
 /// The run's peak temperatures in words (`92 °C (GPU, in the vram phase); memory 100 °C`),
 /// None where no temperature was read.
 pub fn peak_temperature(d: &DeviceReport) -> Option<String> {
+    // A run of one phase needs no phase named.
+    let one_phase = named_phases(d).count() <= 1;
     let parts: Vec<String> = [
         ("GPU", signals::GPU_TEMP_C),
         ("junction", signals::GPU_HOTSPOT_TEMP_C),
@@ -80,8 +82,10 @@ pub fn peak_temperature(d: &DeviceReport) -> Option<String> {
     ]
     .iter()
     .filter_map(|(word, s)| {
-        peak(d, *s)
-            .map(|(v, phase)| format!("{word} {v:.0} °C (in the {} phase)", phase_words(phase)))
+        peak(d, *s).map(|(v, phase)| match one_phase {
+            true => format!("{word} {v:.0} °C"),
+            false => format!("{word} {v:.0} °C (in the {} phase)", phase_words(phase)),
+        })
     })
     .collect();
     (!parts.is_empty()).then(|| parts.join(", "))

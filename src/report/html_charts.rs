@@ -436,15 +436,44 @@ pub fn stacked_chart(
             TOP + 6.0
         );
     }
+    // Each moment's label ends at its line; one that would run into the label of the
+    // moment before is set a row lower, and past three rows numbered, its words under
+    // the chart: labels never overlap.
+    let mut rows_end: [f64; 3] = [f64::MIN; 3];
+    let mut numbered: Vec<String> = Vec::new();
     for (t, said) in moments {
         let x = f.x(t / 1e3);
         let _ = write!(
             svg,
-            "<line class=\"ref\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP:.1}\" y2=\"{:.1}\"/><text class=\"phase-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            "<line class=\"ref\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP:.1}\" y2=\"{:.1}\"/>",
             f.height - BOTTOM,
-            x - 3.0,
-            TOP + 30.0,
-            esc(said)
+        );
+        let width = said.chars().count() as f64 * LETTER_W;
+        let start = (x - 3.0 - width).max(f.left);
+        let (label, row) = match rows_end.iter().position(|end| start > *end + 4.0) {
+            Some(row) => (said.clone(), row),
+            None => {
+                numbered.push(format!("{}: {said} ({:.0} s)", numbered.len() + 1, t / 1e3));
+                (numbered.len().to_string(), 0)
+            }
+        };
+        let width = label.chars().count() as f64 * LETTER_W;
+        // A label wider than the room left of its line starts at the axis instead.
+        let (anchor, lx) = if x - 3.0 - width < f.left {
+            ("start", x + 3.0)
+        } else {
+            ("end", x - 3.0)
+        };
+        rows_end[row] = if anchor == "end" {
+            x - 3.0
+        } else {
+            x + 3.0 + width
+        };
+        let _ = write!(
+            svg,
+            "<text class=\"phase-label\" x=\"{lx:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
+            TOP + 30.0 + 12.0 * row as f64,
+            esc(&label)
         );
     }
     f.x_axis(
@@ -452,6 +481,13 @@ pub fn stacked_chart(
         "time since the watch started (s); ticks along the top: iterations",
     );
     svg.push_str("</svg>");
+    if !numbered.is_empty() {
+        let _ = write!(
+            svg,
+            "<p class=\"legend\">Moments: {}.</p>",
+            esc(&numbered.join("; "))
+        );
+    }
     if let Some(b) = off_chart {
         let _ = write!(
             svg,
@@ -570,24 +606,28 @@ pub fn bars_chart(
         .fold(0.0f64, f64::max)
         .max(1e-9);
     let h = 22.0 * items.len() as f64 + 10.0;
+    // The labels' column as wide as the longest (at most half the chart): a label never
+    // runs under its bar.
+    let longest = items.iter().map(|i| i.0.chars().count()).max().unwrap_or(0);
+    let x0 = (longest as f64 * LETTER_W + 12.0).clamp(200.0, W / 2.0);
     let _ = write!(
         svg,
         "<svg viewBox=\"0 0 {W} {h}\" role=\"img\" class=\"chart\">"
     );
     for (i, (label, value, reference, own)) in items.iter().enumerate() {
         let y = 5.0 + 22.0 * i as f64;
-        let width = value / max * (W - 300.0);
+        let width = value / max * (W - x0 - 100.0);
         let _ = write!(
             svg,
-            "<text x=\"4\" y=\"{:.1}\" class=\"axis\">{}</text><rect class=\"bar\" x=\"200\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"16\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\">{}</text>",
+            "<text x=\"4\" y=\"{:.1}\" class=\"axis\">{}</text><rect class=\"bar\" x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"16\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\">{}</text>",
             y + 12.0,
             esc(label),
-            205.0 + width,
+            x0 + 5.0 + width,
             y + 12.0,
             esc(&value_said(*value, own.unwrap_or(unit)))
         );
         if let Some(r) = reference {
-            let rx = 200.0 + r / max * (W - 300.0);
+            let rx = x0 + r / max * (W - x0 - 100.0);
             let _ = write!(
                 svg,
                 "<line class=\"ref\" x1=\"{rx:.1}\" x2=\"{rx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>",
@@ -675,6 +715,29 @@ mod tests {
         // The near miss: wide phases keep their names and no legend.
         let wide = line_chart("T", "°C", &temps, &phases[..1], &[]);
         assert!(wide.contains(">vram</text>") && !wide.contains("Narrow phases"));
+    }
+
+    #[test]
+    fn moments_close_together_are_set_on_rows_of_their_own() {
+        let gib = (1u64 << 30) as f64;
+        let layers = [("app".to_owned(), vec![(0.0, gib), (100_000.0, gib)])];
+        let moments = [
+            (50_000.0, "first allocation refused".to_owned()),
+            (50_500.0, "device lost".to_owned()),
+        ];
+        let svg = stacked_chart("Memory", &layers, &[], &moments, None);
+        assert!(
+            svg.contains("y=\"46.0\" text-anchor=\"end\">first allocation refused"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("y=\"58.0\" text-anchor=\"end\">device lost"),
+            "{svg}"
+        );
+        // The near miss: moments far apart share the first row.
+        let apart = [(10_000.0, "a".to_owned()), (90_000.0, "b".to_owned())];
+        let svg = stacked_chart("Memory", &layers, &[], &apart, None);
+        assert_eq!(svg.matches("y=\"46.0\"").count(), 2, "{svg}");
     }
 
     #[test]

@@ -388,4 +388,18 @@ mod tests {
         assert_eq!(duration(192.0), "3.2 min");
         assert_eq!(duration(5400.0), "1.5 h");
     }
+
+    #[test]
+    fn the_card_s_evidence_is_said_clean_only_where_a_gpu_was_watched() {
+        let watched = own_exit(1000.0, Some(1), None, None, true);
+        assert!(watched.summary.contains("the card's evidence is clean"));
+        // The near miss: no GPU telemetry was read, so nothing of the card is vouched for.
+        let blind = own_exit(1000.0, Some(1), None, None, false);
+        assert!(
+            !blind.summary.contains("evidence is clean"),
+            "{}",
+            blind.summary
+        );
+        assert!(blind.summary.contains("no GPU telemetry was watched"));
+    }
 }
