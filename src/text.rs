@@ -193,15 +193,6 @@ pub fn upper_first(text: &str) -> String {
         .unwrap_or_default()
 }
 
-/// `text` with its first letter lower case (`kernel`), for a label said inside a sentence.
-pub fn lower_first(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|c| c.to_lowercase().chain(chars).collect())
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

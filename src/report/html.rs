@@ -799,13 +799,8 @@ fn host_section(out: &mut String, report: &Report, manifest: Option<&Manifest>) 
     let mut unread: Vec<String> = Vec::new();
     let mut row = |label: &str, value: &str| {
         if value == "not read" {
-            // `CPU` and `BIOS` stay as they are spelled; `Kernel` reads as `kernel`.
-            let acronym = label.chars().nth(1).is_some_and(|c| c.is_uppercase());
-            unread.push(if acronym {
-                label.to_owned()
-            } else {
-                crate::text::lower_first(label)
-            });
+            // Each as its own row would label it (`CPU`, `Vulkan loader`).
+            unread.push(label.to_owned());
         } else {
             let _ = write!(out, "<tr><th>{label}</th><td>{}</td></tr>", esc(value));
         }
@@ -892,7 +887,8 @@ table.evidence{font-size:10px;background:#f7f7f7;margin:4px 0 0}table.evidence t
 @media print{body{margin:0;font-size:10px}section.device{break-before:page}\
 tr,figure,section.host{break-inside:avoid}table.rows{font-size:9px}table.phases{font-size:9px}\
 figure{display:inline-block;width:49%;vertical-align:top;margin:4px 0}.chart{max-width:100%}\
-h2{margin:8px 0 4px}h3{margin:8px 0 2px}p{margin:3px 0}}";
+h2{margin:8px 0 4px}h3{margin:8px 0 2px}p{margin:3px 0}\
+section.application figure{display:block;width:100%}section.application+section.device{break-before:auto}}";
 
 /// The profile a run ran and its budget, for page one: `burn-in, 2m of its 4h` where the
 /// run was given less (or more) time than its profile's own, `quick, 40s` where not.
