@@ -151,7 +151,12 @@ fn table_html(out: &mut String, m: &Merged) {
     for (i, row) in t.rows.iter().enumerate().take(shown) {
         out.push_str("<tr>");
         for cell in &row.cells {
-            let _ = write!(out, "<td>{}</td>", esc(cell));
+            let cell = if is_record_key(cell) {
+                cell.replace('_', " ")
+            } else {
+                cell.clone()
+            };
+            let _ = write!(out, "<td>{}</td>", esc(&cell));
         }
         let _ = write!(out, "<td>{}</td>", m.reads[i]);
         if m.runs > 1 {
@@ -417,11 +422,25 @@ fn evidence_rows(rows: &[(String, String)]) -> (Vec<(String, String)>, Vec<Strin
             zeros.push(label.clone());
         } else if label == "Phase" || label.ends_with(" · Phase") {
             shown.push((label.clone(), html_card::phase_words(value)));
+        } else if is_record_key(value) {
+            // A name of kiln's records (`power_cap`) in words.
+            shown.push((label.clone(), value.replace('_', " ")));
         } else {
             shown.push((label.clone(), value.clone()));
         }
     }
     (shown, zeros)
+}
+
+/// Whether a value is one of kiln's record keys (`power_cap`, `redundant_run`): lower-case
+/// words joined by underscores, which people read with spaces.
+fn is_record_key(value: &str) -> bool {
+    value.contains('_')
+        && !value.starts_with('_')
+        && !value.ends_with('_')
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// One error map of a workload, with the points of every run of it.
