@@ -314,7 +314,7 @@ pub fn select_for_run(selectors: &[String], job: Job) -> Result<Selection, AppEr
         let names: Vec<&str> = cpus.iter().map(|d| d.name.as_str()).collect();
         notes.push(match job {
             Job::Test => format!(
-                "no GPU found: the CPU Vulkan device ({}) runs the whole job to prove the tool; no GPU is tested, so the run cannot pass (exit 4); `--device cpu` makes it the device under test",
+                "no GPU found: the CPU Vulkan device ({}) runs the whole job to prove the tool; no GPU is tested, so the run is never a pass (one that finds nothing is inconclusive, exit 4); `--device cpu` makes it the device under test",
                 names.join(", ")
             ),
             Job::Watch => format!(
