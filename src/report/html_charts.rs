@@ -528,7 +528,9 @@ pub fn band_chart(
         return svg;
     }
     let row = 18.0;
-    let height = TOP + BOTTOM + row * names.len() as f64;
+    // A strip above the bands for the phases' names, so that no name sits on a band.
+    let names_strip = 14.0;
+    let height = TOP + names_strip + BOTTOM + row * names.len() as f64;
     let mut f = Frame::new(
         time_span(samples.iter().map(|s| s.0), phases),
         (0.0, names.len() as f64),
@@ -543,7 +545,7 @@ pub fn band_chart(
     );
     let numbered = shade_phases(&mut svg, &f, phases);
     for (i, name) in names.iter().enumerate() {
-        let y = TOP + row * i as f64;
+        let y = TOP + names_strip + row * i as f64;
         let _ = write!(
             svg,
             "<text class=\"axis\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
