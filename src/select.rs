@@ -314,11 +314,11 @@ pub fn select_for_run(selectors: &[String], job: Job) -> Result<Selection, AppEr
         let names: Vec<&str> = cpus.iter().map(|d| d.name.as_str()).collect();
         notes.push(match job {
             Job::Test => format!(
-                "no GPU found: the CPU Vulkan device ({}) runs the whole job to prove the tool; no GPU is tested, so the run cannot pass (exit 4); `--device cpu` makes it the device under test",
+                "no GPU found: the CPU Vulkan device ({}) runs the whole job to prove the tool; no GPU is tested, so the run is never a pass (one that finds nothing is inconclusive, exit 4); `--device cpu` makes it the device under test",
                 names.join(", ")
             ),
             Job::Watch => format!(
-                "no GPU found: the application runs on the CPU Vulkan device ({}); what its memory shows is judged, but no GPU is watched, so the watch cannot pass (exit 4)",
+                "no GPU found: the application runs on the CPU Vulkan device ({}); what its memory shows is judged, but no GPU is watched, so the watch is never a pass: one that finds nothing in the application is inconclusive (exit 4)",
                 names.join(", ")
             ),
         });

@@ -248,7 +248,11 @@ impl<T: Said> Said for [T] {
             return;
         }
         for (i, item) in self.iter().enumerate() {
-            let title = item.title().unwrap_or_else(|| format!("{words} {}", i + 1));
+            // A list of one needs no number (`Settings · Setting`, not `Settings 1 · ...`).
+            let title = item.title().unwrap_or_else(|| match self.len() {
+                1 => words.to_owned(),
+                _ => format!("{words} {}", i + 1),
+            });
             rows.within(&title, |rows| item.say("", unit, rows));
         }
     }
@@ -797,6 +801,14 @@ mod tests {
         let rows = e.rows();
         assert_eq!(said(rows, "Links 1 · Lanes"), "16");
         assert_eq!(said(rows, "Links 2 · Lanes"), "4");
+        // A list of one record needs no number.
+        let one = Evidence::of(&Lists {
+            links: vec![Link { width: 16 }],
+            named: Vec::new(),
+            within: &inner,
+            shares: InUnit(Vec::new(), Unit::Share),
+        });
+        assert_eq!(said(one.rows(), "Links · Lanes"), "16");
         assert_eq!(said(rows, "EDGE · Value"), "83 °C");
         assert_eq!(
             said(rows, "Lanes"),

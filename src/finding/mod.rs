@@ -160,6 +160,10 @@ pub struct Facts {
     /// finding said once for several phases says of each other phase, so that no phase is
     /// said to be "the same" as one whose figure differs.
     pub in_phase: Option<String>,
+    /// That figure as a number (the share of the phase's samples, 0..1): of several phases
+    /// with the same severity, the one with the largest leads, so that a headline never
+    /// says a smaller figure than the evidence under it shows.
+    pub in_phase_share: Option<f64>,
     /// The workload whose own result proved it, where one did: its JUnit case holds it.
     pub workload: Option<String>,
     /// The next step's kind where the resolution set it for the situation the finding is

@@ -7,6 +7,7 @@
 
 use std::fmt::Write as _;
 
+use super::html_card;
 pub use super::html_charts::esc;
 use super::html_charts::{band_chart, bars_chart, line_chart, offset_map, percent_chart};
 use crate::evidence::Manifest;
@@ -150,7 +151,12 @@ fn table_html(out: &mut String, m: &Merged) {
     for (i, row) in t.rows.iter().enumerate().take(shown) {
         out.push_str("<tr>");
         for cell in &row.cells {
-            let _ = write!(out, "<td>{}</td>", esc(cell));
+            let cell = if is_record_key(cell) {
+                cell.replace('_', " ")
+            } else {
+                cell.clone()
+            };
+            let _ = write!(out, "<td>{}</td>", esc(&cell));
         }
         let _ = write!(out, "<td>{}</td>", m.reads[i]);
         if m.runs > 1 {
@@ -172,8 +178,15 @@ fn identity_rows(d: &DeviceReport) -> Vec<(&'static str, String)> {
         ("VBIOS", signals::VBIOS),
         ("InfoROM image", signals::INFOROM_IMAGE),
     ] {
-        rows.push((label, text(key).unwrap_or_else(|| "not read".into())));
+        // A serial or part number is on the card's label where the driver did not give it.
+        let unread = if key == signals::SERIAL || key == signals::BOARD_PART_NUMBER {
+            html_card::NOT_READ_ON_THE_LABEL
+        } else {
+            "not read"
+        };
+        rows.push((label, text(key).unwrap_or_else(|| unread.into())));
     }
+    rows.push(("Board maker", html_card::board_maker(d)));
     rows.push((
         "UUID",
         text(signals::UUID).unwrap_or_else(|| d.uuid.clone()),
@@ -189,6 +202,9 @@ fn identity_rows(d: &DeviceReport) -> Vec<(&'static str, String)> {
         None => d.driver.clone(),
     };
     rows.push(("Driver", driver));
+    if let Some(peak) = html_card::peak_temperature(d) {
+        rows.push(("Peak temperature", peak));
+    }
     rows
 }
 
@@ -210,6 +226,8 @@ fn summary_card(out: &mut String, d: &DeviceReport, merged: &[Merged]) {
     // The finding the verdict leads with, in its own order.
     let first = d.leading_finding();
     let what = match first {
+        // The banner above says its summary already: the code alone names it.
+        Some(f) if f.summary == d.reason => format!("{} (the line above)", f.code),
         Some(f) => format!("{}: {}", f.code, f.summary),
         None if d.result == DeviceResult::Pass => "nothing: every check that ran passed".into(),
         None => d.reason.clone(),
@@ -276,7 +294,9 @@ fn summary_card(out: &mut String, d: &DeviceReport, merged: &[Merged]) {
     if let Some(action) = d.action.as_ref().or(first.map(|f| &f.action)) {
         let _ = write!(out, "<tr><th>Action</th><td>{}</td></tr>", esc(action));
     }
-    out.push_str("</table></div>");
+    out.push_str("</table>");
+    html_card::phase_table(out, d);
+    out.push_str("</div>");
 }
 
 fn series(records: &[TelemetryRecord], device: usize, key: &str) -> Vec<(f64, f64)> {
@@ -353,12 +373,20 @@ fn findings_table(out: &mut String, d: &DeviceReport) {
                 "<tr><td colspan=\"2\">The first of its {ran} runs:</td></tr>"
             );
         }
+        let (rows, zeros) = evidence_rows(rows);
         for (label, value) in rows.iter().take(EVIDENCE_ROWS_SHOWN) {
             let _ = write!(
                 evidence,
                 "<tr><th>{}</th><td>{}</td></tr>",
                 esc(label),
                 esc(value)
+            );
+        }
+        if !zeros.is_empty() {
+            let _ = write!(
+                evidence,
+                "<tr><th>At zero</th><td>{}</td></tr>",
+                esc(&zeros.join("; "))
             );
         }
         if rows.len() > EVIDENCE_ROWS_SHOWN {
@@ -381,6 +409,38 @@ fn findings_table(out: &mut String, d: &DeviceReport) {
         );
     }
     out.push_str("</table>");
+}
+
+/// A finding's evidence rows as the page shows them: a phase by its words, and the rows
+/// that read zero taken out and named together (the second list), so that a table of
+/// zeros reads as one line.
+fn evidence_rows(rows: &[(String, String)]) -> (Vec<(String, String)>, Vec<String>) {
+    let mut shown = Vec::new();
+    let mut zeros = Vec::new();
+    for (label, value) in rows {
+        if value.trim() == "0" {
+            zeros.push(label.clone());
+        } else if label == "Phase" || label.ends_with(" · Phase") {
+            shown.push((label.clone(), html_card::phase_words(value)));
+        } else if is_record_key(value) {
+            // A name of kiln's records (`power_cap`) in words.
+            shown.push((label.clone(), value.replace('_', " ")));
+        } else {
+            shown.push((label.clone(), value.clone()));
+        }
+    }
+    (shown, zeros)
+}
+
+/// Whether a value is one of kiln's record keys (`power_cap`, `redundant_run`): lower-case
+/// words joined by underscores, which people read with spaces.
+fn is_record_key(value: &str) -> bool {
+    value.contains('_')
+        && !value.starts_with('_')
+        && !value.ends_with('_')
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// One error map of a workload, with the points of every run of it.
@@ -445,8 +505,23 @@ fn application_section(out: &mut String, app: &crate::verdict::watch::Applicatio
         &moments,
         app.budget_bytes.map(|b| b as f64),
     ));
+    // The trace's counts, its frees as they came: those of the exit are said as such, so
+    // that a leak's trace never reads as every allocation freed while it ran.
+    if let Some(t) = &app.trace {
+        let _ = write!(
+            out,
+            "<p>The trace saw {} and {}{}.</p>",
+            crate::text::count(t.allocations, "allocation"),
+            t.frees_words(),
+            if t.refused > 0 {
+                format!("; {} refused", t.refused)
+            } else {
+                String::new()
+            }
+        );
+    }
     if !app.histogram.is_empty() {
-        let bars: Vec<(String, f64, Option<f64>)> = app
+        let bars: Vec<(String, f64, Option<f64>, Option<&str>)> = app
             .histogram
             .iter()
             .map(|c| {
@@ -466,7 +541,7 @@ fn application_section(out: &mut String, app: &crate::verdict::watch::Applicatio
                         format!(" ({})", notes.join(", "))
                     }
                 );
-                (label, c.allocations as f64, None)
+                (label, c.allocations as f64, None, None)
             })
             .collect();
         out.push_str(&bars_chart(
@@ -486,12 +561,10 @@ fn device_section(
 ) {
     let _ = write!(
         out,
-        "<section class=\"device\"><h2>GPU{} {}</h2><div class=\"banner {}\">{}: {}</div>",
+        "<section class=\"device\"><h2>GPU{} {}: {}, the evidence</h2>",
         d.index,
         esc(&d.name),
-        banner_class(d.result),
         d.result.word(),
-        esc(&d.reason)
     );
     findings_table(out, d);
     for m in merged {
@@ -520,36 +593,50 @@ fn device_section(
         (
             "Temperature",
             "°C",
-            [
+            &[
                 ("GPU", signals::GPU_TEMP_C.name),
+                ("junction", signals::GPU_HOTSPOT_TEMP_C.name),
                 ("memory", signals::HBM_TEMP_C.name),
-            ],
+            ][..],
         ),
         (
             "Power",
             "W",
-            [
+            &[
                 ("board draw", signals::POWER_W.name),
                 ("limit in force", signals::POWER_LIMIT_ENFORCED_W.name),
-            ],
+            ][..],
         ),
         (
             "Clocks",
             "MHz",
-            [
+            &[
                 ("SM", signals::CLOCK_SM_MHZ.name),
                 ("memory", signals::CLOCK_MEM_MHZ.name),
-            ],
+            ][..],
         ),
     ] {
         let s: Vec<(String, Vec<(f64, f64)>)> = keys
             .iter()
             .map(|(label, k)| ((*label).to_owned(), series(telemetry, d.index, k)))
+            .filter(|(_, points)| !points.is_empty())
             .collect();
         if s.iter().all(|(_, points)| points.is_empty()) {
             unread.push(title.to_lowercase());
         } else {
-            out.push_str(&line_chart(title, unit, &s, &phases));
+            // The limits a reader asks "did it run hot?" against, drawn on their chart.
+            let limits: Vec<(String, f64)> = match title {
+                "Temperature" => html_card::slowdown_c(d)
+                    .map(|v| ("slowdown".to_owned(), v))
+                    .into_iter()
+                    .collect(),
+                "Power" => html_card::power_limit(d)
+                    .map(|v| ("power limit".to_owned(), v))
+                    .into_iter()
+                    .collect(),
+                _ => Vec::new(),
+            };
+            out.push_str(&line_chart(title, unit, &s, &phases, &limits));
         }
     }
     let throttle = throttle_samples(telemetry, d.index);
@@ -622,11 +709,22 @@ fn device_section(
                     // Lines are the terminal's; tables are shown above, merged over runs.
                     Section::Lines(_) | Section::Table(_) => {}
                     Section::Bars { title, unit, bars } if i == 0 => {
-                        let items: Vec<(String, f64, Option<f64>)> = bars
+                        // A bar at zero is a line of words, not an empty bar.
+                        let (zero, items): (Vec<_>, Vec<_>) = bars
                             .into_iter()
-                            .map(|b| (b.label, b.value, b.mark))
-                            .collect();
-                        out.push_str(&bars_chart(&title, &unit, &items));
+                            .map(|b| (b.label, b.value, b.mark, b.unit))
+                            .partition(|(_, v, _, _)| *v == 0.0);
+                        if !items.is_empty() {
+                            out.push_str(&bars_chart(&title, &unit, &items));
+                        }
+                        if !zero.is_empty() {
+                            let names: Vec<String> = zero.into_iter().map(|z| z.0).collect();
+                            let _ = write!(
+                                out,
+                                "<p class=\"none\">At zero (not run or not measured): {}.</p>",
+                                esc(&crate::text::list(&names))
+                            );
+                        }
                     }
                     Section::Bars { .. } => {}
                     Section::OffsetMap {
@@ -702,7 +800,7 @@ fn xid_table(out: &mut String, d: &DeviceReport) {
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{count}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&phase),
+            esc(&html_card::phase_words(&phase)),
             code.map_or("?".to_owned(), |c| c.to_string()),
             esc(info.map_or("not in kiln's catalogue", |i| i.meaning)),
             info.map_or("", |i| i.class().word()),
@@ -716,8 +814,15 @@ fn xid_table(out: &mut String, d: &DeviceReport) {
 /// The machine and the run: what a support desk asks before anything else.
 fn host_section(out: &mut String, report: &Report, manifest: Option<&Manifest>) {
     out.push_str("<section class=\"host\"><h2>Host and run</h2><table class=\"identity\">");
+    // What was not read is named in one row at the end, not a row of its own each.
+    let mut unread: Vec<String> = Vec::new();
     let mut row = |label: &str, value: &str| {
-        let _ = write!(out, "<tr><th>{label}</th><td>{}</td></tr>", esc(value));
+        if value == "not read" {
+            // Each as its own row would label it (`CPU`, `Vulkan loader`).
+            unread.push(label.to_owned());
+        } else {
+            let _ = write!(out, "<tr><th>{label}</th><td>{}</td></tr>", esc(value));
+        }
     };
     row("Host", &report.host);
     let host = manifest
@@ -762,6 +867,13 @@ fn host_section(out: &mut String, report: &Report, manifest: Option<&Manifest>) 
     row("Finished (UTC)", &report.finished_utc);
     row("Wall time", &format!("{:.1} s", report.wall_s));
     row("Run directory", &report.run_dir);
+    if !unread.is_empty() {
+        let _ = write!(
+            out,
+            "<tr><th>Not read</th><td>{}</td></tr>",
+            esc(&crate::text::list(&unread))
+        );
+    }
     out.push_str("</table>");
     if !report.notes.is_empty() {
         out.push_str("<h3>Notes of the run</h3><ul class=\"notes\">");
@@ -770,7 +882,8 @@ fn host_section(out: &mut String, report: &Report, manifest: Option<&Manifest>) 
         }
         out.push_str("</ul>");
     }
-    out.push_str("</section>");
+    // The closing line sits with the host's table, never alone on a page of its own.
+    out.push_str("<p>To reproduce: <code>kiln verdict RUN_DIR</code> rebuilds this page from the run directory; the manifest holds the exact command line and seeds.</p></section>");
 }
 
 const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px;margin:0 0 6px}\
@@ -786,11 +899,15 @@ polyline{fill:none;stroke-width:1.5}polygon.a0{fill:#c0392b;opacity:.55}polygon.
 .ax{stroke:#888}.tick{stroke:#888}.grid{stroke:#e3e3e3}.bar{fill:#5d8fc9}\
 .band{opacity:.85}.b0{fill:#c0392b}.b1{fill:#e67e22}.b2{fill:#7d3c98}.b3{fill:#2471a3}\
 .k0{color:#c0392b}.k1{color:#2471a3}.k2{color:#239b56}.k3{color:#7d3c98}\
-.ref{stroke:#c0392b;stroke-width:2}.err{fill:#c0392b}.none{color:#777}\
+.ref{stroke:#c0392b;stroke-width:2}.err{fill:#c0392b}.none{color:#777}.limit{font-size:10px;fill:#c0392b}.legend{font-size:11px;color:#555;margin:2px 0}\
+table.phases{font-size:12px}table.phases td{white-space:nowrap}\
 table.evidence{font-size:10px;background:#f7f7f7;margin:4px 0 0}table.evidence th{font-weight:normal;color:#555;text-align:left;padding-right:8px}\
 @page{size:A4 landscape;margin:10mm}\
-@media print{body{margin:0;font-size:11px}section.device{break-before:page}\
-tr,figure,.card{break-inside:avoid}table.rows{font-size:9px}.chart{max-width:100%}}";
+@media print{body{margin:0;font-size:10px}section.device{break-before:page}\
+tr,figure,section.host{break-inside:avoid}table.rows{font-size:9px}table.phases{font-size:9px}\
+figure{display:inline-block;width:49%;vertical-align:top;margin:4px 0}.chart{max-width:100%}\
+h2{margin:8px 0 4px}h3{margin:8px 0 2px}p{margin:3px 0}\
+section.application figure{display:block;width:100%}section.application+section.device{break-before:auto}}";
 
 /// The profile a run ran and its budget, for page one: `burn-in, 2m of its 4h` where the
 /// run was given less (or more) time than its profile's own, `quick, 40s` where not.
@@ -875,6 +992,6 @@ pub fn render(
         device_section(&mut out, d, m, telemetry);
     }
     host_section(&mut out, report, manifest);
-    out.push_str("<p>To reproduce: <code>kiln verdict RUN_DIR</code> rebuilds this page from the run directory; the manifest holds the exact command line and seeds.</p></body></html>\n");
+    out.push_str("</body></html>\n");
     out
 }

@@ -149,22 +149,64 @@ impl Frame {
     }
 }
 
-/// The phases of the run, shaded and named, behind a time chart.
-fn shade_phases(svg: &mut String, f: &Frame, phases: &[(String, f64, f64)]) {
+/// About how wide a letter of a phase's label is, in the chart's units (10px text).
+const LETTER_W: f64 = 5.6;
+
+/// The phases of the run, shaded and named, behind a time chart. A phase too narrow for
+/// its name (or whose name would run into the next one's) is numbered instead, and
+/// returned with its number for the legend under the chart ([`phase_legend`]): labels
+/// never overlap.
+fn shade_phases(svg: &mut String, f: &Frame, phases: &[(String, f64, f64)]) -> Vec<String> {
+    let mut legend = Vec::new();
+    // Where the last label drawn ends: the next one starts after it or is numbered.
+    let mut free_from = f64::MIN;
     // Neighbouring phases in two shades, so that where one ends and the next begins shows.
     for (i, (name, start, end)) in phases.iter().enumerate() {
         let (a, b) = (f.x(start / 1e3), f.x(end / 1e3));
         let _ = write!(
             svg,
-            "<rect class=\"phase p{}\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"phase-label\">{}</text>",
+            "<rect class=\"phase p{}\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\"/>",
             i % 2,
             (b - a).max(1.0),
             f.height - TOP - BOTTOM,
-            a + 2.0,
-            TOP + 10.0,
-            esc(name)
         );
+        let wide = name.chars().count() as f64 * LETTER_W + 4.0;
+        let label = if b - a >= wide && a + 2.0 >= free_from {
+            name.clone()
+        } else {
+            let number = (legend.len() + 1).to_string();
+            legend.push(format!(
+                "{number}: {name} ({:.0}–{:.0} s)",
+                start / 1e3,
+                end / 1e3
+            ));
+            number
+        };
+        let width = label.chars().count() as f64 * LETTER_W + 4.0;
+        // A number that would run into the label before it is left to the legend's line.
+        if a + 2.0 >= free_from || label != *name {
+            let _ = write!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" class=\"phase-label\">{}</text>",
+                a + 2.0,
+                TOP + 10.0,
+                esc(&label)
+            );
+            free_from = a + 2.0 + width;
+        }
     }
+    legend
+}
+
+/// The line under a chart naming the phases too narrow to be named on it.
+fn phase_legend(numbered: &[String]) -> String {
+    if numbered.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<p class=\"legend\">Narrow phases: {}.</p>",
+        esc(&numbered.join("; "))
+    )
 }
 
 /// The time span of the points and phases, in seconds.
@@ -204,8 +246,9 @@ pub fn line_chart(
     unit: &str,
     series: &[(String, Vec<(f64, f64)>)],
     phases: &[(String, f64, f64)],
+    limits: &[(String, f64)],
 ) -> String {
-    lines(title, unit, series, phases, None)
+    lines(title, unit, series, phases, None, limits)
 }
 
 /// A line chart of percentages (a fan's speed), its value axis from 0 to 100 whatever the
@@ -215,17 +258,19 @@ pub fn percent_chart(
     series: &[(String, Vec<(f64, f64)>)],
     phases: &[(String, f64, f64)],
 ) -> String {
-    lines(title, "%", series, phases, Some(100.0))
+    lines(title, "%", series, phases, Some(100.0), &[])
 }
 
 /// A line chart, its value axis up to `top` where given (and to the highest reading
-/// above it).
+/// above it), with each of `limits` (a slowdown temperature, a power limit) drawn as a
+/// dashed line labelled with its words and value.
 fn lines(
     title: &str,
     unit: &str,
     series: &[(String, Vec<(f64, f64)>)],
     phases: &[(String, f64, f64)],
     top: Option<f64>,
+    limits: &[(String, f64)],
 ) -> String {
     let mut svg = captioned(title, series, |p| !p.is_empty());
     let points: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
@@ -238,6 +283,8 @@ fn lines(
         .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
     // Values from zero where they are all positive: a drop reads as a drop.
     let v0 = if v0 > 0.0 { 0.0 } else { v0 };
+    // The limits are on the chart whatever the readings: how near the card came shows.
+    let v1 = limits.iter().map(|l| l.1).fold(v1, f64::max);
     let f = Frame::new(
         time_span(points.iter().map(|p| p.0), phases),
         (v0, top.map_or(v1 * 1.05, |top| top.max(v1))),
@@ -247,7 +294,7 @@ fn lines(
         svg,
         "<svg viewBox=\"0 0 {W} {H}\" role=\"img\" class=\"chart\">"
     );
-    shade_phases(&mut svg, &f, phases);
+    let numbered = shade_phases(&mut svg, &f, phases);
     f.y_axis(&mut svg, unit);
     f.x_axis(&mut svg, "time since the run started (s)");
     for (i, (name, pts)) in series.iter().enumerate() {
@@ -263,7 +310,22 @@ fn lines(
             esc(name)
         );
     }
-    svg.push_str("</svg></figure>");
+    for (words, v) in limits {
+        let y = f.y(*v);
+        let label = format!("{words} {v:.0} {unit}");
+        let _ = write!(
+            svg,
+            "<line class=\"ref\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke-dasharray=\"5 3\"/><text class=\"limit\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            f.left,
+            W - RIGHT,
+            W - RIGHT - 2.0,
+            y - 3.0,
+            esc(&label)
+        );
+    }
+    svg.push_str("</svg>");
+    svg.push_str(&phase_legend(&numbered));
+    svg.push_str("</figure>");
     svg
 }
 
@@ -308,11 +370,15 @@ pub fn stacked_chart(
         tops.push(top);
     }
     let gib = |b: f64| b / (1u64 << 30) as f64;
-    let highest = below
-        .iter()
-        .copied()
-        .fold(budget.map_or(0.0, gib), f64::max)
-        .max(1e-6);
+    // The chart is scaled to the application's data: the budget is drawn only where it is
+    // near (within a third above the highest reading), else said under the chart, so
+    // that 2 GiB of data is not a flat line at the foot of a 140 GiB chart.
+    let data_top = below.iter().copied().fold(0.0, f64::max);
+    let (budget, off_chart) = match budget {
+        Some(b) if gib(b) <= data_top * BUDGET_NEAR => (Some(b), None),
+        other => (None, other),
+    };
+    let highest = data_top.max(budget.map_or(0.0, gib)).max(1e-6);
     let span = time_span(
         times
             .iter()
@@ -370,24 +436,71 @@ pub fn stacked_chart(
             TOP + 6.0
         );
     }
+    // Each moment's label ends at its line; one that would run into the label of the
+    // moment before is set a row lower, and past three rows numbered, its words under
+    // the chart: labels never overlap.
+    let mut rows_end: [f64; 3] = [f64::MIN; 3];
+    let mut numbered: Vec<String> = Vec::new();
     for (t, said) in moments {
         let x = f.x(t / 1e3);
         let _ = write!(
             svg,
-            "<line class=\"ref\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP:.1}\" y2=\"{:.1}\"/><text class=\"phase-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            "<line class=\"ref\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP:.1}\" y2=\"{:.1}\"/>",
             f.height - BOTTOM,
-            x - 3.0,
-            TOP + 30.0,
-            esc(said)
+        );
+        let width = said.chars().count() as f64 * LETTER_W;
+        let start = (x - 3.0 - width).max(f.left);
+        let (label, row) = match rows_end.iter().position(|end| start > *end + 4.0) {
+            Some(row) => (said.clone(), row),
+            None => {
+                numbered.push(format!("{}: {said} ({:.0} s)", numbered.len() + 1, t / 1e3));
+                (numbered.len().to_string(), 0)
+            }
+        };
+        let width = label.chars().count() as f64 * LETTER_W;
+        // A label wider than the room left of its line starts at the axis instead.
+        let (anchor, lx) = if x - 3.0 - width < f.left {
+            ("start", x + 3.0)
+        } else {
+            ("end", x - 3.0)
+        };
+        rows_end[row] = if anchor == "end" {
+            x - 3.0
+        } else {
+            x + 3.0 + width
+        };
+        let _ = write!(
+            svg,
+            "<text class=\"phase-label\" x=\"{lx:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
+            TOP + 30.0 + 12.0 * row as f64,
+            esc(&label)
         );
     }
     f.x_axis(
         &mut svg,
         "time since the watch started (s); ticks along the top: iterations",
     );
-    svg.push_str("</svg></figure>");
+    svg.push_str("</svg>");
+    if !numbered.is_empty() {
+        let _ = write!(
+            svg,
+            "<p class=\"legend\">Moments: {}.</p>",
+            esc(&numbered.join("; "))
+        );
+    }
+    if let Some(b) = off_chart {
+        let _ = write!(
+            svg,
+            "<p class=\"legend\">The budget, {}, is far above the application's memory: not drawn.</p>",
+            crate::units::format_bytes(b as u64)
+        );
+    }
+    svg.push_str("</figure>");
     svg
 }
+
+/// How far above the application's highest memory a budget is still drawn on its chart.
+const BUDGET_NEAR: f64 = 1.33;
 
 /// Named bands over time, one row per band, each drawn where it held: throttle reasons
 /// as NVML names them in words, never a bit mask. `samples` are (milliseconds, the
@@ -415,7 +528,9 @@ pub fn band_chart(
         return svg;
     }
     let row = 18.0;
-    let height = TOP + BOTTOM + row * names.len() as f64;
+    // A strip above the bands for the phases' names, so that no name sits on a band.
+    let names_strip = 14.0;
+    let height = TOP + names_strip + BOTTOM + row * names.len() as f64;
     let mut f = Frame::new(
         time_span(samples.iter().map(|s| s.0), phases),
         (0.0, names.len() as f64),
@@ -428,9 +543,9 @@ pub fn band_chart(
         svg,
         "<svg viewBox=\"0 0 {W} {height}\" role=\"img\" class=\"chart\">"
     );
-    shade_phases(&mut svg, &f, phases);
+    let numbered = shade_phases(&mut svg, &f, phases);
     for (i, name) in names.iter().enumerate() {
-        let y = TOP + row * i as f64;
+        let y = TOP + names_strip + row * i as f64;
         let _ = write!(
             svg,
             "<text class=\"axis\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
@@ -463,7 +578,9 @@ pub fn band_chart(
         }
     }
     f.x_axis(&mut svg, "time since the run started (s)");
-    svg.push_str("</svg></figure>");
+    svg.push_str("</svg>");
+    svg.push_str(&phase_legend(&numbered));
+    svg.push_str("</figure>");
     svg
 }
 
@@ -477,33 +594,42 @@ fn value_said(value: f64, unit: &str) -> String {
     }
 }
 
-/// Horizontal bars with an optional reference mark, each labelled with its value.
-pub fn bars_chart(title: &str, unit: &str, items: &[(String, f64, Option<f64>)]) -> String {
+/// Horizontal bars with an optional reference mark, each labelled with its value in
+/// `unit`, or in its own unit where it has one.
+pub fn bars_chart(
+    title: &str,
+    unit: &str,
+    items: &[(String, f64, Option<f64>, Option<&str>)],
+) -> String {
     let mut svg = format!("<figure><figcaption>{}</figcaption>", esc(title));
     let max = items
         .iter()
-        .map(|(_, v, r)| v.max(r.unwrap_or(0.0)))
+        .map(|(_, v, r, _)| v.max(r.unwrap_or(0.0)))
         .fold(0.0f64, f64::max)
         .max(1e-9);
     let h = 22.0 * items.len() as f64 + 10.0;
+    // The labels' column as wide as the longest (at most half the chart): a label never
+    // runs under its bar.
+    let longest = items.iter().map(|i| i.0.chars().count()).max().unwrap_or(0);
+    let x0 = (longest as f64 * LETTER_W + 12.0).clamp(200.0, W / 2.0);
     let _ = write!(
         svg,
         "<svg viewBox=\"0 0 {W} {h}\" role=\"img\" class=\"chart\">"
     );
-    for (i, (label, value, reference)) in items.iter().enumerate() {
+    for (i, (label, value, reference, own)) in items.iter().enumerate() {
         let y = 5.0 + 22.0 * i as f64;
-        let width = value / max * (W - 300.0);
+        let width = value / max * (W - x0 - 100.0);
         let _ = write!(
             svg,
-            "<text x=\"4\" y=\"{:.1}\" class=\"axis\">{}</text><rect class=\"bar\" x=\"200\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"16\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\">{}</text>",
+            "<text x=\"4\" y=\"{:.1}\" class=\"axis\">{}</text><rect class=\"bar\" x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"16\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\">{}</text>",
             y + 12.0,
             esc(label),
-            205.0 + width,
+            x0 + 5.0 + width,
             y + 12.0,
-            esc(&value_said(*value, unit))
+            esc(&value_said(*value, own.unwrap_or(unit)))
         );
         if let Some(r) = reference {
-            let rx = 200.0 + r / max * (W - 300.0);
+            let rx = x0 + r / max * (W - x0 - 100.0);
             let _ = write!(
                 svg,
                 "<line class=\"ref\" x1=\"{rx:.1}\" x2=\"{rx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>",
@@ -565,6 +691,69 @@ mod tests {
         let svg = percent_chart("Fans", &stopped, &[]);
         assert!(svg.contains("text-anchor=\"end\">100</text>"), "{svg}");
         assert!(!svg.contains("NaN"), "{svg}");
+    }
+
+    #[test]
+    fn a_narrow_phase_is_numbered_and_named_in_the_legend_and_limits_are_drawn() {
+        let temps = [("GPU".to_owned(), vec![(0.0, 60.0), (100_000.0, 70.0)])];
+        let phases = [
+            ("vram".to_owned(), 0.0, 90_000.0),
+            ("pcie".to_owned(), 90_000.0, 90_500.0),
+            ("compute".to_owned(), 90_500.0, 100_000.0),
+        ];
+        let limits = [("slowdown".to_owned(), 87.0)];
+        let svg = line_chart("Temperature", "°C", &temps, &phases, &limits);
+        assert!(svg.contains(">vram</text>"), "{svg}");
+        // Too narrow for their names: numbered, and named under the chart.
+        assert!(
+            !svg.contains(">pcie</text>") && !svg.contains(">compute</text>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("Narrow phases: 1: pcie (90–90 s); 2: compute"),
+            "{svg}"
+        );
+        assert!(svg.contains(">slowdown 87 °C</text>"), "{svg}");
+        // The near miss: wide phases keep their names and no legend.
+        let wide = line_chart("T", "°C", &temps, &phases[..1], &[]);
+        assert!(wide.contains(">vram</text>") && !wide.contains("Narrow phases"));
+    }
+
+    #[test]
+    fn moments_close_together_are_set_on_rows_of_their_own() {
+        let gib = (1u64 << 30) as f64;
+        let layers = [("app".to_owned(), vec![(0.0, gib), (100_000.0, gib)])];
+        let moments = [
+            (50_000.0, "first allocation refused".to_owned()),
+            (50_500.0, "device lost".to_owned()),
+        ];
+        let svg = stacked_chart("Memory", &layers, &[], &moments, None);
+        assert!(
+            svg.contains("y=\"46.0\" text-anchor=\"end\">first allocation refused"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("y=\"58.0\" text-anchor=\"end\">device lost"),
+            "{svg}"
+        );
+        // The near miss: moments far apart share the first row.
+        let apart = [(10_000.0, "a".to_owned()), (90_000.0, "b".to_owned())];
+        let svg = stacked_chart("Memory", &layers, &[], &apart, None);
+        assert_eq!(svg.matches("y=\"46.0\"").count(), 2, "{svg}");
+    }
+
+    #[test]
+    fn a_budget_far_above_the_data_is_said_not_drawn() {
+        let gib = (1u64 << 30) as f64;
+        let layers = [(
+            "app".to_owned(),
+            vec![(0.0, 2.0 * gib), (1000.0, 3.0 * gib)],
+        )];
+        let far = stacked_chart("Memory", &layers, &[], &[], Some(140.0 * gib));
+        assert!(!far.contains(">budget</text>"), "{far}");
+        assert!(far.contains("far above the application's memory"), "{far}");
+        let near = stacked_chart("Memory", &layers, &[], &[], Some(3.5 * gib));
+        assert!(near.contains(">budget</text>"), "{near}");
     }
 
     #[test]

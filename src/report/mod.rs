@@ -3,6 +3,7 @@
 //! and the RMA bundle. Rendering only: every result is decided by the verdict.
 
 pub mod html;
+mod html_card;
 mod html_charts;
 pub mod junit;
 pub mod pdf;

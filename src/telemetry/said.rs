@@ -165,7 +165,24 @@ impl Said for Stat {
     }
 }
 
-crate::said_by_name!(XidChannel);
+impl Said for XidChannel {
+    /// How the Xid reached kiln, in words (`the kernel log`, `NVML's Xid event`).
+    fn line(&self, _: Unit) -> Option<String> {
+        Some(
+            match self {
+                XidChannel::KernelLog => "the kernel log",
+                XidChannel::NvmlXidEvent => "NVML's Xid event",
+                XidChannel::NvmlEccEvent => "NVML's ECC event",
+                XidChannel::NvmlGpuLost => "NVML answering that the GPU is lost",
+                XidChannel::EventLog => "the Windows System event log",
+            }
+            .to_owned(),
+        )
+    }
+    fn is_fact(&self) -> bool {
+        true
+    }
+}
 
 impl Said for XidEvent {
     fn say(&self, words: &str, unit: Unit, rows: &mut Rows) {

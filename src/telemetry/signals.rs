@@ -211,6 +211,7 @@ catalogue! {
     VBIOS = Identity("vbios", Text, "VBIOS version.");
     INFOROM_IMAGE = Identity("inforom_image", Text, "InfoROM image version.");
     PCI_BUS_ID = Identity("pci_bus_id", Text, "PCI bus id as NVML writes it (`00000000:3B:00.0`).");
+    PCI_SUBSYSTEM_VENDOR_ID = Identity("pci_subsystem_vendor_id", Number, "The PCI subsystem vendor id: the board's maker, not the chip's (NVML's pciSubSystemId, its low 16 bits; sysfs `subsystem_vendor`).");
     MINOR_NUMBER = Identity("minor_number", Number, "The device node's minor number (`/dev/nvidia3` is 3).");
     UNIQUE_ID = Identity("unique_id", Text, "amdgpu's unique id of the chip.");
     NVLINK_SWITCH_LINKS = Identity("nvlink_switch_links", Count, "How many of the GPU's NVLinks end at an NVSwitch (nvmlDeviceGetNvLinkRemoteDeviceType): more than none puts the GPU on an NVSwitch baseboard (HGX, DGX), whose links are all wired.");

@@ -109,13 +109,24 @@ pub struct Setup {
     pub watching: bool,
 }
 
+/// A driver's words for "no value" in an identity field (nvidia-smi's `[N/A]`,
+/// `[Not Supported]`).
+fn is_placeholder(text: &str) -> bool {
+    let t = text.trim().trim_start_matches('[').trim_end_matches(']');
+    ["N/A", "Not Supported", "Not Available", "Unknown Error"]
+        .iter()
+        .any(|p| t.eq_ignore_ascii_case(p))
+}
+
 impl Setup {
-    /// An identity field the vendor's source read as words, when it is not empty
-    /// (`serial`, `uuid`, `pci_bus_id`).
+    /// An identity field the vendor's source read as words, when it holds one (`serial`,
+    /// `uuid`, `pci_bus_id`): not empty, and not the placeholder a driver gives for a
+    /// field the board does not carry (`[N/A]`, as a GeForce answers for its serial),
+    /// which is no serial a support desk could use.
     pub fn identity_text(&self, signal: Signal) -> Option<&str> {
         self.identity_of(signal)
             .and_then(Reading::text)
-            .filter(|t| !t.is_empty())
+            .filter(|t| !t.is_empty() && !is_placeholder(t))
     }
 
     /// An identity field as the source read it.
@@ -227,5 +238,25 @@ impl DeviceEvidence {
                     WorkloadStatus::Passed | WorkloadStatus::Failed | WorkloadStatus::SoftwareFault
                 )
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::signals;
+
+    #[test]
+    fn a_driver_s_placeholder_is_no_serial() {
+        let mut setup = Setup::default();
+        setup
+            .identity
+            .insert("serial".into(), Reading::Text("[N/A]".into()));
+        assert_eq!(setup.identity_text(signals::SERIAL), None);
+        // The near miss: a serial that is one.
+        setup
+            .identity
+            .insert("serial".into(), Reading::Text("1654923012345".into()));
+        assert_eq!(setup.identity_text(signals::SERIAL), Some("1654923012345"));
     }
 }

@@ -127,9 +127,30 @@ fn start(d: &DeviceEvidence) -> (DeviceResult, String) {
                 .find(|w| w.status != WorkloadStatus::Passed)
                 .map(said)
         })
-        .or_else(|| d.workloads.first().map(said))
+        .or_else(|| passed(d))
         .unwrap_or_else(|| "no workload ran".into());
     (result, reason)
+}
+
+/// The reason of a device whose every workload passed: all of them named, so that no one
+/// workload's headline reads as the one to blame (`every workload passed: vram, compute
+/// and pcie`). None where no workload ran.
+fn passed(d: &DeviceEvidence) -> Option<String> {
+    let mut names: Vec<&str> = Vec::new();
+    for w in &d.workloads {
+        let name = w.together_with().unwrap_or(w.workload.as_str());
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    match names.as_slice() {
+        [] => None,
+        [one] => Some(format!("{one} passed")),
+        many => Some(format!(
+            "every workload passed: {}",
+            crate::text::list(many)
+        )),
+    }
 }
 
 /// The device's result, reason and next step from its evidence and its resolved findings.

@@ -30,6 +30,9 @@ pub struct Bar {
     pub value: f64,
     /// A mark to hold it against (a best round, a link's theory), if any.
     pub mark: Option<f64>,
+    /// Its own unit where it is not its chart's (an integer rate beside floating-point
+    /// ones: `GOP/s` beside `GFLOP/s`).
+    pub unit: Option<&'static str>,
 }
 
 impl Bar {
@@ -39,6 +42,7 @@ impl Bar {
             label: label.into(),
             value,
             mark: None,
+            unit: None,
         }
     }
 
@@ -48,7 +52,14 @@ impl Bar {
             label: label.into(),
             value,
             mark,
+            unit: None,
         }
+    }
+
+    /// The bar in a unit of its own.
+    pub fn in_unit(mut self, unit: &'static str) -> Bar {
+        self.unit = Some(unit);
+        self
     }
 }
 

@@ -312,7 +312,17 @@ fn the_page_shows_the_verdict_the_findings_and_the_charts() {
         "BIOS",
         "Vulkan loader",
     ] {
-        assert!(html.contains(&format!("<th>{row}</th>")), "{row}");
+        // Each field is said: in its own row, or named in the one row of what was not read.
+        let unread = html
+            .split("<th>Not read</th><td>")
+            .nth(1)
+            .and_then(|rest| rest.split("</td>").next())
+            .unwrap_or_default()
+            .to_lowercase();
+        assert!(
+            html.contains(&format!("<th>{row}</th>")) || unread.contains(&row.to_lowercase()),
+            "{row}"
+        );
     }
     let command = html
         .split("<th>Command line</th><td>")
@@ -423,4 +433,77 @@ fn a_composite_load_s_parts_are_named_by_it_and_the_charts_show_each_phase() {
     );
     assert!(!html.contains(">between_phases<"), "between_phases drawn");
     assert!(!html.contains(">preflight<"), "preflight drawn");
+}
+
+#[test]
+fn a_pass_with_telemetry_prints_on_three_pages_with_no_lone_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = scenario_reports(dir.path(), "h200_healthy");
+    let pdf = print_pdf(dir.path(), &run_dir);
+    let all = pdf_text(&pdf, None);
+    let total = all.matches('\u{c}').count();
+    assert!(total <= 3, "{total} pages for a pass:\n{all}");
+    // Did it run hot: the phase's temperatures and the card's limits on page one.
+    let first = pdf_text(&pdf, Some((1, 1)));
+    for needle in [
+        "What the card did, per phase",
+        "slows down at 87 °C",
+        "Peak temperature",
+    ] {
+        assert!(first.contains(needle), "page 1 lacks `{needle}`:\n{first}");
+    }
+    // No page holds a lone closing line.
+    for page in all.split('\u{c}').filter(|p| !p.trim().is_empty()) {
+        let lines = page.lines().filter(|l| !l.trim().is_empty()).count();
+        assert!(lines > 2, "a page of {lines} lines:\n{page}");
+    }
+}
+
+/// The page's words for people: no project internals (raw keys, snake_case names of
+/// kiln's records, source paths), and each device's headline said once.
+#[test]
+fn the_page_shows_no_internals_and_says_each_headline_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for scenario in [
+        "double_bit_error_between_phases",
+        "thermal_throttle",
+        "watch_own_error",
+        "vram_stuck_bit",
+    ] {
+        let run_dir = scenario_reports(dir.path(), scenario);
+        let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+        for raw in [
+            "Codes 1",
+            "· Code<",
+            "nvml_xid_event",
+            "nvml xid event",
+            ">between_phases<",
+            "src/",
+            ".rs<",
+        ] {
+            assert!(!html.contains(raw), "{scenario}: `{raw}` on the page");
+        }
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap())
+                .unwrap();
+        let reason = report["devices"][0]["reason"].as_str().unwrap();
+        let said = reason
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;");
+        // The banner says it; the findings table holds it as its finding's summary at most.
+        assert!(
+            html.matches(&said).count() <= 2,
+            "{scenario}: the headline said {} times",
+            html.matches(&said).count()
+        );
+        let code = report["devices"][0]["findings"][0]["code"]
+            .as_str()
+            .unwrap();
+        assert!(
+            !html.contains(&format!("<td>{code}: {said}")),
+            "{scenario}: `What failed` says the headline again"
+        );
+    }
 }

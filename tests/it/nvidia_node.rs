@@ -67,6 +67,17 @@ fn a_healthy_card_is_matched_by_uuid_read_through_nvml_and_passes() {
     let device = &report["devices"][0];
     assert_eq!(device["result"], "pass", "{device}");
     assert_eq!(device["setup"]["identity"]["serial"], "1654923012345");
+    // The board maker: the PCI subsystem vendor, the low half of NVML's pciSubSystemId
+    // (the fake's 0x18be10de: NVIDIA), and the page says it by name (issue 58).
+    assert_eq!(
+        device["setup"]["identity"]["pci_subsystem_vendor_id"],
+        f64::from(0x10de)
+    );
+    let page = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(
+        page.contains("<th>Board maker</th><td>NVIDIA (PCI subsystem vendor 0x10de)</td>"),
+        "the board maker on the page"
+    );
     // The gauges came from NVML: the scenario's idle H200.
     let vram = device["telemetry"]
         .as_array()

@@ -62,6 +62,15 @@ impl NvmlSource {
             signals::PCI_BUS_ID.name.into(),
             text(d.pci_info().map(|p| p.bus_id)),
         );
+        // The subsystem id holds the board maker's vendor id in its low 16 bits.
+        f.insert(
+            signals::PCI_SUBSYSTEM_VENDOR_ID.name.into(),
+            match d.pci_info().map(|p| p.pci_sub_system_id) {
+                Ok(Some(id)) => Reading::Number(f64::from(id & 0xffff)),
+                Ok(None) => Reading::not_supported(),
+                Err(e) => num(Err(e)),
+            },
+        );
         f.insert(
             signals::MINOR_NUMBER.name.into(),
             num(platform::nvidia::minor_number(&d).map(f64::from)),

@@ -397,6 +397,7 @@ mod tests {
                 ("serial_number", "692325000123\n"),
                 ("vbios_version", "113-M3000100-102\n"),
                 ("unique_id", "a2b3c4d5e6f70809\n"),
+                ("subsystem_vendor", "0x1002\n"),
                 ("hwmon/hwmon4/temp1_input", "45000\n"),
                 ("hwmon/hwmon4/temp1_label", "edge\n"),
                 ("hwmon/hwmon4/temp2_input", "61000\n"),
@@ -438,6 +439,13 @@ mod tests {
         assert_eq!(t("vbios"), Some("113-M3000100-102"));
         assert_eq!(t("unique_id"), Some("a2b3c4d5e6f70809"));
         assert_eq!(t("kernel_driver"), Some("amdgpu"));
+        // The board's maker, the PCI subsystem vendor (AMD's own board here).
+        assert_eq!(
+            fields
+                .get("pci_subsystem_vendor_id")
+                .and_then(Reading::number),
+            Some(f64::from(0x1002))
+        );
         assert_eq!(t("driver_version"), Some("6.7.0"));
 
         let readings = sample_at(&mut source, Instant::now());

@@ -123,6 +123,15 @@ pub fn read_identity(root: &Path, device_dir: &Path, driver: Driver) -> Readings
         signals::KERNEL_DRIVER.name.into(),
         Reading::Text(driver.name().to_owned()),
     );
+    // The board's maker (`0x1043`): the PCI subsystem vendor, not the chip's vendor.
+    if let Some(id) = read_word(&device_dir.join("subsystem_vendor"))
+        .and_then(|w| u32::from_str_radix(w.trim_start_matches("0x"), 16).ok())
+    {
+        out.insert(
+            signals::PCI_SUBSYSTEM_VENDOR_ID.name.into(),
+            Reading::Number(f64::from(id)),
+        );
+    }
     // The limits the driver protects the die and the memory at (amdgpu's junction and mem
     // sensors), so that a hot card is judged against its own.
     if let Some(hwmon) = first_hwmon(device_dir) {

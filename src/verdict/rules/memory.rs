@@ -338,7 +338,11 @@ fn counters(p: &PhaseTelemetry, out: &mut Vec<Finding>) {
             FindingCode::EccUncorrectable,
             Severity::Critical,
             Confidence::High,
-            format!("{ecc} uncorrectable ECC errors {}", during(p)),
+            format!(
+                "{} {}",
+                crate::text::count(ecc as u64, "uncorrectable ECC error"),
+                during(p)
+            ),
             evidence(&CounterDeltas {
                 counter_deltas: crate::telemetry::said::ByName(&p.counter_deltas),
             }),

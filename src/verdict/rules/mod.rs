@@ -165,10 +165,19 @@ fn one_per_device(out: &mut Vec<Finding>, code: FindingCode) {
     }
     // The most serious phase's finding leads (a phase where the condition cost something
     // before one where it cost nothing), the others named after it.
+    // Among phases of the same weight, the largest figure leads: the headline is never
+    // smaller than a figure of the evidence under it.
     let Some(lead) = found
         .iter()
         .enumerate()
-        .min_by_key(|(_, f)| (f.class, f.severity))
+        .min_by(|(_, a), (_, b)| {
+            (a.class, a.severity)
+                .cmp(&(b.class, b.severity))
+                .then_with(|| {
+                    let share = |f: &Finding| f.facts.in_phase_share.unwrap_or(0.0);
+                    share(b).total_cmp(&share(a))
+                })
+        })
         .map(|(i, _)| i)
     else {
         return;
@@ -338,5 +347,50 @@ pub(super) mod testing {
             .iter()
             .map(|f| (f.code.name(), f.class, f.severity))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod lead_tests {
+    use super::*;
+    use crate::finding::Confidence;
+
+    fn hot(phase: &str, share: f64) -> Finding {
+        let mut f = crate::finding::finding(
+            FindingCode::ThermalThrottle,
+            Severity::Major,
+            Confidence::High,
+            format!(
+                "thermal slowdown {:.0}% of the {phase} phase",
+                share * 100.0
+            ),
+            Evidence::default(),
+            "improve cooling",
+        );
+        f.facts.phase = Some(phase.into());
+        f.facts.in_phase = Some(format!("{:.0}% of the {phase} phase", share * 100.0));
+        f.facts.in_phase_share = Some(share);
+        f
+    }
+
+    #[test]
+    fn a_condition_in_several_phases_leads_with_its_largest_figure() {
+        let mut out = vec![hot("vram", 0.46), hot("compute", 1.0), hot("pcie", 1.0)];
+        one_per_device(&mut out, FindingCode::ThermalThrottle);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            out[0].summary,
+            "thermal slowdown 100% of the compute phase; also 46% of the vram phase and 100% of the pcie phase"
+        );
+        // The near miss: equal figures keep the run's order.
+        let mut out = vec![hot("vram", 1.0), hot("compute", 1.0)];
+        one_per_device(&mut out, FindingCode::ThermalThrottle);
+        assert!(
+            out[0]
+                .summary
+                .starts_with("thermal slowdown 100% of the vram phase"),
+            "{}",
+            out[0].summary
+        );
     }
 }

@@ -25,6 +25,7 @@ fn power(p: &PhaseTelemetry, vendor_id: u32, t: &Thresholds, out: &mut Vec<Findi
     let weigh = |mut f: Finding, share: f64| {
         f.facts.phase = Some(p.phase.clone());
         f.facts.in_phase = Some(format!("{:.0}% of the {} phase", share * 100.0, p.phase));
+        f.facts.in_phase_share = Some(share);
         super::weigh_by_clock(
             &mut f,
             p,

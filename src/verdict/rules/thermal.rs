@@ -123,6 +123,7 @@ fn thermal(p: &PhaseTelemetry, setup: &Setup, t: &Thresholds, out: &mut Vec<Find
         );
         f.facts.phase = Some(p.phase.clone());
         f.facts.in_phase = Some(format!("{:.0}% of the {} phase", thermal * 100.0, p.phase));
+        f.facts.in_phase_share = Some(thermal);
         // What it cost: the clock it left. A clock held near its maximum cost nothing a
         // rate can show (GPU Boost trims a few bins at its target temperature by design).
         super::weigh_by_clock(

@@ -23,16 +23,29 @@ crate::evidence! {
         seen_by: Vec<XidChannel> => "Seen by",
         raised_by: Vec<RaisedBy<'a>> => "Raised by",
         source: &'static str => "Source",
-        /// The first 16: last, as the longest.
-        xids: Vec<&'a XidEvent> => "Xids",
+        /// The first 16: last, as the longest. Kept in report.json; the page's Xid table
+        /// and the log's lines show them to people, once.
+        xids: Vec<&'a XidEvent> => hidden,
     }
 }
 
-crate::evidence! {
-    /// One Xid code and how many times it came.
-    struct Counted {
-        code: u32 => "Code",
-        count: usize => "Count",
+/// One Xid code and how many times it came: one fact in words (`Xid 48, 3 times`), never
+/// a numbered record of raw keys.
+#[derive(serde::Serialize)]
+struct Counted {
+    code: u32,
+    count: usize,
+}
+
+impl crate::finding::Said for Counted {
+    fn line(&self, _: crate::finding::Unit) -> Option<String> {
+        Some(match self.count {
+            1 => format!("Xid {}, once", self.code),
+            n => format!("Xid {}, {n} times", self.code),
+        })
+    }
+    fn is_fact(&self) -> bool {
+        true
     }
 }
 

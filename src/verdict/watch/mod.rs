@@ -116,7 +116,9 @@ impl Watch {
                     view::classes_at(tr, &d.uuid, &view.windows, source == MemorySource::Trace);
                 (view.kept_at_windows, view.resource_sizes) =
                     view::kept_at(tr, &d.uuid, &view.windows);
-                (histogram_of(tr), Some(summary_of(tr)))
+                // The teardown begins after the last iteration of an application that ended.
+                let exit_from = view.end.and(view.marks.last().copied());
+                (histogram_of(tr), Some(summary_of(tr, exit_from)))
             }
             _ => (Vec::new(), None),
         };
@@ -386,7 +388,7 @@ fn histogram_of(tr: &Trace) -> Vec<SizeClass> {
 }
 
 /// What the trace holds, in counts.
-fn summary_of(tr: &Trace) -> TraceSummary {
+fn summary_of(tr: &Trace, exit_from_ms: Option<f64>) -> TraceSummary {
     let sum = |i: usize| tr.classes.iter().map(|c| c[i]).sum::<u64>();
     let count =
         |kind: fn(&TraceEvent) -> bool| tr.records.iter().filter(|r| kind(&r.event)).count() as u64;
@@ -399,6 +401,13 @@ fn summary_of(tr: &Trace) -> TraceSummary {
         device_lost_calls: count(|e| matches!(e, TraceEvent::DeviceLost { .. }))
             + tr.lost_device_calls,
         out_of_memory_calls: count(|e| matches!(e, TraceEvent::OutOfMemory { .. })),
+        frees_at_exit: exit_from_ms.map_or(0, |from| {
+            (tr.records
+                .iter()
+                .filter(|r| r.t_ms > from && matches!(r.event, TraceEvent::Free { .. }))
+                .count() as u64)
+                .min(sum(1))
+        }),
     }
 }
 

@@ -150,6 +150,25 @@ pub struct TraceSummary {
     /// Calls other than `vkAllocateMemory` that answered out-of-memory (`vkCreateBuffer`).
     #[serde(default)]
     pub out_of_memory_calls: u64,
+    /// Of the frees, those made after the last iteration of an application that ended:
+    /// its exit's teardown, not its steps. A trace whose every free is one of these freed
+    /// nothing while it ran (a leak's allocations, released by its exit).
+    #[serde(default)]
+    pub frees_at_exit: u64,
+}
+
+impl TraceSummary {
+    /// The frees in words, as they came: `70 frees, all of them at its exit`, so that a
+    /// leak's trace never reads as every allocation freed while it ran.
+    pub fn frees_words(&self) -> String {
+        let frees = crate::text::count(self.frees, "free");
+        match self.frees_at_exit {
+            0 => frees,
+            1 if self.frees == 1 => format!("{frees}, as the application exited"),
+            n if n == self.frees => format!("{frees}, all of them as the application exited"),
+            n => format!("{frees}, {n} of them as the application exited"),
+        }
+    }
 }
 
 /// What kiln could not see of the application, with why and what would let it see: a
@@ -334,5 +353,37 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(d).unwrap(), d.name());
         }
+    }
+}
+
+#[cfg(test)]
+mod frees_tests {
+    use super::*;
+
+    fn trace(frees: u64, frees_at_exit: u64) -> TraceSummary {
+        TraceSummary {
+            attached: 1,
+            allocations: 40,
+            frees,
+            refused: 0,
+            lost_records: 0,
+            device_lost_calls: 0,
+            out_of_memory_calls: 0,
+            frees_at_exit,
+        }
+    }
+
+    #[test]
+    fn frees_made_only_at_exit_are_said_as_such() {
+        assert_eq!(
+            trace(40, 40).frees_words(),
+            "40 frees, all of them as the application exited"
+        );
+        assert_eq!(
+            trace(40, 12).frees_words(),
+            "40 frees, 12 of them as the application exited"
+        );
+        // The near miss: frees made while it ran are said as counts alone.
+        assert_eq!(trace(40, 0).frees_words(), "40 frees");
     }
 }

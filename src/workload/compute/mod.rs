@@ -92,6 +92,16 @@ impl ComputeKind {
         }
     }
 
+    /// The unit its rate is said in, in billions a second: floating-point operations for
+    /// the FP kinds (`GFLOP/s`), integer operations for INT32 (`GOP/s`), as the rate
+    /// findings say them.
+    pub fn rate_unit(self) -> &'static str {
+        match self {
+            ComputeKind::Fp32 | ComputeKind::Fp16 => "GFLOP/s",
+            ComputeKind::Int32 => "GOP/s",
+        }
+    }
+
     /// The name of this kind's rate in comparisons (`compute_fp32_gops`).
     pub fn rate_name(self) -> &'static str {
         match self {
@@ -291,10 +301,10 @@ impl Kind for Compute {
         let mut lines = vec![c.headline()];
         for k in &c.kinds {
             lines.push(format!(
-                "{} {}, {:.1} Gop/s, {}, {} CPU-checked ({} wrong), {} non-finite",
+                "{} {}, {}, {}, {} CPU-checked ({} wrong), {} non-finite",
                 k.kind.label(),
                 crate::text::count(k.rounds, "round"),
-                k.gops,
+                crate::units::scaled(k.gops, k.kind.rate_unit()),
                 crate::text::count(k.mismatches, "mismatch"),
                 k.cpu_checked,
                 k.cpu_mismatches,
@@ -331,11 +341,14 @@ impl Kind for Compute {
         }
         out.push(Section::Bars {
             title: "Compute rate (mark: best round)".into(),
-            unit: "Gop/s".into(),
+            unit: "GFLOP/s".into(),
             bars: c
                 .kinds
                 .iter()
-                .map(|k| Bar::marked(k.kind.label(), k.gops, Some(k.best_gops)))
+                .map(|k| {
+                    Bar::marked(k.kind.label(), k.gops, Some(k.best_gops))
+                        .in_unit(k.kind.rate_unit())
+                })
                 .collect(),
         });
         out

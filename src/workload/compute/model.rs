@@ -122,7 +122,7 @@ impl Report for ComputeReport {
                 format!(
                     "{} {}",
                     k.kind.label(),
-                    crate::units::scaled(k.gops, "Gop/s")
+                    crate::units::scaled(k.gops, k.kind.rate_unit())
                 )
             })
             .collect();

@@ -236,7 +236,7 @@ impl MatrixMismatch {
                 self.second_workgroup
                     .map(|w| format!(" (recomputed on workgroup {w})"))
                     .unwrap_or_default(),
-                self.check,
+                self.check.replace('_', " "),
                 self.round
             ),
             (_, _, Some([rows, cols])) => format!(
@@ -248,7 +248,7 @@ impl MatrixMismatch {
             _ => format!(
                 "{} {tile} [{} round {}]",
                 self.kind.name(),
-                self.check,
+                self.check.replace('_', " "),
                 self.round
             ),
         };

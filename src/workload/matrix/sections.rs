@@ -44,11 +44,19 @@ pub(super) fn sections(r: &MatrixReport) -> Vec<Section> {
     }
     out.push(Section::Bars {
         title: "Matrix rate, verified (mark: multiplication alone)".into(),
-        unit: "Top/s".into(),
+        unit: "TFLOP/s".into(),
         bars: r
             .kinds
             .iter()
-            .map(|k| Bar::marked(k.kind.name(), k.verified_tflops, Some(k.tflops)))
+            .map(|k| {
+                // Floating-point kinds in FLOP/s, int8 in integer operations, as the rate
+                // findings say them.
+                let unit = match k.kind {
+                    super::MatrixKind::Int8 => "TOP/s",
+                    _ => "TFLOP/s",
+                };
+                Bar::marked(k.kind.name(), k.verified_tflops, Some(k.tflops)).in_unit(unit)
+            })
             .collect(),
     });
     out

@@ -239,7 +239,7 @@ pub(super) fn wrong_words(v: &VramReport) -> Table {
                             first.pass,
                             first.step
                         ),
-                        first.shape.word(),
+                        word_shape(first.shape, bits.len()),
                         retest.map_or("not retested".into(), |t| t.class.word().into()),
                         retest.map_or("-".into(), |t| {
                             stuck_bits(t.stuck_at_0_mask, t.stuck_at_1_mask)
@@ -249,6 +249,22 @@ pub(super) fn wrong_words(v: &VramReport) -> Table {
             })
             .collect(),
         total: v.errors_total,
+    }
+}
+
+/// A word's shape from every bit that read wrong in it over all its reads (the "Failing
+/// bits" beside it), not its first read's alone: a word whose reads flipped three bits is
+/// never "single bit". Shapes that are not a count of bits (an address fault, a whole
+/// word, a transient read) stay as the first read said them.
+fn word_shape(first: ErrorShape, failing_bits: usize) -> String {
+    match first {
+        ErrorShape::SingleBit | ErrorShape::MultiBit if failing_bits > 1 => {
+            format!("multi-bit ({failing_bits} bits)")
+        }
+        ErrorShape::SingleBit | ErrorShape::MultiBit if failing_bits == 1 => {
+            ErrorShape::SingleBit.word()
+        }
+        other => other.word(),
     }
 }
 
@@ -380,4 +396,18 @@ pub(super) fn text_lines(v: &VramReport) -> Vec<String> {
         out.push(format!("stopped early: {s}"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_word_s_shape_counts_every_bit_that_read_wrong_in_it() {
+        // Its first read flipped one bit, its later reads two more: three failing bits.
+        assert_eq!(word_shape(ErrorShape::SingleBit, 3), "multi-bit (3 bits)");
+        // The near miss: one bit over every read is a single bit.
+        assert_eq!(word_shape(ErrorShape::SingleBit, 1), "single bit");
+        assert_eq!(word_shape(ErrorShape::WholeWord, 32), "whole word");
+    }
 }

@@ -114,7 +114,7 @@ fn loss(v: &AppView, d: &DeviceEvidence, t: &Thresholds) -> Vec<Finding> {
 /// The application crashed or exited with an error, and not because kiln stopped it at an
 /// interrupt: its own failure, unless a cause the other rules find explains it (which
 /// [`crate::verdict::resolve`] decides).
-fn exit(v: &AppView, _: &DeviceEvidence, _: &Thresholds) -> Vec<Finding> {
+fn exit(v: &AppView, d: &DeviceEvidence, _: &Thresholds) -> Vec<Finding> {
     let Some((at, code, signal)) = v.end else {
         return Vec::new();
     };
@@ -122,7 +122,13 @@ fn exit(v: &AppView, _: &DeviceEvidence, _: &Thresholds) -> Vec<Finding> {
     // kiln ends the application it started when a signal interrupts the watch.
     let stopped_by_kiln = v.interrupted_ms.is_some_and(|i| at >= i);
     if failed && !stopped_by_kiln {
-        vec![own_exit(at, code, signal, v.last_error.as_deref())]
+        vec![own_exit(
+            at,
+            code,
+            signal,
+            v.last_error.as_deref(),
+            card_watched(d),
+        )]
     } else {
         Vec::new()
     }
@@ -274,14 +280,23 @@ pub fn watch_interrupted(at_s: f64) -> Finding {
     )
 }
 
+/// Whether a GPU's own evidence was watched beside the application: a GPU (not the CPU's
+/// Vulkan device) with telemetry samples read. Only then can its evidence be said to be
+/// clean.
+fn card_watched(d: &DeviceEvidence) -> bool {
+    d.kind != crate::gpu::DeviceKind::Cpu && d.telemetry.iter().any(|p| p.samples > 0)
+}
+
 /// The application's own failure: it crashed or exited with an error and nothing on the
-/// GPU explains it. Never "healthy": the card's evidence is said as clean, and a test of
-/// the card is the step if it comes back.
+/// GPU explains it. Never "healthy": the card's evidence is said as clean where a GPU's
+/// telemetry was watched (`card_watched`), else that nothing of the card was read; a test
+/// of the card is the step if it comes back.
 fn own_exit(
     at_ms: f64,
     code: Option<i32>,
     signal: Option<i32>,
     last_error: Option<&str>,
+    card_watched: bool,
 ) -> Finding {
     let how = match (code, signal) {
         (_, Some(s)) => format!("was ended by signal {s}{}", signal_name(s)),
@@ -291,12 +306,17 @@ fn own_exit(
     let said = last_error
         .map(|l| format!("; its last error: `{}`", crate::text::cut(l.trim(), 160)))
         .unwrap_or_default();
+    let card = if card_watched {
+        "and the card's evidence is clean"
+    } else {
+        "though no GPU telemetry was watched, so the card itself is not vouched for"
+    };
     finding(
         FindingCode::AppExit,
         Severity::Major,
         Confidence::High,
         format!(
-            "the application {how} {:.1} s into the watch, and nothing on the GPU explains it (no failed allocation or lost device reached the driver, and the card's evidence is clean): the application's own failure{said}",
+            "the application {how} {:.1} s into the watch, and nothing on the GPU explains it (no failed allocation or lost device reached the driver, {card}): the application's own failure{said}",
             at_ms / 1e3
         ),
         evidence(&OwnExit {
@@ -367,5 +387,19 @@ mod tests {
         assert_eq!(duration(42.0), "42 s");
         assert_eq!(duration(192.0), "3.2 min");
         assert_eq!(duration(5400.0), "1.5 h");
+    }
+
+    #[test]
+    fn the_card_s_evidence_is_said_clean_only_where_a_gpu_was_watched() {
+        let watched = own_exit(1000.0, Some(1), None, None, true);
+        assert!(watched.summary.contains("the card's evidence is clean"));
+        // The near miss: no GPU telemetry was read, so nothing of the card is vouched for.
+        let blind = own_exit(1000.0, Some(1), None, None, false);
+        assert!(
+            !blind.summary.contains("evidence is clean"),
+            "{}",
+            blind.summary
+        );
+        assert!(blind.summary.contains("no GPU telemetry was watched"));
     }
 }
