@@ -58,6 +58,8 @@ if [ "${1:-}" = "--test" ]; then
 fi
 if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--package" ]; then
   command -v zip >/dev/null 2>&1 || need+=(zip)
+  # cargo-deb's `$auto` dependencies (the C library's version) come from dpkg-shlibdeps.
+  command -v dpkg-shlibdeps >/dev/null 2>&1 || need+=(dpkg-dev)
   command -v unzip >/dev/null 2>&1 || need+=(unzip)
 fi
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import jsonschema' >/dev/null 2>&1; then
