@@ -17,8 +17,8 @@
 #                                         list and a short run under Wine on lavapipe, in
 #                                         a Wine prefix of its own
 #
-# The root is made in target/ and removed by `deb` when it passes; nothing is cached
-# between runs. Needs root (chroot, mounts) for `root` and `deb`.
+# The root is made in target/ and removed by `deb` when it passes, as `zip` removes its
+# folder (target/zip-test); nothing is cached between runs. Needs root (chroot, mounts) for `root` and `deb`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
@@ -199,6 +199,9 @@ zip)
     --pcie-max-bytes 1MiB --out 'Z:'"${dir//\//\\}"'\run' >"$dir/run.log" 2>&1 || code=$?
   [ "$code" = 0 ] || fail "kiln.exe's short run exited $code under Wine, not 0: $(tail -n 20 "$dir/run.log")"
   [ -f "$dir/run/report.json" ] || fail "kiln.exe's run wrote no report.json"
+  # Passed: the prefix and the unzipped copy go (a failure leaves them to look at).
+  wineserver -k 2>/dev/null || true
+  cd / && rm -rf "$dir"
   ;;
 *)
   echo "usage: scripts/package-test.sh root DIR | deb DEB DIR | zip ZIP" >&2
