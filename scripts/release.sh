@@ -37,10 +37,15 @@ CARGO_TARGET_DIR=target/windows cargo build --release --locked --target x86_64-p
 echo "== the packages"
 bash scripts/package.sh deb release "$dist" >/dev/null
 bash scripts/package.sh zip target/windows/x86_64-pc-windows-gnu/release/kiln.exe "$dist" >/dev/null
+# An engine that can replace the build stage with a folder: BuildKit's --build-context
+# (docker with buildx and a daemon; podman 4.5 on).
 engine=""
-for e in docker podman; do
-  if command -v "$e" >/dev/null 2>&1; then engine=$e; break; fi
-done
+if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1 \
+  && docker buildx version >/dev/null 2>&1; then
+  engine=docker
+elif command -v podman >/dev/null 2>&1 && podman build --help 2>/dev/null | grep -e --build-context >/dev/null; then
+  engine=podman
+fi
 if [ -n "$engine" ]; then
   echo "== the image kiln:$version ($engine), from the same binary"
   image=target/image
@@ -49,9 +54,10 @@ if [ -n "$engine" ]; then
   "$engine" build --build-context build="$image" -t "kiln:$version" .
   "$engine" save "kiln:$version" | gzip -n >"$dist/kiln-$version-image.tar.gz"
 else
-  echo "release.sh: no container engine (docker or podman): no image made; with one, this script builds it from the same binary" >&2
+  echo "release.sh: no container engine that can build from a given binary (docker with buildx and its daemon running, or podman 4.5 or later): no image made" >&2
 fi
-echo "$version (commit $commit)" >"$dist/VERSION"
+# The version and commit as the binary says them (the commit it was built from).
+target/release/kiln --version >"$dist/VERSION"
 (cd "$dist" && sha256sum -- * >SHA256SUMS)
 echo "== dist/"
 ls -l "$dist"
