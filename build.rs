@@ -5,11 +5,16 @@
 //! the glslc Debian and Ubuntu ship: they are compiled with the glslangValidator that
 //! `KILN_GLSLANG` names (flags in `shaders/glslang.args`), and otherwise taken from the
 //! committed `.spv`, which `tests/tools.rs` checks against its source with that compiler.
+//!
+//! It also names the commit kiln is built from (`KILN_COMMIT`, for `kiln --version`): the
+//! environment's `KILN_COMMIT` where set (a build from a source archive, a container build
+//! given it), else git's HEAD, else `unknown` (no git, or not a checkout).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
+    commit();
     let shader_dir = Path::new("shaders");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rerun-if-changed=shaders");
@@ -70,5 +75,43 @@ fn main() {
                 panic!("no compiler and no committed {}: {e}", committed.display())
             });
         }
+    }
+}
+
+/// Sets `KILN_COMMIT` for the crate: the commit the sources are checked out at.
+fn commit() {
+    println!("cargo:rerun-if-env-changed=KILN_COMMIT");
+    let given = std::env::var("KILN_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty());
+    let commit = given.or_else(|| {
+        // Rebuilt when HEAD moves: HEAD itself (a checkout), the branch it names (a
+        // commit), and the packed refs (where git may keep that branch instead).
+        for path in ["HEAD", "packed-refs"] {
+            watch(git(&["rev-parse", "--git-path", path]));
+        }
+        if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            watch(git(&["rev-parse", "--git-path", &branch]));
+        }
+        git(&["rev-parse", "--short=12", "HEAD"])
+    });
+    println!(
+        "cargo:rustc-env=KILN_COMMIT={}",
+        commit.as_deref().unwrap_or("unknown")
+    );
+}
+
+/// What git answers, trimmed; None where git is missing, fails, or says nothing.
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}
+
+/// Reruns the build script when this file changes; a path that does not exist is not
+/// named (cargo would rerun the script on every build).
+fn watch(path: Option<String>) {
+    if let Some(path) = path.filter(|p| Path::new(p).exists()) {
+        println!("cargo:rerun-if-changed={path}");
     }
 }

@@ -123,6 +123,7 @@ fn main() -> ExitCode {
         .collect();
     let opts = RunOptions {
         profile: format!("plant_run {fault}"),
+        profile_file: None,
         // The CPU device is the device under test: the scenarios are recordings of it.
         devices: vec!["cpu".into()],
         duration: None,

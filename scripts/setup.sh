@@ -9,7 +9,11 @@
 # tests) and the shader tools for the matrix units
 # (glslangValidator and spirv-val, newer than Debian's), a CPU Vulkan device with
 # matrix units (scripts/matrix-units-driver.sh), and for the Windows build the Rust target
-# x86_64-pc-windows-gnu, MinGW, Wine and Xvfb. Installs nothing that is already there.
+# x86_64-pc-windows-gnu, MinGW, Wine and Xvfb, and for the package tests mmdebstrap (a
+# clean Debian root to install the .deb into) and zip. With --package, what makes the
+# packages (scripts/package.sh): cargo-deb, at the version its flags were written for,
+# compiled from the registry (about two minutes of CPU), and zip. Installs nothing that
+# is already there.
 set -euo pipefail
 need=()
 # Not grep -q: under pipefail its early exit would fail ldconfig with SIGPIPE.
@@ -49,6 +53,14 @@ if [ "${1:-}" = "--test" ]; then
   command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
   command -v wine >/dev/null 2>&1 || need+=(wine wine64)
   command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
+  # The package tests (scripts/package-test.sh): a clean Debian root, the zip's tools.
+  command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+fi
+if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--package" ]; then
+  command -v zip >/dev/null 2>&1 || need+=(zip)
+  # cargo-deb's `$auto` dependencies (the C library's version) come from dpkg-shlibdeps.
+  command -v dpkg-shlibdeps >/dev/null 2>&1 || need+=(dpkg-dev)
+  command -v unzip >/dev/null 2>&1 || need+=(unzip)
 fi
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import jsonschema' >/dev/null 2>&1; then
   python3 -m pip install --quiet jsonschema
@@ -93,4 +105,12 @@ if [ "${1:-}" = "--test" ]; then
     rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1 \
       || echo "setup.sh: the Rust target x86_64-pc-windows-gnu could not be fetched: windows-test.sh will fail unless KILN_SKIP_WINDOWS=1" >&2
   fi
+fi
+# cargo-deb, pinned: scripts/package.sh makes the .deb of a binary already built
+# (--no-build), from the debug profile in CI, which this version still allows.
+cargo_deb_version=3.8.0
+if [ "${1:-}" = "--package" ] \
+  && ! cargo deb --version 2>/dev/null | grep -F " $cargo_deb_version" >/dev/null; then
+  echo "installing: cargo-deb $cargo_deb_version (compiled from the registry)" >&2
+  cargo install --quiet --locked --version "$cargo_deb_version" cargo-deb
 fi

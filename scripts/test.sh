@@ -5,7 +5,10 @@
 # NVIDIA node, with the fake NVML), AMD with a 256 MiB BAR window and Intel with resizable
 # BAR; those that depend on the matrix units too (`::card::units::`) on a CPU device with
 # matrix units, and on that device dressed as an NVIDIA card; then kiln.exe, the Windows
-# build, under Wine. Timed tests (`::timed::`) run after the rest, one at a time, beside
+# build, under Wine. The packages are tested as their users get them, beside the rest
+# (scripts/package-test.sh): the .deb installed into a clean Debian root, the Windows zip
+# unzipped and run under Wine; both are made from the binaries the tests build (the
+# debug ones: CI builds kiln once), scripts/release.sh makes the release ones. Timed tests (`::timed::`) run after the rest, one at a time, beside
 # the tests of the cards; those that measure kiln's own timing (`::alone::`) run last,
 # with nothing beside them.
 # Arguments are cargo's and go to every `cargo test` (e.g. --no-fail-fast).
@@ -28,8 +31,35 @@ cargo build -p kiln-trace-layer -p kiln-discrete-layer -p kiln-fake-nvml -p kiln
 cargo test "$@" --no-run
 wait "$setup"
 
+# Beside the tests, at the lowest priority, each with its own log, waited for before the
+# tests that run alone: the .deb (cargo-deb compiled while mmdebstrap makes the clean
+# root, where it is missing) and kiln.exe's build, then its zip.
+packages_log=target/package-tests.log
+(
+  set -e
+  start=$SECONDS
+  bash scripts/package-test.sh root target/deb-root &
+  root=$!
+  trap 'kill $root 2>/dev/null || true' EXIT
+  nice -n 19 bash scripts/setup.sh --package
+  echo "cargo-deb ready after $((SECONDS - start))s"
+  deb=$(nice -n 19 bash scripts/package.sh deb dev target/packages)
+  echo "$deb made after $((SECONDS - start))s"
+  wait "$root"
+  echo "the clean root made after $((SECONDS - start))s"
+  nice -n 19 bash scripts/package-test.sh deb "$deb" target/deb-root
+  echo "the .deb installed, run and purged in the clean root after $((SECONDS - start))s"
+) >"$packages_log" 2>&1 &
+packages=$!
 windows_log=target/windows-build.log
-nice -n 19 bash scripts/windows-test.sh --build-only >"$windows_log" 2>&1 &
+(
+  set -e
+  nice -n 19 bash scripts/windows-test.sh --build-only
+  start=$SECONDS
+  zip=$(bash scripts/package.sh zip target/windows/x86_64-pc-windows-gnu/debug/kiln.exe target/packages)
+  nice -n 19 bash scripts/package-test.sh zip "$zip"
+  echo "$zip made, unzipped and run under Wine in $((SECONDS - start))s"
+) >"$windows_log" 2>&1 &
 windows=$!
 
 # On the CPU device each kiln takes one core (lavapipe's threads), so that a test's timed
@@ -100,11 +130,17 @@ VK_LAYER_PATH="$PWD/$layer" VK_INSTANCE_LAYERS=VK_LAYER_KILN_emulated_discrete \
     CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$units" cargo test "$@" --test it ::units::
 
 # The Windows build, cross-compiled beside the tests above (waited for before the tests
-# that run alone), run under Wine on lavapipe (tests/it/wine.rs).
+# that run alone), run under Wine on lavapipe (tests/it/wine.rs); the packages' tests.
 wait "$windows" || {
     cat "$windows_log" >&2
     exit 1
 }
+wait "$packages" || {
+    cat "$packages_log" >&2
+    exit 1
+}
+echo "== the packages (the .deb in a clean root, the Windows zip under Wine)"
+grep -h ' after \| in [0-9]*s$' "$packages_log" "$windows_log"
 echo "== the tests that measure kiln's own timing, with nothing beside them"
 env -u LP_NUM_THREADS RUST_TEST_THREADS=1 cargo test "$@" --test it ::alone::
 bash scripts/windows-test.sh "$@"

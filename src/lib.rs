@@ -15,6 +15,16 @@
 // Unsafe code lives in `gpu` alone (the Vulkan calls), each block with its SAFETY note.
 #![deny(unsafe_code)]
 
+/// kiln's version and the commit it was built from, as `kiln --version` says them
+/// (`0.1.0 (commit 0123456789ab)`; `commit unknown` for a build outside a git checkout
+/// that was not given `KILN_COMMIT`, build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("KILN_COMMIT"),
+    ")"
+);
+
 /// The commands: the command line and what each command does with it, over the core.
 pub mod cmd;
 pub mod error;

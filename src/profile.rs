@@ -1,10 +1,13 @@
 //! Profiles: a job, not a list of flags. `profiles/*.toml` are bundled into the binary
 //! (`quick`, `fleet`, `burn-in`, `rma`) and any file in the same format loads from a path.
+//! An installed kiln (the .deb) also has them as files in `/usr/share/kiln/profiles`,
+//! [`installed_dir`]: a name is read from there first, so that the files people read and
+//! copy are the ones that run, and the built-in copy answers where there are none.
 //! Validation is strict: an unknown key, a wrong type or an impossible value is one
 //! sentence naming the file, the line and the key.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -41,6 +44,8 @@ pub struct Confirm {
 pub struct Profile {
     /// Bundled name, or the file's path.
     pub name: String,
+    /// The file it was read from (None: the copy built into kiln).
+    pub file: Option<PathBuf>,
     /// One sentence for people.
     pub description: String,
     /// Time budget per device for the workloads (None: each runs its own plan once).
@@ -328,6 +333,7 @@ pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Profile {
         name: file.to_owned(),
+        file: None,
         description,
         duration,
         stop_on_first_failure: raw.stop_on_first_failure,
@@ -390,13 +396,42 @@ fn workload(r: &Reader, spanned: &Spanned<RawWorkload>) -> Result<PlannedWorkloa
     Ok(PlannedWorkload { weight, config })
 }
 
-/// Loads a profile by bundled name or from a path (anything with a `/` or ending in
-/// `.toml`).
+/// Where an installed kiln keeps its profiles: `share/kiln/profiles` beside the binary's
+/// directory (`/usr/share/kiln/profiles` for `/usr/bin/kiln`), as the .deb lays them out;
+/// None where there is no such directory (a checkout's `target/`, a bare binary, the
+/// Windows zip), and the built-in profiles answer alone.
+pub fn installed_dir() -> Option<PathBuf> {
+    let dir = installed_dir_of(&std::env::current_exe().ok()?)?;
+    dir.is_dir().then_some(dir)
+}
+
+/// Where the profiles of a kiln installed as `exe` are, whether or not they are there.
+pub fn installed_dir_of(exe: &Path) -> Option<PathBuf> {
+    Some(exe.parent()?.parent()?.join("share/kiln/profiles"))
+}
+
+/// Loads a profile by name (from [`installed_dir`], else bundled) or from a path
+/// (anything with a `/` or ending in `.toml`).
 pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
+    load_from(name_or_path, installed_dir().as_deref())
+}
+
+/// [`load`] with the installed profiles in `installed` (None: none installed).
+pub fn load_from(name_or_path: &str, installed: Option<&Path>) -> Result<Profile, ProfileError> {
+    let by_path = name_or_path.contains('/') || name_or_path.ends_with(".toml");
+    if !by_path && let Some(dir) = installed {
+        let file = dir.join(format!("{name_or_path}.toml"));
+        if file.is_file() {
+            // Errors name the file; the run names the profile as it was asked for.
+            let mut profile = read_file(&file)?;
+            profile.name = name_or_path.to_owned();
+            return Ok(profile);
+        }
+    }
     if let Some((name, text)) = BUNDLED.iter().find(|(n, _)| *n == name_or_path) {
         return parse(name, text);
     }
-    if !(name_or_path.contains('/') || name_or_path.ends_with(".toml")) {
+    if !by_path {
         return Err(ProfileError {
             file: name_or_path.to_owned(),
             line: None,
@@ -410,29 +445,76 @@ pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
             },
         });
     }
+    read_file(Path::new(name_or_path))
+}
+
+/// Reads and parses a profile file, named in errors by its path.
+fn read_file(path: &Path) -> Result<Profile, ProfileError> {
+    let shown = path.display().to_string();
     // A regular file only: a FIFO given as a profile would block the open, signals and
     // all, until a writer came.
-    let text =
-        crate::fsutil::read_regular_text(Path::new(name_or_path)).map_err(|e| ProfileError {
-            file: name_or_path.to_owned(),
-            line: None,
-            key: None,
-            message: match e {
-                crate::fsutil::FileError::NotAFile { what, .. } => {
-                    format!("is {what}, not a profile file")
-                }
-                crate::fsutil::FileError::Io { message, .. } => {
-                    format!("cannot be read ({message})")
-                }
-                other => format!("cannot be read ({other})"),
-            },
-        })?;
-    parse(name_or_path, &text)
+    let text = crate::fsutil::read_regular_text(path).map_err(|e| ProfileError {
+        file: shown.clone(),
+        line: None,
+        key: None,
+        message: match e {
+            crate::fsutil::FileError::NotAFile { what, .. } => {
+                format!("is {what}, not a profile file")
+            }
+            crate::fsutil::FileError::Io { message, .. } => {
+                format!("cannot be read ({message})")
+            }
+            other => format!("cannot be read ({other})"),
+        },
+    })?;
+    let mut profile = parse(&shown, &text)?;
+    profile.file = Some(path.to_owned());
+    Ok(profile)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_installed_profile_is_read_from_its_file_and_the_built_in_copy_answers_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let quick = BUNDLED[0]
+            .1
+            .replacen("description = ", "description = \"installed\" #", 1);
+        std::fs::write(dir.path().join("quick.toml"), quick).unwrap();
+        std::fs::write(dir.path().join("site.toml"), BUNDLED[1].1).unwrap();
+        // Read from the installed directory: its text, the name as asked, the file kept.
+        let p = load_from("quick", Some(dir.path())).unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.description.as_str()),
+            ("quick", "installed")
+        );
+        assert_eq!(
+            p.file.as_deref(),
+            Some(dir.path().join("quick.toml").as_path())
+        );
+        let site = load_from("site", Some(dir.path())).unwrap();
+        assert_eq!(site.file, Some(dir.path().join("site.toml")));
+        // The near misses: a bundled name the directory lacks, and no directory at all,
+        // are the built-in copies; a name in neither is refused.
+        let fleet = load_from("fleet", Some(dir.path())).unwrap();
+        assert_eq!(
+            (fleet.name.as_str(), fleet.file.as_deref()),
+            ("fleet", None)
+        );
+        let p = load_from("quick", None).unwrap();
+        assert!(p.file.is_none() && p.description != "installed");
+        assert!(load_from("site", None).is_err());
+    }
+
+    #[test]
+    fn a_broken_installed_profile_is_refused_naming_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("quick.toml"), "description = 1\n").unwrap();
+        let e = load_from("quick", Some(dir.path())).unwrap_err();
+        assert!(e.file.ends_with("quick.toml"), "{e}");
+    }
 
     #[test]
     fn every_bundled_profile_parses() {

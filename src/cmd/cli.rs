@@ -12,7 +12,7 @@ use crate::units::{parse_duration, parse_size};
 
 /// kiln: prove a GPU good or bad.
 #[derive(Debug, Parser)]
-#[command(name = "kiln", version, about = "GPU stress and health diagnostics", long_about = None)]
+#[command(name = "kiln", version = crate::VERSION, about = "GPU stress and health diagnostics", long_about = None)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -37,6 +37,7 @@ mod interruptions;
 mod matrix;
 mod nvidia_node;
 mod orchestration;
+mod packaging;
 mod pcie;
 mod power_target;
 mod profiles;

@@ -50,6 +50,8 @@ use crate::workload::registry::PlannedWorkload;
 pub struct RunOptions {
     /// The profile the plan came from (bundled name or path), for the manifest.
     pub profile: String,
+    /// The file the profile was read from (None: kiln's built-in copy).
+    pub profile_file: Option<PathBuf>,
     /// The profile's own time budget, for the manifest.
     pub profile_duration: Option<Duration>,
     /// Device selectors (index, UUID, PCI address); empty: every GPU.

@@ -143,6 +143,7 @@ pub fn options(args: &RunArgs, profile: Profile, progress: bool) -> Result<RunOp
         .unwrap_or(crate::telemetry::DEFAULT_INTERVAL);
     Ok(crate::cmd::run::RunOptions {
         profile: profile.name,
+        profile_file: profile.file,
         profile_duration: profile.duration,
         devices: args.devices.clone(),
         duration,

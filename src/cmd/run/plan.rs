@@ -195,6 +195,18 @@ pub fn dry_run(opts: &RunOptions) -> Result<Plan, AppError> {
         mut notes,
     } = select_for_run(&opts.devices, crate::select::Job::Test)?;
     check_sizes(&devices, &opts.plan)?;
+    // A profile named by a word but read from a file (an installed kiln's): which file.
+    if let Some(file) = opts
+        .profile_file
+        .as_ref()
+        .filter(|f| f.as_os_str() != opts.profile.as_str())
+    {
+        notes.push(format!(
+            "profile {} read from {}",
+            opts.profile,
+            file.display()
+        ));
+    }
     for n in &not_tested {
         notes.push(format!(
             "{} at {} will not be tested: {}",
