@@ -412,7 +412,8 @@ pub struct VramArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The job: a bundled profile (quick, fleet, burn-in, rma) or a path to a profile
-    /// file; the flags below override it.
+    /// file; the flags below override it. An installed kiln reads a named profile from
+    /// share/kiln/profiles beside its binary (/usr/share/kiln/profiles), else its own copy.
     #[arg(long, value_name = "NAME|FILE", default_value = "quick")]
     pub profile: String,
     /// Print the plan (devices, workloads, estimated time, memory to test) and exit.

@@ -251,7 +251,7 @@ fn application_lines(out: &mut String, app: &crate::verdict::watch::ApplicationR
             out,
             "  trace: {}, {}, {} refused{}{}",
             crate::text::count(t.allocations, "allocation"),
-            crate::text::count(t.frees, "free"),
+            t.frees_words(),
             t.refused,
             if t.out_of_memory_calls > 0 {
                 format!(

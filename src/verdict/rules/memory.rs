@@ -150,7 +150,9 @@ fn remapped_over_life(device: &DeviceEvidence, out: &mut Vec<Finding>) {
         Severity::Note,
         Confidence::High,
         format!(
-            "{total} rows remapped over the card's life ({uncorrectable} for uncorrectable and {correctable} for correctable errors, {}), of the {REMAPPABLE_ROWS} the memory can remap, with no remap failed or pending",
+            "{} remapped over the card's life ({uncorrectable} for uncorrectable and {correctable} for correctable errors, {}), of the {REMAPPABLE_ROWS} the memory can remap, with no remap failed or pending",
+            // A counter read as a float holds a whole count.
+            crate::text::count(total as u64, "row"),
             if during_run > 0.0 {
                 format!("{during_run} of them {}", judged_over(device))
             } else {
@@ -218,7 +220,8 @@ fn retired_over_life(device: &DeviceEvidence, t: &Thresholds, out: &mut Vec<Find
     let dbe_during_run = grew(signals::RETIRED_PAGES_DBE);
     let during_run = grew(signals::RETIRED_PAGES_SBE) + dbe_during_run;
     let pages = format!(
-        "{total} pages retired over the card's life ({sbe} for single-bit and {dbe} for double-bit errors, {})",
+        "{} retired over the card's life ({sbe} for single-bit and {dbe} for double-bit errors, {})",
+        crate::text::count(total as u64, "page"),
         if during_run > 0.0 {
             format!("{during_run} of them {}", judged_over(device))
         } else {

@@ -260,14 +260,16 @@ mod tests {
             "{}",
             found[0].summary
         );
-        // Each phase is said with its own share, never as "the same" as another's.
+        // Each phase is said with its own share, never as "the same" as another's, and
+        // the headline leads with the largest share, so that it never reads 46% above a
+        // row of 100%.
         let d = device(vec![hot("vram", 1200.0, 0.46), hot("compute", 1200.0, 1.0)]);
         let found = super::judge(&d, &Thresholds::default());
         assert!(
             found[0]
                 .summary
-                .starts_with("thermal slowdown 46% of the vram phase")
-                && found[0].summary.contains("also 100% of the compute phase"),
+                .starts_with("thermal slowdown 100% of the compute phase")
+                && found[0].summary.contains("also 46% of the vram phase"),
             "{}",
             found[0].summary
         );

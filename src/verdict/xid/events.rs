@@ -92,6 +92,9 @@ pub struct EventRow {
     pub alone: bool,
 }
 
+/// What to do about an amdgpu reset in any of its forms.
+const AMD_RESET_ACTION: &str = "the event before it (a ring timeout or a RAS error) says why; applications on the GPU lose their work";
+
 const AMD_DEBUG: &str = "Linux kernel, amdgpu GPU Debugging, Decoding a GPUVM Page Fault (docs.kernel.org/gpu/amdgpu/debugging.html); messages of drivers/gpu/drm/amd/amdgpu/gmc_v9_0.c";
 const AMD_RAS: &str = "Linux kernel, AMDGPU RAS Support (docs.kernel.org/gpu/amdgpu/ras.html); messages of drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c and amdgpu_ras_eeprom.c";
 const AMD_RESET: &str = "Linux kernel, amdgpu module parameters lockup_timeout and gpu_recovery (docs.kernel.org/gpu/amdgpu/module-parameters.html); messages of drivers/gpu/drm/amd/amdgpu/amdgpu_job.c and amdgpu_device.c";
@@ -135,6 +138,26 @@ const fn row(
 }
 
 /// A row whose words are its driver's alone (see [`EventRow::alone`]).
+/// amdgpu's GPU page fault in one of its forms (`pattern`): one meaning, one owner and one
+/// action whichever form the driver printed.
+const fn amd_page_fault(pattern: &'static str) -> EventRow {
+    row(
+        Some(Driver::Amdgpu),
+        EventKind::PageFault,
+        pattern,
+        "the GPU accessed an address not mapped for the job (GPU page fault)",
+        (
+            Class::Software,
+            Some(
+                "the line's vmid: not 0, the application or its runtime; 0, the kernel driver or firmware",
+            ),
+        ),
+        Severity::Major,
+        "a bug in the process the line names (run it under its API's validation); with vmid 0, update the driver and firmware",
+        AMD_DEBUG,
+    )
+}
+
 const fn alone(row: EventRow) -> EventRow {
     EventRow { alone: true, ..row }
 }
@@ -209,7 +232,7 @@ pub const EVENTS: &[EventRow] = &[
         "the driver began resetting the GPU, after a hang or an uncorrectable error",
         (Info, None),
         Minor,
-        "the event before it (a ring timeout or a RAS error) says why; applications on the GPU lose their work",
+        AMD_RESET_ACTION,
         AMD_RESET,
     ),
     row(
@@ -265,36 +288,10 @@ pub const EVENTS: &[EventRow] = &[
         "restart the applications that used the GPU; the hang or error before the reset says why",
         AMD_RESET,
     ),
-    alone(row(
-        Some(Amdgpu),
-        PageFault,
+    alone(amd_page_fault(
         r"page fault \(src_id:|\b(?:GC|MM)?VM_L2_PROTECTION_FAULT_STATUS:",
-        "the GPU accessed an address not mapped for the job (GPU page fault)",
-        (
-            Software,
-            Some(
-                "the line's vmid: not 0, the application or its runtime; 0, the kernel driver or firmware",
-            ),
-        ),
-        Major,
-        "a bug in the process the line names (run it under its API's validation); with vmid 0, update the driver and firmware",
-        AMD_DEBUG,
     )),
-    row(
-        Some(Amdgpu),
-        PageFault,
-        r"GPU fault detected:",
-        "the GPU accessed an address not mapped for the job (GPU page fault)",
-        (
-            Software,
-            Some(
-                "the line's vmid: not 0, the application or its runtime; 0, the kernel driver or firmware",
-            ),
-        ),
-        Major,
-        "a bug in the process the line names (run it under its API's validation); with vmid 0, update the driver and firmware",
-        AMD_DEBUG,
-    ),
+    amd_page_fault(r"GPU fault detected:"),
     row(
         Some(Amdgpu),
         RasBadPageThreshold,
@@ -362,7 +359,7 @@ pub const EVENTS: &[EventRow] = &[
         "the driver reset the GPU (a mode-1, mode-2 or BACO reset), after a hang or an uncorrectable error",
         (Info, None),
         Minor,
-        "the event before it (a ring timeout or a RAS error) says why; applications on the GPU lose their work",
+        AMD_RESET_ACTION,
         AMD_RESET,
     ),
     row(

@@ -187,11 +187,14 @@ impl Report for PcieReport {
                 format!("{rates}; {}", join_findings(&self.findings))
             }
             WorkloadStatus::Incomplete => format!(
-                "{} transfers verified ({rates}), but the probe stopped early: {}",
-                self.transfers_verified,
+                "{} verified ({rates}), but the probe stopped early: {}",
+                crate::text::count(self.transfers_verified, "transfer"),
                 self.run.why_cut_short().unwrap_or("unknown")
             ),
-            _ => format!("{} transfers verified, {rates}", self.transfers_verified),
+            _ => format!(
+                "{} verified, {rates}",
+                crate::text::count(self.transfers_verified, "transfer")
+            ),
         }
     }
 }
