@@ -202,6 +202,15 @@ fn exact_size(text: &str) -> Option<u64> {
         .ok()
 }
 
+/// Compiles the reader's patterns now, so that the first line it reads is not delayed by
+/// their compiling: a watch stamps the moments it hears (an iteration's mark) as they come,
+/// and a first line held back while dozens of patterns compile (a second or more on a
+/// loaded machine) would shift every mark after it against the trace's own clock.
+pub fn prepare() {
+    let _ = (compiled(), names(), exact_bytes(), device_address(""));
+    let _ = words::read("");
+}
+
 /// What an application's line says; None for a line of no failure and no framework.
 pub fn read(text: &str) -> Option<(Role, Reading)> {
     // The host's OOM killer is the host's memory, not a GPU's; pinned host memory refused

@@ -49,6 +49,8 @@ pub struct Listener {
 impl Listener {
     /// A listener marking an iteration at each line `iteration` matches.
     pub fn new(iteration: Option<Regex>) -> Listener {
+        // The reader's patterns compiled before the application's first line comes.
+        crate::logread::app::prepare();
         Listener {
             iteration,
             // Constant patterns, checked by this module's tests.
