@@ -906,7 +906,7 @@ table.evidence{font-size:10px;background:#f7f7f7;margin:4px 0 0}table.evidence t
 @media print{body{margin:0;font-size:10px}section.device{break-before:page}\
 tr,figure,section.host{break-inside:avoid}table.rows{font-size:9px}table.phases{font-size:9px}\
 figure{display:inline-block;width:49%;vertical-align:top;margin:4px 0}.chart{max-width:100%}\
-h2{margin:8px 0 4px}h3{margin:8px 0 2px}p{margin:3px 0}h2,h3,h2+p{break-after:avoid}\
+h2{margin:8px 0 4px}h3{margin:8px 0 2px}p{margin:3px 0}\
 section.application figure{display:block;width:100%}section.application+section.device{break-before:auto}}";
 
 /// The profile a run ran and its budget, for page one: `burn-in, 2m of its 4h` where the
