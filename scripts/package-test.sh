@@ -16,6 +16,9 @@
 #                                         no DLL it needs that Windows lacks, and kiln.exe
 #                                         list and a short run under Wine on lavapipe, in
 #                                         a Wine prefix of its own
+#   scripts/package-test.sh zip ZIP --unzip-only
+#                                         the same without Wine: prints the unzipped
+#                                         kiln.exe's path (CI's Wine suite runs that one)
 #
 # The root is made in target/ and removed by `deb` when it passes, as `zip` removes its
 # folder (target/zip-test); nothing is cached between runs. Needs root (chroot, mounts) for `root` and `deb`.
@@ -173,6 +176,12 @@ zip)
     tr -s ' \n' '\n' <<<"$system" | grep -x -F "$base" >/dev/null || [ -f "$(dirname "$exe")/$dll" ] ||
       fail "kiln.exe needs $dll, which neither Windows nor the zip has"
   done
+  # CI runs its Wine suite (scripts/windows-test.sh) on this unzipped kiln.exe rather than
+  # boot a second Wine here: the copy stays, its path said.
+  if [ "${3:-}" = --unzip-only ]; then
+    echo "$exe"
+    exit 0
+  fi
   # A Windows of its own: a fresh prefix, where Wine 8's missing bcryptprimitives.dll
   # (Windows 10 has it; Rust's standard library needs its ProcessPrng) is stood in for
   # in system32, as Windows' own, not beside kiln.exe.
