@@ -214,7 +214,8 @@ pub fn io_words(e: &std::io::Error) -> String {
 
 /// The one sentence for a failed file operation on `path`: `no such file: /x/y`.
 pub fn io_error(path: &std::path::Path, e: &std::io::Error) -> String {
-    format!("{}: {}", io_words(e), path.display())
+    // A path is a name a user or a directory gave: it never drives the terminal.
+    format!("{}: {}", io_words(e), printable(&path.to_string_lossy()))
 }
 
 /// `text` with every ` (os error N)` the standard library appends cut, and its commonest

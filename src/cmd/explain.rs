@@ -26,7 +26,7 @@ struct Input {
 /// refused, as logs hold what drivers wrote.
 fn text_of(path: &Path) -> Result<String, AppError> {
     let mut bytes = Vec::new();
-    let shown = path.display();
+    let shown = crate::text::printable(&path.to_string_lossy()).into_owned();
     if path == Path::new("-") {
         std::io::stdin().read_to_end(&mut bytes).map_err(|e| {
             AppError::Usage(format!(
@@ -67,7 +67,8 @@ pub fn command(args: ExplainArgs) -> Result<i32, AppError> {
                 name: if p == Path::new("-") {
                     "stdin".to_owned()
                 } else {
-                    p.display().to_string()
+                    // A file's name never drives the terminal it is printed on.
+                    crate::text::printable(&p.to_string_lossy()).into_owned()
                 },
                 found: logread::read_text(&text_of(p)?),
             })

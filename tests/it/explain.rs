@@ -118,6 +118,30 @@ fn explain_of_a_missing_file_is_one_sentence_and_a_usage_error() {
     assert!(stdout(&out).is_empty());
 }
 
+#[test]
+fn a_file_name_with_a_terminal_escape_or_a_newline_is_shown_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = dir.path().join("k\u{1b}[31mred\nx.log");
+    // Missing: the one sentence names it escaped.
+    let out = kiln().arg("explain").arg(&name).output().unwrap();
+    assert_eq!(out.status.code(), Some(kiln::exit_code::USAGE));
+    let err = stderr(&out);
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
+    assert!(err.contains("k\\u{1b}[31mred\\nx.log"), "{err:?}");
+    // Present, with a failure in it: its lines are named escaped too.
+    std::fs::write(
+        &name,
+        "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n",
+    )
+    .unwrap();
+    let out = kiln().arg("explain").arg(&name).output().unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("Xid 79"), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(text.contains("k\\u{1b}[31mred\\nx.log:1"), "{text:?}");
+}
+
 /// `kiln explain --json` of a file, its exit code and what it explained: (line, xid,
 /// pci_address, failure, pid) of each.
 fn explained(file: &std::path::Path) -> (Option<i32>, Vec<serde_json::Value>) {
